@@ -1,0 +1,63 @@
+/* Daemon configuration: defaults, then a config file, then the environment, then flags,
+ * each overriding the one before. Every option has one name used in all four places:
+ *   flag      --batch-size 64   (or --batch-size=64)
+ *   file      batch-size = 64   (or batch_size; INI syntax, parsed by inih; keys at the top
+ *                                or in a section named after the program, e.g. [worker])
+ *   env       PSTRAIN_WORKER_BATCH_SIZE=64   (the program's env prefix + upper-case name)
+ * --config FILE names the file (it must then exist); otherwise the default file is read
+ * when present. Unknown keys and flags are errors that name the file and line or flag.
+ * --print-config prints every effective value and where it came from. */
+#ifndef PSTRAIN_COMMON_CONFIG_H
+#define PSTRAIN_COMMON_CONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#define PST_CFG_STR_MAX 512
+
+typedef enum { PST_CFG_STRING, PST_CFG_INT, PST_CFG_DOUBLE, PST_CFG_BOOL } pst_cfg_type;
+typedef enum { PST_SRC_DEFAULT = 0, PST_SRC_FILE, PST_SRC_ENV, PST_SRC_FLAG } pst_cfg_source;
+
+typedef struct {
+  const char *name;   /* "batch-size" */
+  pst_cfg_type type;
+  void *value;        /* char[PST_CFG_STR_MAX] | int64_t | double | int (0/1) */
+  const char *def;    /* default as text; NULL means empty string / 0 */
+  const char *help;
+  int64_t min, max;   /* PST_CFG_INT bounds (ignored when min == max) */
+  pst_cfg_source source; /* set by the loader */
+  char origin[160];      /* "/etc/pstrain/ps.conf:12", "PSTRAIN_PS_LISTEN", "--listen" */
+} pst_cfg_opt;
+
+/* One entry of an option table; min == max means no bounds. */
+#define PST_OPT(name, type, value, def, help, min, max) \
+  { name, type, value, def, help, min, max, PST_SRC_DEFAULT, "" }
+
+typedef struct {
+  const char *prog;          /* "pstrain-ps" */
+  const char *section;       /* "ps": the INI section that is ours */
+  const char *default_file;  /* "/etc/pstrain/ps.conf" */
+  const char *env_prefix;    /* "PSTRAIN_PS_" */
+  const char *usage_extra;   /* text printed after the option list, or NULL */
+  pst_cfg_opt *opts;
+  int n_opts;
+  /* Results besides the options: */
+  int print_config;          /* --print-config given */
+  int help;                  /* --help given (usage already printed) */
+  char file_used[PST_CFG_STR_MAX];
+} pst_cfg;
+
+/* Loads everything. Returns 0, or a negative code with a one-line reason in err. */
+int pst_cfg_load(pst_cfg *c, int argc, char **argv, char *err, size_t errlen);
+void pst_cfg_print(const pst_cfg *c, FILE *out);
+void pst_cfg_usage(const pst_cfg *c, FILE *out);
+/* Sets an option from code (source FLAG, origin as given), e.g. from TF_CONFIG. */
+int pst_cfg_set(pst_cfg *c, const char *name, const char *text, pst_cfg_source src,
+                const char *origin, char *err, size_t errlen);
+pst_cfg_opt *pst_cfg_find(pst_cfg *c, const char *name);
+
+/* Parses "host:port" ("[v6]:port" too) into host[hostlen] and *port. */
+int pst_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
+
+#endif

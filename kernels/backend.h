@@ -1,0 +1,87 @@
+/* The compute backend interface: every tensor operation a worker runs goes through it.
+ *
+ * A backend owns "device" memory (host memory for the CPU backend, GPU memory for CUDA).
+ * Every pointer passed to an operation is device memory from alloc(), except where a
+ * comment says host. Operations are ordered: a backend may run them asynchronously, and
+ * to_host() followed by synchronize() is what makes results visible on the host.
+ *
+ * Layouts (row-major, C order):
+ *   activations of dense layers  [B, features]
+ *   activations of conv layers   [B, H, W, C]   (NHWC, as TensorFlow/Keras)
+ *   dense weights                [in, out], bias [out]
+ *   conv2d weights               [Cout, KH, KW, Cin] (OHWI, cuDNN's NHWC filter layout), bias [Cout]
+ *   labels                       [B] int32 class indices
+ * All functions return 0 or a negative errno-style code. */
+#ifndef PSTRAIN_KERNELS_BACKEND_H
+#define PSTRAIN_KERNELS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Geometry of one conv2d or maxpool application (per batch). */
+typedef struct {
+  int n;                  /* batch size B */
+  int in_h, in_w, in_c;   /* input [B, in_h, in_w, in_c] */
+  int k_h, k_w;           /* kernel (conv) or window (pool) */
+  int stride_h, stride_w;
+  int pad_top, pad_left;  /* zero padding before the first row / column ("same" padding) */
+  int out_h, out_w, out_c;/* output [B, out_h, out_w, out_c]; for pooling out_c == in_c */
+} pst_window_shape;
+
+typedef struct pst_backend pst_backend;
+
+struct pst_backend {
+  const char *name;  /* "cpu", "cuda:0", ... */
+  int host_memory;   /* 1 when device pointers are plain host pointers (CPU backend) */
+  void *impl;        /* backend-private state */
+
+  void *(*alloc)(pst_backend *b, size_t bytes); /* NULL when out of (capped) memory */
+  void (*free)(pst_backend *b, void *p);
+  int (*to_device)(pst_backend *b, void *dst, const void *host_src, size_t bytes);
+  int (*to_host)(pst_backend *b, void *host_dst, const void *src, size_t bytes);
+  int (*synchronize)(pst_backend *b);
+
+  /* y[B,out] = x[B,in] . w[in,out] + bias[out] */
+  int (*dense_forward)(pst_backend *b, const float *x, const float *w, const float *bias,
+                       float *y, int batch, int in, int out);
+  /* dw[in,out] = x^T . dy;  db[out] = sum over rows of dy;  dx[B,in] = dy . w^T.
+   * dw and db are overwritten, not accumulated; dx may be NULL (first layer). */
+  int (*dense_backward)(pst_backend *b, const float *x, const float *w, const float *dy,
+                        float *dx, float *dw, float *db, int batch, int in, int out);
+
+  /* y = max(x, 0) over n elements; in place (x == y) is allowed. */
+  int (*relu_forward)(pst_backend *b, const float *x, float *y, size_t n);
+  /* dx = dy where y > 0, else 0; dx == dy is allowed. */
+  int (*relu_backward)(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+
+  /* Softmax cross-entropy over logits[B,C] with labels[B] (device int32).
+   * dlogits[B,C] = (softmax(logits) - onehot(labels)) * scale  (dlogits may be NULL: eval only).
+   * Host outputs: *loss_sum = sum over the batch of -log softmax[label] (double),
+   * *correct = number of rows whose argmax equals the label. */
+  int (*softmax_xent)(pst_backend *b, const float *logits, const int32_t *labels,
+                      float *dlogits, int batch, int classes, float scale,
+                      double *loss_sum, int *correct);
+
+  /* y = conv2d(x, w) + bias, NHWC / OHWI, cross-correlation as in TF and cuDNN. */
+  int (*conv2d_forward)(pst_backend *b, const pst_window_shape *s, const float *x,
+                        const float *w, const float *bias, float *y);
+  /* dw, db overwritten; dx may be NULL (first layer). */
+  int (*conv2d_backward)(pst_backend *b, const pst_window_shape *s, const float *x,
+                         const float *w, const float *dy, float *dx, float *dw, float *db);
+
+  /* Max pooling, NHWC; padding cells never win. Backward routes dy to the first maximum. */
+  int (*maxpool_forward)(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
+  int (*maxpool_backward)(pst_backend *b, const pst_window_shape *s, const float *x,
+                          const float *y, const float *dy, float *dx);
+
+  /* Optional (may be NULL): a one-line description of how layer `layer` of kind `what`
+   * runs (device, algorithm), for --log-placement. */
+  void (*describe)(pst_backend *b, const char *what, int layer, char *out, size_t outlen);
+
+  void (*destroy)(pst_backend *b);
+};
+
+/* The CPU backend: OpenBLAS GEMMs on `threads` threads (1 per worker by default). */
+int pst_cpu_backend_create(int threads, pst_backend **out);
+
+#endif

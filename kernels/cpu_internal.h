@@ -1,0 +1,48 @@
+/* Private to the CPU backend: its state and the operations of each op family
+ * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_pool.c), wired into the vtable by
+ * cpu_backend.c. */
+#ifndef PSTRAIN_KERNELS_CPU_INTERNAL_H
+#define PSTRAIN_KERNELS_CPU_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+
+/* Scratch buffers, each grown on demand and kept, so the hot path never allocates once
+ * the first step has run. Slots are named by use so two ops never share one at once. */
+enum { CPU_SCRATCH_COL = 0, CPU_SCRATCH_DCOL, CPU_SCRATCH_WAUG, CPU_SCRATCH_COUNT };
+
+typedef struct {
+  int threads;                        /* OpenBLAS threads */
+  float *scratch[CPU_SCRATCH_COUNT];  /* 64-byte aligned */
+  size_t scratch_cap[CPU_SCRATCH_COUNT]; /* floats */
+} cpu_impl;
+
+/* A scratch buffer of at least `floats` floats, or NULL when out of memory. */
+float *cpu_scratch(pst_backend *b, int slot, size_t floats);
+
+int cpu_dense_forward(pst_backend *b, const float *x, const float *w, const float *bias, float *y,
+                      int batch, int in, int out);
+int cpu_dense_backward(pst_backend *b, const float *x, const float *w, const float *dy, float *dx,
+                       float *dw, float *db, int batch, int in, int out);
+
+int cpu_relu_forward(pst_backend *b, const float *x, float *y, size_t n);
+int cpu_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int cpu_softmax_xent(pst_backend *b, const float *logits, const int32_t *labels, float *dlogits,
+                     int batch, int classes, float scale, double *loss_sum, int *correct);
+
+int cpu_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x, const float *w,
+                       const float *bias, float *y);
+int cpu_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *w,
+                        const float *dy, float *dx, float *dw, float *db);
+
+int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
+int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *y,
+                         const float *dy, float *dx);
+
+/* Checks a window shape for consistency (positive sizes, output matching the input,
+ * padding smaller than the window); 0 or -EINVAL. */
+int cpu_check_window(const pst_window_shape *s, int conv);
+
+#endif

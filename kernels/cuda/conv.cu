@@ -1,0 +1,281 @@
+/* conv2d forward and backward through cuDNN's convolution API: NHWC activations, NHWC
+ * (= KRSC = OHWI) filters, FP32 with FMA math only (no TF32), so results match the CPU
+ * backend to FP32 rounding.
+ *
+ * Each geometry (batch size included) gets a plan: descriptors plus the algorithms the
+ * cuDNN heuristics (cudnnGet*_v7) rank first among those that succeed, are deterministic
+ * and fit the memory cap. The single cuDNN workspace grows to the largest plan's need.
+ * Padding cuDNN cannot express (TF's "same" with the odd extra row at the bottom) is done
+ * by copying the input into a zero-padded scratch buffer (pad.cu). */
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_internal.h"
+
+static const char *fwd_algo_name(cudnnConvolutionFwdAlgo_t a) {
+  static const char *const names[] = {"IMPLICIT_GEMM", "IMPLICIT_PRECOMP_GEMM", "GEMM", "DIRECT",
+                                      "FFT",           "FFT_TILING",            "WINOGRAD",
+                                      "WINOGRAD_NONFUSED"};
+  return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : "?";
+}
+
+static const char *bwd_data_algo_name(cudnnConvolutionBwdDataAlgo_t a) {
+  static const char *const names[] = {"ALGO_0",   "ALGO_1", "FFT", "FFT_TILING",
+                                      "WINOGRAD", "WINOGRAD_NONFUSED"};
+  return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : "?";
+}
+
+static const char *bwd_filter_algo_name(cudnnConvolutionBwdFilterAlgo_t a) {
+  static const char *const names[] = {"ALGO_0",   "ALGO_1",           "FFT",       "ALGO_3",
+                                      "WINOGRAD", "WINOGRAD_NONFUSED", "FFT_TILING"};
+  return (unsigned)a < sizeof names / sizeof names[0] ? names[a] : "?";
+}
+
+static void plan_release(pst_cuda_conv_plan *p) {
+  if (p->x_desc) cudnnDestroyTensorDescriptor(p->x_desc);
+  if (p->y_desc) cudnnDestroyTensorDescriptor(p->y_desc);
+  if (p->w_desc) cudnnDestroyFilterDescriptor(p->w_desc);
+  if (p->conv_desc) cudnnDestroyConvolutionDescriptor(p->conv_desc);
+  memset(p, 0, sizeof *p);
+}
+
+void pst_cuda_conv_plans_destroy(pst_cuda *c) {
+  for (int i = 0; i < PST_CUDA_MAX_PLANS; i++)
+    if (c->conv[i].used) plan_release(&c->conv[i]);
+}
+
+/* Without a cap, algorithms needing more workspace than this are passed over: the layers
+ * of the models pstrain trains need a few MiB at most. */
+#define UNCAPPED_WORKSPACE_MAX ((size_t)1 << 30)
+
+/* Bytes of workspace a plan may ask for: with a cap, what the cap leaves once the current
+ * workspace is given back. */
+static size_t workspace_budget(const pst_cuda *c) {
+  if (!c->mem_limit) return UNCAPPED_WORKSPACE_MAX;
+  size_t others = c->mem_used - c->workspace.bytes;
+  return others < c->mem_limit ? c->mem_limit - others : 0;
+}
+
+/* Index in cuDNN's ranked list of the first algorithm that works, is deterministic, uses
+ * FMA math and fits `budget`; failing that of the first that works and fits; else -1. */
+template <typename Perf>
+static int pick_algo(const Perf *perf, int n, size_t budget) {
+  for (int i = 0; i < n; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= budget &&
+        perf[i].determinism == CUDNN_DETERMINISTIC && perf[i].mathType == CUDNN_FMA_MATH)
+      return i;
+  for (int i = 0; i < n; i++)
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].memory <= budget) return i;
+  return -1;
+}
+
+static int no_algo(const pst_cuda *c, const pst_window_shape *s, const char *which,
+                   size_t budget) {
+  pst_cuda_log(3,
+               "%s: conv2d %dx%dx%d -> %dx%dx%d: cuDNN offers no usable %s algorithm within "
+               "%.1f MiB of workspace",
+               c->name, s->in_h, s->in_w, s->in_c, s->out_h, s->out_w, s->out_c, which,
+               (double)budget / 1048576.0);
+  return -ENOTSUP;
+}
+
+static int plan_build(pst_cuda *c, const pst_window_shape *s, pst_cuda_conv_plan *p) {
+  p->s = *s;
+  /* cuDNN pads symmetrically: usable as is when its output size formula gives ours. */
+  int direct = s->in_h + 2 * s->pad_top >= s->k_h && s->in_w + 2 * s->pad_left >= s->k_w &&
+               1 + (s->in_h + 2 * s->pad_top - s->k_h) / s->stride_h == s->out_h &&
+               1 + (s->in_w + 2 * s->pad_left - s->k_w) / s->stride_w == s->out_w;
+  p->explicit_pad = !direct;
+  p->pad_h = direct ? s->in_h : (s->out_h - 1) * s->stride_h + s->k_h;
+  p->pad_w = direct ? s->in_w : (s->out_w - 1) * s->stride_w + s->k_w;
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x_desc));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y_desc));
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w_desc));
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv_desc));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
+                                         s->in_c, p->pad_h, p->pad_w));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
+                                         s->out_c, s->out_h, s->out_w));
+  CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, s->out_c,
+                                         s->in_c, s->k_h, s->k_w));
+  CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv_desc, direct ? s->pad_top : 0,
+                                              direct ? s->pad_left : 0, s->stride_h, s->stride_w,
+                                              1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv_desc, CUDNN_FMA_MATH));
+  int on, oc, oh, ow;
+  CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv_desc, p->x_desc, p->w_desc, &on, &oc,
+                                                    &oh, &ow));
+  PST_CUDA_REQUIRE(on == s->n && oc == s->out_c && oh == s->out_h && ow == s->out_w,
+                   "%s: conv2d: cuDNN computes output %dx%dx%dx%d, the layer wants %dx%dx%dx%d",
+                   c->name, on, oh, ow, oc, s->n, s->out_h, s->out_w, s->out_c);
+
+  size_t budget = workspace_budget(c);
+  int n = 0;
+  cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+  CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(c->cudnn, p->x_desc, p->w_desc, p->conv_desc,
+                                                     p->y_desc, CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                     &n, fwd));
+  int k = pick_algo(fwd, n, budget);
+  if (k < 0) return no_algo(c, s, "forward", budget);
+  p->fwd_algo = fwd[k].algo;
+  cudnnConvolutionBwdDataAlgoPerf_t bd[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+      c->cudnn, p->w_desc, p->y_desc, p->conv_desc, p->x_desc,
+      CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, bd));
+  k = pick_algo(bd, n, budget);
+  if (k < 0) return no_algo(c, s, "backward data", budget);
+  p->bwd_data_algo = bd[k].algo;
+  cudnnConvolutionBwdFilterAlgoPerf_t bf[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+      c->cudnn, p->x_desc, p->y_desc, p->conv_desc, p->w_desc,
+      CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, bf));
+  k = pick_algo(bf, n, budget);
+  if (k < 0) return no_algo(c, s, "backward filter", budget);
+  p->bwd_filter_algo = bf[k].algo;
+
+  /* The heuristics' memory figures are estimates: ask for the exact sizes. */
+  CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, p->x_desc, p->w_desc,
+                                                      p->conv_desc, p->y_desc, p->fwd_algo,
+                                                      &p->fwd_ws));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardDataWorkspaceSize(c->cudnn, p->w_desc, p->y_desc,
+                                                           p->conv_desc, p->x_desc,
+                                                           p->bwd_data_algo, &p->bwd_data_ws));
+  CUDNN_CHECK(cudnnGetConvolutionBackwardFilterWorkspaceSize(c->cudnn, p->x_desc, p->y_desc,
+                                                             p->conv_desc, p->w_desc,
+                                                             p->bwd_filter_algo,
+                                                             &p->bwd_filter_ws));
+  size_t need = p->fwd_ws;
+  if (p->bwd_data_ws > need) need = p->bwd_data_ws;
+  if (p->bwd_filter_ws > need) need = p->bwd_filter_ws;
+  if (need > 0) {
+    int rc = pst_cuda_buffer_reserve(c, &c->workspace, need, "the cuDNN workspace");
+    if (rc != 0) return rc;
+  }
+  p->first_use = ++c->use_clock;
+  p->used = 1;
+  return 0;
+}
+
+/* The plan for s: cached, or built in a free slot, else in the least recently used one. */
+static int conv_plan(pst_cuda *c, const pst_window_shape *s, pst_cuda_conv_plan **out) {
+  pst_cuda_conv_plan *victim = NULL;
+  for (int i = 0; i < PST_CUDA_MAX_PLANS; i++) {
+    pst_cuda_conv_plan *p = &c->conv[i];
+    if (p->used && memcmp(&p->s, s, sizeof *s) == 0) {
+      p->last_use = ++c->use_clock;
+      *out = p;
+      return 0;
+    }
+    if (!victim || (victim->used && (!p->used || p->last_use < victim->last_use))) victim = p;
+  }
+  if (victim->used) plan_release(victim);
+  int rc = plan_build(c, s, victim);
+  if (rc != 0) {
+    plan_release(victim);
+    return rc;
+  }
+  victim->last_use = c->use_clock;
+  *out = victim;
+  return 0;
+}
+
+/* The input as cuDNN reads it: x itself, or x copied into the zero-padded scratch 0. */
+static int conv_input(pst_cuda *c, const pst_cuda_conv_plan *p, const float *x,
+                      const float **xin) {
+  const pst_window_shape *s = &p->s;
+  *xin = x;
+  if (!p->explicit_pad) return 0;
+  size_t bytes = (size_t)s->n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
+  int rc = pst_cuda_buffer_reserve(c, &c->scratch[0], bytes, "a padded conv2d input");
+  if (rc != 0) return rc;
+  rc = pst_cuda_pad_nhwc(c, x, (float *)c->scratch[0].p, s->n, s->in_h, s->in_w, s->in_c,
+                         p->pad_h, p->pad_w, s->pad_top, s->pad_left, 0.0f);
+  *xin = (const float *)c->scratch[0].p;
+  return rc;
+}
+
+int pst_cuda_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                            const float *w, const float *bias, float *y) {
+  pst_cuda *c = pst_cuda_of(b);
+  int rc = pst_cuda_check_window(s, "conv2d_forward", 0);
+  if (rc != 0) return rc;
+  PST_CUDA_REQUIRE(x && w && y, "%s: conv2d_forward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  pst_cuda_conv_plan *p;
+  const float *xin;
+  if ((rc = conv_plan(c, s, &p)) != 0 || (rc = conv_input(c, p, x, &xin)) != 0) return rc;
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, p->x_desc, xin, p->w_desc, w, p->conv_desc,
+                                      p->fwd_algo, c->workspace.p, c->workspace.bytes, &zero,
+                                      p->y_desc, y));
+  if (bias)
+    return pst_cuda_bias_add(c, y, bias, (size_t)s->n * s->out_h * s->out_w, s->out_c);
+  return 0;
+}
+
+int pst_cuda_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                             const float *w, const float *dy, float *dx, float *dw, float *db) {
+  pst_cuda *c = pst_cuda_of(b);
+  int rc = pst_cuda_check_window(s, "conv2d_backward", 0);
+  if (rc != 0) return rc;
+  PST_CUDA_REQUIRE(x && w && dy && dw, "%s: conv2d_backward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  pst_cuda_conv_plan *p;
+  const float *xin;
+  if ((rc = conv_plan(c, s, &p)) != 0) return rc;
+  float *dxin = dx;
+  if (dx && p->explicit_pad) {
+    size_t bytes = (size_t)s->n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
+    if ((rc = pst_cuda_buffer_reserve(c, &c->scratch[1], bytes, "a padded conv2d gradient")))
+      return rc;
+    dxin = (float *)c->scratch[1].p;
+  }
+  if ((rc = conv_input(c, p, x, &xin)) != 0) return rc;
+  if (db && (rc = pst_cuda_bias_grad(c, dy, db, (size_t)s->n * s->out_h * s->out_w, s->out_c)))
+    return rc;
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnConvolutionBackwardFilter(c->cudnn, &one, p->x_desc, xin, p->y_desc, dy,
+                                             p->conv_desc, p->bwd_filter_algo, c->workspace.p,
+                                             c->workspace.bytes, &zero, p->w_desc, dw));
+  if (!dx) return 0;
+  CUDNN_CHECK(cudnnConvolutionBackwardData(c->cudnn, &one, p->w_desc, w, p->y_desc, dy,
+                                           p->conv_desc, p->bwd_data_algo, c->workspace.p,
+                                           c->workspace.bytes, &zero, p->x_desc, dxin));
+  if (p->explicit_pad)
+    return pst_cuda_crop_nhwc(c, dxin, dx, s->n, s->in_h, s->in_w, s->in_c, p->pad_h, p->pad_w,
+                              s->pad_top, s->pad_left);
+  return 0;
+}
+
+/* Describes the plan of the ordinal-th distinct geometry (batch size aside) in order of
+ * first use, which is layer order since the worker runs the forward pass first. */
+int pst_cuda_conv_describe(pst_cuda *c, int ordinal, char *out, size_t outlen) {
+  const pst_cuda_conv_plan *order[PST_CUDA_MAX_PLANS];
+  int n = 0;
+  for (int i = 0; i < PST_CUDA_MAX_PLANS; i++) {
+    if (!c->conv[i].used) continue;
+    int j = n++;
+    for (; j > 0 && order[j - 1]->first_use > c->conv[i].first_use; j--) order[j] = order[j - 1];
+    order[j] = &c->conv[i];
+  }
+  for (int i = 0; i < n; i++) {
+    int dup = 0;
+    for (int k = 0; k < i && !dup; k++) {
+      pst_window_shape a = order[k]->s, bb = order[i]->s;
+      a.n = bb.n = 0;
+      dup = memcmp(&a, &bb, sizeof a) == 0;
+    }
+    if (dup || ordinal-- != 0) continue;
+    const pst_cuda_conv_plan *p = order[i];
+    const pst_window_shape *s = &p->s;
+    snprintf(out, outlen,
+             "cuDNN conv %dx%dx%d -> %dx%dx%d (%dx%d stride %d,%d%s), FP32 FMA math: forward %s, "
+             "backward data %s, backward filter %s, workspace %.1f MiB",
+             s->in_h, s->in_w, s->in_c, s->out_h, s->out_w, s->out_c, s->k_h, s->k_w,
+             s->stride_h, s->stride_w, p->explicit_pad ? ", explicit padding" : "",
+             fwd_algo_name(p->fwd_algo), bwd_data_algo_name(p->bwd_data_algo),
+             bwd_filter_algo_name(p->bwd_filter_algo), (double)c->workspace.bytes / 1048576.0);
+    return 0;
+  }
+  return -ENOENT;
+}

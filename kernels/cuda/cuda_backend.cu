@@ -1,0 +1,367 @@
+/* The CUDA backend's life cycle: device discovery, creation, capped device memory,
+ * host <-> device copies on the backend's stream, describe() and destroy(). The
+ * operations themselves live in dense.cu, activation.cu, conv.cu and pool.cu. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_internal.h"
+
+static pst_cuda_log_fn g_log_fn;
+
+PST_CUDA_EXPORT void pst_cuda_set_log(pst_cuda_log_fn fn) { g_log_fn = fn; }
+
+void pst_cuda_log(int level, const char *fmt, ...) {
+  char line[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  /* Log lines are single lines: a multi-line library message is folded. */
+  for (char *p = line; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  if (g_log_fn)
+    g_log_fn(level, line);
+  else
+    fprintf(stderr, "pstrain-cuda: %s\n", line);
+}
+
+int pst_cuda_errno_from_cuda(cudaError_t e) {
+  switch (e) {
+    case cudaErrorMemoryAllocation: return -ENOMEM;
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidConfiguration: return -EINVAL;
+    case cudaErrorNoDevice:
+    case cudaErrorInvalidDevice:
+    case cudaErrorInsufficientDriver: return -ENODEV;
+    default: return -EIO;
+  }
+}
+
+static double mib(size_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+/* ---- capped device memory ---------------------------------------------------------- */
+
+void *pst_cuda_dev_alloc(pst_cuda *c, size_t bytes, const char *what) {
+  if (bytes == 0) bytes = 1; /* a valid, distinct pointer, as malloc(0) may give */
+  if (c->mem_limit && (bytes > c->mem_limit || c->mem_used > c->mem_limit - bytes)) {
+    pst_cuda_log(3,
+                 "%s: cannot allocate %zu bytes (%.1f MiB) for %s: the device memory cap is "
+                 "%.1f MiB and %.1f MiB are already in use",
+                 c->name, bytes, mib(bytes), what, mib(c->mem_limit), mib(c->mem_used));
+    return NULL;
+  }
+  if (c->n_allocs == c->cap_allocs) {
+    size_t ncap = c->cap_allocs ? 2 * c->cap_allocs : 64;
+    pst_cuda_alloc_rec *na =
+        (pst_cuda_alloc_rec *)realloc(c->allocs, ncap * sizeof(pst_cuda_alloc_rec));
+    if (!na) {
+      pst_cuda_log(3, "%s: out of host memory tracking device allocations", c->name);
+      return NULL;
+    }
+    c->allocs = na;
+    c->cap_allocs = ncap;
+  }
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, bytes);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError(); /* clear the (non-sticky) error so later checks are clean */
+    pst_cuda_log(3, "%s: cudaMalloc of %zu bytes (%.1f MiB) for %s failed: %s", c->name, bytes,
+                 mib(bytes), what, cudaGetErrorString(e));
+    return NULL;
+  }
+  c->allocs[c->n_allocs].p = p;
+  c->allocs[c->n_allocs].bytes = bytes;
+  c->n_allocs++;
+  c->mem_used += bytes;
+  return p;
+}
+
+void pst_cuda_dev_free(pst_cuda *c, void *p) {
+  if (!p) return;
+  for (size_t i = c->n_allocs; i-- > 0;) {
+    if (c->allocs[i].p == p) {
+      c->mem_used -= c->allocs[i].bytes;
+      c->allocs[i] = c->allocs[--c->n_allocs];
+      /* cudaFree waits for the device, so no kernel still reading p is cut short. */
+      cudaError_t e = cudaFree(p);
+      if (e != cudaSuccess)
+        pst_cuda_log(4, "%s: cudaFree: %s", c->name, cudaGetErrorString(e));
+      return;
+    }
+  }
+  pst_cuda_log(4, "%s: free() of a pointer this backend did not allocate (%p); ignored", c->name,
+               p);
+}
+
+int pst_cuda_buffer_reserve(pst_cuda *c, pst_cuda_buffer *buf, size_t bytes, const char *what) {
+  if (buf->bytes >= bytes && buf->p) return 0;
+  /* Earlier operations may still read the old buffer: let them finish before freeing. */
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  pst_cuda_dev_free(c, buf->p);
+  buf->p = NULL;
+  buf->bytes = 0;
+  /* Grow by at least half again so a slowly rising need does not reallocate every time. */
+  size_t want = bytes + bytes / 2;
+  if (c->mem_limit && c->mem_used + want > c->mem_limit) want = bytes;
+  void *p = pst_cuda_dev_alloc(c, want, what);
+  if (!p) return -ENOMEM;
+  buf->p = p;
+  buf->bytes = want;
+  return 0;
+}
+
+void pst_cuda_buffer_release(pst_cuda *c, pst_cuda_buffer *buf) {
+  pst_cuda_dev_free(c, buf->p);
+  buf->p = NULL;
+  buf->bytes = 0;
+}
+
+/* ---- the simple vtable entries ----------------------------------------------------- */
+
+static void *cuda_alloc(pst_backend *b, size_t bytes) {
+  pst_cuda *c = pst_cuda_of(b);
+  if (pst_cuda_enter(c) != 0) return NULL;
+  return pst_cuda_dev_alloc(c, bytes, "a tensor");
+}
+
+static void cuda_free(pst_backend *b, void *p) {
+  pst_cuda *c = pst_cuda_of(b);
+  (void)pst_cuda_enter(c);
+  pst_cuda_dev_free(c, p);
+}
+
+static int cuda_to_device(pst_backend *b, void *dst, const void *host_src, size_t bytes) {
+  pst_cuda *c = pst_cuda_of(b);
+  if (bytes == 0) return 0;
+  PST_CUDA_REQUIRE(dst && host_src, "%s: to_device with a NULL pointer", c->name);
+  PST_CUDA_ENTER(c);
+  CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream));
+  return 0;
+}
+
+static int cuda_to_host(pst_backend *b, void *host_dst, const void *src, size_t bytes) {
+  pst_cuda *c = pst_cuda_of(b);
+  if (bytes == 0) return 0;
+  PST_CUDA_REQUIRE(host_dst && src, "%s: to_host with a NULL pointer", c->name);
+  PST_CUDA_ENTER(c);
+  CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->stream));
+  return 0;
+}
+
+static int cuda_synchronize(pst_backend *b) {
+  pst_cuda *c = pst_cuda_of(b);
+  PST_CUDA_ENTER(c);
+  CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  return 0;
+}
+
+static void cuda_describe(pst_backend *b, const char *what, int layer, char *out, size_t outlen) {
+  pst_cuda *c = pst_cuda_of(b);
+  if (!out || outlen == 0) return;
+  what = what ? what : "";
+  /* A layer index not above the previous one starts a new sweep over the model. */
+  if (layer <= c->describe_last_layer) c->describe_seen_conv = c->describe_seen_pool = 0;
+  c->describe_last_layer = layer;
+  int n = snprintf(out, outlen, "%s (%s): ", c->name, c->device_name);
+  if (n < 0 || (size_t)n >= outlen) return;
+  char *rest = out + n;
+  size_t restlen = outlen - (size_t)n;
+  if (strcmp(what, "dense") == 0) {
+    snprintf(rest, restlen, "cublasSgemm FP32 (no TF32), bias and activation kernels");
+  } else if (strcmp(what, "conv2d") == 0) {
+    if (pst_cuda_conv_describe(c, c->describe_seen_conv++, rest, restlen) != 0)
+      snprintf(rest, restlen, "cuDNN conv NHWC/OHWI FP32 (algorithms chosen at first use)");
+  } else if (strcmp(what, "maxpool") == 0) {
+    if (pst_cuda_pool_describe(c, c->describe_seen_pool++, rest, restlen) != 0)
+      snprintf(rest, restlen, "cuDNN max pooling NHWC");
+  } else if (strcmp(what, "flatten") == 0) {
+    snprintf(rest, restlen, "no-op (NHWC is already flat)");
+  } else {
+    snprintf(rest, restlen, "CUDA kernels");
+  }
+}
+
+static void cuda_destroy(pst_backend *b) {
+  if (!b) return;
+  pst_cuda *c = pst_cuda_of(b);
+  if (c) {
+    (void)cudaSetDevice(c->device);
+    if (c->stream) (void)cudaStreamSynchronize(c->stream);
+    pst_cuda_conv_plans_destroy(c);
+    pst_cuda_pool_plans_destroy(c);
+    if (c->cudnn) cudnnDestroy(c->cudnn);
+    if (c->cublas) cublasDestroy(c->cublas);
+    /* Whatever the worker did not free goes with the backend. */
+    for (size_t i = 0; i < c->n_allocs; i++) (void)cudaFree(c->allocs[i].p);
+    free(c->allocs);
+    if (c->h_stats) (void)cudaFreeHost(c->h_stats);
+    if (c->stream) (void)cudaStreamDestroy(c->stream);
+    free(c);
+  }
+  free(b);
+}
+
+/* ---- discovery --------------------------------------------------------------------- */
+
+PST_CUDA_EXPORT int pst_cuda_probe(char *why, size_t whylen) {
+  int n = 0;
+  cudaError_t e = cudaGetDeviceCount(&n);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (why && whylen) snprintf(why, whylen, "%s", cudaGetErrorString(e));
+    return -ENODEV;
+  }
+  if (n == 0 && why && whylen) snprintf(why, whylen, "the CUDA runtime sees no device");
+  return n;
+}
+
+PST_CUDA_EXPORT int pst_cuda_device_count(void) { return pst_cuda_probe(NULL, 0); }
+
+PST_CUDA_EXPORT int pst_cuda_describe_device(int i, char *out, size_t outlen) {
+  char why[256];
+  int n = pst_cuda_probe(why, sizeof why);
+  if (n < 0) {
+    if (out && outlen) snprintf(out, outlen, "no CUDA devices: %s", why);
+    return n;
+  }
+  if (i < 0 || i >= n) {
+    if (out && outlen)
+      snprintf(out, outlen, "cuda:%d: no such device (%d visible)", i, n);
+    return -ENODEV;
+  }
+  cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, i);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    if (out && outlen) snprintf(out, outlen, "cuda:%d: %s", i, cudaGetErrorString(e));
+    return pst_cuda_errno_from_cuda(e);
+  }
+  if (out && outlen)
+    snprintf(out, outlen, "cuda:%d: %s, %.1f GiB, compute capability %d.%d", i, prop.name,
+             (double)prop.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), prop.major, prop.minor);
+  return 0;
+}
+
+/* ---- creation ---------------------------------------------------------------------- */
+
+/* The body of pst_cuda_backend_create; on failure the caller destroys the half-built
+ * backend. CUDA_CHECK and friends log the detail, err gets the one-line summary. */
+static int cuda_setup(pst_cuda *c, int device, char *err, size_t errlen) {
+  cudaDeviceProp prop;
+  cudaError_t e = cudaGetDeviceProperties(&prop, device);
+  if (e != cudaSuccess) {
+    snprintf(err, errlen, "cuda:%d: cannot query the device: %s", device, cudaGetErrorString(e));
+    return pst_cuda_errno_from_cuda(e);
+  }
+  snprintf(c->device_name, sizeof c->device_name, "%s", prop.name);
+  c->cc_major = prop.major;
+  c->cc_minor = prop.minor;
+  if (prop.major < 8)
+    pst_cuda_log(4, "%s: compute capability %d.%d: this library carries code for 8.0 and 9.0 "
+                 "(and PTX for 9.0); older GPUs are not supported", c->name, prop.major,
+                 prop.minor);
+  e = cudaSetDevice(device);
+  if (e == cudaSuccess) e = cudaStreamCreateWithFlags(&c->stream, cudaStreamNonBlocking);
+  if (e != cudaSuccess) {
+    snprintf(err, errlen, "cuda:%d: cannot initialise the device: %s", device,
+             cudaGetErrorString(e));
+    return pst_cuda_errno_from_cuda(e);
+  }
+  cublasStatus_t bs = cublasCreate(&c->cublas);
+  if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(c->cublas, c->stream);
+  /* FP32 GEMMs stay FP32: TF32 tensor cores would break parity with the CPU backend. */
+  if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetMathMode(c->cublas, CUBLAS_DEFAULT_MATH);
+  if (bs != CUBLAS_STATUS_SUCCESS) {
+    snprintf(err, errlen, "cuda:%d: cuBLAS initialisation failed: %s", device,
+             cublasGetStatusString(bs));
+    return -EIO;
+  }
+  cudnnStatus_t ds = cudnnCreate(&c->cudnn);
+  if (ds == CUDNN_STATUS_SUCCESS) ds = cudnnSetStream(c->cudnn, c->stream);
+  if (ds != CUDNN_STATUS_SUCCESS) {
+    snprintf(err, errlen, "cuda:%d: cuDNN initialisation failed: %s", device,
+             cudnnGetErrorString(ds));
+    return -EIO;
+  }
+  c->d_stats = (pst_cuda_xent_stats *)pst_cuda_dev_alloc(c, sizeof(pst_cuda_xent_stats),
+                                                         "loss statistics");
+  if (!c->d_stats) {
+    snprintf(err, errlen, "cuda:%d: cannot allocate the loss statistics (memory cap %.1f MiB?)",
+             device, mib(c->mem_limit));
+    return -ENOMEM;
+  }
+  e = cudaMallocHost((void **)&c->h_stats, sizeof(pst_cuda_xent_stats));
+  if (e != cudaSuccess) {
+    c->h_stats = NULL;
+    snprintf(err, errlen, "cuda:%d: cudaMallocHost: %s", device, cudaGetErrorString(e));
+    return pst_cuda_errno_from_cuda(e);
+  }
+  return 0;
+}
+
+PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, pst_backend **out,
+                                            char *err, size_t errlen) {
+  char errbuf[256];
+  if (!err || errlen == 0) {
+    err = errbuf;
+    errlen = sizeof errbuf;
+  }
+  err[0] = '\0';
+  if (!out) {
+    snprintf(err, errlen, "pst_cuda_backend_create: out is NULL");
+    return -EINVAL;
+  }
+  *out = NULL;
+  char why[256];
+  int n = pst_cuda_probe(why, sizeof why);
+  if (n <= 0) {
+    snprintf(err, errlen, "no CUDA devices: %s", why);
+    return n < 0 ? n : -ENODEV;
+  }
+  if (device < 0 || device >= n) {
+    snprintf(err, errlen, "cuda:%d: no such device (%d visible; CUDA_VISIBLE_DEVICES applies)",
+             device, n);
+    return -ENODEV;
+  }
+  pst_backend *b = (pst_backend *)calloc(1, sizeof *b);
+  pst_cuda *c = (pst_cuda *)calloc(1, sizeof *c);
+  if (!b || !c) {
+    free(b);
+    free(c);
+    snprintf(err, errlen, "out of host memory");
+    return -ENOMEM;
+  }
+  c->device = device;
+  c->mem_limit = mem_limit_bytes;
+  c->describe_last_layer = -1;
+  snprintf(c->name, sizeof c->name, "cuda:%d", device);
+  b->name = c->name;
+  b->host_memory = 0;
+  b->impl = c;
+  b->alloc = cuda_alloc;
+  b->free = cuda_free;
+  b->to_device = cuda_to_device;
+  b->to_host = cuda_to_host;
+  b->synchronize = cuda_synchronize;
+  b->dense_forward = pst_cuda_dense_forward;
+  b->dense_backward = pst_cuda_dense_backward;
+  b->relu_forward = pst_cuda_relu_forward;
+  b->relu_backward = pst_cuda_relu_backward;
+  b->softmax_xent = pst_cuda_softmax_xent;
+  b->conv2d_forward = pst_cuda_conv2d_forward;
+  b->conv2d_backward = pst_cuda_conv2d_backward;
+  b->maxpool_forward = pst_cuda_maxpool_forward;
+  b->maxpool_backward = pst_cuda_maxpool_backward;
+  b->describe = cuda_describe;
+  b->destroy = cuda_destroy;
+  int rc = cuda_setup(c, device, err, errlen);
+  if (rc != 0) {
+    cuda_destroy(b);
+    return rc;
+  }
+  *out = b;
+  return 0;
+}

@@ -1,0 +1,220 @@
+/* State and helpers shared by the .cu files of the CUDA backend. Not installed: only
+ * the files of this directory include it.
+ *
+ * Every operation is enqueued on one stream (impl->stream); cuBLAS and cuDNN are bound to
+ * it, so operations run in the order the worker issues them and synchronize() is a stream
+ * synchronisation. Errors are logged with file and line and returned as negative errno
+ * codes: nothing here aborts the process. */
+#ifndef PSTRAIN_KERNELS_CUDA_CUDA_INTERNAL_H
+#define PSTRAIN_KERNELS_CUDA_CUDA_INTERNAL_H
+
+#include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include "kernels/cuda/pst_cuda.h"
+
+/* The library exports only the entry points of pst_cuda.h; everything else is hidden. */
+#define PST_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
+
+/* Logs one line through the function set by pst_cuda_set_log (stderr by default). */
+void pst_cuda_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+int pst_cuda_errno_from_cuda(cudaError_t e);
+
+#define CUDA_CHECK(expr)                                                                  \
+  do {                                                                                    \
+    cudaError_t cuda_check_e_ = (expr);                                                   \
+    if (cuda_check_e_ != cudaSuccess) {                                                   \
+      pst_cuda_log(3, "%s:%d: %s: %s", __FILE__, __LINE__, #expr,                         \
+                   cudaGetErrorString(cuda_check_e_));                                    \
+      return pst_cuda_errno_from_cuda(cuda_check_e_);                                     \
+    }                                                                                     \
+  } while (0)
+
+#define CUDNN_CHECK(expr)                                                                 \
+  do {                                                                                    \
+    cudnnStatus_t cudnn_check_s_ = (expr);                                                \
+    if (cudnn_check_s_ != CUDNN_STATUS_SUCCESS) {                                         \
+      pst_cuda_log(3, "%s:%d: %s: %s", __FILE__, __LINE__, #expr,                         \
+                   cudnnGetErrorString(cudnn_check_s_));                                  \
+      return cudnn_check_s_ == CUDNN_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;                \
+    }                                                                                     \
+  } while (0)
+
+#define CUBLAS_CHECK(expr)                                                                \
+  do {                                                                                    \
+    cublasStatus_t cublas_check_s_ = (expr);                                              \
+    if (cublas_check_s_ != CUBLAS_STATUS_SUCCESS) {                                       \
+      pst_cuda_log(3, "%s:%d: %s: %s", __FILE__, __LINE__, #expr,                         \
+                   cublasGetStatusString(cublas_check_s_));                               \
+      return cublas_check_s_ == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;              \
+    }                                                                                     \
+  } while (0)
+
+/* Checks that the kernel just launched was accepted (bad configuration, no image for this
+ * GPU); faults inside it surface later, at the next synchronising call. */
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+
+/* Returns -EINVAL with a logged line when cond is false. */
+#define PST_CUDA_REQUIRE(cond, ...)                                                       \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      pst_cuda_log(3, __VA_ARGS__);                                                       \
+      return -EINVAL;                                                                     \
+    }                                                                                     \
+  } while (0)
+
+/* Threads per block of the elementwise kernels, and the grid for n elements (grid-stride
+ * loops cover the rest). */
+#define PST_CUDA_THREADS 256
+static inline unsigned pst_cuda_blocks(size_t n) {
+  size_t b = (n + PST_CUDA_THREADS - 1) / PST_CUDA_THREADS;
+  if (b > 65535u * 16u) b = 65535u * 16u;
+  return b == 0 ? 1u : (unsigned)b;
+}
+
+/* A growable device buffer owned by the backend (workspace, padding scratch). Its bytes
+ * count against the memory cap like the worker's own allocations. */
+typedef struct {
+  void *p;
+  size_t bytes;
+} pst_cuda_buffer;
+
+/* One cached conv2d geometry: descriptors and the algorithms chosen for it. */
+typedef struct {
+  int used;
+  pst_window_shape s;        /* the key (batch size included) */
+  int explicit_pad;          /* 1: input copied into a zero-padded buffer, cuDNN pad 0 */
+  int pad_h, pad_w;          /* input dims as cuDNN sees them */
+  cudnnTensorDescriptor_t x_desc, y_desc;
+  cudnnFilterDescriptor_t w_desc;
+  cudnnConvolutionDescriptor_t conv_desc;
+  cudnnConvolutionFwdAlgo_t fwd_algo;
+  cudnnConvolutionBwdDataAlgo_t bwd_data_algo;
+  cudnnConvolutionBwdFilterAlgo_t bwd_filter_algo;
+  size_t fwd_ws, bwd_data_ws, bwd_filter_ws;  /* workspace bytes per algorithm */
+  unsigned long long first_use, last_use;      /* c->use_clock ticks */
+} pst_cuda_conv_plan;
+
+/* One cached maxpool geometry. */
+typedef struct {
+  int used;
+  pst_window_shape s;
+  int explicit_pad;          /* 1: input copied into a -inf padded buffer, cuDNN pad 0 */
+  int pad_h, pad_w;
+  cudnnTensorDescriptor_t x_desc, y_desc;
+  cudnnPoolingDescriptor_t pool_desc;
+  unsigned long long first_use, last_use;
+} pst_cuda_pool_plan;
+
+#define PST_CUDA_MAX_PLANS 48
+
+/* Results of softmax_xent, reduced on the device and downloaded in one copy. */
+typedef struct {
+  double loss_sum;
+  int correct;
+  int bad_labels;            /* labels outside [0, classes) */
+} pst_cuda_xent_stats;
+
+typedef struct {
+  void *p;
+  size_t bytes;
+} pst_cuda_alloc_rec;
+
+typedef struct {
+  int device;
+  char name[32];             /* "cuda:0" (the pst_backend name points here) */
+  char device_name[256];     /* "NVIDIA H100 80GB HBM3" */
+  int cc_major, cc_minor;
+  cudaStream_t stream;
+  cublasHandle_t cublas;
+  cudnnHandle_t cudnn;
+
+  size_t mem_limit;          /* bytes, 0 = no cap */
+  size_t mem_used;           /* bytes held through pst_cuda_dev_alloc */
+  pst_cuda_alloc_rec *allocs;/* live allocations, for the sizes free() gives back */
+  size_t n_allocs, cap_allocs;
+
+  pst_cuda_buffer workspace; /* cuDNN workspace, grown to the largest plan's need */
+  pst_cuda_buffer scratch[2];/* padded input / padded input gradient */
+  pst_cuda_buffer reduce;    /* partial sums of the bias-gradient reduction */
+  pst_cuda_xent_stats *d_stats; /* [1] device */
+  pst_cuda_xent_stats *h_stats; /* [1] pinned host */
+
+  pst_cuda_conv_plan conv[PST_CUDA_MAX_PLANS];
+  pst_cuda_pool_plan pool[PST_CUDA_MAX_PLANS];
+  unsigned long long use_clock;
+
+  /* describe() is called layer by layer (kernels/net.c, pst_net_log_placement) with the
+   * model's layer index; the plans know only their order of first use. Counting the calls
+   * per kind since the last restart of the layer index maps one to the other. */
+  int describe_last_layer;
+  int describe_seen_conv, describe_seen_pool;
+} pst_cuda;
+
+static inline pst_cuda *pst_cuda_of(pst_backend *b) { return (pst_cuda *)b->impl; }
+
+/* Makes the backend's device current on the calling thread: the CUDA current device is
+ * per thread, and a worker may call from a thread other than the one that created it. */
+static inline int pst_cuda_enter(pst_cuda *c) {
+  CUDA_CHECK(cudaSetDevice(c->device));
+  return 0;
+}
+#define PST_CUDA_ENTER(c)                   \
+  do {                                      \
+    int pst_cuda_enter_rc_ = pst_cuda_enter(c); \
+    if (pst_cuda_enter_rc_ != 0) return pst_cuda_enter_rc_; \
+  } while (0)
+
+/* Device memory counted against the cap; NULL (logged) when over the cap or out of memory. */
+void *pst_cuda_dev_alloc(pst_cuda *c, size_t bytes, const char *what);
+void pst_cuda_dev_free(pst_cuda *c, void *p);
+/* Makes buf at least `bytes` long (contents are not kept). */
+int pst_cuda_buffer_reserve(pst_cuda *c, pst_cuda_buffer *buf, size_t bytes, const char *what);
+void pst_cuda_buffer_release(pst_cuda *c, pst_cuda_buffer *buf);
+
+/* bias.cu: y[rows, cols] += bias[cols]; db[cols] = sum over rows of dy[rows, cols]. */
+int pst_cuda_bias_add(pst_cuda *c, float *y, const float *bias, size_t rows, int cols);
+int pst_cuda_bias_grad(pst_cuda *c, const float *dy, float *db, size_t rows, int cols);
+
+/* pad.cu: copies x[n, h, w, ch] into xp[n, hp, wp, ch] at offset (top, left), filling the
+ * rest with `fill`; and the reverse crop (cells of x outside xp get 0). */
+int pst_cuda_pad_nhwc(pst_cuda *c, const float *x, float *xp, int n, int h, int w, int ch,
+                      int hp, int wp, int top, int left, float fill);
+int pst_cuda_crop_nhwc(pst_cuda *c, const float *xp, float *x, int n, int h, int w, int ch,
+                       int hp, int wp, int top, int left);
+
+/* Checks a window geometry; logs and returns -EINVAL when it is inconsistent. */
+int pst_cuda_check_window(const pst_window_shape *s, const char *op, int pooling);
+
+/* The vtable entries, one file per family. */
+int pst_cuda_dense_forward(pst_backend *b, const float *x, const float *w, const float *bias,
+                           float *y, int batch, int in, int out);
+int pst_cuda_dense_backward(pst_backend *b, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, int batch, int in, int out);
+int pst_cuda_relu_forward(pst_backend *b, const float *x, float *y, size_t n);
+int pst_cuda_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int pst_cuda_softmax_xent(pst_backend *b, const float *logits, const int32_t *labels,
+                          float *dlogits, int batch, int classes, float scale, double *loss_sum,
+                          int *correct);
+int pst_cuda_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                            const float *w, const float *bias, float *y);
+int pst_cuda_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                             const float *w, const float *dy, float *dx, float *dw, float *db);
+int pst_cuda_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
+int pst_cuda_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                              const float *y, const float *dy, float *dx);
+
+/* Plan caches (conv.cu, pool.cu): release every cached descriptor. */
+void pst_cuda_conv_plans_destroy(pst_cuda *c);
+void pst_cuda_pool_plans_destroy(pst_cuda *c);
+/* describe() helpers: what the cached plans of a kind use, in first-use order. */
+int pst_cuda_conv_describe(pst_cuda *c, int ordinal, char *out, size_t outlen);
+int pst_cuda_pool_describe(pst_cuda *c, int ordinal, char *out, size_t outlen);
+
+#endif

@@ -1,0 +1,378 @@
+/* Parity of the CUDA backend with the CPU backend: every operation, forward and backward,
+ * on the same random inputs; outputs must agree to a relative error of 1e-4 on the norm.
+ *
+ * Without a usable GPU (no driver, no device, library not loadable) the test prints
+ * "SKIP: <reason>" and passes, unless PSTRAIN_REQUIRE_GPU=1 (for GPU CI, where a skip
+ * would hide a broken build). PSTRAIN_PARITY_DEVICE overrides the device compared with
+ * the CPU ("cuda:1", or "cpu" to exercise the harness itself on a machine without GPU). */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/backend.h"
+#include "kernels/device.h"
+#include "kernels/testing.h"
+
+#define RTOL 1e-4
+
+static pst_backend *g_ref; /* the CPU backend */
+static pst_backend *g_dut; /* the backend under test */
+static uint64_t g_seed = 1;
+
+/* ---- host <-> backend helpers ------------------------------------------------------ */
+
+static void *up(pst_backend *b, const void *host, size_t bytes) {
+  void *d = b->alloc(b, bytes ? bytes : 1);
+  if (!d) {
+    fprintf(stderr, "%s: alloc of %zu bytes failed\n", b->name, bytes);
+    exit(1);
+  }
+  if (host && bytes && b->to_device(b, d, host, bytes) != 0) {
+    fprintf(stderr, "%s: to_device failed\n", b->name);
+    exit(1);
+  }
+  return d;
+}
+
+/* Downloads and synchronises; returns the status of the operations before it. */
+static int down(pst_backend *b, void *host, const void *d, size_t bytes) {
+  int rc = b->to_host(b, host, d, bytes);
+  int rs = b->synchronize(b);
+  return rc ? rc : rs;
+}
+
+static float *rand_floats(size_t n, double lo, double hi) {
+  float *p = malloc((n ? n : 1) * sizeof(float));
+  if (!p) exit(1);
+  t_fill(p, n, g_seed++, lo, hi);
+  return p;
+}
+
+static float *zeros(size_t n) {
+  float *p = calloc(n ? n : 1, sizeof(float));
+  if (!p) exit(1);
+  return p;
+}
+
+/* ||a - ref|| / ||ref||, with an absolute floor so that all-zero references compare. */
+static double rel_err(const float *a, const float *ref, size_t n) {
+  double d = 0.0, r = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    double e = (double)a[i] - (double)ref[i];
+    d += e * e;
+    r += (double)ref[i] * ref[i];
+  }
+  return sqrt(d) / (sqrt(r) > 1e-20 ? sqrt(r) : 1.0);
+}
+
+static void compare(const char *what, const char *tensor, const float *got, const float *ref,
+                    size_t n) {
+  double e = rel_err(got, ref, n);
+  int ok = e <= RTOL && !isnan(e);
+  CHECK(ok);
+  if (!ok) fprintf(stderr, "  %s: %s: relative error %.3g > %.0e\n", what, tensor, e, RTOL);
+}
+
+/* ---- dense ------------------------------------------------------------------------- */
+
+typedef struct {
+  float *y, *dx, *dw, *db, *dw_nodx;
+} dense_out;
+
+static int run_dense(pst_backend *b, int B, int in, int out, const float *x, const float *w,
+                     const float *bias, const float *dy, dense_out *o) {
+  size_t nx = (size_t)B * in, ny = (size_t)B * out, nw = (size_t)in * out;
+  float *dx_ = up(b, x, nx * 4), *dw_ = up(b, w, nw * 4), *dbias = up(b, bias, (size_t)out * 4);
+  float *ddy = up(b, dy, ny * 4), *dyo = up(b, NULL, ny * 4), *dgx = up(b, NULL, nx * 4);
+  float *dgw = up(b, NULL, nw * 4), *dgb = up(b, NULL, (size_t)out * 4);
+  int rc = b->dense_forward(b, dx_, dw_, dbias, dyo, B, in, out);
+  if (!rc) rc = down(b, o->y, dyo, ny * 4);
+  if (!rc) rc = b->dense_backward(b, dx_, dw_, ddy, dgx, dgw, dgb, B, in, out);
+  if (!rc) rc = down(b, o->dx, dgx, nx * 4);
+  if (!rc) rc = down(b, o->dw, dgw, nw * 4);
+  if (!rc) rc = down(b, o->db, dgb, (size_t)out * 4);
+  /* The first layer's variant: no input gradient. */
+  if (!rc) rc = b->dense_backward(b, dx_, dw_, ddy, NULL, dgw, NULL, B, in, out);
+  if (!rc) rc = down(b, o->dw_nodx, dgw, nw * 4);
+  float *all[] = {dx_, dw_, dbias, ddy, dyo, dgx, dgw, dgb};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) b->free(b, all[i]);
+  return rc;
+}
+
+static void test_dense(int B, int in, int out) {
+  char what[64];
+  snprintf(what, sizeof what, "dense %dx%d->%d", B, in, out);
+  size_t nx = (size_t)B * in, ny = (size_t)B * out, nw = (size_t)in * out;
+  float *x = rand_floats(nx, -1, 1), *w = rand_floats(nw, -0.5, 0.5);
+  float *bias = rand_floats((size_t)out, -0.5, 0.5), *dy = rand_floats(ny, -1, 1);
+  dense_out o[2];
+  for (int k = 0; k < 2; k++) {
+    o[k] = (dense_out){zeros(ny), zeros(nx), zeros(nw), zeros((size_t)out), zeros(nw)};
+    int rc = run_dense(k ? g_dut : g_ref, B, in, out, x, w, bias, dy, &o[k]);
+    CHECK(rc == 0);
+    if (rc) fprintf(stderr, "  %s on %s: %s\n", what, k ? g_dut->name : g_ref->name, strerror(-rc));
+  }
+  compare(what, "y", o[1].y, o[0].y, ny);
+  compare(what, "dx", o[1].dx, o[0].dx, nx);
+  compare(what, "dw", o[1].dw, o[0].dw, nw);
+  compare(what, "db", o[1].db, o[0].db, (size_t)out);
+  compare(what, "dw (dx NULL)", o[1].dw_nodx, o[0].dw_nodx, nw);
+  for (int k = 0; k < 2; k++) {
+    free(o[k].y), free(o[k].dx), free(o[k].dw), free(o[k].db), free(o[k].dw_nodx);
+  }
+  free(x), free(w), free(bias), free(dy);
+}
+
+/* ---- relu -------------------------------------------------------------------------- */
+
+static void test_relu(size_t n) {
+  float *x = rand_floats(n, -1, 1), *dy = rand_floats(n, -1, 1);
+  float *y[2] = {zeros(n), zeros(n)}, *dx[2] = {zeros(n), zeros(n)};
+  float *yi[2] = {zeros(n), zeros(n)}, *dxi[2] = {zeros(n), zeros(n)};
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
+    float *dgx = up(b, NULL, n * 4);
+    int rc = b->relu_forward(b, dxx, dyy, n);
+    if (!rc) rc = b->relu_backward(b, dyy, ddy, dgx, n);
+    if (!rc) rc = down(b, y[k], dyy, n * 4);
+    if (!rc) rc = down(b, dx[k], dgx, n * 4);
+    /* In place: x == y forward, dx == dy backward. */
+    if (!rc) rc = b->relu_forward(b, dxx, dxx, n);
+    if (!rc) rc = b->relu_backward(b, dxx, ddy, ddy, n);
+    if (!rc) rc = down(b, yi[k], dxx, n * 4);
+    if (!rc) rc = down(b, dxi[k], ddy, n * 4);
+    CHECK(rc == 0);
+    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy), b->free(b, dgx);
+  }
+  compare("relu", "y", y[1], y[0], n);
+  compare("relu", "dx", dx[1], dx[0], n);
+  compare("relu in place", "y", yi[1], yi[0], n);
+  compare("relu in place", "dx", dxi[1], dxi[0], n);
+  for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(yi[k]), free(dxi[k]);
+  free(x), free(dy);
+}
+
+/* ---- softmax cross-entropy --------------------------------------------------------- */
+
+static void test_xent(int B, int C) {
+  char what[64];
+  snprintf(what, sizeof what, "softmax_xent %dx%d", B, C);
+  size_t n = (size_t)B * C;
+  float *logits = rand_floats(n, -4, 4);
+  int32_t *labels = malloc((size_t)B * sizeof(int32_t));
+  uint64_t s = g_seed++;
+  for (int i = 0; i < B; i++) labels[i] = (int32_t)(t_rand64(&s) % (uint64_t)C);
+  /* Make about half the rows right, so that the count of correct rows is exercised. */
+  for (int i = 0; i < B; i += 2) logits[(size_t)i * C + labels[i]] += 8.0f;
+  float *dl[2] = {zeros(n), zeros(n)};
+  double loss[2] = {0, 0}, loss_eval[2] = {0, 0};
+  int correct[2] = {-1, -1}, correct_eval[2] = {-1, -2}, bad_rc[2] = {0, 0};
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    float *dlg = up(b, logits, n * 4), *ddl = up(b, NULL, n * 4);
+    int32_t *dlab = up(b, labels, (size_t)B * 4);
+    int rc = b->softmax_xent(b, dlg, dlab, ddl, B, C, 1.0f / (float)B, &loss[k], &correct[k]);
+    if (!rc) rc = down(b, dl[k], ddl, n * 4);
+    if (!rc)
+      rc = b->softmax_xent(b, dlg, dlab, NULL, B, C, 1.0f, &loss_eval[k], &correct_eval[k]);
+    CHECK(rc == 0);
+    /* A label out of range is an error on every backend. */
+    int32_t bad = C;
+    if (!rc) rc = b->to_device(b, dlab, &bad, sizeof bad);
+    bad_rc[k] = b->softmax_xent(b, dlg, dlab, NULL, B, C, 1.0f, NULL, NULL);
+    (void)b->synchronize(b);
+    b->free(b, dlg), b->free(b, ddl), b->free(b, dlab);
+  }
+  compare(what, "dlogits", dl[1], dl[0], n);
+  CHECK(fabs(loss[1] - loss[0]) <= RTOL * fabs(loss[0]));
+  CHECK(fabs(loss_eval[1] - loss[0]) <= RTOL * fabs(loss[0]));
+  CHECK(correct[1] == correct[0] && correct_eval[1] == correct[0]);
+  CHECK(bad_rc[0] == -EINVAL && bad_rc[1] == -EINVAL);
+  if (fabs(loss[1] - loss[0]) > RTOL * fabs(loss[0]) || correct[1] != correct[0])
+    fprintf(stderr, "  %s: loss %.9g vs %.9g, correct %d vs %d\n", what, loss[1], loss[0],
+            correct[1], correct[0]);
+  free(dl[0]), free(dl[1]), free(logits), free(labels);
+}
+
+/* ---- windows (conv2d, maxpool) ----------------------------------------------------- */
+
+/* Keras geometry: "same" gives ceil(in / stride) with the odd padding at the end. */
+static pst_window_shape window(int n, int h, int w, int c, int k, int stride, int same,
+                               int out_c) {
+  pst_window_shape s = {.n = n, .in_h = h, .in_w = w, .in_c = c, .k_h = k, .k_w = k,
+                        .stride_h = stride, .stride_w = stride, .out_c = out_c};
+  if (same) {
+    s.out_h = (h + stride - 1) / stride;
+    s.out_w = (w + stride - 1) / stride;
+    int th = (s.out_h - 1) * stride + k - h, tw = (s.out_w - 1) * stride + k - w;
+    s.pad_top = th > 0 ? th / 2 : 0;
+    s.pad_left = tw > 0 ? tw / 2 : 0;
+  } else {
+    s.out_h = (h - k) / stride + 1;
+    s.out_w = (w - k) / stride + 1;
+  }
+  return s;
+}
+
+static void describe_shape(const pst_window_shape *s, const char *op, char *out, size_t len) {
+  snprintf(out, len, "%s n=%d %dx%dx%d k=%d s=%d pad=%d,%d -> %dx%dx%d", op, s->n, s->in_h,
+           s->in_w, s->in_c, s->k_h, s->stride_h, s->pad_top, s->pad_left, s->out_h, s->out_w,
+           s->out_c);
+}
+
+static void test_conv(pst_window_shape s) {
+  char what[128];
+  describe_shape(&s, "conv2d", what, sizeof what);
+  size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
+  size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
+  size_t nw = (size_t)s.out_c * s.k_h * s.k_w * s.in_c;
+  float *x = rand_floats(nx, -1, 1), *w = rand_floats(nw, -0.5, 0.5);
+  float *bias = rand_floats((size_t)s.out_c, -0.5, 0.5), *dy = rand_floats(ny, -1, 1);
+  float *y[2], *dx[2], *dw[2], *db[2], *dw2[2];
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    y[k] = zeros(ny), dx[k] = zeros(nx), dw[k] = zeros(nw), db[k] = zeros((size_t)s.out_c);
+    dw2[k] = zeros(nw);
+    float *dxx = up(b, x, nx * 4), *dww = up(b, w, nw * 4), *dbias = up(b, bias, s.out_c * 4ul);
+    float *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4), *dgx = up(b, NULL, nx * 4);
+    float *dgw = up(b, NULL, nw * 4), *dgb = up(b, NULL, s.out_c * 4ul);
+    int rc = b->conv2d_forward(b, &s, dxx, dww, dbias, dyy);
+    if (!rc) rc = down(b, y[k], dyy, ny * 4);
+    if (!rc) rc = b->conv2d_backward(b, &s, dxx, dww, ddy, dgx, dgw, dgb);
+    if (!rc) rc = down(b, dx[k], dgx, nx * 4);
+    if (!rc) rc = down(b, dw[k], dgw, nw * 4);
+    if (!rc) rc = down(b, db[k], dgb, s.out_c * 4ul);
+    if (!rc) rc = b->conv2d_backward(b, &s, dxx, dww, ddy, NULL, dgw, dgb);
+    if (!rc) rc = down(b, dw2[k], dgw, nw * 4);
+    CHECK(rc == 0);
+    if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
+    float *all[] = {dxx, dww, dbias, ddy, dyy, dgx, dgw, dgb};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) b->free(b, all[i]);
+  }
+  compare(what, "y", y[1], y[0], ny);
+  compare(what, "dx", dx[1], dx[0], nx);
+  compare(what, "dw", dw[1], dw[0], nw);
+  compare(what, "db", db[1], db[0], (size_t)s.out_c);
+  compare(what, "dw (dx NULL)", dw2[1], dw2[0], nw);
+  for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(dw[k]), free(db[k]), free(dw2[k]);
+  free(x), free(w), free(bias), free(dy);
+}
+
+static void test_pool(pst_window_shape s) {
+  char what[128];
+  describe_shape(&s, "maxpool", what, sizeof what);
+  size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
+  size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
+  /* Distinct values, so that every window has a single maximum. */
+  float *x = rand_floats(nx, -1, 1), *dy = rand_floats(ny, -1, 1);
+  float *y[2], *dx[2];
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    y[k] = zeros(ny), dx[k] = zeros(nx);
+    float *dxx = up(b, x, nx * 4), *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4);
+    float *dgx = up(b, NULL, nx * 4);
+    int rc = b->maxpool_forward(b, &s, dxx, dyy);
+    if (!rc) rc = down(b, y[k], dyy, ny * 4);
+    if (!rc) rc = b->maxpool_backward(b, &s, dxx, dyy, ddy, dgx);
+    if (!rc) rc = down(b, dx[k], dgx, nx * 4);
+    CHECK(rc == 0);
+    if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
+    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy), b->free(b, dgx);
+  }
+  compare(what, "y", y[1], y[0], ny);
+  compare(what, "dx", dx[1], dx[0], nx);
+  for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]);
+  free(x), free(dy);
+}
+
+/* ---- the memory cap and describe() ------------------------------------------------- */
+
+static void test_cap(const char *spec) {
+  pst_backend *b = NULL;
+  char note[512];
+  int rc = pst_device_open(spec, 1 /* MiB */, 1, &b, note, sizeof note);
+  CHECK(rc == 0 && b != NULL);
+  if (rc != 0 || !b) return;
+  if (b->host_memory) { /* the CPU backend has no cap */
+    b->destroy(b);
+    return;
+  }
+  void *small = b->alloc(b, 256 * 1024);
+  CHECK(small != NULL);
+  CHECK(b->alloc(b, 2 * 1024 * 1024) == NULL); /* logs the refusal */
+  b->free(b, small);
+  small = b->alloc(b, 900 * 1024); /* room again once freed */
+  CHECK(small != NULL);
+  b->free(b, small);
+  b->destroy(b);
+}
+
+static void test_describe(void) {
+  char line[256] = "";
+  if (!g_dut->describe) return;
+  g_dut->describe(g_dut, "conv2d", 1, line, sizeof line);
+  printf("describe conv2d: %s\n", line);
+  CHECK(line[0] != '\0');
+  g_dut->describe(g_dut, "dense", 2, line, sizeof line);
+  printf("describe dense: %s\n", line);
+  CHECK(line[0] != '\0');
+}
+
+int main(void) {
+  const char *spec = getenv("PSTRAIN_PARITY_DEVICE");
+  const char *req = getenv("PSTRAIN_REQUIRE_GPU");
+  if (!spec || !spec[0]) spec = "cuda:0";
+  char note[512];
+  int rc = pst_device_open(spec, 0, 1, &g_dut, note, sizeof note);
+  if (rc != 0) {
+    if (req && strcmp(req, "1") == 0) {
+      fprintf(stderr, "FAIL: PSTRAIN_REQUIRE_GPU=1 but %s\n", note);
+      return 1;
+    }
+    printf("SKIP: %s\n", note);
+    return 0;
+  }
+  printf("%s\n", note);
+  if (pst_cpu_backend_create(1, &g_ref) != 0) {
+    fprintf(stderr, "cannot create the CPU backend\n");
+    return 1;
+  }
+
+  test_dense(1, 1, 1);
+  test_dense(7, 33, 19);
+  test_dense(64, 784, 128);
+  test_dense(128, 128, 10);
+  test_dense(300, 40, 300); /* more rows than one bias-gradient chunk */
+  test_relu(10007);
+  test_xent(37, 10);
+  test_xent(5, 100); /* more classes than a warp has lanes */
+  test_xent(1000, 10);
+
+  /* conv2d: valid; symmetric "same" (cuDNN pads); asymmetric "same" (explicit padding). */
+  test_conv(window(3, 28, 28, 1, 3, 1, 0, 8));
+  test_conv(window(3, 14, 14, 8, 3, 1, 1, 16));
+  test_conv(window(3, 14, 14, 8, 3, 2, 1, 6)); /* pad 0 top, 1 bottom */
+  test_conv(window(2, 9, 9, 3, 5, 1, 1, 4));
+  test_conv(window(2, 8, 8, 4, 1, 1, 0, 5));
+  test_conv(window(2, 11, 11, 3, 4, 1, 1, 3)); /* pad 1 top, 2 bottom */
+  test_conv(window(2, 10, 10, 2, 3, 2, 0, 4)); /* valid, stride 2 */
+  test_conv(window(40, 12, 12, 3, 3, 1, 0, 7)); /* many bias-gradient rows */
+
+  /* maxpool: valid (cuDNN direct) and every padded case (explicit -inf padding). */
+  test_pool(window(3, 28, 28, 8, 2, 2, 0, 8));
+  test_pool(window(3, 7, 7, 4, 2, 2, 1, 4));
+  test_pool(window(2, 8, 8, 3, 3, 2, 1, 3));
+  test_pool(window(2, 6, 6, 2, 3, 1, 1, 2));
+  test_pool(window(2, 7, 7, 2, 2, 2, 0, 2));
+
+  test_describe();
+  test_cap(spec);
+
+  g_ref->destroy(g_ref);
+  g_dut->destroy(g_dut);
+  return t_summary();
+}

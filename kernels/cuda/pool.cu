@@ -1,0 +1,162 @@
+/* Max pooling forward and backward through cuDNN's pooling API, NHWC.
+ *
+ * cuDNN is only ever asked to pool without padding: a layer with padding (or whose output
+ * size cuDNN's formula would not give) first copies its input into a scratch buffer padded
+ * with -inf, so padding cells can never win, exactly as in the CPU backend, whatever cuDNN
+ * does with its own padding. The input gradient comes back through the reverse crop.
+ * Ties: cuDNN routes the gradient of a window to one of its maxima; with real data that
+ * matters only for windows of equal values (all zero after a ReLU), whose gradient the
+ * ReLU below zeroes anyway. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "kernels/cuda/cuda_internal.h"
+
+static void plan_release(pst_cuda_pool_plan *p) {
+  if (p->x_desc) cudnnDestroyTensorDescriptor(p->x_desc);
+  if (p->y_desc) cudnnDestroyTensorDescriptor(p->y_desc);
+  if (p->pool_desc) cudnnDestroyPoolingDescriptor(p->pool_desc);
+  memset(p, 0, sizeof *p);
+}
+
+void pst_cuda_pool_plans_destroy(pst_cuda *c) {
+  for (int i = 0; i < PST_CUDA_MAX_PLANS; i++)
+    if (c->pool[i].used) plan_release(&c->pool[i]);
+}
+
+static int plan_build(pst_cuda *c, const pst_window_shape *s, pst_cuda_pool_plan *p) {
+  p->s = *s;
+  int direct = s->pad_top == 0 && s->pad_left == 0 && s->in_h >= s->k_h && s->in_w >= s->k_w &&
+               1 + (s->in_h - s->k_h) / s->stride_h == s->out_h &&
+               1 + (s->in_w - s->k_w) / s->stride_w == s->out_w;
+  p->explicit_pad = !direct;
+  p->pad_h = direct ? s->in_h : (s->out_h - 1) * s->stride_h + s->k_h;
+  p->pad_w = direct ? s->in_w : (s->out_w - 1) * s->stride_w + s->k_w;
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x_desc));
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y_desc));
+  CUDNN_CHECK(cudnnCreatePoolingDescriptor(&p->pool_desc));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
+                                         s->in_c, p->pad_h, p->pad_w));
+  CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
+                                         s->out_c, s->out_h, s->out_w));
+  CUDNN_CHECK(cudnnSetPooling2dDescriptor(p->pool_desc, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN,
+                                          s->k_h, s->k_w, 0, 0, s->stride_h, s->stride_w));
+  int on, oc, oh, ow;
+  CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(p->pool_desc, p->x_desc, &on, &oc, &oh, &ow));
+  PST_CUDA_REQUIRE(on == s->n && oc == s->out_c && oh == s->out_h && ow == s->out_w,
+                   "%s: maxpool: cuDNN computes output %dx%dx%dx%d, the layer wants %dx%dx%dx%d",
+                   c->name, on, oh, ow, oc, s->n, s->out_h, s->out_w, s->out_c);
+  p->first_use = ++c->use_clock;
+  p->used = 1;
+  return 0;
+}
+
+/* The plan for s: cached, or built in a free slot, else in the least recently used one. */
+static int pool_plan(pst_cuda *c, const pst_window_shape *s, pst_cuda_pool_plan **out) {
+  pst_cuda_pool_plan *victim = NULL;
+  for (int i = 0; i < PST_CUDA_MAX_PLANS; i++) {
+    pst_cuda_pool_plan *p = &c->pool[i];
+    if (p->used && memcmp(&p->s, s, sizeof *s) == 0) {
+      p->last_use = ++c->use_clock;
+      *out = p;
+      return 0;
+    }
+    if (!victim || (victim->used && (!p->used || p->last_use < victim->last_use))) victim = p;
+  }
+  if (victim->used) plan_release(victim);
+  int rc = plan_build(c, s, victim);
+  if (rc != 0) {
+    plan_release(victim);
+    return rc;
+  }
+  victim->last_use = c->use_clock;
+  *out = victim;
+  return 0;
+}
+
+/* The input as cuDNN reads it: x itself, or x copied into the -inf padded scratch 0. */
+static int pool_input(pst_cuda *c, const pst_cuda_pool_plan *p, const float *x,
+                      const float **xin) {
+  const pst_window_shape *s = &p->s;
+  *xin = x;
+  if (!p->explicit_pad) return 0;
+  size_t bytes = (size_t)s->n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
+  int rc = pst_cuda_buffer_reserve(c, &c->scratch[0], bytes, "a padded maxpool input");
+  if (rc != 0) return rc;
+  rc = pst_cuda_pad_nhwc(c, x, (float *)c->scratch[0].p, s->n, s->in_h, s->in_w, s->in_c,
+                         p->pad_h, p->pad_w, s->pad_top, s->pad_left, -INFINITY);
+  *xin = (const float *)c->scratch[0].p;
+  return rc;
+}
+
+int pst_cuda_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                             float *y) {
+  pst_cuda *c = pst_cuda_of(b);
+  int rc = pst_cuda_check_window(s, "maxpool_forward", 1);
+  if (rc != 0) return rc;
+  PST_CUDA_REQUIRE(x && y, "%s: maxpool_forward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  pst_cuda_pool_plan *p;
+  const float *xin;
+  if ((rc = pool_plan(c, s, &p)) != 0 || (rc = pool_input(c, p, x, &xin)) != 0) return rc;
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnPoolingForward(c->cudnn, p->pool_desc, &one, p->x_desc, xin, &zero, p->y_desc,
+                                  y));
+  return 0;
+}
+
+int pst_cuda_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                              const float *y, const float *dy, float *dx) {
+  pst_cuda *c = pst_cuda_of(b);
+  int rc = pst_cuda_check_window(s, "maxpool_backward", 1);
+  if (rc != 0) return rc;
+  PST_CUDA_REQUIRE(x && y && dy && dx, "%s: maxpool_backward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  pst_cuda_pool_plan *p;
+  const float *xin;
+  if ((rc = pool_plan(c, s, &p)) != 0) return rc;
+  float *dxin = dx;
+  if (p->explicit_pad) {
+    size_t bytes = (size_t)s->n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
+    if ((rc = pst_cuda_buffer_reserve(c, &c->scratch[1], bytes, "a padded maxpool gradient")))
+      return rc;
+    dxin = (float *)c->scratch[1].p;
+  }
+  if ((rc = pool_input(c, p, x, &xin)) != 0) return rc;
+  const float one = 1.0f, zero = 0.0f;
+  CUDNN_CHECK(cudnnPoolingBackward(c->cudnn, p->pool_desc, &one, p->y_desc, y, p->y_desc, dy,
+                                   p->x_desc, xin, &zero, p->x_desc, dxin));
+  if (p->explicit_pad)
+    return pst_cuda_crop_nhwc(c, dxin, dx, s->n, s->in_h, s->in_w, s->in_c, p->pad_h, p->pad_w,
+                              s->pad_top, s->pad_left);
+  return 0;
+}
+
+/* Describes the ordinal-th distinct pooling geometry (batch size aside) in first-use order. */
+int pst_cuda_pool_describe(pst_cuda *c, int ordinal, char *out, size_t outlen) {
+  const pst_cuda_pool_plan *order[PST_CUDA_MAX_PLANS];
+  int n = 0;
+  for (int i = 0; i < PST_CUDA_MAX_PLANS; i++) {
+    if (!c->pool[i].used) continue;
+    int j = n++;
+    for (; j > 0 && order[j - 1]->first_use > c->pool[i].first_use; j--) order[j] = order[j - 1];
+    order[j] = &c->pool[i];
+  }
+  for (int i = 0; i < n; i++) {
+    int dup = 0;
+    for (int k = 0; k < i && !dup; k++) {
+      pst_window_shape a = order[k]->s, bb = order[i]->s;
+      a.n = bb.n = 0;
+      dup = memcmp(&a, &bb, sizeof a) == 0;
+    }
+    if (dup || ordinal-- != 0) continue;
+    const pst_window_shape *s = &order[i]->s;
+    snprintf(out, outlen, "cuDNN max pooling %dx%dx%d -> %dx%dx%d (%dx%d stride %d,%d%s)",
+             s->in_h, s->in_w, s->in_c, s->out_h, s->out_w, s->out_c, s->k_h, s->k_w,
+             s->stride_h, s->stride_w,
+             order[i]->explicit_pad ? ", explicit -inf padding" : "");
+    return 0;
+  }
+  return -ENOENT;
+}

@@ -1,0 +1,557 @@
+/* The model spec: parsing, canonical text, presets, initialisation and summary.
+ *
+ * Parsing works one line at a time and derives every layer's per-sample shapes as it
+ * goes, so that a shape problem is reported on the line that causes it. The canonical
+ * text is rebuilt from the parsed layers (not copied from the input), so two specs that
+ * mean the same model have the same fingerprint whatever their comments and spacing. */
+#include "kernels/model.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Limits that keep every derived size far from integer overflow. */
+#define MAX_DIM 4096           /* input height/width */
+#define MAX_UNITS 65536        /* dense units, conv filters, input channels */
+#define MAX_KERNEL 64          /* conv kernel, pool window, strides */
+#define MAX_ACT ((size_t)1 << 24)    /* floats per sample in one layer's output */
+#define MAX_PARAMS ((size_t)1 << 28) /* floats in the whole parameter vector (1 GiB) */
+#define MAX_LINE 256
+#define MAX_TOKENS 12
+#define MAX_FILE (64 * 1024)
+
+static const struct {
+  const char *name;
+  const char *text;
+} presets[] = {
+    {"mlp",
+     "# Multi-layer perceptron, 784-256-128-10.\n"
+     "input 784\n"
+     "dense 256 relu\n"
+     "dense 128 relu\n"
+     "dense 10 softmax\n"},
+    {"cnn",
+     "# One convolution and pooling stage, then the classifier.\n"
+     "input 28x28x1\n"
+     "conv2d 32 3x3 relu\n"
+     "maxpool 2x2\n"
+     "flatten\n"
+     "dense 10 softmax\n"},
+    {"cnn2",
+     "# Two convolution and pooling stages and a hidden dense layer.\n"
+     "input 28x28x1\n"
+     "conv2d 32 3x3 relu\n"
+     "maxpool 2x2\n"
+     "conv2d 64 3x3 relu\n"
+     "maxpool 2x2\n"
+     "flatten\n"
+     "dense 64 relu\n"
+     "dense 10 softmax\n"},
+};
+
+const char *pst_model_preset(const char *name) {
+  if (name == NULL) return NULL;
+  for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++)
+    if (strcmp(presets[i].name, name) == 0) return presets[i].text;
+  return NULL;
+}
+
+/* Parser state shared by the helpers below. */
+typedef struct {
+  const char *source;
+  int line;
+  char *err;
+  size_t errlen;
+} parse_ctx;
+
+static int fail(parse_ctx *p, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int fail(parse_ctx *p, const char *fmt, ...) {
+  if (p->err != NULL && p->errlen > 0) {
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    snprintf(p->err, p->errlen, "%s:%d: %s", p->source, p->line, msg);
+  }
+  return -EINVAL;
+}
+
+/* Copies an untrusted token for an error message: short and printable only, so that a
+ * garbage file cannot produce a multi-line or unreadable error. */
+static const char *shown(const char *tok, char *buf, size_t len) {
+  size_t o = 0;
+  for (size_t i = 0; tok[i] != '\0' && o + 4 < len; i++) {
+    if (i == 24) {
+      memcpy(buf + o, "...", 3);
+      o += 3;
+      break;
+    }
+    unsigned char c = (unsigned char)tok[i];
+    buf[o++] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+/* A positive decimal number no larger than max; leading zeros and signs are refused. */
+static int parse_num(const char *s, size_t n, int max, int *out) {
+  if (n == 0 || n > 9 || s[0] == '0') return -1;
+  long v = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (!isdigit((unsigned char)s[i])) return -1;
+    v = v * 10 + (s[i] - '0');
+  }
+  if (v > max) return -1;
+  *out = (int)v;
+  return 0;
+}
+
+/* Parses "A", "AxB" or "AxBxC" into up to `max_parts` numbers; returns how many. */
+static int parse_dims(const char *tok, int max_parts, int max, int *dims) {
+  int parts = 0;
+  const char *s = tok;
+  for (;;) {
+    const char *x = strchr(s, 'x');
+    size_t n = x ? (size_t)(x - s) : strlen(s);
+    if (parts == max_parts || parse_num(s, n, max, &dims[parts]) != 0) return -1;
+    parts++;
+    if (x == NULL) return parts;
+    s = x + 1;
+  }
+}
+
+/* Options shared by conv2d, maxpool and dense: stride=, padding= and an activation. */
+typedef struct {
+  int stride_h, stride_w, have_stride;
+  int same, have_padding;
+  pst_activation act;
+  int have_act;
+} layer_opts;
+
+static int parse_opts(parse_ctx *p, const char *kind, char **tok, int ntok, int allow_window,
+                      int allow_act, layer_opts *o) {
+  char b[32];
+  for (int i = 0; i < ntok; i++) {
+    const char *t = tok[i];
+    if (allow_window && strncmp(t, "stride=", 7) == 0) {
+      int d[2];
+      int n = parse_dims(t + 7, 2, MAX_KERNEL, d);
+      if (o->have_stride) return fail(p, "%s: stride given twice", kind);
+      if (n < 1) return fail(p, "%s: bad stride '%s' (want S or SxS, 1..%d)", kind,
+                             shown(t + 7, b, sizeof b), MAX_KERNEL);
+      o->stride_h = d[0];
+      o->stride_w = n == 2 ? d[1] : d[0];
+      o->have_stride = 1;
+    } else if (allow_window && strncmp(t, "padding=", 8) == 0) {
+      if (o->have_padding) return fail(p, "%s: padding given twice", kind);
+      if (strcmp(t + 8, "valid") == 0)
+        o->same = 0;
+      else if (strcmp(t + 8, "same") == 0)
+        o->same = 1;
+      else
+        return fail(p, "%s: bad padding '%s' (want valid or same)", kind,
+                    shown(t + 8, b, sizeof b));
+      o->have_padding = 1;
+    } else if (allow_act &&
+               (strcmp(t, "relu") == 0 || strcmp(t, "linear") == 0 || strcmp(t, "softmax") == 0)) {
+      if (o->have_act) return fail(p, "%s: activation given twice", kind);
+      o->act = t[0] == 'r' ? PST_ACT_RELU : t[0] == 'l' ? PST_ACT_LINEAR : PST_ACT_SOFTMAX;
+      o->have_act = 1;
+    } else {
+      return fail(p, "%s: unknown option '%s'", kind, shown(t, b, sizeof b));
+    }
+  }
+  return 0;
+}
+
+/* Output size along one axis; 0 when the window does not fit. Same padding follows
+ * TensorFlow: out = ceil(in / stride), the odd padding cell goes after the data. */
+static int window_out(int in, int k, int stride, int same, int *pad_before) {
+  if (same) {
+    int out = (in + stride - 1) / stride;
+    int total = (out - 1) * stride + k - in;
+    if (total < 0) total = 0;
+    *pad_before = total / 2;
+    return out;
+  }
+  *pad_before = 0;
+  return in < k ? 0 : (in - k) / stride + 1;
+}
+
+static const char *act_name(pst_activation a) {
+  return a == PST_ACT_RELU ? "relu" : a == PST_ACT_SOFTMAX ? "softmax" : "linear";
+}
+
+/* Parses one non-empty line into m->layers[m->n_layers]. `flat` says whether the
+ * current output is a flat vector (dense may follow) or an image (conv2d, maxpool). */
+static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *flat) {
+  char b[32];
+  const char *kind = tok[0];
+  int first = m->n_layers == 0;
+  if (first && strcmp(kind, "input") != 0)
+    return fail(p, "the model must start with an input layer, got '%s'", shown(kind, b, sizeof b));
+  if (m->n_layers == PST_MODEL_MAX_LAYERS)
+    return fail(p, "too many layers (at most %d, input included)", PST_MODEL_MAX_LAYERS);
+
+  pst_layer *L = &m->layers[m->n_layers];
+  memset(L, 0, sizeof *L);
+  L->stride_h = L->stride_w = 1;
+  if (!first) {
+    const pst_layer *prev = &m->layers[m->n_layers - 1];
+    L->in_h = prev->out_h;
+    L->in_w = prev->out_w;
+    L->in_c = prev->out_c;
+  }
+  layer_opts o = {.stride_h = 1, .stride_w = 1, .act = PST_ACT_LINEAR};
+
+  if (strcmp(kind, "input") == 0) {
+    int d[3];
+    if (!first) return fail(p, "only the first layer may be input");
+    if (ntok != 2) return fail(p, "input needs one shape like 28x28x1 or 784");
+    int n = parse_dims(tok[1], 3, MAX_UNITS, d);
+    if (n == 1) {
+      L->in_h = L->in_w = 1;
+      L->in_c = d[0];
+      *flat = 1;
+    } else if (n == 3 && d[0] <= MAX_DIM && d[1] <= MAX_DIM) {
+      L->in_h = d[0];
+      L->in_w = d[1];
+      L->in_c = d[2];
+      *flat = 0;
+    } else {
+      return fail(p, "bad input shape '%s' (want HxWxC or N)", shown(tok[1], b, sizeof b));
+    }
+    if ((size_t)L->in_h * L->in_w * L->in_c > MAX_ACT)
+      return fail(p, "input of %dx%dx%d is too large", L->in_h, L->in_w, L->in_c);
+    L->kind = PST_LAYER_INPUT;
+    L->out_h = L->in_h;
+    L->out_w = L->in_w;
+    L->out_c = L->in_c;
+  } else if (strcmp(kind, "dense") == 0) {
+    if (ntok < 2 || parse_num(tok[1], strlen(tok[1]), MAX_UNITS, &L->units) != 0)
+      return fail(p, "dense needs a number of units (1..%d)", MAX_UNITS);
+    if (parse_opts(p, "dense", tok + 2, ntok - 2, 0, 1, &o) != 0) return -EINVAL;
+    if (!*flat)
+      return fail(p, "dense needs a flat input but gets %dx%dx%d; add flatten before it",
+                  L->in_h, L->in_w, L->in_c);
+    L->kind = PST_LAYER_DENSE;
+    L->out_h = L->out_w = 1;
+    L->out_c = L->units;
+    L->w_count = (size_t)L->in_c * L->units;
+    L->b_count = (size_t)L->units;
+  } else if (strcmp(kind, "conv2d") == 0) {
+    int d[2];
+    if (ntok < 2 || parse_num(tok[1], strlen(tok[1]), MAX_UNITS, &L->filters) != 0)
+      return fail(p, "conv2d needs a number of filters (1..%d)", MAX_UNITS);
+    if (ntok < 3 || parse_dims(tok[2], 2, MAX_KERNEL, d) != 2)
+      return fail(p, "conv2d needs a kernel like 3x3");
+    L->k_h = d[0];
+    L->k_w = d[1];
+    if (parse_opts(p, "conv2d", tok + 3, ntok - 3, 1, 1, &o) != 0) return -EINVAL;
+    if (o.act == PST_ACT_SOFTMAX) return fail(p, "conv2d cannot use softmax");
+    if (*flat) return fail(p, "conv2d needs an image input (HxWxC), not a flat vector");
+    L->kind = PST_LAYER_CONV2D;
+    L->out_c = L->filters;
+    L->w_count = (size_t)L->filters * L->k_h * L->k_w * L->in_c;
+    L->b_count = (size_t)L->filters;
+  } else if (strcmp(kind, "maxpool") == 0) {
+    int d[2];
+    if (ntok < 2 || parse_dims(tok[1], 2, MAX_KERNEL, d) != 2)
+      return fail(p, "maxpool needs a window like 2x2");
+    L->k_h = d[0];
+    L->k_w = d[1];
+    o.stride_h = d[0];
+    o.stride_w = d[1];
+    if (parse_opts(p, "maxpool", tok + 2, ntok - 2, 1, 0, &o) != 0) return -EINVAL;
+    if (*flat) return fail(p, "maxpool needs an image input (HxWxC), not a flat vector");
+    L->kind = PST_LAYER_MAXPOOL;
+    L->out_c = L->in_c;
+  } else if (strcmp(kind, "flatten") == 0) {
+    if (ntok != 1) return fail(p, "flatten takes no options");
+    L->kind = PST_LAYER_FLATTEN;
+    L->out_h = L->out_w = 1;
+    L->out_c = L->in_h * L->in_w * L->in_c;
+    *flat = 1;
+  } else {
+    return fail(p, "unknown layer '%s' (want input, conv2d, maxpool, flatten or dense)",
+                shown(kind, b, sizeof b));
+  }
+
+  if (L->kind == PST_LAYER_CONV2D || L->kind == PST_LAYER_MAXPOOL) {
+    L->stride_h = o.stride_h;
+    L->stride_w = o.stride_w;
+    L->same_padding = o.same;
+    L->out_h = window_out(L->in_h, L->k_h, L->stride_h, o.same, &L->pad_top);
+    L->out_w = window_out(L->in_w, L->k_w, L->stride_w, o.same, &L->pad_left);
+    if (L->out_h <= 0 || L->out_w <= 0)
+      return fail(p, "%s %dx%d on a %dx%dx%d input leaves no output", kind, L->k_h, L->k_w,
+                  L->in_h, L->in_w, L->in_c);
+  }
+  L->act = o.act;
+  if ((size_t)L->out_h * L->out_w * L->out_c > MAX_ACT)
+    return fail(p, "%s output of %dx%dx%d is too large", kind, L->out_h, L->out_w, L->out_c);
+  L->w_offset = m->n_params;
+  L->b_offset = m->n_params + L->w_count;
+  if (L->w_count == 0) L->w_offset = 0;
+  if (L->b_count == 0) L->b_offset = 0;
+  m->n_params += L->w_count + L->b_count;
+  if (m->n_params > MAX_PARAMS) return fail(p, "too many parameters (at most %zu)", MAX_PARAMS);
+  m->n_layers++;
+  return 0;
+}
+
+/* Appends the canonical line of one layer; -1 when the text buffer is full. */
+static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *len) {
+  char line[160];
+  int n = 0;
+  switch (L->kind) {
+    case PST_LAYER_INPUT:
+      if (flat_input)
+        n = snprintf(line, sizeof line, "input %d\n", L->out_c);
+      else
+        n = snprintf(line, sizeof line, "input %dx%dx%d\n", L->out_h, L->out_w, L->out_c);
+      break;
+    case PST_LAYER_DENSE:
+      n = snprintf(line, sizeof line, "dense %d %s\n", L->units, act_name(L->act));
+      break;
+    case PST_LAYER_CONV2D:
+    case PST_LAYER_MAXPOOL: {
+      char stride[32];
+      if (L->stride_h == L->stride_w)
+        snprintf(stride, sizeof stride, "%d", L->stride_h);
+      else
+        snprintf(stride, sizeof stride, "%dx%d", L->stride_h, L->stride_w);
+      if (L->kind == PST_LAYER_CONV2D)
+        n = snprintf(line, sizeof line, "conv2d %d %dx%d stride=%s padding=%s %s\n", L->filters,
+                     L->k_h, L->k_w, stride, L->same_padding ? "same" : "valid",
+                     act_name(L->act));
+      else
+        n = snprintf(line, sizeof line, "maxpool %dx%d stride=%s padding=%s\n", L->k_h, L->k_w,
+                     stride, L->same_padding ? "same" : "valid");
+      break;
+    }
+    case PST_LAYER_FLATTEN:
+      n = snprintf(line, sizeof line, "flatten\n");
+      break;
+  }
+  if (n <= 0 || *len + (size_t)n + 1 > PST_MODEL_MAX_TEXT) return -1;
+  memcpy(text + *len, line, (size_t)n + 1);
+  *len += (size_t)n;
+  return 0;
+}
+
+static uint64_t fnv1a64(const char *s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (size_t i = 0; i < n; i++) {
+    h ^= (unsigned char)s[i];
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+int pst_model_parse(const char *text, const char *source, pst_model *m, char *err,
+                    size_t errlen) {
+  parse_ctx p = {source ? source : "model", 0, err, errlen};
+  int line_of[PST_MODEL_MAX_LAYERS];
+  int flat = 1, flat_input = 1;
+  if (err != NULL && errlen > 0) err[0] = '\0';
+  memset(m, 0, sizeof *m);
+  if (text == NULL) return fail(&p, "no model text");
+
+  const char *s = text;
+  while (*s != '\0') {
+    const char *eol = strchr(s, '\n');
+    size_t n = eol ? (size_t)(eol - s) : strlen(s);
+    p.line++;
+    char buf[MAX_LINE];
+    if (n >= sizeof buf) return fail(&p, "line too long (at most %d characters)", MAX_LINE - 1);
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    s = eol ? eol + 1 : s + n;
+
+    char *hash = strchr(buf, '#');
+    if (hash != NULL) *hash = '\0';
+    char *tok[MAX_TOKENS];
+    int ntok = 0;
+    for (char *save = NULL, *t = strtok_r(buf, " \t\r\v\f", &save); t != NULL;
+         t = strtok_r(NULL, " \t\r\v\f", &save)) {
+      if (ntok == MAX_TOKENS) return fail(&p, "too many words on one line");
+      tok[ntok++] = t;
+    }
+    if (ntok == 0) continue;
+    int is_first = m->n_layers == 0;
+    if (parse_layer(&p, tok, ntok, m, &flat) != 0) return -EINVAL;
+    if (is_first) flat_input = flat;
+    line_of[m->n_layers - 1] = p.line;
+  }
+
+  if (p.line == 0) p.line = 1;
+  if (m->n_layers == 0) return fail(&p, "the model is empty (it needs an input layer)");
+  if (m->n_layers == 1) return fail(&p, "the model needs at least one layer after input");
+  for (int i = 1; i < m->n_layers - 1; i++) {
+    if (m->layers[i].act == PST_ACT_SOFTMAX) {
+      p.line = line_of[i];
+      return fail(&p, "softmax is only allowed on the last layer");
+    }
+  }
+  const pst_layer *last = &m->layers[m->n_layers - 1];
+  if (last->kind != PST_LAYER_DENSE || last->act != PST_ACT_SOFTMAX) {
+    p.line = line_of[m->n_layers - 1];
+    return fail(&p, "the last layer must be dense with softmax (training uses softmax "
+                    "cross-entropy on its logits)");
+  }
+  if (last->units < 2) {
+    p.line = line_of[m->n_layers - 1];
+    return fail(&p, "the last layer needs at least 2 classes");
+  }
+
+  size_t len = 0;
+  for (int i = 0; i < m->n_layers; i++) {
+    if (canon_layer(&m->layers[i], flat_input, m->text, &len) != 0) {
+      p.line = line_of[i];
+      return fail(&p, "the model text is too long (at most %d bytes)", PST_MODEL_MAX_TEXT - 1);
+    }
+  }
+  m->input_size = m->layers[0].out_h * m->layers[0].out_w * m->layers[0].out_c;
+  m->classes = last->units;
+  m->fingerprint = fnv1a64(m->text, len);
+  return 0;
+}
+
+int pst_model_load(const char *name_or_path, pst_model *m, char *err, size_t errlen) {
+  const char *preset = pst_model_preset(name_or_path);
+  if (preset != NULL) return pst_model_parse(preset, name_or_path, m, err, errlen);
+  if (name_or_path == NULL || name_or_path[0] == '\0') {
+    snprintf(err, errlen, "no model given (want mlp, cnn, cnn2 or a spec file)");
+    return -EINVAL;
+  }
+  FILE *f = fopen(name_or_path, "rb");
+  if (f == NULL) {
+    int e = errno;
+    snprintf(err, errlen, "%s: cannot read model file: %s (presets are mlp, cnn, cnn2)",
+             name_or_path, strerror(e));
+    return -e;
+  }
+  char *buf = malloc(MAX_FILE + 1);
+  if (buf == NULL) {
+    fclose(f);
+    snprintf(err, errlen, "%s: out of memory", name_or_path);
+    return -ENOMEM;
+  }
+  size_t n = fread(buf, 1, MAX_FILE + 1, f);
+  int rerr = ferror(f);
+  fclose(f);
+  int rc;
+  if (rerr) {
+    snprintf(err, errlen, "%s: cannot read model file: read error", name_or_path);
+    rc = -EIO;
+  } else if (n > MAX_FILE) {
+    snprintf(err, errlen, "%s: model file too large (at most %d bytes)", name_or_path, MAX_FILE);
+    rc = -EINVAL;
+  } else if (memchr(buf, '\0', n) != NULL) {
+    snprintf(err, errlen, "%s: model file is not text", name_or_path);
+    rc = -EINVAL;
+  } else {
+    buf[n] = '\0';
+    rc = pst_model_parse(buf, name_or_path, m, err, errlen);
+  }
+  free(buf);
+  return rc;
+}
+
+/* splitmix64: tiny, fast and identical on every machine, unlike rand(). */
+static uint64_t splitmix64(uint64_t *state) {
+  uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+void pst_model_init_params(const pst_model *m, uint64_t seed, float *params) {
+  for (int i = 1; i < m->n_layers; i++) {
+    const pst_layer *L = &m->layers[i];
+    if (L->w_count == 0) continue;
+    double fan_in, fan_out;
+    if (L->kind == PST_LAYER_CONV2D) {
+      fan_in = (double)L->k_h * L->k_w * L->in_c;
+      fan_out = (double)L->k_h * L->k_w * L->filters;
+    } else {
+      fan_in = L->in_c;
+      fan_out = L->units;
+    }
+    double limit = L->act == PST_ACT_RELU ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
+    /* One stream per layer, so a layer's initial weights depend only on the seed and
+     * its position, not on the sizes of the layers before it. */
+    uint64_t state = seed ^ (0x632be59bd9b4e019ull * (uint64_t)i);
+    float *w = params + L->w_offset;
+    for (size_t j = 0; j < L->w_count; j++) {
+      double u = ((double)(splitmix64(&state) >> 40) + 0.5) * (1.0 / 16777216.0);
+      w[j] = (float)((2.0 * u - 1.0) * limit);
+    }
+    memset(params + L->b_offset, 0, L->b_count * sizeof(float));
+  }
+}
+
+/* Formats n with thousands separators, as Keras does in its totals. */
+static const char *commas(size_t n, char *buf, size_t len) {
+  char digits[32];
+  int nd = snprintf(digits, sizeof digits, "%zu", n);
+  size_t o = 0;
+  for (int i = 0; i < nd && o + 2 < len; i++) {
+    if (i > 0 && (nd - i) % 3 == 0) buf[o++] = ',';
+    buf[o++] = digits[i];
+  }
+  buf[o] = '\0';
+  return buf;
+}
+
+/* The canonical input line is "input N" for a flat vector and "input HxWxC" otherwise. */
+static int input_is_flat(const pst_model *m) {
+  const char *eol = strchr(m->text, '\n');
+  const char *x = strchr(m->text, 'x');
+  return x == NULL || (eol != NULL && x > eol);
+}
+
+void pst_model_summary(const pst_model *m, FILE *out) {
+  static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten"};
+  static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten"};
+  int seen[5] = {0};
+  char rule[66], dbl[66], b[32];
+  memset(rule, '_', 65);
+  rule[65] = '\0';
+  memset(dbl, '=', 65);
+  dbl[65] = '\0';
+  fprintf(out, "Model: fingerprint %016llx\n%s\n", (unsigned long long)m->fingerprint, rule);
+  fprintf(out, " %-28s %-20s %-8s %s\n%s\n", "Layer (type)", "Output Shape", "Act", "Param #",
+          dbl);
+  for (int i = 0; i < m->n_layers; i++) {
+    const pst_layer *L = &m->layers[i];
+    char name[64], shape[64];
+    int k = (int)L->kind;
+    if (seen[k]++ == 0)
+      snprintf(name, sizeof name, "%s (%s)", names[k], types[k]);
+    else
+      snprintf(name, sizeof name, "%s_%d (%s)", names[k], seen[k] - 1, types[k]);
+    int flat = L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_FLATTEN ||
+               (L->kind == PST_LAYER_INPUT && input_is_flat(m));
+    if (flat)
+      snprintf(shape, sizeof shape, "(None, %d)", L->out_c);
+    else
+      snprintf(shape, sizeof shape, "(None, %d, %d, %d)", L->out_h, L->out_w, L->out_c);
+    const char *act = (L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D)
+                          ? act_name(L->act)
+                          : "";
+    fprintf(out, " %-28s %-20s %-8s %s\n", name, shape, act,
+            commas(L->w_count + L->b_count, b, sizeof b));
+  }
+  fprintf(out, "%s\n", dbl);
+  fprintf(out, "Total params: %s (%.2f KB)\n", commas(m->n_params, b, sizeof b),
+          (double)m->n_params * 4.0 / 1024.0);
+  fprintf(out, "Trainable params: %s\nNon-trainable params: 0\n%s\n",
+          commas(m->n_params, b, sizeof b), rule);
+}

@@ -1,0 +1,252 @@
+/* Tests of the model spec: presets, parsing, errors, canonical text, init, summary. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "kernels/model.h"
+#include "kernels/testing.h"
+
+static void test_presets(void) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_load("mlp", &m, err, sizeof err) == 0);
+  CHECK(m.n_layers == 4);
+  CHECK(m.n_params == 235146);
+  CHECK(m.input_size == 784 && m.classes == 10);
+  CHECK(m.layers[1].w_offset == 0 && m.layers[1].w_count == 784 * 256);
+  CHECK(m.layers[1].b_offset == 784 * 256 && m.layers[1].b_count == 256);
+  CHECK(m.layers[2].w_offset == 784 * 256 + 256);
+  CHECK(m.layers[3].b_offset + m.layers[3].b_count == m.n_params);
+  CHECK(strcmp(m.text, "input 784\ndense 256 relu\ndense 128 relu\ndense 10 softmax\n") == 0);
+
+  CHECK(pst_model_load("cnn", &m, err, sizeof err) == 0);
+  CHECK(m.n_layers == 5);
+  CHECK(m.n_params == 320 + 54090);
+  const pst_layer *c = &m.layers[1];
+  CHECK(c->kind == PST_LAYER_CONV2D && c->out_h == 26 && c->out_w == 26 && c->out_c == 32);
+  CHECK(c->w_count == 32 * 3 * 3 * 1 && c->b_count == 32 && c->act == PST_ACT_RELU);
+  CHECK(m.layers[2].out_h == 13 && m.layers[2].out_c == 32 && m.layers[2].stride_h == 2);
+  CHECK(m.layers[3].kind == PST_LAYER_FLATTEN && m.layers[3].out_c == 5408);
+  CHECK(m.layers[4].in_c == 5408 && m.layers[4].units == 10);
+  CHECK(strcmp(m.text, "input 28x28x1\n"
+                       "conv2d 32 3x3 stride=1 padding=valid relu\n"
+                       "maxpool 2x2 stride=2 padding=valid\n"
+                       "flatten\n"
+                       "dense 10 softmax\n") == 0);
+
+  CHECK(pst_model_load("cnn2", &m, err, sizeof err) == 0);
+  CHECK(m.n_layers == 8);
+  CHECK(m.layers[3].out_h == 11 && m.layers[3].out_c == 64);
+  CHECK(m.layers[4].out_h == 5 && m.layers[4].out_w == 5);
+  CHECK(m.layers[5].out_c == 1600);
+  CHECK(m.n_params == 320 + 18496 + 102464 + 650);
+  CHECK(pst_model_preset("nope") == NULL);
+}
+
+static void test_canonical(void) {
+  pst_model a, b, c;
+  char err[256];
+  const char *spec =
+      "# a comment\n\n"
+      "  input   28x28x1   # trailing comment\n"
+      "conv2d 8 5x3 padding=same stride=2 linear\r\n"
+      "\tmaxpool 3x3 stride=1\n"
+      "conv2d 4 1x1\n"
+      "flatten\n"
+      "dense 20\n"
+      "dense 7 softmax";
+  CHECK(pst_model_parse(spec, "t.spec", &a, err, sizeof err) == 0);
+  CHECK(strcmp(a.text, "input 28x28x1\n"
+                       "conv2d 8 5x3 stride=2 padding=same linear\n"
+                       "maxpool 3x3 stride=1 padding=valid\n"
+                       "conv2d 4 1x1 stride=1 padding=valid linear\n"
+                       "flatten\n"
+                       "dense 20 linear\n"
+                       "dense 7 softmax\n") == 0);
+  /* Same padding with stride 2: ceil(28 / 2) = 14; the kernel 5 needs 3 padding rows,
+   * one before and two after, as TensorFlow does. */
+  CHECK(a.layers[1].out_h == 14 && a.layers[1].out_w == 14 && a.layers[1].pad_top == 1);
+  CHECK(a.layers[1].pad_left == 0);
+  CHECK(a.layers[2].out_h == 12 && a.layers[3].out_c == 4 && a.layers[4].out_c == 576);
+  CHECK(pst_model_parse(a.text, "canon", &b, err, sizeof err) == 0);
+  CHECK(b.fingerprint == a.fingerprint && strcmp(a.text, b.text) == 0);
+  CHECK(b.n_params == a.n_params);
+  CHECK(pst_model_parse("input 784\ndense 10 softmax\n", "x", &c, err, sizeof err) == 0);
+  CHECK(c.fingerprint != a.fingerprint);
+  /* FNV-1a 64 of the canonical text, so that other languages can reproduce it. */
+  CHECK(pst_model_parse("input 2\ndense 2 softmax\n", "x", &c, err, sizeof err) == 0);
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (const char *s = c.text; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
+  CHECK(c.fingerprint == h);
+  /* A flat input may be flattened (a no-op). */
+  CHECK(pst_model_parse("input 10\nflatten\ndense 3 softmax\n", "x", &c, err, sizeof err) == 0);
+}
+
+static void test_errors(void) {
+  static const struct {
+    const char *spec, *want;
+  } cases[] = {
+      {"", "s:1: the model is empty"},
+      {"# only\n\n", "s:2: the model is empty"},
+      {"dense 10 softmax\n", "s:1: the model must start with an input layer"},
+      {"input 784\n", "s:1: the model needs at least one layer after input"},
+      {"input 784\ndense 10 relu\n", "s:2: the last layer must be dense with softmax"},
+      {"input 784\ndense 10 softmax\ndense 5 softmax\n", "s:2: softmax is only allowed"},
+      {"input 28x28x1\nconv2d 8 3x3\n", "s:2: the last layer must be dense"},
+      {"input 784\nblah 3\ndense 10 softmax\n", "s:2: unknown layer 'blah'"},
+      {"input 78a\ndense 10 softmax\n", "s:1: bad input shape '78a'"},
+      {"input 28x28\ndense 10 softmax\n", "s:1: bad input shape"},
+      {"input 784\ndense -3 relu\ndense 10 softmax\n", "s:2: dense needs a number of units"},
+      {"input 784\ndense 0\ndense 10 softmax\n", "s:2: dense needs a number of units"},
+      {"input 784\ndense 10 relu relu\ndense 10 softmax\n", "s:2: dense: activation given twice"},
+      {"input 784\ndense 10 tanh\ndense 10 softmax\n", "s:2: dense: unknown option 'tanh'"},
+      {"input 784\ninput 784\n", "s:2: only the first layer may be input"},
+      {"input 28x28x1\ndense 10 softmax\n", "s:2: dense needs a flat input but gets 28x28x1"},
+      {"input 28x28x1\nconv2d 4 3x3\n\ndense 10 softmax\n", "s:4: dense needs a flat input"},
+      {"input 784\nconv2d 4 3x3\n", "s:2: conv2d needs an image input"},
+      {"input 784\nmaxpool 2x2\n", "s:2: maxpool needs an image input"},
+      {"input 4x4x1\nconv2d 4 5x5\nflatten\ndense 2 softmax\n", "s:2: conv2d 5x5 on a 4x4x1 input leaves no output"},
+      {"input 4x4x1\nmaxpool 2x2\nmaxpool 2x2\nmaxpool 2x2\nflatten\ndense 2 softmax\n",
+       "s:4: maxpool 2x2 on a 1x1x1 input leaves no output"},
+      {"input 8x8x1\nconv2d 4 3\n", "s:2: conv2d needs a kernel like 3x3"},
+      {"input 8x8x1\nconv2d 4 3x3 stride=0\n", "s:2: conv2d: bad stride '0'"},
+      {"input 8x8x1\nconv2d 4 3x3 padding=full\n", "s:2: conv2d: bad padding 'full'"},
+      {"input 8x8x1\nconv2d 4 3x3 stride=1 stride=1\n", "s:2: conv2d: stride given twice"},
+      {"input 8x8x1\nconv2d 4 3x3 softmax\n", "s:2: conv2d cannot use softmax"},
+      {"input 8x8x1\nmaxpool 2x2 relu\n", "s:2: maxpool: unknown option 'relu'"},
+      {"input 8x8x1\nflatten 2\n", "s:2: flatten takes no options"},
+      {"input 784\ndense 1 softmax\n", "s:2: the last layer needs at least 2 classes"},
+      {"input 99999999\ndense 2 softmax\n", "s:1: bad input shape"},
+      {"input 784\ndense 65536\ndense 65536\ndense 2 softmax\n", "s:3: too many parameters"},
+      {"input 784\n\x01\x02zz\ndense 2 softmax\n", "s:2: unknown layer '??zz'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    pst_model m;
+    char err[256] = "";
+    int rc = pst_model_parse(cases[i].spec, "s", &m, err, sizeof err);
+    int ok = rc < 0 && strncmp(err, cases[i].want, strlen(cases[i].want)) == 0 &&
+             strchr(err, '\n') == NULL;
+    if (!ok) fprintf(stderr, "  case %zu: rc %d, got '%s', want '%s...'\n", i, rc, err, cases[i].want);
+    CHECK(ok);
+  }
+
+  /* Too many layers: input + 32 flattens. */
+  char spec[1024] = "input 10\n";
+  for (int i = 0; i < 32; i++) strcat(spec, "flatten\n");
+  strcat(spec, "dense 2 softmax\n");
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse(spec, "s", &m, err, sizeof err) == -EINVAL);
+  CHECK(strncmp(err, "s:33: too many layers", 21) == 0);
+
+  /* An over-long line. */
+  char longline[400];
+  memset(longline, 'a', sizeof longline - 1);
+  longline[sizeof longline - 1] = '\0';
+  CHECK(pst_model_parse(longline, "s", &m, err, sizeof err) == -EINVAL);
+  CHECK(strncmp(err, "s:1: line too long", 18) == 0);
+}
+
+static void test_load_file(void) {
+  char path[] = "/tmp/pst_model_testXXXXXX";
+  int fd = mkstemp(path);
+  CHECK(fd >= 0);
+  const char *spec = "input 4x4x2\nconv2d 3 3x3 padding=same relu\nflatten\ndense 2 softmax\n";
+  CHECK(write(fd, spec, strlen(spec)) == (ssize_t)strlen(spec));
+  close(fd);
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_load(path, &m, err, sizeof err) == 0);
+  CHECK(m.n_params == 3 * 9 * 2 + 3 + 48 * 2 + 2);
+  unlink(path);
+  CHECK(pst_model_load(path, &m, err, sizeof err) < 0);
+  CHECK(strstr(err, path) != NULL && strstr(err, "cannot read") != NULL);
+
+  strcpy(path, "/tmp/pst_model_testXXXXXX");
+  fd = mkstemp(path);
+  CHECK(write(fd, "input 4\nnope\n", 13) == 13);
+  close(fd);
+  CHECK(pst_model_load(path, &m, err, sizeof err) == -EINVAL);
+  char want[300];
+  snprintf(want, sizeof want, "%s:2: unknown layer 'nope'", path);
+  CHECK(strncmp(err, want, strlen(want)) == 0);
+  unlink(path);
+}
+
+static void test_init(void) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_load("mlp", &m, err, sizeof err) == 0);
+  float *a = malloc(m.n_params * sizeof(float)), *b = malloc(m.n_params * sizeof(float));
+  pst_model_init_params(&m, 42, a);
+  pst_model_init_params(&m, 42, b);
+  CHECK(memcmp(a, b, m.n_params * sizeof(float)) == 0);
+  pst_model_init_params(&m, 43, b);
+  CHECK(memcmp(a, b, m.n_params * sizeof(float)) != 0);
+
+  /* He-uniform for the ReLU layers, Glorot-uniform for the softmax one, zero biases. */
+  double lim1 = sqrt(6.0 / 784), lim3 = sqrt(6.0 / (128 + 10));
+  double max1 = 0, max3 = 0, sum1 = 0;
+  int zero_bias = 1;
+  for (size_t i = 0; i < m.layers[1].w_count; i++) {
+    max1 = fmax(max1, fabs(a[i]));
+    sum1 += a[i];
+  }
+  for (size_t i = 0; i < m.layers[3].w_count; i++) max3 = fmax(max3, fabs(a[m.layers[3].w_offset + i]));
+  for (int l = 1; l < m.n_layers; l++)
+    for (size_t i = 0; i < m.layers[l].b_count; i++) zero_bias &= a[m.layers[l].b_offset + i] == 0.0f;
+  CHECK(max1 <= lim1 && max1 > 0.99 * lim1);
+  CHECK(max3 <= lim3 && max3 > 0.95 * lim3);
+  CHECK(fabs(sum1 / m.layers[1].w_count) < 0.01 * lim1);
+  CHECK(zero_bias);
+
+  /* The exact values are part of the contract (every machine starts from the same
+   * weights): a hash of the bytes pins them. */
+  uint64_t h = 0xcbf29ce484222325ull;
+  const unsigned char *bytes = (const unsigned char *)a;
+  for (size_t i = 0; i < m.n_params * sizeof(float); i++) h = (h ^ bytes[i]) * 0x100000001b3ull;
+  printf("init hash mlp seed 42: %016llx\n", (unsigned long long)h);
+  CHECK(h == 0xbbbd5c6f437eed03ull);
+  free(a);
+  free(b);
+}
+
+static void test_summary(void) {
+  pst_model m;
+  char err[256];
+  char *buf = NULL;
+  size_t len = 0;
+  CHECK(pst_model_load("cnn", &m, err, sizeof err) == 0);
+  FILE *f = open_memstream(&buf, &len);
+  pst_model_summary(&m, f);
+  fclose(f);
+  fputs(buf, stdout);
+  CHECK(strstr(buf, "conv2d (Conv2D)") != NULL);
+  CHECK(strstr(buf, "(None, 26, 26, 32)") != NULL);
+  CHECK(strstr(buf, "max_pooling2d (MaxPooling2D)") != NULL);
+  CHECK(strstr(buf, "(None, 5408)") != NULL);
+  CHECK(strstr(buf, "54,090") != NULL);
+  CHECK(strstr(buf, "Total params: 54,410") != NULL);
+  free(buf);
+  buf = NULL;
+  CHECK(pst_model_load("mlp", &m, err, sizeof err) == 0);
+  f = open_memstream(&buf, &len);
+  pst_model_summary(&m, f);
+  fclose(f);
+  CHECK(strstr(buf, "Total params: 235,146") != NULL);
+  CHECK(strstr(buf, "dense_2 (Dense)") != NULL);
+  CHECK(strstr(buf, "(None, 784)") != NULL);
+  free(buf);
+}
+
+int main(void) {
+  test_presets();
+  test_canonical();
+  test_errors();
+  test_load_file();
+  test_init();
+  test_summary();
+  return t_summary();
+}

@@ -1,0 +1,31 @@
+/* A model instantiated on a backend: activations and gradients in device memory,
+ * forward and backward over a batch. The worker's only entry to compute. */
+#ifndef PSTRAIN_KERNELS_NET_H
+#define PSTRAIN_KERNELS_NET_H
+
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "kernels/model.h"
+
+typedef struct pst_net pst_net;
+
+/* Allocates every buffer once for batches up to max_batch. */
+int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net **out);
+/* Copies the flat parameter vector (host, n_params floats) to the device. */
+int pst_net_load_params(pst_net *net, const float *params);
+/* One training step on x[batch, input_size] (host) and labels[batch] (host).
+ * grad (host, n_params floats) receives d(loss)/d(params) where
+ * loss = loss_scale * sum over the batch of cross-entropy; so loss_scale = 1/(b*N) gives
+ * the mean over the global batch of N workers (TF's compute_average_loss).
+ * *loss_sum gets the unscaled sum of per-sample losses, *correct the right predictions. */
+int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int batch,
+                       float loss_scale, float *grad, double *loss_sum, int *correct);
+/* Forward only: sum of losses and number correct. */
+int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int batch,
+                     double *loss_sum, int *correct);
+/* Logs, one line per layer, where and how it runs (--log-placement). */
+void pst_net_log_placement(pst_net *net);
+void pst_net_destroy(pst_net *net);
+
+#endif

@@ -1,0 +1,168 @@
+/* The network over the CPU backend: whole-net gradients against finite differences on a
+ * tiny conv model, the same through a backend that pretends its memory is not host
+ * memory (the path the CUDA backend takes), and training on toy problems. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "kernels/backend.h"
+#include "kernels/model.h"
+#include "kernels/net.h"
+#include "kernels/testing.h"
+
+static const char *tiny_spec =
+    "input 6x5x2\n"
+    "conv2d 3 3x3 padding=same relu\n"
+    "maxpool 2x2\n"
+    "conv2d 4 2x2 relu\n"
+    "flatten\n"
+    "dense 5 relu\n"
+    "dense 3 softmax\n";
+
+typedef struct {
+  pst_net *net;
+  const pst_model *m;
+  float *params, *x;
+  int32_t *labels;
+  int batch;
+  float scale;
+} net_case;
+
+static double net_loss(void *ctx) {
+  net_case *c = ctx;
+  double loss = 0;
+  int correct;
+  pst_net_load_params(c->net, c->params);
+  pst_net_evaluate(c->net, c->x, c->labels, c->batch, &loss, &correct);
+  return loss * c->scale;
+}
+
+/* A view of the CPU backend that claims device memory, so that pst_net copies inputs,
+ * labels and gradients as it must for CUDA. */
+static pst_backend as_device;
+static void *dev_alloc(pst_backend *b, size_t n) { return malloc(n ? n : 1); }
+static void dev_free(pst_backend *b, void *p) { free(p); }
+
+static void test_gradients(pst_backend *cpu) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse(tiny_spec, "tiny", &m, err, sizeof err) == 0);
+  enum { B = 3 };
+  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float *grad2 = malloc(m.n_params * 4);
+  float x[B * 60];
+  int32_t labels[B] = {2, 0, 1};
+  pst_model_init_params(&m, 7, params);
+  /* Non-zero biases, so that no ReLU input sits exactly at its kink. */
+  for (int l = 1; l < m.n_layers; l++)
+    t_fill(params + m.layers[l].b_offset, m.layers[l].b_count, 50 + l, 0.05, 0.2);
+  t_fill(x, B * 60, 9, -1, 1);
+
+  pst_net *net = NULL;
+  CHECK(pst_net_create(&m, cpu, 4, &net) == 0);
+  double loss = 0, eloss = 0;
+  int correct = -1, ecorrect = -2;
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == -EINVAL);
+  CHECK(pst_net_load_params(net, params) == 0);
+  CHECK(pst_net_train_step(net, x, labels, 5, 0.5f, grad, &loss, &correct) == -EINVAL);
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+  CHECK(pst_net_evaluate(net, x, labels, B, &eloss, &ecorrect) == 0);
+  CHECK(loss > 0 && loss == eloss && correct == ecorrect);
+  net_case c = {net, &m, params, x, labels, B, 0.5f};
+  CHECK(t_gradcheck("net grad", params, grad, m.n_params, net_loss, &c) == 0);
+  int32_t bad_labels[B] = {0, 3, 0};
+  CHECK(pst_net_train_step(net, x, bad_labels, B, 0.5f, grad2, &loss, &correct) == -EINVAL);
+  pst_net_log_placement(net);
+  pst_net_destroy(net);
+
+  /* The device-memory path gives the very same numbers. */
+  as_device = *cpu;
+  as_device.host_memory = 0;
+  as_device.alloc = dev_alloc;
+  as_device.free = dev_free;
+  as_device.describe = NULL;
+  CHECK(pst_net_create(&m, &as_device, 4, &net) == 0);
+  CHECK(pst_net_load_params(net, params) == 0);
+  double loss2 = 0;
+  int correct2 = -1;
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad2, &loss2, &correct2) == 0);
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+  CHECK(memcmp(grad, grad2, m.n_params * 4) == 0 && loss == loss2 && correct == correct2);
+  pst_net_log_placement(net);
+  pst_net_destroy(net);
+  free(params), free(grad), free(grad2);
+}
+
+/* Trains `spec` with plain SGD on a toy problem; returns the first and last losses. */
+static void train_toy(pst_backend *be, const char *spec, int image, double *first, double *last,
+                      double *acc) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse(spec, "toy", &m, err, sizeof err) == 0);
+  enum { B = 32, STEPS = 300 };
+  const int in = m.input_size;
+  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float *x = malloc((size_t)B * in * 4);
+  int32_t labels[B];
+  pst_model_init_params(&m, 1, params);
+  pst_net *net = NULL;
+  CHECK(pst_net_create(&m, be, B, &net) == 0);
+  uint64_t rng = 99;
+  *first = *last = 0;
+  int right = 0;
+  for (int step = 0; step < STEPS; step++) {
+    for (int b = 0; b < B; b++) {
+      float *xb = x + (size_t)b * in;
+      for (int k = 0; k < in; k++) xb[k] = (float)t_uniform(&rng, -1, 1);
+      if (image) {
+        /* Class = which quadrant holds a bright 2x2 spot on a noisy 6x6 image. */
+        int q = (int)(t_rand64(&rng) % 4), r0 = (q / 2) * 3 + 1, c0 = (q % 2) * 3 + 1;
+        for (int i = 0; i < 2; i++)
+          for (int j = 0; j < 2; j++) xb[(r0 + i) * 6 + c0 + j] = 3.0f;
+        labels[b] = q;
+      } else {
+        /* Class = the larger of two fixed linear functions of x, or a third when both
+         * are small. */
+        float a = xb[0] + xb[1] - xb[2], bb = xb[3] - xb[0];
+        labels[b] = (a < 0.3f && bb < 0.3f) ? 2 : a > bb ? 0 : 1;
+      }
+    }
+    double loss = 0;
+    int correct = 0;
+    CHECK(pst_net_load_params(net, params) == 0);
+    if (pst_net_train_step(net, x, labels, B, 1.0f / B, grad, &loss, &correct) != 0) {
+      CHECK(0);
+      break;
+    }
+    for (size_t i = 0; i < m.n_params; i++) params[i] -= 0.1f * grad[i];
+    if (step < 10) *first += loss / B / 10;
+    if (step >= STEPS - 10) {
+      *last += loss / B / 10;
+      right += correct;
+    }
+  }
+  *acc = right / (10.0 * B);
+  pst_net_destroy(net);
+  free(params), free(grad), free(x);
+}
+
+int main(void) {
+  pst_log_init("net_test", PST_LOG_INFO);
+  pst_backend *cpu = NULL;
+  CHECK(pst_cpu_backend_create(1, &cpu) == 0);
+  test_gradients(cpu);
+
+  double first, last, acc;
+  train_toy(cpu, "input 4\ndense 16 relu\ndense 3 softmax\n", 0, &first, &last, &acc);
+  printf("mlp toy: loss %.3f -> %.3f, accuracy %.2f\n", first, last, acc);
+  CHECK(last < 0.5 * first && acc > 0.8);
+  train_toy(cpu,
+            "input 6x6x1\nconv2d 4 3x3 padding=same relu\nmaxpool 2x2\nflatten\n"
+            "dense 4 softmax\n",
+            1, &first, &last, &acc);
+  printf("cnn toy: loss %.3f -> %.3f, accuracy %.2f\n", first, last, acc);
+  CHECK(last < 0.5 * first && acc > 0.9);
+  cpu->destroy(cpu);
+  return t_summary();
+}

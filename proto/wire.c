@@ -1,0 +1,298 @@
+#include "proto/wire.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+
+static void put_u16(uint8_t *p, uint16_t v) {
+  p[0] = (uint8_t)v;
+  p[1] = (uint8_t)(v >> 8);
+}
+
+static void put_u32(uint8_t *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint16_t get_u16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+
+static uint32_t get_u32(const uint8_t *p) {
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+void pst_wire_prefix_encode(uint8_t out[PST_WIRE_PREFIX_LEN], uint32_t header_len,
+                            uint32_t payload_len) {
+  put_u32(out, PST_WIRE_MAGIC);
+  put_u16(out + 4, PST_WIRE_VERSION);
+  put_u16(out + 6, 0);
+  put_u32(out + 8, header_len);
+  put_u32(out + 12, payload_len);
+}
+
+int pst_wire_prefix_decode(const uint8_t in[PST_WIRE_PREFIX_LEN], uint32_t max_payload,
+                           pst_prefix *p, char *err, size_t errlen) {
+  p->magic = get_u32(in);
+  p->version = get_u16(in + 4);
+  p->flags = get_u16(in + 6);
+  p->header_len = get_u32(in + 8);
+  p->payload_len = get_u32(in + 12);
+  if (p->magic != PST_WIRE_MAGIC) {
+    snprintf(err, errlen, "bad magic 0x%08" PRIx32 " (not a pstrain peer?)", p->magic);
+    return -EPROTO;
+  }
+  if (p->version != PST_WIRE_VERSION) {
+    snprintf(err, errlen, "protocol version %u, this build speaks %u", p->version,
+             PST_WIRE_VERSION);
+    return -EPROTO;
+  }
+  if (p->flags != 0) {
+    snprintf(err, errlen, "unknown frame flags 0x%04x", p->flags);
+    return -EPROTO;
+  }
+  if (p->header_len == 0 || p->header_len > PST_WIRE_MAX_HEADER) {
+    snprintf(err, errlen, "header length %" PRIu32 " outside 1..%u", p->header_len,
+             PST_WIRE_MAX_HEADER);
+    return -EPROTO;
+  }
+  if (p->payload_len > max_payload) {
+    snprintf(err, errlen, "payload length %" PRIu32 " over the cap of %" PRIu32, p->payload_len,
+             max_payload);
+    return -EPROTO;
+  }
+  return 0;
+}
+
+int pst_wire_encode(const Pstrain__Header *h, uint32_t payload_len, uint8_t *buf, size_t buflen) {
+  size_t n = protobuf_c_message_get_packed_size(&h->base);
+  if (n > PST_WIRE_MAX_HEADER || n + PST_WIRE_PREFIX_LEN > buflen) return -EMSGSIZE;
+  /* An all-default header packs to zero bytes; the type is never MSG_INVALID, so n > 0. */
+  protobuf_c_message_pack(&h->base, buf + PST_WIRE_PREFIX_LEN);
+  pst_wire_prefix_encode(buf, (uint32_t)n, payload_len);
+  return (int)(n + PST_WIRE_PREFIX_LEN);
+}
+
+int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offset,
+                          uint32_t count, int last, uint8_t *buf, size_t buflen) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = type;
+  h.version = version;
+  h.offset = offset;
+  h.count = count;
+  h.last = last != 0;
+  return pst_wire_encode(&h, count * 4u, buf, buflen);
+}
+
+int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err, size_t errlen) {
+  switch (h->type) {
+    case PSTRAIN__MSG_TYPE__WEIGHTS:
+    case PSTRAIN__MSG_TYPE__PUSH:
+      if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 || h->count * 4 != payload_len) {
+        snprintf(err, errlen, "tensor chunk of %" PRIu64 " floats with a %" PRIu32 "-byte payload",
+                 h->count, payload_len);
+        return -EPROTO;
+      }
+      if (h->offset > UINT64_MAX / 8) {
+        snprintf(err, errlen, "tensor chunk offset %" PRIu64 " out of range", h->offset);
+        return -EPROTO;
+      }
+      return 0;
+    case PSTRAIN__MSG_TYPE__HELLO:
+    case PSTRAIN__MSG_TYPE__WELCOME:
+    case PSTRAIN__MSG_TYPE__PULL:
+    case PSTRAIN__MSG_TYPE__ACK:
+    case PSTRAIN__MSG_TYPE__ERROR:
+    case PSTRAIN__MSG_TYPE__STATUS_REQ:
+    case PSTRAIN__MSG_TYPE__STATUS:
+    case PSTRAIN__MSG_TYPE__SHUTDOWN:
+    case PSTRAIN__MSG_TYPE__REPORT:
+    case PSTRAIN__MSG_TYPE__BYE:
+      if (payload_len != 0) {
+        snprintf(err, errlen, "message type %d carries an unexpected %" PRIu32 "-byte payload",
+                 (int)h->type, payload_len);
+        return -EPROTO;
+      }
+      if (h->type == PSTRAIN__MSG_TYPE__HELLO && h->hello == NULL) {
+        snprintf(err, errlen, "HELLO without its hello field");
+        return -EPROTO;
+      }
+      if (h->type == PSTRAIN__MSG_TYPE__WELCOME && h->welcome == NULL) {
+        snprintf(err, errlen, "WELCOME without its welcome field");
+        return -EPROTO;
+      }
+      if (h->type == PSTRAIN__MSG_TYPE__REPORT && h->report == NULL) {
+        snprintf(err, errlen, "REPORT without its report field");
+        return -EPROTO;
+      }
+      if (h->status && h->status->n_workers > PST_WIRE_MAX_WORKERS) {
+        snprintf(err, errlen, "status lists %zu workers", h->status->n_workers);
+        return -EPROTO;
+      }
+      return 0;
+    default:
+      snprintf(err, errlen, "unknown message type %d", (int)h->type);
+      return -EPROTO;
+  }
+}
+
+/* ---- arena allocator: protobuf-c unpacks into the reader's fixed arena ---- */
+
+static void *arena_alloc(void *data, size_t size) {
+  pst_reader *r = data;
+  size_t need = (size + 15) & ~(size_t)15;
+  if (need < size || r->arena_used + need > PST_WIRE_ARENA) return NULL;
+  void *p = r->arena + r->arena_used;
+  r->arena_used += need;
+  return p;
+}
+
+static void arena_free(void *data, void *ptr) {
+  (void)data;
+  (void)ptr; /* The whole arena is reset once per frame. */
+}
+
+int pst_reader_init(pst_reader *r, const pst_reader_cbs *cbs, void *data, uint32_t max_payload) {
+  memset(r, 0, sizeof *r);
+  r->cbs = cbs;
+  r->data = data;
+  r->max_payload = max_payload ? max_payload : PST_WIRE_MAX_PAYLOAD;
+  r->header_buf = malloc(PST_WIRE_MAX_HEADER);
+  r->stage = malloc(PST_WIRE_STAGE);
+  r->arena = malloc(PST_WIRE_ARENA);
+  if (!r->header_buf || !r->stage || !r->arena) {
+    pst_reader_free(r);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+void pst_reader_free(pst_reader *r) {
+  free(r->header_buf);
+  free(r->stage);
+  free(r->arena);
+  r->header_buf = r->stage = r->arena = NULL;
+}
+
+/* A large payload still to come is read straight into its destination. */
+#define DIRECT_MIN (16u * 1024u)
+
+void pst_reader_buffer(pst_reader *r, char **base, size_t *len) {
+  if (r->stage_pos == r->stage_len) r->stage_pos = r->stage_len = 0;
+  if (r->state == PST_RD_PAYLOAD && r->stage_len == 0 &&
+      r->prefix.payload_len - r->got >= DIRECT_MIN) {
+    r->direct = 1;
+    *base = (char *)r->payload + r->got;
+    *len = r->prefix.payload_len - r->got;
+    return;
+  }
+  r->direct = 0;
+  *base = (char *)r->stage + r->stage_len;
+  *len = PST_WIRE_STAGE - r->stage_len;
+}
+
+static int fail(pst_reader *r, const uint8_t *bytes, size_t n) {
+  pst_log_sanitize(bytes, n, 24, r->sample, sizeof r->sample);
+  return -EPROTO;
+}
+
+/* The frame is complete: hand it over, then get ready for the next prefix. */
+static int finish_frame(pst_reader *r) {
+  int rc = r->cbs->on_frame(r, r->hdr);
+  r->frames++;
+  r->state = PST_RD_PREFIX;
+  r->got = 0;
+  r->hdr = NULL;
+  r->payload = NULL;
+  if (rc == PST_READER_PAUSE) {
+    r->paused = 1;
+    return PST_READER_PAUSE;
+  }
+  if (rc < 0 && r->err[0] == '\0') snprintf(r->err, sizeof r->err, "frame rejected (%d)", rc);
+  return rc < 0 ? rc : 0;
+}
+
+static int header_done(pst_reader *r) {
+  ProtobufCAllocator alloc = {arena_alloc, arena_free, r};
+  r->arena_used = 0;
+  Pstrain__Header *h = pstrain__header__unpack(&alloc, r->prefix.header_len, r->header_buf);
+  if (h == NULL) {
+    snprintf(r->err, sizeof r->err, "header of %" PRIu32 " bytes does not unpack",
+             r->prefix.header_len);
+    return fail(r, r->header_buf, r->prefix.header_len);
+  }
+  if (pst_wire_validate(h, r->prefix.payload_len, r->err, sizeof r->err) < 0)
+    return fail(r, r->header_buf, r->prefix.header_len);
+  r->hdr = h;
+  r->got = 0;
+  if (r->prefix.payload_len == 0) return finish_frame(r);
+  float *dst = NULL;
+  int rc = r->cbs->on_payload(r, h, &dst);
+  if (rc < 0 || dst == NULL) {
+    if (r->err[0] == '\0') snprintf(r->err, sizeof r->err, "unexpected tensor chunk");
+    return rc < 0 ? rc : -EPROTO;
+  }
+  r->payload = (uint8_t *)dst;
+  r->state = PST_RD_PAYLOAD;
+  return 0;
+}
+
+/* Consumes staged bytes until they run out, the reader pauses, or an error. */
+static int drain_stage(pst_reader *r) {
+  while (r->stage_pos < r->stage_len) {
+    const uint8_t *in = r->stage + r->stage_pos;
+    size_t avail = r->stage_len - r->stage_pos, take;
+    int rc = 0;
+    switch (r->state) {
+      case PST_RD_PREFIX:
+        take = PST_WIRE_PREFIX_LEN - r->got;
+        if (take > avail) take = avail;
+        memcpy(r->prefix_buf + r->got, in, take);
+        r->got += (uint32_t)take;
+        r->stage_pos += take;
+        if (r->got == PST_WIRE_PREFIX_LEN) {
+          if (pst_wire_prefix_decode(r->prefix_buf, r->max_payload, &r->prefix, r->err,
+                                     sizeof r->err) < 0)
+            return fail(r, r->prefix_buf, PST_WIRE_PREFIX_LEN);
+          r->state = PST_RD_HEADER;
+          r->got = 0;
+        }
+        break;
+      case PST_RD_HEADER:
+        take = r->prefix.header_len - r->got;
+        if (take > avail) take = avail;
+        memcpy(r->header_buf + r->got, in, take);
+        r->got += (uint32_t)take;
+        r->stage_pos += take;
+        if (r->got == r->prefix.header_len) rc = header_done(r);
+        break;
+      case PST_RD_PAYLOAD:
+        take = r->prefix.payload_len - r->got;
+        if (take > avail) take = avail;
+        memcpy(r->payload + r->got, in, take);
+        r->got += (uint32_t)take;
+        r->stage_pos += take;
+        if (r->got == r->prefix.payload_len) rc = finish_frame(r);
+        break;
+    }
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+int pst_reader_feed(pst_reader *r, size_t n) {
+  if (r->direct) {
+    r->direct = 0;
+    r->got += (uint32_t)n;
+    if (r->got == r->prefix.payload_len) return finish_frame(r);
+    return 0;
+  }
+  r->stage_len += n;
+  return drain_stage(r);
+}
+
+int pst_reader_resume(pst_reader *r) {
+  r->paused = 0;
+  return drain_stage(r);
+}

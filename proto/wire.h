@@ -1,0 +1,107 @@
+/* Framing: the 16-byte prefix, the protobuf header, and an incremental frame reader.
+ *
+ * The reader is fed by libuv: pst_reader_buffer() says where the next read should land
+ * (a small staging buffer while a prefix or header is expected; the payload's final
+ * destination when a large payload is expected, so tensor bytes are read once, straight
+ * into place), and pst_reader_feed() consumes what arrived. Every limit is checked before
+ * anything is allocated, and a header is unpacked into a per-reader arena, so reading a
+ * frame allocates nothing. */
+#ifndef PSTRAIN_PROTO_WIRE_H
+#define PSTRAIN_PROTO_WIRE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/pstrain.pb-c.h"
+
+#define PST_WIRE_MAGIC 0x52545350u /* "PSTR" read as a little-endian u32 */
+#define PST_WIRE_VERSION 1
+#define PST_WIRE_PREFIX_LEN 16
+#define PST_WIRE_MAX_HEADER (64u * 1024u)        /* bytes of protobuf header */
+#define PST_WIRE_MAX_PAYLOAD (256u * 1024u * 1024u) /* bytes of tensor payload in one frame */
+#define PST_WIRE_MAX_WORKERS 4096                /* repeated WorkerStatus in a Status */
+#define PST_WIRE_ARENA (512u * 1024u)            /* unpack arena per reader */
+#define PST_WIRE_STAGE (64u * 1024u)             /* staging buffer per reader */
+
+/* Bytes that must fit in a caller's buffer for prefix + any header we encode. */
+#define PST_WIRE_MAX_FRAME_HEAD (PST_WIRE_PREFIX_LEN + PST_WIRE_MAX_HEADER)
+/* Prefix + header of a tensor chunk (WEIGHTS/PUSH) always fit in this many bytes. */
+#define PST_WIRE_CHUNK_HEAD 64
+
+typedef struct {
+  uint32_t magic;
+  uint16_t version;
+  uint16_t flags;
+  uint32_t header_len;
+  uint32_t payload_len;
+} pst_prefix;
+
+void pst_wire_prefix_encode(uint8_t out[PST_WIRE_PREFIX_LEN], uint32_t header_len,
+                            uint32_t payload_len);
+/* Decodes and checks magic, version and caps. Returns 0 or -EPROTO with a reason in err. */
+int pst_wire_prefix_decode(const uint8_t in[PST_WIRE_PREFIX_LEN], uint32_t max_payload,
+                           pst_prefix *p, char *err, size_t errlen);
+
+/* Writes prefix + packed header into buf. Returns the byte count or a negative code
+ * (-EMSGSIZE when the header would exceed the cap or buflen). */
+int pst_wire_encode(const Pstrain__Header *h, uint32_t payload_len, uint8_t *buf, size_t buflen);
+/* Shorthand for a tensor chunk header (WEIGHTS or PUSH): buf holds PST_WIRE_CHUNK_HEAD. */
+int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offset,
+                          uint32_t count, int last, uint8_t *buf, size_t buflen);
+
+/* Checks a decoded header against its prefix: a known type, the payload length matching
+ * 4 * count for tensor chunks and 0 otherwise, sane counts. Returns 0 or -EPROTO. */
+int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err, size_t errlen);
+
+/* ---- incremental reader ---- */
+
+#define PST_READER_PAUSE 1
+
+typedef struct pst_reader pst_reader;
+
+typedef struct {
+  /* A validated header whose frame has a payload: set *dst to h->count floats of space
+   * for it. Return 0, or a negative code to reject the frame (the reader fails). */
+  int (*on_payload)(pst_reader *r, const Pstrain__Header *h, float **dst);
+  /* A whole frame arrived (payload in place). Return 0 to go on, PST_READER_PAUSE to
+   * stop consuming until pst_reader_resume(), or a negative code to fail. The header is
+   * valid only during the call. */
+  int (*on_frame)(pst_reader *r, const Pstrain__Header *h);
+} pst_reader_cbs;
+
+typedef enum { PST_RD_PREFIX = 0, PST_RD_HEADER, PST_RD_PAYLOAD } pst_reader_state;
+
+struct pst_reader {
+  pst_reader_state state;
+  const pst_reader_cbs *cbs;
+  void *data;                 /* the owner's */
+  uint32_t max_payload;
+  int paused;
+  pst_prefix prefix;
+  uint8_t prefix_buf[PST_WIRE_PREFIX_LEN];
+  uint32_t got;               /* bytes of the current section received */
+  uint8_t *header_buf;        /* [PST_WIRE_MAX_HEADER] */
+  Pstrain__Header *hdr;       /* unpacked into the arena */
+  uint8_t *payload;           /* destination of the current payload */
+  uint8_t *stage;             /* [PST_WIRE_STAGE] */
+  size_t stage_pos, stage_len;
+  int direct;                 /* the last buffer handed out was the payload itself */
+  uint8_t *arena;             /* [PST_WIRE_ARENA] */
+  size_t arena_used;
+  uint64_t frames;            /* frames read, for logs */
+  char err[160];              /* why the reader failed */
+  char sample[80];            /* sanitized first bytes of a bad frame */
+};
+
+/* Allocates the reader's buffers once. Returns 0 or -ENOMEM. */
+int pst_reader_init(pst_reader *r, const pst_reader_cbs *cbs, void *data, uint32_t max_payload);
+void pst_reader_free(pst_reader *r);
+/* Where the next read should land: use as libuv's alloc_cb result. */
+void pst_reader_buffer(pst_reader *r, char **base, size_t *len);
+/* Consumes n bytes read into the last buffer. Returns 0, PST_READER_PAUSE (the owner
+ * should stop reading), or a negative code with r->err set (close the connection). */
+int pst_reader_feed(pst_reader *r, size_t n);
+/* Continues after a pause with the bytes already staged. Same returns as feed. */
+int pst_reader_resume(pst_reader *r);
+
+#endif

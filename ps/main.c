@@ -1,0 +1,182 @@
+/* pstrain-ps: the parameter server.
+ *
+ * The story: read the configuration (defaults < /etc/pstrain/ps.conf < PSTRAIN_PS_* < flags),
+ * load the model spec and initialise its weights from the seed, start listening, run the
+ * event loop until training is complete or a signal arrives, then close every handle and
+ * check that the loop really is empty. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <uv.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "kernels/model.h"
+#include "ps/server.h"
+
+#define PS_DEFAULT_LISTEN "127.0.0.1:7070"
+
+static char o_listen[PST_CFG_STR_MAX], o_mode[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX];
+static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
+static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
+static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
+static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
+
+static pst_cfg_opt g_opts[] = {
+    PST_OPT("listen", PST_CFG_STRING, o_listen, PS_DEFAULT_LISTEN, "address:port to listen on", 0, 0),
+    PST_OPT("workers", PST_CFG_INT, &o_workers, "1", "number of workers to train with (N)", 1, 4096),
+    PST_OPT("mode", PST_CFG_STRING, o_mode, "sync", "update mode: sync, async or ssp", 0, 0),
+    PST_OPT("staleness", PST_CFG_INT, &o_staleness, "2", "ssp: most pushes a worker may run ahead", 0, 1000000),
+    PST_OPT("model", PST_CFG_STRING, o_model, "mlp", "preset (mlp, cnn, cnn2) or model spec file", 0, 0),
+    PST_OPT("epochs", PST_CFG_INT, &o_epochs, "2", "passes over the training set", 1, 10000),
+    PST_OPT("batch-size", PST_CFG_INT, &o_batch, "64", "samples per worker per step", 1, 65536),
+    PST_OPT("optimizer", PST_CFG_STRING, o_optimizer, "adam", "sgd, momentum or adam", 0, 0),
+    PST_OPT("lr", PST_CFG_DOUBLE, &o_lr, "0.001", "learning rate", 0, 0),
+    PST_OPT("momentum", PST_CFG_DOUBLE, &o_momentum, "0.9", "momentum factor (momentum)", 0, 0),
+    PST_OPT("beta1", PST_CFG_DOUBLE, &o_beta1, "0.9", "Adam beta1", 0, 0),
+    PST_OPT("beta2", PST_CFG_DOUBLE, &o_beta2, "0.999", "Adam beta2", 0, 0),
+    PST_OPT("eps", PST_CFG_DOUBLE, &o_eps, "1e-8", "Adam epsilon", 0, 0),
+    PST_OPT("weight-decay", PST_CFG_DOUBLE, &o_wd, "0", "L2 weight decay added to gradients", 0, 0),
+    PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
+    PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB)", 4, 262144),
+    PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between workers' loss reports", 1, 1000000),
+    PST_OPT("status-interval", PST_CFG_DOUBLE, &o_status_interval, "5", "seconds between status lines (0: off)", 0, 0),
+    PST_OPT("metrics", PST_CFG_STRING, o_metrics, "", "write metrics (JSON lines) to this file", 0, 0),
+    PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
+    PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
+};
+
+static int parse_level(const char *s) {
+  if (!strcmp(s, "error")) return PST_LOG_ERR;
+  if (!strcmp(s, "warning")) return PST_LOG_WARN;
+  if (!strcmp(s, "debug")) return PST_LOG_DEBUG;
+  if (!strcmp(s, "info")) return PST_LOG_INFO;
+  return -1;
+}
+
+/* Turns the parsed options into ps_options, checking what the parser cannot. */
+static int build_options(ps_options *o, char *err, size_t errlen) {
+  memset(o, 0, sizeof *o);
+  if (pst_parse_hostport(o_listen, o->listen_host, sizeof o->listen_host, &o->listen_port) < 0) {
+    snprintf(err, errlen, "--listen: '%.200s' is not address:port", o_listen);
+    return -EINVAL;
+  }
+  if (pst_mode_parse(o_mode, &o->mode) < 0) {
+    snprintf(err, errlen, "--mode: '%.200s' is not sync, async or ssp", o_mode);
+    return -EINVAL;
+  }
+  pst_opt_defaults(&o->opt);
+  if (pst_opt_kind_parse(o_optimizer, &o->opt.kind) < 0) {
+    snprintf(err, errlen, "--optimizer: '%.200s' is not sgd, momentum or adam", o_optimizer);
+    return -EINVAL;
+  }
+  if (!(o_lr > 0) || o_momentum < 0 || o_beta1 < 0 || o_beta1 >= 1 || o_beta2 < 0 ||
+      o_beta2 >= 1 || !(o_eps > 0) || o_wd < 0) {
+    snprintf(err, errlen, "optimizer settings out of range (lr > 0, 0 <= betas < 1, eps > 0, "
+                          "weight decay >= 0)");
+    return -EINVAL;
+  }
+  if (o_status_interval < 0) {
+    snprintf(err, errlen, "--status-interval must be >= 0");
+    return -EINVAL;
+  }
+  o->opt.lr = (float)o_lr;
+  o->opt.momentum = (float)o_momentum;
+  o->opt.beta1 = (float)o_beta1;
+  o->opt.beta2 = (float)o_beta2;
+  o->opt.eps = (float)o_eps;
+  o->opt.weight_decay = (float)o_wd;
+  o->workers = (int)o_workers;
+  o->staleness = (int)o_staleness;
+  o->epochs = (int)o_epochs;
+  o->batch_size = (int)o_batch;
+  o->seed = (uint64_t)o_seed;
+  o->chunk_floats = (uint32_t)(o_chunk_kib * 1024 / 4);
+  o->report_every = (int)o_report_every;
+  o->status_interval = o_status_interval;
+  o->model_name = o_model;
+  o->metrics_path = o_metrics;
+  o->summary_path = o_summary;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  char err[512];
+  pst_cfg cfg = {
+      .prog = "pstrain-ps",
+      .section = "ps",
+      .default_file = "/etc/pstrain/ps.conf",
+      .env_prefix = "PSTRAIN_PS_",
+      .usage_extra = "The ps holds the weights, applies the optimizer and serves pulls and pushes.\n"
+                     "It exits by itself when every worker has finished its epochs.\n",
+      .opts = g_opts,
+      .n_opts = (int)(sizeof g_opts / sizeof g_opts[0]),
+  };
+  pst_log_init("pstrain-ps", PST_LOG_INFO);
+
+  /* 1. Configuration. */
+  ps_options opt;
+  if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0 ||
+      build_options(&opt, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return 2;
+  }
+  if (cfg.help) return 0;
+  int level = parse_level(o_log_level);
+  if (level < 0) {
+    LOG_ERR("--log-level: '%.200s' is not error, warning, info or debug", o_log_level);
+    return 2;
+  }
+  pst_log_init("pstrain-ps", level);
+  if (cfg.print_config) {
+    pst_cfg_print(&cfg, stdout);
+    return 0;
+  }
+
+  /* 2. The model and its initial weights. */
+  static pst_model model;
+  if (pst_model_load(o_model, &model, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return 2;
+  }
+  float *init = malloc(model.n_params * sizeof(float));
+  if (!init) {
+    LOG_ERR("cannot allocate %zu parameters", model.n_params);
+    return 1;
+  }
+  pst_model_init_params(&model, opt.seed, init);
+  if (isatty(1)) pst_model_summary(&model, stdout);
+
+  /* 3. Listen. */
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  static ps_server srv;
+  int rc = ps_server_start(&srv, &loop, &opt, &model, init, err, sizeof err);
+  free(init);
+  if (rc < 0) {
+    LOG_ERR("%s", err);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ps_server_free(&srv);
+    uv_loop_close(&loop);
+    return 1;
+  }
+  LOG_INFO("listening on %s:%d; model %s (%zu parameters, fingerprint %016" PRIx64
+           "); %s mode, %d workers, %s lr %g, batch %d x %d, %d epochs",
+           opt.listen_host, opt.listen_port, o_model, model.n_params, model.fingerprint,
+           o_mode, opt.workers, o_optimizer, o_lr, opt.workers, opt.batch_size, opt.epochs);
+
+  /* 4. Serve until training is over or a signal stops us. */
+  uv_run(&loop, UV_RUN_DEFAULT);
+
+  /* 5. Shut down: every handle is closed by now; the loop must close cleanly. */
+  int exit_code = srv.exit_code;
+  ps_server_free(&srv);
+  rc = uv_loop_close(&loop);
+  if (rc != 0) {
+    LOG_ERR("event loop did not close cleanly: %s", uv_strerror(rc));
+    return 1;
+  }
+  return exit_code;
+}

@@ -1,0 +1,690 @@
+#include "ps/server.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "proto/wire.h"
+
+typedef enum {
+  CONN_OPEN = 0,  /* accepted, not registered: may send HELLO or STATUS_REQ */
+  CONN_WORKER,    /* registered worker */
+  CONN_CLOSING,   /* uv_close or uv_shutdown under way */
+} conn_state;
+
+struct ps_conn {
+  uv_tcp_t tcp;
+  conn_state state;
+  ps_server *srv;
+  ps_conn *next, *prev;
+  pst_reader rd;
+  int reader_ready;
+  int reading;           /* uv_read_start active */
+  int worker;            /* index, or -1 before HELLO */
+  char peer[64];
+  /* The push in progress: chunks arrive in order into recv. */
+  float *recv;           /* [chunk_floats] */
+  uint64_t push_version;
+  uint32_t push_next;    /* next chunk expected */
+  int pending;           /* recv holds chunk pending_chunk, not yet taken */
+  uint32_t pending_chunk;
+  /* Pulls: at most one waiting and one being written. */
+  int pull_waiting;
+  uint64_t pull_want;
+  int pull_writing;
+  int pull_buf;          /* store buffer the reply is sent from */
+  uint32_t writes_left;
+  uv_write_t *wreq;      /* [n_chunks] */
+  uint8_t *whead;        /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
+  uv_shutdown_t shutdown_req;
+};
+
+/* A control message: one allocation, freed by its write callback. Rare, not hot path. */
+typedef struct {
+  uv_write_t req;
+  size_t len;
+  uint8_t bytes[];
+} ctl_msg;
+
+static void kick(ps_server *s);
+static void conn_close(ps_conn *c, const char *why);
+static void maybe_finish(ps_server *s);
+static void start_reading(ps_conn *c);
+
+/* ---- sending ---- */
+
+static void on_ctl_write(uv_write_t *req, int status) {
+  (void)status;
+  free(req->data);
+}
+
+static int send_header(ps_conn *c, const Pstrain__Header *h) {
+  if (c->state == CONN_CLOSING) return -ECANCELED;
+  size_t need = protobuf_c_message_get_packed_size(&h->base) + PST_WIRE_PREFIX_LEN;
+  ctl_msg *m = malloc(sizeof *m + need);
+  if (!m) return -ENOMEM;
+  int n = pst_wire_encode(h, 0, m->bytes, need);
+  if (n < 0) {
+    free(m);
+    return n;
+  }
+  m->req.data = m;
+  uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
+  int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
+  if (rc < 0) free(m);
+  return rc;
+}
+
+static void send_error(ps_conn *c, const char *reason) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__ErrorInfo e = PSTRAIN__ERROR_INFO__INIT;
+  e.reason = (char *)reason;
+  h.type = PSTRAIN__MSG_TYPE__ERROR;
+  h.error = &e;
+  send_header(c, &h);
+}
+
+static void send_shutdown(ps_conn *c, const char *reason, int failed) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Shutdown sd = PSTRAIN__SHUTDOWN__INIT;
+  sd.reason = (char *)reason;
+  sd.failed = failed != 0;
+  h.type = PSTRAIN__MSG_TYPE__SHUTDOWN;
+  h.shutdown = &sd;
+  send_header(c, &h);
+}
+
+/* The pull reply: the weights straight from the store's front buffer, one frame per chunk
+ * (prefix + header from this connection's preallocated slots, payload pointing into the
+ * store). Nothing is copied and nothing allocated. */
+static void on_pull_write(uv_write_t *req, int status) {
+  ps_conn *c = req->data;
+  (void)status;
+  if (--c->writes_left > 0) return;
+  c->pull_writing = 0;
+  c->srv->store.refs[c->pull_buf]--;
+  /* This connection may have a pull waiting behind the one just sent, and a step may be
+   * waiting for the buffer. */
+  kick(c->srv);
+}
+
+static void answer_pull(ps_conn *c) {
+  ps_server *s = c->srv;
+  pst_store *st = &s->store;
+  uint32_t n = s->upd.n_chunks;
+  c->pull_waiting = 0;
+  c->pull_writing = 1;
+  c->pull_buf = st->front;
+  c->writes_left = n;
+  st->refs[st->front]++;
+  const float *w = pst_store_front(st);
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t len = pst_update_chunk_len(&s->upd, i);
+    size_t off = (size_t)i * s->upd.chunk_floats;
+    uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
+    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, st->version, off, len,
+                                   i + 1 == n, head, PST_WIRE_CHUNK_HEAD);
+    uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
+                        uv_buf_init((char *)(w + off), len * 4u)};
+    c->wreq[i].data = c;
+    if (uv_write(&c->wreq[i], (uv_stream_t *)&c->tcp, bufs, 2, on_pull_write) < 0) {
+      /* The connection is failing: account for the writes that never started. */
+      c->writes_left -= n - i - 1;
+      on_pull_write(&c->wreq[i], UV_ECANCELED);
+      return;
+    }
+  }
+}
+
+/* Whether a pull may be answered now. sync: the wanted version exists. ssp: additionally
+ * the puller may not get more than `staleness` versions ahead of the slowest worker's
+ * last pushed version. async: always. */
+static int pull_ready(ps_server *s, ps_conn *c) {
+  if (c->pull_writing) return 0;
+  if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version;
+  if (s->opt.mode == PST_MODE_SSP) {
+    /* A worker's clock is the number of pushes it has made; it may run at most `staleness`
+     * pushes ahead of the slowest unfinished worker. */
+    uint64_t mine = s->workers[c->worker].pushes, slowest = UINT64_MAX;
+    for (int i = 0; i < s->opt.workers; i++)
+      if (!s->workers[i].done && s->workers[i].conn && s->workers[i].pushes < slowest)
+        slowest = s->workers[i].pushes;
+    if (s->registered < s->opt.workers) slowest = 0;
+    return slowest == UINT64_MAX || mine <= slowest + (uint64_t)s->opt.staleness;
+  }
+  return 1;
+}
+
+/* ---- the push path ---- */
+
+/* Offers the chunk waiting in c->recv. Returns 1 taken, 0 later, <0 error (closed). */
+static int try_take(ps_conn *c) {
+  ps_server *s = c->srv;
+  int published = 0;
+  ps_worker *w = &s->workers[c->worker];
+  uint64_t staleness = pst_update_staleness(&s->upd, c->push_version);
+  int rc = pst_update_offer(&s->upd, c->worker, c->push_version, c->pending_chunk, c->recv,
+                            &published);
+  if (rc == PST_OFFER_LATER) return 0;
+  if (rc < 0) {
+    char why[160];
+    snprintf(why, sizeof why,
+             rc == -ESTALE ? "gradient computed on version %" PRIu64 " but the sync step is for %" PRIu64
+                           : "out-of-order gradient chunk (version %" PRIu64 ", at version %" PRIu64 ")",
+             c->push_version, s->store.version);
+    send_error(c, why);
+    conn_close(c, why);
+    return rc;
+  }
+  c->pending = 0;
+  if (c->pending_chunk + 1 == s->upd.n_chunks) {
+    w->pushes++;
+    w->last_version = c->push_version;
+    w->last_staleness = staleness;
+  }
+  /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
+   * waiting pulls want. */
+  (void)published;
+  kick(s);
+  return 1;
+}
+
+/* Re-offers every held-back chunk and answers every pull that became answerable, until
+ * nothing moves. Guarded so that nested calls (a resumed reader publishing a step) only
+ * ask for one more round. */
+static void kick(ps_server *s) {
+  if (s->kicking) {
+    s->kick_again = 1;
+    return;
+  }
+  s->kicking = 1;
+  do {
+    s->kick_again = 0;
+    for (ps_conn *c = s->conns, *next; c; c = next) {
+      next = c->next;
+      if (c->state != CONN_WORKER) continue;
+      if (c->pull_waiting && pull_ready(s, c)) answer_pull(c);
+      if (c->pending) {
+        int rc = try_take(c);
+        if (rc <= 0) continue;
+      }
+      if (!c->reading && !c->pending) {
+        int rc = pst_reader_resume(&c->rd);
+        if (rc < 0) {
+          conn_close(c, c->rd.err);
+        } else if (rc == 0 && c->state == CONN_WORKER) {
+          start_reading(c);
+        }
+      }
+    }
+  } while (s->kick_again);
+  s->kicking = 0;
+  maybe_finish(s);
+}
+
+/* ---- messages ---- */
+
+static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
+  ps_server *s = c->srv;
+  char why[256];
+  if (c->state != CONN_OPEN) {
+    conn_close(c, "second HELLO on one connection");
+    return;
+  }
+  if (hello->model_fingerprint != 0 && hello->model_fingerprint != s->model->fingerprint) {
+    snprintf(why, sizeof why,
+             "model fingerprint mismatch: worker has %016" PRIx64 ", ps trains %016" PRIx64
+             " (start the worker without --model, or with the ps's model)",
+             hello->model_fingerprint, s->model->fingerprint);
+    LOG_WARN("refused worker '%.60s' from %s: %s", hello->worker_name, c->peer, why);
+    send_error(c, why);
+    conn_close(c, NULL);
+    return;
+  }
+  int idx = -1;
+  if (hello->requested_index >= 0) {
+    if (hello->requested_index < s->opt.workers && !s->workers[hello->requested_index].conn &&
+        !s->workers[hello->requested_index].done)
+      idx = hello->requested_index;
+  } else {
+    for (int i = 0; i < s->opt.workers && idx < 0; i++)
+      if (!s->workers[i].conn && !s->workers[i].done && s->workers[i].pushes == 0) idx = i;
+  }
+  if (idx < 0) {
+    snprintf(why, sizeof why, "no free worker slot%s (the ps trains with %d workers)",
+             hello->requested_index >= 0 ? " at the requested index" : "", s->opt.workers);
+    LOG_WARN("refused worker '%.60s' from %s: %s", hello->worker_name, c->peer, why);
+    send_error(c, why);
+    conn_close(c, NULL);
+    return;
+  }
+  /* Every buffer this worker's traffic needs is allocated here, once. */
+  uint32_t n = s->upd.n_chunks;
+  c->recv = aligned_alloc(64, ((size_t)s->upd.chunk_floats * 4 + 63) & ~(size_t)63);
+  c->wreq = calloc(n, sizeof *c->wreq);
+  c->whead = malloc((size_t)n * PST_WIRE_CHUNK_HEAD);
+  if (!c->recv || !c->wreq || !c->whead) {
+    send_error(c, "ps out of memory");
+    conn_close(c, "out of memory registering a worker");
+    return;
+  }
+  ps_worker *w = &s->workers[idx];
+  w->conn = c;
+  snprintf(w->name, sizeof w->name, "%.60s", hello->worker_name[0] ? hello->worker_name : "worker");
+  c->worker = idx;
+  c->state = CONN_WORKER;
+  s->registered++;
+
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Welcome wl = PSTRAIN__WELCOME__INIT;
+  wl.worker_index = (uint32_t)idx;
+  wl.world_size = (uint32_t)s->opt.workers;
+  wl.mode = (Pstrain__Mode)s->opt.mode;
+  wl.model_spec = (char *)s->model->text;
+  wl.model_fingerprint = s->model->fingerprint;
+  wl.n_params = s->model->n_params;
+  wl.epochs = (uint32_t)s->opt.epochs;
+  wl.batch_size = (uint32_t)s->opt.batch_size;
+  wl.seed = s->opt.seed;
+  wl.chunk_floats = s->upd.chunk_floats;
+  wl.staleness = (uint32_t)s->opt.staleness;
+  wl.report_every = (uint32_t)s->opt.report_every;
+  h.type = PSTRAIN__MSG_TYPE__WELCOME;
+  h.welcome = &wl;
+  send_header(c, &h);
+  LOG_INFO("worker %d '%s' registered from %s (%d of %d)", idx, w->name, c->peer,
+           s->registered, s->opt.workers);
+  if (s->registered == s->opt.workers && s->metrics.train_start == 0) {
+    s->metrics.train_start = pst_now();
+    LOG_INFO("all %d workers registered; training %s, %d epochs", s->opt.workers,
+             pst_mode_name(s->opt.mode), s->opt.epochs);
+  }
+}
+
+static void handle_report(ps_conn *c, const Pstrain__Report *r) {
+  ps_server *s = c->srv;
+  if (r->is_eval) {
+    if (pst_metrics_eval(&s->metrics, c->worker, r->epoch, s->store.version, r->loss_sum,
+                         r->correct, r->samples))
+      LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 ")", r->epoch,
+               s->opt.epochs, s->metrics.last_test_loss, s->metrics.last_test_accuracy,
+               s->store.version);
+  } else {
+    pst_metrics_train(&s->metrics, c->worker, r->epoch, r->step, s->store.version, r->loss_sum,
+                      r->correct, r->samples);
+  }
+}
+
+static void handle_status(ps_conn *c) {
+  ps_server *s = c->srv;
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Status st = PSTRAIN__STATUS__INIT;
+  Pstrain__WorkerStatus ws[64], *wp[64];
+  st.version = s->store.version;
+  st.mode = (Pstrain__Mode)s->opt.mode;
+  st.world_size = (uint32_t)s->opt.workers;
+  st.registered = (uint32_t)s->registered;
+  st.max_staleness = s->upd.staleness_max;
+  st.mean_staleness = s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0;
+  st.weights_checksum = pst_store_checksum(&s->store);
+  size_t n = s->opt.workers < 64 ? (size_t)s->opt.workers : 64;
+  for (size_t i = 0; i < n; i++) {
+    pstrain__worker_status__init(&ws[i]);
+    ws[i].index = (uint32_t)i;
+    ws[i].name = s->workers[i].name;
+    ws[i].last_version = s->workers[i].last_version;
+    ws[i].staleness = s->workers[i].last_staleness;
+    ws[i].pushes = s->workers[i].pushes;
+    ws[i].done = s->workers[i].done != 0;
+    wp[i] = &ws[i];
+  }
+  st.n_workers = n;
+  st.workers = wp;
+  h.type = PSTRAIN__MSG_TYPE__STATUS;
+  h.status = &st;
+  send_header(c, &h);
+}
+
+/* ---- the reader's callbacks ---- */
+
+static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
+  ps_conn *c = r->data;
+  ps_server *s = c->srv;
+  if (h->type != PSTRAIN__MSG_TYPE__PUSH || c->state != CONN_WORKER) {
+    snprintf(r->err, sizeof r->err, "tensor payload in a %s message",
+             c->state != CONN_WORKER ? "pre-registration" : "non-PUSH");
+    return -EPROTO;
+  }
+  uint32_t chunk = c->push_next;
+  if (h->offset != (uint64_t)chunk * s->upd.chunk_floats ||
+      h->count != pst_update_chunk_len(&s->upd, chunk) ||
+      (h->last != 0) != (chunk + 1 == s->upd.n_chunks) ||
+      (chunk > 0 && h->version != c->push_version)) {
+    snprintf(r->err, sizeof r->err,
+             "gradient chunk at offset %" PRIu64 " of %" PRIu64 " floats, expected chunk %u of %u",
+             h->offset, h->count, chunk, s->upd.n_chunks);
+    return -EPROTO;
+  }
+  if (chunk == 0) c->push_version = h->version;
+  *dst = c->recv;
+  return 0;
+}
+
+static int on_frame(pst_reader *r, const Pstrain__Header *h) {
+  ps_conn *c = r->data;
+  ps_server *s = c->srv;
+  int worker_only = h->type == PSTRAIN__MSG_TYPE__PULL || h->type == PSTRAIN__MSG_TYPE__PUSH ||
+                    h->type == PSTRAIN__MSG_TYPE__REPORT || h->type == PSTRAIN__MSG_TYPE__BYE;
+  if (worker_only && c->state != CONN_WORKER) {
+    snprintf(r->err, sizeof r->err, "message type %d before HELLO", (int)h->type);
+    return -EPROTO;
+  }
+  switch (h->type) {
+    case PSTRAIN__MSG_TYPE__HELLO:
+      handle_hello(c, h->hello);
+      return c->state == CONN_CLOSING ? PST_READER_PAUSE : 0;
+    case PSTRAIN__MSG_TYPE__PULL:
+      if (c->pull_waiting) {
+        snprintf(r->err, sizeof r->err, "a second PULL while one is waiting");
+        return -EPROTO;
+      }
+      c->pull_waiting = 1;
+      c->pull_want = h->version;
+      if (pull_ready(s, c)) answer_pull(c);
+      return 0;
+    case PSTRAIN__MSG_TYPE__PUSH: {
+      c->pending = 1;
+      c->pending_chunk = c->push_next;
+      c->push_next = h->last ? 0 : c->push_next + 1;
+      int rc = try_take(c);
+      if (rc < 0) return PST_READER_PAUSE; /* already closed */
+      return rc == 0 ? PST_READER_PAUSE : 0;
+    }
+    case PSTRAIN__MSG_TYPE__REPORT:
+      handle_report(c, h->report);
+      return 0;
+    case PSTRAIN__MSG_TYPE__BYE:
+      if (!s->workers[c->worker].done) {
+        s->workers[c->worker].done = 1;
+        s->finished++;
+        LOG_INFO("worker %d '%s' finished (%d of %d)", c->worker, s->workers[c->worker].name,
+                 s->finished, s->opt.workers);
+        kick(s); /* ssp: a finished worker no longer holds the others back */
+      }
+      return 0;
+    case PSTRAIN__MSG_TYPE__STATUS_REQ:
+      handle_status(c);
+      return 0;
+    default:
+      snprintf(r->err, sizeof r->err, "unexpected message type %d from a worker", (int)h->type);
+      return -EPROTO;
+  }
+}
+
+static const pst_reader_cbs reader_cbs = {on_payload, on_frame};
+
+/* ---- connection lifecycle ---- */
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  ps_conn *c = h->data;
+  (void)suggested;
+  char *base;
+  size_t len;
+  pst_reader_buffer(&c->rd, &base, &len);
+  *buf = uv_buf_init(base, (unsigned)len);
+}
+
+static void worker_lost(ps_conn *c, const char *why) {
+  ps_server *s = c->srv;
+  ps_worker *w = &s->workers[c->worker];
+  w->conn = NULL;
+  if (w->done || s->stopping) return;
+  char reason[256];
+  snprintf(reason, sizeof reason,
+           "worker %d '%s' was lost before finishing (%s); training aborted", c->worker, w->name,
+           why ? why : "disconnected");
+  LOG_ERR("%s", reason);
+  s->exit_code = 1;
+  ps_server_stop(s, reason, 1);
+}
+
+static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
+  ps_conn *c = stream->data;
+  (void)buf;
+  if (nread == 0) return;
+  if (nread < 0) {
+    int mid = !(c->rd.state == PST_RD_PREFIX && c->rd.got == 0);
+    conn_close(c, nread == UV_EOF ? (mid ? "peer closed mid-frame" : NULL) : uv_strerror((int)nread));
+    return;
+  }
+  int rc = pst_reader_feed(&c->rd, (size_t)nread);
+  if (c->state == CONN_CLOSING) return;
+  if (rc == PST_READER_PAUSE) {
+    uv_read_stop(stream);
+    c->reading = 0;
+  } else if (rc < 0) {
+    LOG_WARN("closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
+             c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
+             c->rd.sample[0] ? "\")" : "");
+    conn_close(c, c->rd.err);
+  }
+}
+
+static void start_reading(ps_conn *c) {
+  if (c->state == CONN_CLOSING || c->reading) return;
+  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->reading = 1;
+}
+
+static void on_conn_closed(uv_handle_t *h) {
+  ps_conn *c = h->data;
+  ps_server *s = c->srv;
+  if (c->prev) c->prev->next = c->next;
+  else s->conns = c->next;
+  if (c->next) c->next->prev = c->prev;
+  pst_reader_free(&c->rd);
+  free(c->recv);
+  free(c->wreq);
+  free(c->whead);
+  free(c);
+}
+
+static void on_shutdown_done(uv_shutdown_t *req, int status) {
+  ps_conn *c = req->data;
+  (void)status;
+  uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+/* Closes after the queued writes (an ERROR or SHUTDOWN) have gone out. `why` is logged
+ * for abnormal closes; NULL for a normal one. */
+static void conn_close(ps_conn *c, const char *why) {
+  if (c->state == CONN_CLOSING) return;
+  int was_worker = c->state == CONN_WORKER;
+  c->state = CONN_CLOSING;
+  c->pending = 0;
+  c->pull_waiting = 0;
+  if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
+  c->reading = 0;
+  if (why && !was_worker) LOG_INFO("connection from %s closed: %s", c->peer, why);
+  if (was_worker) worker_lost(c, why);
+  c->shutdown_req.data = c;
+  if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown_done) < 0)
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+}
+
+static void on_connection(uv_stream_t *server, int status) {
+  ps_server *s = server->data;
+  if (status < 0) {
+    LOG_WARN("accept failed: %s", uv_strerror(status));
+    return;
+  }
+  ps_conn *c = calloc(1, sizeof *c);
+  if (!c) return;
+  c->srv = s;
+  c->worker = -1;
+  uv_tcp_init(s->loop, &c->tcp);
+  c->tcp.data = c;
+  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 ||
+      pst_reader_init(&c->rd, &reader_cbs, c, PST_WIRE_MAX_PAYLOAD) < 0) {
+    c->state = CONN_CLOSING;
+    c->next = s->conns;
+    if (s->conns) s->conns->prev = c;
+    s->conns = c;
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    return;
+  }
+  c->next = s->conns;
+  if (s->conns) s->conns->prev = c;
+  s->conns = c;
+  if (s->stopping) {
+    conn_close(c, NULL);
+    return;
+  }
+  uv_tcp_nodelay(&c->tcp, 1);
+  struct sockaddr_storage sa;
+  int len = sizeof sa;
+  snprintf(c->peer, sizeof c->peer, "?");
+  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) == 0) {
+    char ip[48] = "?";
+    int port = 0;
+    if (sa.ss_family == AF_INET) {
+      uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof ip);
+      port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    } else if (sa.ss_family == AF_INET6) {
+      uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof ip);
+      port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+    }
+    snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
+  }
+  start_reading(c);
+}
+
+/* ---- status, completion, signals ---- */
+
+static void log_status(ps_server *s) {
+  char line[900];
+  size_t n = (size_t)snprintf(line, sizeof line, "status: version %" PRIu64 ", %d/%d registered",
+                              s->store.version, s->registered, s->opt.workers);
+  for (int i = 0; i < s->opt.workers && n < sizeof line - 80; i++) {
+    ps_worker *w = &s->workers[i];
+    n += (size_t)snprintf(line + n, sizeof line - n, "; w%d v%" PRIu64 " stale %" PRIu64 "%s", i,
+                          w->last_version, w->last_staleness,
+                          w->done ? " done" : !w->conn ? " absent" : "");
+  }
+  if (s->opt.mode == PST_MODE_SYNC && s->registered == s->opt.workers) {
+    n += (size_t)snprintf(line + n, sizeof line - n, "; step %" PRIu64 " waits for",
+                          s->store.version);
+    int any = 0;
+    for (int i = 0; i < s->opt.workers && n < sizeof line - 16; i++) {
+      ps_worker *w = &s->workers[i];
+      int pushed = w->pushes > 0 && w->last_version == s->store.version;
+      if (!pushed && !w->done) {
+        n += (size_t)snprintf(line + n, sizeof line - n, " w%d", i);
+        any = 1;
+      }
+    }
+    if (!any) snprintf(line + n, sizeof line - n, " nobody");
+  }
+  LOG_INFO("%s", line);
+}
+
+static void on_status_timer(uv_timer_t *t) { log_status(t->data); }
+
+static void maybe_finish(ps_server *s) {
+  if (s->stopping || s->finished < s->opt.workers) return;
+  s->metrics.train_end = pst_now();
+  double wall = s->metrics.train_end - s->metrics.train_start;
+  LOG_INFO("training complete: %d epochs, version %" PRIu64 ", test accuracy %.4f, %.0f samples/s"
+           " over %.1f s, weights checksum %016" PRIx64,
+           s->opt.epochs, s->store.version, s->metrics.last_test_accuracy,
+           wall > 0 ? (double)s->metrics.samples_trained / wall : 0.0, wall,
+           pst_store_checksum(&s->store));
+  ps_server_stop(s, "training complete", 0);
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  ps_server *s = h->data;
+  LOG_INFO("%s received: dropping the step in flight and shutting down",
+           signum == SIGINT ? "SIGINT" : "SIGTERM");
+  ps_server_stop(s, signum == SIGINT ? "ps interrupted (SIGINT)" : "ps stopped (SIGTERM)", 1);
+}
+
+int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const pst_model *model,
+                    const float *init_params, char *err, size_t errlen) {
+  memset(s, 0, sizeof *s);
+  s->loop = loop;
+  s->opt = *opt;
+  s->model = model;
+  int rc;
+  if ((rc = pst_store_init(&s->store, model->n_params, init_params)) < 0 ||
+      (rc = pst_opt_init(&s->optim, &opt->opt, model->n_params)) < 0 ||
+      (rc = pst_update_init(&s->upd, opt->mode, opt->workers, opt->chunk_floats, &s->store,
+                            &s->optim)) < 0) {
+    snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s",
+             model->n_params, strerror(-rc));
+    return rc;
+  }
+  s->workers = calloc((size_t)opt->workers, sizeof *s->workers);
+  if (!s->workers) return -ENOMEM;
+  if ((rc = pst_metrics_open(&s->metrics, opt->metrics_path, opt->epochs, opt->workers, err,
+                             errlen)) < 0)
+    return rc;
+
+  struct sockaddr_storage addr;
+  if (uv_ip4_addr(opt->listen_host, opt->listen_port, (struct sockaddr_in *)&addr) != 0 &&
+      uv_ip6_addr(opt->listen_host, opt->listen_port, (struct sockaddr_in6 *)&addr) != 0) {
+    snprintf(err, errlen, "--listen: '%s' is not an IP address", opt->listen_host);
+    return -EINVAL;
+  }
+  uv_tcp_init(loop, &s->listener);
+  s->listener.data = s;
+  rc = uv_tcp_bind(&s->listener, (struct sockaddr *)&addr, 0);
+  if (rc == 0) rc = uv_listen((uv_stream_t *)&s->listener, 128, on_connection);
+  if (rc < 0) {
+    snprintf(err, errlen, "cannot listen on %s:%d: %s", opt->listen_host, opt->listen_port,
+             uv_strerror(rc));
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    return rc;
+  }
+  uv_signal_init(loop, &s->sig_int);
+  uv_signal_init(loop, &s->sig_term);
+  s->sig_int.data = s->sig_term.data = s;
+  uv_signal_start(&s->sig_int, on_signal, SIGINT);
+  uv_signal_start(&s->sig_term, on_signal, SIGTERM);
+  uv_timer_init(loop, &s->status_timer);
+  s->status_timer.data = s;
+  if (opt->status_interval > 0) {
+    uint64_t ms = (uint64_t)(opt->status_interval * 1000);
+    uv_timer_start(&s->status_timer, on_status_timer, ms, ms);
+  }
+  return 0;
+}
+
+void ps_server_stop(ps_server *s, const char *reason, int failed) {
+  if (s->stopping) return;
+  s->stopping = 1;
+  pst_metrics_summary(&s->metrics, s->opt.summary_path, pst_mode_name(s->opt.mode),
+                      s->opt.model_name, pst_opt_kind_name(s->opt.opt.kind),
+                      s->opt.batch_size, s->store.version, pst_store_checksum(&s->store),
+                      s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0,
+                      s->upd.staleness_max, 0, failed);
+  for (ps_conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state == CONN_WORKER) send_shutdown(c, reason, failed);
+    conn_close(c, NULL);
+  }
+  uv_close((uv_handle_t *)&s->listener, NULL);
+  uv_close((uv_handle_t *)&s->sig_int, NULL);
+  uv_close((uv_handle_t *)&s->sig_term, NULL);
+  uv_close((uv_handle_t *)&s->status_timer, NULL);
+}
+
+void ps_server_free(ps_server *s) {
+  pst_metrics_close(&s->metrics);
+  pst_update_free(&s->upd);
+  pst_opt_free(&s->optim);
+  pst_store_free(&s->store);
+  free(s->workers);
+  s->workers = NULL;
+}

@@ -1,0 +1,47 @@
+#include "ps/store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+int pst_store_init(pst_store *s, size_t n, const float *init) {
+  memset(s, 0, sizeof *s);
+  s->n = n;
+  size_t bytes = (n * sizeof(float) + 63) & ~(size_t)63;
+  for (int i = 0; i < 2; i++) {
+    s->buf[i] = aligned_alloc(64, bytes);
+    if (!s->buf[i]) {
+      pst_store_free(s);
+      return -ENOMEM;
+    }
+  }
+  /* Writing both buffers now faults their pages in at start, not during the first steps. */
+  memcpy(s->buf[0], init, n * sizeof(float));
+  memcpy(s->buf[1], init, n * sizeof(float));
+  return 0;
+}
+
+void pst_store_free(pst_store *s) {
+  free(s->buf[0]);
+  free(s->buf[1]);
+  s->buf[0] = s->buf[1] = NULL;
+}
+
+void pst_store_publish(pst_store *s) {
+  s->front ^= 1;
+  s->version++;
+}
+
+uint64_t pst_fnv1a64(const void *data, size_t len) {
+  const unsigned char *p = data;
+  uint64_t h = 1469598103934665603ull;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+uint64_t pst_store_checksum(const pst_store *s) {
+  return pst_fnv1a64(s->buf[s->front], s->n * sizeof(float));
+}

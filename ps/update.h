@@ -1,0 +1,74 @@
+/* How gradients become steps: the update modes.
+ *
+ * A pushed gradient arrives as chunks of at most chunk_floats floats, each read into its
+ * connection's receive buffer and offered here. A chunk is either consumed at once (summed
+ * or applied) or refused for now; a refused chunk stays in its receive buffer and that
+ * connection stops reading, so TCP's own backpressure holds the sender until it is retried.
+ *
+ * sync:  the step for version v is the optimizer applied once to the sum of exactly one
+ *        gradient from each of the N workers, all computed on v. Chunk c is summed in worker
+ *        order (worker 0, then 1, ...) into the store's back buffer, so the result is
+ *        bit-identical whatever order the chunks arrive in, and the ps holds one sum, never
+ *        N gradients. As soon as all N have been summed into chunk c, the optimizer is
+ *        applied to that chunk, overlapping the rest of the step's transfer.
+ * async: each push is applied as it arrives (one push at a time, chunk by chunk into the
+ *        back buffer) and published as a new version; its staleness is recorded.
+ * ssp:   as async, and pulls are held back so that no worker runs more than `staleness`
+ *        versions ahead of the slowest (see ps/server.c).
+ *
+ * Gradient scale: each worker sends d(loss)/dw with loss = sum over its batch / (b * N), so
+ * the sync sum is the mean over the global batch (TF's compute_average_loss). An async push
+ * is scaled by N, making it the mean over that worker's own batch. */
+#ifndef PSTRAIN_PS_UPDATE_H
+#define PSTRAIN_PS_UPDATE_H
+
+#include <stdint.h>
+
+#include "ps/optim.h"
+#include "ps/store.h"
+
+typedef enum { PST_MODE_SYNC = 0, PST_MODE_ASYNC = 1, PST_MODE_SSP = 2 } pst_mode;
+
+const char *pst_mode_name(pst_mode m);
+int pst_mode_parse(const char *s, pst_mode *m);
+
+typedef struct {
+  pst_mode mode;
+  int workers;            /* N */
+  uint32_t chunk_floats;
+  uint32_t n_chunks;
+  pst_store *store;
+  pst_optimizer *opt;
+  /* sync */
+  uint32_t *next_worker;  /* [n_chunks]: the worker whose chunk c is summed next */
+  uint32_t chunks_done;   /* chunks with all N summed and the optimizer applied */
+  int step_open;          /* the back buffer is claimed by the step in progress */
+  /* async / ssp */
+  int owner;              /* worker whose push is being applied, -1 for none */
+  uint32_t owner_chunks;
+  /* statistics */
+  uint64_t steps;
+  uint64_t staleness_sum, staleness_max, pushes;
+} pst_update;
+
+/* Offer results: */
+#define PST_OFFER_TAKEN 1
+#define PST_OFFER_LATER 0
+
+int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_floats,
+                    pst_store *store, pst_optimizer *opt);
+void pst_update_free(pst_update *u);
+/* Floats in chunk c. */
+uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c);
+/* Offers chunk c (data: pst_update_chunk_len(c) floats) of worker w's gradient computed on
+ * `version`. Returns PST_OFFER_TAKEN, PST_OFFER_LATER, or -ESTALE when a sync gradient was
+ * computed on another version than the step in progress. *published is set to 1 when this
+ * chunk completed a step (a new version is out). */
+int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
+                     int *published);
+/* The staleness a push computed on `version` would have now. */
+static inline uint64_t pst_update_staleness(const pst_update *u, uint64_t version) {
+  return u->store->version >= version ? u->store->version - version : 0;
+}
+
+#endif

@@ -1,0 +1,269 @@
+#include "worker/client.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void try_connect(wk_client *c);
+
+static int rd_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
+  wk_client *c = r->data;
+  return c->cbs->on_payload(c, h, dst);
+}
+
+static int rd_frame(pst_reader *r, const Pstrain__Header *h) {
+  wk_client *c = r->data;
+  return c->cbs->on_frame(c, h);
+}
+
+static const pst_reader_cbs reader_cbs = {rd_payload, rd_frame};
+
+/* ---- closing ---- */
+
+static void on_handle_closed(uv_handle_t *h) {
+  wk_client *c = h->data;
+  if (h == (uv_handle_t *)&c->tcp) c->tcp_open = 0;
+  if (c->tcp_open || !uv_is_closing((uv_handle_t *)&c->timer)) return;
+  if (c->state == WK_CONN_CLOSED) return;
+  c->state = WK_CONN_CLOSED;
+  c->cbs->on_closed(c, c->close_why);
+}
+
+void wk_client_close(wk_client *c, const char *why) {
+  if (c->state == WK_CONN_CLOSING || c->state == WK_CONN_CLOSED) return;
+  if (why) {
+    snprintf(c->close_buf, sizeof c->close_buf, "%s", why);
+    c->close_why = c->close_buf;
+  } else {
+    c->close_why = NULL;
+  }
+  int resolving = c->state == WK_CONN_RESOLVING;
+  c->state = WK_CONN_CLOSING;
+  if (resolving) uv_cancel((uv_req_t *)&c->gai);
+  if (c->tcp_open && !uv_is_closing((uv_handle_t *)&c->tcp))
+    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+  if (!uv_is_closing((uv_handle_t *)&c->timer)) uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+}
+
+/* ---- connecting, with retries ---- */
+
+static void on_backoff_timer(uv_timer_t *t) {
+  wk_client *c = t->data;
+  if (c->state == WK_CONN_BACKOFF) try_connect(c);
+}
+
+static void on_tcp_closed_for_retry(uv_handle_t *h) {
+  wk_client *c = h->data;
+  c->tcp_open = 0;
+  if (c->state == WK_CONN_CLOSING) {
+    on_handle_closed(h);
+    return;
+  }
+  if (now_s() + c->backoff_ms / 1000.0 > c->deadline) {
+    char why[256];
+    snprintf(why, sizeof why, "cannot reach the ps at %s:%d after %d attempts: %s", c->host,
+             c->port, c->attempts, c->last_error);
+    wk_client_close(c, why);
+    return;
+  }
+  if (c->attempts == 1 || c->attempts % 10 == 0)
+    LOG_INFO("ps at %s:%d not reachable yet (%s); retrying", c->host, c->port, c->last_error);
+  c->state = WK_CONN_BACKOFF;
+  uv_timer_start(&c->timer, on_backoff_timer, c->backoff_ms, 0);
+  c->backoff_ms = c->backoff_ms * 2 > 2000 ? 2000 : c->backoff_ms * 2;
+}
+
+static void retry_later(wk_client *c, int status) {
+  snprintf(c->last_error, sizeof c->last_error, "%s", uv_strerror(status));
+  if (c->tcp_open)
+    uv_close((uv_handle_t *)&c->tcp, on_tcp_closed_for_retry);
+  else
+    on_tcp_closed_for_retry((uv_handle_t *)&c->tcp);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
+  wk_client *c = h->data;
+  (void)suggested;
+  char *base;
+  size_t len;
+  pst_reader_buffer(&c->rd, &base, &len);
+  *buf = uv_buf_init(base, (unsigned)len);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
+  wk_client *c = s->data;
+  (void)buf;
+  if (nread == 0 || c->state != WK_CONN_OPEN) return;
+  if (nread < 0) {
+    wk_client_close(c, nread == UV_EOF ? "the ps closed the connection"
+                                       : uv_strerror((int)nread));
+    return;
+  }
+  int rc = pst_reader_feed(&c->rd, (size_t)nread);
+  if (rc < 0 && c->state == WK_CONN_OPEN) {
+    char why[256];
+    snprintf(why, sizeof why, "bad frame from the ps: %s", c->rd.err);
+    wk_client_close(c, why);
+  }
+}
+
+static void on_connect(uv_connect_t *req, int status) {
+  wk_client *c = req->data;
+  if (c->state == WK_CONN_CLOSING) return;
+  if (status < 0) {
+    retry_later(c, status);
+    return;
+  }
+  c->state = WK_CONN_OPEN;
+  uv_tcp_nodelay(&c->tcp, 1);
+  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  c->cbs->on_connected(c);
+}
+
+static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
+  wk_client *c = req->data;
+  if (c->state == WK_CONN_CLOSING) {
+    if (res) uv_freeaddrinfo(res);
+    return;
+  }
+  if (status < 0) {
+    char why[400];
+    snprintf(why, sizeof why, "cannot resolve the ps host '%s': %s", c->host, uv_strerror(status));
+    if (status == UV_EAI_AGAIN) {
+      retry_later(c, status);
+    } else {
+      wk_client_close(c, why);
+    }
+    return;
+  }
+  c->state = WK_CONN_CONNECTING;
+  uv_tcp_init(c->loop, &c->tcp);
+  c->tcp.data = c;
+  c->tcp_open = 1;
+  c->connect_req.data = c;
+  int rc = uv_tcp_connect(&c->connect_req, &c->tcp, res->ai_addr, on_connect);
+  uv_freeaddrinfo(res);
+  if (rc < 0) retry_later(c, rc);
+}
+
+static void try_connect(wk_client *c) {
+  c->attempts++;
+  c->state = WK_CONN_RESOLVING;
+  struct addrinfo hints;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  char port[16];
+  snprintf(port, sizeof port, "%d", c->port);
+  c->gai.data = c;
+  int rc = uv_getaddrinfo(c->loop, &c->gai, on_resolved, c->host, port, &hints);
+  if (rc < 0) {
+    char why[400];
+    snprintf(why, sizeof why, "cannot resolve the ps host '%s': %s", c->host, uv_strerror(rc));
+    wk_client_close(c, why);
+  }
+}
+
+int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
+                    double timeout_s, const wk_client_cbs *cbs, void *data) {
+  memset(c, 0, sizeof *c);
+  c->loop = loop;
+  c->cbs = cbs;
+  c->data = data;
+  snprintf(c->host, sizeof c->host, "%s", host);
+  c->port = port;
+  c->deadline = now_s() + timeout_s;
+  c->backoff_ms = 100;
+  int rc = pst_reader_init(&c->rd, &reader_cbs, c, PST_WIRE_MAX_PAYLOAD);
+  if (rc < 0) return rc;
+  uv_timer_init(loop, &c->timer);
+  c->timer.data = c;
+  try_connect(c);
+  return 0;
+}
+
+/* ---- sending ---- */
+
+typedef struct {
+  uv_write_t req;
+  uint8_t bytes[];
+} ctl_msg;
+
+static void on_ctl_write(uv_write_t *req, int status) {
+  (void)status;
+  free(req->data);
+}
+
+int wk_client_send(wk_client *c, const Pstrain__Header *h) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  size_t need = protobuf_c_message_get_packed_size(&h->base) + PST_WIRE_PREFIX_LEN;
+  ctl_msg *m = malloc(sizeof *m + need);
+  if (!m) return -ENOMEM;
+  int n = pst_wire_encode(h, 0, m->bytes, need);
+  if (n < 0) {
+    free(m);
+    return n;
+  }
+  m->req.data = m;
+  uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
+  int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
+  if (rc < 0) free(m);
+  return rc;
+}
+
+int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats) {
+  if (chunk_floats == 0) return -EINVAL;
+  c->n_floats = n;
+  c->chunk_floats = chunk_floats;
+  c->n_chunks = (uint32_t)((n + chunk_floats - 1) / chunk_floats);
+  free(c->wreq);
+  free(c->whead);
+  c->wreq = calloc(c->n_chunks, sizeof *c->wreq);
+  c->whead = malloc((size_t)c->n_chunks * PST_WIRE_CHUNK_HEAD);
+  return c->wreq && c->whead ? 0 : -ENOMEM;
+}
+
+static void on_push_write(uv_write_t *req, int status) {
+  wk_client *c = req->data;
+  (void)status;
+  if (--c->writes_left == 0 && c->state == WK_CONN_OPEN) c->cbs->on_push_sent(c);
+}
+
+int wk_client_push(wk_client *c, uint64_t version, const float *grad) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  c->writes_left = c->n_chunks;
+  for (uint32_t i = 0; i < c->n_chunks; i++) {
+    size_t off = (size_t)i * c->chunk_floats;
+    uint32_t len = (uint32_t)(c->n_floats - off < c->chunk_floats ? c->n_floats - off
+                                                                   : c->chunk_floats);
+    uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
+    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, version, off, len, i + 1 == c->n_chunks,
+                                   head, PST_WIRE_CHUNK_HEAD);
+    uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
+                        uv_buf_init((char *)(grad + off), len * 4u)};
+    c->wreq[i].data = c;
+    int rc = uv_write(&c->wreq[i], (uv_stream_t *)&c->tcp, bufs, 2, on_push_write);
+    if (rc < 0) {
+      c->writes_left -= c->n_chunks - i;
+      return rc;
+    }
+  }
+  return 0;
+}
+
+void wk_client_free(wk_client *c) {
+  pst_reader_free(&c->rd);
+  free(c->wreq);
+  free(c->whead);
+  c->wreq = NULL;
+  c->whead = NULL;
+}

@@ -1,0 +1,80 @@
+/* The worker's connection to the ps: resolve, connect with retries and backoff until a
+ * deadline, then framed messages both ways. Pushes go out zero-copy from the caller's
+ * gradient buffer, one frame per chunk, from write requests allocated once. */
+#ifndef PSTRAIN_WORKER_CLIENT_H
+#define PSTRAIN_WORKER_CLIENT_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "proto/wire.h"
+
+typedef struct wk_client wk_client;
+
+typedef struct {
+  void (*on_connected)(wk_client *c);
+  /* Where a WEIGHTS chunk's payload goes (see pst_reader_cbs). */
+  int (*on_payload)(wk_client *c, const Pstrain__Header *h, float **dst);
+  int (*on_frame)(wk_client *c, const Pstrain__Header *h);
+  /* Every queued push write has completed. */
+  void (*on_push_sent)(wk_client *c);
+  /* The connection failed or ended; `why` says how (NULL: closed by us). After this the
+   * client's handles are closed. */
+  void (*on_closed)(wk_client *c, const char *why);
+} wk_client_cbs;
+
+typedef enum {
+  WK_CONN_IDLE = 0,
+  WK_CONN_RESOLVING,
+  WK_CONN_CONNECTING,
+  WK_CONN_BACKOFF,
+  WK_CONN_OPEN,
+  WK_CONN_CLOSING,
+  WK_CONN_CLOSED,
+} wk_conn_state;
+
+struct wk_client {
+  uv_loop_t *loop;
+  wk_conn_state state;
+  const wk_client_cbs *cbs;
+  void *data;
+  char host[256];
+  int port;
+  double deadline;        /* monotonic seconds after which connecting gives up */
+  int attempts;
+  uint64_t backoff_ms;
+  char last_error[128];
+  uv_getaddrinfo_t gai;
+  uv_connect_t connect_req;
+  uv_tcp_t tcp;
+  int tcp_open;           /* tcp handle initialised and not yet closed */
+  uv_timer_t timer;
+  pst_reader rd;
+  /* Push frames, allocated once the chunk layout is known. */
+  uint32_t n_chunks, chunk_floats;
+  size_t n_floats;
+  uv_write_t *wreq;       /* [n_chunks] */
+  uint8_t *whead;         /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
+  uint32_t writes_left;
+  const char *close_why;
+  char close_buf[200];
+};
+
+int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
+                    double timeout_s, const wk_client_cbs *cbs, void *data);
+/* Sends a control message (HELLO, PULL, REPORT, BYE). */
+int wk_client_send(wk_client *c, const Pstrain__Header *h);
+/* Sets the chunk layout for pushes of n floats. */
+int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats);
+/* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
+ * on_push_sent. */
+int wk_client_push(wk_client *c, uint64_t version, const float *grad);
+/* Closes everything; on_closed(why) follows. */
+void wk_client_close(wk_client *c, const char *why);
+
+
+
+/* Frees the buffers once the loop has ended. */
+void wk_client_free(wk_client *c);
+
+#endif

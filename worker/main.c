@@ -1,0 +1,131 @@
+/* pstrain-worker: pulls weights, computes gradients on its shard, pushes them back.
+ *
+ * The story: read the configuration (defaults < /etc/pstrain/worker.conf <
+ * PSTRAIN_WORKER_* < flags), answer --list-devices if asked, then start the trainer on an
+ * event loop (it connects, registers, trains every epoch and exits when the ps says so),
+ * and on the way out close every handle and check the loop is empty. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "kernels/device.h"
+#include "worker/trainer.h"
+
+static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
+static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
+static int64_t o_threads, o_index, o_gpu_mem;
+static double o_timeout, o_slow;
+static int o_list, o_placement;
+
+static pst_cfg_opt g_opts[] = {
+    PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps (names resolve)", 0, 0),
+    PST_OPT("name", PST_CFG_STRING, o_name, "", "worker name in logs (default: host-pid)", 0, 0),
+    PST_OPT("index", PST_CFG_INT, &o_index, "-1", "worker index to ask for (-1: any)", -1, 4095),
+    PST_OPT("data-dir", PST_CFG_STRING, o_data, PST_DATA_DEFAULT_DIR, "directory of the IDX files", 0, 0),
+    PST_OPT("model", PST_CFG_STRING, o_model, "", "model the worker expects (checked against the ps's)", 0, 0),
+    PST_OPT("device", PST_CFG_STRING, o_device, "auto", "auto, cpu, cuda or cuda:N", 0, 0),
+    PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "CPU backend threads", 1, 256),
+    PST_OPT("gpu-memory-limit", PST_CFG_INT, &o_gpu_mem, "0", "GPU memory cap in MiB (0: none)", 0, 1 << 24),
+    PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's device and algorithm", 0, 0),
+    PST_OPT("list-devices", PST_CFG_BOOL, &o_list, "false", "list the compute devices and exit", 0, 0),
+    PST_OPT("connect-timeout", PST_CFG_DOUBLE, &o_timeout, "30", "seconds to keep retrying the ps", 0, 0),
+    PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
+    PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
+};
+
+static int parse_level(const char *s) {
+  if (!strcmp(s, "error")) return PST_LOG_ERR;
+  if (!strcmp(s, "warning")) return PST_LOG_WARN;
+  if (!strcmp(s, "debug")) return PST_LOG_DEBUG;
+  if (!strcmp(s, "info")) return PST_LOG_INFO;
+  return -1;
+}
+
+int main(int argc, char **argv) {
+  char err[512];
+  pst_cfg cfg = {
+      .prog = "pstrain-worker",
+      .section = "worker",
+      .default_file = "/etc/pstrain/worker.conf",
+      .env_prefix = "PSTRAIN_WORKER_",
+      .usage_extra = "The worker takes its model, shard, batch size and epochs from the ps.\n",
+      .opts = g_opts,
+      .n_opts = (int)(sizeof g_opts / sizeof g_opts[0]),
+  };
+  pst_log_init("pstrain-worker", PST_LOG_INFO);
+
+  /* 1. Configuration. */
+  wk_options opt;
+  memset(&opt, 0, sizeof opt);
+  if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return 2;
+  }
+  if (cfg.help) return 0;
+  int level = parse_level(o_log_level);
+  if (level < 0) {
+    LOG_ERR("--log-level: '%.200s' is not error, warning, info or debug", o_log_level);
+    return 2;
+  }
+  if (pst_parse_hostport(o_ps, opt.ps_host, sizeof opt.ps_host, &opt.ps_port) < 0) {
+    LOG_ERR("--ps: '%.200s' is not host:port", o_ps);
+    return 2;
+  }
+  if (!(o_timeout >= 0) || !(o_slow >= 1)) {
+    LOG_ERR("--connect-timeout must be >= 0 and --slow-factor >= 1");
+    return 2;
+  }
+  char name[128];
+  if (o_name[0]) {
+    snprintf(name, sizeof name, "%s", o_name);
+  } else {
+    char host[64] = "worker";
+    gethostname(host, sizeof host - 1);
+    snprintf(name, sizeof name, "%s-%d", host, (int)getpid());
+  }
+  char prog[160];
+  snprintf(prog, sizeof prog, "pstrain-worker[%s]", o_index >= 0 ? o_name[0] ? o_name : "w" : name);
+  if (o_index >= 0 && !o_name[0]) snprintf(prog, sizeof prog, "pstrain-worker[%lld]", (long long)o_index);
+  pst_log_init(prog, level);
+  if (cfg.print_config) {
+    pst_cfg_print(&cfg, stdout);
+    return 0;
+  }
+  if (o_list) return pst_device_list(stdout) < 0 ? 1 : 0;
+  opt.name = name;
+  opt.data_dir = o_data;
+  opt.device = o_device;
+  opt.threads = (int)o_threads;
+  opt.requested_index = (int)o_index;
+  opt.model = o_model;
+  opt.connect_timeout = o_timeout;
+  opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
+  opt.log_placement = o_placement;
+  opt.slow_factor = o_slow;
+
+  /* 2. Set up and run. */
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  static wk_trainer trainer;
+  int rc = wk_trainer_start(&trainer, &loop, &opt);
+  if (rc < 0) {
+    LOG_ERR("cannot start: %s", uv_strerror(rc));
+    return 1;
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+
+  /* 3. Shut down. */
+  int exit_code = trainer.exit_code;
+  wk_trainer_free(&trainer);
+  rc = uv_loop_close(&loop);
+  if (rc != 0) {
+    LOG_ERR("event loop did not close cleanly: %s", uv_strerror(rc));
+    return 1;
+  }
+  return exit_code;
+}

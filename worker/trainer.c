@@ -1,0 +1,414 @@
+#include "worker/trainer.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/log.h"
+#include "kernels/device.h"
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fail(wk_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Ends the run with an error: log it once, close the connection, exit 1. */
+static void fail(wk_trainer *t, const char *fmt, ...) {
+  char why[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  if (t->state != WK_STOPPED) LOG_ERR("%s", why);
+  t->exit_code = 1;
+  t->state = WK_STOPPED;
+  wk_client_close(&t->client, NULL);
+}
+
+static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = type;
+  h.version = version;
+  wk_client_send(&t->client, &h);
+}
+
+static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correct,
+                        uint64_t samples, double seconds) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Report r = PSTRAIN__REPORT__INIT;
+  r.epoch = (uint32_t)(is_eval ? t->eval_due : t->epoch + 1);
+  r.step = t->steps;
+  r.is_eval = is_eval != 0;
+  r.loss_sum = loss;
+  r.correct = correct;
+  r.samples = samples;
+  r.compute_seconds = seconds;
+  h.type = PSTRAIN__MSG_TYPE__REPORT;
+  h.report = &r;
+  wk_client_send(&t->client, &h);
+}
+
+/* Which version to ask for next. sync: the one after ours (answered once every worker's
+ * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
+static void pull(wk_trainer *t) {
+  t->state = WK_PULLING;
+  int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
+  send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->steps > 0 ? t->version + 1 : 0);
+}
+
+static void new_epoch_order(wk_trainer *t) {
+  int n = t->shard_end - t->shard_begin;
+  for (int i = 0; i < n; i++) t->order[i] = t->shard_begin + i;
+  pst_rng_shuffle(&t->rng, t->order, n);
+}
+
+/* ---- work on the threadpool ---- */
+
+static void work_run(uv_work_t *req) {
+  wk_trainer *t = req->data;
+  double t0 = now_s();
+  t->w_loss = 0;
+  t->w_correct = 0;
+  t->w_samples = 0;
+  t->w_rc = pst_net_load_params(t->net, t->params);
+  if (t->w_rc < 0) return;
+  if (t->work_kind == WK_WORK_TRAIN) {
+    const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
+    pst_data_gather(&t->train, idx, t->batch, t->xb, t->yb);
+    /* The loss is the sum over this worker's batch divided by the global batch b x N. */
+    float scale = 1.0f / ((float)t->batch * (float)t->world);
+    t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
+                                 &t->w_correct);
+    t->w_samples = t->batch;
+  } else {
+    int32_t *idx = malloc((size_t)t->batch * sizeof *idx);
+    if (!idx) {
+      t->w_rc = -ENOMEM;
+      return;
+    }
+    for (int b = t->test_begin; b < t->test_end && t->w_rc == 0; b += t->batch) {
+      int n = t->test_end - b < t->batch ? t->test_end - b : t->batch;
+      for (int i = 0; i < n; i++) idx[i] = b + i;
+      pst_data_gather(&t->test, idx, n, t->xb, t->yb);
+      double loss = 0;
+      int correct = 0;
+      t->w_rc = pst_net_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
+      t->w_loss += loss;
+      t->w_correct += correct;
+      t->w_samples += n;
+    }
+    free(idx);
+  }
+  t->w_seconds = now_s() - t0;
+  if (t->work_kind == WK_WORK_TRAIN && t->opt.slow_factor > 1.0) {
+    /* A straggler for experiments: idle in proportion to the real compute time. */
+    double extra = (t->opt.slow_factor - 1.0) * t->w_seconds;
+    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+static void after_train(wk_trainer *t) {
+  t->steps++;
+  t->step_in_epoch++;
+  t->r_loss += t->w_loss;
+  t->r_correct += (uint64_t)t->w_correct;
+  t->r_samples += (uint64_t)t->w_samples;
+  t->r_seconds += t->w_seconds;
+  t->e_loss += t->w_loss;
+  t->e_correct += (uint64_t)t->w_correct;
+  t->e_samples += (uint64_t)t->w_samples;
+  t->e_seconds += t->w_seconds;
+  t->weights_fresh = 0;
+  t->push_in_flight = 1;
+  int rc = wk_client_push(&t->client, t->version, t->grad);
+  if (rc < 0) {
+    fail(t, "cannot push the gradient: %s", uv_strerror(rc));
+    return;
+  }
+  if (t->steps % (uint64_t)t->report_every == 0 || t->step_in_epoch == t->steps_per_epoch) {
+    send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds);
+    t->r_loss = t->r_seconds = 0;
+    t->r_correct = t->r_samples = 0;
+  }
+  if (t->step_in_epoch == t->steps_per_epoch) {
+    LOG_INFO("epoch %d/%d: train loss %.4f accuracy %.4f, %.0f samples/s computing", t->epoch + 1,
+             t->epochs, t->e_loss / (double)t->e_samples,
+             (double)t->e_correct / (double)t->e_samples,
+             t->e_seconds > 0 ? (double)t->e_samples / t->e_seconds : 0.0);
+    t->e_loss = t->e_seconds = 0;
+    t->e_correct = t->e_samples = 0;
+    t->epoch++;
+    t->step_in_epoch = 0;
+    t->eval_due = t->epoch;
+    if (t->epoch < t->epochs) new_epoch_order(t);
+  }
+  pull(t);
+}
+
+static void after_eval(wk_trainer *t) {
+  LOG_INFO("epoch %d/%d: test shard [%d, %d): loss %.4f accuracy %.4f (version %" PRIu64 ")",
+           t->eval_due, t->epochs, t->test_begin, t->test_end,
+           t->w_samples ? t->w_loss / t->w_samples : 0.0,
+           t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
+  send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds);
+  t->eval_due = 0;
+}
+
+static void start_work(wk_trainer *t, wk_work_kind kind);
+
+/* Decides what the fresh weights are for: an evaluation owed, then a training step, or
+ * the end. */
+static void next_work(wk_trainer *t) {
+  if (t->state == WK_STOPPED || t->stop_requested) return;
+  if (t->eval_due) {
+    start_work(t, WK_WORK_EVAL);
+  } else if (t->epoch < t->epochs) {
+    /* The gradient buffer is reused: wait until the previous push has left. */
+    if (!t->push_in_flight) start_work(t, WK_WORK_TRAIN);
+  } else {
+    t->state = WK_FINISHING;
+    send_simple(t, PSTRAIN__MSG_TYPE__BYE, t->version);
+    LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
+  }
+}
+
+static void work_done(uv_work_t *req, int status) {
+  wk_trainer *t = req->data;
+  t->work_running = 0;
+  if (t->state == WK_STOPPED || t->stop_requested || status == UV_ECANCELED) {
+    wk_client_close(&t->client, NULL);
+    return;
+  }
+  if (t->w_rc < 0) {
+    fail(t, "compute failed on %s: %s", t->backend->name, strerror(-t->w_rc));
+    return;
+  }
+  if (t->work_kind == WK_WORK_TRAIN) {
+    after_train(t);
+  } else {
+    after_eval(t);
+    next_work(t);
+  }
+}
+
+static void start_work(wk_trainer *t, wk_work_kind kind) {
+  t->state = WK_COMPUTING;
+  t->work_kind = kind;
+  t->work_running = 1;
+  t->work.data = t;
+  uv_queue_work(t->loop, &t->work, work_run, work_done);
+}
+
+/* ---- registration ---- */
+
+static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
+  char err[512];
+  t->index = (int)w->worker_index;
+  t->world = (int)w->world_size;
+  t->mode = (int)w->mode;
+  t->epochs = (int)w->epochs;
+  t->batch = (int)w->batch_size;
+  t->seed = w->seed;
+  t->chunk_floats = w->chunk_floats;
+  t->report_every = w->report_every ? (int)w->report_every : 50;
+  if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1) {
+    fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d)", t->index,
+         t->world, t->batch);
+    return -EPROTO;
+  }
+  if (pst_model_parse(w->model_spec, "model from the ps", &t->model, err, sizeof err) < 0 ||
+      t->model.fingerprint != w->model_fingerprint || t->model.n_params != w->n_params) {
+    fail(t, "cannot use the ps's model: %s", err);
+    return -EPROTO;
+  }
+  /* Data: this worker's disjoint shard of the training set and of the test set. */
+  if (pst_data_load_split(t->opt.data_dir, "train", &t->train, err, sizeof err) < 0 ||
+      pst_data_load_split(t->opt.data_dir, "t10k", &t->test, err, sizeof err) < 0) {
+    fail(t, "%s", err);
+    return -EIO;
+  }
+  if (t->train.rows * t->train.cols != t->model.input_size) {
+    fail(t, "the model takes %d inputs but %s has %dx%d images", t->model.input_size,
+         t->opt.data_dir, t->train.rows, t->train.cols);
+    return -EINVAL;
+  }
+  pst_data_shard_range(t->train.n, t->index, t->world, &t->shard_begin, &t->shard_end);
+  pst_data_shard_range(t->test.n, t->index, t->world, &t->test_begin, &t->test_end);
+  /* Every worker takes the same number of steps per epoch, so sync steps line up: the
+   * smallest shard's full batches (the shards differ by at most one sample). */
+  t->steps_per_epoch = (t->train.n / t->world) / t->batch;
+  if (t->steps_per_epoch < 1) {
+    fail(t, "a shard of %d samples holds no full batch of %d", t->train.n / t->world, t->batch);
+    return -EINVAL;
+  }
+  /* Compute. */
+  int rc = pst_device_open(t->opt.device, t->opt.gpu_memory_limit_mib, t->opt.threads,
+                           &t->backend, err, sizeof err);
+  if (rc < 0) {
+    fail(t, "%s", err);
+    return rc;
+  }
+  if (err[0]) LOG_INFO("%s", err);
+  rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
+  if (rc < 0) {
+    fail(t, "cannot build the model on %s: %s", t->backend->name, strerror(-rc));
+    return rc;
+  }
+  if (t->opt.log_placement) pst_net_log_placement(t->net);
+  size_t n = t->model.n_params;
+  t->params = aligned_alloc(64, (n * 4 + 63) & ~(size_t)63);
+  t->grad = aligned_alloc(64, (n * 4 + 63) & ~(size_t)63);
+  t->xb = malloc((size_t)t->batch * (size_t)t->model.input_size * sizeof(float));
+  t->yb = malloc((size_t)t->batch * sizeof(int32_t));
+  t->order = malloc((size_t)(t->shard_end - t->shard_begin) * sizeof(int32_t));
+  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order ||
+      wk_client_prepare_push(&t->client, n, t->chunk_floats) < 0) {
+    fail(t, "out of memory for %zu parameters", n);
+    return -ENOMEM;
+  }
+  pst_rng_seed(&t->rng, t->seed * 1000003u + (uint64_t)t->index);
+  new_epoch_order(t);
+  LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d epochs",
+           t->index, t->world, t->backend->name,
+           t->mode == 0 ? "sync" : t->mode == 1 ? "async" : "ssp", t->shard_begin, t->shard_end,
+           t->steps_per_epoch, t->batch, t->epochs);
+  return 0;
+}
+
+/* ---- the connection's callbacks ---- */
+
+static void on_connected(wk_client *c) {
+  wk_trainer *t = c->data;
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Hello hello = PSTRAIN__HELLO__INIT;
+  hello.worker_name = (char *)t->opt.name;
+  hello.requested_index = t->opt.requested_index;
+  if (t->opt.model && t->opt.model[0]) {
+    pst_model mine;
+    char err[512];
+    if (pst_model_load(t->opt.model, &mine, err, sizeof err) < 0) {
+      fail(t, "%s", err);
+      return;
+    }
+    hello.model_fingerprint = mine.fingerprint;
+  }
+  h.type = PSTRAIN__MSG_TYPE__HELLO;
+  h.hello = &hello;
+  t->state = WK_REGISTERING;
+  wk_client_send(c, &h);
+}
+
+static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
+  wk_trainer *t = c->data;
+  if (h->type != PSTRAIN__MSG_TYPE__WEIGHTS || t->state != WK_PULLING ||
+      h->offset + h->count > t->model.n_params) {
+    snprintf(c->rd.err, sizeof c->rd.err, "unexpected tensor chunk (offset %" PRIu64 ")", h->offset);
+    return -EPROTO;
+  }
+  *dst = t->params + h->offset;
+  return 0;
+}
+
+static int on_frame(wk_client *c, const Pstrain__Header *h) {
+  wk_trainer *t = c->data;
+  switch (h->type) {
+    case PSTRAIN__MSG_TYPE__WELCOME:
+      if (t->state != WK_REGISTERING) return -EPROTO;
+      if (setup_from_welcome(t, h->welcome) < 0) return 0;
+      pull(t);
+      return 0;
+    case PSTRAIN__MSG_TYPE__WEIGHTS:
+      if (h->last) {
+        t->version = h->version;
+        t->weights_fresh = 1;
+        next_work(t);
+      }
+      return 0;
+    case PSTRAIN__MSG_TYPE__ERROR:
+      fail(t, "the ps refused this worker: %s", h->error ? h->error->reason : "no reason given");
+      return 0;
+    case PSTRAIN__MSG_TYPE__SHUTDOWN: {
+      const char *why = h->shutdown ? h->shutdown->reason : "no reason given";
+      if (t->state == WK_FINISHING && !(h->shutdown && h->shutdown->failed)) {
+        LOG_INFO("ps says: %s; exiting", why);
+        t->state = WK_STOPPED;
+        wk_client_close(c, NULL);
+      } else {
+        fail(t, "the ps stopped training: %s", why);
+      }
+      return 0;
+    }
+    case PSTRAIN__MSG_TYPE__ACK:
+    case PSTRAIN__MSG_TYPE__STATUS:
+      return 0;
+    default:
+      snprintf(c->rd.err, sizeof c->rd.err, "unexpected message type %d", (int)h->type);
+      return -EPROTO;
+  }
+}
+
+static void on_push_sent(wk_client *c) {
+  wk_trainer *t = c->data;
+  t->push_in_flight = 0;
+  /* Weights for the next step may have arrived before the push finished leaving. */
+  if (!t->work_running && t->weights_fresh && t->state != WK_FINISHING && t->state != WK_STOPPED)
+    next_work(t);
+}
+
+static void on_closed(wk_client *c, const char *why) {
+  wk_trainer *t = c->data;
+  if (why && t->state != WK_STOPPED) {
+    LOG_ERR("%s", why);
+    t->exit_code = 1;
+  } else if (t->state != WK_STOPPED && !t->stop_requested) {
+    t->exit_code = 1;
+  }
+  t->state = WK_STOPPED;
+  uv_close((uv_handle_t *)&t->sig_int, NULL);
+  uv_close((uv_handle_t *)&t->sig_term, NULL);
+}
+
+static const wk_client_cbs client_cbs = {on_connected, on_payload, on_frame, on_push_sent, on_closed};
+
+static void on_signal(uv_signal_t *h, int signum) {
+  wk_trainer *t = h->data;
+  if (t->stop_requested) return;
+  LOG_INFO("%s received: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
+  t->stop_requested = 1;
+  /* A step on the threadpool cannot be interrupted; its completion closes the client. */
+  if (!t->work_running) wk_client_close(&t->client, NULL);
+}
+
+int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt) {
+  memset(t, 0, sizeof *t);
+  t->loop = loop;
+  t->opt = *opt;
+  uv_signal_init(loop, &t->sig_int);
+  uv_signal_init(loop, &t->sig_term);
+  t->sig_int.data = t->sig_term.data = t;
+  uv_signal_start(&t->sig_int, on_signal, SIGINT);
+  uv_signal_start(&t->sig_term, on_signal, SIGTERM);
+  return wk_client_start(&t->client, loop, opt->ps_host, opt->ps_port, opt->connect_timeout,
+                         &client_cbs, t);
+}
+
+void wk_trainer_free(wk_trainer *t) {
+  wk_client_free(&t->client);
+  if (t->net) pst_net_destroy(t->net);
+  if (t->backend) t->backend->destroy(t->backend);
+  pst_data_free(&t->train);
+  pst_data_free(&t->test);
+  free(t->params);
+  free(t->grad);
+  free(t->xb);
+  free(t->yb);
+  free(t->order);
+}
