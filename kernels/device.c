@@ -243,7 +243,11 @@ int pst_device_open(const char *spec, size_t mem_limit_mib, int cpu_threads, pst
     snprintf(why, sizeof why, "%s", err[0] ? err : strerror(-rc));
   }
   if (kind == SPEC_CUDA) {
-    snprintf(note, notelen, "cuda:%d is not usable: %s", index, why);
+    /* The backend's own errors already start with "cuda:N: ". */
+    char prefix[32];
+    int plen = snprintf(prefix, sizeof prefix, "cuda:%d: ", index);
+    const char *reason = strncmp(why, prefix, (size_t)plen) == 0 ? why + plen : why;
+    snprintf(note, notelen, "cuda:%d is not usable: %s", index, reason);
     one_line(note, notelen);
     return rc;
   }

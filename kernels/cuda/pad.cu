@@ -30,9 +30,9 @@ __global__ static void crop_kernel(const float *xp, float *x, size_t total, int 
        i += (size_t)gridDim.x * blockDim.x) {
     int cc = (int)(i % (size_t)ch);
     size_t t = i / (size_t)ch;
-    int ph = 0, pw = (int)(t % (size_t)w) + left;
+    int pw = (int)(t % (size_t)w) + left;
     t /= (size_t)w;
-    ph = (int)(t % (size_t)h) + top;
+    int ph = (int)(t % (size_t)h) + top;
     size_t b = t / (size_t)h;
     float v = 0.0f;
     if (ph < hp && pw < wp)

@@ -1,0 +1,158 @@
+/* `pstrain local`: one ps and N workers on this machine. */
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "common/config.h"
+#include "launcher/commands.h"
+
+static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
+static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
+static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
+static char f_slow[PST_CFG_STR_MAX];
+static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
+static int64_t f_staleness, f_backup, f_chunk;
+static double f_lr;
+static int f_placement;
+
+static pst_cfg_opt g_opts[] = {
+    PST_OPT("workers", PST_CFG_INT, &f_workers, "2", "worker processes", 1, PL_MAX_WORKERS),
+    PST_OPT("mode", PST_CFG_STRING, f_mode, "sync", "sync, async or ssp", 0, 0),
+    PST_OPT("staleness", PST_CFG_INT, &f_staleness, "2", "ssp bound", 0, 1000000),
+    PST_OPT("backup-workers", PST_CFG_INT, &f_backup, "0", "sync: steps need N-K gradients", 0, PL_MAX_WORKERS),
+    PST_OPT("model", PST_CFG_STRING, f_model, "mlp", "preset (mlp, cnn, cnn2) or spec file", 0, 0),
+    PST_OPT("epochs", PST_CFG_INT, &f_epochs, "2", "passes over the training set", 1, 10000),
+    PST_OPT("batch-size", PST_CFG_INT, &f_batch, "64", "samples per worker per step", 1, 65536),
+    PST_OPT("lr", PST_CFG_DOUBLE, &f_lr, "0.001", "learning rate", 0, 0),
+    PST_OPT("optimizer", PST_CFG_STRING, f_opt, "adam", "sgd, momentum or adam", 0, 0),
+    PST_OPT("seed", PST_CFG_INT, &f_seed, "42", "seed for weights and shuffles", 0, INT64_MAX),
+    PST_OPT("data-dir", PST_CFG_STRING, f_data, "/usr/share/datasets/fashion-mnist", "IDX files", 0, 0),
+    PST_OPT("port", PST_CFG_INT, &f_port, "0", "ps port on 127.0.0.1 (0: a free one)", 0, 65535),
+    PST_OPT("threads", PST_CFG_INT, &f_threads, "1", "CPU threads per worker", 1, 256),
+    PST_OPT("device", PST_CFG_STRING, f_device, "", "worker device: auto, cpu, cuda, cuda:N", 0, 0),
+    PST_OPT("gpus", PST_CFG_STRING, f_gpus, "", "GPU ids, one worker each (e.g. 0,2,3)", 0, 0),
+    PST_OPT("workers-per-gpu", PST_CFG_INT, &f_wpg, "1", "workers sharing each GPU", 1, 64),
+    PST_OPT("gpu-memory-limit", PST_CFG_INT, &f_gpu_mem, "0", "MiB per worker (0: no cap)", 0, 1 << 24),
+    PST_OPT("log-placement", PST_CFG_BOOL, &f_placement, "false", "workers log layer placement", 0, 0),
+    PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB)", 4, 262144),
+    PST_OPT("slow-worker", PST_CFG_STRING, f_slow, "", "I:FACTOR[,I:FACTOR]: slow workers down", 0, 0),
+    PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
+    PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),
+    PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
+};
+
+int pl_make_run_dir(const char *dir, char *out, size_t outlen) {
+  if (dir && dir[0]) {
+    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
+      fprintf(stderr, "pstrain: cannot create %s: %s\n", dir, strerror(errno));
+      return -errno;
+    }
+    snprintf(out, outlen, "%s", dir);
+    return 0;
+  }
+  snprintf(out, outlen, "/tmp/pstrain-run-XXXXXX");
+  if (!mkdtemp(out)) {
+    fprintf(stderr, "pstrain: cannot create a run directory in /tmp: %s\n", strerror(errno));
+    return -errno;
+  }
+  return 0;
+}
+
+/* "3:2.5,1:2" into per-worker factors. */
+static int parse_slow(const char *s, pl_run_options *o, int workers) {
+  while (*s) {
+    char *end;
+    long i = strtol(s, &end, 10);
+    if (end == s || *end != ':' || i < 0 || i >= workers) return -EINVAL;
+    double f = strtod(end + 1, &end);
+    if (!(f >= 1) || (*end && *end != ',')) return -EINVAL;
+    o->slow_factor[i] = f;
+    s = *end ? end + 1 : end;
+  }
+  return 0;
+}
+
+int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o,
+                       const char *extra_usage) {
+  char prog[64], err[600];
+  snprintf(prog, sizeof prog, "pstrain %s", cmd);
+  pst_cfg cfg = {.prog = prog, .section = cmd, .env_prefix = "PSTRAIN_LOCAL_",
+                 .usage_extra = extra_usage, .opts = g_opts,
+                 .n_opts = (int)(sizeof g_opts / sizeof g_opts[0])};
+  if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return 2;
+  }
+  if (cfg.help) return 1;
+  pl_run_defaults(o);
+  o->workers = (int)f_workers;
+  o->mode = f_mode;
+  o->staleness = (int)f_staleness;
+  o->backup_workers = (int)f_backup;
+  o->model = f_model;
+  o->epochs = (int)f_epochs;
+  o->batch_size = (int)f_batch;
+  o->lr = f_lr;
+  o->optimizer = f_opt;
+  o->seed = f_seed;
+  o->data_dir = f_data;
+  o->port = (int)f_port;
+  o->threads = (int)f_threads;
+  o->device = f_device[0] ? f_device : NULL;
+  o->gpus = f_gpus[0] ? f_gpus : NULL;
+  o->workers_per_gpu = (int)f_wpg;
+  o->gpu_memory_limit = (int)f_gpu_mem;
+  o->log_placement = f_placement;
+  o->chunk_kib = (int)f_chunk;
+  o->run_dir = f_run_dir[0] ? f_run_dir : NULL;
+  o->metrics_path = f_metrics[0] ? f_metrics : NULL;
+  o->summary_path = f_summary[0] ? f_summary : NULL;
+  if (strcmp(f_mode, "sync") && strcmp(f_mode, "async") && strcmp(f_mode, "ssp")) {
+    fprintf(stderr, "%s: --mode: '%.100s' is not sync, async or ssp\n", prog, f_mode);
+    return 2;
+  }
+  if (strcmp(f_opt, "sgd") && strcmp(f_opt, "momentum") && strcmp(f_opt, "adam")) {
+    fprintf(stderr, "%s: --optimizer: '%.100s' is not sgd, momentum or adam\n", prog, f_opt);
+    return 2;
+  }
+  if (!(f_lr > 0)) {
+    fprintf(stderr, "%s: --lr must be > 0\n", prog);
+    return 2;
+  }
+  if (f_backup >= f_workers) {
+    fprintf(stderr, "%s: --backup-workers must be less than --workers\n", prog);
+    return 2;
+  }
+  if (parse_slow(f_slow, o, o->workers) < 0) {
+    fprintf(stderr, "%s: --slow-worker wants I:FACTOR with 0 <= I < workers and FACTOR >= 1\n", prog);
+    return 2;
+  }
+  return 0;
+}
+
+int pl_cmd_local(int argc, char **argv) {
+  pl_run_options o;
+  int rc = pl_parse_run_flags("local", argc, argv, &o,
+                              "Starts one pstrain-ps and N pstrain-worker processes on 127.0.0.1,\n"
+                              "shows per-epoch loss and accuracy, and stops them all at the end.\n");
+  if (rc == 1) return 0;
+  if (rc) return rc;
+  char dir[PATH_MAX];
+  if (pl_make_run_dir(o.run_dir, dir, sizeof dir) < 0) return 1;
+  o.run_dir = dir;
+  printf("pstrain local: 1 ps + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per worker, "
+         "%s lr %g\nlogs and metrics: %s\n",
+         o.workers, o.workers > 1 ? "s" : "", o.mode, o.model, o.epochs, o.epochs > 1 ? "s" : "",
+         o.batch_size, o.optimizer, o.lr, dir);
+  fflush(stdout);
+  pl_run_result res;
+  rc = pl_run_local(&o, &res);
+  if (rc == 0)
+    printf("done: test accuracy %.4f after %d epoch%s, %.0f samples/s (training), %.1f s wall\n",
+           res.test_accuracy, o.epochs, o.epochs > 1 ? "s" : "", res.samples_per_sec,
+           res.wall_seconds);
+  return rc;
+}

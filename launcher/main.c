@@ -1,0 +1,33 @@
+/* pstrain: the launcher. `pstrain local ...` runs a job on this machine; see usage(). */
+#include <stdio.h>
+#include <string.h>
+
+#include "launcher/commands.h"
+
+typedef struct {
+  const char *name;
+  int (*run)(int argc, char **argv);
+  const char *help;
+} command;
+
+static const command g_commands[] = {
+    {"local", pl_cmd_local, "train with one ps and N workers on this machine"},
+};
+
+static void usage(FILE *out) {
+  fprintf(out, "usage: pstrain COMMAND [--help | OPTIONS]\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof g_commands / sizeof g_commands[0]; i++)
+    fprintf(out, "  %-10s %s\n", g_commands[i].name, g_commands[i].help);
+  fprintf(out, "\nThe daemons themselves are pstrain-ps and pstrain-worker (each has --help).\n");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || !strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  for (size_t i = 0; i < sizeof g_commands / sizeof g_commands[0]; i++)
+    if (!strcmp(argv[1], g_commands[i].name)) return g_commands[i].run(argc - 1, argv + 1);
+  fprintf(stderr, "pstrain: unknown command '%.60s' (try pstrain --help)\n", argv[1]);
+  return 2;
+}

@@ -1,0 +1,444 @@
+#include "launcher/run.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <unistd.h>
+#include <uv.h>
+#include <zlib.h>
+
+#define MAX_ARGS 64
+
+typedef struct {
+  uv_process_t proc;
+  int started, exited;
+  int64_t status;
+  int term_signal;
+  char name[32];
+  char log[PATH_MAX];
+} child;
+
+typedef struct {
+  const pl_run_options *o;
+  uv_loop_t loop;
+  uv_timer_t tick;
+  uv_signal_t sig_int, sig_term;
+  child ps;
+  child *workers;
+  int n_workers;
+  int alive;
+  int failed;              /* some process failed: everything is being stopped */
+  int interrupted;
+  int stopping;
+  char first_failure[512];
+  FILE *metrics;
+  char metrics_path[PATH_MAX];
+  char line[4096];
+  size_t line_len;
+  int tty;
+  long total_steps;        /* per worker, all epochs */
+  long steps_seen;
+  double train_loss;
+  int epochs_done;
+  double t0;
+} run_ctx;
+
+static double now_s(void) { return uv_hrtime() / 1e9; }
+
+void pl_run_defaults(pl_run_options *o) {
+  memset(o, 0, sizeof *o);
+  o->workers = 2;
+  o->mode = "sync";
+  o->staleness = 2;
+  o->model = "mlp";
+  o->epochs = 2;
+  o->batch_size = 64;
+  o->lr = 1e-3;
+  o->optimizer = "adam";
+  o->seed = 42;
+  o->data_dir = "/usr/share/datasets/fashion-mnist";
+  o->threads = 1;
+  o->workers_per_gpu = 1;
+  o->chunk_kib = 4096;
+}
+
+int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen) {
+  char env[64];
+  snprintf(env, sizeof env, "PSTRAIN_%s_BIN", strcmp(name, "pstrain-ps") ? "WORKER" : "PS");
+  const char *e = getenv(env);
+  if (e && e[0]) {
+    snprintf(out, outlen, "%s", e);
+    return access(out, X_OK) == 0 ? 0 : -ENOENT;
+  }
+  char exe[PATH_MAX];
+  size_t len = sizeof exe;
+  if (uv_exepath(exe, &len) != 0) return -ENOENT;
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = '\0';
+  snprintf(out, outlen, "%s/%s", exe, name);
+  if (access(out, X_OK) == 0) return 0;
+  snprintf(out, outlen, "%s/../%s/%s", exe, subdir, name);
+  if (access(out, X_OK) == 0) return 0;
+  return -ENOENT;
+}
+
+int pl_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return -errno;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  int port = -1;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+/* Samples in the training split, read from the IDX header only. */
+static long train_samples(const char *dir) {
+  char path[PATH_MAX];
+  snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte.gz", dir);
+  gzFile f = gzopen(path, "rb");
+  if (!f) {
+    snprintf(path, sizeof path, "%s/train-labels-idx1-ubyte", dir);
+    f = gzopen(path, "rb");
+  }
+  if (!f) return -1;
+  unsigned char h[8];
+  int n = gzread(f, h, 8);
+  gzclose(f);
+  if (n != 8) return -1;
+  return ((long)h[4] << 24) | (h[5] << 16) | (h[6] << 8) | h[7];
+}
+
+/* ---- children ---- */
+
+static void stop_all(run_ctx *r, int sig) {
+  if (r->ps.started && !r->ps.exited) uv_process_kill(&r->ps.proc, sig);
+  for (int i = 0; i < r->n_workers; i++)
+    if (r->workers[i].started && !r->workers[i].exited) uv_process_kill(&r->workers[i].proc, sig);
+}
+
+/* The last line of a child's log that says what went wrong. */
+static void last_error_line(const char *log, char *out, size_t outlen) {
+  FILE *f = fopen(log, "r");
+  out[0] = '\0';
+  if (!f) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) {
+    if (strstr(line, "error") || out[0] == '\0') {
+      line[strcspn(line, "\n")] = '\0';
+      /* Drop the "<3>" journald level prefix for people. */
+      const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
+      snprintf(out, outlen, "%s", p);
+    }
+  }
+  fclose(f);
+}
+
+static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
+  child *c = p->data;
+  run_ctx *r = (run_ctx *)p->loop->data;
+  c->exited = 1;
+  c->status = status;
+  c->term_signal = term_signal;
+  r->alive--;
+  uv_close((uv_handle_t *)p, NULL);
+  int bad = status != 0 || (term_signal != 0 && !r->stopping);
+  if (bad && !r->failed && !r->interrupted) {
+    r->failed = 1;
+    char why[400];
+    last_error_line(c->log, why, sizeof why);
+    snprintf(r->first_failure, sizeof r->first_failure, "%s exited with %s %d: %s", c->name,
+             term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
+             why[0] ? why : "(no output)");
+  }
+  if (bad || c == &r->ps) {
+    /* One failure, or the ps gone, ends the job: nobody is left behind. */
+    r->stopping = 1;
+    stop_all(r, SIGTERM);
+  }
+  if (r->alive == 0) {
+    uv_timer_stop(&r->tick);
+    uv_close((uv_handle_t *)&r->tick, NULL);
+    uv_close((uv_handle_t *)&r->sig_int, NULL);
+    uv_close((uv_handle_t *)&r->sig_term, NULL);
+  }
+}
+
+static int spawn(run_ctx *r, child *c, char **argv) {
+  int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    fprintf(stderr, "pstrain: cannot write %s: %s\n", c->log, strerror(errno));
+    return -errno;
+  }
+  uv_stdio_container_t stdio[3];
+  stdio[0].flags = UV_IGNORE;
+  stdio[1].flags = UV_INHERIT_FD;
+  stdio[1].data.fd = fd;
+  stdio[2].flags = UV_INHERIT_FD;
+  stdio[2].data.fd = fd;
+  uv_process_options_t po;
+  memset(&po, 0, sizeof po);
+  po.file = argv[0];
+  po.args = argv;
+  po.exit_cb = on_child_exit;
+  po.stdio = stdio;
+  po.stdio_count = 3;
+  c->proc.data = c;
+  int rc = uv_spawn(&r->loop, &c->proc, &po);
+  close(fd);
+  if (rc < 0) {
+    fprintf(stderr, "pstrain: cannot start %s: %s\n", argv[0], uv_strerror(rc));
+    return rc;
+  }
+  c->started = 1;
+  r->alive++;
+  return 0;
+}
+
+/* ---- progress ---- */
+
+static double json_num(const char *line, const char *key) {
+  char k[64];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(line, k);
+  return p ? strtod(p + strlen(k), NULL) : -1;
+}
+
+static void handle_metric(run_ctx *r, const char *line) {
+  if (strstr(line, "\"event\":\"train\"")) {
+    long step = (long)json_num(line, "step");
+    if (step > r->steps_seen) r->steps_seen = step;
+    r->train_loss = json_num(line, "loss");
+  } else if (strstr(line, "\"event\":\"eval\"")) {
+    int epoch = (int)json_num(line, "epoch");
+    r->epochs_done = epoch;
+    if (!r->o->quiet) {
+      if (r->tty) fprintf(stdout, "\r\033[K");
+      fprintf(stdout, "%sepoch %d/%d  train loss %.4f  test loss %.4f  test accuracy %.4f  (%.1f s)\n",
+              r->o->label ? r->o->label : "", epoch, r->o->epochs, r->train_loss,
+              json_num(line, "loss"), json_num(line, "accuracy"), now_s() - r->t0);
+      fflush(stdout);
+    }
+  }
+}
+
+static void read_metrics(run_ctx *r) {
+  if (!r->metrics) r->metrics = fopen(r->metrics_path, "r");
+  if (!r->metrics) return;
+  int ch;
+  clearerr(r->metrics);
+  while ((ch = fgetc(r->metrics)) != EOF) {
+    if (ch == '\n') {
+      r->line[r->line_len] = '\0';
+      handle_metric(r, r->line);
+      r->line_len = 0;
+    } else if (r->line_len + 1 < sizeof r->line) {
+      r->line[r->line_len++] = (char)ch;
+    }
+  }
+}
+
+static void on_tick(uv_timer_t *t) {
+  run_ctx *r = t->data;
+  read_metrics(r);
+  if (r->tty && !r->o->quiet && r->total_steps > 0 && !r->stopping) {
+    double frac = (double)r->steps_seen / (double)r->total_steps;
+    if (frac > 1) frac = 1;
+    int filled = (int)(frac * 30);
+    char bar[31];
+    for (int i = 0; i < 30; i++) bar[i] = i < filled ? '#' : '.';
+    bar[30] = '\0';
+    fprintf(stdout, "\r\033[K%s[%s] %3.0f%%  epoch %d/%d  train loss %.4f  %.0f s",
+            r->o->label ? r->o->label : "", bar, frac * 100, r->epochs_done + 1 > r->o->epochs
+            ? r->o->epochs : r->epochs_done + 1, r->o->epochs, r->train_loss < 0 ? 0 : r->train_loss,
+            now_s() - r->t0);
+    fflush(stdout);
+  }
+}
+
+static void on_signal(uv_signal_t *h, int signum) {
+  run_ctx *r = h->data;
+  if (!r->interrupted) fprintf(stderr, "\npstrain: interrupted; stopping every process\n");
+  r->interrupted = 1;
+  r->stopping = 1;
+  stop_all(r, signum == SIGINT ? SIGTERM : signum);
+}
+
+/* ---- the run ---- */
+
+typedef struct {
+  char *argv[MAX_ARGS + 1];
+  int n;
+  char store[MAX_ARGS][PATH_MAX];
+} argvec;
+
+static void arg(argvec *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void arg(argvec *a, const char *fmt, ...) {
+  if (a->n >= MAX_ARGS) return;
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(a->store[a->n], PATH_MAX, fmt, ap);
+  va_end(ap);
+  a->argv[a->n] = a->store[a->n];
+  a->argv[++a->n] = NULL;
+}
+
+/* GPU ids from "0,2,3", or 0 entries when none given. */
+static int parse_gpus(const char *s, int *ids, int max) {
+  int n = 0;
+  while (s && *s && n < max) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 0) return -EINVAL;
+    ids[n++] = (int)v;
+    s = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return -EINVAL;
+  }
+  return n;
+}
+
+int pl_run_local(const pl_run_options *o, pl_run_result *res) {
+  memset(res, 0, sizeof *res);
+  static run_ctx r;
+  memset(&r, 0, sizeof r);
+  r.o = o;
+  r.tty = isatty(1);
+  char ps_bin[PATH_MAX], wk_bin[PATH_MAX];
+  if (pl_find_binary("pstrain-ps", "ps", ps_bin, sizeof ps_bin) < 0 ||
+      pl_find_binary("pstrain-worker", "worker", wk_bin, sizeof wk_bin) < 0) {
+    fprintf(stderr, "pstrain: cannot find pstrain-ps and pstrain-worker next to this program "
+                    "(build with `bazel build //...` or set PSTRAIN_PS_BIN / PSTRAIN_WORKER_BIN)\n");
+    return 1;
+  }
+  int gpu_ids[64];
+  int n_gpus = parse_gpus(o->gpus, gpu_ids, 64);
+  if (n_gpus < 0) {
+    fprintf(stderr, "pstrain: --gpus wants a list like 0,2,3\n");
+    return 2;
+  }
+  int workers = n_gpus > 0 ? n_gpus * o->workers_per_gpu : o->workers;
+  if (workers < 1 || workers > PL_MAX_WORKERS) {
+    fprintf(stderr, "pstrain: --workers must be in 1..%d\n", PL_MAX_WORKERS);
+    return 2;
+  }
+  int port = o->port ? o->port : pl_free_port();
+  if (port <= 0) {
+    fprintf(stderr, "pstrain: cannot find a free port on 127.0.0.1\n");
+    return 1;
+  }
+  if (o->metrics_path) snprintf(r.metrics_path, sizeof r.metrics_path, "%s", o->metrics_path);
+  else snprintf(r.metrics_path, sizeof r.metrics_path, "%s/metrics.jsonl", o->run_dir);
+  char summary[PATH_MAX];
+  if (o->summary_path) snprintf(summary, sizeof summary, "%s", o->summary_path);
+  else snprintf(summary, sizeof summary, "%s/summary.json", o->run_dir);
+  unlink(r.metrics_path);
+  unlink(summary);
+  long n_train = train_samples(o->data_dir);
+  if (n_train > 0) r.total_steps = (long)o->epochs * ((n_train / workers) / o->batch_size);
+
+  uv_loop_init(&r.loop);
+  r.loop.data = &r;
+  r.t0 = now_s();
+
+  argvec a = {.n = 0};
+  arg(&a, "%s", ps_bin);
+  arg(&a, "--listen=127.0.0.1:%d", port);
+  arg(&a, "--workers=%d", workers);
+  arg(&a, "--mode=%s", o->mode);
+  arg(&a, "--staleness=%d", o->staleness);
+  if (o->backup_workers) arg(&a, "--backup-workers=%d", o->backup_workers);
+  arg(&a, "--model=%s", o->model);
+  arg(&a, "--epochs=%d", o->epochs);
+  arg(&a, "--batch-size=%d", o->batch_size);
+  arg(&a, "--lr=%.9g", o->lr);
+  arg(&a, "--optimizer=%s", o->optimizer);
+  arg(&a, "--seed=%lld", o->seed);
+  arg(&a, "--chunk-kib=%d", o->chunk_kib);
+  arg(&a, "--metrics=%s", r.metrics_path);
+  arg(&a, "--summary-json=%s", summary);
+  snprintf(r.ps.name, sizeof r.ps.name, "pstrain-ps");
+  snprintf(r.ps.log, sizeof r.ps.log, "%s/ps.log", o->run_dir);
+  int rc = spawn(&r, &r.ps, a.argv);
+
+  r.workers = calloc((size_t)workers, sizeof *r.workers);
+  r.n_workers = workers;
+  for (int i = 0; rc == 0 && i < workers; i++) {
+    argvec w = {.n = 0};
+    arg(&w, "%s", wk_bin);
+    arg(&w, "--ps=127.0.0.1:%d", port);
+    arg(&w, "--index=%d", i);
+    arg(&w, "--name=worker%d", i);
+    arg(&w, "--data-dir=%s", o->data_dir);
+    arg(&w, "--threads=%d", o->threads);
+    arg(&w, "--connect-timeout=60");
+    if (n_gpus > 0) arg(&w, "--device=cuda:%d", gpu_ids[i / o->workers_per_gpu]);
+    else if (o->device) arg(&w, "--device=%s", o->device);
+    if (o->gpu_memory_limit) arg(&w, "--gpu-memory-limit=%d", o->gpu_memory_limit);
+    if (o->log_placement) arg(&w, "--log-placement");
+    if (o->slow_factor[i] > 1) arg(&w, "--slow-factor=%g", o->slow_factor[i]);
+    snprintf(r.workers[i].name, sizeof r.workers[i].name, "worker %d", i);
+    snprintf(r.workers[i].log, sizeof r.workers[i].log, "%s/worker%d.log", o->run_dir, i);
+    rc = spawn(&r, &r.workers[i], w.argv);
+  }
+  uv_timer_init(&r.loop, &r.tick);
+  r.tick.data = &r;
+  uv_timer_start(&r.tick, on_tick, 200, 200);
+  uv_signal_init(&r.loop, &r.sig_int);
+  uv_signal_init(&r.loop, &r.sig_term);
+  r.sig_int.data = r.sig_term.data = &r;
+  uv_signal_start(&r.sig_int, on_signal, SIGINT);
+  uv_signal_start(&r.sig_term, on_signal, SIGTERM);
+  if (rc < 0) {
+    r.failed = 1;
+    r.stopping = 1;
+    stop_all(&r, SIGTERM);
+    if (r.alive == 0) {
+      uv_close((uv_handle_t *)&r.tick, NULL);
+      uv_close((uv_handle_t *)&r.sig_int, NULL);
+      uv_close((uv_handle_t *)&r.sig_term, NULL);
+    }
+  }
+  uv_run(&r.loop, UV_RUN_DEFAULT);
+  read_metrics(&r);
+  if (r.tty && !o->quiet) fprintf(stdout, "\r\033[K");
+  if (r.metrics) fclose(r.metrics);
+  int loop_rc = uv_loop_close(&r.loop);
+  free(r.workers);
+
+  res->wall_seconds = now_s() - r.t0;
+  res->interrupted = r.interrupted;
+  FILE *f = fopen(summary, "r");
+  if (f) {
+    if (fgets(res->summary_json, sizeof res->summary_json, f)) {
+      res->summary_json[strcspn(res->summary_json, "\n")] = '\0';
+      res->test_accuracy = json_num(res->summary_json, "test_accuracy");
+      res->samples_per_sec = json_num(res->summary_json, "samples_per_sec");
+    }
+    fclose(f);
+  }
+  if (r.interrupted) return 130;
+  if (r.failed || rc < 0) {
+    fprintf(stderr, "pstrain: %s\npstrain: logs are in %s\n",
+            r.first_failure[0] ? r.first_failure : "a process could not be started", o->run_dir);
+    return 1;
+  }
+  if (loop_rc != 0) {
+    fprintf(stderr, "pstrain: event loop did not close cleanly\n");
+    return 1;
+  }
+  res->ok = 1;
+  return 0;
+}

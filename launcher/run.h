@@ -1,0 +1,58 @@
+/* Running a whole training job on this machine: one pstrain-ps and N pstrain-worker
+ * processes on 127.0.0.1, followed through the ps's metrics file, stopped together.
+ * `pstrain local` is one run; `pstrain compare` is several. */
+#ifndef PSTRAIN_LAUNCHER_RUN_H
+#define PSTRAIN_LAUNCHER_RUN_H
+
+#include <stddef.h>
+
+#define PL_MAX_WORKERS 256
+
+typedef struct {
+  int workers;
+  const char *mode;           /* sync, async, ssp */
+  int staleness;              /* ssp */
+  int backup_workers;         /* sync: apply after N-K gradients */
+  const char *model;
+  int epochs;
+  int batch_size;
+  double lr;
+  const char *optimizer;
+  long long seed;
+  const char *data_dir;
+  int port;                   /* 0: pick a free one */
+  int threads;                /* per worker */
+  const char *device;         /* worker --device, or NULL */
+  const char *gpus;           /* "0,2,3": one worker per GPU (times workers_per_gpu) */
+  int workers_per_gpu;
+  int gpu_memory_limit;       /* MiB */
+  int log_placement;
+  int chunk_kib;
+  double slow_factor[PL_MAX_WORKERS]; /* per worker; 0 or 1 = normal speed */
+  const char *run_dir;        /* logs, metrics and summary go here */
+  const char *metrics_path;   /* NULL: <run_dir>/metrics.jsonl */
+  const char *summary_path;   /* NULL: <run_dir>/summary.json */
+  int quiet;                  /* no per-epoch lines */
+  const char *label;          /* shown in progress lines, e.g. the mode */
+} pl_run_options;
+
+typedef struct {
+  int ok;                     /* every process exited 0 */
+  int interrupted;            /* Ctrl-C */
+  double wall_seconds;        /* launcher's view, start to last exit */
+  double test_accuracy;
+  double samples_per_sec;
+  char summary_json[2048];    /* the ps's summary line */
+} pl_run_result;
+
+void pl_run_defaults(pl_run_options *o);
+/* Runs the job to the end. Returns 0 when it succeeded; otherwise non-zero with the reason
+ * printed (one line, plus the tail of the failing process's log). */
+int pl_run_local(const pl_run_options *o, pl_run_result *res);
+/* Where the daemons are: env PSTRAIN_PS_BIN / PSTRAIN_WORKER_BIN, else beside this binary
+ * (installed) or in the Bazel output layout (bazel-bin/launcher/../ps/pstrain-ps). */
+int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen);
+/* A free TCP port on 127.0.0.1. */
+int pl_free_port(void);
+
+#endif
