@@ -213,8 +213,8 @@ int pst_device_open(const char *spec, size_t mem_limit_mib, int cpu_threads, pst
     if (rc != 0)
       snprintf(note, notelen, "cannot create the CPU backend: %s", strerror(-rc));
     else
-      snprintf(note, notelen, "using the CPU backend (%d thread%s)", cpu_threads > 1 ? cpu_threads : 1,
-               cpu_threads > 1 ? "s" : "");
+      snprintf(note, notelen, "using the CPU backend (%d thread%s)",
+               cpu_threads > 1 ? cpu_threads : 1, cpu_threads > 1 ? "s" : "");
     return rc;
   }
   if (mem_limit_mib > SIZE_MAX / (1024 * 1024)) {

@@ -38,6 +38,7 @@ typedef struct {
   int interrupted;
   int stopping;
   char first_failure[512];
+  int failure_rank;        /* how telling first_failure is: see on_child_exit */
   FILE *metrics;
   char metrics_path[PATH_MAX];
   char line[4096];
@@ -156,13 +157,18 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
   r->alive--;
   uv_close((uv_handle_t *)p, NULL);
   int bad = status != 0 || (term_signal != 0 && !r->stopping);
-  if (bad && !r->failed && !r->interrupted) {
-    r->failed = 1;
+  if (bad && !r->interrupted) {
+    /* Several processes fail together when one does; report the cause: a worker's own
+     * error (3) over the ps's (2) over a worker that was only told to stop (1). */
     char why[400];
     last_error_line(c->log, why, sizeof why);
-    snprintf(r->first_failure, sizeof r->first_failure, "%s exited with %s %d: %s", c->name,
-             term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
-             why[0] ? why : "(no output)");
+    int rank = c == &r->ps ? 2 : strstr(why, "the ps stopped training") ? 1 : 3;
+    if (rank > r->failure_rank)
+      snprintf(r->first_failure, sizeof r->first_failure, "%s exited with %s %d: %s", c->name,
+               term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
+               why[0] ? why : "(no output)");
+    if (rank > r->failure_rank) r->failure_rank = rank;
+    r->failed = 1;
   }
   if (bad || c == &r->ps) {
     /* One failure, or the ps gone, ends the job: nobody is left behind. */

@@ -201,21 +201,30 @@ static void test_xent(int B, int C) {
 /* ---- windows (conv2d, maxpool) ----------------------------------------------------- */
 
 /* Keras geometry: "same" gives ceil(in / stride) with the odd padding at the end. */
+static void window_dim(int in, int k, int stride, int same, int *out, int *pad) {
+  if (same) {
+    *out = (in + stride - 1) / stride;
+    int total = (*out - 1) * stride + k - in;
+    *pad = total > 0 ? total / 2 : 0;
+  } else {
+    *out = (in - k) / stride + 1;
+    *pad = 0;
+  }
+}
+
+/* A rectangular geometry: kernel kh x kw, strides sh, sw. */
+static pst_window_shape window2(int n, int h, int w, int c, int kh, int kw, int sh, int sw,
+                                int same, int out_c) {
+  pst_window_shape s = {.n = n, .in_h = h, .in_w = w, .in_c = c, .k_h = kh, .k_w = kw,
+                        .stride_h = sh, .stride_w = sw, .out_c = out_c};
+  window_dim(h, kh, sh, same, &s.out_h, &s.pad_top);
+  window_dim(w, kw, sw, same, &s.out_w, &s.pad_left);
+  return s;
+}
+
 static pst_window_shape window(int n, int h, int w, int c, int k, int stride, int same,
                                int out_c) {
-  pst_window_shape s = {.n = n, .in_h = h, .in_w = w, .in_c = c, .k_h = k, .k_w = k,
-                        .stride_h = stride, .stride_w = stride, .out_c = out_c};
-  if (same) {
-    s.out_h = (h + stride - 1) / stride;
-    s.out_w = (w + stride - 1) / stride;
-    int th = (s.out_h - 1) * stride + k - h, tw = (s.out_w - 1) * stride + k - w;
-    s.pad_top = th > 0 ? th / 2 : 0;
-    s.pad_left = tw > 0 ? tw / 2 : 0;
-  } else {
-    s.out_h = (h - k) / stride + 1;
-    s.out_w = (w - k) / stride + 1;
-  }
-  return s;
+  return window2(n, h, w, c, k, k, stride, stride, same, out_c);
 }
 
 static void describe_shape(const pst_window_shape *s, const char *op, char *out, size_t len) {
@@ -361,6 +370,10 @@ int main(void) {
   test_conv(window(2, 11, 11, 3, 4, 1, 1, 3)); /* pad 1 top, 2 bottom */
   test_conv(window(2, 10, 10, 2, 3, 2, 0, 4)); /* valid, stride 2 */
   test_conv(window(40, 12, 12, 3, 3, 1, 0, 7)); /* many bias-gradient rows */
+  /* Rectangular everything, so that a swapped height and width cannot pass. */
+  test_conv(window2(2, 9, 6, 2, 3, 2, 2, 1, 1, 3));  /* pads: 1 top, 0 left; explicit */
+  test_conv(window2(2, 10, 7, 3, 5, 3, 1, 1, 1, 4)); /* symmetric pads 2 and 1 */
+  test_conv(window2(2, 8, 11, 2, 2, 4, 2, 3, 0, 3)); /* valid */
 
   /* maxpool: valid (cuDNN direct) and every padded case (explicit -inf padding). */
   test_pool(window(3, 28, 28, 8, 2, 2, 0, 8));
@@ -368,6 +381,8 @@ int main(void) {
   test_pool(window(2, 8, 8, 3, 3, 2, 1, 3));
   test_pool(window(2, 6, 6, 2, 3, 1, 1, 2));
   test_pool(window(2, 7, 7, 2, 2, 2, 0, 2));
+  test_pool(window2(2, 7, 10, 3, 3, 2, 2, 2, 1, 3));
+  test_pool(window2(2, 9, 6, 2, 2, 3, 2, 3, 0, 2));
 
   test_describe();
   test_cap(spec);

@@ -1,0 +1,137 @@
+/* The update rules without sockets: sync sums are bit-identical whatever the arrival
+ * order, a chunk offered out of worker order waits, a busy back buffer holds the step, and
+ * async applies one push at a time and records staleness. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps/update.h"
+
+static int g_pass, g_fail;
+#define CHECK(c)                                                                   \
+  do {                                                                             \
+    if (c) g_pass++;                                                               \
+    else {                                                                         \
+      g_fail++;                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);        \
+    }                                                                              \
+  } while (0)
+
+#define N 10007   /* not a multiple of the chunk */
+#define CHUNK 1000
+#define W 3
+
+static float grads[W][N];
+
+static void setup(pst_store *s, pst_optimizer *o, pst_update *u, pst_mode mode) {
+  static float init[N];
+  for (int i = 0; i < N; i++) init[i] = (float)(i % 17) * 0.1f;
+  pst_opt_config cfg;
+  pst_opt_defaults(&cfg);
+  cfg.kind = PST_OPT_SGD;
+  cfg.lr = 1.0f;
+  CHECK(pst_store_init(s, N, init) == 0);
+  CHECK(pst_opt_init(o, &cfg, N) == 0);
+  CHECK(pst_update_init(u, mode, W, CHUNK, s, o) == 0);
+}
+
+static void teardown(pst_store *s, pst_optimizer *o, pst_update *u) {
+  pst_update_free(u);
+  pst_opt_free(o);
+  pst_store_free(s);
+}
+
+/* Offers every chunk of every worker in the order given by `order` (worker ids, one entry
+ * per chunk offer attempt round), retrying refused chunks like the server's kick. */
+static uint64_t run_sync_step(int reverse) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  uint32_t next[W] = {0};
+  int published = 0, rounds = 0;
+  while (!published && rounds++ < 1000) {
+    for (int k = 0; k < W; k++) {
+      int w = reverse ? W - 1 - k : k;
+      while (next[w] < u.n_chunks) {
+        int pub = 0;
+        int rc = pst_update_offer(&u, w, 0, next[w], grads[w] + (size_t)next[w] * CHUNK, &pub);
+        CHECK(rc >= 0);
+        if (rc != PST_OFFER_TAKEN) break;
+        next[w]++;
+        published |= pub;
+      }
+    }
+  }
+  CHECK(published && s.version == 1);
+  uint64_t sum = pst_store_checksum(&s);
+  /* SGD with lr 1: w1 = w0 - sum of gradients, summed in worker order. */
+  int exact = 1;
+  for (int i = 0; i < N; i++) {
+    float g = grads[0][i];
+    g += grads[1][i];
+    g += grads[2][i];
+    float expect = (float)(i % 17) * 0.1f - g;
+    if (pst_store_front(&s)[i] != expect) exact = 0;
+  }
+  CHECK(exact);
+  teardown(&s, &o, &u);
+  return sum;
+}
+
+static void test_sync_order(void) {
+  srand(3);
+  for (int w = 0; w < W; w++)
+    for (int i = 0; i < N; i++) grads[w][i] = (float)rand() / RAND_MAX * 1e-3f * (w + 1);
+  CHECK(run_sync_step(0) == run_sync_step(1));
+}
+
+static void test_sync_waits(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  int pub;
+  /* Worker 1's chunk 0 must wait for worker 0's. */
+  CHECK(pst_update_offer(&u, 1, 0, 0, grads[1], &pub) == PST_OFFER_LATER);
+  /* A pull still being sent from the back buffer holds the step's first chunk. */
+  s.refs[s.front ^ 1] = 1;
+  CHECK(pst_update_offer(&u, 0, 0, 0, grads[0], &pub) == PST_OFFER_LATER);
+  s.refs[s.front ^ 1] = 0;
+  CHECK(pst_update_offer(&u, 0, 0, 0, grads[0], &pub) == PST_OFFER_TAKEN && !pub);
+  CHECK(pst_update_offer(&u, 1, 0, 0, grads[1], &pub) == PST_OFFER_TAKEN);
+  /* A gradient computed on another version is refused. */
+  CHECK(pst_update_offer(&u, 2, 5, 0, grads[2], &pub) == -ESTALE);
+  CHECK(pst_update_chunk_len(&u, u.n_chunks - 1) == N % CHUNK);
+  teardown(&s, &o, &u);
+}
+
+static void test_async(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  int pub = 0;
+  CHECK(pst_update_offer(&u, 1, 0, 0, grads[1], &pub) == PST_OFFER_TAKEN);
+  /* Another worker's push waits until this one is whole. */
+  CHECK(pst_update_offer(&u, 2, 0, 0, grads[2], &pub) == PST_OFFER_LATER);
+  for (uint32_t c = 1; c < u.n_chunks; c++)
+    CHECK(pst_update_offer(&u, 1, 0, c, grads[1] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
+  CHECK(pub && s.version == 1);
+  /* Worker 2's gradient was computed on version 0: staleness 1; scaled by N = 3. */
+  for (uint32_t c = 0; c < u.n_chunks; c++)
+    CHECK(pst_update_offer(&u, 2, 0, c, grads[2] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
+  CHECK(s.version == 2 && u.staleness_max == 1 && u.staleness_sum == 1 && u.pushes == 2);
+  float expect = ((float)(5 % 17) * 0.1f - 3.0f * grads[1][5]) - 3.0f * grads[2][5];
+  CHECK(pst_store_front(&s)[5] == expect);
+  teardown(&s, &o, &u);
+}
+
+int main(void) {
+  test_sync_order();
+  test_sync_waits();
+  test_async();
+  printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The launcher: bad flags and a port in use give one line and a non-zero exit, nothing is
+# left running, and a real `pstrain local` run writes the summary and metrics it promises.
+source "$(dirname "$0")/lib.sh"
+export PSTRAIN_PS_BIN="$PS_BIN" PSTRAIN_WORKER_BIN="$WORKER_BIN"
+rc=0; "$LAUNCHER_BIN" local --wrkers 2 >"$OUT/badflag.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "unknown flag --wrkers" "$OUT/badflag.log" || fail "bad flag: rc $rc"
+rc=0; "$LAUNCHER_BIN" local --mode banana >"$OUT/badmode.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] || fail "bad mode accepted"
+rc=0; "$LAUNCHER_BIN" local --epochs 1 --data-dir /nonexistent --run-dir "$OUT/nodata" \
+  >"$OUT/nodata.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "/nonexistent/train-images-idx3-ubyte.gz: cannot open" "$OUT/nodata.log" \
+  || fail "missing data: rc $rc"
+port=$(free_port)
+/usr/bin/python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1]))); s.listen(); time.sleep(30)' "$port" &
+PIDS+=("$!")
+sleep 0.3
+rc=0; "$LAUNCHER_BIN" local --epochs 1 --port "$port" --run-dir "$OUT/inuse" >"$OUT/inuse.log" 2>&1 || rc=$?
+[ $rc -eq 1 ] && grep -q "address already in use" "$OUT/inuse.log" || fail "port in use: rc $rc"
+sleep 0.5
+pgrep -f "$OUT/(nodata|inuse)" >/dev/null && fail "a process was left behind"
+"$LAUNCHER_BIN" local --workers 2 --epochs 1 --batch-size 256 --run-dir "$OUT/ok" \
+  --summary-json "$OUT/ok.json" >"$OUT/ok.log" 2>&1 || fail "local run failed"
+for k in mode workers epochs test_accuracy samples_per_sec wall_seconds; do
+  json_field "$OUT/ok.json" "$k" >/dev/null || fail "summary lacks $k"
+done
+grep -q '"event":"eval"' "$OUT/ok/metrics.jsonl" || fail "no eval record in the metrics file"
+grep -q '"event":"train"' "$OUT/ok/metrics.jsonl" || fail "no train record in the metrics file"
+grep -q "^epoch 1/1" "$OUT/ok.log" || fail "no per-epoch line"
+pass "launcher: errors, summary and metrics"
+echo "1 passed, 0 failed"

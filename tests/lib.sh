@@ -1,0 +1,90 @@
+# Shared by the multi-process tests: find the built daemons in the test's runfiles, pick
+# free ports on 127.0.0.1, start processes with their logs in the test's output directory,
+# wait with a deadline, and kill whatever is left when the test ends (pass or fail).
+set -euo pipefail
+
+RUNFILES="${TEST_SRCDIR:-$(cd "$(dirname "$0")/.." && pwd)}/pstrain"
+[ -d "$RUNFILES" ] || RUNFILES="$(cd "$(dirname "$0")/.." && pwd)"
+PS_BIN="$RUNFILES/ps/pstrain-ps"
+WORKER_BIN="$RUNFILES/worker/pstrain-worker"
+LAUNCHER_BIN="$RUNFILES/launcher/pstrain"
+DATA_DIR="${PSTRAIN_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
+OUT="${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}"
+mkdir -p "$OUT"
+PIDS=()
+
+cleanup() {
+  local p
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -TERM "$p" 2>/dev/null || true; done
+  sleep 0.2
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done
+}
+trap cleanup EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$OUT"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }; done
+  echo "0 passed, 1 failed"
+  exit 1
+}
+
+pass() {
+  echo "PASS: $*"
+}
+
+free_port() {
+  /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+# start_ps NAME ARGS...: starts pstrain-ps in the background; its pid is in LAST_PID.
+start_ps() {
+  local name=$1; shift
+  "$PS_BIN" --status-interval 0 "$@" >"$OUT/$name.log" 2>&1 &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+}
+
+start_worker() {
+  local name=$1; shift
+  "$WORKER_BIN" --data-dir "$DATA_DIR" --connect-timeout 20 "$@" >"$OUT/$name.log" 2>&1 &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+}
+
+# wait_pid PID SECONDS: waits for the process to exit, returns its status; fails on timeout.
+wait_pid() {
+  local pid=$1 deadline=$((SECONDS + $2))
+  while kill -0 "$pid" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || fail "process $pid still running after $2 s"
+    sleep 0.1
+  done
+  local rc=0
+  wait "$pid" || rc=$?
+  return $rc
+}
+
+# json_field FILE KEY: a number or string field of a one-line JSON object.
+json_field() {
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
+}
+
+# at_least A B: A >= B for decimals.
+at_least() {
+  /usr/bin/python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) >= float(sys.argv[2]) else 1)' "$1" "$2"
+}
+
+# train MODE WORKERS SUMMARY [ps args...] -- [worker args per all]: one whole job.
+train() {
+  local mode=$1 workers=$2 summary=$3; shift 3
+  local port
+  port=$(free_port)
+  start_ps "ps-$mode" --listen "127.0.0.1:$port" --mode "$mode" --workers "$workers" \
+    --summary-json "$summary" "$@"
+  local ps_pid=$LAST_PID wpids=() i
+  for ((i = 0; i < workers; i++)); do
+    start_worker "worker$i-$mode" --ps "127.0.0.1:$port" --index "$i" ${WORKER_EXTRA[$i]:-}
+    wpids+=("$LAST_PID")
+  done
+  for i in "${!wpids[@]}"; do wait_pid "${wpids[$i]}" 120 || fail "worker $i exited non-zero"; done
+  wait_pid "$ps_pid" 30 || fail "ps exited non-zero"
+}
