@@ -277,11 +277,16 @@ void pst_cfg_usage(const pst_cfg *c, FILE *out) {
           c->env_prefix);
   for (int i = 0; i < c->n_opts; i++) {
     const pst_cfg_opt *o = &c->opts[i];
-    fprintf(out, "  --%-18s %s (default: %s)\n", o->name, o->help,
-            o->def && o->def[0] ? o->def : o->type == PST_CFG_STRING ? "none" : "0");
+    if (o->def && o->def[0])
+      fprintf(out, "  --%-18s %s (default: %s)\n", o->name, o->help, o->def);
+    else
+      fprintf(out, "  --%-18s %s\n", o->name, o->help);
   }
-  fprintf(out, "  --%-18s %s\n", "config FILE", "read this config file (default: ");
-  fprintf(out, "  %-20s   %s)\n", "", c->default_file ? c->default_file : "none");
+  if (c->default_file)
+    fprintf(out, "  --%-18s read this config file (default: %s, if present)\n", "config FILE",
+            c->default_file);
+  else
+    fprintf(out, "  --%-18s read options from this INI file\n", "config FILE");
   fprintf(out, "  --%-18s %s\n", "print-config", "print every effective value and its source");
   if (c->usage_extra) fprintf(out, "\n%s", c->usage_extra);
 }
