@@ -33,6 +33,7 @@ struct ps_conn {
   /* Pulls: at most one waiting and one being written. */
   int pull_waiting;
   uint64_t pull_want;
+  int pull_final;        /* wants the final weights: answered once every worker said BYE */
   int pull_writing;
   int pull_buf;          /* store buffer the reply is sent from */
   uint32_t writes_left;
@@ -143,6 +144,7 @@ static void answer_pull(ps_conn *c) {
  * last pushed version. async: always. */
 static int pull_ready(ps_server *s, ps_conn *c) {
   if (c->pull_writing) return 0;
+  if (c->pull_final) return s->finished == s->opt.workers;
   if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version;
   if (s->opt.mode == PST_MODE_SSP) {
     /* A worker's clock is the number of pushes it has made; it may run at most `staleness`
@@ -306,6 +308,7 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
 static void handle_report(ps_conn *c, const Pstrain__Report *r) {
   ps_server *s = c->srv;
   if (r->is_eval) {
+    if ((int)r->epoch == s->opt.epochs) s->final_evals++;
     if (pst_metrics_eval(&s->metrics, c->worker, r->epoch, s->store.version, r->loss_sum,
                          r->correct, r->samples))
       LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 ")", r->epoch,
@@ -392,6 +395,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       }
       c->pull_waiting = 1;
       c->pull_want = h->version;
+      c->pull_final = h->last;
       if (pull_ready(s, c)) answer_pull(c);
       return 0;
     case PSTRAIN__MSG_TYPE__PUSH: {
@@ -404,6 +408,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
     }
     case PSTRAIN__MSG_TYPE__REPORT:
       handle_report(c, h->report);
+      kick(s); /* the last evaluation may complete the run */
       return 0;
     case PSTRAIN__MSG_TYPE__BYE:
       if (!s->workers[c->worker].done) {
@@ -592,7 +597,7 @@ static void log_status(ps_server *s) {
 static void on_status_timer(uv_timer_t *t) { log_status(t->data); }
 
 static void maybe_finish(ps_server *s) {
-  if (s->stopping || s->finished < s->opt.workers) return;
+  if (s->stopping || s->finished < s->opt.workers || s->final_evals < s->opt.workers) return;
   s->metrics.train_end = pst_now();
   double wall = s->metrics.train_end - s->metrics.train_start;
   LOG_INFO("training complete: %d epochs, version %" PRIu64 ", test accuracy %.4f, %.0f samples/s"

@@ -54,7 +54,8 @@ typedef struct ps_server {
   pst_update upd;
   pst_metrics metrics;
   ps_worker *workers;     /* [opt.workers] */
-  int registered, finished;
+  int registered, finished; /* finished: said BYE (no more pushes) */
+  int final_evals;        /* evaluations of the last epoch received */
   ps_conn *conns;         /* every open connection, linked */
   int kicking, kick_again;
   int stopping;           /* shutdown begun */

@@ -63,6 +63,18 @@ static void pull(wk_trainer *t) {
   send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->steps > 0 ? t->version + 1 : 0);
 }
 
+/* After the last push: BYE (no more gradients from us), then the final weights, which the
+ * ps sends once every worker has said BYE, so the last evaluation sees the final model in
+ * every mode. */
+static void pull_final(wk_trainer *t) {
+  send_simple(t, PSTRAIN__MSG_TYPE__BYE, t->version);
+  t->state = WK_PULLING;
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PULL;
+  h.last = 1;
+  wk_client_send(&t->client, &h);
+}
+
 static void new_epoch_order(wk_trainer *t) {
   int n = t->shard_end - t->shard_begin;
   for (int i = 0; i < n; i++) t->order[i] = t->shard_begin + i;
@@ -150,7 +162,10 @@ static void after_train(wk_trainer *t) {
     t->eval_due = t->epoch;
     if (t->epoch < t->epochs) new_epoch_order(t);
   }
-  pull(t);
+  if (t->epoch < t->epochs)
+    pull(t);
+  else
+    pull_final(t);
 }
 
 static void after_eval(wk_trainer *t) {
@@ -160,6 +175,10 @@ static void after_eval(wk_trainer *t) {
            t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
   send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds);
   t->eval_due = 0;
+  if (t->epoch >= t->epochs) {
+    t->state = WK_FINISHING;
+    LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
+  }
 }
 
 static void start_work(wk_trainer *t, wk_work_kind kind);
@@ -173,10 +192,6 @@ static void next_work(wk_trainer *t) {
   } else if (t->epoch < t->epochs) {
     /* The gradient buffer is reused: wait until the previous push has left. */
     if (!t->push_in_flight) start_work(t, WK_WORK_TRAIN);
-  } else {
-    t->state = WK_FINISHING;
-    send_simple(t, PSTRAIN__MSG_TYPE__BYE, t->version);
-    LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
   }
 }
 
@@ -195,7 +210,7 @@ static void work_done(uv_work_t *req, int status) {
     after_train(t);
   } else {
     after_eval(t);
-    next_work(t);
+    if (t->state != WK_FINISHING) next_work(t);
   }
 }
 
