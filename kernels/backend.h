@@ -40,6 +40,11 @@ struct pst_backend {
   int (*to_device)(pst_backend *b, void *dst, const void *host_src, size_t bytes);
   int (*to_host)(pst_backend *b, void *host_dst, const void *src, size_t bytes);
   int (*synchronize)(pst_backend *b);
+  /* Optional (may be NULL: use aligned host memory): host buffers the backend copies from and
+   * to fastest, e.g. pinned (page-locked) memory for CUDA, so that the pulled weights and the
+   * gradients move between host and GPU asynchronously. */
+  void *(*host_alloc)(pst_backend *b, size_t bytes);
+  void (*host_free)(pst_backend *b, void *p);
 
   /* y[B,out] = x[B,in] . w[in,out] + bias[out] */
   int (*dense_forward)(pst_backend *b, const float *x, const float *w, const float *bias,

@@ -82,15 +82,18 @@ int main(int argc, char **argv) {
   }
   char name[128];
   if (o_name[0]) {
-    snprintf(name, sizeof name, "%s", o_name);
+    snprintf(name, sizeof name, "%.100s", o_name);
   } else {
     char host[64] = "worker";
     gethostname(host, sizeof host - 1);
     snprintf(name, sizeof name, "%s-%d", host, (int)getpid());
   }
+  /* Log lines name the worker: by its --name, else its --index, else host-pid. */
   char prog[160];
-  snprintf(prog, sizeof prog, "pstrain-worker[%s]", o_index >= 0 ? o_name[0] ? o_name : "w" : name);
-  if (o_index >= 0 && !o_name[0]) snprintf(prog, sizeof prog, "pstrain-worker[%lld]", (long long)o_index);
+  if (o_name[0] || o_index < 0)
+    snprintf(prog, sizeof prog, "pstrain-worker[%.100s]", name);
+  else
+    snprintf(prog, sizeof prog, "pstrain-worker[%lld]", (long long)o_index);
   pst_log_init(prog, level);
   if (cfg.print_config) {
     pst_cfg_print(&cfg, stdout);

@@ -224,6 +224,20 @@ static void start_work(wk_trainer *t, wk_work_kind kind) {
 
 /* ---- registration ---- */
 
+/* The weights and the gradient live where the backend moves them fastest (pinned memory
+ * for CUDA): pulls land there straight from the socket and pushes leave from there. */
+static float *host_buffer(wk_trainer *t, size_t bytes) {
+  if (t->backend->host_alloc) return t->backend->host_alloc(t->backend, bytes);
+  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
+static void host_buffer_free(wk_trainer *t, float *p) {
+  if (p && t->backend && t->backend->host_free)
+    t->backend->host_free(t->backend, p);
+  else
+    free(p);
+}
+
 static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   char err[512];
   t->index = (int)w->worker_index;
@@ -279,8 +293,8 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   }
   if (t->opt.log_placement) pst_net_log_placement(t->net);
   size_t n = t->model.n_params;
-  t->params = aligned_alloc(64, (n * 4 + 63) & ~(size_t)63);
-  t->grad = aligned_alloc(64, (n * 4 + 63) & ~(size_t)63);
+  t->params = host_buffer(t, n * sizeof(float));
+  t->grad = host_buffer(t, n * sizeof(float));
   t->xb = malloc((size_t)t->batch * (size_t)t->model.input_size * sizeof(float));
   t->yb = malloc((size_t)t->batch * sizeof(int32_t));
   t->order = malloc((size_t)(t->shard_end - t->shard_begin) * sizeof(int32_t));
@@ -417,12 +431,12 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt) {
 
 void wk_trainer_free(wk_trainer *t) {
   wk_client_free(&t->client);
+  host_buffer_free(t, t->params);
+  host_buffer_free(t, t->grad);
   if (t->net) pst_net_destroy(t->net);
   if (t->backend) t->backend->destroy(t->backend);
   pst_data_free(&t->train);
   pst_data_free(&t->test);
-  free(t->params);
-  free(t->grad);
   free(t->xb);
   free(t->yb);
   free(t->order);

@@ -133,6 +133,27 @@ static void cuda_free(pst_backend *b, void *p) {
   pst_cuda_dev_free(c, p);
 }
 
+/* Pinned host memory: the worker pulls weights into it and pushes gradients from it, so
+ * cudaMemcpyAsync really is asynchronous on the backend's stream. */
+static void *cuda_host_alloc(pst_backend *b, size_t bytes) {
+  pst_cuda *c = pst_cuda_of(b);
+  void *p = NULL;
+  if (pst_cuda_enter(c) != 0) return NULL;
+  cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
+  if (e != cudaSuccess) {
+    pst_cuda_log(3, "%s: cudaMallocHost(%zu bytes): %s", c->name, bytes, cudaGetErrorString(e));
+    return NULL;
+  }
+  return p;
+}
+
+static void cuda_host_free(pst_backend *b, void *p) {
+  pst_cuda *c = pst_cuda_of(b);
+  if (!p) return;
+  (void)pst_cuda_enter(c);
+  cudaFreeHost(p);
+}
+
 static int cuda_to_device(pst_backend *b, void *dst, const void *host_src, size_t bytes) {
   pst_cuda *c = pst_cuda_of(b);
   if (bytes == 0) return 0;
@@ -343,6 +364,8 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->impl = c;
   b->alloc = cuda_alloc;
   b->free = cuda_free;
+  b->host_alloc = cuda_host_alloc;
+  b->host_free = cuda_host_free;
   b->to_device = cuda_to_device;
   b->to_host = cuda_to_host;
   b->synchronize = cuda_synchronize;
