@@ -129,6 +129,8 @@ static void work_run(uv_work_t *req) {
 
 static void after_train(wk_trainer *t) {
   t->steps++;
+  /* After the first step, so that the algorithms the backend picked are known. */
+  if (t->steps == 1 && t->opt.log_placement) pst_net_log_placement(t->net);
   t->step_in_epoch++;
   t->r_loss += t->w_loss;
   t->r_correct += (uint64_t)t->w_correct;
@@ -291,7 +293,6 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     fail(t, "cannot build the model on %s: %s", t->backend->name, strerror(-rc));
     return rc;
   }
-  if (t->opt.log_placement) pst_net_log_placement(t->net);
   size_t n = t->model.n_params;
   t->params = host_buffer(t, n * sizeof(float));
   t->grad = host_buffer(t, n * sizeof(float));

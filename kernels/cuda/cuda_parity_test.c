@@ -228,9 +228,9 @@ static pst_window_shape window(int n, int h, int w, int c, int k, int stride, in
 }
 
 static void describe_shape(const pst_window_shape *s, const char *op, char *out, size_t len) {
-  snprintf(out, len, "%s n=%d %dx%dx%d k=%d s=%d pad=%d,%d -> %dx%dx%d", op, s->n, s->in_h,
-           s->in_w, s->in_c, s->k_h, s->stride_h, s->pad_top, s->pad_left, s->out_h, s->out_w,
-           s->out_c);
+  snprintf(out, len, "%s n=%d %dx%dx%d k=%dx%d s=%d,%d pad=%d,%d -> %dx%dx%d", op, s->n,
+           s->in_h, s->in_w, s->in_c, s->k_h, s->k_w, s->stride_h, s->stride_w, s->pad_top,
+           s->pad_left, s->out_h, s->out_w, s->out_c);
 }
 
 static void test_conv(pst_window_shape s) {
