@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include "common/config.h"
+#include "kernels/model.h"
 #include "launcher/commands.h"
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
@@ -140,6 +141,13 @@ int pl_cmd_local(int argc, char **argv) {
                               "shows per-epoch loss and accuracy, and stops them all at the end.\n");
   if (rc == 1) return 0;
   if (rc) return rc;
+  /* A bad model spec is reported here, in one line, before any process starts. */
+  static pst_model model;
+  char err[512];
+  if (pst_model_load(o.model, &model, err, sizeof err) < 0) {
+    fprintf(stderr, "pstrain local: %s\n", err);
+    return 2;
+  }
   char dir[PATH_MAX];
   if (pl_make_run_dir(o.run_dir, dir, sizeof dir) < 0) return 1;
   o.run_dir = dir;
@@ -147,6 +155,7 @@ int pl_cmd_local(int argc, char **argv) {
          "%s lr %g\nlogs and metrics: %s\n",
          o.workers, o.workers > 1 ? "s" : "", o.mode, o.model, o.epochs, o.epochs > 1 ? "s" : "",
          o.batch_size, o.optimizer, o.lr, dir);
+  if (strcmp(o.model, "mlp") != 0) pst_model_summary(&model, stdout);
   fflush(stdout);
   pl_run_result res;
   rc = pl_run_local(&o, &res);

@@ -147,7 +147,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   pst_model_init_params(&model, opt.seed, init);
-  if (isatty(1)) pst_model_summary(&model, stdout);
+  pst_model_summary(&model, stdout);
+  fflush(stdout);
 
   /* 3. Listen. */
   uv_loop_t loop;
