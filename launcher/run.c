@@ -157,17 +157,26 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
   r->alive--;
   uv_close((uv_handle_t *)p, NULL);
   int bad = status != 0 || (term_signal != 0 && !r->stopping);
-  if (bad && !r->interrupted) {
+  char why[400];
+  last_error_line(c->log, why, sizeof why);
+  /* A process that logged an error counts even when our SIGTERM ended it first. */
+  int logged_error = strstr(why, "error:") != NULL;
+  if ((bad || logged_error) && !r->interrupted) {
     /* Several processes fail together when one does; report the cause: a worker's own
-     * error (3) over the ps's (2) over a worker that was only told to stop (1). */
-    char why[400];
-    last_error_line(c->log, why, sizeof why);
-    int rank = c == &r->ps ? 2 : strstr(why, "the ps stopped training") ? 1 : 3;
-    if (rank > r->failure_rank)
-      snprintf(r->first_failure, sizeof r->first_failure, "%s exited with %s %d: %s", c->name,
-               term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
-               why[0] ? why : "(no output)");
-    if (rank > r->failure_rank) r->failure_rank = rank;
+     * error (3, e.g. its data) over the ps's (2) over a worker that only lost the ps or
+     * was told to stop (1). */
+    int lost_ps = strstr(why, "the ps stopped training") || strstr(why, "connection") ||
+                  strstr(why, "cannot reach the ps");
+    int rank = c == &r->ps ? 2 : lost_ps ? 1 : 3;
+    if (rank > r->failure_rank) {
+      if (term_signal && !bad)
+        snprintf(r->first_failure, sizeof r->first_failure, "%s failed: %s", c->name, why);
+      else
+        snprintf(r->first_failure, sizeof r->first_failure, "%s exited with %s %d: %s", c->name,
+                 term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
+                 why[0] ? why : "(no output)");
+      r->failure_rank = rank;
+    }
     r->failed = 1;
   }
   if (bad || c == &r->ps) {

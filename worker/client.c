@@ -56,6 +56,8 @@ void wk_client_close(wk_client *c, const char *why) {
 
 /* ---- connecting, with retries ---- */
 
+static int closing(const wk_client *c);
+
 static void on_backoff_timer(uv_timer_t *t) {
   wk_client *c = t->data;
   if (c->state == WK_CONN_BACKOFF) try_connect(c);
@@ -116,9 +118,15 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   }
 }
 
+/* A request that completes after wk_client_close (a signal during connecting) must not
+ * touch the handles again. */
+static int closing(const wk_client *c) {
+  return c->state == WK_CONN_CLOSING || c->state == WK_CONN_CLOSED;
+}
+
 static void on_connect(uv_connect_t *req, int status) {
   wk_client *c = req->data;
-  if (c->state == WK_CONN_CLOSING) return;
+  if (closing(c)) return;
   if (status < 0) {
     retry_later(c, status);
     return;
@@ -131,7 +139,7 @@ static void on_connect(uv_connect_t *req, int status) {
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   wk_client *c = req->data;
-  if (c->state == WK_CONN_CLOSING) {
+  if (closing(c)) {
     if (res) uv_freeaddrinfo(res);
     return;
   }
