@@ -142,7 +142,7 @@ static void last_error_line(const char *log, char *out, size_t outlen) {
       line[strcspn(line, "\n")] = '\0';
       /* Drop the "<3>" journald level prefix for people. */
       const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
-      snprintf(out, outlen, "%s", p);
+      snprintf(out, outlen, "%.*s", (int)outlen - 1, p);
     }
   }
   fclose(f);
