@@ -22,6 +22,7 @@ static char o_listen[PST_CFG_STR_MAX], o_mode[PST_CFG_STR_MAX], o_model[PST_CFG_
 static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
+static int64_t o_backup;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -29,6 +30,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("workers", PST_CFG_INT, &o_workers, "1", "number of workers to train with (N)", 1, 4096),
     PST_OPT("mode", PST_CFG_STRING, o_mode, "sync", "update mode: sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &o_staleness, "2", "ssp: most pushes a worker may run ahead", 0, 1000000),
+    PST_OPT("backup-workers", PST_CFG_INT, &o_backup, "0", "sync: apply each step after N-K gradients", 0, 4095),
     PST_OPT("model", PST_CFG_STRING, o_model, "mlp", "preset (mlp, cnn, cnn2) or model spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &o_epochs, "2", "passes over the training set", 1, 10000),
     PST_OPT("batch-size", PST_CFG_INT, &o_batch, "64", "samples per worker per step", 1, 65536),
@@ -90,6 +92,11 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->opt.weight_decay = (float)o_wd;
   o->workers = (int)o_workers;
   o->staleness = (int)o_staleness;
+  o->backup_workers = (int)o_backup;
+  if (o_backup > 0 && (o->mode != PST_MODE_SYNC || o_backup >= o_workers)) {
+    snprintf(err, errlen, "--backup-workers K needs --mode sync and K < --workers");
+    return -EINVAL;
+  }
   o->epochs = (int)o_epochs;
   o->batch_size = (int)o_batch;
   o->seed = (uint64_t)o_seed;

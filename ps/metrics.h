@@ -33,7 +33,8 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
 void pst_metrics_close(pst_metrics *m);
 /* A worker's training-loss report. */
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
-                       uint64_t version, double loss_sum, uint64_t correct, uint64_t samples);
+                       uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
+                       uint64_t samples);
 /* A worker's share of the epoch's test evaluation. Returns 1 when this completed the
  * epoch's evaluation (the figures are then in last_test_*). */
 int pst_metrics_eval(pst_metrics *m, int worker, uint32_t epoch, uint64_t version,
@@ -42,6 +43,6 @@ int pst_metrics_eval(pst_metrics *m, int worker, uint32_t epoch, uint64_t versio
 int pst_metrics_summary(pst_metrics *m, const char *summary_path, const char *mode,
                         const char *model, const char *optimizer, int batch, uint64_t version,
                         uint64_t checksum, double mean_staleness, uint64_t max_staleness,
-                        uint64_t dropped, int failed);
+                        uint64_t dropped, uint64_t max_lead, int failed);
 
 #endif

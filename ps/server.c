@@ -26,9 +26,11 @@ struct ps_conn {
   char peer[64];
   /* The push in progress: chunks arrive in order into recv. */
   float *recv;           /* [chunk_floats] */
+  float *push_dst;       /* where the pending chunk was read: recv, or its place in the sum */
   uint64_t push_version;
   uint32_t push_next;    /* next chunk expected */
   int pending;           /* recv holds chunk pending_chunk, not yet taken */
+  int push_dropped;      /* the push in progress is being dropped (backup workers) */
   uint32_t pending_chunk;
   /* Pulls: at most one waiting and one being written. */
   int pull_waiting;
@@ -154,7 +156,11 @@ static int pull_ready(ps_server *s, ps_conn *c) {
       if (!s->workers[i].done && s->workers[i].conn && s->workers[i].pushes < slowest)
         slowest = s->workers[i].pushes;
     if (s->registered < s->opt.workers) slowest = 0;
-    return slowest == UINT64_MAX || mine <= slowest + (uint64_t)s->opt.staleness;
+    if (slowest != UINT64_MAX && mine > slowest + (uint64_t)s->opt.staleness) return 0;
+    /* The ps's own record of how far ahead anyone was allowed to get. */
+    uint64_t lead = slowest == UINT64_MAX || mine < slowest ? 0 : mine - slowest;
+    if (lead > s->max_lead) s->max_lead = lead;
+    return 1;
   }
   return 1;
 }
@@ -167,9 +173,17 @@ static int try_take(ps_conn *c) {
   int published = 0;
   ps_worker *w = &s->workers[c->worker];
   uint64_t staleness = pst_update_staleness(&s->upd, c->push_version);
-  int rc = pst_update_offer(&s->upd, c->worker, c->push_version, c->pending_chunk, c->recv,
+  int rc = pst_update_offer(&s->upd, c->worker, c->push_version, c->pending_chunk, c->push_dst,
                             &published);
   if (rc == PST_OFFER_LATER) return 0;
+  if (rc == PST_OFFER_DROPPED) {
+    /* A backup worker's late gradient: read, counted, discarded. */
+    c->pending = 0;
+    c->push_dropped = c->pending_chunk + 1 < s->upd.n_chunks;
+    w->dropped++;
+    w->last_version = c->push_version;
+    return 1;
+  }
   if (rc < 0) {
     char why[160];
     snprintf(why, sizeof why,
@@ -315,8 +329,8 @@ static void handle_report(ps_conn *c, const Pstrain__Report *r) {
                s->opt.epochs, s->metrics.last_test_loss, s->metrics.last_test_accuracy,
                s->store.version);
   } else {
-    pst_metrics_train(&s->metrics, c->worker, r->epoch, r->step, s->store.version, r->loss_sum,
-                      r->correct, r->samples);
+    pst_metrics_train(&s->metrics, c->worker, r->epoch, r->step, s->store.version,
+                      s->workers[c->worker].last_staleness, r->loss_sum, r->correct, r->samples);
   }
 }
 
@@ -332,6 +346,8 @@ static void handle_status(ps_conn *c) {
   st.max_staleness = s->upd.staleness_max;
   st.mean_staleness = s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0;
   st.weights_checksum = pst_store_checksum(&s->store);
+  st.dropped_gradients = s->upd.dropped;
+  st.max_lead = s->max_lead;
   size_t n = s->opt.workers < 64 ? (size_t)s->opt.workers : 64;
   for (size_t i = 0; i < n; i++) {
     pstrain__worker_status__init(&ws[i]);
@@ -341,6 +357,7 @@ static void handle_status(ps_conn *c) {
     ws[i].staleness = s->workers[i].last_staleness;
     ws[i].pushes = s->workers[i].pushes;
     ws[i].done = s->workers[i].done != 0;
+    ws[i].dropped = s->workers[i].dropped;
     wp[i] = &ws[i];
   }
   st.n_workers = n;
@@ -371,7 +388,10 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     return -EPROTO;
   }
   if (chunk == 0) c->push_version = h->version;
-  *dst = c->recv;
+  /* A share that would be copied into the sum is read straight into it. */
+  c->push_dst = pst_update_direct(&s->upd, c->worker, c->push_version, chunk);
+  if (c->push_dst == NULL) c->push_dst = c->recv;
+  *dst = c->push_dst;
   return 0;
 }
 
@@ -399,6 +419,11 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       if (pull_ready(s, c)) answer_pull(c);
       return 0;
     case PSTRAIN__MSG_TYPE__PUSH: {
+      if (c->push_dropped) {
+        if (h->last) c->push_dropped = 0;
+        c->push_next = h->last ? 0 : c->push_next + 1;
+        return 0;
+      }
       c->pending = 1;
       c->pending_chunk = c->push_next;
       c->push_next = h->last ? 0 : c->push_next + 1;
@@ -573,8 +598,8 @@ static void log_status(ps_server *s) {
                               s->store.version, s->registered, s->opt.workers);
   for (int i = 0; i < s->opt.workers && n < sizeof line - 80; i++) {
     ps_worker *w = &s->workers[i];
-    n += (size_t)snprintf(line + n, sizeof line - n, "; w%d v%" PRIu64 " stale %" PRIu64 "%s", i,
-                          w->last_version, w->last_staleness,
+    n += (size_t)snprintf(line + n, sizeof line - n, "; w%d v%" PRIu64 " stale %" PRIu64 "%s%s", i,
+                          w->last_version, w->last_staleness, w->dropped ? " dropped" : "",
                           w->done ? " done" : !w->conn ? " absent" : "");
   }
   if (s->opt.mode == PST_MODE_SYNC && s->registered == s->opt.workers) {
@@ -625,7 +650,8 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   if ((rc = pst_store_init(&s->store, model->n_params, init_params)) < 0 ||
       (rc = pst_opt_init(&s->optim, &opt->opt, model->n_params)) < 0 ||
       (rc = pst_update_init(&s->upd, opt->mode, opt->workers, opt->chunk_floats, &s->store,
-                            &s->optim)) < 0) {
+                            &s->optim)) < 0 ||
+      (rc = pst_update_set_backup(&s->upd, opt->backup_workers)) < 0) {
     snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s",
              model->n_params, strerror(-rc));
     return rc;
@@ -673,7 +699,7 @@ void ps_server_stop(ps_server *s, const char *reason, int failed) {
                       s->opt.model_name, pst_opt_kind_name(s->opt.opt.kind),
                       s->opt.batch_size, s->store.version, pst_store_checksum(&s->store),
                       s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0,
-                      s->upd.staleness_max, 0, failed);
+                      s->upd.staleness_max, s->upd.dropped, s->max_lead, failed);
   for (ps_conn *c = s->conns, *next; c; c = next) {
     next = c->next;
     if (c->state == CONN_WORKER) send_shutdown(c, reason, failed);

@@ -19,6 +19,7 @@ typedef struct {
   int workers;
   pst_mode mode;
   int staleness;          /* ssp bound */
+  int backup_workers;     /* sync: steps need N-K gradients */
   int epochs;
   int batch_size;         /* per worker */
   uint64_t seed;
@@ -40,6 +41,7 @@ typedef struct {
   uint64_t last_version;  /* version its last push was computed on */
   uint64_t last_staleness;
   uint64_t pushes;
+  uint64_t dropped;       /* gradients of this worker dropped (backup workers) */
 } ps_worker;
 
 typedef struct ps_server {
@@ -57,6 +59,7 @@ typedef struct ps_server {
   int registered, finished; /* finished: said BYE (no more pushes) */
   int final_evals;        /* evaluations of the last epoch received */
   ps_conn *conns;         /* every open connection, linked */
+  uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest */
   int kicking, kick_again;
   int stopping;           /* shutdown begun */
   int exit_code;

@@ -25,6 +25,11 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
                     pst_store *store, pst_optimizer *opt) {
   memset(u, 0, sizeof *u);
   if (workers < 1 || chunk_floats == 0) return -EINVAL;
+  /* Every worker connection holds one chunk-sized receive buffer: cap the chunk so that the
+   * N of them stay within PST_RECV_BUDGET, whatever N is (the ps's memory bound). */
+  uint32_t cap = PST_RECV_BUDGET / sizeof(float) / (uint32_t)workers;
+  cap = cap < PST_CHUNK_MIN_FLOATS ? PST_CHUNK_MIN_FLOATS : cap / 1024 * 1024;
+  if (chunk_floats > cap) chunk_floats = cap;
   u->mode = mode;
   u->workers = workers;
   u->chunk_floats = chunk_floats;
@@ -33,12 +38,24 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   u->opt = opt;
   u->owner = -1;
   u->next_worker = calloc(u->n_chunks, sizeof *u->next_worker);
-  return u->next_worker ? 0 : -ENOMEM;
+  u->slot_of = malloc((size_t)workers * sizeof *u->slot_of);
+  if (!u->next_worker || !u->slot_of) return -ENOMEM;
+  for (int i = 0; i < workers; i++) u->slot_of[i] = -1;
+  return 0;
+}
+
+int pst_update_set_backup(pst_update *u, int backup) {
+  if (backup < 0 || backup >= u->workers || (backup > 0 && u->mode != PST_MODE_SYNC))
+    return -EINVAL;
+  u->backup = backup;
+  return 0;
 }
 
 void pst_update_free(pst_update *u) {
   free(u->next_worker);
+  free(u->slot_of);
   u->next_worker = NULL;
+  u->slot_of = NULL;
 }
 
 uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
@@ -52,6 +69,37 @@ static void add_into(float *restrict dst, const float *restrict src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
+/* The last share of a chunk is summed in and the optimizer applied block by block, so that
+ * each block of the sum is read back from L1 instead of memory: one pass over the chunk. */
+#define FUSE_BLOCK 4096 /* floats (16 KiB) */
+
+static void add_and_apply(pst_update *u, float *sum, const float *data, size_t off, uint32_t len,
+                          float scale) {
+  pst_store *s = u->store;
+  for (uint32_t b = 0; b < len; b += FUSE_BLOCK) {
+    uint32_t m = len - b < FUSE_BLOCK ? len - b : FUSE_BLOCK;
+    add_into(sum + b, data + b, m);
+    pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), sum + b, scale, off + b, m);
+  }
+}
+
+/* The first chunk of a step claims the back buffer, once no pull reads it. */
+static int open_step(pst_update *u) {
+  if (u->step_open) return 1;
+  if (pst_store_back_busy(u->store)) return 0;
+  u->step_open = 1;
+  pst_opt_begin_step(u->opt);
+  return 1;
+}
+
+float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c) {
+  pst_store *s = u->store;
+  if (u->mode != PST_MODE_SYNC || u->workers < 2 || u->backup != 0 || w != 0 || c >= u->n_chunks ||
+      version != s->version || u->next_worker[c] != 0 || !open_step(u))
+    return NULL;
+  return pst_store_back(s) + (size_t)c * u->chunk_floats;
+}
+
 static void finish_step(pst_update *u, int *published) {
   pst_store_publish(u->store);
   u->steps++;
@@ -61,26 +109,50 @@ static void finish_step(pst_update *u, int *published) {
 static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
                       int *published) {
   pst_store *s = u->store;
-  if (version != s->version) return -ESTALE;
-  if (u->next_worker[c] != (uint32_t)w) return PST_OFFER_LATER;
-  if (!u->step_open) {
-    /* The first chunk of a step claims the back buffer, once no pull reads it. */
-    if (pst_store_back_busy(s)) return PST_OFFER_LATER;
-    u->step_open = 1;
-    pst_opt_begin_step(u->opt);
+  int needed = u->workers - u->backup;
+  if (version != s->version) {
+    if (u->backup > 0 && version < s->version && c == 0) {
+      u->dropped++;
+      return PST_OFFER_DROPPED;
+    }
+    return -ESTALE;
   }
+  int slot = u->backup == 0 ? w : u->slot_of[w];
+  if (slot < 0) {
+    /* A backup-worker step: the first N-K pushers get the slots, the rest are dropped. */
+    if (c != 0) return -EPROTO;
+    if (u->slots_taken == needed) {
+      u->dropped++;
+      return PST_OFFER_DROPPED;
+    }
+    slot = u->slot_of[w] = u->slots_taken++;
+  }
+  if (u->next_worker[c] != (uint32_t)slot) return PST_OFFER_LATER;
+  if (!open_step(u)) return PST_OFFER_LATER;
   size_t off = (size_t)c * u->chunk_floats;
   uint32_t len = pst_update_chunk_len(u, c);
   float *sum = pst_store_back(s) + off;
-  if (w == 0)
-    memcpy(sum, data, len * sizeof(float));
-  else
+  /* Each share is scaled by 1/(b*N); with backup workers the sum of N-K shares is rescaled
+   * to a mean. */
+  float scale = u->backup ? (float)u->workers / (float)needed : 1.0f;
+  int last_share = u->next_worker[c] + 1 == (uint32_t)needed;
+  if (slot == 0 && last_share) {
+    /* A single share is the sum itself: apply the optimizer straight from it. */
+    pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), data, scale, off, len);
+  } else if (slot == 0) {
+    /* Worker 0's chunk may already be in place (read straight into the sum). */
+    if (data != sum) memcpy(sum, data, len * sizeof(float));
+  } else if (last_share) {
+    /* Chunk c is complete with this share: sum it in and apply the optimizer in one pass. */
+    add_and_apply(u, sum, data, off, len, scale);
+  } else {
     add_into(sum, data, len);
-  if (++u->next_worker[c] < (uint32_t)u->workers) return PST_OFFER_TAKEN;
-  /* Chunk c has every worker's share: apply the optimizer to it in place. */
-  pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), sum, 1.0f, off, len);
+  }
+  if (++u->next_worker[c] < (uint32_t)needed) return PST_OFFER_TAKEN;
   if (++u->chunks_done == u->n_chunks) {
     memset(u->next_worker, 0, u->n_chunks * sizeof *u->next_worker);
+    for (int i = 0; i < u->workers; i++) u->slot_of[i] = -1;
+    u->slots_taken = 0;
     u->chunks_done = 0;
     u->step_open = 0;
     finish_step(u, published);

@@ -1,7 +1,8 @@
 /* How gradients become steps: the update modes.
  *
  * A pushed gradient arrives as chunks of at most chunk_floats floats, each read into its
- * connection's receive buffer and offered here. A chunk is either consumed at once (summed
+ * connection's receive buffer (a sync chunk's first share straight into its place in the
+ * sum instead: pst_update_direct) and offered here. A chunk is either consumed at once (summed
  * or applied) or refused for now; a refused chunk stays in its receive buffer and that
  * connection stops reading, so TCP's own backpressure holds the sender until it is retried.
  *
@@ -10,11 +11,18 @@
  *        order (worker 0, then 1, ...) into the store's back buffer, so the result is
  *        bit-identical whatever order the chunks arrive in, and the ps holds one sum, never
  *        N gradients. As soon as all N have been summed into chunk c, the optimizer is
- *        applied to that chunk, overlapping the rest of the step's transfer.
+ *        applied to that chunk, overlapping the rest of the step's transfer (the last share
+ *        is summed and applied block by block, one pass over the chunk).
  * async: each push is applied as it arrives (one push at a time, chunk by chunk into the
  *        back buffer) and published as a new version; its staleness is recorded.
  * ssp:   as async, and pulls are held back so that no worker runs more than `staleness`
  *        versions ahead of the slowest (see ps/server.c).
+ *
+ * backup workers (sync, K > 0): the step for v is applied once N-K gradients for v are in.
+ *        The first N-K workers to start pushing for v get slots 0..N-K-1 and are summed in
+ *        slot order; a later push for v, or any push for an older version, is read and
+ *        dropped (PST_OFFER_DROPPED at its first chunk; the caller discards the rest). With
+ *        K = 0 the slot is the worker index, so sums are in worker order as above.
  *
  * Gradient scale: each worker sends d(loss)/dw with loss = sum over its batch / (b * N), so
  * the sync sum is the mean over the global batch (TF's compute_average_loss). An async push
@@ -35,12 +43,15 @@ int pst_mode_parse(const char *s, pst_mode *m);
 typedef struct {
   pst_mode mode;
   int workers;            /* N */
+  int backup;             /* K: sync steps need N-K gradients */
   uint32_t chunk_floats;
   uint32_t n_chunks;
   pst_store *store;
   pst_optimizer *opt;
   /* sync */
-  uint32_t *next_worker;  /* [n_chunks]: the worker whose chunk c is summed next */
+  uint32_t *next_worker;  /* [n_chunks]: the slot whose chunk c is summed next */
+  int *slot_of;           /* [N]: worker -> slot for the step in progress, -1 for none */
+  int slots_taken;
   uint32_t chunks_done;   /* chunks with all N summed and the optimizer applied */
   int step_open;          /* the back buffer is claimed by the step in progress */
   /* async / ssp */
@@ -49,17 +60,33 @@ typedef struct {
   /* statistics */
   uint64_t steps;
   uint64_t staleness_sum, staleness_max, pushes;
+  uint64_t dropped;       /* gradients dropped (backup workers) */
 } pst_update;
 
 /* Offer results: */
 #define PST_OFFER_TAKEN 1
 #define PST_OFFER_LATER 0
+#define PST_OFFER_DROPPED 2
+
+/* The receive buffers of all N worker connections (one chunk each) take at most this much:
+ * pst_update_init lowers chunk_floats to PST_RECV_BUDGET / N (not below
+ * PST_CHUNK_MIN_FLOATS), so the ps stays within weights x (2 + optimizer slots) + 32 MiB.
+ * The chunk actually used is u->chunk_floats (what WELCOME tells the workers). */
+#define PST_RECV_BUDGET (16u << 20)
+#define PST_CHUNK_MIN_FLOATS (16u * 1024u)
 
 int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_floats,
                     pst_store *store, pst_optimizer *opt);
+/* Sync only: apply each step after N-K gradients (0 <= K < N). */
+int pst_update_set_backup(pst_update *u, int backup);
 void pst_update_free(pst_update *u);
 /* Floats in chunk c. */
 uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c);
+/* sync: where worker w's chunk c, computed on `version`, may be read straight into: its
+ * place in the back buffer when that share is the chunk's first of the step (it would be
+ * copied there), else NULL. Claims the back buffer for the step like an offer does; the
+ * chunk must then be offered with data pointing there. */
+float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c);
 /* Offers chunk c (data: pst_update_chunk_len(c) floats) of worker w's gradient computed on
  * `version`. Returns PST_OFFER_TAKEN, PST_OFFER_LATER, or -ESTALE when a sync gradient was
  * computed on another version than the step in progress. *published is set to 1 when this
