@@ -48,3 +48,11 @@ void pst_log_sanitize(const void *data, size_t len, size_t max, char *out, size_
   }
   out[o] = '\0';
 }
+
+int pst_log_level_parse(const char *name) {
+  if (!strcmp(name, "error")) return PST_LOG_ERR;
+  if (!strcmp(name, "warning")) return PST_LOG_WARN;
+  if (!strcmp(name, "info")) return PST_LOG_INFO;
+  if (!strcmp(name, "debug")) return PST_LOG_DEBUG;
+  return -1;
+}

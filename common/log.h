@@ -13,6 +13,8 @@ enum { PST_LOG_ERR = 3, PST_LOG_WARN = 4, PST_LOG_INFO = 6, PST_LOG_DEBUG = 7 };
 
 /* Sets the program name shown in every line and the most verbose level printed. */
 void pst_log_init(const char *prog, int max_level);
+/* "error", "warning", "info" or "debug" to a level; -1 for anything else. */
+int pst_log_level_parse(const char *name);
 void pst_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #define LOG_ERR(...) pst_log(PST_LOG_ERR, __VA_ARGS__)

@@ -1,5 +1,7 @@
 #include "launcher/run.h"
 
+#include "common/clock.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -50,8 +52,6 @@ typedef struct {
   int epochs_done;
   double t0;
 } run_ctx;
-
-static double now_s(void) { return uv_hrtime() / 1e9; }
 
 void pl_run_defaults(pl_run_options *o) {
   memset(o, 0, sizeof *o);
@@ -244,7 +244,7 @@ static void handle_metric(run_ctx *r, const char *line) {
       if (r->tty) fprintf(stdout, "\r\033[K");
       fprintf(stdout, "%sepoch %d/%d  train loss %.4f  test loss %.4f  test accuracy %.4f  (%.1f s)\n",
               r->o->label ? r->o->label : "", epoch, r->o->epochs, r->train_loss,
-              json_num(line, "loss"), json_num(line, "accuracy"), now_s() - r->t0);
+              json_num(line, "loss"), json_num(line, "accuracy"), pst_now() - r->t0);
       fflush(stdout);
     }
   }
@@ -279,7 +279,7 @@ static void on_tick(uv_timer_t *t) {
     fprintf(stdout, "\r\033[K%s[%s] %3.0f%%  epoch %d/%d  train loss %.4f  %.0f s",
             r->o->label ? r->o->label : "", bar, frac * 100, r->epochs_done + 1 > r->o->epochs
             ? r->o->epochs : r->epochs_done + 1, r->o->epochs, r->train_loss < 0 ? 0 : r->train_loss,
-            now_s() - r->t0);
+            pst_now() - r->t0);
     fflush(stdout);
   }
 }
@@ -366,7 +366,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
 
   uv_loop_init(&r.loop);
   r.loop.data = &r;
-  r.t0 = now_s();
+  r.t0 = pst_now();
 
   argvec a = {.n = 0};
   arg(&a, "%s", ps_bin);
@@ -433,7 +433,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   int loop_rc = uv_loop_close(&r.loop);
   free(r.workers);
 
-  res->wall_seconds = now_s() - r.t0;
+  res->wall_seconds = pst_now() - r.t0;
   res->interrupted = r.interrupted;
   FILE *f = fopen(summary, "r");
   if (f) {

@@ -6,12 +6,6 @@
 #include <string.h>
 #include <time.h>
 
-double pst_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
 int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, char *err,
                      size_t errlen) {
   memset(m, 0, sizeof *m);

@@ -7,6 +7,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/clock.h"
+
 typedef struct {
   double loss_sum;
   uint64_t correct, samples;
@@ -25,8 +27,6 @@ typedef struct {
   uint64_t samples_trained;
   double train_start, train_end; /* monotonic seconds: all registered .. all done */
 } pst_metrics;
-
-double pst_now(void); /* monotonic seconds */
 
 int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, char *err,
                      size_t errlen);

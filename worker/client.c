@@ -5,13 +5,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void try_connect(wk_client *c);
 
@@ -70,7 +65,7 @@ static void on_tcp_closed_for_retry(uv_handle_t *h) {
     on_handle_closed(h);
     return;
   }
-  if (now_s() + c->backoff_ms / 1000.0 > c->deadline) {
+  if (pst_now() + c->backoff_ms / 1000.0 > c->deadline) {
     char why[256];
     snprintf(why, sizeof why, "cannot reach the ps at %s:%d after %d attempts: %s", c->host,
              c->port, c->attempts, c->last_error);
@@ -189,7 +184,7 @@ int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
   c->data = data;
   snprintf(c->host, sizeof c->host, "%s", host);
   c->port = port;
-  c->deadline = now_s() + timeout_s;
+  c->deadline = pst_now() + timeout_s;
   c->backoff_ms = 100;
   int rc = pst_reader_init(&c->rd, &reader_cbs, c, PST_WIRE_MAX_PAYLOAD);
   if (rc < 0) return rc;

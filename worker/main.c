@@ -38,14 +38,6 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
 };
 
-static int parse_level(const char *s) {
-  if (!strcmp(s, "error")) return PST_LOG_ERR;
-  if (!strcmp(s, "warning")) return PST_LOG_WARN;
-  if (!strcmp(s, "debug")) return PST_LOG_DEBUG;
-  if (!strcmp(s, "info")) return PST_LOG_INFO;
-  return -1;
-}
-
 int main(int argc, char **argv) {
   char err[512];
   pst_cfg cfg = {
@@ -67,7 +59,7 @@ int main(int argc, char **argv) {
     return 2;
   }
   if (cfg.help) return 0;
-  int level = parse_level(o_log_level);
+  int level = pst_log_level_parse(o_log_level);
   if (level < 0) {
     LOG_ERR("--log-level: '%.200s' is not error, warning, info or debug", o_log_level);
     return 2;

@@ -8,14 +8,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "kernels/device.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void fail(wk_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -85,7 +80,7 @@ static void new_epoch_order(wk_trainer *t) {
 
 static void work_run(uv_work_t *req) {
   wk_trainer *t = req->data;
-  double t0 = now_s();
+  double t0 = pst_now();
   t->w_loss = 0;
   t->w_correct = 0;
   t->w_samples = 0;
@@ -118,7 +113,7 @@ static void work_run(uv_work_t *req) {
     }
     free(idx);
   }
-  t->w_seconds = now_s() - t0;
+  t->w_seconds = pst_now() - t0;
   if (t->work_kind == WK_WORK_TRAIN && t->opt.slow_factor > 1.0) {
     /* A straggler for experiments: idle in proportion to the real compute time. */
     double extra = (t->opt.slow_factor - 1.0) * t->w_seconds;
