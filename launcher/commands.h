@@ -6,6 +6,8 @@
 #include "launcher/run.h"
 
 int pl_cmd_local(int argc, char **argv);
+int pl_cmd_compare(int argc, char **argv);
+int pl_cmd_bench(int argc, char **argv);
 
 /* Parses the options shared by `local` and `compare` into o; the rest of argv is left for
  * the command. Returns 0, 1 for --help (usage printed), or 2 on a bad flag (message

@@ -12,6 +12,8 @@ typedef struct {
 
 static const command g_commands[] = {
     {"local", pl_cmd_local, "train with one ps and N workers on this machine"},
+    {"compare", pl_cmd_compare, "run sync, async, ssp on the same job: plots and a table"},
+    {"bench", pl_cmd_bench, "push/pull throughput and latency against raw loopback TCP"},
 };
 
 static void usage(FILE *out) {

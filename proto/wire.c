@@ -190,6 +190,11 @@ void pst_reader_buffer(pst_reader *r, char **base, size_t *len) {
   r->direct = 0;
   *base = (char *)r->stage + r->stage_len;
   *len = PST_WIRE_STAGE - r->stage_len;
+  /* In a stream of large tensor chunks, read just the next frame's prefix and header (they
+   * fit in PST_WIRE_CHUNK_HEAD bytes): a full staging read would also take up to 64 KiB of
+   * its payload, which then has to be copied into place. libuv reads again at once when a
+   * read fills its buffer, so this costs no extra wakeup. */
+  if (r->big && r->state == PST_RD_PREFIX && r->stage_len == 0) *len = PST_WIRE_CHUNK_HEAD;
 }
 
 static int fail(pst_reader *r, const uint8_t *bytes, size_t n) {
@@ -199,6 +204,7 @@ static int fail(pst_reader *r, const uint8_t *bytes, size_t n) {
 
 /* The frame is complete: hand it over, then get ready for the next prefix. */
 static int finish_frame(pst_reader *r) {
+  if (r->prefix.payload_len > 0) r->big = r->prefix.payload_len >= DIRECT_MIN;
   int rc = r->cbs->on_frame(r, r->hdr);
   r->frames++;
   r->state = PST_RD_PREFIX;

@@ -86,6 +86,7 @@ struct pst_reader {
   uint8_t *stage;             /* [PST_WIRE_STAGE] */
   size_t stage_pos, stage_len;
   int direct;                 /* the last buffer handed out was the payload itself */
+  int big;                    /* the last payload was read in place (a tensor stream) */
   uint8_t *arena;             /* [PST_WIRE_ARENA] */
   size_t arena_used;
   uint64_t frames;            /* frames read, for logs */

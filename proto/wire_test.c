@@ -22,13 +22,13 @@ typedef struct {
   int frames;
   int types[64];
   uint64_t versions[64];
-  float payload[4096];
+  float payload[8192];
   int pause_after;  /* pause after this many frames (0: never) */
 } sink;
 
 static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   sink *s = r->data;
-  if (h->offset + h->count > 4096) return -EPROTO;
+  if (h->offset + h->count > 8192) return -EPROTO;
   *dst = s->payload + h->offset;
   return 0;
 }
@@ -130,6 +130,58 @@ static void test_direct_payload(void) {
   pst_reader_free(&r);
 }
 
+/* In a stream of large tensor chunks the reader stages only each frame's head (at most
+ * PST_WIRE_CHUNK_HEAD bytes), so the payloads land in place, not through the stage. The
+ * "socket" here has one frame more to give each time the reader runs dry. */
+static void test_tensor_stream(void) {
+  enum { CH = 8192 }; /* floats per chunk: 32 KiB, a payload read in place */
+  static uint8_t buf[3 * (PST_WIRE_CHUNK_HEAD + CH * 4) + PST_WIRE_CHUNK_HEAD];
+  size_t len = 0, ends[4];
+  for (int k = 0; k < 3; k++) {
+    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, 7, 0, CH, k == 2, buf + len,
+                                   PST_WIRE_CHUNK_HEAD);
+    CHECK(hn > 0);
+    len += (size_t)hn;
+    for (int i = 0; i < CH; i++) {
+      float v = (float)(k * CH + i);
+      memcpy(buf + len + 4 * (size_t)i, &v, 4);
+    }
+    len += CH * 4;
+    ends[k] = len;
+  }
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PULL;
+  h.version = 8;
+  int n = pst_wire_encode(&h, 0, buf + len, PST_WIRE_CHUNK_HEAD);
+  CHECK(n > 0);
+  len += (size_t)n;
+  ends[3] = len;
+  sink s;
+  memset(&s, 0, sizeof s);
+  pst_reader r;
+  CHECK(pst_reader_init(&r, &cbs, &s, 0) == 0);
+  size_t pos = 0, staged[4] = {0, 0, 0, 0};
+  for (int k = 0; k < 4; k++) {
+    while (pos < ends[k]) {
+      char *base;
+      size_t cap;
+      pst_reader_buffer(&r, &base, &cap);
+      int in_place = base >= (char *)s.payload && base < (char *)(s.payload + CH);
+      size_t take = ends[k] - pos < cap ? ends[k] - pos : cap;
+      memcpy(base, buf + pos, take);
+      pos += take;
+      if (!in_place) staged[k] += take;
+      CHECK(pst_reader_feed(&r, take) == 0);
+    }
+  }
+  CHECK(s.frames == 4 && s.types[3] == PSTRAIN__MSG_TYPE__PULL && s.versions[3] == 8);
+  CHECK(s.payload[0] == (float)(2 * CH) && s.payload[CH - 1] == (float)(3 * CH - 1));
+  CHECK(staged[0] == ends[0]); /* the first frame is staged whole */
+  CHECK(staged[1] <= PST_WIRE_CHUNK_HEAD && staged[2] <= PST_WIRE_CHUNK_HEAD);
+  CHECK(staged[3] == ends[3] - ends[2]);
+  pst_reader_free(&r);
+}
+
 static int feed_bad(const uint8_t *bytes, size_t len, char *why, size_t whylen) {
   sink s;
   memset(&s, 0, sizeof s);
@@ -180,7 +232,7 @@ static void test_malformed(void) {
   n = pst_wire_encode(&h, 0, b, sizeof b);
   CHECK(feed_bad(b, (size_t)n, why, sizeof why) == -EPROTO);
   /* A chunk outside the receiver's tensor is refused by its owner. */
-  n = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, 0, 4090, 10, 1, b, sizeof b);
+  n = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, 0, 8190, 10, 1, b, sizeof b);
   memset(b + n, 0, 40);
   CHECK(feed_bad(b, (size_t)n + 40, why, sizeof why) < 0);
 }
@@ -226,6 +278,7 @@ static void test_mutations(void) {
 int main(void) {
   test_round_trip();
   test_direct_payload();
+  test_tensor_stream();
   test_malformed();
   test_truncated();
   test_mutations();

@@ -11,8 +11,10 @@
 #include <string.h>
 #include <uv.h>
 
+#include "common/cluster.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/notify.h"
 #include "kernels/model.h"
 #include "ps/server.h"
 
@@ -21,6 +23,7 @@
 static char o_listen[PST_CFG_STR_MAX], o_mode[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX];
 static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
+static char o_tf_config[PST_CFG_STR_MAX];
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
@@ -48,7 +51,25 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("metrics", PST_CFG_STRING, o_metrics, "", "write metrics (JSON lines) to this file", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
+    PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
 };
+
+/* The line `systemctl status` shows (STATUS=), refreshed by the heartbeat. */
+static void status_line(void *arg, char *buf, size_t len) {
+  const ps_server *s = arg;
+  if (s->stopping) return;
+  if (s->metrics.train_start == 0) {
+    snprintf(buf, len, "waiting for workers: %d of %d registered", s->registered, s->opt.workers);
+    return;
+  }
+  int epoch = s->metrics.last_epoch < s->opt.epochs ? s->metrics.last_epoch + 1 : s->opt.epochs;
+  size_t n = (size_t)snprintf(buf, len, "training: epoch %d/%d, version %" PRIu64 ", %d/%d workers",
+                              epoch, s->opt.epochs, s->store.version, s->registered - s->finished,
+                              s->opt.workers);
+  if (s->metrics.last_epoch > 0 && n < len)
+    snprintf(buf + n, len - n, ", test accuracy %.4f after epoch %d", s->metrics.last_test_accuracy,
+             s->metrics.last_epoch);
+}
 
 /* Turns the parsed options into ps_options, checking what the parser cannot. */
 static int build_options(ps_options *o, char *err, size_t errlen) {
@@ -118,6 +139,7 @@ int main(int argc, char **argv) {
   /* 1. Configuration. */
   ps_options opt;
   if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0 ||
+      (!cfg.help && pst_cluster_configure(&cfg, PST_ROLE_PS, err, sizeof err) < 0) ||
       build_options(&opt, err, sizeof err) < 0) {
     LOG_ERR("%s", err);
     return 2;
@@ -149,7 +171,13 @@ int main(int argc, char **argv) {
   pst_model_summary(&model, stdout);
   fflush(stdout);
 
-  /* 3. Listen. */
+  /* 3. Listen (on a host name's address, resolved once here). */
+  char ip[64];
+  if (pst_resolve_listen(opt.listen_host, ip, sizeof ip, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return 2;
+  }
+  snprintf(opt.listen_host, sizeof opt.listen_host, "%s", ip);
   uv_loop_t loop;
   uv_loop_init(&loop);
   static ps_server srv;
@@ -166,11 +194,20 @@ int main(int argc, char **argv) {
            "); %s mode, %d workers, %s lr %g, batch %d x %d, %d epochs",
            opt.listen_host, opt.listen_port, o_model, model.n_params, model.fingerprint,
            o_mode, opt.workers, o_optimizer, o_lr, opt.workers, opt.batch_size, opt.epochs);
+  /* Under systemd: ready once listening, then status and watchdog pings from this loop. */
+  static pst_heartbeat hb;
+  pst_heartbeat_start(&hb, &loop, status_line, &srv);
+  pst_notify_status("listening on %s:%d, waiting for %d workers", opt.listen_host, opt.listen_port,
+                    opt.workers);
+  pst_notify_ready();
 
   /* 4. Serve until training is over or a signal stops us. */
   uv_run(&loop, UV_RUN_DEFAULT);
 
-  /* 5. Shut down: every handle is closed by now; the loop must close cleanly. */
+  /* 5. Shut down: the server's handles are closed by now; the heartbeat's timers (which
+   * never keep the loop alive) close next, and then the loop must close cleanly. */
+  pst_heartbeat_close(&hb);
+  uv_run(&loop, UV_RUN_DEFAULT);
   int exit_code = srv.exit_code;
   ps_server_free(&srv);
   rc = uv_loop_close(&loop);

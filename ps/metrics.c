@@ -89,8 +89,8 @@ static void json_escape(const char *s, char *out, size_t outlen) {
 
 static void write_summary(FILE *f, pst_metrics *m, const char *mode, const char *model,
                           const char *optimizer, int batch, uint64_t version, uint64_t checksum,
-                          double mean_st, uint64_t max_st, uint64_t dropped, uint64_t max_lead,
-                          int failed, double wall, double sps) {
+                          double mean_st, uint64_t max_st, uint64_t applied, uint64_t dropped,
+                          uint64_t max_lead, int failed, double wall, double sps) {
   char model_json[512];
   json_escape(model, model_json, sizeof model_json);
   fprintf(f,
@@ -99,28 +99,28 @@ static void write_summary(FILE *f, pst_metrics *m, const char *mode, const char 
           "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"samples_per_sec\":%.1f,"
           "\"wall_seconds\":%.3f,\"samples\":%" PRIu64 ",\"updates\":%" PRIu64
           ",\"weights_checksum\":\"%016" PRIx64 "\",\"mean_staleness\":%.4f,"
-          "\"max_staleness\":%" PRIu64 ",\"dropped_gradients\":%" PRIu64
+          "\"max_staleness\":%" PRIu64 ",\"gradients_applied\":%" PRIu64 ",\"dropped_gradients\":%" PRIu64
           ",\"max_lead\":%" PRIu64 ",\"failed\":%s}\n",
           mode, model_json, optimizer, m->workers, m->epochs, m->last_epoch, batch,
           m->last_test_accuracy, m->last_test_loss, sps, wall, m->samples_trained, version,
-          checksum, mean_st, max_st, dropped, max_lead, failed ? "true" : "false");
+          checksum, mean_st, max_st, applied, dropped, max_lead, failed ? "true" : "false");
 }
 
 int pst_metrics_summary(pst_metrics *m, const char *summary_path, const char *mode,
                         const char *model, const char *optimizer, int batch, uint64_t version,
                         uint64_t checksum, double mean_staleness, uint64_t max_staleness,
-                        uint64_t dropped, uint64_t max_lead, int failed) {
+                        uint64_t applied, uint64_t dropped, uint64_t max_lead, int failed) {
   double end = m->train_end > 0 ? m->train_end : pst_now();
   double wall = m->train_start > 0 ? end - m->train_start : 0;
   double sps = wall > 0 ? (double)m->samples_trained / wall : 0;
   if (m->file)
     write_summary(m->file, m, mode, model, optimizer, batch, version, checksum, mean_staleness,
-                  max_staleness, dropped, max_lead, failed, wall, sps);
+                  max_staleness, applied, dropped, max_lead, failed, wall, sps);
   if (summary_path && summary_path[0]) {
     FILE *f = fopen(summary_path, "w");
     if (!f) return -errno;
     write_summary(f, m, mode, model, optimizer, batch, version, checksum, mean_staleness,
-                  max_staleness, dropped, max_lead, failed, wall, sps);
+                  max_staleness, applied, dropped, max_lead, failed, wall, sps);
     fclose(f);
   }
   return 0;

@@ -43,6 +43,6 @@ int pst_metrics_eval(pst_metrics *m, int worker, uint32_t epoch, uint64_t versio
 int pst_metrics_summary(pst_metrics *m, const char *summary_path, const char *mode,
                         const char *model, const char *optimizer, int batch, uint64_t version,
                         uint64_t checksum, double mean_staleness, uint64_t max_staleness,
-                        uint64_t dropped, uint64_t max_lead, int failed);
+                        uint64_t applied, uint64_t dropped, uint64_t max_lead, int failed);
 
 #endif

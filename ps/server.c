@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/notify.h"
 #include "proto/wire.h"
 
 typedef enum {
@@ -324,10 +325,13 @@ static void handle_report(ps_conn *c, const Pstrain__Report *r) {
   if (r->is_eval) {
     if ((int)r->epoch == s->opt.epochs) s->final_evals++;
     if (pst_metrics_eval(&s->metrics, c->worker, r->epoch, s->store.version, r->loss_sum,
-                         r->correct, r->samples))
+                         r->correct, r->samples)) {
       LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 ")", r->epoch,
                s->opt.epochs, s->metrics.last_test_loss, s->metrics.last_test_accuracy,
                s->store.version);
+      pst_notify_status("epoch %u/%d evaluated: test accuracy %.4f (version %" PRIu64 ")",
+                        r->epoch, s->opt.epochs, s->metrics.last_test_accuracy, s->store.version);
+    }
   } else {
     pst_metrics_train(&s->metrics, c->worker, r->epoch, r->step, s->store.version,
                       s->workers[c->worker].last_staleness, r->loss_sum, r->correct, r->samples);
@@ -439,8 +443,11 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       if (!s->workers[c->worker].done) {
         s->workers[c->worker].done = 1;
         s->finished++;
-        LOG_INFO("worker %d '%s' finished (%d of %d)", c->worker, s->workers[c->worker].name,
-                 s->finished, s->opt.workers);
+        LOG_INFO("worker %d '%s' finished (%d of %d); %" PRIu64 " gradients applied, %" PRIu64
+                 " dropped", c->worker, s->workers[c->worker].name, s->finished, s->opt.workers,
+                 s->workers[c->worker].pushes, s->workers[c->worker].dropped);
+        int published;
+        pst_update_set_active(&s->upd, s->opt.workers - s->finished, &published);
         kick(s); /* ssp: a finished worker no longer holds the others back */
       }
       return 0;
@@ -695,11 +702,13 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
 void ps_server_stop(ps_server *s, const char *reason, int failed) {
   if (s->stopping) return;
   s->stopping = 1;
+  pst_notify_stopping();
+  pst_notify_status("stopping: %s", reason);
   pst_metrics_summary(&s->metrics, s->opt.summary_path, pst_mode_name(s->opt.mode),
                       s->opt.model_name, pst_opt_kind_name(s->opt.opt.kind),
                       s->opt.batch_size, s->store.version, pst_store_checksum(&s->store),
                       s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0,
-                      s->upd.staleness_max, s->upd.dropped, s->max_lead, failed);
+                      s->upd.staleness_max, s->upd.pushes, s->upd.dropped, s->max_lead, failed);
   for (ps_conn *c = s->conns, *next; c; c = next) {
     next = c->next;
     if (c->state == CONN_WORKER) send_shutdown(c, reason, failed);

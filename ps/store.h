@@ -4,7 +4,8 @@
  * from memory (no copy). A step writes the next version into the back buffer, which holds
  * the previous version, and then publishes it by swapping. The back buffer may be written
  * only while no pull is still being sent from it (refs == 0): that is how a pull reply never
- * mixes two versions. Memory: 2 x weights, allocated and faulted in once at start. */
+ * mixes two versions. Memory: 2 x weights, allocated once at start; the back buffer is
+ * faulted in by the first step (every step writes all of it before publishing). */
 #ifndef PSTRAIN_PS_STORE_H
 #define PSTRAIN_PS_STORE_H
 
@@ -19,7 +20,8 @@ typedef struct {
   int refs[2];       /* pull replies still being written from each buffer */
 } pst_store;
 
-/* Allocates both buffers and copies `init` (n floats) into the front one. */
+/* Allocates both buffers and copies `init` (n floats) into the front one; the back one's
+ * contents are undefined until a step writes it. */
 int pst_store_init(pst_store *s, size_t n, const float *init);
 void pst_store_free(pst_store *s);
 

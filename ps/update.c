@@ -37,6 +37,7 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   u->store = store;
   u->opt = opt;
   u->owner = -1;
+  u->needed = workers;
   u->next_worker = calloc(u->n_chunks, sizeof *u->next_worker);
   u->slot_of = malloc((size_t)workers * sizeof *u->slot_of);
   if (!u->next_worker || !u->slot_of) return -ENOMEM;
@@ -48,6 +49,7 @@ int pst_update_set_backup(pst_update *u, int backup) {
   if (backup < 0 || backup >= u->workers || (backup > 0 && u->mode != PST_MODE_SYNC))
     return -EINVAL;
   u->backup = backup;
+  u->needed = u->workers - backup;
   return 0;
 }
 
@@ -106,10 +108,19 @@ static void finish_step(pst_update *u, int *published) {
   *published = 1;
 }
 
+static void close_sync_step(pst_update *u, int *published) {
+  memset(u->next_worker, 0, u->n_chunks * sizeof *u->next_worker);
+  for (int i = 0; i < u->workers; i++) u->slot_of[i] = -1;
+  u->slots_taken = 0;
+  u->chunks_done = 0;
+  u->step_open = 0;
+  finish_step(u, published);
+}
+
 static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
                       int *published) {
   pst_store *s = u->store;
-  int needed = u->workers - u->backup;
+  int needed = u->needed;
   if (version != s->version) {
     if (u->backup > 0 && version < s->version && c == 0) {
       u->dropped++;
@@ -126,6 +137,11 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
       return PST_OFFER_DROPPED;
     }
     slot = u->slot_of[w] = u->slots_taken++;
+  }
+  if (slot >= needed) {
+    /* The quorum shrank under this push (workers finished): its remaining chunks go. */
+    u->dropped++;
+    return PST_OFFER_DROPPED;
   }
   if (u->next_worker[c] != (uint32_t)slot) return PST_OFFER_LATER;
   if (!open_step(u)) return PST_OFFER_LATER;
@@ -149,15 +165,29 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
     add_into(sum, data, len);
   }
   if (++u->next_worker[c] < (uint32_t)needed) return PST_OFFER_TAKEN;
-  if (++u->chunks_done == u->n_chunks) {
-    memset(u->next_worker, 0, u->n_chunks * sizeof *u->next_worker);
-    for (int i = 0; i < u->workers; i++) u->slot_of[i] = -1;
-    u->slots_taken = 0;
-    u->chunks_done = 0;
-    u->step_open = 0;
-    finish_step(u, published);
-  }
+  if (++u->chunks_done == u->n_chunks) close_sync_step(u, published);
   return PST_OFFER_TAKEN;
+}
+
+void pst_update_set_active(pst_update *u, int active, int *published) {
+  *published = 0;
+  int needed = active < u->workers - u->backup ? active : u->workers - u->backup;
+  if (u->mode != PST_MODE_SYNC || u->backup == 0 || needed < 1 || needed >= u->needed) return;
+  int old = u->needed;
+  u->needed = needed;
+  if (!u->step_open) return;
+  /* Chunks that hold enough shares under the new quorum but not the old one are complete
+   * now: apply them. */
+  float scale = (float)u->workers / (float)needed;
+  for (uint32_t c = 0; c < u->n_chunks; c++) {
+    if (u->next_worker[c] < (uint32_t)needed || u->next_worker[c] >= (uint32_t)old) continue;
+    size_t off = (size_t)c * u->chunk_floats;
+    pst_opt_apply(u->opt, pst_store_front(u->store), pst_store_back(u->store),
+                  pst_store_back(u->store) + off, scale, off, pst_update_chunk_len(u, c));
+    u->next_worker[c] = (uint32_t)old; /* marks the chunk as applied */
+    u->chunks_done++;
+  }
+  if (u->chunks_done == u->n_chunks) close_sync_step(u, published);
 }
 
 static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,

@@ -44,6 +44,7 @@ typedef struct {
   pst_mode mode;
   int workers;            /* N */
   int backup;             /* K: sync steps need N-K gradients */
+  int needed;             /* shares a sync step needs now: N-K, fewer once workers finish */
   uint32_t chunk_floats;
   uint32_t n_chunks;
   pst_store *store;
@@ -79,6 +80,10 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
                     pst_store *store, pst_optimizer *opt);
 /* Sync only: apply each step after N-K gradients (0 <= K < N). */
 int pst_update_set_backup(pst_update *u, int backup);
+/* Backup workers: only `active` workers are still training, so a step needs at most that
+ * many shares; a step in progress that is complete under the smaller quorum is applied now
+ * (*published = 1). Without backup workers every worker runs every step: no effect. */
+void pst_update_set_active(pst_update *u, int active, int *published);
 void pst_update_free(pst_update *u);
 /* Floats in chunk c. */
 uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c);

@@ -66,7 +66,7 @@ static void on_tcp_closed_for_retry(uv_handle_t *h) {
     return;
   }
   if (pst_now() + c->backoff_ms / 1000.0 > c->deadline) {
-    char why[256];
+    char why[512]; /* host (255) + last_error (127) + the words always fit */
     snprintf(why, sizeof why, "cannot reach the ps at %s:%d after %d attempts: %s", c->host,
              c->port, c->attempts, c->last_error);
     wk_client_close(c, why);

@@ -11,13 +11,16 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/cluster.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/notify.h"
 #include "kernels/device.h"
 #include "worker/trainer.h"
 
 static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
 static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
+static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX];
 static int64_t o_threads, o_index, o_gpu_mem;
 static double o_timeout, o_slow;
 static int o_list, o_placement;
@@ -36,7 +39,62 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("connect-timeout", PST_CFG_DOUBLE, &o_timeout, "30", "seconds to keep retrying the ps", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
+    PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
+    PST_OPT("instance", PST_CFG_STRING, o_instance, "", "systemd instance: N means --device cuda:N, cpuN --device cpu", 0, 0),
 };
+
+/* The systemd template's instance (pstrain-worker@0, pstrain-worker@cpu1) picks the device
+ * and names the worker host-INSTANCE; like TF_CONFIG it only fills options left at their
+ * defaults, so --device or a device key in the config file still win. */
+static int apply_instance(pst_cfg *cfg, char *err, size_t errlen) {
+  const char *i = o_instance;
+  if (!i[0]) return 0;
+  size_t digits = strspn(i, "0123456789");
+  int gpu = digits > 0 && i[digits] == '\0' && digits < 6;
+  int cpu = !strncmp(i, "cpu", 3) && strspn(i + 3, "0123456789") == strlen(i + 3) &&
+            strlen(i) < 10;
+  if (!gpu && !cpu) {
+    snprintf(err, errlen, "--instance: '%.60s' is not a GPU index (0, 1, ...) or cpu0, cpu1, ...",
+             i);
+    return -EINVAL;
+  }
+  char device[32], name[PST_CFG_STR_MAX], host[64] = "worker";
+  snprintf(device, sizeof device, gpu ? "cuda:%s" : "cpu", i);
+  gethostname(host, sizeof host - 1);
+  snprintf(name, sizeof name, "%s-%s", host, i);
+  const char *names[2] = {"device", "name"}, *values[2] = {device, name};
+  for (int k = 0; k < 2; k++) {
+    pst_cfg_opt *o = pst_cfg_find(cfg, names[k]);
+    if (o->source == PST_SRC_DEFAULT &&
+        pst_cfg_set(cfg, names[k], values[k], PST_SRC_FLAG, "--instance", err, errlen) < 0)
+      return -EINVAL;
+  }
+  return 0;
+}
+
+/* The line `systemctl status` shows (STATUS=), refreshed by the heartbeat. */
+static void status_line(void *arg, char *buf, size_t len) {
+  const wk_trainer *t = arg;
+  switch (t->state) {
+    case WK_CONNECTING:
+      snprintf(buf, len, "connecting to the ps at %s:%d (attempt %d)", t->opt.ps_host,
+               t->opt.ps_port, t->client.attempts);
+      break;
+    case WK_REGISTERING:
+      snprintf(buf, len, "registering with the ps at %s:%d", t->opt.ps_host, t->opt.ps_port);
+      break;
+    case WK_FINISHING:
+      snprintf(buf, len, "worker %d of %d: finished %d epochs, waiting for the ps", t->index,
+               t->world, t->epochs);
+      break;
+    case WK_STOPPED:
+      break;
+    default:
+      snprintf(buf, len, "worker %d of %d: epoch %d/%d, step %d/%d, version %llu", t->index,
+               t->world, t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs,
+               t->step_in_epoch, t->steps_per_epoch, (unsigned long long)t->version);
+  }
+}
 
 int main(int argc, char **argv) {
   char err[512];
@@ -54,7 +112,9 @@ int main(int argc, char **argv) {
   /* 1. Configuration. */
   wk_options opt;
   memset(&opt, 0, sizeof opt);
-  if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0) {
+  if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0 ||
+      (!cfg.help && (apply_instance(&cfg, err, sizeof err) < 0 ||
+                     pst_cluster_configure(&cfg, PST_ROLE_WORKER, err, sizeof err) < 0))) {
     LOG_ERR("%s", err);
     return 2;
   }
@@ -112,9 +172,16 @@ int main(int argc, char **argv) {
     LOG_ERR("cannot start: %s", uv_strerror(rc));
     return 1;
   }
+  /* Under systemd: watchdog pings and status from this loop (the compute runs on the
+   * threadpool, so the loop keeps turning); READY=1 comes once registered. */
+  static pst_heartbeat hb;
+  pst_heartbeat_start(&hb, &loop, status_line, &trainer);
   uv_run(&loop, UV_RUN_DEFAULT);
 
-  /* 3. Shut down. */
+  /* 3. Shut down: the trainer's handles are closed by now; the heartbeat's next. */
+  pst_notify_stopping();
+  pst_heartbeat_close(&hb);
+  uv_run(&loop, UV_RUN_DEFAULT);
   int exit_code = trainer.exit_code;
   wk_trainer_free(&trainer);
   rc = uv_loop_close(&loop);

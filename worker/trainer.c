@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/notify.h"
 #include "kernels/device.h"
 
 static void fail(wk_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -152,6 +153,9 @@ static void after_train(wk_trainer *t) {
              t->epochs, t->e_loss / (double)t->e_samples,
              (double)t->e_correct / (double)t->e_samples,
              t->e_seconds > 0 ? (double)t->e_samples / t->e_seconds : 0.0);
+    pst_notify_status("worker %d of %d: epoch %d/%d trained, train loss %.4f (version %" PRIu64 ")",
+                      t->index, t->world, t->epoch + 1, t->epochs,
+                      t->e_loss / (double)t->e_samples, t->version);
     t->e_loss = t->e_seconds = 0;
     t->e_correct = t->e_samples = 0;
     t->epoch++;
@@ -348,6 +352,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
     case PSTRAIN__MSG_TYPE__WELCOME:
       if (t->state != WK_REGISTERING) return -EPROTO;
       if (setup_from_welcome(t, h->welcome) < 0) return 0;
+      pst_notify_ready(); /* registered and set up: under systemd, the service is up */
       pull(t);
       return 0;
     case PSTRAIN__MSG_TYPE__WEIGHTS:

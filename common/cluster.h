@@ -1,0 +1,56 @@
+/* The cluster layout TensorFlow users already write, TF_CONFIG:
+ *
+ *   {"cluster": {"ps": ["ps0.example:7070"],
+ *                "worker": ["gpu1.example:7071", "gpu2.example:7071"]},
+ *    "task": {"type": "worker", "index": 1}}
+ *
+ * parsed with cJSON. Both daemons take it from their tf-config option (--tf-config, the
+ * config file's tf-config key or PSTRAIN_{PS,WORKER}_TF_CONFIG; the JSON itself or @FILE),
+ * else from the TF_CONFIG environment variable, and fill in from it:
+ *   pstrain-ps      listen  = cluster.ps[task.index] (its address when the host is an IP
+ *                             literal, else 0.0.0.0 with that port)
+ *                   workers = the length of cluster.worker
+ *   pstrain-worker  ps      = cluster.ps[0]
+ *                   index   = task.index
+ * Only options still at their defaults are filled in: a config file, the PSTRAIN_*
+ * environment and flags all win over TF_CONFIG. pstrain trains with one ps, so cluster.ps
+ * must list exactly one; a worker's own host:port in cluster.worker is checked but not used
+ * (workers only connect out). Other job names ("chief", "evaluator") and top-level keys are
+ * ignored. Errors name the bad entry: "TF_CONFIG: cluster.worker[2]: 'x' is not host:port". */
+#ifndef PSTRAIN_COMMON_CLUSTER_H
+#define PSTRAIN_COMMON_CLUSTER_H
+
+#include <stddef.h>
+
+#include "common/config.h"
+
+#define PST_CLUSTER_ADDR_MAX 272 /* host (255) + ':' + port, and brackets for IPv6 */
+
+typedef enum { PST_ROLE_PS = 0, PST_ROLE_WORKER } pst_role;
+
+typedef struct {
+  char (*ps)[PST_CLUSTER_ADDR_MAX];     /* [n_ps] "host:port" */
+  int n_ps;
+  char (*worker)[PST_CLUSTER_ADDR_MAX]; /* [n_worker] */
+  int n_worker;
+  int has_task;
+  char task_type[32];
+  int task_index;
+} pst_cluster;
+
+/* Parses and checks a TF_CONFIG document for `role`. `label` starts every error message
+ * ("TF_CONFIG"). Returns 0, or -EINVAL with a one-line reason in err. */
+int pst_cluster_parse(const char *json, pst_role role, const char *label, pst_cluster *cl,
+                      char *err, size_t errlen);
+void pst_cluster_free(pst_cluster *cl);
+
+/* Finds the TF_CONFIG (option "tf-config" of cfg, else the environment), parses it and sets
+ * the options it implies that are still at their defaults. Returns 0 (also when there is no
+ * TF_CONFIG), or a negative code with a one-line reason in err. */
+int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen);
+
+/* Resolves a listen host (an IP literal, "0.0.0.0", or a name, looked up synchronously with
+ * uv_getaddrinfo, IPv4 preferred) to a numeric address in ip[iplen]. 0 or a negative code. */
+int pst_resolve_listen(const char *host, char *ip, size_t iplen, char *err, size_t errlen);
+
+#endif

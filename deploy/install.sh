@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# Installs pstrain as systemd services: the built daemons, the CUDA backend when it was
+# built, the units and example configs. Run from the repository after
+#   bazel build //ps:pstrain-ps //worker:pstrain-worker   (and //kernels/cuda:libpstrain_cuda.so for GPUs)
+#
+#   deploy/install.sh [--prefix /usr/local] [--sysconfdir /etc/pstrain]
+#                     [--unitdir /etc/systemd/system] [--destdir STAGING]
+#                     [--build-dir bazel-bin] [--no-reload] [--dry-run]
+#   deploy/install.sh --uninstall [same options] [--purge]
+#
+# Running it again is harmless: binaries and units are replaced, existing config files are
+# kept (the example is then installed next to them as NAME.example). --uninstall removes
+# what an install put there, but keeps the configs unless --purge is given. --destdir
+# stages everything below a directory (for packaging); systemctl daemon-reload runs only
+# on a live systemd without --destdir or --no-reload. --build-dir is where the built
+# ps/pstrain-ps, worker/pstrain-worker and kernels/cuda/libpstrain_cuda.so are.
+set -euo pipefail
+
+prefix=/usr/local
+sysconfdir=/etc/pstrain
+unitdir=/etc/systemd/system
+destdir=
+builddir=
+reload=1
+uninstall=0
+purge=0
+dry=0
+
+usage() {
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+}
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prefix) prefix=${2:?--prefix needs a directory}; shift 2 ;;
+    --prefix=*) prefix=${1#*=}; shift ;;
+    --sysconfdir) sysconfdir=${2:?--sysconfdir needs a directory}; shift 2 ;;
+    --sysconfdir=*) sysconfdir=${1#*=}; shift ;;
+    --unitdir) unitdir=${2:?--unitdir needs a directory}; shift 2 ;;
+    --unitdir=*) unitdir=${1#*=}; shift ;;
+    --destdir) destdir=${2:?--destdir needs a directory}; shift 2 ;;
+    --destdir=*) destdir=${1#*=}; shift ;;
+    --build-dir) builddir=${2:?--build-dir needs a directory}; shift 2 ;;
+    --build-dir=*) builddir=${1#*=}; shift ;;
+    --no-reload) reload=0; shift ;;
+    --uninstall) uninstall=1; shift ;;
+    --purge) purge=1; shift ;;
+    --dry-run) dry=1; shift ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "install.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
+  esac
+done
+
+for d in "$prefix" "$sysconfdir" "$unitdir"; do
+  case "$d" in
+    /*) ;;
+    *) echo "install.sh: '$d' is not an absolute path" >&2; exit 2 ;;
+  esac
+done
+case "$destdir" in
+  ''|/*) ;;
+  *) destdir=$(cd "$destdir" 2>/dev/null && pwd) || { echo "install.sh: no directory '$destdir'" >&2; exit 2; } ;;
+esac
+destdir=${destdir%/}
+
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+bindir=$prefix/bin
+libdir=$prefix/lib
+builddir=${builddir:-$repo/bazel-bin}
+PS_BIN=$builddir/ps/pstrain-ps
+WORKER_BIN=$builddir/worker/pstrain-worker
+CUDA_LIB=$builddir/kernels/cuda/libpstrain_cuda.so
+
+run() {
+  if [ "$dry" = 1 ]; then echo "+ $*"; else "$@"; fi
+}
+
+# The units name /usr/local/bin and /etc/pstrain; other prefixes are written into them.
+render_unit() {
+  sed -e "s#/usr/local/bin/#$bindir/#g" -e "s#/usr/local/lib/#$libdir/#g" \
+      -e "s#/etc/pstrain#$sysconfdir#g" "$1"
+}
+
+install_unit() {
+  local src=$1 dst=$destdir$unitdir/$(basename "$1") tmp
+  tmp=$(mktemp)
+  render_unit "$src" >"$tmp"
+  if [ -f "$dst" ] && cmp -s "$tmp" "$dst"; then
+    echo "unchanged  $dst"
+  else
+    run install -D -m 0644 "$tmp" "$dst"
+    echo "installed  $dst"
+  fi
+  rm -f "$tmp"
+}
+
+install_config() {
+  local src=$1 dst=$destdir$sysconfdir/$(basename "$1")
+  if [ -e "$dst" ]; then
+    run install -D -m 0644 "$src" "$dst.example"
+    echo "kept       $dst (example in $dst.example)"
+  else
+    run install -D -m 0644 "$src" "$dst"
+    echo "installed  $dst"
+  fi
+}
+
+# systemd reloads only on a live system, not when staging.
+live_systemd() {
+  [ "$reload" = 1 ] && [ -z "$destdir" ] && [ -d /run/systemd/system ] &&
+    command -v systemctl >/dev/null
+}
+
+reload_systemd() {
+  if live_systemd; then run systemctl daemon-reload; fi
+}
+
+remove() {
+  local f=$destdir$1
+  if [ -e "$f" ] || [ -L "$f" ]; then
+    run rm -f "$f"
+    echo "removed    $f"
+  fi
+}
+
+if [ "$uninstall" = 1 ]; then
+  if live_systemd; then
+    for u in $(systemctl list-units --all --plain --no-legend 'pstrain-ps.service' \
+                 'pstrain-worker@*.service' 2>/dev/null | awk '{print $1}'); do
+      echo "note: $u is still loaded; stop it with: systemctl disable --now $u"
+    done
+  fi
+  remove "$bindir/pstrain-ps"
+  remove "$bindir/pstrain-worker"
+  remove "$libdir/libpstrain_cuda.so"
+  remove "$unitdir/pstrain-ps.service"
+  remove "$unitdir/pstrain-worker@.service"
+  remove "$sysconfdir/ps.conf.example"
+  remove "$sysconfdir/worker.conf.example"
+  if [ "$purge" = 1 ]; then
+    remove "$sysconfdir/ps.conf"
+    remove "$sysconfdir/worker.conf"
+    [ -d "$destdir$sysconfdir" ] && run rmdir --ignore-fail-on-non-empty "$destdir$sysconfdir"
+  else
+    [ -e "$destdir$sysconfdir/ps.conf" ] && echo "kept       $destdir$sysconfdir/ps.conf (--purge removes it)"
+    [ -e "$destdir$sysconfdir/worker.conf" ] && echo "kept       $destdir$sysconfdir/worker.conf (--purge removes it)"
+  fi
+  reload_systemd
+  exit 0
+fi
+
+for b in "$PS_BIN" "$WORKER_BIN"; do
+  if [ ! -x "$b" ]; then
+    echo "install.sh: $b is missing; build first: bazel build //ps:pstrain-ps //worker:pstrain-worker" >&2
+    exit 1
+  fi
+done
+
+run install -D -m 0755 "$PS_BIN" "$destdir$bindir/pstrain-ps"
+echo "installed  $destdir$bindir/pstrain-ps"
+run install -D -m 0755 "$WORKER_BIN" "$destdir$bindir/pstrain-worker"
+echo "installed  $destdir$bindir/pstrain-worker"
+if [ -f "$CUDA_LIB" ]; then
+  run install -D -m 0755 "$CUDA_LIB" "$destdir$libdir/libpstrain_cuda.so"
+  echo "installed  $destdir$libdir/libpstrain_cuda.so"
+else
+  echo "skipped    libpstrain_cuda.so (not built: workers will train on the CPU only)"
+fi
+# The worker also finds the CUDA backend through the loader path when run by hand.
+if [ -f "$CUDA_LIB" ] && [ -z "$destdir" ] && [ "$(id -u)" = 0 ] && command -v ldconfig >/dev/null; then
+  run ldconfig
+fi
+install_unit "$here/systemd/pstrain-ps.service"
+install_unit "$here/systemd/pstrain-worker@.service"
+install_config "$here/ps.conf"
+install_config "$here/worker.conf"
+reload_systemd
+cat <<EOF
+
+Next: edit $sysconfdir/ps.conf (listen, workers, epochs) on the ps host and
+$sysconfdir/worker.conf (ps = HOST:PORT) on each worker host, then
+  systemctl enable --now pstrain-ps.service              # on the ps host
+  systemctl enable --now pstrain-worker@0.service        # on a worker host, one per GPU (or @cpu0)
+EOF

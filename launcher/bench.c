@@ -1,0 +1,498 @@
+/* `pstrain bench`: the sweep, pstrain's side of each cell, the table and the JSON file.
+ *
+ * For each size S and client count N: first the raw TCP baseline (launcher/bench_tcp.c),
+ * then a pstrain-ps with a synthetic model of S bytes ("input A" / "dense K softmax", which
+ * has (A + 1) x K floats) in sync mode with SGD (no optimizer slots, so the ps's memory
+ * bound is 2 x S + 32 MiB), and N pstrain-benchclient processes doing the same rounds. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <uv.h>
+
+#include "common/config.h"
+#include "launcher/bench.h"
+#include "launcher/commands.h"
+
+#define MAX_CELLS 64
+#define MAX_CLIENTS 64
+#define MIB (1024.0 * 1024.0)
+
+static char f_sizes[PST_CFG_STR_MAX], f_clients[PST_CFG_STR_MAX], f_json[PST_CFG_STR_MAX];
+static char f_run_dir[PST_CFG_STR_MAX];
+static int64_t f_rounds, f_warmup, f_chunk, f_repeat;
+static double f_seconds;
+
+static pst_cfg_opt g_opts[] = {
+    PST_OPT("sizes", PST_CFG_STRING, f_sizes, "4K,1M,16M,100M", "tensor sizes (bytes; K, M, G = KiB, MiB, GiB)", 0, 0),
+    PST_OPT("clients", PST_CFG_STRING, f_clients, "1,2,4", "client counts N", 0, 0),
+    PST_OPT("rounds", PST_CFG_INT, &f_rounds, "0", "timed rounds per cell (0: from --seconds)", 0, 10000000),
+    PST_OPT("seconds", PST_CFG_DOUBLE, &f_seconds, "0.5", "aim for about this long per run (when --rounds is 0)", 0, 0),
+    PST_OPT("repeat", PST_CFG_INT, &f_repeat, "3", "runs of each side per cell; the best one counts", 1, 100),
+    PST_OPT("warmup", PST_CFG_INT, &f_warmup, "2", "untimed rounds before the timed ones", 0, 100000),
+    PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "the ps's tensor chunk on the wire (KiB)", 4, 262144),
+    PST_OPT("json", PST_CFG_STRING, f_json, "", "write every figure to this file", 0, 0),
+    PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs here (default: a new /tmp dir)", 0, 0),
+};
+
+typedef struct {
+  size_t bytes;           /* actual model size: (A + 1) x K floats */
+  int clients;
+  int input, units;       /* the synthetic model */
+  long rounds;
+  pl_bench_figs ps, raw;
+  long bound_kib;         /* 2 x weights + 32 MiB */
+  int ps_ok, raw_ok;
+  char why[256];
+} cell;
+
+/* "4K,1M,16M" into byte counts. */
+static int parse_sizes(const char *s, size_t *out, int max) {
+  int n = 0;
+  while (*s && n < max) {
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v > 0)) return -EINVAL;
+    double mul = 1;
+    if (*end == 'K' || *end == 'k') mul = 1024, end++;
+    else if (*end == 'M' || *end == 'm') mul = 1024 * 1024, end++;
+    else if (*end == 'G' || *end == 'g') mul = 1024.0 * 1024 * 1024, end++;
+    if (*end && *end != ',') return -EINVAL;
+    double b = v * mul;
+    if (b < 32 || b > 1024.0 * 1024 * 1024) return -ERANGE;
+    out[n++] = (size_t)b;
+    s = *end ? end + 1 : end;
+  }
+  return *s ? -E2BIG : n;
+}
+
+static int parse_ints(const char *s, int *out, int max, int hi) {
+  int n = 0;
+  while (*s && n < max) {
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (end == s || v < 1 || v > hi || (*end && *end != ',')) return -EINVAL;
+    out[n++] = (int)v;
+    s = *end ? end + 1 : end;
+  }
+  return *s ? -E2BIG : n;
+}
+
+/* A model of F floats: (A + 1) x K = F with K <= 65536 and 1 <= A <= 65536 (the spec
+ * parser's limits); when F has no such factors, the nearest multiple of 65536. */
+static void model_for(size_t bytes, int *input, int *units) {
+  size_t f = bytes / 4;
+  for (size_t k = f / 2 < 65536 ? f / 2 : 65536; k >= 1; k--)
+    if (f % k == 0 && f / k >= 2 && f / k - 1 <= 65536) {
+      *units = (int)k;
+      *input = (int)(f / k - 1);
+      return;
+    }
+  size_t a1 = (f + 32768) / 65536;
+  if (a1 < 2) a1 = 2;
+  if (a1 > 65537) a1 = 65537;
+  *units = 65536;
+  *input = (int)a1 - 1;
+}
+
+/* ---- processes ---- */
+
+static pid_t spawn_logged(char **argv, const char *log) {
+  fflush(NULL);
+  pid_t p = fork();
+  if (p != 0) return p;
+  int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd >= 0) {
+    dup2(fd, 1);
+    dup2(fd, 2);
+    close(fd);
+  }
+  int nul = open("/dev/null", O_RDONLY);
+  if (nul >= 0) dup2(nul, 0);
+  execv(argv[0], argv);
+  fprintf(stderr, "cannot run %s: %s\n", argv[0], strerror(errno));
+  _exit(127);
+}
+
+/* Whether something listens on 127.0.0.1:port. */
+static int port_open(int port) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons((uint16_t)port);
+  int ok = connect(fd, (struct sockaddr *)&a, sizeof a) == 0;
+  close(fd);
+  return ok;
+}
+
+/* Waits for every pid (deadline in seconds); the ps's (pids[0]) peak RSS comes from wait4.
+ * Returns 0 when all exited 0. */
+static int wait_all(pid_t *pids, int n, double deadline, long *ps_maxrss_kib) {
+  int left = n, bad = 0;
+  int *done = calloc((size_t)n, sizeof *done);
+  if (!done) return -ENOMEM;
+  while (left > 0) {
+    for (int i = 0; i < n; i++) {
+      if (done[i]) continue;
+      int st;
+      struct rusage ru;
+      pid_t r = wait4(pids[i], &st, WNOHANG, &ru);
+      if (r == 0) continue;
+      done[i] = 1;
+      left--;
+      if (r < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) bad = 1;
+      if (i == 0 && r > 0) *ps_maxrss_kib = ru.ru_maxrss;
+    }
+    if (left == 0) break;
+    if (bad || pl_bench_now() > deadline) {
+      bad = 1;
+      for (int i = 0; i < n; i++)
+        if (!done[i]) kill(pids[i], SIGKILL);
+      deadline = pl_bench_now() + 5;
+    }
+    usleep(2000);
+  }
+  free(done);
+  return bad ? -EIO : 0;
+}
+
+/* A number field of a one-line JSON object. */
+static double json_num(const char *s, const char *key) {
+  char k[64];
+  snprintf(k, sizeof k, "\"%s\":", key);
+  const char *p = strstr(s, k);
+  return p ? strtod(p + strlen(k), NULL) : -1;
+}
+
+static char *read_file(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  fseek(f, 0, SEEK_END);
+  long len = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = len >= 0 ? malloc((size_t)len + 1) : NULL;
+  if (s) s[fread(s, 1, (size_t)len, f)] = '\0';
+  fclose(f);
+  return s;
+}
+
+/* One client's figures file into c (lat allocated). */
+static int load_client(const char *path, pl_bench_client *c, long *hwm_kib) {
+  char *s = read_file(path);
+  if (!s) return -ENOENT;
+  c->t_first = json_num(s, "t_first");
+  c->t_last = json_num(s, "t_last");
+  c->push_s = json_num(s, "push_s");
+  c->pull_s = json_num(s, "pull_s");
+  c->rounds = (long)json_num(s, "rounds");
+  c->server_cpu_s = json_num(s, "ps_cpu_s");
+  c->cpu_s = json_num(s, "cpu_s");
+  long hwm = (long)json_num(s, "ps_hwm_kib");
+  if (hwm > *hwm_kib) *hwm_kib = hwm;
+  int ok = strstr(s, "\"ok\":true") != NULL && c->rounds > 0;
+  c->lat = ok ? calloc((size_t)c->rounds, sizeof *c->lat) : NULL;
+  const char *p = strstr(s, "\"lat_s\":[");
+  if (c->lat && p) {
+    p += 9;
+    for (long r = 0; r < c->rounds; r++) {
+      char *end;
+      c->lat[r] = strtod(p, &end);
+      p = *end == ',' ? end + 1 : end;
+    }
+  }
+  free(s);
+  return ok && c->lat ? 0 : -EPROTO;
+}
+
+static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char *cl_bin,
+                       long warmup, pl_bench_figs *out) {
+  char spec[PATH_MAX], ps_log[PATH_MAX];
+  snprintf(spec, sizeof spec, "%s/model-%zu.spec", dir, ce->bytes);
+  FILE *f = fopen(spec, "w");
+  if (!f) {
+    snprintf(ce->why, sizeof ce->why, "cannot write %.200s", spec);
+    return -errno;
+  }
+  fprintf(f, "# pstrain bench: %zu bytes of parameters\ninput %d\ndense %d softmax\n", ce->bytes,
+          ce->input, ce->units);
+  fclose(f);
+  int port = pl_free_port();
+  char a_listen[64], a_model[PATH_MAX + 16], a_workers[32], a_chunk[32];
+  snprintf(a_listen, sizeof a_listen, "--listen=127.0.0.1:%d", port);
+  snprintf(a_model, sizeof a_model, "--model=%s", spec);
+  snprintf(a_workers, sizeof a_workers, "--workers=%d", ce->clients);
+  snprintf(a_chunk, sizeof a_chunk, "--chunk-kib=%lld", (long long)f_chunk);
+  char *ps_argv[] = {(char *)ps_bin, a_listen, a_model, "--mode=sync", a_workers, a_chunk,
+                     "--optimizer=sgd", "--lr=1e-9", "--epochs=1", "--status-interval=0",
+                     "--log-level=warning", NULL};
+  snprintf(ps_log, sizeof ps_log, "%s/ps-%zu-%d.log", dir, ce->bytes, ce->clients);
+  pid_t pids[1 + MAX_CLIENTS];
+  int n = 0;
+  pids[n++] = spawn_logged(ps_argv, ps_log);
+  /* Start the clients once the ps listens (it fills the model's buffers first). */
+  double t0 = pl_bench_now();
+  while (!port_open(port) && pl_bench_now() - t0 < 60) {
+    if (waitpid(pids[0], NULL, WNOHANG) == pids[0]) break;
+    usleep(2000);
+  }
+  char outs[MAX_CLIENTS][PATH_MAX];
+  for (int i = 0; i < ce->clients; i++) {
+    char a_ps[64], a_index[32], a_rounds[32], a_warm[32], a_watch[32], a_out[PATH_MAX + 8],
+        log[PATH_MAX];
+    snprintf(a_ps, sizeof a_ps, "--ps=127.0.0.1:%d", port);
+    snprintf(a_index, sizeof a_index, "--index=%d", i);
+    snprintf(a_rounds, sizeof a_rounds, "--rounds=%ld", ce->rounds);
+    snprintf(a_warm, sizeof a_warm, "--warmup=%ld", warmup);
+    snprintf(a_watch, sizeof a_watch, "--watch-pid=%d", (int)pids[0]);
+    snprintf(outs[i], sizeof outs[i], "%s/client-%zu-%d-%d.json", dir, ce->bytes, ce->clients, i);
+    unlink(outs[i]);
+    snprintf(a_out, sizeof a_out, "--out=%s", outs[i]);
+    snprintf(log, sizeof log, "%s/client-%zu-%d-%d.log", dir, ce->bytes, ce->clients, i);
+    char *cl_argv[] = {(char *)cl_bin, a_ps, a_index, a_rounds, a_warm, a_watch, a_out,
+                       "--connect-timeout=30", NULL};
+    pids[n++] = spawn_logged(cl_argv, log);
+  }
+  long maxrss = -1, hwm = -1;
+  /* Generous: at least 0.05 GB/s, plus a minute of start-up. */
+  double budget = 60 + 2.0 * ce->bytes * (double)(ce->rounds + warmup) * ce->clients / 5e7;
+  int rc = wait_all(pids, n, pl_bench_now() + budget, &maxrss);
+  pl_bench_client cs[MAX_CLIENTS];
+  memset(cs, 0, sizeof cs);
+  for (int i = 0; i < ce->clients && rc == 0; i++) rc = load_client(outs[i], &cs[i], &hwm);
+  memset(out, 0, sizeof *out);
+  if (rc == 0) pl_bench_reduce(cs, ce->clients, ce->bytes, out);
+  for (int i = 0; i < ce->clients; i++) free(cs[i].lat);
+  out->peak_rss_kib = hwm > maxrss ? hwm : maxrss;
+  if (rc < 0) snprintf(ce->why, sizeof ce->why, "pstrain run failed; logs in %.200s", dir);
+  return rc;
+}
+
+/* ---- output ---- */
+
+static void machine_line(char *out, size_t outlen) {
+  char model[128] = "unknown CPU", line[256];
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "model name", 10) && strchr(line, ':')) {
+      snprintf(model, sizeof model, "%s", strchr(line, ':') + 2);
+      model[strcspn(model, "\n")] = '\0';
+      break;
+    }
+  if (f) fclose(f);
+  struct utsname u;
+  uname(&u);
+  uint64_t mem = uv_get_total_memory();
+  snprintf(out, outlen, "%s, %ld CPUs, %.0f GiB, Linux %s", model, sysconf(_SC_NPROCESSORS_ONLN),
+           mem / (1024.0 * 1024 * 1024), u.release);
+}
+
+static void size_name(size_t b, char *out, size_t outlen) {
+  if (b >= 1024 * 1024 && b % (1024 * 1024) == 0) snprintf(out, outlen, "%zu MiB", b >> 20);
+  else if (b >= 1024 * 1024) snprintf(out, outlen, "%.2f MiB", b / MIB);
+  else if (b % 1024 == 0) snprintf(out, outlen, "%zu KiB", b >> 10);
+  else snprintf(out, outlen, "%zu B", b);
+}
+
+static void print_header(void) {
+  printf("%-9s %2s %6s | %6s %6s %6s %8s %8s | %6s %8s | %5s | %4s %4s | %7s %7s\n", "size", "N",
+         "rounds", "push", "pull", "comb", "p50", "p99", "raw", "raw p50", "ratio", "ps", "raw",
+         "ps peak", "bound");
+  printf("%-9s %2s %6s | %6s %6s %6s %8s %8s | %6s %8s | %5s | %4s %4s | %7s %7s\n", "", "", "",
+         "GB/s", "GB/s", "GB/s", "us", "us", "GB/s", "us", "", "cpu", "cpu", "MiB", "MiB");
+}
+
+/* A server's CPU use over the timed rounds, in percent of one CPU. */
+static double cpu_pct(const pl_bench_figs *f) {
+  return f->server_cpu_s >= 0 && f->wall_s > 0 ? 100 * f->server_cpu_s / f->wall_s : -1;
+}
+
+static void print_cell(const cell *c) {
+  char sz[32];
+  size_name(c->bytes, sz, sizeof sz);
+  if (!c->ps_ok || !c->raw_ok) {
+    printf("%-9s %2d %6ld | failed: %s\n", sz, c->clients, c->rounds, c->why);
+    return;
+  }
+  printf("%-9s %2d %6ld | %6.2f %6.2f %6.2f %8.1f %8.1f | %6.2f %8.1f | %5.2f | %3.0f%% %3.0f%% | "
+         "%7.1f %7.1f%s\n",
+         sz, c->clients, c->rounds, c->ps.push_rate / 1e9, c->ps.pull_rate / 1e9,
+         c->ps.combined_rate / 1e9, c->ps.p50_s * 1e6, c->ps.p99_s * 1e6,
+         c->raw.combined_rate / 1e9, c->raw.p50_s * 1e6,
+         c->raw.combined_rate > 0 ? c->ps.combined_rate / c->raw.combined_rate : 0,
+         cpu_pct(&c->ps), cpu_pct(&c->raw), c->ps.peak_rss_kib / 1024.0, c->bound_kib / 1024.0,
+         c->ps.peak_rss_kib > c->bound_kib ? " OVER" : "");
+  fflush(stdout);
+}
+
+static void json_figs(FILE *f, const char *name, const pl_bench_figs *x) {
+  fprintf(f,
+          "\"%s\":{\"rounds\":%ld,\"wall_s\":%.6f,\"push_gbps\":%.4f,\"pull_gbps\":%.4f,"
+          "\"combined_gbps\":%.4f,\"p50_us\":%.2f,\"p99_us\":%.2f,\"peak_rss_kib\":%ld,"
+          "\"server_cpu_s\":%.3f,\"clients_cpu_s\":%.3f}",
+          name, x->rounds, x->wall_s, x->push_rate / 1e9, x->pull_rate / 1e9,
+          x->combined_rate / 1e9, x->p50_s * 1e6, x->p99_s * 1e6, x->peak_rss_kib,
+          x->server_cpu_s, x->clients_cpu_s);
+}
+
+static int write_json(const char *path, const cell *cells, int n, const char *machine,
+                      const char *command, const char *date, double load0, double load1) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -errno;
+  fprintf(f,
+          "{\"date\":\"%s\",\"machine\":\"%s\",\"command\":\"%s\",\"load_start\":%.2f,"
+          "\"load_end\":%.2f,\"repeat\":%lld,\"mode\":\"sync\","
+          "\"optimizer\":\"sgd\",\"optimizer_slots\":0,\"chunk_kib\":%lld,"
+          "\"memory_bound\":\"weights x (2 + 0 slots) + 32 MiB\",\"cells\":[",
+          date, machine, command, load0, load1, (long long)f_repeat, (long long)f_chunk);
+  for (int i = 0; i < n; i++) {
+    const cell *c = &cells[i];
+    fprintf(f, "%s\n{\"bytes\":%zu,\"clients\":%d,\"model\":\"input %d / dense %d softmax\",",
+            i ? "," : "", c->bytes, c->clients, c->input, c->units);
+    fprintf(f, "\"ok\":%s,", c->ps_ok && c->raw_ok ? "true" : "false");
+    json_figs(f, "pstrain", &c->ps);
+    fputc(',', f);
+    json_figs(f, "raw_tcp", &c->raw);
+    fprintf(f, ",\"ratio\":%.4f,\"ps_peak_rss_kib\":%ld,\"memory_bound_kib\":%ld,"
+               "\"within_bound\":%s}",
+            c->raw.combined_rate > 0 ? c->ps.combined_rate / c->raw.combined_rate : 0,
+            c->ps.peak_rss_kib, c->bound_kib,
+            c->ps.peak_rss_kib <= c->bound_kib ? "true" : "false");
+  }
+  fprintf(f, "\n]}\n");
+  return fclose(f) == 0 ? 0 : -errno;
+}
+
+/* The benchmark client lives in the Bazel output tree at ../tools/ from here, or beside
+ * this program once installed; PSTRAIN_BENCHCLIENT_BIN overrides both. */
+static int find_client(char *out, size_t outlen) {
+  const char *e = getenv("PSTRAIN_BENCHCLIENT_BIN");
+  if (e && e[0]) {
+    snprintf(out, outlen, "%s", e);
+    return access(out, X_OK) == 0 ? 0 : -ENOENT;
+  }
+  char exe[PATH_MAX];
+  size_t len = sizeof exe;
+  if (uv_exepath(exe, &len) != 0) return -ENOENT;
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = '\0';
+  snprintf(out, outlen, "%.4000s/pstrain-benchclient", exe);
+  if (access(out, X_OK) == 0) return 0;
+  snprintf(out, outlen, "%.4000s/../tools/pstrain-benchclient", exe);
+  return access(out, X_OK) == 0 ? 0 : -ENOENT;
+}
+
+int pl_cmd_bench(int argc, char **argv) {
+  char err[600];
+  pst_cfg cfg = {.prog = "pstrain bench", .section = "bench", .env_prefix = "PSTRAIN_BENCH_",
+                 .usage_extra =
+                     "Measures push/pull throughput and round latency of a pstrain-ps (sync mode,\n"
+                     "SGD, synthetic model of each size) with N benchmark clients, against a raw\n"
+                     "loopback TCP baseline moving the same bytes in 1 MiB writes.\n",
+                 .opts = g_opts, .n_opts = (int)(sizeof g_opts / sizeof g_opts[0])};
+  if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0) {
+    fprintf(stderr, "pstrain bench: %s\n", err);
+    return 2;
+  }
+  if (cfg.help) return 0;
+  size_t sizes[16];
+  int clients[16];
+  int n_sizes = parse_sizes(f_sizes, sizes, 16);
+  int n_clients = parse_ints(f_clients, clients, 16, MAX_CLIENTS);
+  if (n_sizes <= 0 || n_clients <= 0 || n_sizes * n_clients > MAX_CELLS) {
+    fprintf(stderr, "pstrain bench: --sizes wants up to 16 sizes like 4K,1M,100M (32 B..1 GiB) "
+                    "and --clients up to 16 counts in 1..%d\n", MAX_CLIENTS);
+    return 2;
+  }
+  char ps_bin[PATH_MAX], cl_bin[PATH_MAX], dir[PATH_MAX];
+  if (pl_find_binary("pstrain-ps", "ps", ps_bin, sizeof ps_bin) < 0 ||
+      find_client(cl_bin, sizeof cl_bin) < 0) {
+    fprintf(stderr, "pstrain bench: cannot find pstrain-ps and pstrain-benchclient (build "
+                    "//launcher:pstrain, or set PSTRAIN_PS_BIN / PSTRAIN_BENCHCLIENT_BIN)\n");
+    return 1;
+  }
+  if (pl_make_run_dir(f_run_dir[0] ? f_run_dir : NULL, dir, sizeof dir) < 0) return 1;
+  signal(SIGPIPE, SIG_IGN);
+
+  char machine[400], command[1024], date[64];
+  machine_line(machine, sizeof machine);
+  size_t cl = (size_t)snprintf(command, sizeof command, "pstrain bench");
+  for (int i = 1; i < argc && cl < sizeof command - 1; i++)
+    cl += (size_t)snprintf(command + cl, sizeof command - cl, " %s", argv[i]);
+  time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S %z", localtime(&now));
+  double load[3] = {0, 0, 0}, load_end = 0;
+  FILE *lf = fopen("/proc/loadavg", "r");
+  if (lf) {
+    if (fscanf(lf, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = 0;
+    fclose(lf);
+  }
+  printf("pstrain bench: %s (load average %.2f %.2f %.2f)\n%s; sync mode, SGD (0 optimizer slots), chunk %lld KiB; logs in %s\n"
+         "GB/s = 1e9 bytes/s. comb = bytes pushed + pulled by all clients / wall time; ratio = "
+         "comb / raw comb.\n\n",
+         date, load[0], load[1], load[2], machine, (long long)f_chunk, dir);
+  if (load[0] > 0.5)
+    printf("warning: the machine is busy (load %.2f): the figures will be disturbed.\n\n", load[0]);
+  print_header();
+
+  static cell cells[MAX_CELLS];
+  int n = 0, all_ok = 1;
+  for (int si = 0; si < n_sizes; si++)
+    for (int ci = 0; ci < n_clients; ci++) {
+      cell *c = &cells[n++];
+      memset(c, 0, sizeof *c);
+      c->clients = clients[ci];
+      model_for(sizes[si], &c->input, &c->units);
+      c->bytes = (size_t)(c->input + 1) * (size_t)c->units * 4;
+      double per_round = 2.0 * (double)c->bytes * c->clients;
+      c->rounds = f_rounds > 0 ? (long)f_rounds : (long)(f_seconds * 2.5e9 / per_round);
+      if (f_rounds == 0 && c->rounds < 6) c->rounds = 6;
+      if (f_rounds == 0 && c->rounds > 3000) c->rounds = 3000;
+      c->bound_kib = (long)(2 * c->bytes / 1024) + 32 * 1024;
+      /* The two sides alternate, f_repeat times each; each keeps its best run (by combined
+       * throughput), so that a burst of other load on the machine hurts neither for long. */
+      c->raw_ok = c->ps_ok = 1;
+      long peak = -1;
+      for (int rep = 0; rep < f_repeat && c->raw_ok && c->ps_ok; rep++) {
+        pl_bench_figs f;
+        c->raw_ok = pl_bench_tcp(c->bytes, c->clients, c->rounds, f_warmup, &f, c->why,
+                                 sizeof c->why) == 0;
+        if (c->raw_ok && f.combined_rate > c->raw.combined_rate) c->raw = f;
+        c->ps_ok = c->raw_ok && run_pstrain(c, dir, ps_bin, cl_bin, f_warmup, &f) == 0;
+        if (c->ps_ok && f.combined_rate > c->ps.combined_rate) c->ps = f;
+        if (c->ps_ok && f.peak_rss_kib > peak) peak = f.peak_rss_kib;
+      }
+      c->ps.peak_rss_kib = peak;
+      if (!c->ps_ok || !c->raw_ok) all_ok = 0;
+      print_cell(c);
+    }
+  FILE *lf2 = fopen("/proc/loadavg", "r");
+  if (lf2) {
+    if (fscanf(lf2, "%lf", &load_end) != 1) load_end = 0;
+    fclose(lf2);
+  }
+  printf("\nload average at the end: %.2f\n", load_end);
+  printf("cpu = the ps's (raw: the server's) CPU use over the timed rounds, %% of one CPU.\n"
+         "ps peak = the ps's VmHWM; bound = weights x (2 + 0 slots) + 32 MiB.\n");
+  if (f_json[0]) {
+    int rc = write_json(f_json, cells, n, machine, command, date, load[0], load_end);
+    if (rc < 0) {
+      fprintf(stderr, "pstrain bench: cannot write %s: %s\n", f_json, strerror(-rc));
+      return 1;
+    }
+    printf("figures written to %s\n", f_json);
+  }
+  return all_ok ? 0 : 1;
+}

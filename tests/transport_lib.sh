@@ -1,0 +1,34 @@
+# Shared by the transport tests (after lib.sh): a ps with a model spec written here, and
+# pstrain-benchclient processes (tools/benchclient.c) as its workers.
+BENCH_BIN="$RUNFILES/tools/pstrain-benchclient"
+[ -x "$BENCH_BIN" ] || fail "pstrain-benchclient not found at $BENCH_BIN"
+
+# spec NAME LINES...: writes a model spec file, prints its path.
+spec() {
+  local f="$OUT/$1.spec"; shift
+  printf '%s\n' "$@" >"$f"
+  echo "$f"
+}
+
+# start_client NAME ARGS...: a bench client in the background; its pid is in LAST_PID.
+start_client() {
+  local name=$1; shift
+  "$BENCH_BIN" --connect-timeout 20 "$@" >"$OUT/$name.log" 2>&1 &
+  LAST_PID=$!
+  PIDS+=("$LAST_PID")
+}
+
+# json_get FILE KEY: a field of a bench client's --out file.
+json_get() {
+  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
+}
+
+# wait_ps_listening PORT PID: until the ps accepts connections (it fills its buffers first).
+wait_ps_listening() {
+  local deadline=$((SECONDS + 20))
+  until /usr/bin/python3 -c 'import socket,sys; socket.create_connection(("127.0.0.1", int(sys.argv[1])), 1)' "$1" 2>/dev/null; do
+    kill -0 "$2" 2>/dev/null || fail "the ps exited before listening on port $1"
+    [ $SECONDS -lt $deadline ] || fail "the ps never listened on port $1"
+    sleep 0.05
+  done
+}

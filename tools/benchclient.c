@@ -1,0 +1,529 @@
+/* pstrain-benchclient: a worker without a model, for `pstrain bench` and the transport tests.
+ *
+ * It registers like a worker (HELLO with fingerprint 0 and --index), takes the ps's model
+ * size from WELCOME, allocates its gradient and weight buffers once, then does rounds of
+ * push (the whole gradient, zero-copy from its buffer) + pull (straight into its weight
+ * buffer), timing each. After the last round it says BYE, pulls the final weights, sends a
+ * last (empty) evaluation report so the ps can finish, and exits on SHUTDOWN, writing its
+ * figures as one JSON line to --out.
+ *
+ * --check turns it into a test client:
+ *   sum       every pushed value is a small integer from a pattern known to every client,
+ *             so with `--optimizer sgd` the ps's arithmetic is exact and predictable: sync
+ *             checks the weights after every step and at the end, async checks the final
+ *             weights. In async the ps applies pushes in an order nobody knows, so a float
+ *             result must not depend on it: every client pushes the elements whose initial
+ *             weight is exactly 0 (the biases; integer sums there are exact in any order),
+ *             and each other element is pushed by one client only, its "owner".
+ *   versions  (with --role pull) every pulled vector must equal the initial weights after
+ *             exactly `version` pushes of the constant --grad-value: a reply mixing two
+ *             versions fails. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/config.h"
+#include "common/log.h"
+#include "kernels/model.h"
+#include "worker/client.h"
+
+static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_out[PST_CFG_STR_MAX];
+static char o_check[PST_CFG_STR_MAX], o_role[PST_CFG_STR_MAX];
+static int64_t o_index, o_rounds, o_warmup, o_watch_pid, o_rss_after;
+static int o_pull_first;
+static double o_timeout, o_grad_value, o_lr;
+
+static pst_cfg_opt g_opts[] = {
+    PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps", 0, 0),
+    PST_OPT("index", PST_CFG_INT, &o_index, "-1", "worker index to ask for (-1: any)", -1, 4095),
+    PST_OPT("name", PST_CFG_STRING, o_name, "bench", "name shown in the ps's log", 0, 0),
+    PST_OPT("rounds", PST_CFG_INT, &o_rounds, "10", "timed push+pull rounds", 0, 100000000),
+    PST_OPT("warmup", PST_CFG_INT, &o_warmup, "1", "untimed rounds first", 0, 1000000),
+    PST_OPT("role", PST_CFG_STRING, o_role, "push", "push (push + pull rounds) or pull (pulls only)", 0, 0),
+    PST_OPT("pull-first", PST_CFG_BOOL, &o_pull_first, "false", "send each round's PULL ahead of its push", 0, 0),
+    PST_OPT("check", PST_CFG_STRING, o_check, "none", "none, sum or versions (see the source)", 0, 0),
+    PST_OPT("grad-value", PST_CFG_DOUBLE, &o_grad_value, "1", "gradient value when not --check sum", 0, 0),
+    PST_OPT("lr", PST_CFG_DOUBLE, &o_lr, "1", "the ps's SGD learning rate (for --check)", 0, 0),
+    PST_OPT("watch-pid", PST_CFG_INT, &o_watch_pid, "0", "read this pid's VmRSS/VmHWM (the ps)", 0, INT32_MAX),
+    PST_OPT("rss-after", PST_CFG_INT, &o_rss_after, "0", "read VmRSS after this many rounds too", 0, 100000000),
+    PST_OPT("out", PST_CFG_STRING, o_out, "", "write the figures (one JSON line) here", 0, 0),
+    PST_OPT("connect-timeout", PST_CFG_DOUBLE, &o_timeout, "30", "seconds to keep retrying the ps", 0, 0),
+};
+
+typedef enum { CHECK_NONE = 0, CHECK_SUM, CHECK_VERSIONS } check_kind;
+typedef enum { PH_REGISTER = 0, PH_FIRST_PULL, PH_ROUNDS, PH_FINAL_PULL, PH_SHUTDOWN } phase;
+
+typedef struct {
+  wk_client cl;
+  uv_loop_t *loop;
+  check_kind check;
+  int pull_only;
+  phase ph;
+  /* From WELCOME. */
+  int index, world, sync;
+  uint32_t epochs;
+  size_t n;
+  /* Buffers, allocated once at WELCOME. */
+  float *grad;            /* [n] pushed from */
+  float *w;               /* [n] pulled into */
+  float *sim;             /* [n] --check: the expected weights */
+  float *tmp;             /* [n] --check: scratch for the summed patterns */
+  uint8_t *zero0;         /* [n] async --check sum: the initial weight is exactly 0 */
+  uint64_t sim_version;   /* pushes (async) or steps (sync) applied to sim */
+  uint64_t version;       /* of w */
+  uint64_t last_pulled;   /* version of the pull before */
+  /* Rounds. */
+  long round, total;      /* rounds begun; warmup + timed */
+  int push_busy, pull_busy;
+  double t_round, t_pushed, t_first, t_last;
+  double push_s, pull_s;  /* summed over the timed rounds */
+  double *lat;            /* [rounds] seconds */
+  uint64_t pulls;         /* pulls completed */
+  uint64_t distinct;      /* pulls that brought another version than the pull before */
+  long rss_warm_kib, rss_end_kib, hwm_kib;
+  double ps_cpu0, ps_cpu_s; /* the watched pid's CPU seconds: at the first timed round, spent */
+  double cpu0, cpu_s;       /* ours, likewise */
+  int exit_code;
+} bench;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+/* One "Key:   123 kB" figure of /proc/PID/status, or -1. */
+static long proc_status_kib(long pid, const char *key) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%ld/status", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long v = -1;
+  size_t klen = strlen(key);
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, key, klen) && line[klen] == ':') v = strtol(line + klen + 1, NULL, 10);
+  fclose(f);
+  return v;
+}
+
+/* CPU seconds (user + system) of a pid from /proc/PID/stat, or -1. */
+static double proc_cpu_s(long pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  /* Fields after the command name (which may hold spaces) start after its ')'. */
+  char *p = strrchr(buf, ')');
+  unsigned long ut = 0, st = 0;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+static double self_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static void fail(bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void fail(bench *b, const char *fmt, ...) {
+  char why[400];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(why, sizeof why, fmt, ap);
+  va_end(ap);
+  if (b->exit_code == 0) LOG_ERR("%s", why);
+  b->exit_code = 1;
+  wk_client_close(&b->cl, NULL);
+}
+
+static void send_simple(bench *b, Pstrain__MsgType type, uint64_t version, int last) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = type;
+  h.version = version;
+  h.last = last != 0;
+  wk_client_send(&b->cl, &h);
+}
+
+/* ---- the value patterns of --check sum ---- */
+
+/* Client i's gradient element e in round r: small integers, so sums are exact. sync: every
+ * client pushes every element. async: every client pushes the elements that start at 0, the
+ * element's owner (e mod N) alone pushes the others. */
+static float pattern(const bench *b, int i, long r, size_t e) {
+  if (b->sync) return (float)((int)((e * 7 + (size_t)i * 13 + (size_t)r * 5) % 11) - 5);
+  if (!b->zero0[e] && e % (size_t)b->world != (size_t)i) return 0.0f;
+  return (float)((int)((e * 3 + (size_t)r * 7 + (size_t)i * 5) % 9) - 4);
+}
+
+/* One SGD step on sim, written like ps/optim.c's (weight decay 0) so the result is bit-equal:
+ * w -= lr * (g * gscale + 0 * w). */
+static void sim_apply(bench *b, const float *g, float gscale) {
+  const float lr = (float)o_lr, wd = 0.0f;
+  for (size_t e = 0; e < b->n; e++) {
+    float gi = g[e] * gscale + wd * b->sim[e];
+    b->sim[e] = b->sim[e] - lr * gi;
+  }
+}
+
+/* sync --check sum: the step of round r is the sum of every client's pattern. */
+static void sim_sync_round(bench *b, long r) {
+  for (size_t e = 0; e < b->n; e++) {
+    float s = 0.0f;
+    for (int i = 0; i < b->world; i++) s += pattern(b, i, r, e);
+    b->tmp[e] = s;
+  }
+  sim_apply(b, b->tmp, 1.0f);
+}
+
+static int compare(bench *b, const char *what) {
+  for (size_t e = 0; e < b->n; e++)
+    if (b->w[e] != b->sim[e]) {
+      fail(b, "%s: version %" PRIu64 " element %zu of %zu is %.9g, expected %.9g", what,
+           b->version, e, b->n, b->w[e], b->sim[e]);
+      return -1;
+    }
+  return 0;
+}
+
+/* ---- rounds ---- */
+
+static void finish(bench *b) {
+  b->cpu_s = self_cpu_s() - b->cpu0;
+  if (o_watch_pid > 0) {
+    double c = proc_cpu_s((long)o_watch_pid);
+    b->ps_cpu_s = c >= 0 && b->ps_cpu0 >= 0 ? c - b->ps_cpu0 : -1;
+    b->rss_end_kib = proc_status_kib((long)o_watch_pid, "VmRSS");
+    b->hwm_kib = proc_status_kib((long)o_watch_pid, "VmHWM");
+  }
+  b->ph = PH_FINAL_PULL;
+  send_simple(b, PSTRAIN__MSG_TYPE__BYE, b->version, 0);
+  send_simple(b, PSTRAIN__MSG_TYPE__PULL, 0, 1);
+}
+
+static void send_pull(bench *b) {
+  b->pull_busy = 1;
+  send_simple(b, PSTRAIN__MSG_TYPE__PULL, b->sync ? b->version + 1 : 0, 0);
+}
+
+static void start_round(bench *b) {
+  if (b->round == b->total) {
+    finish(b);
+    return;
+  }
+  b->t_round = now_s();
+  if (b->round == o_warmup) {
+    b->t_first = b->t_round;
+    b->cpu0 = self_cpu_s();
+    if (o_watch_pid > 0) b->ps_cpu0 = proc_cpu_s((long)o_watch_pid);
+  }
+  /* Sent ahead of the push, a sync PULL for the next version lets the ps stream each chunk
+   * of it back as soon as that chunk is final, while the rest of the push still arrives. */
+  if (o_pull_first) send_pull(b);
+  if (!b->pull_only) {
+    if (b->check == CHECK_SUM)
+      for (size_t e = 0; e < b->n; e++) b->grad[e] = pattern(b, b->index, b->round, e);
+    int rc = wk_client_push(&b->cl, b->version, b->grad);
+    if (rc < 0) {
+      fail(b, "push failed: %s", uv_strerror(rc));
+      return;
+    }
+    b->push_busy = 1;
+  }
+  b->t_pushed = b->t_round;
+  /* Otherwise it is queued behind the push: the ps sees it once the push is in. */
+  if (!o_pull_first) send_pull(b);
+}
+
+static void maybe_end_round(bench *b) {
+  if (b->push_busy || b->pull_busy || b->ph != PH_ROUNDS) return;
+  double t = now_s();
+  if (b->round >= o_warmup) {
+    long k = b->round - o_warmup;
+    b->lat[k] = t - b->t_round;
+    b->push_s += b->t_pushed - b->t_round;
+    b->pull_s += t - b->t_pushed;
+    b->t_last = t;
+  }
+  b->round++;
+  if (o_watch_pid > 0 && o_rss_after > 0 && b->round == o_rss_after)
+    b->rss_warm_kib = proc_status_kib((long)o_watch_pid, "VmRSS");
+  start_round(b);
+}
+
+/* The pull of the current phase is complete (w holds b->version). */
+static void pulled(bench *b) {
+  if (b->pulls++ == 0 || b->version != b->last_pulled) b->distinct++;
+  b->last_pulled = b->version;
+  if (b->check == CHECK_VERSIONS) {
+    if (b->version < b->sim_version) {
+      fail(b, "pulled version %" PRIu64 " after version %" PRIu64, b->version, b->sim_version);
+      return;
+    }
+    while (b->sim_version < b->version) {
+      sim_apply(b, b->grad, (float)b->world);
+      b->sim_version++;
+    }
+    if (compare(b, "a pull reply mixes versions") < 0) return;
+  } else if (b->check == CHECK_SUM && b->sync && b->ph != PH_FINAL_PULL) {
+    while (b->sim_version < b->version) sim_sync_round(b, (long)b->sim_version++);
+    if (compare(b, "sync step") < 0) return;
+  }
+  switch (b->ph) {
+    case PH_FIRST_PULL:
+      b->ph = PH_ROUNDS;
+      start_round(b);
+      break;
+    case PH_ROUNDS:
+      b->pull_busy = 0;
+      maybe_end_round(b);
+      break;
+    case PH_FINAL_PULL: {
+      if (b->check == CHECK_SUM) {
+        if (b->sync) {
+          while (b->sim_version < (uint64_t)b->total) sim_sync_round(b, (long)b->sim_version++);
+        } else {
+          /* Any order gives the same floats (see the top of this file): rounds, then
+           * clients. */
+          float *g = b->tmp;
+          for (long r = 0; r < b->total; r++)
+            for (int i = 0; i < b->world; i++) {
+              for (size_t e = 0; e < b->n; e++) g[e] = pattern(b, i, r, e);
+              sim_apply(b, g, (float)b->world);
+            }
+        }
+        if (compare(b, "final weights") < 0) return;
+      }
+      /* The last evaluation report (empty) lets the ps finish the run. */
+      Pstrain__Header h = PSTRAIN__HEADER__INIT;
+      Pstrain__Report rep = PSTRAIN__REPORT__INIT;
+      rep.epoch = b->epochs;
+      rep.is_eval = 1;
+      h.type = PSTRAIN__MSG_TYPE__REPORT;
+      h.report = &rep;
+      wk_client_send(&b->cl, &h);
+      b->ph = PH_SHUTDOWN;
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+/* ---- registration ---- */
+
+static int setup(bench *b, const Pstrain__Welcome *wl) {
+  b->index = (int)wl->worker_index;
+  b->world = (int)wl->world_size;
+  b->sync = wl->mode == PSTRAIN__MODE__MODE_SYNC;
+  b->epochs = wl->epochs;
+  b->n = wl->n_params;
+  if (b->n == 0 || wl->chunk_floats == 0 || b->world < 1) {
+    fail(b, "WELCOME with %zu parameters, chunk %u, world %d", b->n, wl->chunk_floats, b->world);
+    return -1;
+  }
+  size_t bytes = (b->n * sizeof(float) + 63) & ~(size_t)63;
+  b->grad = aligned_alloc(64, bytes);
+  b->w = aligned_alloc(64, bytes);
+  if (b->check != CHECK_NONE) {
+    b->sim = aligned_alloc(64, bytes);
+    b->tmp = aligned_alloc(64, bytes);
+  }
+  if (!b->grad || !b->w || (b->check != CHECK_NONE && (!b->sim || !b->tmp)) ||
+      wk_client_prepare_push(&b->cl, b->n, wl->chunk_floats) < 0) {
+    fail(b, "cannot allocate buffers for %zu parameters", b->n);
+    return -1;
+  }
+  /* Writing every page now keeps page faults out of the timed rounds. */
+  for (size_t e = 0; e < b->n; e++) b->grad[e] = (float)o_grad_value;
+  memset(b->w, 0, b->n * sizeof(float));
+  if (b->check != CHECK_NONE) {
+    pst_model m;
+    char err[512];
+    if (pst_model_parse(wl->model_spec, "ps model", &m, err, sizeof err) < 0 || m.n_params != b->n) {
+      fail(b, "cannot rebuild the ps's initial weights: %s", err);
+      return -1;
+    }
+    pst_model_init_params(&m, wl->seed, b->sim);
+    b->zero0 = malloc(b->n);
+    if (!b->zero0) {
+      fail(b, "cannot allocate buffers for %zu parameters", b->n);
+      return -1;
+    }
+    for (size_t e = 0; e < b->n; e++) b->zero0[e] = b->sim[e] == 0.0f;
+  }
+  return 0;
+}
+
+/* ---- client callbacks ---- */
+
+static void on_connected(wk_client *c) {
+  bench *b = c->data;
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Hello hello = PSTRAIN__HELLO__INIT;
+  hello.worker_name = o_name;
+  hello.model_fingerprint = 0;
+  hello.requested_index = (int32_t)o_index;
+  h.type = PSTRAIN__MSG_TYPE__HELLO;
+  h.hello = &hello;
+  b->ph = PH_REGISTER;
+  wk_client_send(c, &h);
+}
+
+static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
+  bench *b = c->data;
+  if (h->type != PSTRAIN__MSG_TYPE__WEIGHTS || b->w == NULL || h->offset > b->n ||
+      h->count > b->n - h->offset) {
+    snprintf(c->rd.err, sizeof c->rd.err, "unexpected tensor chunk (offset %" PRIu64 ")", h->offset);
+    return -EPROTO;
+  }
+  *dst = b->w + h->offset;
+  return 0;
+}
+
+static int on_frame(wk_client *c, const Pstrain__Header *h) {
+  bench *b = c->data;
+  switch (h->type) {
+    case PSTRAIN__MSG_TYPE__WELCOME:
+      if (b->ph != PH_REGISTER || setup(b, h->welcome) < 0) return 0;
+      b->ph = PH_FIRST_PULL;
+      send_simple(b, PSTRAIN__MSG_TYPE__PULL, 0, 0);
+      return 0;
+    case PSTRAIN__MSG_TYPE__WEIGHTS:
+      if (h->last) {
+        b->version = h->version;
+        pulled(b);
+      }
+      return 0;
+    case PSTRAIN__MSG_TYPE__ERROR:
+      fail(b, "the ps refused us: %s", h->error ? h->error->reason : "no reason given");
+      return 0;
+    case PSTRAIN__MSG_TYPE__SHUTDOWN:
+      if (b->ph != PH_SHUTDOWN || (h->shutdown && h->shutdown->failed))
+        fail(b, "the ps stopped: %s", h->shutdown ? h->shutdown->reason : "no reason given");
+      else
+        wk_client_close(c, NULL);
+      return 0;
+    case PSTRAIN__MSG_TYPE__ACK:
+    case PSTRAIN__MSG_TYPE__STATUS:
+      return 0;
+    default:
+      snprintf(c->rd.err, sizeof c->rd.err, "unexpected message type %d", (int)h->type);
+      return -EPROTO;
+  }
+}
+
+static void on_push_sent(wk_client *c) {
+  bench *b = c->data;
+  b->push_busy = 0;
+  b->t_pushed = now_s();
+  maybe_end_round(b);
+}
+
+static void on_closed(wk_client *c, const char *why) {
+  bench *b = c->data;
+  if (why) {
+    if (b->exit_code == 0) LOG_ERR("%s", why);
+    b->exit_code = 1;
+  } else if (b->ph != PH_SHUTDOWN && b->exit_code == 0) {
+    LOG_ERR("connection closed before the run finished");
+    b->exit_code = 1;
+  }
+}
+
+static const wk_client_cbs client_cbs = {on_connected, on_payload, on_frame, on_push_sent,
+                                         on_closed};
+
+static int write_out(const bench *b, const char *path) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -errno;
+  long timed = b->total - o_warmup;
+  fprintf(f,
+          "{\"index\":%d,\"world\":%d,\"n_params\":%zu,\"bytes\":%zu,\"rounds\":%ld,"
+          "\"pull_only\":%d,\"t_first\":%.9f,\"t_last\":%.9f,\"push_s\":%.9f,\"pull_s\":%.9f,"
+          "\"pulls\":%" PRIu64 ",\"distinct_versions\":%" PRIu64 ",\"ps_rss_warm_kib\":%ld,"
+          "\"ps_rss_end_kib\":%ld,\"ps_hwm_kib\":%ld,\"ps_cpu_s\":%.3f,\"cpu_s\":%.3f,"
+          "\"ok\":%s,\"lat_s\":[",
+          b->index, b->world, b->n, b->n * sizeof(float), timed, b->pull_only, b->t_first,
+          b->t_last, b->push_s, b->pull_s, b->pulls, b->distinct, b->rss_warm_kib,
+          b->rss_end_kib, b->hwm_kib, b->ps_cpu_s, b->cpu_s, b->exit_code == 0 ? "true" : "false");
+  for (long k = 0; k < timed && b->lat; k++) fprintf(f, "%s%.9f", k ? "," : "", b->lat[k]);
+  fprintf(f, "]}\n");
+  return fclose(f) == 0 ? 0 : -errno;
+}
+
+int main(int argc, char **argv) {
+  char err[512];
+  pst_cfg cfg = {
+      .prog = "pstrain-benchclient",
+      .section = "benchclient",
+      .env_prefix = "PSTRAIN_BENCHCLIENT_",
+      .usage_extra = "Push+pull rounds against a pstrain-ps, for `pstrain bench` and tests.\n",
+      .opts = g_opts,
+      .n_opts = (int)(sizeof g_opts / sizeof g_opts[0]),
+  };
+  pst_log_init("pstrain-benchclient", PST_LOG_WARN);
+  if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return 2;
+  }
+  if (cfg.help) return 0;
+  static bench b;
+  char host[256];
+  int port;
+  if (pst_parse_hostport(o_ps, host, sizeof host, &port) < 0) {
+    LOG_ERR("--ps: '%.200s' is not address:port", o_ps);
+    return 2;
+  }
+  if (!strcmp(o_check, "none")) b.check = CHECK_NONE;
+  else if (!strcmp(o_check, "sum")) b.check = CHECK_SUM;
+  else if (!strcmp(o_check, "versions")) b.check = CHECK_VERSIONS;
+  else {
+    LOG_ERR("--check: '%.100s' is not none, sum or versions", o_check);
+    return 2;
+  }
+  if (strcmp(o_role, "push") && strcmp(o_role, "pull")) {
+    LOG_ERR("--role: '%.100s' is not push or pull", o_role);
+    return 2;
+  }
+  b.pull_only = !strcmp(o_role, "pull");
+  if ((b.check == CHECK_VERSIONS) != b.pull_only) {
+    LOG_ERR("--check versions goes with --role pull, and only with it");
+    return 2;
+  }
+  b.total = (long)(o_warmup + o_rounds);
+  b.lat = calloc((size_t)o_rounds + 1, sizeof *b.lat);
+  if (!b.lat) return 1;
+
+  uv_loop_t loop;
+  uv_loop_init(&loop);
+  b.loop = &loop;
+  if (wk_client_start(&b.cl, &loop, host, port, o_timeout, &client_cbs, &b) < 0) {
+    LOG_ERR("cannot start the client");
+    return 1;
+  }
+  uv_run(&loop, UV_RUN_DEFAULT);
+  wk_client_free(&b.cl);
+  if (uv_loop_close(&loop) != 0) LOG_WARN("event loop did not close cleanly");
+  if (o_out[0] && write_out(&b, o_out) < 0) {
+    LOG_ERR("cannot write %s", o_out);
+    b.exit_code = 1;
+  }
+  free(b.grad);
+  free(b.w);
+  free(b.sim);
+  free(b.tmp);
+  free(b.zero0);
+  free(b.lat);
+  return b.exit_code;
+}
