@@ -20,7 +20,9 @@
 #include <sys/socket.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/config.h"
+#include "common/proc.h"
 #include "launcher/bench.h"
 #include "launcher/commands.h"
 
@@ -157,11 +159,11 @@ static int wait_all(pid_t *pids, int n, double deadline, long *ps_maxrss_kib) {
       if (i == 0 && r > 0) *ps_maxrss_kib = ru.ru_maxrss;
     }
     if (left == 0) break;
-    if (bad || pl_bench_now() > deadline) {
+    if (bad || pst_now() > deadline) {
       bad = 1;
       for (int i = 0; i < n; i++)
         if (!done[i]) kill(pids[i], SIGKILL);
-      deadline = pl_bench_now() + 5;
+      deadline = pst_now() + 5;
     }
     usleep(2000);
   }
@@ -243,8 +245,8 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
   int n = 0;
   pids[n++] = spawn_logged(ps_argv, ps_log);
   /* Start the clients once the ps listens (it fills the model's buffers first). */
-  double t0 = pl_bench_now();
-  while (!port_open(port) && pl_bench_now() - t0 < 60) {
+  double t0 = pst_now();
+  while (!port_open(port) && pst_now() - t0 < 60) {
     if (waitpid(pids[0], NULL, WNOHANG) == pids[0]) break;
     usleep(2000);
   }
@@ -268,7 +270,7 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
   long maxrss = -1, hwm = -1;
   /* Generous: at least 0.05 GB/s, plus a minute of start-up. */
   double budget = 60 + 2.0 * ce->bytes * (double)(ce->rounds + warmup) * ce->clients / 5e7;
-  int rc = wait_all(pids, n, pl_bench_now() + budget, &maxrss);
+  int rc = wait_all(pids, n, pst_now() + budget, &maxrss);
   pl_bench_client cs[MAX_CLIENTS];
   memset(cs, 0, sizeof cs);
   for (int i = 0; i < ce->clients && rc == 0; i++) rc = load_client(outs[i], &cs[i], &hwm);
@@ -375,25 +377,6 @@ static int write_json(const char *path, const cell *cells, int n, const char *ma
   return fclose(f) == 0 ? 0 : -errno;
 }
 
-/* The benchmark client lives in the Bazel output tree at ../tools/ from here, or beside
- * this program once installed; PSTRAIN_BENCHCLIENT_BIN overrides both. */
-static int find_client(char *out, size_t outlen) {
-  const char *e = getenv("PSTRAIN_BENCHCLIENT_BIN");
-  if (e && e[0]) {
-    snprintf(out, outlen, "%s", e);
-    return access(out, X_OK) == 0 ? 0 : -ENOENT;
-  }
-  char exe[PATH_MAX];
-  size_t len = sizeof exe;
-  if (uv_exepath(exe, &len) != 0) return -ENOENT;
-  char *slash = strrchr(exe, '/');
-  if (slash) *slash = '\0';
-  snprintf(out, outlen, "%.4000s/pstrain-benchclient", exe);
-  if (access(out, X_OK) == 0) return 0;
-  snprintf(out, outlen, "%.4000s/../tools/pstrain-benchclient", exe);
-  return access(out, X_OK) == 0 ? 0 : -ENOENT;
-}
-
 int pl_cmd_bench(int argc, char **argv) {
   char err[600];
   pst_cfg cfg = {.prog = "pstrain bench", .section = "bench", .env_prefix = "PSTRAIN_BENCH_",
@@ -418,7 +401,7 @@ int pl_cmd_bench(int argc, char **argv) {
   }
   char ps_bin[PATH_MAX], cl_bin[PATH_MAX], dir[PATH_MAX];
   if (pl_find_binary("pstrain-ps", "ps", ps_bin, sizeof ps_bin) < 0 ||
-      find_client(cl_bin, sizeof cl_bin) < 0) {
+      pl_find_binary("pstrain-benchclient", "tools", cl_bin, sizeof cl_bin) < 0) {
     fprintf(stderr, "pstrain bench: cannot find pstrain-ps and pstrain-benchclient (build "
                     "//launcher:pstrain, or set PSTRAIN_PS_BIN / PSTRAIN_BENCHCLIENT_BIN)\n");
     return 1;

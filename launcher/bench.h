@@ -41,8 +41,5 @@ void pl_bench_reduce(const pl_bench_client *c, int n, size_t bytes, pl_bench_fig
 int pl_bench_tcp(size_t bytes, int clients, long rounds, long warmup, pl_bench_figs *f,
                  char *err, size_t errlen);
 
-double pl_bench_now(void);
-/* CPU seconds (user + system) a process has used, from /proc/PID/stat; -1 if unknown. */
-double pl_bench_proc_cpu(long pid);
 
 #endif

@@ -21,38 +21,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+#include "common/proc.h"
 #include "launcher/bench.h"
 
 #define IO_MAX (1u << 20) /* bytes per write (and at most per read) */
 #define CHILD_ALARM_S 300 /* a stuck child ends itself */
-
-double pl_bench_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-double pl_bench_proc_cpu(long pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  /* The fields after the command name (which may hold spaces) start after its ')'. */
-  char *p = strrchr(buf, ')');
-  unsigned long ut = 0, st = 0;
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-    return -1;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double self_cpu(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -194,24 +168,24 @@ static int client_main(int port, pid_t srv, size_t bytes, long rounds, long warm
   if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) return 1;
   nodelay(fd);
   for (long r = 0; r < warmup + rounds; r++) {
-    double t0 = pl_bench_now();
+    double t0 = pst_now();
     if (write_all(fd, out, bytes) < 0) return 1;
-    double t1 = pl_bench_now();
+    double t1 = pst_now();
     if (read_all(fd, in, bytes) < 0) return 1;
-    double t2 = pl_bench_now();
+    double t2 = pst_now();
     if (r < warmup) continue;
     if (r == warmup) {
       res->t_first = t0;
-      res->cpu_s = self_cpu();
-      res->server_cpu_s = pl_bench_proc_cpu((long)srv);
+      res->cpu_s = pst_proc_self_cpu_s();
+      res->server_cpu_s = pst_proc_cpu_s((long)srv);
     }
     res->t_last = t2;
     res->push_s += t1 - t0;
     res->pull_s += t2 - t1;
     res->lat[r - warmup] = t2 - t0;
   }
-  res->cpu_s = self_cpu() - res->cpu_s;
-  double s1 = pl_bench_proc_cpu((long)srv);
+  res->cpu_s = pst_proc_self_cpu_s() - res->cpu_s;
+  double s1 = pst_proc_cpu_s((long)srv);
   res->server_cpu_s = s1 >= 0 && res->server_cpu_s >= 0 ? s1 - res->server_cpu_s : -1;
   close(fd);
   return 0;

@@ -2,6 +2,7 @@
 
 #include "common/clock.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -71,8 +72,12 @@ void pl_run_defaults(pl_run_options *o) {
 }
 
 int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen) {
+  /* pstrain-ps -> PSTRAIN_PS_BIN, pstrain-benchclient -> PSTRAIN_BENCHCLIENT_BIN. */
   char env[64];
-  snprintf(env, sizeof env, "PSTRAIN_%s_BIN", strcmp(name, "pstrain-ps") ? "WORKER" : "PS");
+  const char *base = strncmp(name, "pstrain-", 8) ? name : name + 8;
+  size_t n = (size_t)snprintf(env, sizeof env, "PSTRAIN_");
+  for (; *base && n + 5 < sizeof env; base++) env[n++] = (char)toupper((unsigned char)*base);
+  snprintf(env + n, sizeof env - n, "_BIN");
   const char *e = getenv(env);
   if (e && e[0]) {
     snprintf(out, outlen, "%s", e);

@@ -49,7 +49,8 @@ void pl_run_defaults(pl_run_options *o);
 /* Runs the job to the end. Returns 0 when it succeeded; otherwise non-zero with the reason
  * printed (one line, plus the tail of the failing process's log). */
 int pl_run_local(const pl_run_options *o, pl_run_result *res);
-/* Where the daemons are: env PSTRAIN_PS_BIN / PSTRAIN_WORKER_BIN, else beside this binary
+/* Where a pstrain binary is: env PSTRAIN_<NAME>_BIN (PSTRAIN_PS_BIN, PSTRAIN_WORKER_BIN,
+ * PSTRAIN_BENCHCLIENT_BIN), else beside this binary
  * (installed) or in the Bazel output layout (bazel-bin/launcher/../ps/pstrain-ps). */
 int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen);
 /* A free TCP port on 127.0.0.1. */

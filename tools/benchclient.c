@@ -28,7 +28,9 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/config.h"
+#include "common/proc.h"
 #include "common/log.h"
 #include "kernels/model.h"
 #include "worker/client.h"
@@ -92,48 +94,6 @@ typedef struct {
   int exit_code;
 } bench;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-/* One "Key:   123 kB" figure of /proc/PID/status, or -1. */
-static long proc_status_kib(long pid, const char *key) {
-  char path[64], line[256];
-  snprintf(path, sizeof path, "/proc/%ld/status", pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  long v = -1;
-  size_t klen = strlen(key);
-  while (fgets(line, sizeof line, f))
-    if (!strncmp(line, key, klen) && line[klen] == ':') v = strtol(line + klen + 1, NULL, 10);
-  fclose(f);
-  return v;
-}
-
-/* CPU seconds (user + system) of a pid from /proc/PID/stat, or -1. */
-static double proc_cpu_s(long pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
-  FILE *f = fopen(path, "r");
-  if (!f) return -1;
-  size_t n = fread(buf, 1, sizeof buf - 1, f);
-  fclose(f);
-  buf[n] = '\0';
-  /* Fields after the command name (which may hold spaces) start after its ')'. */
-  char *p = strrchr(buf, ')');
-  unsigned long ut = 0, st = 0;
-  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
-    return -1;
-  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
-}
-
-static double self_cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static void fail(bench *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void fail(bench *b, const char *fmt, ...) {
@@ -199,12 +159,12 @@ static int compare(bench *b, const char *what) {
 /* ---- rounds ---- */
 
 static void finish(bench *b) {
-  b->cpu_s = self_cpu_s() - b->cpu0;
+  b->cpu_s = pst_proc_self_cpu_s() - b->cpu0;
   if (o_watch_pid > 0) {
-    double c = proc_cpu_s((long)o_watch_pid);
+    double c = pst_proc_cpu_s((long)o_watch_pid);
     b->ps_cpu_s = c >= 0 && b->ps_cpu0 >= 0 ? c - b->ps_cpu0 : -1;
-    b->rss_end_kib = proc_status_kib((long)o_watch_pid, "VmRSS");
-    b->hwm_kib = proc_status_kib((long)o_watch_pid, "VmHWM");
+    b->rss_end_kib = pst_proc_status_kib((long)o_watch_pid, "VmRSS");
+    b->hwm_kib = pst_proc_status_kib((long)o_watch_pid, "VmHWM");
   }
   b->ph = PH_FINAL_PULL;
   send_simple(b, PSTRAIN__MSG_TYPE__BYE, b->version, 0);
@@ -221,11 +181,11 @@ static void start_round(bench *b) {
     finish(b);
     return;
   }
-  b->t_round = now_s();
+  b->t_round = pst_now();
   if (b->round == o_warmup) {
     b->t_first = b->t_round;
-    b->cpu0 = self_cpu_s();
-    if (o_watch_pid > 0) b->ps_cpu0 = proc_cpu_s((long)o_watch_pid);
+    b->cpu0 = pst_proc_self_cpu_s();
+    if (o_watch_pid > 0) b->ps_cpu0 = pst_proc_cpu_s((long)o_watch_pid);
   }
   /* Sent ahead of the push, a sync PULL for the next version lets the ps stream each chunk
    * of it back as soon as that chunk is final, while the rest of the push still arrives. */
@@ -247,7 +207,7 @@ static void start_round(bench *b) {
 
 static void maybe_end_round(bench *b) {
   if (b->push_busy || b->pull_busy || b->ph != PH_ROUNDS) return;
-  double t = now_s();
+  double t = pst_now();
   if (b->round >= o_warmup) {
     long k = b->round - o_warmup;
     b->lat[k] = t - b->t_round;
@@ -257,7 +217,7 @@ static void maybe_end_round(bench *b) {
   }
   b->round++;
   if (o_watch_pid > 0 && o_rss_after > 0 && b->round == o_rss_after)
-    b->rss_warm_kib = proc_status_kib((long)o_watch_pid, "VmRSS");
+    b->rss_warm_kib = pst_proc_status_kib((long)o_watch_pid, "VmRSS");
   start_round(b);
 }
 
@@ -426,7 +386,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
 static void on_push_sent(wk_client *c) {
   bench *b = c->data;
   b->push_busy = 0;
-  b->t_pushed = now_s();
+  b->t_pushed = pst_now();
   maybe_end_round(b);
 }
 

@@ -1,0 +1,42 @@
+#include "common/proc.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+double pst_proc_cpu_s(long pid) {
+  char path[64], buf[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  fclose(f);
+  buf[n] = '\0';
+  /* The fields after the command name (which may hold spaces) start after its ')'. */
+  char *p = strrchr(buf, ')');
+  unsigned long ut = 0, st = 0;
+  if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
+    return -1;
+  return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+double pst_proc_self_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+long pst_proc_status_kib(long pid, const char *key) {
+  char path[64], line[256];
+  snprintf(path, sizeof path, "/proc/%ld/status", pid);
+  FILE *f = fopen(path, "r");
+  if (!f) return -1;
+  long v = -1;
+  size_t klen = strlen(key);
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, key, klen) && line[klen] == ':') v = strtol(line + klen + 1, NULL, 10);
+  fclose(f);
+  return v;
+}
