@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
-# sd_notify (issue 6): a real ps and worker train the MLP for 1 epoch with NOTIFY_SOCKET
+# sd_notify (issue 6): a real ps and worker train the MLP for 2 epochs with NOTIFY_SOCKET
 # pointing at a datagram socket of the test's own (tests/notify_listener.py, which records
-# each message with its sender's pid, as systemd sees them) and WATCHDOG_USEC set, as
-# under a unit with WatchdogSec=. For each daemon: one READY=1, then STATUS lines (the
-# epoch's), then one STOPPING=1, in that order; WATCHDOG=1 from READY to STOPPING (while
-# systemd's watchdog is armed), never further apart than the watchdog interval. The ps gets WATCHDOG_PID=its own pid (what systemd sets),
-# the worker none (which libsystemd also accepts); and a ps whose WATCHDOG_PID names
+# each message with its sender's pid, as systemd sees them, and the time it was sent) and
+# WATCHDOG_USEC set, as under a unit with WatchdogSec=. For each daemon: one READY=1, then
+# STATUS lines (the last epoch's among them), then one STOPPING=1, in that order; and
+# WATCHDOG=1 from READY to STOPPING (while systemd's watchdog is armed), never further
+# apart than the watchdog interval. The ps gets WATCHDOG_PID=its own pid (what systemd
+# sets), the worker none (which libsystemd also accepts); and a ps whose WATCHDOG_PID names
 # another process must not ping at all, yet still says READY and, on SIGTERM, STOPPING.
 source "$(dirname "$0")/lib.sh"
 
 LISTENER="$RUNFILES/tests/notify_listener.py"
-WATCHDOG_USEC=200000          # the daemons ping every 100 ms
+WATCHDOG_USEC=400000          # pings every 200 ms; a gap over 400 ms would get a unit killed
 SOCK="@pstrain-notify-test-$$"
 MESSAGES="$OUT/notify.jsonl"
 
@@ -26,7 +27,7 @@ unset WATCHDOG_PID
 # WATCHDOG_PID before it runs, as systemd does.
 port=$(free_port)
 bash -c 'export WATCHDOG_PID=$$; exec "$@"' ps "$PS_BIN" --status-interval 0 \
-  --listen "127.0.0.1:$port" --workers 1 --mode sync --model mlp --epochs 1 --seed 42 \
+  --listen "127.0.0.1:$port" --workers 1 --mode sync --model mlp --epochs 2 --seed 42 \
   >"$OUT/ps.log" 2>&1 &
 ps_pid=$!
 PIDS+=("$ps_pid")
@@ -40,7 +41,7 @@ port=$(free_port)
 WATCHDOG_PID=1 start_ps ps-foreign-watchdog --listen "127.0.0.1:$port" --workers 1
 foreign_pid=$LAST_PID
 for _ in $(seq 100); do grep -q "\"pid\": $foreign_pid, \"msg\": \"READY=1\"" "$MESSAGES" && break; sleep 0.1; done
-sleep 0.5                     # five watchdog intervals in which no ping may come
+sleep 1                       # five ping periods in which no ping may come
 kill -TERM "$foreign_pid"
 wait_pid "$foreign_pid" 10 || fail "ps (foreign WATCHDOG_PID) did not exit 0 on SIGTERM"
 sleep 0.2                     # the last datagrams reach the listener
@@ -108,8 +109,8 @@ def check(name, pid, status_words, watchdog):
 unknown = sorted({r["pid"] for r in records} - {ps_pid, worker_pid, foreign_pid})
 if unknown:
     problems.append(f"messages from unexpected senders {unknown}")
-check("ps", ps_pid, "epoch 1/1 evaluated", True)
-check("worker", worker_pid, "epoch 1/1 trained", True)
+check("ps", ps_pid, "epoch 2/2 evaluated", True)
+check("worker", worker_pid, "epoch 2/2 trained", True)
 check("ps with a foreign WATCHDOG_PID", foreign_pid, None, False)
 for p in problems:
     print("problem:", p, file=sys.stderr)
