@@ -17,8 +17,13 @@ int pst_notify_enabled(void) {
  * reason to disturb training, and systemd itself reports a missing READY. */
 static void send_state(const char *state) {
   if (!pst_notify_enabled()) return;
+  static int failure_logged;
   int rc = sd_notify(0, state);
-  if (rc < 0) LOG_DEBUG("sd_notify(%.40s) failed: %s", state, strerror(-rc));
+  if (rc < 0 && !failure_logged) {
+    /* Once: with a watchdog every WATCHDOG_USEC / 2 it would otherwise fill the log. */
+    failure_logged = 1;
+    LOG_DEBUG("sd_notify(%.40s) failed: %s (further failures not logged)", state, strerror(-rc));
+  }
 }
 
 void pst_notify_ready(void) { send_state("READY=1"); }

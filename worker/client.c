@@ -10,6 +10,9 @@
 
 static void try_connect(wk_client *c);
 
+/* Milliseconds an attempt made at (or after) the connect deadline is given. */
+#define WK_LAST_ATTEMPT_MS 250
+
 static int rd_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   wk_client *c = r->data;
   return c->cbs->on_payload(c, h, dst);
@@ -58,6 +61,24 @@ static void on_backoff_timer(uv_timer_t *t) {
   if (c->state == WK_CONN_BACKOFF) try_connect(c);
 }
 
+static void give_up(wk_client *c) {
+  char why[512]; /* host (255) + last_error (127) + the words always fit */
+  snprintf(why, sizeof why, "cannot reach the ps at %s:%d after %d attempt%s: %s", c->host,
+           c->port, c->attempts, c->attempts == 1 ? "" : "s", c->last_error);
+  wk_client_close(c, why);
+}
+
+/* The attempt in flight has run into the deadline. Without this a connect whose SYNs are
+ * dropped (a firewall, a host that went away) would wait out the kernel's own retries,
+ * about two minutes, whatever --connect-timeout says. */
+static void on_attempt_timer(uv_timer_t *t) {
+  wk_client *c = t->data;
+  if (c->state != WK_CONN_RESOLVING && c->state != WK_CONN_CONNECTING) return;
+  snprintf(c->last_error, sizeof c->last_error, "%s",
+           c->state == WK_CONN_RESOLVING ? "name resolution timed out" : "connection timed out");
+  give_up(c);
+}
+
 static void on_tcp_closed_for_retry(uv_handle_t *h) {
   wk_client *c = h->data;
   c->tcp_open = 0;
@@ -65,17 +86,19 @@ static void on_tcp_closed_for_retry(uv_handle_t *h) {
     on_handle_closed(h);
     return;
   }
-  if (pst_now() + c->backoff_ms / 1000.0 > c->deadline) {
-    char why[512]; /* host (255) + last_error (127) + the words always fit */
-    snprintf(why, sizeof why, "cannot reach the ps at %s:%d after %d attempts: %s", c->host,
-             c->port, c->attempts, c->last_error);
-    wk_client_close(c, why);
+  double left = c->deadline - pst_now();
+  if (left <= 0) {
+    give_up(c);
     return;
   }
   if (c->attempts == 1 || c->attempts % 10 == 0)
     LOG_INFO("ps at %s:%d not reachable yet (%s); retrying", c->host, c->port, c->last_error);
+  /* The last wait is cut short so that one more attempt is made right at the deadline:
+   * giving up a whole backoff early would make --connect-timeout 3 mean 1.5 s. */
+  uint64_t wait_ms = c->backoff_ms;
+  if ((double)wait_ms > left * 1000.0) wait_ms = (uint64_t)(left * 1000.0);
   c->state = WK_CONN_BACKOFF;
-  uv_timer_start(&c->timer, on_backoff_timer, c->backoff_ms, 0);
+  uv_timer_start(&c->timer, on_backoff_timer, wait_ms, 0);
   c->backoff_ms = c->backoff_ms * 2 > 2000 ? 2000 : c->backoff_ms * 2;
 }
 
@@ -126,6 +149,7 @@ static void on_connect(uv_connect_t *req, int status) {
     retry_later(c, status);
     return;
   }
+  uv_timer_stop(&c->timer); /* the attempt's deadline */
   c->state = WK_CONN_OPEN;
   uv_tcp_nodelay(&c->tcp, 1);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
@@ -161,6 +185,12 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
 static void try_connect(wk_client *c) {
   c->attempts++;
   c->state = WK_CONN_RESOLVING;
+  /* Each attempt may take until the deadline; the one made at the deadline still gets a
+   * short window, enough for an answer (or a refusal) from a reachable host. */
+  double left = c->deadline - pst_now();
+  uint64_t attempt_ms = left * 1000.0 > WK_LAST_ATTEMPT_MS ? (uint64_t)(left * 1000.0)
+                                                            : WK_LAST_ATTEMPT_MS;
+  uv_timer_start(&c->timer, on_attempt_timer, attempt_ms, 0);
   struct addrinfo hints;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;

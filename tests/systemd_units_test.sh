@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# systemd units and install.sh (issue 6). deploy/install.sh --destdir stages the built
+# daemons, units and configs below a temporary root, into which the host's own system
+# units (sysinit.target and the like, which every service depends on) are copied; then
+# `systemd-analyze verify --root` checks pstrain-ps.service and the template's instances
+# pstrain-worker@0 and pstrain-worker@cpu0 as systemd would load them from /etc, ExecStart
+# binaries included. verify exits 0 on many errors it only logs ("Unknown key ...,
+# ignoring"), so any output at all counts as a failure; two broken units check that this
+# check fails. Then install.sh itself: a second install changes nothing (and keeps an
+# edited config), another --prefix is written into the units (which verify again),
+# --dry-run touches nothing, --uninstall removes binaries and units but keeps the configs,
+# --purge removes those too.
+source "$(dirname "$0")/lib.sh"
+
+DEPLOY="$RUNFILES/deploy"
+INSTALL=(bash "$DEPLOY/install.sh" --build-dir "$RUNFILES")
+TMP="${TEST_TMPDIR:-$(mktemp -d)}/systemd_units_test.$$"
+mkdir -p "$TMP"
+checks=0
+
+command -v systemd-analyze >/dev/null ||
+  fail "no systemd-analyze (Debian package systemd, which ./pstrain installs)"
+HOST_UNITS=/usr/lib/systemd/system
+[ -d "$HOST_UNITS" ] || HOST_UNITS=/lib/systemd/system
+[ -e "$HOST_UNITS/sysinit.target" ] || fail "no system units in $HOST_UNITS (is systemd installed?)"
+# Documentation=man: links are checked only where man pages are installed at all.
+MAN=no
+man -w systemd.service.5 >/dev/null 2>&1 && MAN=yes
+
+# new_root DIR: an empty root holding only the host's system units.
+new_root() {
+  mkdir -p "$1/usr/lib/systemd"
+  cp -a "$HOST_UNITS" "$1/usr/lib/systemd/system"
+}
+
+# files_in ROOT: what install.sh put there (the copied system units left out), with sums.
+files_in() {
+  (cd "$1" && find . \( -path ./usr/lib/systemd/system -prune \) -o \( -type f -print \) |
+    sort | xargs -r sha256sum)
+}
+
+# verify ROOT UNIT: systemd-analyze verify; prints its output and fails on any.
+verify() {
+  local out rc=0
+  out=$(systemd-analyze verify --root="$1" --man="$MAN" "$2" 2>&1) || rc=$?
+  if [ "$rc" != 0 ] || [ -n "$out" ]; then
+    printf '%s\n' "$out"
+    echo "(systemd-analyze verify exited $rc)"
+    return 1
+  fi
+}
+
+# 1. Install into a staging root; the units there are deploy/systemd's, byte for byte
+# (the default prefix and sysconfdir are the ones the units name).
+ROOT="$TMP/root"
+new_root "$ROOT"
+"${INSTALL[@]}" --destdir "$ROOT" >"$OUT/install1.log" 2>&1 || fail "install.sh --destdir failed"
+for f in usr/local/bin/pstrain-ps usr/local/bin/pstrain-worker; do
+  [ -x "$ROOT/$f" ] || fail "install.sh did not install /$f"
+done
+cmp -s "$ROOT/usr/local/bin/pstrain-ps" "$PS_BIN" || fail "installed pstrain-ps is not the built one"
+for u in pstrain-ps.service pstrain-worker@.service; do
+  cmp -s "$ROOT/etc/systemd/system/$u" "$DEPLOY/systemd/$u" ||
+    fail "installed $u differs from deploy/systemd/$u"
+done
+for c in ps.conf worker.conf; do
+  cmp -s "$ROOT/etc/pstrain/$c" "$DEPLOY/$c" || fail "installed /etc/pstrain/$c differs from deploy/$c"
+done
+checks=$((checks + 1))
+pass "install.sh --destdir: binaries, units and configs staged"
+
+# 2. Every unit as systemd would load it; the template through two instances.
+for u in pstrain-ps.service pstrain-worker@0.service pstrain-worker@cpu0.service; do
+  report=$(verify "$ROOT" "$u") || fail "systemd-analyze verify $u: $report"
+  checks=$((checks + 1))
+  pass "systemd-analyze verify $u (man pages checked: $MAN)"
+done
+
+# 3. The check itself: a unit with an error must fail it. A bad value is only logged (verify
+# exits 0), a missing binary makes verify exit 1; both must count.
+sed 's/^Type=notify$/Type=notfy/' "$DEPLOY/systemd/pstrain-ps.service" \
+  >"$ROOT/etc/systemd/system/pstrain-bad-type.service"
+sed 's#^ExecStart=/usr/local/bin/pstrain-ps #ExecStart=/usr/local/bin/pstrain-nope #' \
+  "$DEPLOY/systemd/pstrain-ps.service" >"$ROOT/etc/systemd/system/pstrain-bad-exec.service"
+for u in pstrain-bad-type.service pstrain-bad-exec.service; do
+  cmp -s "$ROOT/etc/systemd/system/$u" "$DEPLOY/systemd/pstrain-ps.service" &&
+    fail "could not break $u (the sed found nothing to change)"
+  verify "$ROOT" "$u" >"$OUT/$u.verify" && fail "systemd-analyze verify accepted the broken $u"
+  rm "$ROOT/etc/systemd/system/$u"
+done
+checks=$((checks + 1))
+pass "broken units fail the check: $(sed "s#^$ROOT/etc/systemd/system/##" \
+  "$OUT/pstrain-bad-type.service.verify" | head -n 1)"
+
+# 4. Installing again changes nothing: units unchanged, configs kept (an edited one too),
+# the examples put next to them.
+echo "# edited on this host" >>"$ROOT/etc/pstrain/ps.conf"
+before=$(files_in "$ROOT")
+"${INSTALL[@]}" --destdir "$ROOT" >"$OUT/install2.log" 2>&1 || fail "second install.sh failed"
+for u in pstrain-ps.service pstrain-worker@.service; do
+  grep -q "^unchanged  $ROOT/etc/systemd/system/$u\$" "$OUT/install2.log" ||
+    fail "second install did not report $u unchanged"
+done
+grep -q "^# edited on this host\$" "$ROOT/etc/pstrain/ps.conf" || fail "second install overwrote ps.conf"
+for c in ps.conf worker.conf; do
+  cmp -s "$ROOT/etc/pstrain/$c.example" "$DEPLOY/$c" || fail "no /etc/pstrain/$c.example after reinstall"
+done
+after=$(files_in "$ROOT" | grep -v '\.conf\.example$')
+[ "$before" = "$after" ] || fail "second install changed files: $(diff <(echo "$before") <(echo "$after") | head -n 5)"
+checks=$((checks + 1))
+pass "install.sh twice: nothing changed, edited ps.conf kept"
+
+# 5. Another prefix and sysconfdir are written into the units, which verify in their root.
+ALT="$TMP/alt"
+new_root "$ALT"
+"${INSTALL[@]}" --destdir "$ALT" --prefix /opt/pstrain --sysconfdir /etc/pstrain-alt \
+  >"$OUT/install-alt.log" 2>&1 || fail "install.sh --prefix /opt/pstrain failed"
+grep -qx 'ExecStart=/opt/pstrain/bin/pstrain-ps --config /etc/pstrain-alt/ps.conf' \
+  "$ALT/etc/systemd/system/pstrain-ps.service" || fail "--prefix/--sysconfdir not written into pstrain-ps.service"
+grep -qx 'Environment=PSTRAIN_CUDA_LIB=/opt/pstrain/lib/libpstrain_cuda.so' \
+  "$ALT/etc/systemd/system/pstrain-worker@.service" || fail "--prefix not written into pstrain-worker@.service"
+for u in pstrain-ps.service pstrain-worker@1.service; do
+  report=$(verify "$ALT" "$u") || fail "systemd-analyze verify $u (prefix /opt/pstrain): $report"
+done
+checks=$((checks + 1))
+pass "install.sh --prefix /opt/pstrain --sysconfdir /etc/pstrain-alt: units rendered and verified"
+
+# 6. --dry-run stages nothing.
+DRY="$TMP/dry"
+mkdir -p "$DRY"
+"${INSTALL[@]}" --destdir "$DRY" --dry-run >"$OUT/install-dry.log" 2>&1 || fail "install.sh --dry-run failed"
+[ -z "$(find "$DRY" -mindepth 1 -print -quit)" ] || fail "install.sh --dry-run wrote files: $(find "$DRY" -type f | head -n 3)"
+grep -q '^+ install ' "$OUT/install-dry.log" || fail "install.sh --dry-run printed no commands"
+checks=$((checks + 1))
+pass "install.sh --dry-run: commands printed, nothing written"
+
+# 7. --uninstall: no binaries, units or examples left; the configs stay until --purge.
+"${INSTALL[@]}" --destdir "$ROOT" --uninstall >"$OUT/uninstall.log" 2>&1 || fail "install.sh --uninstall failed"
+left=$(files_in "$ROOT" | awk '{print $2}' | tr '\n' ' ')
+[ "$left" = "./etc/pstrain/ps.conf ./etc/pstrain/worker.conf " ] ||
+  fail "after --uninstall expected only the two configs, found: $left"
+"${INSTALL[@]}" --destdir "$ROOT" --uninstall --purge >"$OUT/purge.log" 2>&1 ||
+  fail "install.sh --uninstall --purge failed"
+left=$(files_in "$ROOT")
+[ -z "$left" ] || fail "after --uninstall --purge files are left: $left"
+[ ! -e "$ROOT/etc/pstrain" ] || fail "after --purge /etc/pstrain is still there"
+checks=$((checks + 1))
+pass "install.sh --uninstall kept only the configs, --purge removed them"
+
+echo "$checks passed, 0 failed"
