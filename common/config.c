@@ -266,8 +266,12 @@ void pst_cfg_print(const pst_cfg *c, FILE *out) {
   for (int i = 0; i < c->n_opts; i++) {
     char v[PST_CFG_STR_MAX];
     format_value(&c->opts[i], v, sizeof v);
-    fprintf(out, "%-18s = %-28s # %s: %s\n", c->opts[i].name, v,
-            source_name(c->opts[i].source), c->opts[i].origin);
+    /* A default has no place it came from: "# default", not "# default: default". */
+    if (c->opts[i].source == PST_SRC_DEFAULT)
+      fprintf(out, "%-18s = %-28s # default\n", c->opts[i].name, v);
+    else
+      fprintf(out, "%-18s = %-28s # %s: %s\n", c->opts[i].name, v,
+              source_name(c->opts[i].source), c->opts[i].origin);
   }
 }
 

@@ -51,8 +51,8 @@ static int apply_instance(pst_cfg *cfg, char *err, size_t errlen) {
   if (!i[0]) return 0;
   size_t digits = strspn(i, "0123456789");
   int gpu = digits > 0 && i[digits] == '\0' && digits < 6;
-  int cpu = !strncmp(i, "cpu", 3) && strspn(i + 3, "0123456789") == strlen(i + 3) &&
-            strlen(i) < 10;
+  int cpu = !strncmp(i, "cpu", 3) && strlen(i + 3) > 0 &&
+            strspn(i + 3, "0123456789") == strlen(i + 3) && strlen(i) < 10;
   if (!gpu && !cpu) {
     snprintf(err, errlen, "--instance: '%.60s' is not a GPU index (0, 1, ...) or cpu0, cpu1, ...",
              i);
