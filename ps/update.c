@@ -113,6 +113,7 @@ static void close_sync_step(pst_update *u, int *published) {
   for (int i = 0; i < u->workers; i++) u->slot_of[i] = -1;
   u->slots_taken = 0;
   u->chunks_done = 0;
+  u->ready = 0;
   u->step_open = 0;
   finish_step(u, published);
 }
@@ -188,6 +189,16 @@ void pst_update_set_active(pst_update *u, int active, int *published) {
     u->chunks_done++;
   }
   if (u->chunks_done == u->n_chunks) close_sync_step(u, published);
+}
+
+uint32_t pst_update_ready_chunks(pst_update *u) {
+  if (u->mode != PST_MODE_SYNC || !u->step_open) return 0;
+  /* A chunk is final once its share count reached the quorum (offer_sync applies the
+   * optimizer with the last share; pst_update_set_active marks the chunks it applies with
+   * the old, larger count). Every worker pushes its chunks in order, so chunks complete in
+   * order and the prefix only grows during a step. */
+  while (u->ready < u->n_chunks && u->next_worker[u->ready] >= (uint32_t)u->needed) u->ready++;
+  return u->ready;
 }
 
 static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,

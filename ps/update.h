@@ -54,6 +54,7 @@ typedef struct {
   int *slot_of;           /* [N]: worker -> slot for the step in progress, -1 for none */
   int slots_taken;
   uint32_t chunks_done;   /* chunks with all N summed and the optimizer applied */
+  uint32_t ready;         /* chunks 0..ready-1 of the back buffer are final (see below) */
   int step_open;          /* the back buffer is claimed by the step in progress */
   /* async / ssp */
   int owner;              /* worker whose push is being applied, -1 for none */
@@ -98,6 +99,11 @@ float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c);
  * chunk completed a step (a new version is out). */
 int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
                      int *published);
+/* sync: how many leading chunks of the back buffer already hold their final values for the
+ * step in progress (version + 1): every share summed and the optimizer applied. Such a
+ * chunk is never written again, so a pull of version + 1 may send it before the step is
+ * complete (ps/server.c streams it). 0 in the other modes and between steps. */
+uint32_t pst_update_ready_chunks(pst_update *u);
 /* The staleness a push computed on `version` would have now. */
 static inline uint64_t pst_update_staleness(const pst_update *u, uint64_t version) {
   return u->store->version >= version ? u->store->version - version : 0;

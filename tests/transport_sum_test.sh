@@ -4,25 +4,30 @@
 # gradients, so every float operation is exact or reproducible. Each client checks the
 # weights itself (tools/benchclient.c --check sum): sync after every step and at the end,
 # async at the end (each element there is pushed by one client only, so the result does not
-# depend on the order the ps applied the pushes in).
+# depend on the order the ps applied the pushes in). Sync runs once more with each round's
+# PULL sent ahead of its push (--pull-first, as pstrain-worker does): the ps then streams
+# every chunk of the next version back as soon as it is final, mid-step, and the checks
+# show that each streamed chunk holds exactly the step's result.
 source "$(dirname "$0")/lib.sh"
 source "$(dirname "$0")/transport_lib.sh"
 s3001=$(spec m3001 "input 2" "dense 1 relu" "dense 1499 softmax")   # 3 + 2998 floats
 s10000=$(spec m10000 "input 1" "dense 5000 softmax")               # 5000 + 5000 floats
 passed=0
 for model in "$s3001" "$s10000"; do
-  for mode in sync async; do
+  for mode in sync sync-pull-first async; do
+    pf=()
+    [ "$mode" = sync-pull-first ] && pf=(--pull-first)
     for n in 1 2 3 4; do
       port=$(free_port)
       tag="$(basename "$model" .spec)-$mode-$n"
-      start_ps "ps-$tag" --listen "127.0.0.1:$port" --model "$model" --mode "$mode" \
+      start_ps "ps-$tag" --listen "127.0.0.1:$port" --model "$model" --mode "${mode%%-*}" \
         --workers "$n" --optimizer sgd --lr 1 --chunk-kib 4 --epochs 1 --log-level warning
       ps_pid=$LAST_PID
       wait_ps_listening "$port" "$ps_pid"
       cpids=()
       for ((i = 0; i < n; i++)); do
         start_client "client-$tag-$i" --ps "127.0.0.1:$port" --index "$i" --rounds 6 \
-          --warmup 0 --check sum --lr 1
+          --warmup 0 --check sum --lr 1 "${pf[@]}"
         cpids+=("$LAST_PID")
       done
       for i in "${!cpids[@]}"; do wait_pid "${cpids[$i]}" 30 || fail "$tag: client $i failed"; done
@@ -31,5 +36,5 @@ for model in "$s3001" "$s10000"; do
     done
   done
 done
-pass "$passed exact-sum runs (3001 and 10000 floats, 4 KiB chunks, 1..4 clients, sync and async)"
+pass "$passed exact-sum runs (3001 and 10000 floats, 4 KiB chunks, 1..4 clients, sync, sync with streamed pulls, async)"
 echo "1 passed, 0 failed"
