@@ -263,9 +263,9 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
     unlink(outs[i]);
     snprintf(a_out, sizeof a_out, "--out=%s", outs[i]);
     snprintf(log, sizeof log, "%s/client-%zu-%d-%d.log", dir, ce->bytes, ce->clients, i);
-    /* As pstrain-worker does in sync mode: each round's PULL goes ahead of its push. */
+    /* As pstrain-worker does: each round pushes, then pulls (no --pull-first). */
     char *cl_argv[] = {(char *)cl_bin, a_ps, a_index, a_rounds, a_warm, a_watch, a_out,
-                       "--connect-timeout=30", "--pull-first", NULL};
+                       "--connect-timeout=30", NULL};
     pids[n++] = spawn_logged(cl_argv, log);
   }
   long maxrss = -1, hwm = -1;

@@ -137,14 +137,6 @@ static void after_train(wk_trainer *t) {
   t->e_samples += (uint64_t)t->w_samples;
   t->e_seconds += t->w_seconds;
   t->weights_fresh = 0;
-  /* sync: the PULL for the next version goes ahead of the push, so that the ps streams each
-   * chunk of it back the moment that chunk is final while the rest of the push (ours and the
-   * other workers') still arrives: push and pull overlap. Not on the last step, where BYE
-   * must follow the last push. async and ssp pull after pushing, to get weights that
-   * include their own gradient. */
-  int last_step = t->step_in_epoch == t->steps_per_epoch && t->epoch + 1 == t->epochs;
-  int pull_first = t->mode == PSTRAIN__MODE__MODE_SYNC && !last_step;
-  if (pull_first) pull(t);
   t->push_in_flight = 1;
   int rc = wk_client_push(&t->client, t->version, t->grad);
   if (rc < 0) {
@@ -171,7 +163,11 @@ static void after_train(wk_trainer *t) {
     t->eval_due = t->epoch;
     if (t->epoch < t->epochs) new_epoch_order(t);
   }
-  if (pull_first) return;
+  /* The PULL goes after the push. In sync mode the ps streams the next version's chunks as
+   * they become final, so a worker whose push is in while others' are still arriving gets
+   * its weights early. Sending the PULL ahead of the push (pstrain-benchclient --pull-first)
+   * overlaps this worker's own push and pull too, but measured slower on 2 cores
+   * (docs/benchmarks.md). */
   if (t->epoch < t->epochs)
     pull(t);
   else
