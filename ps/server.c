@@ -8,45 +8,7 @@
 #include "common/log.h"
 #include "common/notify.h"
 #include "proto/wire.h"
-
-typedef enum {
-  CONN_OPEN = 0,  /* accepted, not registered: may send HELLO or STATUS_REQ */
-  CONN_WORKER,    /* registered worker */
-  CONN_CLOSING,   /* uv_close or uv_shutdown under way */
-} conn_state;
-
-struct ps_conn {
-  uv_tcp_t tcp;
-  conn_state state;
-  ps_server *srv;
-  ps_conn *next, *prev;
-  pst_reader rd;
-  int reader_ready;
-  int reading;           /* uv_read_start active */
-  int worker;            /* index, or -1 before HELLO */
-  char peer[64];
-  /* The push in progress: chunks arrive in order into recv. */
-  float *recv;           /* [chunk_floats] */
-  float *push_dst;       /* where the pending chunk was read: recv, or its place in the sum */
-  uint64_t push_version;
-  uint32_t push_next;    /* next chunk expected */
-  int pending;           /* recv holds chunk pending_chunk, not yet taken */
-  int push_dropped;      /* the push in progress is being dropped (backup workers) */
-  uint32_t pending_chunk;
-  /* Pulls: at most one waiting and one being written. */
-  int pull_waiting;
-  uint64_t pull_want;
-  int pull_final;        /* wants the final weights: answered once every worker said BYE */
-  int pull_writing;
-  int pull_buf;          /* store buffer the reply is sent from */
-  int pull_ref;          /* the reply holds store.refs[pull_buf] (see answer_pull) */
-  uint64_t pull_version; /* the version the reply carries */
-  uint32_t pull_sent;    /* chunks of the reply handed to uv_write (or abandoned) */
-  uint32_t pull_done;    /* chunks whose write callback ran (or abandoned) */
-  uv_write_t *wreq;      /* [n_chunks] */
-  uint8_t *whead;        /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
-  uv_shutdown_t shutdown_req;
-};
+#include "ps/conn.h"
 
 /* A control message: one allocation, freed by its write callback. Rare, not hot path. */
 typedef struct {
@@ -55,7 +17,6 @@ typedef struct {
   uint8_t bytes[];
 } ctl_msg;
 
-static void kick(ps_server *s);
 static void conn_close(ps_conn *c, const char *why);
 static void maybe_finish(ps_server *s);
 static void start_reading(ps_conn *c);
@@ -103,121 +64,6 @@ static void send_shutdown(ps_conn *c, const char *reason, int failed) {
   send_header(c, &h);
 }
 
-/* The pull reply: the weights straight from the store, one frame per chunk (prefix +
- * header from this connection's preallocated slots, payload pointing into the store).
- * Nothing is copied and nothing allocated.
- *
- * A reply of a published version is sent from the front buffer at once and holds a
- * reference on it, so no step writes that buffer until the last chunk has left. A sync pull
- * of the version being built (version + 1) is streamed instead: each chunk is sent from the
- * back buffer as soon as it is final (pst_update_ready_chunks), overlapping the rest of the
- * step's transfer. Such a reply takes its reference only when the step is published
- * (hold_streaming_refs): before that the buffer is the step's own, and a reference would
- * stop the very step it waits for from opening. Every byte sent belongs to one version, as
- * final chunks are never written again. */
-static void finish_pull(ps_conn *c) {
-  c->pull_writing = 0;
-  if (c->pull_ref) c->srv->store.refs[c->pull_buf]--;
-  c->pull_ref = 0;
-}
-
-static void on_pull_write(uv_write_t *req, int status) {
-  ps_conn *c = req->data;
-  (void)status;
-  c->pull_done++;
-  if (c->pull_done < c->srv->upd.n_chunks) return;
-  finish_pull(c);
-  /* This connection may have a pull waiting behind the one just sent, and a step may be
-   * waiting for the buffer. */
-  kick(c->srv);
-}
-
-/* Chunks this connection's reply may send now. */
-static uint32_t pull_ready_chunks(ps_conn *c) {
-  ps_server *s = c->srv;
-  if (c->pull_ref) return s->upd.n_chunks;
-  return pst_update_ready_chunks(&s->upd);
-}
-
-/* Writes the reply's chunks that are ready and not yet sent. */
-static void continue_pull(ps_conn *c) {
-  ps_server *s = c->srv;
-  uint32_t n = s->upd.n_chunks, ready = pull_ready_chunks(c);
-  const float *w = s->store.buf[c->pull_buf];
-  while (c->pull_sent < ready && c->state != CONN_CLOSING) {
-    uint32_t i = c->pull_sent++;
-    uint32_t len = pst_update_chunk_len(&s->upd, i);
-    size_t off = (size_t)i * s->upd.chunk_floats;
-    uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
-    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_version, off, len,
-                                   i + 1 == n, head, PST_WIRE_CHUNK_HEAD);
-    uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
-                        uv_buf_init((char *)(w + off), len * 4u)};
-    c->wreq[i].data = c;
-    if (uv_write(&c->wreq[i], (uv_stream_t *)&c->tcp, bufs, 2, on_pull_write) < 0) {
-      /* The connection is failing: the chunks that never started count as done. */
-      c->pull_done += n - c->pull_sent;
-      c->pull_sent = n;
-      on_pull_write(&c->wreq[i], UV_ECANCELED);
-      return;
-    }
-  }
-}
-
-static void answer_pull(ps_conn *c) {
-  ps_server *s = c->srv;
-  pst_store *st = &s->store;
-  c->pull_waiting = 0;
-  c->pull_writing = 1;
-  c->pull_sent = c->pull_done = 0;
-  if (s->opt.mode == PST_MODE_SYNC && !c->pull_final && c->pull_want == st->version + 1) {
-    c->pull_buf = st->front ^ 1;
-    c->pull_version = st->version + 1;
-    c->pull_ref = 0;
-  } else {
-    c->pull_buf = st->front;
-    c->pull_version = st->version;
-    c->pull_ref = 1;
-    st->refs[st->front]++;
-  }
-  continue_pull(c);
-}
-
-/* A step was just published: streamed replies of it now read the front buffer and must
- * hold it like any other reply. */
-static void hold_streaming_refs(ps_server *s) {
-  for (ps_conn *c = s->conns; c; c = c->next)
-    if (c->pull_writing && !c->pull_ref && c->pull_version == s->store.version) {
-      c->pull_ref = 1;
-      s->store.refs[c->pull_buf]++;
-    }
-}
-
-/* Whether a pull may be answered now. sync: the wanted version exists, or is the one being
- * built (its reply is streamed as its chunks become final). ssp: additionally
- * the puller may not get more than `staleness` versions ahead of the slowest worker's
- * last pushed version. async: always. */
-static int pull_ready(ps_server *s, ps_conn *c) {
-  if (c->pull_writing) return 0;
-  if (c->pull_final) return s->finished == s->opt.workers;
-  if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version + 1;
-  if (s->opt.mode == PST_MODE_SSP) {
-    /* A worker's clock is the number of pushes it has made; it may run at most `staleness`
-     * pushes ahead of the slowest unfinished worker. */
-    uint64_t mine = s->workers[c->worker].pushes, slowest = UINT64_MAX;
-    for (int i = 0; i < s->opt.workers; i++)
-      if (!s->workers[i].done && s->workers[i].conn && s->workers[i].pushes < slowest)
-        slowest = s->workers[i].pushes;
-    if (s->registered < s->opt.workers) slowest = 0;
-    if (slowest != UINT64_MAX && mine > slowest + (uint64_t)s->opt.staleness) return 0;
-    /* The ps's own record of how far ahead anyone was allowed to get. */
-    uint64_t lead = slowest == UINT64_MAX || mine < slowest ? 0 : mine - slowest;
-    if (lead > s->max_lead) s->max_lead = lead;
-    return 1;
-  }
-  return 1;
-}
-
 /* ---- the push path ---- */
 
 /* Offers the chunk waiting in c->recv. Returns 1 taken, 0 later, <0 error (closed). */
@@ -255,15 +101,15 @@ static int try_take(ps_conn *c) {
   }
   /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
    * waiting pulls want. */
-  if (published) hold_streaming_refs(s);
-  kick(s);
+  if (published) ps_pull_hold_streaming_refs(s);
+  ps_server_kick(s);
   return 1;
 }
 
 /* Re-offers every held-back chunk and answers every pull that became answerable, until
  * nothing moves. Guarded so that nested calls (a resumed reader publishing a step) only
  * ask for one more round. */
-static void kick(ps_server *s) {
+void ps_server_kick(ps_server *s) {
   if (s->kicking) {
     s->kick_again = 1;
     return;
@@ -274,8 +120,8 @@ static void kick(ps_server *s) {
     for (ps_conn *c = s->conns, *next; c; c = next) {
       next = c->next;
       if (c->state != CONN_WORKER) continue;
-      if (c->pull_waiting && pull_ready(s, c)) answer_pull(c);
-      if (c->pull_writing && c->pull_sent < s->upd.n_chunks) continue_pull(c);
+      if (c->pull_waiting && ps_pull_ready(s, c)) ps_pull_answer(c);
+      if (c->pull_writing && c->pull_sent < s->upd.n_chunks) ps_pull_continue(c);
       if (c->pending) {
         int rc = try_take(c);
         if (rc <= 0) continue;
@@ -473,7 +319,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       c->pull_waiting = 1;
       c->pull_want = h->version;
       c->pull_final = h->last;
-      if (pull_ready(s, c)) answer_pull(c);
+      if (ps_pull_ready(s, c)) ps_pull_answer(c);
       return 0;
     case PSTRAIN__MSG_TYPE__PUSH: {
       if (c->push_dropped) {
@@ -490,7 +336,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
     }
     case PSTRAIN__MSG_TYPE__REPORT:
       handle_report(c, h->report);
-      kick(s); /* the last evaluation may complete the run */
+      ps_server_kick(s); /* the last evaluation may complete the run */
       return 0;
     case PSTRAIN__MSG_TYPE__BYE:
       if (!s->workers[c->worker].done) {
@@ -501,8 +347,8 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
                  s->workers[c->worker].pushes, s->workers[c->worker].dropped);
         int published;
         pst_update_set_active(&s->upd, s->opt.workers - s->finished, &published);
-        if (published) hold_streaming_refs(s);
-        kick(s); /* ssp: a finished worker no longer holds the others back */
+        if (published) ps_pull_hold_streaming_refs(s);
+        ps_server_kick(s); /* ssp: a finished worker no longer holds the others back */
       }
       return 0;
     case PSTRAIN__MSG_TYPE__STATUS_REQ:
@@ -595,12 +441,7 @@ static void conn_close(ps_conn *c, const char *why) {
   c->state = CONN_CLOSING;
   c->pending = 0;
   c->pull_waiting = 0;
-  if (c->pull_writing && c->pull_sent < c->srv->upd.n_chunks) {
-    /* A streamed reply cut short: the chunks never sent count as done. */
-    c->pull_done += c->srv->upd.n_chunks - c->pull_sent;
-    c->pull_sent = c->srv->upd.n_chunks;
-    if (c->pull_done == c->srv->upd.n_chunks) finish_pull(c);
-  }
+  ps_pull_abandon(c);
   if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
   c->reading = 0;
   if (why && !was_worker) LOG_INFO("connection from %s closed: %s", c->peer, why);

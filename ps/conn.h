@@ -1,0 +1,68 @@
+/* Inside the ps: one peer's connection, shared by the connection and message handling
+ * (ps/server.c) and the pull path (ps/pull.c). Not part of the ps's interface. */
+#ifndef PSTRAIN_PS_CONN_H
+#define PSTRAIN_PS_CONN_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "proto/wire.h"
+#include "ps/server.h"
+
+typedef enum {
+  CONN_OPEN = 0,  /* accepted, not registered: may send HELLO or STATUS_REQ */
+  CONN_WORKER,    /* registered worker */
+  CONN_CLOSING,   /* uv_close or uv_shutdown under way */
+} conn_state;
+
+struct ps_conn {
+  uv_tcp_t tcp;
+  conn_state state;
+  ps_server *srv;
+  ps_conn *next, *prev;
+  pst_reader rd;
+  int reader_ready;
+  int reading;           /* uv_read_start active */
+  int worker;            /* index, or -1 before HELLO */
+  char peer[64];
+  /* The push in progress: chunks arrive in order into recv. */
+  float *recv;           /* [chunk_floats] */
+  float *push_dst;       /* where the pending chunk was read: recv, or its place in the sum */
+  uint64_t push_version;
+  uint32_t push_next;    /* next chunk expected */
+  int pending;           /* recv holds chunk pending_chunk, not yet taken */
+  int push_dropped;      /* the push in progress is being dropped (backup workers) */
+  uint32_t pending_chunk;
+  /* Pulls: at most one waiting and one being written. */
+  int pull_waiting;
+  uint64_t pull_want;
+  int pull_final;        /* wants the final weights: answered once every worker said BYE */
+  int pull_writing;
+  int pull_buf;          /* store buffer the reply is sent from */
+  int pull_ref;          /* the reply holds store.refs[pull_buf] (see answer_pull) */
+  uint64_t pull_version; /* the version the reply carries */
+  uint32_t pull_sent;    /* chunks of the reply handed to uv_write (or abandoned) */
+  uint32_t pull_done;    /* chunks whose write callback ran (or abandoned) */
+  uv_write_t *wreq;      /* [n_chunks] */
+  uint8_t *whead;        /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
+  uv_shutdown_t shutdown_req;
+};
+
+/* Re-offers every held-back chunk and answers every pull that became answerable, until
+ * nothing moves (ps/server.c). */
+void ps_server_kick(ps_server *s);
+
+/* The pull path (ps/pull.c). */
+/* Whether c's waiting pull may be answered now. */
+int ps_pull_ready(ps_server *s, ps_conn *c);
+/* Starts the reply to c's waiting pull: a published version at once, or the version being
+ * built (sync) chunk by chunk as its chunks become final. */
+void ps_pull_answer(ps_conn *c);
+/* Sends the chunks of c's reply that became ready since the last call. */
+void ps_pull_continue(ps_conn *c);
+/* Call right after a step is published: streamed replies of it take their store reference. */
+void ps_pull_hold_streaming_refs(ps_server *s);
+/* The connection is closing: the chunks of its reply never sent count as done. */
+void ps_pull_abandon(ps_conn *c);
+
+#endif

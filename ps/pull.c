@@ -1,0 +1,131 @@
+/* The pull path of the ps: answering PULLs straight from the weight store, streaming a sync
+ * pull of the version being built, and the store references that keep every reply to one
+ * version (see ps/conn.h). */
+#include <stdint.h>
+
+#include "proto/wire.h"
+#include "ps/conn.h"
+
+/* The pull reply: the weights straight from the store, one frame per chunk (prefix +
+ * header from this connection's preallocated slots, payload pointing into the store).
+ * Nothing is copied and nothing allocated.
+ *
+ * A reply of a published version is sent from the front buffer at once and holds a
+ * reference on it, so no step writes that buffer until the last chunk has left. A sync pull
+ * of the version being built (version + 1) is streamed instead: each chunk is sent from the
+ * back buffer as soon as it is final (pst_update_ready_chunks), overlapping the rest of the
+ * step's transfer. Such a reply takes its reference only when the step is published
+ * (ps_pull_hold_streaming_refs): before that the buffer is the step's own, and a reference
+ * would stop the very step it waits for from opening. Every byte sent belongs to one
+ * version, as final chunks are never written again. */
+static void finish_pull(ps_conn *c) {
+  c->pull_writing = 0;
+  if (c->pull_ref) c->srv->store.refs[c->pull_buf]--;
+  c->pull_ref = 0;
+}
+
+static void on_pull_write(uv_write_t *req, int status) {
+  ps_conn *c = req->data;
+  (void)status;
+  c->pull_done++;
+  if (c->pull_done < c->srv->upd.n_chunks) return;
+  finish_pull(c);
+  /* This connection may have a pull waiting behind the one just sent, and a step may be
+   * waiting for the buffer. */
+  ps_server_kick(c->srv);
+}
+
+/* Chunks this connection's reply may send now. */
+static uint32_t pull_ready_chunks(ps_conn *c) {
+  ps_server *s = c->srv;
+  if (c->pull_ref) return s->upd.n_chunks;
+  return pst_update_ready_chunks(&s->upd);
+}
+
+/* Writes the reply's chunks that are ready and not yet sent. */
+void ps_pull_continue(ps_conn *c) {
+  ps_server *s = c->srv;
+  uint32_t n = s->upd.n_chunks, ready = pull_ready_chunks(c);
+  const float *w = s->store.buf[c->pull_buf];
+  while (c->pull_sent < ready && c->state != CONN_CLOSING) {
+    uint32_t i = c->pull_sent++;
+    uint32_t len = pst_update_chunk_len(&s->upd, i);
+    size_t off = (size_t)i * s->upd.chunk_floats;
+    uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
+    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_version, off, len,
+                                   i + 1 == n, head, PST_WIRE_CHUNK_HEAD);
+    uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
+                        uv_buf_init((char *)(w + off), len * 4u)};
+    c->wreq[i].data = c;
+    if (uv_write(&c->wreq[i], (uv_stream_t *)&c->tcp, bufs, 2, on_pull_write) < 0) {
+      /* The connection is failing: the chunks that never started count as done. */
+      c->pull_done += n - c->pull_sent;
+      c->pull_sent = n;
+      on_pull_write(&c->wreq[i], UV_ECANCELED);
+      return;
+    }
+  }
+}
+
+void ps_pull_answer(ps_conn *c) {
+  ps_server *s = c->srv;
+  pst_store *st = &s->store;
+  c->pull_waiting = 0;
+  c->pull_writing = 1;
+  c->pull_sent = c->pull_done = 0;
+  if (s->opt.mode == PST_MODE_SYNC && !c->pull_final && c->pull_want == st->version + 1) {
+    c->pull_buf = st->front ^ 1;
+    c->pull_version = st->version + 1;
+    c->pull_ref = 0;
+  } else {
+    c->pull_buf = st->front;
+    c->pull_version = st->version;
+    c->pull_ref = 1;
+    st->refs[st->front]++;
+  }
+  ps_pull_continue(c);
+}
+
+/* A step was just published: streamed replies of it now read the front buffer and must
+ * hold it like any other reply. */
+void ps_pull_hold_streaming_refs(ps_server *s) {
+  for (ps_conn *c = s->conns; c; c = c->next)
+    if (c->pull_writing && !c->pull_ref && c->pull_version == s->store.version) {
+      c->pull_ref = 1;
+      s->store.refs[c->pull_buf]++;
+    }
+}
+
+/* Whether a pull may be answered now. sync: the wanted version exists, or is the one being
+ * built (its reply is streamed as its chunks become final). ssp: additionally
+ * the puller may not get more than `staleness` versions ahead of the slowest worker's
+ * last pushed version. async: always. */
+int ps_pull_ready(ps_server *s, ps_conn *c) {
+  if (c->pull_writing) return 0;
+  if (c->pull_final) return s->finished == s->opt.workers;
+  if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version + 1;
+  if (s->opt.mode == PST_MODE_SSP) {
+    /* A worker's clock is the number of pushes it has made; it may run at most `staleness`
+     * pushes ahead of the slowest unfinished worker. */
+    uint64_t mine = s->workers[c->worker].pushes, slowest = UINT64_MAX;
+    for (int i = 0; i < s->opt.workers; i++)
+      if (!s->workers[i].done && s->workers[i].conn && s->workers[i].pushes < slowest)
+        slowest = s->workers[i].pushes;
+    if (s->registered < s->opt.workers) slowest = 0;
+    if (slowest != UINT64_MAX && mine > slowest + (uint64_t)s->opt.staleness) return 0;
+    /* The ps's own record of how far ahead anyone was allowed to get. */
+    uint64_t lead = slowest == UINT64_MAX || mine < slowest ? 0 : mine - slowest;
+    if (lead > s->max_lead) s->max_lead = lead;
+    return 1;
+  }
+  return 1;
+}
+
+void ps_pull_abandon(ps_conn *c) {
+  uint32_t n = c->srv->upd.n_chunks;
+  if (!c->pull_writing || c->pull_sent >= n) return;
+  /* A streamed reply cut short: the chunks never sent count as done. */
+  c->pull_done += n - c->pull_sent;
+  c->pull_sent = n;
+  if (c->pull_done == n) finish_pull(c);
+}
