@@ -18,11 +18,6 @@ start_client() {
   PIDS+=("$LAST_PID")
 }
 
-# json_get FILE KEY: a field of a bench client's --out file.
-json_get() {
-  /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"
-}
-
 # wait_ps_listening PORT PID: until the ps accepts connections (it fills its buffers first).
 wait_ps_listening() {
   local deadline=$((SECONDS + 20))

@@ -21,9 +21,9 @@ for mode in sync async; do
   wait_pid "$c0" 50 || fail "$mode: client 0 failed"
   wait_pid "$c1" 50 || fail "$mode: client 1 failed"
   wait_pid "$ps_pid" 10 || fail "$mode: ps exited non-zero"
-  warm=$(json_get "$OUT/c0-$mode.json" ps_rss_warm_kib)
-  end=$(json_get "$OUT/c0-$mode.json" ps_rss_end_kib)
-  hwm=$(json_get "$OUT/c0-$mode.json" ps_hwm_kib)
+  warm=$(json_field "$OUT/c0-$mode.json" ps_rss_warm_kib)
+  end=$(json_field "$OUT/c0-$mode.json" ps_rss_end_kib)
+  hwm=$(json_field "$OUT/c0-$mode.json" ps_hwm_kib)
   [ "$warm" -gt 0 ] && [ "$end" -gt 0 ] || fail "$mode: no RSS figures (warm $warm, end $end)"
   [ "$end" -le $((warm + 8192)) ] || fail "$mode: ps RSS grew from $warm KiB to $end KiB"
   bound=$((2 * weights_kib + 32768))

@@ -22,8 +22,8 @@ start_client puller --ps "127.0.0.1:$port" --index 3 --role pull --check version
 cpids+=("$LAST_PID")
 for i in "${!cpids[@]}"; do wait_pid "${cpids[$i]}" 50 || fail "client $i failed"; done
 wait_pid "$ps_pid" 10 || fail "ps exited non-zero"
-pulls=$(json_get "$OUT/puller.json" pulls)
-distinct=$(json_get "$OUT/puller.json" distinct_versions)
+pulls=$(json_field "$OUT/puller.json" pulls)
+distinct=$(json_field "$OUT/puller.json" distinct_versions)
 [ "$distinct" -ge 20 ] || fail "only $distinct distinct versions in $pulls pulls: the pushes did not overlap the pulls"
 pass "$pulls pulls, $distinct distinct versions, none mixed"
 echo "1 passed, 0 failed"
