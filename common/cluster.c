@@ -251,12 +251,18 @@ int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen)
 
 int pst_resolve_listen(const char *host, char *ip, size_t iplen, char *err, size_t errlen) {
   if (is_ip_literal(host)) {
-    if ((size_t)snprintf(ip, iplen, "%s", host) >= iplen) return -ENAMETOOLONG;
+    if ((size_t)snprintf(ip, iplen, "%s", host) >= iplen) {
+      snprintf(err, errlen, "--listen: address '%.200s' is too long", host);
+      return -ENAMETOOLONG;
+    }
     return 0;
   }
   uv_loop_t loop;
   int rc = uv_loop_init(&loop);
-  if (rc < 0) return rc;
+  if (rc < 0) {
+    snprintf(err, errlen, "--listen: cannot resolve '%.200s': %s", host, uv_strerror(rc));
+    return rc;
+  }
   struct addrinfo hints;
   memset(&hints, 0, sizeof hints);
   hints.ai_family = AF_UNSPEC;
@@ -281,6 +287,9 @@ int pst_resolve_listen(const char *host, char *ip, size_t iplen, char *err, size
     } else {
       rc = uv_ip6_name((const struct sockaddr_in6 *)pick->ai_addr, ip, iplen);
     }
+    if (rc < 0)
+      snprintf(err, errlen, "--listen: cannot use the address of '%.200s': %s", host,
+               uv_strerror(rc));
     uv_freeaddrinfo(req.addrinfo);
   }
   uv_loop_close(&loop);

@@ -146,6 +146,14 @@ static int wait_all(pid_t *pids, int n, double deadline, long *ps_maxrss_kib) {
   int left = n, bad = 0;
   int *done = calloc((size_t)n, sizeof *done);
   if (!done) return -ENOMEM;
+  /* A pid that never started (fork failed, -1) must never reach wait4 or kill: kill(-1)
+   * would signal every process of this user. */
+  for (int i = 0; i < n; i++)
+    if (pids[i] <= 0) {
+      done[i] = 1;
+      left--;
+      bad = 1;
+    }
   while (left > 0) {
     for (int i = 0; i < n; i++) {
       if (done[i]) continue;
@@ -244,6 +252,10 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
   pid_t pids[1 + MAX_CLIENTS];
   int n = 0;
   pids[n++] = spawn_logged(ps_argv, ps_log);
+  if (pids[0] < 0) {
+    snprintf(ce->why, sizeof ce->why, "cannot start pstrain-ps: %s", strerror(errno));
+    return -errno;
+  }
   /* Start the clients once the ps listens (it fills the model's buffers first). */
   double t0 = pst_now();
   while (!port_open(port) && pst_now() - t0 < 60) {
@@ -266,7 +278,9 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
     /* As pstrain-worker does: each round pushes, then pulls (no --pull-first). */
     char *cl_argv[] = {(char *)cl_bin, a_ps, a_index, a_rounds, a_warm, a_watch, a_out,
                        "--connect-timeout=30", NULL};
-    pids[n++] = spawn_logged(cl_argv, log);
+    /* A client that cannot start leaves the ps waiting for it: wait_all gives up on the
+     * failed slot and stops the rest. */
+    if ((pids[n++] = spawn_logged(cl_argv, log)) < 0) break;
   }
   long maxrss = -1, hwm = -1;
   /* Generous: at least 0.05 GB/s, plus a minute of start-up. */

@@ -146,6 +146,10 @@ int pl_cmd_compare(int argc, char **argv) {
   double target = 0.85;
   /* Our own flags first; everything else is a run flag shared with `local`. */
   char **rest = calloc((size_t)argc + 1, sizeof *rest);
+  if (!rest) {
+    fprintf(stderr, "pstrain compare: out of memory\n");
+    return 1;
+  }
   int nrest = 0;
   rest[nrest++] = argv[0];
   for (int i = 1; i < argc; i++) {

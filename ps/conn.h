@@ -39,7 +39,6 @@ struct ps_conn {
   int pull_final;        /* wants the final weights: answered once every worker said BYE */
   int pull_writing;
   int pull_buf;          /* store buffer the reply is sent from */
-  int pull_ref;          /* the reply holds store.refs[pull_buf] (see answer_pull) */
   uint64_t pull_version; /* the version the reply carries */
   uint32_t pull_sent;    /* chunks of the reply handed to uv_write (or abandoned) */
   uint32_t pull_done;    /* chunks whose write callback ran (or abandoned) */
@@ -60,8 +59,6 @@ int ps_pull_ready(ps_server *s, ps_conn *c);
 void ps_pull_answer(ps_conn *c);
 /* Sends the chunks of c's reply that became ready since the last call. */
 void ps_pull_continue(ps_conn *c);
-/* Call right after a step is published: streamed replies of it take their store reference. */
-void ps_pull_hold_streaming_refs(ps_server *s);
 /* The connection is closing: the chunks of its reply never sent count as done. */
 void ps_pull_abandon(ps_conn *c);
 

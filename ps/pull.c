@@ -14,14 +14,22 @@
  * reference on it, so no step writes that buffer until the last chunk has left. A sync pull
  * of the version being built (version + 1) is streamed instead: each chunk is sent from the
  * back buffer as soon as it is final (pst_update_ready_chunks), overlapping the rest of the
- * step's transfer. Such a reply takes its reference only when the step is published
- * (ps_pull_hold_streaming_refs): before that the buffer is the step's own, and a reference
- * would stop the very step it waits for from opening. Every byte sent belongs to one
- * version, as final chunks are never written again. */
+ * step's transfer. Such a reply counts in the store's early_refs, not refs: until the step
+ * is published the buffer is the step's own, and a reference would stop the very step it
+ * waits for from opening; pst_store_publish turns early_refs into refs. Every byte sent
+ * belongs to one version, as final chunks are never written again. */
+/* Whether the version c's reply carries has been published (else it is being streamed). */
+static int reply_published(const ps_conn *c) {
+  return c->pull_version <= c->srv->store.version;
+}
+
 static void finish_pull(ps_conn *c) {
+  pst_store *st = &c->srv->store;
   c->pull_writing = 0;
-  if (c->pull_ref) c->srv->store.refs[c->pull_buf]--;
-  c->pull_ref = 0;
+  if (reply_published(c))
+    st->refs[c->pull_buf]--;
+  else
+    st->early_refs--; /* a streamed reply cut short before its step was published */
 }
 
 static void on_pull_write(uv_write_t *req, int status) {
@@ -38,7 +46,7 @@ static void on_pull_write(uv_write_t *req, int status) {
 /* Chunks this connection's reply may send now. */
 static uint32_t pull_ready_chunks(ps_conn *c) {
   ps_server *s = c->srv;
-  if (c->pull_ref) return s->upd.n_chunks;
+  if (reply_published(c)) return s->upd.n_chunks;
   return pst_update_ready_chunks(&s->upd);
 }
 
@@ -76,24 +84,13 @@ void ps_pull_answer(ps_conn *c) {
   if (s->opt.mode == PST_MODE_SYNC && !c->pull_final && c->pull_want == st->version + 1) {
     c->pull_buf = st->front ^ 1;
     c->pull_version = st->version + 1;
-    c->pull_ref = 0;
+    st->early_refs++;
   } else {
     c->pull_buf = st->front;
     c->pull_version = st->version;
-    c->pull_ref = 1;
     st->refs[st->front]++;
   }
   ps_pull_continue(c);
-}
-
-/* A step was just published: streamed replies of it now read the front buffer and must
- * hold it like any other reply. */
-void ps_pull_hold_streaming_refs(ps_server *s) {
-  for (ps_conn *c = s->conns; c; c = c->next)
-    if (c->pull_writing && !c->pull_ref && c->pull_version == s->store.version) {
-      c->pull_ref = 1;
-      s->store.refs[c->pull_buf]++;
-    }
 }
 
 /* Whether a pull may be answered now. sync: the wanted version exists, or is the one being

@@ -101,7 +101,7 @@ static int try_take(ps_conn *c) {
   }
   /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
    * waiting pulls want. */
-  if (published) ps_pull_hold_streaming_refs(s);
+  (void)published;
   ps_server_kick(s);
   return 1;
 }
@@ -347,7 +347,6 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
                  s->workers[c->worker].pushes, s->workers[c->worker].dropped);
         int published;
         pst_update_set_active(&s->upd, s->opt.workers - s->finished, &published);
-        if (published) ps_pull_hold_streaming_refs(s);
         ps_server_kick(s); /* ssp: a finished worker no longer holds the others back */
       }
       return 0;

@@ -29,6 +29,8 @@ void pst_store_free(pst_store *s) {
 }
 
 void pst_store_publish(pst_store *s) {
+  s->refs[s->front ^ 1] += s->early_refs;
+  s->early_refs = 0;
   s->front ^= 1;
   s->version++;
 }

@@ -18,6 +18,8 @@ typedef struct {
   int front;         /* index of the buffer holding `version` */
   uint64_t version;  /* number of steps applied */
   int refs[2];       /* pull replies still being written from each buffer */
+  int early_refs;    /* replies streaming the back buffer's final chunks before it is
+                      * published (sync); publishing makes them refs on it */
 } pst_store;
 
 /* Allocates both buffers and copies `init` (n floats) into the front one; the back one's
@@ -29,7 +31,8 @@ static inline float *pst_store_front(pst_store *s) { return s->buf[s->front]; }
 static inline float *pst_store_back(pst_store *s) { return s->buf[s->front ^ 1]; }
 static inline int pst_store_back_busy(const pst_store *s) { return s->refs[s->front ^ 1] > 0; }
 
-/* The back buffer now holds version + 1: make it the front. */
+/* The back buffer now holds version + 1: make it the front. Replies that were streaming
+ * it (early_refs) now hold it like any other reply, so no later step writes it under them. */
 void pst_store_publish(pst_store *s);
 /* FNV-1a 64 over the front buffer's bytes (reproducibility checks). */
 uint64_t pst_store_checksum(const pst_store *s);

@@ -133,7 +133,7 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
   if (slot < 0) {
     /* A backup-worker step: the first N-K pushers get the slots, the rest are dropped. */
     if (c != 0) return -EPROTO;
-    if (u->slots_taken == needed) {
+    if (u->slots_taken >= needed) { /* also after the quorum shrank (set_active) */
       u->dropped++;
       return PST_OFFER_DROPPED;
     }

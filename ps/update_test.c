@@ -1,6 +1,7 @@
 /* The update rules without sockets: sync sums are bit-identical whatever the arrival
- * order, a chunk offered out of worker order waits, a busy back buffer holds the step, and
- * async applies one push at a time and records staleness. */
+ * order, a chunk offered out of worker order waits, a busy back buffer holds the step,
+ * chunks become final (and may be streamed) in order, and async applies one push at a time
+ * and records staleness. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,6 +108,44 @@ static void test_sync_waits(void) {
   teardown(&s, &o, &u);
 }
 
+/* What a streamed pull may send: chunk c is final once every worker's share of it is in, and
+ * only a prefix of final chunks counts. A reply streaming the back buffer (early_refs) does
+ * not hold the step, and publishing turns it into a reference on the new front buffer. */
+static void test_sync_ready_prefix(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  int pub = 0;
+  CHECK(pst_update_ready_chunks(&u) == 0);
+  s.early_refs = 1; /* a pull of version 1 is being streamed */
+  for (int w = 0; w < W - 1; w++)
+    CHECK(pst_update_offer(&u, w, 0, 0, grads[w], &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_ready_chunks(&u) == 0); /* chunk 0 still lacks the last worker's share */
+  /* Workers 0 and 1 push chunk 1 too: still not final. */
+  for (int w = 0; w < W - 1; w++)
+    CHECK(pst_update_offer(&u, w, 0, 1, grads[w] + CHUNK, &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, W - 1, 0, 0, grads[W - 1], &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_ready_chunks(&u) == 1);
+  /* Final chunks hold the step's result: SGD, lr 1, initial weights minus the sum. */
+  float g = grads[0][7];
+  g += grads[1][7];
+  g += grads[2][7];
+  CHECK(pst_store_back(&s)[7] == (float)(7 % 17) * 0.1f - g);
+  CHECK(pst_update_offer(&u, W - 1, 0, 1, grads[W - 1] + CHUNK, &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_ready_chunks(&u) == 2);
+  int back = s.front ^ 1;
+  for (uint32_t c = 2; c < u.n_chunks; c++)
+    for (int w = 0; w < W; w++)
+      CHECK(pst_update_offer(&u, w, 0, c, grads[w] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
+  CHECK(pub && s.version == 1 && s.front == back);
+  /* Published: the streamed reply now holds the front buffer, and nothing is ready until
+   * the next step has final chunks of its own. */
+  CHECK(s.early_refs == 0 && s.refs[back] == 1 && !pst_store_back_busy(&s));
+  CHECK(pst_update_ready_chunks(&u) == 0);
+  teardown(&s, &o, &u);
+}
+
 static void test_async(void) {
   pst_store s;
   pst_optimizer o;
@@ -131,6 +170,7 @@ static void test_async(void) {
 int main(void) {
   test_sync_order();
   test_sync_waits();
+  test_sync_ready_prefix();
   test_async();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -57,7 +57,7 @@ struct wk_client {
   uint8_t *whead;         /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
   uint32_t writes_left;
   const char *close_why;
-  char close_buf[200];
+  char close_buf[512];   /* a reason naming a host (255) and an error fits whole */
 };
 
 int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
