@@ -179,14 +179,6 @@ static int wait_all(pid_t *pids, int n, double deadline, long *ps_maxrss_kib) {
   return bad ? -EIO : 0;
 }
 
-/* A number field of a one-line JSON object. */
-static double json_num(const char *s, const char *key) {
-  char k[64];
-  snprintf(k, sizeof k, "\"%s\":", key);
-  const char *p = strstr(s, k);
-  return p ? strtod(p + strlen(k), NULL) : -1;
-}
-
 static char *read_file(const char *path) {
   FILE *f = fopen(path, "r");
   if (!f) return NULL;
@@ -203,14 +195,14 @@ static char *read_file(const char *path) {
 static int load_client(const char *path, pl_bench_client *c, long *hwm_kib) {
   char *s = read_file(path);
   if (!s) return -ENOENT;
-  c->t_first = json_num(s, "t_first");
-  c->t_last = json_num(s, "t_last");
-  c->push_s = json_num(s, "push_s");
-  c->pull_s = json_num(s, "pull_s");
-  c->rounds = (long)json_num(s, "rounds");
-  c->server_cpu_s = json_num(s, "ps_cpu_s");
-  c->cpu_s = json_num(s, "cpu_s");
-  long hwm = (long)json_num(s, "ps_hwm_kib");
+  c->t_first = pl_json_num(s, "t_first");
+  c->t_last = pl_json_num(s, "t_last");
+  c->push_s = pl_json_num(s, "push_s");
+  c->pull_s = pl_json_num(s, "pull_s");
+  c->rounds = (long)pl_json_num(s, "rounds");
+  c->server_cpu_s = pl_json_num(s, "ps_cpu_s");
+  c->cpu_s = pl_json_num(s, "cpu_s");
+  long hwm = (long)pl_json_num(s, "ps_hwm_kib");
   if (hwm > *hwm_kib) *hwm_kib = hwm;
   int ok = strstr(s, "\"ok\":true") != NULL && c->rounds > 0;
   c->lat = ok ? calloc((size_t)c->rounds, sizeof *c->lat) : NULL;

@@ -25,13 +25,6 @@ typedef struct {
   double first_eval_time, updates_per_sec;
 } mode_run;
 
-static double json_num(const char *line, const char *key) {
-  char k[64];
-  snprintf(k, sizeof k, "\"%s\":", key);
-  const char *p = strstr(line, k);
-  return p ? strtod(p + strlen(k), NULL) : -1;
-}
-
 static int parse_modes(const char *s, mode_run *runs, int max) {
   int n = 0;
   char buf[256];
@@ -70,20 +63,20 @@ static void digest(mode_run *r, double target) {
   while (in && fgets(line, sizeof line, in)) {
     if (strstr(line, "\"event\":\"train\"") && tr) {
       /* One row per worker report: the plots show every worker's recent loss. */
-      fprintf(tr, "%g %g %g %g\n", json_num(line, "time"), json_num(line, "version"),
-              json_num(line, "loss"), json_num(line, "staleness"));
+      fprintf(tr, "%g %g %g %g\n", pl_json_num(line, "time"), pl_json_num(line, "version"),
+              pl_json_num(line, "loss"), pl_json_num(line, "staleness"));
     } else if (strstr(line, "\"event\":\"eval\"") && ev) {
-      double t = json_num(line, "time"), acc = json_num(line, "accuracy");
-      fprintf(ev, "%g %g %g\n", t, acc, json_num(line, "version"));
+      double t = pl_json_num(line, "time"), acc = pl_json_num(line, "accuracy");
+      fprintf(ev, "%g %g %g\n", t, acc, pl_json_num(line, "version"));
       if (r->time_to_target < 0 && acc >= target) r->time_to_target = t;
     } else if (strstr(line, "\"event\":\"summary\"")) {
-      r->wall = json_num(line, "wall_seconds");
-      r->accuracy = json_num(line, "test_accuracy");
-      r->updates = json_num(line, "updates");
-      r->mean_stale = json_num(line, "mean_staleness");
-      r->max_stale = json_num(line, "max_staleness");
-      r->dropped = json_num(line, "dropped_gradients");
-      r->max_lead = json_num(line, "max_lead");
+      r->wall = pl_json_num(line, "wall_seconds");
+      r->accuracy = pl_json_num(line, "test_accuracy");
+      r->updates = pl_json_num(line, "updates");
+      r->mean_stale = pl_json_num(line, "mean_staleness");
+      r->max_stale = pl_json_num(line, "max_staleness");
+      r->dropped = pl_json_num(line, "dropped_gradients");
+      r->max_lead = pl_json_num(line, "max_lead");
       r->updates_per_sec = r->wall > 0 ? r->updates / r->wall : 0;
     }
   }

@@ -230,7 +230,7 @@ static int spawn(run_ctx *r, child *c, char **argv) {
 
 /* ---- progress ---- */
 
-static double json_num(const char *line, const char *key) {
+double pl_json_num(const char *line, const char *key) {
   char k[64];
   snprintf(k, sizeof k, "\"%s\":", key);
   const char *p = strstr(line, k);
@@ -239,17 +239,17 @@ static double json_num(const char *line, const char *key) {
 
 static void handle_metric(run_ctx *r, const char *line) {
   if (strstr(line, "\"event\":\"train\"")) {
-    long step = (long)json_num(line, "step");
+    long step = (long)pl_json_num(line, "step");
     if (step > r->steps_seen) r->steps_seen = step;
-    r->train_loss = json_num(line, "loss");
+    r->train_loss = pl_json_num(line, "loss");
   } else if (strstr(line, "\"event\":\"eval\"")) {
-    int epoch = (int)json_num(line, "epoch");
+    int epoch = (int)pl_json_num(line, "epoch");
     r->epochs_done = epoch;
     if (!r->o->quiet) {
       if (r->tty) fprintf(stdout, "\r\033[K");
       fprintf(stdout, "%sepoch %d/%d  train loss %.4f  test loss %.4f  test accuracy %.4f  (%.1f s)\n",
               r->o->label ? r->o->label : "", epoch, r->o->epochs, r->train_loss,
-              json_num(line, "loss"), json_num(line, "accuracy"), pst_now() - r->t0);
+              pl_json_num(line, "loss"), pl_json_num(line, "accuracy"), pst_now() - r->t0);
       fflush(stdout);
     }
   }
@@ -444,8 +444,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   if (f) {
     if (fgets(res->summary_json, sizeof res->summary_json, f)) {
       res->summary_json[strcspn(res->summary_json, "\n")] = '\0';
-      res->test_accuracy = json_num(res->summary_json, "test_accuracy");
-      res->samples_per_sec = json_num(res->summary_json, "samples_per_sec");
+      res->test_accuracy = pl_json_num(res->summary_json, "test_accuracy");
+      res->samples_per_sec = pl_json_num(res->summary_json, "samples_per_sec");
     }
     fclose(f);
   }

@@ -53,6 +53,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res);
  * PSTRAIN_BENCHCLIENT_BIN), else beside this binary
  * (installed) or in the Bazel output layout (bazel-bin/launcher/../ps/pstrain-ps). */
 int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen);
+/* A number field ("key":number) of a one-line JSON object, or -1 when it is absent. */
+double pl_json_num(const char *line, const char *key);
 /* A free TCP port on 127.0.0.1. */
 int pl_free_port(void);
 
