@@ -188,14 +188,6 @@ static int is_ip_literal(const char *host) {
   return uv_inet_pton(AF_INET, host, tmp) == 0 || uv_inet_pton(AF_INET6, host, tmp) == 0;
 }
 
-/* Sets `name` from TF_CONFIG unless something more explicit already set it. */
-static int fill(pst_cfg *cfg, const char *name, const char *text, pst_cfg_source src,
-                const char *origin, char *err, size_t errlen) {
-  pst_cfg_opt *o = pst_cfg_find(cfg, name);
-  if (!o || o->source != PST_SRC_DEFAULT) return 0;
-  return pst_cfg_set(cfg, name, text, src, origin, err, errlen);
-}
-
 int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen) {
   pst_cfg_opt *opt = pst_cfg_find(cfg, "tf-config");
   const char *text = opt && ((char *)opt->value)[0] ? (const char *)opt->value : NULL;
@@ -236,13 +228,14 @@ int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen)
     char origin[64], count[16];
     snprintf(origin, sizeof origin, "TF_CONFIG cluster.ps[%d]", i);
     snprintf(count, sizeof count, "%d", cl.n_worker);
-    if ((rc = fill(cfg, "listen", value, src, origin, err, errlen)) == 0)
-      rc = fill(cfg, "workers", count, src, "TF_CONFIG len(cluster.worker)", err, errlen);
+    if ((rc = pst_cfg_set_default(cfg, "listen", value, src, origin, err, errlen)) == 0)
+      rc = pst_cfg_set_default(cfg, "workers", count, src, "TF_CONFIG len(cluster.worker)", err,
+                               errlen);
   } else {
-    rc = fill(cfg, "ps", cl.ps[0], src, "TF_CONFIG cluster.ps[0]", err, errlen);
+    rc = pst_cfg_set_default(cfg, "ps", cl.ps[0], src, "TF_CONFIG cluster.ps[0]", err, errlen);
     if (rc == 0 && cl.has_task) {
       snprintf(value, sizeof value, "%d", cl.task_index);
-      rc = fill(cfg, "index", value, src, "TF_CONFIG task.index", err, errlen);
+      rc = pst_cfg_set_default(cfg, "index", value, src, "TF_CONFIG task.index", err, errlen);
     }
   }
   pst_cluster_free(&cl);

@@ -98,6 +98,13 @@ int pst_cfg_set(pst_cfg *c, const char *name, const char *text, pst_cfg_source s
   return 0;
 }
 
+int pst_cfg_set_default(pst_cfg *c, const char *name, const char *text, pst_cfg_source src,
+                        const char *origin, char *err, size_t errlen) {
+  pst_cfg_opt *o = pst_cfg_find(c, name);
+  if (o && o->source != PST_SRC_DEFAULT) return 0;
+  return pst_cfg_set(c, name, text, src, origin, err, errlen);
+}
+
 /* ---- the config file, through inih, with our own line counting ---- */
 
 typedef struct {

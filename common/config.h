@@ -55,6 +55,11 @@ void pst_cfg_usage(const pst_cfg *c, FILE *out);
 /* Sets an option from code (source FLAG, origin as given), e.g. from TF_CONFIG. */
 int pst_cfg_set(pst_cfg *c, const char *name, const char *text, pst_cfg_source src,
                 const char *origin, char *err, size_t errlen);
+/* pst_cfg_set, but only while the option is still at its default: for values derived from
+ * something less explicit than the config file, the environment and flags (TF_CONFIG, a
+ * systemd instance name). Returns 0 also when it leaves the option alone. */
+int pst_cfg_set_default(pst_cfg *c, const char *name, const char *text, pst_cfg_source src,
+                        const char *origin, char *err, size_t errlen);
 pst_cfg_opt *pst_cfg_find(pst_cfg *c, const char *name);
 
 /* Parses "host:port" ("[v6]:port" too) into host[hostlen] and *port. */

@@ -62,13 +62,9 @@ static int apply_instance(pst_cfg *cfg, char *err, size_t errlen) {
   snprintf(device, sizeof device, gpu ? "cuda:%s" : "cpu", i);
   gethostname(host, sizeof host - 1);
   snprintf(name, sizeof name, "%s-%s", host, i);
-  const char *names[2] = {"device", "name"}, *values[2] = {device, name};
-  for (int k = 0; k < 2; k++) {
-    pst_cfg_opt *o = pst_cfg_find(cfg, names[k]);
-    if (o->source == PST_SRC_DEFAULT &&
-        pst_cfg_set(cfg, names[k], values[k], PST_SRC_FLAG, "--instance", err, errlen) < 0)
-      return -EINVAL;
-  }
+  if (pst_cfg_set_default(cfg, "device", device, PST_SRC_FLAG, "--instance", err, errlen) < 0 ||
+      pst_cfg_set_default(cfg, "name", name, PST_SRC_FLAG, "--instance", err, errlen) < 0)
+    return -EINVAL;
   return 0;
 }
 
