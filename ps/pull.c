@@ -66,10 +66,10 @@ void ps_pull_continue(ps_conn *c) {
                         uv_buf_init((char *)(w + off), len * 4u)};
     c->wreq[i].data = c;
     if (uv_write(&c->wreq[i], (uv_stream_t *)&c->tcp, bufs, 2, on_pull_write) < 0) {
-      /* The connection is failing: the chunks that never started count as done. */
-      c->pull_done += n - c->pull_sent;
-      c->pull_sent = n;
-      on_pull_write(&c->wreq[i], UV_ECANCELED);
+      /* The connection is failing: chunk i and the rest never started. */
+      c->pull_sent = i;
+      ps_pull_abandon(c);
+      if (!c->pull_writing) ps_server_kick(s);
       return;
     }
   }
