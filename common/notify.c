@@ -67,7 +67,6 @@ int pst_heartbeat_start(pst_heartbeat *hb, uv_loop_t *loop, pst_status_fn status
   /* sd_watchdog_enabled() also checks WATCHDOG_PID, so a watchdog meant for another
    * process (our parent, say) is not ours to feed. */
   if (sd_watchdog_enabled(0, &usec) > 0 && usec > 0) {
-    hb->watchdog_usec = usec;
     uint64_t ms = usec / 2000;
     if (ms < 1) ms = 1;
     int rc = uv_timer_init(loop, &hb->watchdog);

@@ -34,10 +34,9 @@ int pst_notify_enabled(void);
 typedef void (*pst_status_fn)(void *arg, char *buf, size_t len);
 
 typedef struct {
-  uv_timer_t watchdog;      /* WATCHDOG=1 every watchdog_usec / 2 */
+  uv_timer_t watchdog;      /* WATCHDOG=1 every WATCHDOG_USEC / 2 */
   uv_timer_t status;        /* status_fn every PST_NOTIFY_STATUS_MS */
   int watchdog_open, status_open;
-  uint64_t watchdog_usec;   /* 0: systemd asked for no watchdog */
   pst_status_fn status_fn;
   void *status_arg;
   char last_status[256];

@@ -256,8 +256,8 @@ int pl_bench_tcp(size_t bytes, int clients, long rounds, long warmup, pl_bench_f
     munmap(mem, shared);
     return -EIO;
   }
-  /* The children wrote into shared memory: point at it from here too. */
-  for (int i = 0; i < clients; i++) res[i].lat = lat + (size_t)i * (size_t)rounds;
+  /* res and the latencies live in the shared mapping: the children's figures are here, and
+   * res[i].lat was set before the fork. */
   pl_bench_reduce(res, clients, bytes, f);
   munmap(mem, shared);
   return 0;
