@@ -12,6 +12,7 @@ static const char *source_name(pst_cfg_source s) {
     case PST_SRC_FILE: return "file";
     case PST_SRC_ENV: return "env";
     case PST_SRC_FLAG: return "flag";
+    case PST_SRC_MODEL: return "model";
     default: return "default";
   }
 }
@@ -103,6 +104,16 @@ int pst_cfg_set_default(pst_cfg *c, const char *name, const char *text, pst_cfg_
   pst_cfg_opt *o = pst_cfg_find(c, name);
   if (o && o->source != PST_SRC_DEFAULT) return 0;
   return pst_cfg_set(c, name, text, src, origin, err, errlen);
+}
+
+int pst_cfg_set_defaults(pst_cfg *c, const char *const *names, const char *const *values, int n,
+                         pst_cfg_source src, const char *origin, char *err, size_t errlen) {
+  for (int i = 0; i < n; i++) {
+    if (pst_cfg_find(c, names[i]) == NULL) continue;
+    int rc = pst_cfg_set_default(c, names[i], values[i], src, origin, err, errlen);
+    if (rc < 0) return rc;
+  }
+  return 0;
 }
 
 /* ---- the config file, through inih, with our own line counting ---- */

@@ -17,7 +17,9 @@
 #define PST_CFG_STR_MAX 512
 
 typedef enum { PST_CFG_STRING, PST_CFG_INT, PST_CFG_DOUBLE, PST_CFG_BOOL } pst_cfg_type;
-typedef enum { PST_SRC_DEFAULT = 0, PST_SRC_FILE, PST_SRC_ENV, PST_SRC_FLAG } pst_cfg_source;
+/* Where a value came from. PST_SRC_MODEL: a model spec's optimizer line (kernels/model.h),
+ * which only ever replaces a built-in default. */
+typedef enum { PST_SRC_DEFAULT = 0, PST_SRC_FILE, PST_SRC_ENV, PST_SRC_FLAG, PST_SRC_MODEL } pst_cfg_source;
 
 typedef struct {
   const char *name;   /* "batch-size" */
@@ -60,6 +62,11 @@ int pst_cfg_set(pst_cfg *c, const char *name, const char *text, pst_cfg_source s
  * systemd instance name). Returns 0 also when it leaves the option alone. */
 int pst_cfg_set_default(pst_cfg *c, const char *name, const char *text, pst_cfg_source src,
                         const char *origin, char *err, size_t errlen);
+/* pst_cfg_set_default for each of n name/value pairs. Names this program has no option for
+ * are skipped: they are meant for another program (the launcher has no Adam betas, the ps
+ * it starts has). */
+int pst_cfg_set_defaults(pst_cfg *c, const char *const *names, const char *const *values, int n,
+                         pst_cfg_source src, const char *origin, char *err, size_t errlen);
 pst_cfg_opt *pst_cfg_find(pst_cfg *c, const char *name);
 
 /* Parses "host:port" ("[v6]:port" too) into host[hostlen] and *port. */

@@ -8,10 +8,15 @@
  *   dense 128 relu         (units, optional activation relu|softmax|linear)
  *   dense 10 softmax       (the last layer must be dense with softmax: training uses
  *                           softmax cross-entropy on its logits)
+ *   optimizer adam lr=0.002  (optional, anywhere, at most once: the optimizer this model
+ *                           trains with by default; options lr=, momentum= (momentum),
+ *                           beta1=, beta2=, eps= (adam), weight_decay= (all))
  *
  * Presets: "mlp" (784-256-128-10 ReLU), "cnn", "cnn2" (see model.c).
  * The canonical text (one normalised layer a line) is what travels to the workers; its
- * 64-bit FNV-1a hash is the model fingerprint. */
+ * 64-bit FNV-1a hash is the model fingerprint. The optimizer line is not part of it: it
+ * describes training, not the network, so it changes neither the weights' layout nor the
+ * fingerprint. */
 #ifndef PSTRAIN_KERNELS_MODEL_H
 #define PSTRAIN_KERNELS_MODEL_H
 
@@ -21,6 +26,7 @@
 
 #define PST_MODEL_MAX_LAYERS 32
 #define PST_MODEL_MAX_TEXT 4096
+#define PST_MODEL_MAX_SETTINGS 7 /* the optimizer's kind and its six numbers */
 
 typedef enum {
   PST_LAYER_INPUT = 0,
@@ -49,6 +55,15 @@ typedef struct {
   size_t b_offset, b_count;  /* [out] / [Cout] */
 } pst_layer;
 
+/* One training default from the spec's optimizer line, named after the ps option it sets
+ * ("optimizer", "lr", "momentum", "beta1", "beta2", "eps", "weight-decay"). Like the compile()
+ * settings a saved Keras model carries, these apply only where the configuration leaves
+ * the option at its built-in default: a flag, a config file or the environment wins. */
+typedef struct {
+  char name[16];
+  char value[32];            /* as written; numbers are checked to be in range */
+} pst_model_setting;
+
 typedef struct {
   int n_layers;              /* layers[0] is the input layer */
   pst_layer layers[PST_MODEL_MAX_LAYERS];
@@ -57,6 +72,9 @@ typedef struct {
   int classes;               /* outputs of the last layer */
   uint64_t fingerprint;      /* FNV-1a 64 of text */
   char text[PST_MODEL_MAX_TEXT]; /* canonical spec */
+  int n_settings;            /* 0 when the spec has no optimizer line */
+  int settings_line;         /* the optimizer line's number, for messages */
+  pst_model_setting settings[PST_MODEL_MAX_SETTINGS];
 } pst_model;
 
 /* Parses spec text. On error returns -EINVAL and writes one line such as
@@ -64,6 +82,12 @@ typedef struct {
 int pst_model_parse(const char *text, const char *source, pst_model *m, char *err, size_t errlen);
 /* Loads a preset name ("mlp", "cnn", "cnn2") or else a spec file path. */
 int pst_model_load(const char *name_or_path, pst_model *m, char *err, size_t errlen);
+/* The spec's training defaults for a run that uses optimizer `kind` (NULL: the one the spec
+ * names), as name/value pairs in names[] and values[] (room for PST_MODEL_MAX_SETTINGS);
+ * returns how many. A spec written for another optimizer gives none: its numbers were
+ * chosen for that optimizer (an SGD learning rate is no Adam one). */
+int pst_model_defaults(const pst_model *m, const char *kind, const char **names,
+                       const char **values);
 /* The text of a preset, or NULL. */
 const char *pst_model_preset(const char *name);
 /* Deterministic initialisation from seed: He-uniform for ReLU layers, Glorot-uniform

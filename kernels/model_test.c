@@ -36,13 +36,45 @@ static void test_presets(void) {
                        "flatten\n"
                        "dense 10 softmax\n") == 0);
 
+  /* cnn2 keeps the borders (same padding) and trains with Adam at 2e-3 by default. */
   CHECK(pst_model_load("cnn2", &m, err, sizeof err) == 0);
   CHECK(m.n_layers == 8);
-  CHECK(m.layers[3].out_h == 11 && m.layers[3].out_c == 64);
-  CHECK(m.layers[4].out_h == 5 && m.layers[4].out_w == 5);
-  CHECK(m.layers[5].out_c == 1600);
-  CHECK(m.n_params == 320 + 18496 + 102464 + 650);
+  CHECK(m.layers[1].out_h == 28 && m.layers[1].same_padding && m.layers[1].pad_top == 1);
+  CHECK(m.layers[3].out_h == 14 && m.layers[3].out_c == 64);
+  CHECK(m.layers[4].out_h == 7 && m.layers[4].out_w == 7);
+  CHECK(m.layers[5].out_c == 3136);
+  CHECK(m.n_params == 320 + 18496 + 200768 + 650);
+  CHECK(m.n_settings == 2 && m.settings_line == 10);
+  CHECK(strcmp(m.settings[0].name, "optimizer") == 0 && strcmp(m.settings[0].value, "adam") == 0);
+  CHECK(strcmp(m.settings[1].name, "lr") == 0 && strcmp(m.settings[1].value, "0.002") == 0);
+  CHECK(strstr(m.text, "optimizer") == NULL);
   CHECK(pst_model_preset("nope") == NULL);
+}
+
+/* The optimizer line: training defaults, outside the canonical text and the fingerprint. */
+static void test_optimizer_line(void) {
+  pst_model a, b;
+  char err[256];
+  const char *names[PST_MODEL_MAX_SETTINGS], *values[PST_MODEL_MAX_SETTINGS];
+  CHECK(pst_model_parse("optimizer momentum lr=0.05 momentum=0.8 weight-decay=1e-4\n"
+                        "input 784\ndense 10 softmax\n", "s", &a, err, sizeof err) == 0);
+  CHECK(pst_model_parse("input 784\ndense 10 softmax\n", "s", &b, err, sizeof err) == 0);
+  CHECK(a.fingerprint == b.fingerprint && strcmp(a.text, b.text) == 0);
+  CHECK(b.n_settings == 0 && pst_model_defaults(&b, NULL, names, values) == 0);
+  CHECK(a.settings_line == 1);
+  int n = pst_model_defaults(&a, NULL, names, values);
+  CHECK(n == 4);
+  CHECK(n == 4 && strcmp(names[0], "optimizer") == 0 && strcmp(values[0], "momentum") == 0);
+  CHECK(n == 4 && strcmp(names[1], "lr") == 0 && strcmp(values[1], "0.05") == 0);
+  CHECK(n == 4 && strcmp(names[2], "momentum") == 0 && strcmp(values[2], "0.8") == 0);
+  CHECK(n == 4 && strcmp(names[3], "weight-decay") == 0 && strcmp(values[3], "1e-4") == 0);
+  /* The same kind keeps every default; another kind takes none of them. */
+  CHECK(pst_model_defaults(&a, "momentum", names, values) == 4);
+  CHECK(pst_model_defaults(&a, "adam", names, values) == 0);
+  CHECK(pst_model_parse("input 784\ndense 10 softmax\n# Adam, all of it\n"
+                        "optimizer adam lr=1e-3 beta1=0.85 beta2=0.99 eps=1e-7 weight_decay=0\n",
+                        "s", &a, err, sizeof err) == 0);
+  CHECK(a.n_settings == 6 && a.settings_line == 4 && strcmp(a.settings[4].name, "eps") == 0);
 }
 
 static void test_canonical(void) {
@@ -84,6 +116,9 @@ static void test_canonical(void) {
   CHECK(pst_model_parse("input 10\nflatten\ndense 3 softmax\n", "x", &c, err, sizeof err) == 0);
 }
 
+/* A valid two-line model, for cases about the lines after it. */
+#define HEAD2 "input 784\ndense 10 softmax\n"
+
 static void test_errors(void) {
   static const struct {
     const char *spec, *want;
@@ -121,6 +156,25 @@ static void test_errors(void) {
       {"input 99999999\ndense 2 softmax\n", "s:1: bad input shape"},
       {"input 784\ndense 65536\ndense 65536\ndense 2 softmax\n", "s:3: too many parameters"},
       {"input 784\n\x01\x02zz\ndense 2 softmax\n", "s:2: unknown layer '??zz'"},
+      /* The optimizer line, after the two lines of HEAD2. */
+      {HEAD2 "optimizer\n", "s:3: optimizer needs a kind: sgd, momentum or adam"},
+      {HEAD2 "optimizer rmsprop\n", "s:3: optimizer needs a kind: sgd, momentum or adam (got 'rmsprop')"},
+      {HEAD2 "optimizer adam lr\n", "s:3: optimizer: unknown option 'lr'"},
+      {HEAD2 "optimizer adam rate=1\n", "s:3: optimizer: unknown option 'rate=1'"},
+      {HEAD2 "optimizer adam lr=0\n", "s:3: optimizer: bad lr '0' (want a number > 0)"},
+      {HEAD2 "optimizer adam lr=-1\n", "s:3: optimizer: bad lr '-1'"},
+      {HEAD2 "optimizer adam lr=\n", "s:3: optimizer: bad lr ''"},
+      {HEAD2 "optimizer adam lr=1e-3x\n", "s:3: optimizer: bad lr '1e-3x'"},
+      {HEAD2 "optimizer adam lr=nan\n", "s:3: optimizer: bad lr 'nan'"},
+      {HEAD2 "optimizer adam lr=inf\n", "s:3: optimizer: bad lr 'inf'"},
+      {HEAD2 "optimizer adam beta1=1\n", "s:3: optimizer: bad beta1 '1' (want a number in [0, 1))"},
+      {HEAD2 "optimizer adam eps=0\n", "s:3: optimizer: bad eps '0'"},
+      {HEAD2 "optimizer sgd weight_decay=-0.1\n", "s:3: optimizer: bad weight_decay '-0.1'"},
+      {HEAD2 "optimizer adam lr=0.1 lr=0.2\n", "s:3: optimizer: lr given twice"},
+      {HEAD2 "optimizer sgd momentum=0.9\n", "s:3: optimizer: momentum does not apply to sgd"},
+      {HEAD2 "optimizer momentum beta2=0.9\n", "s:3: optimizer: beta2 does not apply to momentum"},
+      {HEAD2 "optimizer adam lr=0.00000000000000000000000000000001\n", "s:3: optimizer: bad lr"},
+      {HEAD2 "optimizer sgd\noptimizer adam\n", "s:4: optimizer given twice (first on line 3)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     pst_model m;
@@ -244,6 +298,7 @@ static void test_summary(void) {
 int main(void) {
   test_presets();
   test_canonical();
+  test_optimizer_line();
   test_errors();
   test_load_file();
   test_init();

@@ -3,17 +3,19 @@
 #ifndef PSTRAIN_LAUNCHER_COMMANDS_H
 #define PSTRAIN_LAUNCHER_COMMANDS_H
 
+#include "kernels/model.h"
 #include "launcher/run.h"
 
 int pl_cmd_local(int argc, char **argv);
 int pl_cmd_compare(int argc, char **argv);
 int pl_cmd_bench(int argc, char **argv);
 
-/* Parses the options shared by `local` and `compare` into o; the rest of argv is left for
- * the command. Returns 0, 1 for --help (usage printed), or 2 on a bad flag (message
- * printed). */
+/* Parses the options shared by `local` and `compare` into o and loads the model spec they
+ * name into model (whose optimizer line sets --optimizer and --lr where no flag, file or
+ * environment variable did); the rest of argv is left for the command. Returns 0, 1 for
+ * --help or --print-config (printed), or 2 on a bad flag or spec (message printed). */
 int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o,
-                       const char *extra_usage);
+                       pst_model *model, const char *extra_usage);
 /* Makes a fresh run directory (mkdtemp under /tmp) unless dir is set; out gets the path. */
 int pl_make_run_dir(const char *dir, char *out, size_t outlen);
 

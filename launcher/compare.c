@@ -164,7 +164,8 @@ int pl_cmd_compare(int argc, char **argv) {
     }
   }
   pl_run_options base;
-  int rc = pl_parse_run_flags("compare", nrest, rest, &base,
+  static pst_model model;
+  int rc = pl_parse_run_flags("compare", nrest, rest, &base, &model,
                               "Also: --modes LIST (default sync,async,ssp:2; ssp:S sets the bound),\n"
                               "--out DIR (default ./pstrain-compare), --target-accuracy X (0.85).\n"
                               "Runs each mode from the same seed, data and model, then writes\n"

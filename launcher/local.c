@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "common/config.h"
-#include "kernels/model.h"
+#include "kernels/model_config.h"
 #include "launcher/commands.h"
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
@@ -27,8 +27,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("model", PST_CFG_STRING, f_model, "mlp", "preset (mlp, cnn, cnn2) or spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &f_epochs, "2", "passes over the training set", 1, 10000),
     PST_OPT("batch-size", PST_CFG_INT, &f_batch, "64", "samples per worker per step", 1, 65536),
-    PST_OPT("lr", PST_CFG_DOUBLE, &f_lr, "0.001", "learning rate", 0, 0),
-    PST_OPT("optimizer", PST_CFG_STRING, f_opt, "adam", "sgd, momentum or adam", 0, 0),
+    PST_OPT("lr", PST_CFG_DOUBLE, &f_lr, "0.001", "learning rate (a model spec may set its own)", 0, 0),
+    PST_OPT("optimizer", PST_CFG_STRING, f_opt, "adam", "sgd, momentum or adam (a model spec may set its own)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &f_seed, "42", "seed for weights and shuffles", 0, INT64_MAX),
     PST_OPT("data-dir", PST_CFG_STRING, f_data, "/usr/share/datasets/fashion-mnist", "IDX files", 0, 0),
     PST_OPT("port", PST_CFG_INT, &f_port, "0", "ps port on 127.0.0.1 (0: a free one)", 0, 65535),
@@ -77,7 +77,7 @@ static int parse_slow(const char *s, pl_run_options *o, int workers) {
 }
 
 int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o,
-                       const char *extra_usage) {
+                       pst_model *model, const char *extra_usage) {
   char prog[64], err[600];
   snprintf(prog, sizeof prog, "pstrain %s", cmd);
   pst_cfg cfg = {.prog = prog, .section = cmd, .env_prefix = "PSTRAIN_LOCAL_",
@@ -88,6 +88,17 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
     return 2;
   }
   if (cfg.help) return 1;
+  /* A bad model spec is reported here, in one line, before any process starts. Its optimizer
+   * line fills in --optimizer and --lr as the ps would, so that what is printed and passed
+   * on is what the run uses. */
+  if (pst_model_configure(&cfg, f_model, model, err, sizeof err) < 0) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return 2;
+  }
+  if (cfg.print_config) {
+    pst_cfg_print(&cfg, stdout);
+    return 1;
+  }
   pl_run_defaults(o);
   o->workers = (int)f_workers;
   o->mode = f_mode;
@@ -136,18 +147,12 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
 
 int pl_cmd_local(int argc, char **argv) {
   pl_run_options o;
-  int rc = pl_parse_run_flags("local", argc, argv, &o,
+  static pst_model model;
+  int rc = pl_parse_run_flags("local", argc, argv, &o, &model,
                               "Starts one pstrain-ps and N pstrain-worker processes on 127.0.0.1,\n"
                               "shows per-epoch loss and accuracy, and stops them all at the end.\n");
   if (rc == 1) return 0;
   if (rc) return rc;
-  /* A bad model spec is reported here, in one line, before any process starts. */
-  static pst_model model;
-  char err[512];
-  if (pst_model_load(o.model, &model, err, sizeof err) < 0) {
-    fprintf(stderr, "pstrain local: %s\n", err);
-    return 2;
-  }
   char dir[PATH_MAX];
   if (pl_make_run_dir(o.run_dir, dir, sizeof dir) < 0) return 1;
   o.run_dir = dir;

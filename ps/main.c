@@ -1,8 +1,8 @@
 /* pstrain-ps: the parameter server.
  *
- * The story: read the configuration (defaults < /etc/pstrain/ps.conf < PSTRAIN_PS_* < flags),
- * load the model spec and initialise its weights from the seed, start listening, run the
- * event loop until training is complete or a signal arrives, then close every handle and
+ * The story: read the configuration (defaults < the model spec's optimizer line <
+ * /etc/pstrain/ps.conf < PSTRAIN_PS_* < flags), initialise the model's weights from the
+ * seed, start listening, run the event loop until training is complete or a signal arrives, then close every handle and
  * check that the loop really is empty. */
 #include <errno.h>
 #include <inttypes.h>
@@ -15,7 +15,7 @@
 #include "common/config.h"
 #include "common/log.h"
 #include "common/notify.h"
-#include "kernels/model.h"
+#include "kernels/model_config.h"
 #include "ps/server.h"
 
 #define PS_DEFAULT_LISTEN "127.0.0.1:7070"
@@ -37,8 +37,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("model", PST_CFG_STRING, o_model, "mlp", "preset (mlp, cnn, cnn2) or model spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &o_epochs, "2", "passes over the training set", 1, 10000),
     PST_OPT("batch-size", PST_CFG_INT, &o_batch, "64", "samples per worker per step", 1, 65536),
-    PST_OPT("optimizer", PST_CFG_STRING, o_optimizer, "adam", "sgd, momentum or adam", 0, 0),
-    PST_OPT("lr", PST_CFG_DOUBLE, &o_lr, "0.001", "learning rate", 0, 0),
+    PST_OPT("optimizer", PST_CFG_STRING, o_optimizer, "adam", "sgd, momentum or adam (a model spec may set its own)", 0, 0),
+    PST_OPT("lr", PST_CFG_DOUBLE, &o_lr, "0.001", "learning rate (a model spec may set its own)", 0, 0),
     PST_OPT("momentum", PST_CFG_DOUBLE, &o_momentum, "0.9", "momentum factor (momentum)", 0, 0),
     PST_OPT("beta1", PST_CFG_DOUBLE, &o_beta1, "0.9", "Adam beta1", 0, 0),
     PST_OPT("beta2", PST_CFG_DOUBLE, &o_beta2, "0.999", "Adam beta2", 0, 0),
@@ -136,10 +136,13 @@ int main(int argc, char **argv) {
   };
   pst_log_init("pstrain-ps", PST_LOG_INFO);
 
-  /* 1. Configuration. */
+  /* 1. Configuration, then the model spec, whose optimizer line fills in what the
+   * configuration left at its defaults (so --print-config shows those values too). */
   ps_options opt;
+  static pst_model model;
   if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0 ||
-      (!cfg.help && pst_cluster_configure(&cfg, PST_ROLE_PS, err, sizeof err) < 0) ||
+      (!cfg.help && (pst_cluster_configure(&cfg, PST_ROLE_PS, err, sizeof err) < 0 ||
+                     pst_model_configure(&cfg, o_model, &model, err, sizeof err) < 0)) ||
       build_options(&opt, err, sizeof err) < 0) {
     LOG_ERR("%s", err);
     return 2;
@@ -156,12 +159,7 @@ int main(int argc, char **argv) {
     return 0;
   }
 
-  /* 2. The model and its initial weights. */
-  static pst_model model;
-  if (pst_model_load(o_model, &model, err, sizeof err) < 0) {
-    LOG_ERR("%s", err);
-    return 2;
-  }
+  /* 2. The model's initial weights. */
   float *init = malloc(model.n_params * sizeof(float));
   if (!init) {
     LOG_ERR("cannot allocate %zu parameters", model.n_params);
