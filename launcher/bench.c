@@ -78,18 +78,6 @@ static int parse_sizes(const char *s, size_t *out, int max) {
   return *s ? -E2BIG : n;
 }
 
-static int parse_ints(const char *s, int *out, int max, int hi) {
-  int n = 0;
-  while (*s && n < max) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || v < 1 || v > hi || (*end && *end != ',')) return -EINVAL;
-    out[n++] = (int)v;
-    s = *end ? end + 1 : end;
-  }
-  return *s ? -E2BIG : n;
-}
-
 /* A model of F floats: (A + 1) x K = F with K <= 65536 and 1 <= A <= 65536 (the spec
  * parser's limits); when F has no such factors, the nearest multiple of 65536. */
 static void model_for(size_t bytes, int *input, int *units) {
@@ -403,7 +391,7 @@ int pl_cmd_bench(int argc, char **argv) {
   size_t sizes[16];
   int clients[16];
   int n_sizes = parse_sizes(f_sizes, sizes, 16);
-  int n_clients = parse_ints(f_clients, clients, 16, MAX_CLIENTS);
+  int n_clients = pl_parse_int_list(f_clients, clients, 16, 1, MAX_CLIENTS);
   if (n_sizes <= 0 || n_clients <= 0 || n_sizes * n_clients > MAX_CELLS) {
     fprintf(stderr, "pstrain bench: --sizes wants up to 16 sizes like 4K,1M,100M (32 B..1 GiB) "
                     "and --clients up to 16 counts in 1..%d\n", MAX_CLIENTS);

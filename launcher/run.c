@@ -317,17 +317,16 @@ static void arg(argvec *a, const char *fmt, ...) {
 }
 
 /* GPU ids from "0,2,3", or 0 entries when none given. */
-static int parse_gpus(const char *s, int *ids, int max) {
+int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi) {
   int n = 0;
-  while (s && *s && n < max) {
+  while (*s && n < max) {
     char *end;
     long v = strtol(s, &end, 10);
-    if (end == s || v < 0) return -EINVAL;
-    ids[n++] = (int)v;
-    s = *end == ',' ? end + 1 : end;
-    if (*end && *end != ',') return -EINVAL;
+    if (end == s || v < lo || v > hi || (*end && *end != ',')) return -EINVAL;
+    out[n++] = (int)v;
+    s = *end ? end + 1 : end;
   }
-  return n;
+  return *s ? -E2BIG : n;
 }
 
 int pl_run_local(const pl_run_options *o, pl_run_result *res) {
@@ -344,9 +343,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     return 1;
   }
   int gpu_ids[64];
-  int n_gpus = parse_gpus(o->gpus, gpu_ids, 64);
+  int n_gpus = pl_parse_int_list(o->gpus ? o->gpus : "", gpu_ids, 64, 0, PL_MAX_GPU_ID);
   if (n_gpus < 0) {
-    fprintf(stderr, "pstrain: --gpus wants a list like 0,2,3\n");
+    fprintf(stderr, "pstrain: --gpus wants a list like 0,2,3 (up to 64 ids in 0..%d)\n", PL_MAX_GPU_ID);
     return 2;
   }
   int workers = n_gpus > 0 ? n_gpus * o->workers_per_gpu : o->workers;

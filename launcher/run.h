@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #define PL_MAX_WORKERS 256
+#define PL_MAX_GPU_ID 1023 /* largest id --gpus takes */
 
 typedef struct {
   int workers;
@@ -55,6 +56,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res);
 int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen);
 /* A number field ("key":number) of a one-line JSON object, or -1 when it is absent. */
 double pl_json_num(const char *line, const char *key);
+/* A comma-separated list of integers in [lo, hi], at most max of them, into out. Returns how
+ * many (0 for an empty string), -EINVAL on a bad entry, -E2BIG when there are more. */
+int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi);
 /* A free TCP port on 127.0.0.1. */
 int pl_free_port(void);
 
