@@ -7,6 +7,10 @@ rc=0; "$LAUNCHER_BIN" local --wrkers 2 >"$OUT/badflag.log" 2>&1 || rc=$?
 [ $rc -eq 2 ] && grep -q "unknown flag --wrkers" "$OUT/badflag.log" || fail "bad flag: rc $rc"
 rc=0; "$LAUNCHER_BIN" local --mode banana >"$OUT/badmode.log" 2>&1 || rc=$?
 [ $rc -eq 2 ] || fail "bad mode accepted"
+for gpus in 0,x 2048 -1 "$(seq -s, 0 64)"; do
+  rc=0; "$LAUNCHER_BIN" local --gpus "$gpus" --run-dir "$OUT/badgpus" >"$OUT/badgpus.log" 2>&1 || rc=$?
+  [ $rc -eq 2 ] && grep -q -- "--gpus wants a list like 0,2,3" "$OUT/badgpus.log" || fail "--gpus $gpus: rc $rc"
+done
 rc=0; "$LAUNCHER_BIN" local --epochs 1 --data-dir /nonexistent --run-dir "$OUT/nodata" \
   >"$OUT/nodata.log" 2>&1 || rc=$?
 [ $rc -eq 1 ] && grep -q "/nonexistent/train-images-idx3-ubyte.gz: cannot open" "$OUT/nodata.log" \
