@@ -352,12 +352,13 @@ static int parse_optimizer(parse_ctx *p, char **tok, int ntok, pst_model *m) {
   char b[32];
   if (m->n_settings > 0)
     return fail(p, "optimizer given twice (first on line %d)", m->settings_line);
+  if (ntok < 2) return fail(p, "optimizer needs a kind: sgd, momentum or adam");
   int kind = -1;
-  for (int k = 0; ntok >= 2 && k < 3; k++)
+  for (int k = 0; k < 3; k++)
     if (strcmp(tok[1], opt_kinds[k]) == 0) kind = k;
   if (kind < 0)
-    return fail(p, "optimizer needs a kind: sgd, momentum or adam%s%s%s", ntok >= 2 ? " (got '" : "",
-                ntok >= 2 ? shown(tok[1], b, sizeof b) : "", ntok >= 2 ? "')" : "");
+    return fail(p, "optimizer needs a kind: sgd, momentum or adam (got '%s')",
+                shown(tok[1], b, sizeof b));
   add_setting(m, "optimizer", opt_kinds[kind]);
   unsigned seen = 0;
   for (int i = 2; i < ntok; i++) {
