@@ -2,8 +2,8 @@
  *
  * The story: read the configuration (defaults < the model spec's optimizer line <
  * /etc/pstrain/ps.conf < PSTRAIN_PS_* < flags), initialise the model's weights from the
- * seed, start listening, run the event loop until training is complete or a signal arrives, then close every handle and
- * check that the loop really is empty. */
+ * seed, start listening, run the event loop until training is complete or a signal
+ * arrives, then close every handle and check that the loop really is empty. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
