@@ -36,19 +36,24 @@ free_port() {
   /usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
 
-# start_ps NAME ARGS...: starts pstrain-ps in the background; its pid is in LAST_PID.
-start_ps() {
+# start_bg NAME CMD ARGS...: runs CMD in the background with its output in $OUT/NAME.log;
+# its pid is in LAST_PID, and it is killed when the test ends.
+start_bg() {
   local name=$1; shift
-  "$PS_BIN" --status-interval 0 "$@" >"$OUT/$name.log" 2>&1 &
+  "$@" >"$OUT/$name.log" 2>&1 &
   LAST_PID=$!
   PIDS+=("$LAST_PID")
 }
 
+# start_ps NAME ARGS... and start_worker NAME ARGS...: the daemons, through start_bg.
+start_ps() {
+  local name=$1; shift
+  start_bg "$name" "$PS_BIN" --status-interval 0 "$@"
+}
+
 start_worker() {
   local name=$1; shift
-  "$WORKER_BIN" --data-dir "$DATA_DIR" --connect-timeout 20 "$@" >"$OUT/$name.log" 2>&1 &
-  LAST_PID=$!
-  PIDS+=("$LAST_PID")
+  start_bg "$name" "$WORKER_BIN" --data-dir "$DATA_DIR" --connect-timeout 20 "$@"
 }
 
 # wait_pid PID SECONDS: waits for the process to exit, returns its status; fails on timeout.

@@ -69,9 +69,7 @@ ip -n "$NS-w1" neigh add "$DEAD_ADDR" lladdr 02:00:5e:00:d1:ed dev eth0 nud perm
 in_ns() {
   local ns=$1 name=$2
   shift 2
-  ip netns exec "$ns" "$@" >"$OUT/$name.log" 2>&1 &
-  LAST_PID=$!
-  PIDS+=("$LAST_PID")
+  start_bg "$name" ip netns exec "$ns" "$@"
 }
 
 # 1. Training across the namespaces.

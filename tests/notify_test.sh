@@ -15,8 +15,7 @@ WATCHDOG_USEC=400000          # pings every 200 ms; a gap over 400 ms would get 
 SOCK="@pstrain-notify-test-$$"
 MESSAGES="$OUT/notify.jsonl"
 
-/usr/bin/python3 "$LISTENER" "$SOCK" "$MESSAGES" "$OUT/listener.ready" >"$OUT/listener.log" 2>&1 &
-PIDS+=("$!")
+start_bg listener /usr/bin/python3 "$LISTENER" "$SOCK" "$MESSAGES" "$OUT/listener.ready"
 for _ in $(seq 50); do [ -e "$OUT/listener.ready" ] && break; sleep 0.1; done
 [ -e "$OUT/listener.ready" ] || fail "the notify listener did not start"
 
@@ -26,11 +25,9 @@ unset WATCHDOG_PID
 # 1. A whole job. The ps is started through `exec` so that it can be given its own pid as
 # WATCHDOG_PID before it runs, as systemd does.
 port=$(free_port)
-bash -c 'export WATCHDOG_PID=$$; exec "$@"' ps "$PS_BIN" --status-interval 0 \
-  --listen "127.0.0.1:$port" --workers 1 --mode sync --model mlp --epochs 2 --seed 42 \
-  >"$OUT/ps.log" 2>&1 &
-ps_pid=$!
-PIDS+=("$ps_pid")
+start_bg ps bash -c 'export WATCHDOG_PID=$$; exec "$@"' ps "$PS_BIN" --status-interval 0 \
+  --listen "127.0.0.1:$port" --workers 1 --mode sync --model mlp --epochs 2 --seed 42
+ps_pid=$LAST_PID
 start_worker worker0 --ps "127.0.0.1:$port" --index 0
 worker_pid=$LAST_PID
 wait_pid "$worker_pid" 120 || fail "worker exited non-zero"

@@ -13,9 +13,7 @@ spec() {
 # start_client NAME ARGS...: a bench client in the background; its pid is in LAST_PID.
 start_client() {
   local name=$1; shift
-  "$BENCH_BIN" --connect-timeout 20 "$@" >"$OUT/$name.log" 2>&1 &
-  LAST_PID=$!
-  PIDS+=("$LAST_PID")
+  start_bg "$name" "$BENCH_BIN" --connect-timeout 20 "$@"
 }
 
 # wait_ps_listening PORT PID: until the ps accepts connections (it fills its buffers first).
