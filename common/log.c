@@ -1,5 +1,6 @@
 #include "common/log.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -55,4 +56,33 @@ int pst_log_level_parse(const char *name) {
   if (!strcmp(name, "info")) return PST_LOG_INFO;
   if (!strcmp(name, "debug")) return PST_LOG_DEBUG;
   return -1;
+}
+
+/* The crash handler may only use async-signal-safe calls: write(2) of bytes prepared here. */
+static void on_fatal(int sig) {
+  const char *name = sig == SIGSEGV ? "SIGSEGV (invalid memory access)"
+                     : sig == SIGBUS ? "SIGBUS (bus error)"
+                     : sig == SIGFPE ? "SIGFPE (arithmetic fault)"
+                     : sig == SIGILL ? "SIGILL (illegal instruction)"
+                                     : "SIGABRT (aborted)";
+  const char *parts[] = {g_tty > 0 ? "" : "<2>", g_prog, ": error: crashed with ", name,
+                         "; exiting\n"};
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    ssize_t rc = write(2, parts[i], strlen(parts[i]));
+    (void)rc;
+  }
+  /* SA_RESETHAND restored the default action: die of the same signal. */
+  raise(sig);
+}
+
+void pst_log_guard_signals(void) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = SIG_IGN;
+  sigaction(SIGPIPE, &sa, NULL);
+  sa.sa_handler = on_fatal;
+  sa.sa_flags = (int)SA_RESETHAND;
+  sigemptyset(&sa.sa_mask);
+  const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+  for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) sigaction(fatal[i], &sa, NULL);
 }

@@ -17,6 +17,22 @@ void pst_log_init(const char *prog, int max_level);
 int pst_log_level_parse(const char *name);
 void pst_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* Exit statuses shared by the daemons and the launcher, so that systemd and scripts can
+ * tell a finished job from a stopped or failed one. */
+enum {
+  PST_EXIT_OK = 0,      /* training finished */
+  PST_EXIT_FAILED = 1,  /* a failure: the job was aborted, or this process could not go on */
+  PST_EXIT_USAGE = 2,   /* bad flags, files or configuration */
+  PST_EXIT_STOPPED = 3, /* stopped on request before training finished (SIGTERM, or the ps
+                         * was stopped): the units treat it as success and do not restart */
+};
+
+/* Makes a daemon's death never silent: SIGPIPE is ignored (a peer that resets a connection
+ * fails that write with EPIPE instead of killing the process), and a crash signal (SIGSEGV,
+ * SIGBUS, SIGFPE, SIGILL, SIGABRT) writes one log line naming it before the process dies of
+ * it as it would have (core dump, and the signal as its status). */
+void pst_log_guard_signals(void);
+
 #define LOG_ERR(...) pst_log(PST_LOG_ERR, __VA_ARGS__)
 #define LOG_WARN(...) pst_log(PST_LOG_WARN, __VA_ARGS__)
 #define LOG_INFO(...) pst_log(PST_LOG_INFO, __VA_ARGS__)

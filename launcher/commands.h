@@ -9,6 +9,8 @@
 int pl_cmd_local(int argc, char **argv);
 int pl_cmd_compare(int argc, char **argv);
 int pl_cmd_bench(int argc, char **argv);
+/* launcher/export.c: a checkpoint's weights as safetensors or npz. */
+int pl_cmd_export(int argc, char **argv);
 
 /* Parses the options shared by `local` and `compare` into o and loads the model spec they
  * name into model (whose optimizer line sets --optimizer and --lr where no flag, file or

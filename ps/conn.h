@@ -25,6 +25,8 @@ struct ps_conn {
   int reading;           /* uv_read_start active */
   int worker;            /* index, or -1 before HELLO */
   char peer[64];
+  double last_rx, last_tx; /* monotonic seconds of the last bytes read and the last frame
+                            * queued: silence and heartbeats (ps/liveness.c) */
   /* The push in progress: chunks arrive in order into recv. */
   float *recv;           /* [chunk_floats] */
   float *push_dst;       /* where the pending chunk was read: recv, or its place in the sum */
@@ -46,6 +48,11 @@ struct ps_conn {
   uint8_t *whead;        /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
   uv_shutdown_t shutdown_req;
 };
+
+/* Closes c: after its queued writes (an ERROR or SHUTDOWN) have gone out, or at once when
+ * `hard` (a peer that stopped reading would hold a graceful close forever). `why` is logged
+ * for abnormal closes; NULL for a normal one. A registered worker's close is its loss. */
+void ps_conn_close(ps_conn *c, const char *why, int hard);
 
 /* Re-offers every held-back chunk and answers every pull that became answerable, until
  * nothing moves (ps/server.c). */

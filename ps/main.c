@@ -23,7 +23,10 @@
 static char o_listen[PST_CFG_STR_MAX], o_mode[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX];
 static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
-static char o_tf_config[PST_CFG_STR_MAX];
+static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
+static char o_on_loss[PST_CFG_STR_MAX];
+static int64_t o_ckpt_every, o_ckpt_keep;
+static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
@@ -52,6 +55,14 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
+    PST_OPT("worker-timeout", PST_CFG_DOUBLE, &o_worker_timeout, "30", "seconds of silence after which a worker is lost (0.2 to 86400)", 0, 0),
+    PST_OPT("rejoin-timeout", PST_CFG_DOUBLE, &o_rejoin_timeout, "300", "seconds a lost worker's slot waits for a replacement (0 to 604800)", 0, 0),
+    PST_OPT("on-worker-loss", PST_CFG_STRING, o_on_loss, "continue", "sync: continue without a lost worker, or wait for it", 0, 0),
+    PST_OPT("checkpoint-dir", PST_CFG_STRING, o_ckpt_dir, "", "write checkpoints here (empty: none)", 0, 0),
+    PST_OPT("checkpoint-every", PST_CFG_INT, &o_ckpt_every, "0", "steps between checkpoints (0: off)", 0, INT64_MAX),
+    PST_OPT("checkpoint-seconds", PST_CFG_DOUBLE, &o_ckpt_seconds, "60", "seconds between checkpoints (0: off)", 0, 0),
+    PST_OPT("checkpoint-keep", PST_CFG_INT, &o_ckpt_keep, "3", "checkpoints kept", 1, 1000),
+    PST_OPT("resume", PST_CFG_STRING, o_resume, "auto", "auto (newest valid checkpoint), never, or a checkpoint file", 0, 0),
 };
 
 /* The line `systemctl status` shows (STATUS=), refreshed by the heartbeat. */
@@ -93,8 +104,28 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
                           "weight decay >= 0)");
     return -EINVAL;
   }
-  if (o_status_interval < 0) {
-    snprintf(err, errlen, "--status-interval must be >= 0");
+  if (!(o_status_interval >= 0 && o_status_interval <= 86400)) {
+    snprintf(err, errlen, "--status-interval must be between 0 and 86400 seconds");
+    return -EINVAL;
+  }
+  if (!(o_worker_timeout >= 0.2 && o_worker_timeout <= 86400)) {
+    snprintf(err, errlen, "--worker-timeout must be between 0.2 and 86400 seconds");
+    return -EINVAL;
+  }
+  if (!(o_rejoin_timeout >= 0 && o_rejoin_timeout <= 604800)) {
+    snprintf(err, errlen, "--rejoin-timeout must be between 0 and 604800 seconds");
+    return -EINVAL;
+  }
+  if (!(o_ckpt_seconds >= 0 && o_ckpt_seconds <= 604800)) {
+    snprintf(err, errlen, "--checkpoint-seconds must be between 0 and 604800");
+    return -EINVAL;
+  }
+  if (strcmp(o_on_loss, "continue") != 0 && strcmp(o_on_loss, "wait") != 0) {
+    snprintf(err, errlen, "--on-worker-loss: '%.200s' is not continue or wait", o_on_loss);
+    return -EINVAL;
+  }
+  if (!o_resume[0]) {
+    snprintf(err, errlen, "--resume: give auto, never or a checkpoint file");
     return -EINVAL;
   }
   o->opt.lr = (float)o_lr;
@@ -119,6 +150,14 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->model_name = o_model;
   o->metrics_path = o_metrics;
   o->summary_path = o_summary;
+  o->worker_timeout = o_worker_timeout;
+  o->rejoin_timeout = o_rejoin_timeout;
+  o->wait_on_loss = !strcmp(o_on_loss, "wait");
+  o->checkpoint_dir = o_ckpt_dir;
+  o->checkpoint_every = (uint64_t)o_ckpt_every;
+  o->checkpoint_seconds = o_ckpt_seconds;
+  o->checkpoint_keep = (int)o_ckpt_keep;
+  o->resume = o_resume;
   return 0;
 }
 
@@ -135,6 +174,7 @@ int main(int argc, char **argv) {
       .n_opts = (int)(sizeof g_opts / sizeof g_opts[0]),
   };
   pst_log_init("pstrain-ps", PST_LOG_INFO);
+  pst_log_guard_signals();
 
   /* 1. Configuration, then the model spec, whose optimizer line fills in what the
    * configuration left at its defaults (so --print-config shows those values too). */
@@ -145,7 +185,7 @@ int main(int argc, char **argv) {
                      pst_model_configure(&cfg, o_model, &model, err, sizeof err) < 0)) ||
       build_options(&opt, err, sizeof err) < 0) {
     LOG_ERR("%s", err);
-    return 2;
+    return PST_EXIT_USAGE;
   }
   if (cfg.help) return 0;
   int level = pst_log_level_parse(o_log_level);
@@ -211,7 +251,11 @@ int main(int argc, char **argv) {
   rc = uv_loop_close(&loop);
   if (rc != 0) {
     LOG_ERR("event loop did not close cleanly: %s", uv_strerror(rc));
-    return 1;
+    return PST_EXIT_FAILED;
   }
+  LOG_INFO("exiting with status %d (%s)", exit_code,
+           exit_code == PST_EXIT_OK        ? "training finished"
+           : exit_code == PST_EXIT_STOPPED ? "stopped on request before training finished"
+                                           : "training aborted");
   return exit_code;
 }

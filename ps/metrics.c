@@ -6,8 +6,10 @@
 #include <string.h>
 #include <time.h>
 
-int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, char *err,
-                     size_t errlen) {
+#include <cjson/cJSON.h>
+
+int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, int append,
+                     char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
   m->t0 = pst_now();
   m->epochs = epochs;
@@ -15,7 +17,7 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
   m->evals = calloc((size_t)epochs + 1, sizeof *m->evals);
   if (!m->evals) return -ENOMEM;
   if (path && path[0]) {
-    m->file = fopen(path, "w");
+    m->file = fopen(path, append ? "a" : "w");
     if (!m->file) {
       snprintf(err, errlen, "%s: cannot write the metrics file: %s", path, strerror(errno));
       free(m->evals);
@@ -48,80 +50,95 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
           (double)correct / (double)samples, samples);
 }
 
-int pst_metrics_eval(pst_metrics *m, int worker, uint32_t epoch, uint64_t version,
-                     double loss_sum, uint64_t correct, uint64_t samples) {
-  if (epoch < 1 || (int)epoch > m->epochs) return 0;
+void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,
+                      uint64_t correct, uint64_t samples) {
+  if (epoch < 1 || (int)epoch > m->epochs) return;
   pst_epoch_eval *e = &m->evals[epoch];
+  if (e->complete) return; /* a late share after the epoch was closed without it */
   e->loss_sum += loss_sum;
   e->correct += correct;
   e->samples += samples;
+  e->reports++;
   if (version > e->version) e->version = version;
-  if (++e->reports < m->workers || e->samples == 0) return 0;
-  m->last_epoch = (int)epoch;
-  m->last_test_loss = e->loss_sum / (double)e->samples;
-  m->last_test_accuracy = (double)e->correct / (double)e->samples;
+}
+
+int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
+  if (epoch < 1 || (int)epoch > m->epochs) return 0;
+  pst_epoch_eval *e = &m->evals[epoch];
+  if (e->complete || e->samples == 0) return 0;
+  e->complete = 1;
+  if ((int)epoch > m->last_epoch) {
+    m->last_epoch = (int)epoch;
+    m->last_test_loss = e->loss_sum / (double)e->samples;
+    m->last_test_accuracy = (double)e->correct / (double)e->samples;
+  }
   if (m->file)
     fprintf(m->file,
             "{\"time\":%.3f,\"event\":\"eval\",\"epoch\":%u,\"version\":%" PRIu64
-            ",\"worker\":-1,\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64 "}\n",
-            pst_now() - m->t0, epoch, e->version, m->last_test_loss, m->last_test_accuracy,
-            e->samples);
-  (void)worker;
+            ",\"worker\":-1,\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64
+            ",\"shares\":%d}\n",
+            pst_now() - m->t0, epoch, e->version, e->loss_sum / (double)e->samples,
+            (double)e->correct / (double)e->samples, e->samples, e->reports);
   return 1;
 }
 
-/* Copies s into out as the inside of a JSON string. */
-static void json_escape(const char *s, char *out, size_t outlen) {
-  size_t o = 0;
-  for (; *s && o + 7 < outlen; s++) {
-    unsigned char ch = (unsigned char)*s;
-    if (ch == '"' || ch == '\\') {
-      out[o++] = '\\';
-      out[o++] = (char)ch;
-    } else if (ch < 0x20) {
-      o += (size_t)snprintf(out + o, outlen - o, "\\u%04x", ch);
-    } else {
-      out[o++] = (char)ch;
-    }
-  }
-  out[o] = '\0';
+static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double wall,
+                          double sps) {
+  cJSON *o = cJSON_CreateObject();
+  if (!o) return NULL;
+  char hex[17];
+  snprintf(hex, sizeof hex, "%016" PRIx64, r->checksum);
+  cJSON_AddStringToObject(o, "event", "summary");
+  cJSON_AddStringToObject(o, "mode", r->mode);
+  cJSON_AddStringToObject(o, "model", r->model);
+  cJSON_AddStringToObject(o, "optimizer", r->optimizer);
+  cJSON_AddNumberToObject(o, "workers", m->workers);
+  cJSON_AddNumberToObject(o, "epochs", m->epochs);
+  cJSON_AddNumberToObject(o, "epochs_evaluated", m->last_epoch);
+  cJSON_AddNumberToObject(o, "batch_size", r->batch);
+  cJSON_AddNumberToObject(o, "test_accuracy", m->last_test_accuracy);
+  cJSON_AddNumberToObject(o, "test_loss", m->last_test_loss);
+  cJSON_AddNumberToObject(o, "samples_per_sec", sps);
+  cJSON_AddNumberToObject(o, "wall_seconds", wall);
+  cJSON_AddNumberToObject(o, "samples", (double)m->samples_trained);
+  cJSON_AddNumberToObject(o, "updates", (double)r->version);
+  cJSON_AddStringToObject(o, "weights_checksum", hex);
+  cJSON_AddNumberToObject(o, "mean_staleness", r->mean_staleness);
+  cJSON_AddNumberToObject(o, "max_staleness", (double)r->max_staleness);
+  cJSON_AddNumberToObject(o, "gradients_applied", (double)r->applied);
+  cJSON_AddNumberToObject(o, "dropped_gradients", (double)r->dropped);
+  cJSON_AddNumberToObject(o, "rejected", (double)r->rejected);
+  cJSON_AddNumberToObject(o, "max_lead", (double)r->max_lead);
+  cJSON_AddBoolToObject(o, "failed", r->failed);
+  cJSON_AddBoolToObject(o, "finished", !r->failed && !r->stopped);
+  cJSON_AddBoolToObject(o, "stopped", r->stopped);
+  if (r->stop_reason) cJSON_AddStringToObject(o, "stop_reason", r->stop_reason);
+  cJSON_AddBoolToObject(o, "resumed", r->resumed);
+  cJSON_AddNumberToObject(o, "resumed_from_version", (double)r->resumed_from);
+  cJSON_AddNumberToObject(o, "partial_steps", (double)r->partial_steps);
+  cJSON_AddNumberToObject(o, "workers_lost", r->workers_lost);
+  cJSON_AddNumberToObject(o, "workers_abandoned", r->workers_abandoned);
+  cJSON_AddStringToObject(o, "checkpoint", r->checkpoint ? r->checkpoint : "");
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  return text;
 }
 
-static void write_summary(FILE *f, pst_metrics *m, const char *mode, const char *model,
-                          const char *optimizer, int batch, uint64_t version, uint64_t checksum,
-                          double mean_st, uint64_t max_st, uint64_t applied, uint64_t dropped,
-                          uint64_t max_lead, int failed, double wall, double sps) {
-  char model_json[512];
-  json_escape(model, model_json, sizeof model_json);
-  fprintf(f,
-          "{\"event\":\"summary\",\"mode\":\"%s\",\"model\":\"%s\",\"optimizer\":\"%s\","
-          "\"workers\":%d,\"epochs\":%d,\"epochs_evaluated\":%d,\"batch_size\":%d,"
-          "\"test_accuracy\":%.6f,\"test_loss\":%.6f,\"samples_per_sec\":%.1f,"
-          "\"wall_seconds\":%.3f,\"samples\":%" PRIu64 ",\"updates\":%" PRIu64
-          ",\"weights_checksum\":\"%016" PRIx64 "\",\"mean_staleness\":%.4f,"
-          "\"max_staleness\":%" PRIu64 ",\"gradients_applied\":%" PRIu64 ",\"dropped_gradients\":%" PRIu64
-          ",\"max_lead\":%" PRIu64 ",\"failed\":%s}\n",
-          mode, model_json, optimizer, m->workers, m->epochs, m->last_epoch, batch,
-          m->last_test_accuracy, m->last_test_loss, sps, wall, m->samples_trained, version,
-          checksum, mean_st, max_st, applied, dropped, max_lead, failed ? "true" : "false");
-}
-
-int pst_metrics_summary(pst_metrics *m, const char *summary_path, const char *mode,
-                        const char *model, const char *optimizer, int batch, uint64_t version,
-                        uint64_t checksum, double mean_staleness, uint64_t max_staleness,
-                        uint64_t applied, uint64_t dropped, uint64_t max_lead, int failed) {
+int pst_metrics_summary(pst_metrics *m, const char *summary_path, const pst_run_summary *r) {
   double end = m->train_end > 0 ? m->train_end : pst_now();
   double wall = m->train_start > 0 ? end - m->train_start : 0;
-  double sps = wall > 0 ? (double)m->samples_trained / wall : 0;
-  if (m->file)
-    write_summary(m->file, m, mode, model, optimizer, batch, version, checksum, mean_staleness,
-                  max_staleness, applied, dropped, max_lead, failed, wall, sps);
+  /* The speed of this process's part of the run (a resumed ps's clock starts anew). */
+  double sps = wall > 0 ? (double)(m->samples_trained - m->samples_resumed) / wall : 0;
+  char *text = summary_json(m, r, wall, sps);
+  if (!text) return -ENOMEM;
+  int rc = 0;
+  if (m->file) fprintf(m->file, "%s\n", text);
   if (summary_path && summary_path[0]) {
     FILE *f = fopen(summary_path, "w");
-    if (!f) return -errno;
-    write_summary(f, m, mode, model, optimizer, batch, version, checksum, mean_staleness,
-                  max_staleness, applied, dropped, max_lead, failed, wall, sps);
-    fclose(f);
+    if (!f || fprintf(f, "%s\n", text) < 0) rc = -errno;
+    if (f && fclose(f) != 0 && rc == 0) rc = -errno;
+    if (rc == 0 && !f) rc = -EIO;
   }
-  return 0;
+  cJSON_free(text);
+  return rc;
 }

@@ -14,7 +14,27 @@ typedef struct {
   uint64_t correct, samples;
   int reports;            /* workers that reported this epoch */
   uint64_t version;       /* newest version any share was computed on */
+  int complete;           /* the figures are final (pst_metrics_eval_complete) */
 } pst_epoch_eval;
+
+/* What the summary record says about a run besides the metrics' own figures. */
+typedef struct {
+  const char *mode, *model, *optimizer;
+  int batch;
+  uint64_t version, checksum;
+  double mean_staleness;
+  uint64_t max_staleness, applied, dropped, max_lead;
+  int failed;             /* aborted */
+  int stopped;            /* stopped on request before finishing */
+  const char *stop_reason;
+  uint64_t resumed_from;  /* version a resumed ps started from (0: a fresh start) */
+  int resumed;
+  uint64_t partial_steps; /* sync steps applied without some lost worker's share */
+  int workers_lost;       /* losses of a worker over the run */
+  int workers_abandoned;  /* slots whose rejoin timeout ran out */
+  uint64_t rejected;      /* gradients or reports refused as invalid */
+  const char *checkpoint; /* the newest checkpoint written, or "" */
+} pst_run_summary;
 
 typedef struct {
   FILE *file;             /* NULL: no metrics file */
@@ -25,24 +45,27 @@ typedef struct {
   double last_test_accuracy, last_test_loss;
   int last_epoch;         /* newest epoch whose evaluation is complete */
   uint64_t samples_trained;
+  uint64_t samples_resumed; /* of samples_trained, those trained before a resume */
   double train_start, train_end; /* monotonic seconds: all registered .. all done */
 } pst_metrics;
 
-int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, char *err,
-                     size_t errlen);
+/* append: a resumed run adds to the file it wrote before instead of starting it anew. */
+int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, int append,
+                     char *err, size_t errlen);
 void pst_metrics_close(pst_metrics *m);
 /* A worker's training-loss report. */
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
                        uint64_t samples);
-/* A worker's share of the epoch's test evaluation. Returns 1 when this completed the
- * epoch's evaluation (the figures are then in last_test_*). */
-int pst_metrics_eval(pst_metrics *m, int worker, uint32_t epoch, uint64_t version,
-                     double loss_sum, uint64_t correct, uint64_t samples);
-/* Writes the summary record (and, when summary_path is set, one JSON object there). */
-int pst_metrics_summary(pst_metrics *m, const char *summary_path, const char *mode,
-                        const char *model, const char *optimizer, int batch, uint64_t version,
-                        uint64_t checksum, double mean_staleness, uint64_t max_staleness,
-                        uint64_t applied, uint64_t dropped, uint64_t max_lead, int failed);
+/* Adds a worker's share of the epoch's test evaluation (epoch 1..epochs; others ignored). */
+void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,
+                      uint64_t correct, uint64_t samples);
+/* The ps has every share it will get for the epoch (one from each worker still there):
+ * makes the figures final (last_test_*, an eval record). Returns 1 if it did now, 0 if the
+ * epoch was complete already or has no samples. */
+int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch);
+/* Writes the summary record (and, when summary_path is set, one JSON object there).
+ * Returns 0, or a negative code when the summary file cannot be written. */
+int pst_metrics_summary(pst_metrics *m, const char *summary_path, const pst_run_summary *r);
 
 #endif

@@ -82,8 +82,10 @@ int pst_opt_init(pst_optimizer *o, const pst_opt_config *cfg, size_t n) {
   o->bc1 = 1.0f;
   o->bc2 = 1.0f;
   int slots = pst_opt_slots(cfg->kind);
-  if (slots >= 1 && (o->slot1 = alloc_slot(n)) == NULL) goto nomem;
-  if (slots >= 2 && (o->slot2 = alloc_slot(n)) == NULL) goto nomem;
+  for (int b = 0; b < 2; b++) {
+    if (slots >= 1 && (o->slot1[b] = alloc_slot(n)) == NULL) goto nomem;
+    if (slots >= 2 && (o->slot2[b] = alloc_slot(n)) == NULL) goto nomem;
+  }
   return 0;
 nomem:
   pst_opt_free(o);
@@ -91,20 +93,56 @@ nomem:
 }
 
 void pst_opt_free(pst_optimizer *o) {
-  free(o->slot1);
-  free(o->slot2);
-  o->slot1 = NULL;
-  o->slot2 = NULL;
+  for (int b = 0; b < 2; b++) {
+    free(o->slot1[b]);
+    free(o->slot2[b]);
+    o->slot1[b] = NULL;
+    o->slot2[b] = NULL;
+  }
   o->n = 0;
 }
 
-void pst_opt_begin_step(pst_optimizer *o) {
-  o->t++;
-  if (o->cfg.kind == PST_OPT_ADAM) {
+static void set_corrections(pst_optimizer *o) {
+  if (o->cfg.kind == PST_OPT_ADAM && o->t > 0) {
     /* Computed in double, as PyTorch does, then rounded once. */
     o->bc1 = (float)(1.0 - pow((double)o->cfg.beta1, (double)o->t));
     o->bc2 = (float)(1.0 - pow((double)o->cfg.beta2, (double)o->t));
   }
+}
+
+void pst_opt_state(const pst_optimizer *o, int in_step, uint64_t *t, const float **slot1,
+                   const float **slot2) {
+  uint64_t done = in_step && o->t > 0 ? o->t - 1 : o->t;
+  *t = done;
+  *slot1 = o->slot1[done & 1];
+  *slot2 = o->slot2[done & 1];
+}
+
+void pst_opt_restore(pst_optimizer *o, uint64_t t, const float *slot1, const float *slot2) {
+  o->t = t;
+  if (o->slot1[t & 1] && slot1) memcpy(o->slot1[t & 1], slot1, o->n * sizeof(float));
+  if (o->slot2[t & 1] && slot2) memcpy(o->slot2[t & 1], slot2, o->n * sizeof(float));
+  set_corrections(o);
+}
+
+void pst_opt_begin_step(pst_optimizer *o) {
+  o->t++;
+  set_corrections(o);
+}
+
+void pst_opt_cancel_step(pst_optimizer *o) {
+  if (o->t == 0) return;
+  o->t--;
+  set_corrections(o);
+}
+
+void pst_opt_carry(pst_optimizer *o, const float *w_in, float *w_out, size_t off, size_t count) {
+  if (off >= o->n || count == 0) return;
+  if (count > o->n - off) count = o->n - off;
+  int rd = (int)((o->t + 1) & 1), wr = (int)(o->t & 1);
+  if (w_in != w_out) memcpy(w_out + off, w_in + off, count * sizeof(float));
+  if (o->slot1[0]) memcpy(o->slot1[wr] + off, o->slot1[rd] + off, count * sizeof(float));
+  if (o->slot2[0]) memcpy(o->slot2[wr] + off, o->slot2[rd] + off, count * sizeof(float));
 }
 
 /* The kernels. WI and WO name the input and output weight arrays (the same array in place);
@@ -118,18 +156,18 @@ void pst_opt_begin_step(pst_optimizer *o) {
 #define MOMENTUM_BODY(WI, WO)                   \
   for (size_t i = 0; i < n; i++) {              \
     float gi = g[i] * gs + wd * WI[i];          \
-    float b = mu * buf[i] + gi;                 \
-    buf[i] = b;                                 \
+    float b = mu * bi[i] + gi;                  \
+    bo[i] = b;                                  \
     WO[i] = WI[i] - lr * b;                     \
   }
 
 #define ADAM_BODY(WI, WO)                                \
   for (size_t i = 0; i < n; i++) {                       \
     float gi = g[i] * gs + wd * WI[i];                   \
-    float mi = b1 * m[i] + c1 * gi;                      \
-    float vi = b2 * v[i] + c2 * (gi * gi);               \
-    m[i] = mi;                                           \
-    v[i] = vi;                                           \
+    float mi = b1 * m_in[i] + c1 * gi;                   \
+    float vi = b2 * v_in[i] + c2 * (gi * gi);            \
+    m_out[i] = mi;                                       \
+    v_out[i] = vi;                                       \
     float mhat = mi * ibc1;                              \
     float vhat = vi * ibc2;                              \
     WO[i] = WI[i] - lr * mhat / (sqrtf(vhat) + eps);     \
@@ -145,26 +183,30 @@ static void sgd_copy(const float *restrict wi, float *restrict wo, const float *
   SGD_BODY(wi, wo)
 }
 
-static void momentum_inplace(float *restrict w, const float *restrict g, float *restrict buf,
-                             size_t n, float gs, float lr, float wd, float mu) {
+static void momentum_inplace(float *restrict w, const float *restrict g,
+                             const float *restrict bi, float *restrict bo, size_t n, float gs,
+                             float lr, float wd, float mu) {
   MOMENTUM_BODY(w, w)
 }
 
 static void momentum_copy(const float *restrict wi, float *restrict wo, const float *restrict g,
-                          float *restrict buf, size_t n, float gs, float lr, float wd, float mu) {
+                          const float *restrict bi, float *restrict bo, size_t n, float gs,
+                          float lr, float wd, float mu) {
   MOMENTUM_BODY(wi, wo)
 }
 
-static void adam_inplace(float *restrict w, const float *restrict g, float *restrict m,
-                         float *restrict v, size_t n, float gs, float lr, float wd, float b1,
-                         float b2, float c1, float c2, float ibc1, float ibc2, float eps) {
+static void adam_inplace(float *restrict w, const float *restrict g, const float *restrict m_in,
+                         float *restrict m_out, const float *restrict v_in, float *restrict v_out,
+                         size_t n, float gs, float lr, float wd, float b1, float b2, float c1,
+                         float c2, float ibc1, float ibc2, float eps) {
   ADAM_BODY(w, w)
 }
 
 static void adam_copy(const float *restrict wi, float *restrict wo, const float *restrict g,
-                      float *restrict m, float *restrict v, size_t n, float gs, float lr,
-                      float wd, float b1, float b2, float c1, float c2, float ibc1, float ibc2,
-                      float eps) {
+                      const float *restrict m_in, float *restrict m_out,
+                      const float *restrict v_in, float *restrict v_out, size_t n, float gs,
+                      float lr, float wd, float b1, float b2, float c1, float c2, float ibc1,
+                      float ibc2, float eps) {
   ADAM_BODY(wi, wo)
 }
 
@@ -177,6 +219,8 @@ void pst_opt_apply(pst_optimizer *o, const float *w_in, float *w_out, const floa
   const float *wi = w_in + off;
   float *wo = w_out + off;
   int inplace = (w_in == w_out);
+  /* Step t reads the slots of step t-1 and writes its own (see optim.h). */
+  int rd = (int)((o->t + 1) & 1), wr = (int)(o->t & 1);
   switch (c->kind) {
     case PST_OPT_SGD:
       if (inplace)
@@ -186,22 +230,24 @@ void pst_opt_apply(pst_optimizer *o, const float *w_in, float *w_out, const floa
       break;
     case PST_OPT_MOMENTUM:
       if (inplace)
-        momentum_inplace(wo, grad, o->slot1 + off, count, gscale, c->lr, c->weight_decay,
-                         c->momentum);
+        momentum_inplace(wo, grad, o->slot1[rd] + off, o->slot1[wr] + off, count, gscale, c->lr,
+                         c->weight_decay, c->momentum);
       else
-        momentum_copy(wi, wo, grad, o->slot1 + off, count, gscale, c->lr, c->weight_decay,
-                      c->momentum);
+        momentum_copy(wi, wo, grad, o->slot1[rd] + off, o->slot1[wr] + off, count, gscale, c->lr,
+                      c->weight_decay, c->momentum);
       break;
     case PST_OPT_ADAM: {
       /* Per-step constants, so the loop has one division and one square root per element. */
       float c1 = 1.0f - c->beta1, c2 = 1.0f - c->beta2;
       float ibc1 = 1.0f / o->bc1, ibc2 = 1.0f / o->bc2;
       if (inplace)
-        adam_inplace(wo, grad, o->slot1 + off, o->slot2 + off, count, gscale, c->lr,
-                     c->weight_decay, c->beta1, c->beta2, c1, c2, ibc1, ibc2, c->eps);
+        adam_inplace(wo, grad, o->slot1[rd] + off, o->slot1[wr] + off, o->slot2[rd] + off,
+                     o->slot2[wr] + off, count, gscale, c->lr, c->weight_decay, c->beta1,
+                     c->beta2, c1, c2, ibc1, ibc2, c->eps);
       else
-        adam_copy(wi, wo, grad, o->slot1 + off, o->slot2 + off, count, gscale, c->lr,
-                  c->weight_decay, c->beta1, c->beta2, c1, c2, ibc1, ibc2, c->eps);
+        adam_copy(wi, wo, grad, o->slot1[rd] + off, o->slot1[wr] + off, o->slot2[rd] + off,
+                  o->slot2[wr] + off, count, gscale, c->lr, c->weight_decay, c->beta1, c->beta2,
+                  c1, c2, ibc1, ibc2, c->eps);
       break;
     }
   }

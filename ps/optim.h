@@ -22,11 +22,17 @@ typedef struct {
   float weight_decay;  /* L2 added to the gradient (all kinds) */
 } pst_opt_config;
 
+/* The state is double-buffered like the weights (ps/store.h): step t reads the slots of
+ * step t-1 from slot[k][(t-1) & 1] and writes its own into slot[k][t & 1]. So while a step
+ * is half applied (a sync step whose chunks are still arriving), the state before it is
+ * still whole, and a checkpoint can copy a consistent (weights, slots, t) at any moment
+ * (pst_opt_state). Every step writes every slot value, so the buffer a step writes never
+ * holds anything that step needs. */
 typedef struct {
   pst_opt_config cfg;
   size_t n;          /* parameters */
-  float *slot1;      /* momentum buffer or Adam m; [n] */
-  float *slot2;      /* Adam v; [n] */
+  float *slot1[2];   /* momentum buffer or Adam m; [2][n] */
+  float *slot2[2];   /* Adam v; [2][n] */
   uint64_t t;        /* steps begun */
   float bc1, bc2;    /* Adam bias corrections for step t */
 } pst_optimizer;
@@ -43,6 +49,20 @@ int pst_opt_init(pst_optimizer *o, const pst_opt_config *cfg, size_t n);
 void pst_opt_free(pst_optimizer *o);
 /* Starts step t+1: call once per step before any pst_opt_apply for that step. */
 void pst_opt_begin_step(pst_optimizer *o);
+/* The state after the last whole step: its step count and slot buffers (NULL for slots the
+ * kind has not). `in_step`: a step has begun and not every value of it is applied yet, so
+ * the state is the one before it. */
+void pst_opt_state(const pst_optimizer *o, int in_step, uint64_t *t, const float **slot1,
+                   const float **slot2);
+/* A step that leaves [off, off+count) untouched: the weights and slots of that range go
+ * from w_in to w_out unchanged (a sync step whose every share of a chunk was lost). */
+void pst_opt_carry(pst_optimizer *o, const float *w_in, float *w_out, size_t off, size_t count);
+/* Takes back a step begun with nothing applied yet (every worker of a sync step was lost
+ * before any share of it arrived). */
+void pst_opt_cancel_step(pst_optimizer *o);
+/* Restores a state (a checkpoint's): t steps done, slots copied from slot1/slot2 ([n] each,
+ * NULL where the kind has none). No step may be in progress. */
+void pst_opt_restore(pst_optimizer *o, uint64_t t, const float *slot1, const float *slot2);
 /* For i in [off, off+count): w_out[i] = update(w_in[i], grad[i - off] * gscale).
  * grad points at the chunk's first gradient value; w_in and w_out are whole vectors and
  * may be the same (in place). */

@@ -55,26 +55,29 @@ static void test_basics(void) {
 
   pst_optimizer o;
   CHECK(pst_opt_init(&o, &c, 1000) == 0);
-  int zero = o.slot1 != NULL && o.slot2 != NULL && o.t == 0;
-  for (size_t i = 0; zero && i < 1000; i++) zero = o.slot1[i] == 0.0f && o.slot2[i] == 0.0f;
+  int zero = o.slot1[0] != NULL && o.slot2[0] != NULL && o.slot1[1] != NULL &&
+             o.slot2[1] != NULL && o.t == 0;
+  for (size_t i = 0; zero && i < 1000; i++)
+    zero = o.slot1[0][i] == 0.0f && o.slot2[0][i] == 0.0f && o.slot1[1][i] == 0.0f &&
+           o.slot2[1][i] == 0.0f;
   CHECK(zero);
   pst_opt_begin_step(&o);
   CHECK(o.t == 1 && o.bc1 == (float)(1.0 - (double)0.9f) && o.bc2 == (float)(1.0 - (double)0.999f));
   pst_opt_begin_step(&o);
   CHECK(o.t == 2 && close_to(o.bc1, 0.19) && close_to(o.bc2, 1.0 - 0.999 * 0.999));
   pst_opt_free(&o);
-  CHECK(o.slot1 == NULL && o.slot2 == NULL);
+  CHECK(o.slot1[0] == NULL && o.slot2[0] == NULL);
   pst_opt_free(&o); /* twice is harmless */
 
   c.kind = PST_OPT_SGD;
-  CHECK(pst_opt_init(&o, &c, 10) == 0 && o.slot1 == NULL && o.slot2 == NULL);
+  CHECK(pst_opt_init(&o, &c, 10) == 0 && o.slot1[0] == NULL && o.slot2[0] == NULL);
   pst_opt_free(&o);
   c.kind = PST_OPT_MOMENTUM;
-  CHECK(pst_opt_init(&o, &c, 10) == 0 && o.slot1 != NULL && o.slot2 == NULL);
+  CHECK(pst_opt_init(&o, &c, 10) == 0 && o.slot1[0] != NULL && o.slot2[0] == NULL);
   pst_opt_free(&o);
   CHECK(pst_opt_init(&o, &c, 0) == 0);
   pst_opt_free(&o);
-  CHECK(pst_opt_init(&o, &c, SIZE_MAX / 2) == -ENOMEM && o.slot1 == NULL);
+  CHECK(pst_opt_init(&o, &c, SIZE_MAX / 2) == -ENOMEM && o.slot1[0] == NULL);
   c.kind = (pst_opt_kind)7;
   CHECK(pst_opt_init(&o, &c, 10) == -EINVAL);
 }
@@ -225,11 +228,11 @@ static void test_ranges_bitwise(void) {
       }
       int same = memcmp(ww, wi, N * sizeof(float)) == 0 && memcmp(ww, wa, N * sizeof(float)) == 0;
       if (kind != PST_OPT_SGD)
-        same = same && memcmp(whole.slot1, inpl.slot1, N * sizeof(float)) == 0 &&
-               memcmp(whole.slot1, oop.slot1, N * sizeof(float)) == 0;
+        same = same && memcmp(whole.slot1[whole.t & 1], inpl.slot1[inpl.t & 1], N * sizeof(float)) == 0 &&
+               memcmp(whole.slot1[whole.t & 1], oop.slot1[oop.t & 1], N * sizeof(float)) == 0;
       if (kind == PST_OPT_ADAM)
-        same = same && memcmp(whole.slot2, inpl.slot2, N * sizeof(float)) == 0 &&
-               memcmp(whole.slot2, oop.slot2, N * sizeof(float)) == 0;
+        same = same && memcmp(whole.slot2[whole.t & 1], inpl.slot2[inpl.t & 1], N * sizeof(float)) == 0 &&
+               memcmp(whole.slot2[whole.t & 1], oop.slot2[oop.t & 1], N * sizeof(float)) == 0;
       if (!same) fprintf(stderr, "  %s chunk %zu differs\n", pst_opt_kind_name(c.kind), chunk);
       CHECK(same);
       /* The weights did move. */
@@ -293,8 +296,57 @@ static void bench(void) {
   free(g);
 }
 
+/* A half-applied step leaves the state before it whole (pst_opt_state), and that state,
+ * restored into a fresh optimizer, goes on to the same bits as the run that never stopped:
+ * what a checkpoint taken mid-step and a resumed ps rely on. */
+static void test_state_restore(void) {
+  enum { N = 333, STEPS = 7, CUT = 4 };
+  for (int kind = PST_OPT_SGD; kind <= PST_OPT_ADAM; kind++) {
+    pst_opt_config c = make_cfg((pst_opt_kind)kind, 0.01f, 1e-3f);
+    pst_optimizer a, b;
+    CHECK(pst_opt_init(&a, &c, N) == 0 && pst_opt_init(&b, &c, N) == 0);
+    static float wa[2][N], wb[2][N], g[N], keep1[N], keep2[N], keepw[N];
+    uint64_t seed = 99 + (uint64_t)kind, t_saved = 0;
+    for (int i = 0; i < N; i++) wa[0][i] = frand(&seed);
+    int cur = 0;
+    for (int t = 1; t <= STEPS; t++) {
+      for (int i = 0; i < N; i++) g[i] = frand(&seed);
+      pst_opt_begin_step(&a);
+      pst_opt_apply(&a, wa[cur], wa[cur ^ 1], g, 0.5f, 0, N / 2); /* half the step */
+      if (t == CUT) {
+        const float *s1, *s2;
+        pst_opt_state(&a, 1, &t_saved, &s1, &s2);
+        CHECK(t_saved == (uint64_t)(t - 1));
+        if (s1) memcpy(keep1, s1, sizeof keep1);
+        if (s2) memcpy(keep2, s2, sizeof keep2);
+        memcpy(keepw, wa[cur], sizeof keepw);
+      }
+      pst_opt_apply(&a, wa[cur], wa[cur ^ 1], g + N / 2, 0.5f, N / 2, N - N / 2);
+      cur ^= 1;
+    }
+    /* Replay from the saved state with the same gradients. */
+    pst_opt_restore(&b, t_saved, kind >= PST_OPT_MOMENTUM ? keep1 : NULL,
+                    kind == PST_OPT_ADAM ? keep2 : NULL);
+    memcpy(wb[0], keepw, sizeof keepw);
+    seed = 99 + (uint64_t)kind;
+    for (int i = 0; i < N; i++) (void)frand(&seed);
+    int bc = 0;
+    for (int t = 1; t <= STEPS; t++) {
+      for (int i = 0; i < N; i++) g[i] = frand(&seed);
+      if (t < CUT) continue;
+      pst_opt_begin_step(&b);
+      pst_opt_apply(&b, wb[bc], wb[bc ^ 1], g, 0.5f, 0, N);
+      bc ^= 1;
+    }
+    CHECK(b.t == a.t && memcmp(wa[cur], wb[bc], sizeof wa[0]) == 0);
+    pst_opt_free(&a);
+    pst_opt_free(&b);
+  }
+}
+
 int main(void) {
   test_basics();
+  test_state_restore();
   test_known_values();
   test_reference();
   test_ranges_bitwise();

@@ -99,7 +99,8 @@ void ps_pull_answer(ps_conn *c) {
  * last pushed version. async: always. */
 int ps_pull_ready(ps_server *s, ps_conn *c) {
   if (c->pull_writing) return 0;
-  if (c->pull_final) return s->finished == s->opt.workers;
+  /* The final weights: once no slot will push again (finished, or given up). */
+  if (c->pull_final) return s->finished + s->abandoned == s->opt.workers;
   if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version + 1;
   if (s->opt.mode == PST_MODE_SSP) {
     /* A worker's clock is the number of pushes it has made; it may run at most `staleness`
@@ -108,7 +109,7 @@ int ps_pull_ready(ps_server *s, ps_conn *c) {
     for (int i = 0; i < s->opt.workers; i++)
       if (!s->workers[i].done && s->workers[i].conn && s->workers[i].pushes < slowest)
         slowest = s->workers[i].pushes;
-    if (s->registered < s->opt.workers) slowest = 0;
+    if (!s->started) slowest = 0;
     if (slowest != UINT64_MAX && mine > slowest + (uint64_t)s->opt.staleness) return 0;
     /* The ps's own record of how far ahead anyone was allowed to get. */
     uint64_t lead = slowest == UINT64_MAX || mine < slowest ? 0 : mine - slowest;

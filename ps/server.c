@@ -5,8 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "ps/checkpointing.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
 
@@ -18,7 +20,6 @@ typedef struct {
 } ctl_msg;
 
 static void conn_close(ps_conn *c, const char *why);
-static void maybe_finish(ps_server *s);
 static void start_reading(ps_conn *c);
 
 /* ---- sending ---- */
@@ -28,8 +29,9 @@ static void on_ctl_write(uv_write_t *req, int status) {
   free(req->data);
 }
 
-static int send_header(ps_conn *c, const Pstrain__Header *h) {
+int ps_send_header(ps_conn *c, const Pstrain__Header *h) {
   if (c->state == CONN_CLOSING) return -ECANCELED;
+  c->last_tx = pst_now();
   size_t need = protobuf_c_message_get_packed_size(&h->base) + PST_WIRE_PREFIX_LEN;
   ctl_msg *m = malloc(sizeof *m + need);
   if (!m) return -ENOMEM;
@@ -51,17 +53,18 @@ static void send_error(ps_conn *c, const char *reason) {
   e.reason = (char *)reason;
   h.type = PSTRAIN__MSG_TYPE__ERROR;
   h.error = &e;
-  send_header(c, &h);
+  ps_send_header(c, &h);
 }
 
-static void send_shutdown(ps_conn *c, const char *reason, int failed) {
+static void send_shutdown(ps_conn *c, const char *reason, int failed, int stopped) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   Pstrain__Shutdown sd = PSTRAIN__SHUTDOWN__INIT;
   sd.reason = (char *)reason;
   sd.failed = failed != 0;
+  sd.stopped = stopped != 0;
   h.type = PSTRAIN__MSG_TYPE__SHUTDOWN;
   h.shutdown = &sd;
-  send_header(c, &h);
+  ps_send_header(c, &h);
 }
 
 /* ---- the push path ---- */
@@ -76,7 +79,12 @@ static int try_take(ps_conn *c) {
                             &published);
   if (rc == PST_OFFER_LATER) return 0;
   if (rc == PST_OFFER_DROPPED) {
-    /* A backup worker's late gradient: read, counted, discarded. */
+    /* A late gradient (a backup worker's, or one computed before its worker was lost), or
+     * one from a worker that joined after the step opened: read, counted, discarded. */
+    if (w->dropped == 0 || w->dropped % 100 == 0)
+      LOG_INFO("worker %d '%s': gradient computed on version %" PRIu64
+               " dropped (the ps is at version %" PRIu64 "; %" PRIu64 " dropped so far)",
+               c->worker, w->name, c->push_version, s->store.version, w->dropped + 1);
     c->pending = 0;
     c->push_dropped = c->pending_chunk + 1 < s->upd.n_chunks;
     w->dropped++;
@@ -86,7 +94,7 @@ static int try_take(ps_conn *c) {
   if (rc < 0) {
     char why[160];
     snprintf(why, sizeof why,
-             rc == -ESTALE ? "gradient computed on version %" PRIu64 " but the sync step is for %" PRIu64
+             rc == -ESTALE ? "gradient computed on version %" PRIu64 ", newer than the ps's %" PRIu64
                            : "out-of-order gradient chunk (version %" PRIu64 ", at version %" PRIu64 ")",
              c->push_version, s->store.version);
     send_error(c, why);
@@ -100,8 +108,8 @@ static int try_take(ps_conn *c) {
     w->last_staleness = staleness;
   }
   /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
-   * waiting pulls want. */
-  (void)published;
+   * waiting pulls want (and a checkpoint may be due). */
+  if (published) ps_ckpt_published(s);
   ps_server_kick(s);
   return 1;
 }
@@ -137,7 +145,7 @@ void ps_server_kick(ps_server *s) {
     }
   } while (s->kick_again);
   s->kicking = 0;
-  maybe_finish(s);
+  ps_check_progress(s);
 }
 
 /* ---- messages ---- */
@@ -159,14 +167,20 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     conn_close(c, NULL);
     return;
   }
+  /* A slot is free while no worker holds it: a new one, or one whose worker was lost (the
+   * replacement takes over its shard where it stood). Any index (-1) takes an unfinished
+   * slot, preferring one nobody has held yet. */
   int idx = -1;
   if (hello->requested_index >= 0) {
-    if (hello->requested_index < s->opt.workers && !s->workers[hello->requested_index].conn &&
-        !s->workers[hello->requested_index].done)
+    /* A finished slot too: its worker may have lost the ps between its BYE and the end,
+     * and comes back for the final weights (its position tells it it is done). */
+    if (hello->requested_index < s->opt.workers && !s->workers[hello->requested_index].conn)
       idx = hello->requested_index;
   } else {
-    for (int i = 0; i < s->opt.workers && idx < 0; i++)
-      if (!s->workers[i].conn && !s->workers[i].done && s->workers[i].pushes == 0) idx = i;
+    for (int pass = 0; pass < 2 && idx < 0; pass++)
+      for (int i = 0; i < s->opt.workers && idx < 0; i++)
+        if (!s->workers[i].conn && !s->workers[i].done && (pass == 1 || !s->workers[i].ever))
+          idx = i;
   }
   if (idx < 0) {
     snprintf(why, sizeof why, "no free worker slot%s (the ps trains with %d workers)",
@@ -188,6 +202,14 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   }
   ps_worker *w = &s->workers[idx];
   w->conn = c;
+  if (hello->dropped_gradients > 0) {
+    /* Late work of a worker that lost its connection (stalled, or cut off): never applied,
+     * counted here like any other dropped gradient. */
+    LOG_INFO("worker %d: %u late gradient%s dropped while it was away", idx,
+             hello->dropped_gradients, hello->dropped_gradients == 1 ? "" : "s");
+    w->dropped += hello->dropped_gradients;
+    s->upd.dropped += hello->dropped_gradients;
+  }
   snprintf(w->name, sizeof w->name, "%.60s", hello->worker_name[0] ? hello->worker_name : "worker");
   c->worker = idx;
   c->state = CONN_WORKER;
@@ -207,31 +229,26 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.chunk_floats = s->upd.chunk_floats;
   wl.staleness = (uint32_t)s->opt.staleness;
   wl.report_every = (uint32_t)s->opt.report_every;
+  wl.start_step = ps_slot_position(s, idx);
+  wl.eval_epoch = w->evals_done;
+  wl.timeout_ms = (uint32_t)(s->opt.worker_timeout * 1000.0);
   h.type = PSTRAIN__MSG_TYPE__WELCOME;
   h.welcome = &wl;
-  send_header(c, &h);
-  LOG_INFO("worker %d '%s' registered from %s (%d of %d)", idx, w->name, c->peer,
-           s->registered, s->opt.workers);
-  if (s->registered == s->opt.workers && s->metrics.train_start == 0) {
-    s->metrics.train_start = pst_now();
-    LOG_INFO("all %d workers registered; training %s, %d epochs", s->opt.workers,
-             pst_mode_name(s->opt.mode), s->opt.epochs);
-  }
+  ps_send_header(c, &h);
+  ps_worker_joined(s, idx);
 }
 
 static void handle_report(ps_conn *c, const Pstrain__Report *r) {
   ps_server *s = c->srv;
   if (r->is_eval) {
-    if ((int)r->epoch == s->opt.epochs) s->final_evals++;
-    if (pst_metrics_eval(&s->metrics, c->worker, r->epoch, s->store.version, r->loss_sum,
-                         r->correct, r->samples)) {
-      LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 ")", r->epoch,
-               s->opt.epochs, s->metrics.last_test_loss, s->metrics.last_test_accuracy,
-               s->store.version);
-      pst_notify_status("epoch %u/%d evaluated: test accuracy %.4f (version %" PRIu64 ")",
-                        r->epoch, s->opt.epochs, s->metrics.last_test_accuracy, s->store.version);
+    ps_worker *w = &s->workers[c->worker];
+    if (r->epoch > w->evals_done) {
+      w->evals_done = r->epoch;
+      pst_metrics_eval(&s->metrics, r->epoch, s->store.version, r->loss_sum, r->correct,
+                       r->samples);
     }
   } else {
+    s->workers[c->worker].epoch = r->epoch;
     pst_metrics_train(&s->metrics, c->worker, r->epoch, r->step, s->store.version,
                       s->workers[c->worker].last_staleness, r->loss_sum, r->correct, r->samples);
   }
@@ -261,13 +278,16 @@ static void handle_status(ps_conn *c) {
     ws[i].pushes = s->workers[i].pushes;
     ws[i].done = s->workers[i].done != 0;
     ws[i].dropped = s->workers[i].dropped;
+    ws[i].connected = s->workers[i].conn != NULL;
+    ws[i].abandoned = s->workers[i].abandoned != 0;
+    ws[i].losses = s->workers[i].losses;
     wp[i] = &ws[i];
   }
   st.n_workers = n;
   st.workers = wp;
   h.type = PSTRAIN__MSG_TYPE__STATUS;
   h.status = &st;
-  send_header(c, &h);
+  ps_send_header(c, &h);
 }
 
 /* ---- the reader's callbacks ---- */
@@ -336,8 +356,16 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
     }
     case PSTRAIN__MSG_TYPE__REPORT:
       handle_report(c, h->report);
-      ps_server_kick(s); /* the last evaluation may complete the run */
+      ps_server_kick(s); /* an evaluation may complete an epoch, or the run */
       return 0;
+    case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      return 0;
+    case PSTRAIN__MSG_TYPE__ERROR:
+      /* A worker that registered and then could not start (its data, its device) says why
+       * before it goes; the connection's close frees its slot. */
+      snprintf(r->err, sizeof r->err, "the worker failed: %.100s",
+               h->error && h->error->reason ? h->error->reason : "no reason given");
+      return -EPROTO;
     case PSTRAIN__MSG_TYPE__BYE:
       if (!s->workers[c->worker].done) {
         s->workers[c->worker].done = 1;
@@ -346,7 +374,8 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
                  " dropped", c->worker, s->workers[c->worker].name, s->finished, s->opt.workers,
                  s->workers[c->worker].pushes, s->workers[c->worker].dropped);
         int published;
-        pst_update_set_active(&s->upd, s->opt.workers - s->finished, &published);
+        pst_update_set_member(&s->upd, c->worker, 0, &published);
+        if (published) ps_ckpt_published(s);
         ps_server_kick(s); /* ssp: a finished worker no longer holds the others back */
       }
       return 0;
@@ -372,24 +401,11 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   *buf = uv_buf_init(base, (unsigned)len);
 }
 
-static void worker_lost(ps_conn *c, const char *why) {
-  ps_server *s = c->srv;
-  ps_worker *w = &s->workers[c->worker];
-  w->conn = NULL;
-  if (w->done || s->stopping) return;
-  char reason[256];
-  snprintf(reason, sizeof reason,
-           "worker %d '%s' was lost before finishing (%s); training aborted", c->worker, w->name,
-           why ? why : "disconnected");
-  LOG_ERR("%s", reason);
-  s->exit_code = 1;
-  ps_server_stop(s, reason, 1);
-}
-
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   ps_conn *c = stream->data;
   (void)buf;
   if (nread == 0) return;
+  c->last_rx = pst_now();
   if (nread < 0) {
     int mid = !(c->rd.state == PST_RD_PREFIX && c->rd.got == 0);
     conn_close(c, nread == UV_EOF ? (mid ? "peer closed mid-frame" : NULL) : uv_strerror((int)nread));
@@ -434,7 +450,9 @@ static void on_shutdown_done(uv_shutdown_t *req, int status) {
 
 /* Closes after the queued writes (an ERROR or SHUTDOWN) have gone out. `why` is logged
  * for abnormal closes; NULL for a normal one. */
-static void conn_close(ps_conn *c, const char *why) {
+static void conn_close(ps_conn *c, const char *why) { ps_conn_close(c, why, 0); }
+
+void ps_conn_close(ps_conn *c, const char *why, int hard) {
   if (c->state == CONN_CLOSING) return;
   int was_worker = c->state == CONN_WORKER;
   c->state = CONN_CLOSING;
@@ -444,9 +462,9 @@ static void conn_close(ps_conn *c, const char *why) {
   if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
   c->reading = 0;
   if (why && !was_worker) LOG_INFO("connection from %s closed: %s", c->peer, why);
-  if (was_worker) worker_lost(c, why);
+  if (was_worker) ps_worker_lost(c->srv, c->worker, why);
   c->shutdown_req.data = c;
-  if (uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown_done) < 0)
+  if (hard || uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown_done) < 0)
     uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
 }
 
@@ -460,6 +478,7 @@ static void on_connection(uv_stream_t *server, int status) {
   if (!c) return;
   c->srv = s;
   c->worker = -1;
+  c->last_rx = c->last_tx = pst_now();
   uv_tcp_init(s->loop, &c->tcp);
   c->tcp.data = c;
   if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 ||
@@ -507,16 +526,17 @@ static void log_status(ps_server *s) {
     ps_worker *w = &s->workers[i];
     n += (size_t)snprintf(line + n, sizeof line - n, "; w%d v%" PRIu64 " stale %" PRIu64 "%s%s", i,
                           w->last_version, w->last_staleness, w->dropped ? " dropped" : "",
-                          w->done ? " done" : !w->conn ? " absent" : "");
+                          w->done ? " done" : w->abandoned ? " abandoned" : w->lost ? " lost"
+                                                     : !w->conn ? " absent" : "");
   }
-  if (s->opt.mode == PST_MODE_SYNC && s->registered == s->opt.workers) {
+  if (s->opt.mode == PST_MODE_SYNC && s->started) {
     n += (size_t)snprintf(line + n, sizeof line - n, "; step %" PRIu64 " waits for",
                           s->store.version);
     int any = 0;
     for (int i = 0; i < s->opt.workers && n < sizeof line - 16; i++) {
       ps_worker *w = &s->workers[i];
       int pushed = w->pushes > 0 && w->last_version == s->store.version;
-      if (!pushed && !w->done) {
+      if (!pushed && !w->done && s->upd.member[i]) {
         n += (size_t)snprintf(line + n, sizeof line - n, " w%d", i);
         any = 1;
       }
@@ -528,23 +548,23 @@ static void log_status(ps_server *s) {
 
 static void on_status_timer(uv_timer_t *t) { log_status(t->data); }
 
-static void maybe_finish(ps_server *s) {
-  if (s->stopping || s->finished < s->opt.workers || s->final_evals < s->opt.workers) return;
-  s->metrics.train_end = pst_now();
-  double wall = s->metrics.train_end - s->metrics.train_start;
-  LOG_INFO("training complete: %d epochs, version %" PRIu64 ", test accuracy %.4f, %.0f samples/s"
-           " over %.1f s, weights checksum %016" PRIx64,
-           s->opt.epochs, s->store.version, s->metrics.last_test_accuracy,
-           wall > 0 ? (double)s->metrics.samples_trained / wall : 0.0, wall,
-           pst_store_checksum(&s->store));
-  ps_server_stop(s, "training complete", 0);
-}
-
 static void on_signal(uv_signal_t *h, int signum) {
   ps_server *s = h->data;
-  LOG_INFO("%s received: dropping the step in flight and shutting down",
+  if (s->stopping) return;
+  LOG_INFO("%s received: dropping the step in flight, saving a checkpoint and stopping",
            signum == SIGINT ? "SIGINT" : "SIGTERM");
-  ps_server_stop(s, signum == SIGINT ? "ps interrupted (SIGINT)" : "ps stopped (SIGTERM)", 1);
+  s->stop_requested = 1;
+  s->exit_code = PST_EXIT_STOPPED;
+  ps_server_stop(s, signum == SIGINT ? "the ps was interrupted (SIGINT)" : "the ps was stopped (SIGTERM)", 0);
+}
+
+uint64_t ps_slot_position(const ps_server *s, int i) {
+  const ps_worker *w = &s->workers[i];
+  if (s->opt.mode != PST_MODE_SYNC) return w->pushes;
+  /* A slot's first worker starts its shard at the beginning (with backup workers the others
+   * may be steps ahead by then); a replacement, or any worker of a resumed ps, where the
+   * steps are: the batches of the steps it missed are skipped. */
+  return w->ever || s->resumed ? s->store.version : 0;
 }
 
 int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const pst_model *model,
@@ -565,9 +585,13 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   }
   s->workers = calloc((size_t)opt->workers, sizeof *s->workers);
   if (!s->workers) return -ENOMEM;
-  if ((rc = pst_metrics_open(&s->metrics, opt->metrics_path, opt->epochs, opt->workers, err,
-                             errlen)) < 0)
+  /* A checkpoint to resume from sets the weights, the optimizer, the slots' positions and
+   * the metrics so far, and makes the metrics file grow instead of starting anew. */
+  if ((rc = ps_ckpt_open(s, err, errlen)) < 0) return rc;
+  if ((rc = pst_metrics_open(&s->metrics, opt->metrics_path, opt->epochs, opt->workers,
+                             s->resumed, err, errlen)) < 0)
     return rc;
+  ps_ckpt_restore_metrics(s);
 
   struct sockaddr_storage addr;
   if (uv_ip4_addr(opt->listen_host, opt->listen_port, (struct sockaddr_in *)&addr) != 0 &&
@@ -596,31 +620,64 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
     uint64_t ms = (uint64_t)(opt->status_interval * 1000);
     uv_timer_start(&s->status_timer, on_status_timer, ms, ms);
   }
-  return 0;
+  return ps_liveness_start(s);
 }
 
 void ps_server_stop(ps_server *s, const char *reason, int failed) {
   if (s->stopping) return;
   s->stopping = 1;
   pst_notify_stopping();
-  pst_notify_status("stopping: %s", reason);
-  pst_metrics_summary(&s->metrics, s->opt.summary_path, pst_mode_name(s->opt.mode),
-                      s->opt.model_name, pst_opt_kind_name(s->opt.opt.kind),
-                      s->opt.batch_size, s->store.version, pst_store_checksum(&s->store),
-                      s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0,
-                      s->upd.staleness_max, s->upd.pushes, s->upd.dropped, s->max_lead, failed);
+  if (s->stop_requested)
+    pst_notify_status("stopped before finishing: %s (version %" PRIu64 ")", reason,
+                      s->store.version);
+  else
+    pst_notify_status("%s: %s", failed ? "aborted" : "finished", reason);
+  /* The last checkpoint is written on the threadpool: the loop ends after it. */
+  ps_ckpt_final(s, reason);
+  int lost = 0;
+  for (int i = 0; i < s->opt.workers; i++) lost += s->workers[i].losses;
+  pst_run_summary sum = {
+      .mode = pst_mode_name(s->opt.mode),
+      .model = s->opt.model_name,
+      .optimizer = pst_opt_kind_name(s->opt.opt.kind),
+      .batch = s->opt.batch_size,
+      .version = s->store.version,
+      .checksum = pst_store_checksum(&s->store),
+      .mean_staleness =
+          s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0,
+      .max_staleness = s->upd.staleness_max,
+      .applied = s->upd.pushes,
+      .dropped = s->upd.dropped,
+      .max_lead = s->max_lead,
+      .failed = failed,
+      .stopped = s->stop_requested,
+      .stop_reason = reason,
+      .resumed = s->resumed,
+      .resumed_from = s->resumed_from,
+      .partial_steps = s->upd.partial_steps,
+      .workers_lost = lost,
+      .workers_abandoned = s->abandoned,
+      .checkpoint = ps_ckpt_last_path(s),
+  };
+  int rc = pst_metrics_summary(&s->metrics, s->opt.summary_path, &sum);
+  if (rc < 0) {
+    LOG_ERR("%s: cannot write the summary: %s", s->opt.summary_path, strerror(-rc));
+    if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;
+  }
   for (ps_conn *c = s->conns, *next; c; c = next) {
     next = c->next;
-    if (c->state == CONN_WORKER) send_shutdown(c, reason, failed);
+    if (c->state == CONN_WORKER) send_shutdown(c, reason, failed, s->stop_requested);
     conn_close(c, NULL);
   }
   uv_close((uv_handle_t *)&s->listener, NULL);
   uv_close((uv_handle_t *)&s->sig_int, NULL);
   uv_close((uv_handle_t *)&s->sig_term, NULL);
   uv_close((uv_handle_t *)&s->status_timer, NULL);
+  ps_liveness_stop(s);
 }
 
 void ps_server_free(ps_server *s) {
+  ps_ckpt_free(s);
   pst_metrics_close(&s->metrics);
   pst_update_free(&s->upd);
   pst_opt_free(&s->optim);

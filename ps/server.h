@@ -11,6 +11,7 @@
 #include "ps/optim.h"
 #include "ps/store.h"
 #include "ps/update.h"
+#include "proto/wire.h"
 
 /* Everything the ps is told at start (see ps/main.c for the flags). */
 typedef struct {
@@ -30,19 +31,39 @@ typedef struct {
   const char *metrics_path;
   const char *summary_path;
   pst_opt_config opt;
+  /* Failures (ps/liveness.c). */
+  double worker_timeout;  /* seconds of silence after which a worker is lost */
+  double rejoin_timeout;  /* seconds a lost worker's slot waits for a replacement */
+  int wait_on_loss;       /* sync: steps wait for a lost worker (else go on without it) */
+  /* Checkpoints (ps/checkpointing.c). */
+  const char *checkpoint_dir; /* "" : none */
+  uint64_t checkpoint_every;  /* steps; 0: off */
+  double checkpoint_seconds;  /* 0: off */
+  int checkpoint_keep;
+  const char *resume;         /* "auto", "never" or a checkpoint file */
 } ps_options;
 
 typedef struct ps_conn ps_conn;
 
+/* A worker slot: the shard with index i, whichever process holds it. */
 typedef struct {
-  ps_conn *conn;
+  ps_conn *conn;          /* NULL while no worker holds the slot */
   char name[64];
   int done;               /* sent BYE */
+  int ever;               /* a worker has held the slot */
+  int lost;               /* its worker was lost; waiting for a replacement */
+  int abandoned;          /* the rejoin timeout ran out: training goes on without it */
+  double lost_at;         /* monotonic seconds */
+  uint32_t losses;
+  uint32_t evals_done;    /* epochs whose evaluation this slot reported or no longer owes */
   uint64_t last_version;  /* version its last push was computed on */
   uint64_t last_staleness;
-  uint64_t pushes;
-  uint64_t dropped;       /* gradients of this worker dropped (backup workers) */
+  uint64_t pushes;        /* gradients of this slot applied: its position in async/ssp */
+  uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */
+  uint32_t epoch;         /* the epoch of its last training report */
 } ps_worker;
+
+typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */
 
 typedef struct ps_server {
   uv_loop_t *loop;
@@ -56,12 +77,19 @@ typedef struct ps_server {
   pst_update upd;
   pst_metrics metrics;
   ps_worker *workers;     /* [opt.workers] */
-  int registered, finished; /* finished: said BYE (no more pushes) */
-  int final_evals;        /* evaluations of the last epoch received */
+  int registered;         /* slots a worker holds now */
+  int finished;           /* slots whose worker said BYE (no more pushes) */
+  int started;            /* every slot has been taken once: training is under way */
+  int losses, abandoned;  /* worker losses over the run; slots given up */
+  uv_timer_t watch_timer; /* timeouts, heartbeats, rejoin deadlines, timed checkpoints */
+  ps_ckpt_state *ckpt;    /* NULL without --checkpoint-dir */
+  int resumed;
+  uint64_t resumed_from;
   ps_conn *conns;         /* every open connection, linked */
   uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest */
   int kicking, kick_again;
   int stopping;           /* shutdown begun */
+  int stop_requested;     /* by a signal: exit PST_EXIT_STOPPED */
   int exit_code;
 } ps_server;
 
@@ -69,8 +97,24 @@ typedef struct ps_server {
  * reason in err (e.g. the address is in use). */
 int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const pst_model *model,
                     const float *init_params, char *err, size_t errlen);
-/* Tells every worker why, closes every handle; the loop then ends by itself. */
+/* Tells every worker why, closes every handle; the loop then ends by itself. `failed`: the
+ * job was aborted; s->stop_requested: stopped on request (the workers exit, not restart). */
 void ps_server_stop(ps_server *s, const char *reason, int failed);
+/* Where slot i stands: the steps of its shard done (sync: the version, as every worker takes
+ * one step per version; async/ssp: its applied gradients). */
+uint64_t ps_slot_position(const ps_server *s, int i);
+
+/* Inside the ps (ps/liveness.c): worker losses, rejoins, silence and heartbeats. */
+int ps_liveness_start(ps_server *s);
+void ps_liveness_stop(ps_server *s);
+/* Slot i's worker is gone (connection closed, or silent for the timeout). */
+void ps_worker_lost(ps_server *s, int i, const char *why);
+/* A worker took slot i; says so in the log when it was a rejoin. */
+void ps_worker_joined(ps_server *s, int i);
+/* Evaluations and the end of the run, re-checked after every event that may complete them. */
+void ps_check_progress(ps_server *s);
+/* Sends a HEARTBEAT (or any control header) on a connection. */
+int ps_send_header(ps_conn *c, const Pstrain__Header *h);
 /* Frees what remains after the loop has ended. */
 void ps_server_free(ps_server *s);
 

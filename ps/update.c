@@ -38,10 +38,17 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   u->opt = opt;
   u->owner = -1;
   u->needed = workers;
-  u->next_worker = calloc(u->n_chunks, sizeof *u->next_worker);
+  u->members = workers;
+  u->next_slot = calloc(u->n_chunks, sizeof *u->next_slot);
+  u->shares = calloc(u->n_chunks, sizeof *u->shares);
+  u->chunk_done = calloc(u->n_chunks, 1);
   u->slot_of = malloc((size_t)workers * sizeof *u->slot_of);
-  if (!u->next_worker || !u->slot_of) return -ENOMEM;
+  u->member = malloc((size_t)workers);
+  u->in_step = calloc((size_t)workers, 1);
+  if (!u->next_slot || !u->shares || !u->chunk_done || !u->slot_of || !u->member || !u->in_step)
+    return -ENOMEM;
   for (int i = 0; i < workers; i++) u->slot_of[i] = -1;
+  memset(u->member, 1, (size_t)workers);
   return 0;
 }
 
@@ -54,10 +61,18 @@ int pst_update_set_backup(pst_update *u, int backup) {
 }
 
 void pst_update_free(pst_update *u) {
-  free(u->next_worker);
+  free(u->next_slot);
+  free(u->shares);
+  free(u->chunk_done);
   free(u->slot_of);
-  u->next_worker = NULL;
+  free(u->member);
+  free(u->in_step);
+  u->next_slot = NULL;
+  u->shares = NULL;
+  u->chunk_done = NULL;
   u->slot_of = NULL;
+  u->member = NULL;
+  u->in_step = NULL;
 }
 
 uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
@@ -85,19 +100,37 @@ static void add_and_apply(pst_update *u, float *sum, const float *data, size_t o
   }
 }
 
-/* The first chunk of a step claims the back buffer, once no pull reads it. */
+/* The first slot of the step at or after s, or N. */
+static uint32_t slot_from(const pst_update *u, uint32_t s) {
+  while (s < (uint32_t)u->workers && !u->in_step[s]) s++;
+  return s;
+}
+
+/* The first chunk of a step claims the back buffer, once no pull reads it, and fixes the
+ * step's shares: the member workers (slot = worker), or with backup workers the first
+ * min(N-K, members) to push. */
 static int open_step(pst_update *u) {
   if (u->step_open) return 1;
   if (pst_store_back_busy(u->store)) return 0;
   u->step_open = 1;
   pst_opt_begin_step(u->opt);
+  if (u->mode == PST_MODE_SYNC) {
+    for (int i = 0; i < u->workers; i++)
+      u->in_step[i] = u->backup == 0 ? u->member[i] : i < u->needed;
+    uint32_t first = slot_from(u, 0);
+    for (uint32_t c = 0; c < u->n_chunks; c++) u->next_slot[c] = first;
+  }
   return 1;
 }
 
 float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c) {
   pst_store *s = u->store;
-  if (u->mode != PST_MODE_SYNC || u->workers < 2 || u->backup != 0 || w != 0 || c >= u->n_chunks ||
-      version != s->version || u->next_worker[c] != 0 || !open_step(u))
+  if (u->mode != PST_MODE_SYNC || u->workers < 2 || u->backup != 0 || c >= u->n_chunks ||
+      w < 0 || w >= u->workers || !u->member[w] || version != s->version || !open_step(u))
+    return NULL;
+  /* Only the chunk's first share, and only when another share will follow it. */
+  if (!u->in_step[w] || u->next_slot[c] != (uint32_t)w || u->shares[c] != 0 ||
+      slot_from(u, (uint32_t)w + 1) >= (uint32_t)u->workers)
     return NULL;
   return pst_store_back(s) + (size_t)c * u->chunk_floats;
 }
@@ -108,56 +141,110 @@ static void finish_step(pst_update *u, int *published) {
   *published = 1;
 }
 
-static void close_sync_step(pst_update *u, int *published) {
-  memset(u->next_worker, 0, u->n_chunks * sizeof *u->next_worker);
+static void reset_sync_step(pst_update *u) {
+  memset(u->shares, 0, u->n_chunks * sizeof *u->shares);
+  memset(u->chunk_done, 0, u->n_chunks);
+  memset(u->in_step, 0, (size_t)u->workers);
   for (int i = 0; i < u->workers; i++) u->slot_of[i] = -1;
   u->slots_taken = 0;
+  u->step_shares = 0;
   u->chunks_done = 0;
   u->ready = 0;
   u->step_open = 0;
+}
+
+static void close_sync_step(pst_update *u, int *published) {
+  uint32_t full = (uint32_t)(u->workers - u->backup);
+  for (uint32_t c = 0; c < u->n_chunks; c++)
+    if (u->shares[c] < full) {
+      u->partial_steps++;
+      break;
+    }
+  reset_sync_step(u);
   finish_step(u, published);
+}
+
+/* Chunk c has every share it will get: make it final. Its sum of m shares is scaled by N/m
+ * (update.h: the mean over the samples that arrived); a chunk no share reached keeps its
+ * values and optimizer state. */
+static void complete_chunk(pst_update *u, uint32_t c, int *published) {
+  size_t off = (size_t)c * u->chunk_floats;
+  uint32_t len = pst_update_chunk_len(u, c);
+  pst_store *s = u->store;
+  if (u->shares[c] > 0)
+    pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), pst_store_back(s) + off,
+                  (float)u->workers / (float)u->shares[c], off, len);
+  else
+    pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), off, len);
+  u->chunk_done[c] = 1;
+  if (++u->chunks_done == u->n_chunks) close_sync_step(u, published);
+}
+
+/* Slot `slot` leaves the step in progress. */
+static void leave_step(pst_update *u, int slot, int *published) {
+  if (!u->step_open || slot < 0 || !u->in_step[slot]) return;
+  u->in_step[slot] = 0;
+  if (u->step_shares == 0 && slot_from(u, 0) >= (uint32_t)u->workers) {
+    /* Nobody is left and nothing arrived: the step never happened. */
+    pst_opt_cancel_step(u->opt);
+    reset_sync_step(u);
+    return;
+  }
+  for (uint32_t c = 0; c < u->n_chunks && u->step_open; c++) {
+    if (u->chunk_done[c] || u->next_slot[c] != (uint32_t)slot) continue;
+    u->next_slot[c] = slot_from(u, (uint32_t)slot + 1);
+    if (u->next_slot[c] >= (uint32_t)u->workers) complete_chunk(u, c, published);
+  }
 }
 
 static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
                       int *published) {
   pst_store *s = u->store;
-  int needed = u->needed;
   if (version != s->version) {
-    if (u->backup > 0 && version < s->version && c == 0) {
+    if (version < s->version) { /* late: a backup worker's, or one lost and back */
       u->dropped++;
       return PST_OFFER_DROPPED;
     }
     return -ESTALE;
   }
-  int slot = u->backup == 0 ? w : u->slot_of[w];
-  if (slot < 0) {
-    /* A backup-worker step: the first N-K pushers get the slots, the rest are dropped. */
-    if (c != 0) return -EPROTO;
-    if (u->slots_taken >= needed) { /* also after the quorum shrank (set_active) */
+  if (!u->step_open) {
+    if (!u->member[w]) {
       u->dropped++;
       return PST_OFFER_DROPPED;
     }
-    slot = u->slot_of[w] = u->slots_taken++;
+    /* Before the step opens every chunk's next share is the first member's: anyone else
+     * waits without claiming the back buffer. */
+    if (u->backup == 0) {
+      int first = 0;
+      while (first < u->workers && !u->member[first]) first++;
+      if (w != first) return PST_OFFER_LATER;
+    }
+    if (!open_step(u)) return PST_OFFER_LATER;
   }
-  if (slot >= needed) {
-    /* The quorum shrank under this push (workers finished): its remaining chunks go. */
+  int slot = u->backup == 0 ? w : u->slot_of[w];
+  if (slot < 0 && u->backup > 0 && c == 0 && u->slots_taken < u->needed)
+    slot = u->slot_of[w] = u->slots_taken++; /* the first N-K pushers get the slots */
+  if (slot < 0 || !u->in_step[slot]) {
+    /* Not one of this step's shares: a backup worker's surplus, or a worker that joined (or
+     * was taken out) after the step opened. */
     u->dropped++;
     return PST_OFFER_DROPPED;
   }
-  if (u->next_worker[c] != (uint32_t)slot) return PST_OFFER_LATER;
-  if (!open_step(u)) return PST_OFFER_LATER;
+  if (u->chunk_done[c] || u->next_slot[c] > (uint32_t)slot) return PST_OFFER_TAKEN; /* summed */
+  if (u->next_slot[c] != (uint32_t)slot) return PST_OFFER_LATER;
   size_t off = (size_t)c * u->chunk_floats;
   uint32_t len = pst_update_chunk_len(u, c);
   float *sum = pst_store_back(s) + off;
-  /* Each share is scaled by 1/(b*N); with backup workers the sum of N-K shares is rescaled
-   * to a mean. */
-  float scale = u->backup ? (float)u->workers / (float)needed : 1.0f;
-  int last_share = u->next_worker[c] + 1 == (uint32_t)needed;
-  if (slot == 0 && last_share) {
+  uint32_t after = slot_from(u, (uint32_t)slot + 1);
+  int last_share = after >= (uint32_t)u->workers;
+  /* Each share is scaled by 1/(b*N); a sum of m shares is rescaled to their mean (N/m: 1
+   * when all N are in). */
+  float scale = (float)u->workers / (float)(u->shares[c] + 1);
+  if (u->shares[c] == 0 && last_share) {
     /* A single share is the sum itself: apply the optimizer straight from it. */
     pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), data, scale, off, len);
-  } else if (slot == 0) {
-    /* Worker 0's chunk may already be in place (read straight into the sum). */
+  } else if (u->shares[c] == 0) {
+    /* The first share may already be in place (read straight into the sum). */
     if (data != sum) memcpy(sum, data, len * sizeof(float));
   } else if (last_share) {
     /* Chunk c is complete with this share: sum it in and apply the optimizer in one pass. */
@@ -165,39 +252,55 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
   } else {
     add_into(sum, data, len);
   }
-  if (++u->next_worker[c] < (uint32_t)needed) return PST_OFFER_TAKEN;
+  u->shares[c]++;
+  u->step_shares++;
+  u->next_slot[c] = after;
+  if (!last_share) return PST_OFFER_TAKEN;
+  u->chunk_done[c] = 1;
   if (++u->chunks_done == u->n_chunks) close_sync_step(u, published);
   return PST_OFFER_TAKEN;
 }
 
-void pst_update_set_active(pst_update *u, int active, int *published) {
+/* The async push being applied lost its worker: its remaining chunks carry the weights over
+ * unchanged, and the version it began is published. */
+static void abandon_async_push(pst_update *u, int *published) {
+  pst_store *s = u->store;
+  for (uint32_t c = u->owner_chunks; c < u->n_chunks; c++)
+    pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), (size_t)c * u->chunk_floats,
+                  pst_update_chunk_len(u, c));
+  u->owner = -1;
+  finish_step(u, published);
+}
+
+void pst_update_set_member(pst_update *u, int w, int on, int *published) {
   *published = 0;
-  int needed = active < u->workers - u->backup ? active : u->workers - u->backup;
-  if (u->mode != PST_MODE_SYNC || u->backup == 0 || needed < 1 || needed >= u->needed) return;
-  int old = u->needed;
-  u->needed = needed;
-  if (!u->step_open) return;
-  /* Chunks that hold enough shares under the new quorum but not the old one are complete
-   * now: apply them. */
-  float scale = (float)u->workers / (float)needed;
-  for (uint32_t c = 0; c < u->n_chunks; c++) {
-    if (u->next_worker[c] < (uint32_t)needed || u->next_worker[c] >= (uint32_t)old) continue;
-    size_t off = (size_t)c * u->chunk_floats;
-    pst_opt_apply(u->opt, pst_store_front(u->store), pst_store_back(u->store),
-                  pst_store_back(u->store) + off, scale, off, pst_update_chunk_len(u, c));
-    u->next_worker[c] = (uint32_t)old; /* marks the chunk as applied */
-    u->chunks_done++;
+  if (w < 0 || w >= u->workers || (u->member[w] != 0) == (on != 0)) return;
+  u->member[w] = on != 0;
+  u->members += on ? 1 : -1;
+  if (u->mode != PST_MODE_SYNC) {
+    if (!on && u->owner == w) abandon_async_push(u, published);
+    return;
   }
-  if (u->chunks_done == u->n_chunks) close_sync_step(u, published);
+  if (u->backup == 0) {
+    if (!on) leave_step(u, w, published);
+    return;
+  }
+  /* Backup workers: the quorum follows the members; a member that leaves gives up its slot
+   * in the step, and slots past a smaller quorum leave it too. */
+  int full = u->workers - u->backup;
+  u->needed = u->members < full ? (u->members > 0 ? u->members : 1) : full;
+  if (!u->step_open) return;
+  if (!on) leave_step(u, u->slot_of[w], published);
+  for (int sl = u->needed; sl < u->workers && u->step_open; sl++) leave_step(u, sl, published);
 }
 
 uint32_t pst_update_ready_chunks(pst_update *u) {
   if (u->mode != PST_MODE_SYNC || !u->step_open) return 0;
-  /* A chunk is final once its share count reached the quorum (offer_sync applies the
-   * optimizer with the last share; pst_update_set_active marks the chunks it applies with
-   * the old, larger count). Every worker pushes its chunks in order, so chunks complete in
-   * order and the prefix only grows during a step. */
-  while (u->ready < u->n_chunks && u->next_worker[u->ready] >= (uint32_t)u->needed) u->ready++;
+  /* A chunk is final once it has every share the step will get and the optimizer has been
+   * applied to it. Every worker pushes its chunks in order, so chunks complete in order and
+   * the prefix only grows during a step (one completed out of order by a worker leaving
+   * joins the prefix when the chunks before it are final). */
+  while (u->ready < u->n_chunks && u->chunk_done[u->ready]) u->ready++;
   return u->ready;
 }
 

@@ -18,6 +18,16 @@
  * ssp:   as async, and pulls are held back so that no worker runs more than `staleness`
  *        versions ahead of the slowest (see ps/server.c).
  *
+ * lost workers (sync): a step's shares are the workers that were members when it opened; a
+ *        worker that leaves mid-step (lost) is taken out of it, and each chunk is then the
+ *        mean of the shares it got: a chunk summed from m of the N shares is scaled by N/m
+ *        (each share is loss / (b * N), so the scaled sum is the mean over the m * b samples
+ *        that did arrive; with all N shares the scale is exactly 1 and nothing changes). A
+ *        push for an older version than the step in progress is dropped and counted, one for
+ *        a newer one is an error; a share of a chunk that already holds that slot's share
+ *        (the replacement of a lost worker resending the step, --on-worker-loss wait) is
+ *        read and not summed again.
+ *
  * backup workers (sync, K > 0): the step for v is applied once N-K gradients for v are in.
  *        The first N-K workers to start pushing for v get slots 0..N-K-1 and are summed in
  *        slot order; a later push for v, or any push for an older version, is read and
@@ -44,16 +54,24 @@ typedef struct {
   pst_mode mode;
   int workers;            /* N */
   int backup;             /* K: sync steps need N-K gradients */
-  int needed;             /* shares a sync step needs now: N-K, fewer once workers finish */
+  int needed;             /* shares a backup-worker step takes: N-K, fewer once members leave */
   uint32_t chunk_floats;
   uint32_t n_chunks;
   pst_store *store;
   pst_optimizer *opt;
-  /* sync */
-  uint32_t *next_worker;  /* [n_chunks]: the slot whose chunk c is summed next */
+  uint8_t *member;        /* [N]: worker w takes part in sync steps (pst_update_set_member) */
+  int members;
+  /* sync: the step in progress */
+  uint8_t *in_step;       /* [N]: slot s is one of the step's shares (fixed when it opens;
+                           * a slot leaves when its worker is lost) */
+  uint32_t *next_slot;    /* [n_chunks]: the slot whose share of chunk c is summed next; N
+                           * when no slot of the step is left for it */
+  uint32_t *shares;       /* [n_chunks]: shares summed into chunk c */
+  uint8_t *chunk_done;    /* [n_chunks]: chunk c holds its final values */
   int *slot_of;           /* [N]: worker -> slot for the step in progress, -1 for none */
   int slots_taken;
-  uint32_t chunks_done;   /* chunks with all N summed and the optimizer applied */
+  uint64_t step_shares;   /* shares summed into any chunk of the step */
+  uint32_t chunks_done;   /* chunks with all their shares summed and the optimizer applied */
   uint32_t ready;         /* chunks 0..ready-1 of the back buffer are final (see below) */
   int step_open;          /* the back buffer is claimed by the step in progress */
   /* async / ssp */
@@ -62,7 +80,9 @@ typedef struct {
   /* statistics */
   uint64_t steps;
   uint64_t staleness_sum, staleness_max, pushes;
-  uint64_t dropped;       /* gradients dropped (backup workers) */
+  uint64_t dropped;       /* gradients dropped: backup workers' late ones, stale ones, and
+                           * those of workers no longer in the step */
+  uint64_t partial_steps; /* sync steps applied with fewer shares than N-K (workers lost) */
 } pst_update;
 
 /* Offer results: */
@@ -81,10 +101,14 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
                     pst_store *store, pst_optimizer *opt);
 /* Sync only: apply each step after N-K gradients (0 <= K < N). */
 int pst_update_set_backup(pst_update *u, int backup);
-/* Backup workers: only `active` workers are still training, so a step needs at most that
- * many shares; a step in progress that is complete under the smaller quorum is applied now
- * (*published = 1). Without backup workers every worker runs every step: no effect. */
-void pst_update_set_active(pst_update *u, int active, int *published);
+/* Worker w joins (on = 1) or leaves (on = 0) the sync steps. A worker that joins takes part
+ * from the next step that opens. One that leaves (lost, or finished) is taken out of the step
+ * in progress at once: chunks that were waiting only for its share are applied now with the
+ * shares they have (*published = 1 when that completes the step), and a step that had no
+ * share at all when its last worker left is taken back. In async/ssp, a push being applied
+ * when its worker leaves is finished with the chunks it sent (the rest carried over
+ * unchanged). Membership also sets the backup-worker quorum: min(N-K, members). */
+void pst_update_set_member(pst_update *u, int w, int on, int *published);
 void pst_update_free(pst_update *u);
 /* Floats in chunk c. */
 uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c);

@@ -167,7 +167,128 @@ static void test_async(void) {
   teardown(&s, &o, &u);
 }
 
+/* Offers chunks [from, to) of worker w's gradient for `version`, expecting `want`. */
+static int offer_range(pst_update *u, int w, uint64_t version, uint32_t from, uint32_t to,
+                       int want, int *published) {
+  int ok = 1;
+  for (uint32_t c = from; c < to; c++) {
+    int pub = 0;
+    ok = ok && pst_update_offer(u, w, version, c, grads[w] + (size_t)c * CHUNK, &pub) == want;
+    *published |= pub;
+  }
+  return ok;
+}
+
+/* A worker lost mid-step (continue): the chunks that waited only for it are applied with the
+ * shares they got, scaled to their mean (N/m); the step completes with the others; its late
+ * push is dropped and counted; back as a member it takes part from the next step. */
+static void test_sync_worker_lost(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  int pub = 0;
+  CHECK(offer_range(&u, 0, 0, 0, 3, PST_OFFER_TAKEN, &pub));
+  CHECK(offer_range(&u, 1, 0, 0, 3, PST_OFFER_TAKEN, &pub));
+  CHECK(offer_range(&u, 2, 0, 0, 1, PST_OFFER_TAKEN, &pub) && !pub);
+  CHECK(pst_update_ready_chunks(&u) == 1);
+  pst_update_set_member(&u, 2, 0, &pub);
+  CHECK(!pub && pst_update_ready_chunks(&u) == 3 && u.members == W - 1);
+  CHECK(offer_range(&u, 0, 0, 3, u.n_chunks, PST_OFFER_TAKEN, &pub));
+  CHECK(!pub);
+  CHECK(offer_range(&u, 1, 0, 3, u.n_chunks, PST_OFFER_TAKEN, &pub));
+  CHECK(pub && s.version == 1 && u.partial_steps == 1);
+  float *w = pst_store_front(&s);
+  float g3 = grads[0][5];
+  g3 += grads[1][5];
+  g3 += grads[2][5];
+  float g2 = grads[0][CHUNK + 5];
+  g2 += grads[1][CHUNK + 5];
+  CHECK(w[5] == (float)(5 % 17) * 0.1f - g3);
+  CHECK(w[CHUNK + 5] == (float)((CHUNK + 5) % 17) * 0.1f - g2 * 1.5f);
+  /* Its push for version 0 arrives late: dropped and counted, whatever the chunk. */
+  uint64_t dropped = u.dropped;
+  CHECK(offer_range(&u, 2, 0, 1, 2, PST_OFFER_DROPPED, &pub) && u.dropped == dropped + 1);
+  /* Back before step 2 opens: one of its shares again. */
+  pst_update_set_member(&u, 2, 1, &pub);
+  pub = 0;
+  for (int k = 0; k < W; k++) CHECK(offer_range(&u, k, 1, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+  CHECK(pub && s.version == 2 && u.partial_steps == 1);
+  /* Joining after a step opened: dropped for that step. */
+  pst_update_set_member(&u, 1, 0, &pub);
+  CHECK(offer_range(&u, 0, 2, 0, 1, PST_OFFER_TAKEN, &pub));
+  pst_update_set_member(&u, 1, 1, &pub);
+  CHECK(offer_range(&u, 1, 2, 0, 1, PST_OFFER_DROPPED, &pub));
+  teardown(&s, &o, &u);
+}
+
+/* Every worker of a step lost before any share came: the step is taken back (the optimizer's
+ * step count too); one lost after a share came completes with what it has. */
+static void test_sync_all_lost(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  int pub = 0;
+  s.refs[s.front ^ 1] = 0;
+  CHECK(pst_update_direct(&u, 0, 0, 0) != NULL && u.step_open && o.t == 1);
+  for (int k = 0; k < W; k++) pst_update_set_member(&u, k, 0, &pub);
+  CHECK(!pub && !u.step_open && o.t == 0 && s.version == 0);
+  for (int k = 1; k < W; k++) pst_update_set_member(&u, k, 1, &pub);
+  CHECK(offer_range(&u, 1, 0, 0, 2, PST_OFFER_TAKEN, &pub));
+  pst_update_set_member(&u, 2, 0, &pub);
+  CHECK(!pub);
+  pst_update_set_member(&u, 1, 0, &pub);
+  /* Chunks 0-1 had worker 1's share (scaled by 3); the rest kept their values. */
+  CHECK(pub && s.version == 1);
+  CHECK(pst_store_front(&s)[7] == (float)(7 % 17) * 0.1f - grads[1][7] * 3.0f);
+  CHECK(pst_store_front(&s)[2 * CHUNK + 7] == (float)((2 * CHUNK + 7) % 17) * 0.1f);
+  teardown(&s, &o, &u);
+}
+
+/* --on-worker-loss wait: the lost worker stays in the step, and its replacement resends the
+ * whole step: chunks that already hold that slot's share are read and not summed twice. */
+static void test_sync_replacement(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  int pub = 0;
+  CHECK(offer_range(&u, 0, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+  CHECK(offer_range(&u, 1, 0, 0, 2, PST_OFFER_TAKEN, &pub));
+  CHECK(offer_range(&u, 1, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+  CHECK(offer_range(&u, 2, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+  CHECK(pub && s.version == 1 && u.partial_steps == 0);
+  float g = grads[0][CHUNK + 3];
+  g += grads[1][CHUNK + 3];
+  g += grads[2][CHUNK + 3];
+  CHECK(pst_store_front(&s)[CHUNK + 3] == (float)((CHUNK + 3) % 17) * 0.1f - g);
+  teardown(&s, &o, &u);
+}
+
+/* An async push whose worker is lost halfway: the chunks it sent are applied, the rest of
+ * the weights carried over, and the version published, so the next push can go on. */
+static void test_async_owner_lost(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  int pub = 0;
+  CHECK(offer_range(&u, 1, 0, 0, 2, PST_OFFER_TAKEN, &pub));
+  CHECK(pst_update_offer(&u, 2, 0, 0, grads[2], &pub) == PST_OFFER_LATER);
+  pst_update_set_member(&u, 1, 0, &pub);
+  CHECK(pub && s.version == 1 && u.owner == -1);
+  CHECK(pst_store_front(&s)[3] == (float)(3 % 17) * 0.1f - 3.0f * grads[1][3]);
+  CHECK(pst_store_front(&s)[2 * CHUNK + 3] == (float)((2 * CHUNK + 3) % 17) * 0.1f);
+  CHECK(offer_range(&u, 2, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && s.version == 2);
+  teardown(&s, &o, &u);
+}
+
 int main(void) {
+  test_sync_worker_lost();
+  test_sync_all_lost();
+  test_sync_replacement();
+  test_async_owner_lost();
   test_sync_order();
   test_sync_waits();
   test_sync_ready_prefix();

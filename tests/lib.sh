@@ -93,3 +93,27 @@ train() {
   for i in "${!wpids[@]}"; do wait_pid "${wpids[$i]}" 120 || fail "worker $i exited non-zero"; done
   wait_pid "$ps_pid" 30 || fail "ps exited non-zero"
 }
+
+# wait_for FILE PATTERN SECONDS: waits until FILE has a line matching PATTERN (grep -E).
+wait_for() {
+  local deadline=$((SECONDS + $3))
+  until grep -qE "$2" "$1" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || fail "no '$2' in $(basename "$1") after $3 s"
+    sleep 0.05
+  done
+}
+
+# wait_step METRICS STEP SECONDS: waits until the metrics file has a training report of a
+# step >= STEP (a run is under way and that far along).
+wait_step() {
+  local deadline=$((SECONDS + $3))
+  until /usr/bin/python3 - "$1" "$2" <<'PY' 2>/dev/null
+import json, sys
+steps = [json.loads(l).get("step", 0) for l in open(sys.argv[1]) if '"train"' in l]
+sys.exit(0 if steps and max(steps) >= int(sys.argv[2]) else 1)
+PY
+  do
+    [ $SECONDS -lt $deadline ] || fail "$(basename "$1") reached no step $2 after $3 s"
+    sleep 0.05
+  done
+}

@@ -123,6 +123,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   wk_client *c = s->data;
   (void)buf;
   if (nread == 0 || c->state != WK_CONN_OPEN) return;
+  c->last_rx = pst_now();
   if (nread < 0) {
     wk_client_close(c, nread == UV_EOF ? "the ps closed the connection"
                                        : uv_strerror((int)nread));
@@ -151,6 +152,7 @@ static void on_connect(uv_connect_t *req, int status) {
   }
   uv_timer_stop(&c->timer); /* the attempt's deadline */
   c->state = WK_CONN_OPEN;
+  c->last_rx = c->last_tx = pst_now();
   uv_tcp_nodelay(&c->tcp, 1);
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
   c->cbs->on_connected(c);
@@ -247,10 +249,23 @@ int wk_client_send(wk_client *c, const Pstrain__Header *h) {
     return n;
   }
   m->req.data = m;
+  c->last_tx = pst_now();
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
   int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
   return rc;
+}
+
+int wk_client_send_now(wk_client *c, const Pstrain__Header *h) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  uint8_t buf[1024];
+  if (protobuf_c_message_get_packed_size(&h->base) + PST_WIRE_PREFIX_LEN > sizeof buf)
+    return -EMSGSIZE;
+  int n = pst_wire_encode(h, 0, buf, sizeof buf);
+  if (n < 0) return n;
+  uv_buf_t b = uv_buf_init((char *)buf, (unsigned)n);
+  int rc = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+  return rc == n ? 0 : rc < 0 ? rc : -EAGAIN;
 }
 
 int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats) {
@@ -274,6 +289,7 @@ static void on_push_write(uv_write_t *req, int status) {
 int wk_client_push(wk_client *c, uint64_t version, const float *grad) {
   if (c->state != WK_CONN_OPEN) return -ENOTCONN;
   c->writes_left = c->n_chunks;
+  c->last_tx = pst_now();
   for (uint32_t i = 0; i < c->n_chunks; i++) {
     size_t off = (size_t)i * c->chunk_floats;
     uint32_t len = (uint32_t)(c->n_floats - off < c->chunk_floats ? c->n_floats - off

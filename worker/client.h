@@ -56,6 +56,7 @@ struct wk_client {
   uv_write_t *wreq;       /* [n_chunks] */
   uint8_t *whead;         /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
   uint32_t writes_left;
+  double last_rx, last_tx; /* monotonic seconds: the last bytes read, the last frame queued */
   const char *close_why;
   char close_buf[512];   /* a reason naming a host (255) and an error fits whole */
 };
@@ -64,6 +65,9 @@ int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
                     double timeout_s, const wk_client_cbs *cbs, void *data);
 /* Sends a control message (HELLO, PULL, REPORT, BYE). */
 int wk_client_send(wk_client *c, const Pstrain__Header *h);
+/* Sends a small control message now if the socket takes it at once (an ERROR just before
+ * closing, which a queued write would not outlive). */
+int wk_client_send_now(wk_client *c, const Pstrain__Header *h);
 /* Sets the chunk layout for pushes of n floats. */
 int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats);
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
@@ -74,7 +78,8 @@ void wk_client_close(wk_client *c, const char *why);
 
 
 
-/* Frees the buffers once the loop has ended. */
+/* Frees the buffers once the loop has ended (or before a wk_client_start that reconnects:
+ * the push layout must then be prepared again). */
 void wk_client_free(wk_client *c);
 
 #endif

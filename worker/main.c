@@ -22,7 +22,7 @@ static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_M
 static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX];
 static int64_t o_threads, o_index, o_gpu_mem;
-static double o_timeout, o_slow;
+static double o_timeout, o_slow, o_reconnect;
 static int o_list, o_placement;
 
 static pst_cfg_opt g_opts[] = {
@@ -37,6 +37,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's device and algorithm", 0, 0),
     PST_OPT("list-devices", PST_CFG_BOOL, &o_list, "false", "list the compute devices and exit", 0, 0),
     PST_OPT("connect-timeout", PST_CFG_DOUBLE, &o_timeout, "30", "seconds to keep retrying the ps", 0, 0),
+    PST_OPT("reconnect-timeout", PST_CFG_DOUBLE, &o_reconnect, "300", "seconds to keep reconnecting to a lost ps (0: exit at once)", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
@@ -104,6 +105,7 @@ int main(int argc, char **argv) {
       .n_opts = (int)(sizeof g_opts / sizeof g_opts[0]),
   };
   pst_log_init("pstrain-worker", PST_LOG_INFO);
+  pst_log_guard_signals();
 
   /* 1. Configuration. */
   wk_options opt;
@@ -124,9 +126,11 @@ int main(int argc, char **argv) {
     LOG_ERR("--ps: '%.200s' is not host:port", o_ps);
     return 2;
   }
-  if (!(o_timeout >= 0) || !(o_slow >= 1)) {
-    LOG_ERR("--connect-timeout must be >= 0 and --slow-factor >= 1");
-    return 2;
+  if (!(o_timeout >= 0 && o_timeout <= 604800) || !(o_reconnect >= 0 && o_reconnect <= 604800) ||
+      !(o_slow >= 1 && o_slow <= 1000)) {
+    LOG_ERR("--connect-timeout and --reconnect-timeout must be between 0 and 604800 seconds, "
+            "--slow-factor between 1 and 1000");
+    return PST_EXIT_USAGE;
   }
   char name[128];
   if (o_name[0]) {
@@ -155,6 +159,7 @@ int main(int argc, char **argv) {
   opt.requested_index = (int)o_index;
   opt.model = o_model;
   opt.connect_timeout = o_timeout;
+  opt.reconnect_timeout = o_reconnect;
   opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
   opt.log_placement = o_placement;
   opt.slow_factor = o_slow;
@@ -163,10 +168,13 @@ int main(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   static wk_trainer trainer;
-  int rc = wk_trainer_start(&trainer, &loop, &opt);
+  int rc = wk_trainer_start(&trainer, &loop, &opt, err, sizeof err);
   if (rc < 0) {
-    LOG_ERR("cannot start: %s", uv_strerror(rc));
-    return 1;
+    LOG_ERR("%s", err);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    wk_trainer_free(&trainer);
+    uv_loop_close(&loop);
+    return PST_EXIT_FAILED;
   }
   /* Under systemd: watchdog pings and status from this loop (the compute runs on the
    * threadpool, so the loop keeps turning); READY=1 comes once registered. */
@@ -183,7 +191,11 @@ int main(int argc, char **argv) {
   rc = uv_loop_close(&loop);
   if (rc != 0) {
     LOG_ERR("event loop did not close cleanly: %s", uv_strerror(rc));
-    return 1;
+    return PST_EXIT_FAILED;
   }
+  LOG_INFO("exiting with status %d (%s)", exit_code,
+           exit_code == PST_EXIT_OK        ? "finished"
+           : exit_code == PST_EXIT_STOPPED ? "stopped before training finished"
+                                           : "failed");
   return exit_code;
 }

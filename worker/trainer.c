@@ -15,7 +15,8 @@
 
 static void fail(wk_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Ends the run with an error: log it once, close the connection, exit 1. */
+/* Ends the run with an error: log it once, tell the ps why (so that it frees this worker's
+ * slot with the reason in its log), close the connection, exit 1. */
 static void fail(wk_trainer *t, const char *fmt, ...) {
   char why[512];
   va_list ap;
@@ -23,7 +24,15 @@ static void fail(wk_trainer *t, const char *fmt, ...) {
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
   if (t->state != WK_STOPPED) LOG_ERR("%s", why);
-  t->exit_code = 1;
+  if (t->state != WK_STOPPED && t->client.state == WK_CONN_OPEN) {
+    Pstrain__Header h = PSTRAIN__HEADER__INIT;
+    Pstrain__ErrorInfo e = PSTRAIN__ERROR_INFO__INIT;
+    e.reason = why;
+    h.type = PSTRAIN__MSG_TYPE__ERROR;
+    h.error = &e;
+    wk_client_send_now(&t->client, &h);
+  }
+  t->exit_code = PST_EXIT_FAILED;
   t->state = WK_STOPPED;
   wk_client_close(&t->client, NULL);
 }
@@ -56,7 +65,7 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
 static void pull(wk_trainer *t) {
   t->state = WK_PULLING;
   int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
-  send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->steps > 0 ? t->version + 1 : 0);
+  send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->have_weights ? t->version + 1 : 0);
 }
 
 /* After the last push: BYE (no more gradients from us), then the final weights, which the
@@ -75,6 +84,40 @@ static void new_epoch_order(wk_trainer *t) {
   int n = t->shard_end - t->shard_begin;
   for (int i = 0; i < n; i++) t->order[i] = t->shard_begin + i;
   pst_rng_shuffle(&t->rng, t->order, n);
+}
+
+/* Puts this worker where the ps says its slot stands: `start_step` steps of the shard done
+ * and the evaluations of epochs 1..evals_done done. The shuffles are replayed from the seed,
+ * so a worker that rejoins, or any worker of a resumed ps, takes exactly the batches an
+ * uninterrupted run would. */
+static void take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_done) {
+  uint64_t spe = (uint64_t)t->steps_per_epoch;
+  uint64_t epoch = start_step / spe;
+  if (epoch > (uint64_t)t->epochs) epoch = (uint64_t)t->epochs;
+  t->epoch = (int)epoch;
+  t->step_in_epoch = epoch < (uint64_t)t->epochs ? (int)(start_step % spe) : 0;
+  t->steps = start_step;
+  pst_rng_seed(&t->rng, t->seed * 1000003u + (uint64_t)t->index);
+  for (int e = 0; e <= t->epoch && e < t->epochs; e++) new_epoch_order(t);
+  t->eval_due = t->step_in_epoch == 0 && t->epoch >= 1 && evals_done < (uint32_t)t->epoch
+                    ? t->epoch
+                    : 0;
+  t->have_weights = 0;
+  t->weights_fresh = 0;
+  t->push_in_flight = 0;
+  t->r_loss = t->r_seconds = 0;
+  t->r_correct = t->r_samples = 0;
+  t->e_loss = t->e_seconds = 0;
+  t->e_correct = t->e_samples = 0;
+}
+
+/* The first exchange of a session with the ps (after every WELCOME): weights to train on,
+ * or, with every epoch done, the final weights for the last evaluation. */
+static void begin_session(wk_trainer *t) {
+  if (t->epoch < t->epochs)
+    pull(t);
+  else
+    pull_final(t);
 }
 
 /* ---- work on the threadpool ---- */
@@ -188,6 +231,7 @@ static void after_eval(wk_trainer *t) {
 }
 
 static void start_work(wk_trainer *t, wk_work_kind kind);
+static void send_hello(wk_trainer *t);
 
 /* Decides what the fresh weights are for: an evaluation owed, then a training step, or
  * the end. */
@@ -198,6 +242,8 @@ static void next_work(wk_trainer *t) {
   } else if (t->epoch < t->epochs) {
     /* The gradient buffer is reused: wait until the previous push has left. */
     if (!t->push_in_flight) start_work(t, WK_WORK_TRAIN);
+  } else {
+    t->state = WK_FINISHING; /* the final weights came, nothing left to evaluate */
   }
 }
 
@@ -206,6 +252,24 @@ static void work_done(uv_work_t *req, int status) {
   t->work_running = 0;
   if (t->state == WK_STOPPED || t->stop_requested || status == UV_ECANCELED) {
     wk_client_close(&t->client, NULL);
+    return;
+  }
+  if (t->restart_pending || t->client.state != WK_CONN_OPEN || t->state == WK_CONNECTING ||
+      t->state == WK_REGISTERING) {
+    /* The connection was lost while this ran: the ps may have moved on, and it says where
+     * this worker stands when it registers again. */
+    if (t->work_kind == WK_WORK_TRAIN) {
+      t->discarded++;
+      LOG_INFO("dropped the gradient computed on version %" PRIu64
+               ": the connection to the ps was lost meanwhile", t->version);
+    }
+    if (t->hello_pending && t->client.state == WK_CONN_OPEN) {
+      t->hello_pending = 0;
+      send_hello(t);
+    } else if (t->restart_pending) {
+      t->restart_pending = 0;
+      begin_session(t);
+    }
     return;
   }
   if (t->w_rc < 0) {
@@ -264,12 +328,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     fail(t, "cannot use the ps's model: %s", err);
     return -EPROTO;
   }
-  /* Data: this worker's disjoint shard of the training set and of the test set. */
-  if (pst_data_load_split(t->opt.data_dir, "train", &t->train, err, sizeof err) < 0 ||
-      pst_data_load_split(t->opt.data_dir, "t10k", &t->test, err, sizeof err) < 0) {
-    fail(t, "%s", err);
-    return -EIO;
-  }
+  /* Data (loaded at start): this worker's disjoint shard of the training and test sets. */
   if (t->train.rows * t->train.cols != t->model.input_size) {
     fail(t, "the model takes %d inputs but %s has %dx%d images", t->model.input_size,
          t->opt.data_dir, t->train.rows, t->train.cols);
@@ -308,8 +367,6 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     fail(t, "out of memory for %zu parameters", n);
     return -ENOMEM;
   }
-  pst_rng_seed(&t->rng, t->seed * 1000003u + (uint64_t)t->index);
-  new_epoch_order(t);
   LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d epochs",
            t->index, t->world, t->backend->name,
            t->mode == 0 ? "sync" : t->mode == 1 ? "async" : "ssp", t->shard_begin, t->shard_end,
@@ -319,12 +376,13 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
 
 /* ---- the connection's callbacks ---- */
 
-static void on_connected(wk_client *c) {
-  wk_trainer *t = c->data;
+static void send_hello(wk_trainer *t) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   Pstrain__Hello hello = PSTRAIN__HELLO__INIT;
   hello.worker_name = (char *)t->opt.name;
-  hello.requested_index = t->opt.requested_index;
+  /* Registering again: the slot this worker had (its shard), and what it discarded. */
+  hello.requested_index = t->welcomed ? t->index : t->opt.requested_index;
+  hello.dropped_gradients = t->discarded;
   if (t->opt.model && t->opt.model[0]) {
     pst_model mine;
     char err[512];
@@ -337,7 +395,19 @@ static void on_connected(wk_client *c) {
   h.type = PSTRAIN__MSG_TYPE__HELLO;
   h.hello = &hello;
   t->state = WK_REGISTERING;
-  wk_client_send(c, &h);
+  wk_client_send(&t->client, &h);
+}
+
+static void on_connected(wk_client *c) {
+  wk_trainer *t = c->data;
+  /* A step still running from before the connection was lost ends first, so that the
+   * HELLO can count its gradient as dropped. */
+  if (t->work_running) {
+    t->state = WK_REGISTERING;
+    t->hello_pending = 1;
+    return;
+  }
+  send_hello(t);
 }
 
 static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
@@ -351,29 +421,85 @@ static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
   return 0;
 }
 
+/* A WELCOME after a reconnection: the same job, or an error. */
+static int check_same_job(wk_trainer *t, const Pstrain__Welcome *w) {
+  if ((int)w->worker_index != t->index || (int)w->world_size != t->world ||
+      w->model_fingerprint != t->model.fingerprint || (int)w->batch_size != t->batch ||
+      (int)w->epochs != t->epochs || w->seed != t->seed || (int)w->mode != t->mode) {
+    fail(t, "the ps that answered the reconnection trains another job (index %u of %u, model "
+            "%016" PRIx64 "); start this worker again to join it",
+         w->worker_index, w->world_size, w->model_fingerprint);
+    return -EPROTO;
+  }
+  t->chunk_floats = w->chunk_floats;
+  if (wk_client_prepare_push(&t->client, t->model.n_params, t->chunk_floats) < 0) {
+    fail(t, "out of memory for %zu parameters", t->model.n_params);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+static void on_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
+  int again = t->welcomed;
+  if (again ? check_same_job(t, w) < 0 : setup_from_welcome(t, w) < 0) return;
+  t->welcomed = 1;
+  t->reconnect_deadline = 0;
+  t->discarded = 0;
+  t->timeout_s = w->timeout_ms / 1000.0;
+  take_position(t, w->start_step, w->eval_epoch);
+  if (again || w->start_step > 0)
+    LOG_INFO("%s at step %" PRIu64 " of the shard: epoch %d/%d, step %d of %d%s",
+             again ? "registered again" : "resuming", w->start_step,
+             t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs, t->step_in_epoch,
+             t->steps_per_epoch, t->eval_due ? ", evaluating the last epoch first" : "");
+  if (!again) pst_notify_ready(); /* registered and set up: under systemd, the service is up */
+  if (t->work_running) {
+    t->state = WK_REGISTERING; /* the stale work item's end starts the session */
+    t->restart_pending = 1;
+    return;
+  }
+  begin_session(t);
+}
+
 static int on_frame(wk_client *c, const Pstrain__Header *h) {
   wk_trainer *t = c->data;
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__WELCOME:
       if (t->state != WK_REGISTERING) return -EPROTO;
-      if (setup_from_welcome(t, h->welcome) < 0) return 0;
-      pst_notify_ready(); /* registered and set up: under systemd, the service is up */
-      pull(t);
+      on_welcome(t, h->welcome);
       return 0;
     case PSTRAIN__MSG_TYPE__WEIGHTS:
       if (h->last) {
         t->version = h->version;
         t->weights_fresh = 1;
+        t->have_weights = 1;
         next_work(t);
       }
       return 0;
+    case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      return 0;
     case PSTRAIN__MSG_TYPE__ERROR:
+      if (t->welcomed && t->state == WK_REGISTERING) {
+        /* Registering again, the ps may still hold this worker's slot for the connection
+         * it has not yet found dead: try again until the reconnect deadline. */
+        char why[300];
+        snprintf(why, sizeof why, "the ps refused the reconnection: %.200s",
+                 h->error ? h->error->reason : "no reason given");
+        wk_client_close(c, why);
+        return 0;
+      }
       fail(t, "the ps refused this worker: %s", h->error ? h->error->reason : "no reason given");
       return 0;
     case PSTRAIN__MSG_TYPE__SHUTDOWN: {
       const char *why = h->shutdown ? h->shutdown->reason : "no reason given";
       if (t->state == WK_FINISHING && !(h->shutdown && h->shutdown->failed)) {
         LOG_INFO("ps says: %s; exiting", why);
+        t->state = WK_STOPPED;
+        wk_client_close(c, NULL);
+      } else if (h->shutdown && h->shutdown->stopped) {
+        /* Stopped on purpose: not a failure, and nothing to reconnect to. */
+        LOG_INFO("the ps was stopped before training finished (%s); exiting", why);
+        t->exit_code = PST_EXIT_STOPPED;
         t->state = WK_STOPPED;
         wk_client_close(c, NULL);
       } else {
@@ -398,8 +524,35 @@ static void on_push_sent(wk_client *c) {
     next_work(t);
 }
 
+static void on_hb_timer(uv_timer_t *h);
+
+/* The connection to a ps this worker was registered with broke (the ps was killed, its host
+ * rebooted, the link was cut, or it went silent): reconnect for --reconnect-timeout seconds
+ * and carry on where the ps says this worker's slot stands. */
+static int reconnect(wk_trainer *t, const char *why) {
+  if (!t->welcomed || t->state == WK_STOPPED || t->stop_requested || !(t->opt.reconnect_timeout > 0))
+    return -1;
+  double now = pst_now();
+  if (t->reconnect_deadline == 0) t->reconnect_deadline = now + t->opt.reconnect_timeout;
+  double left = t->reconnect_deadline - now;
+  if (left <= 0) return -1;
+  LOG_WARN("lost the ps (%s); reconnecting for up to %.0f s", why ? why : "connection closed",
+           left);
+  pst_notify_status("worker %d: lost the ps (%s); reconnecting", t->index,
+                    why ? why : "connection closed");
+  t->state = WK_CONNECTING;
+  t->push_in_flight = 0;
+  t->weights_fresh = 0;
+  wk_client_free(&t->client);
+  const wk_client_cbs *cbs = t->client.cbs;
+  int rc = wk_client_start(&t->client, t->loop, t->opt.ps_host, t->opt.ps_port, left, cbs, t);
+  if (rc < 0) LOG_ERR("cannot reconnect: %s", uv_strerror(rc));
+  return rc;
+}
+
 static void on_closed(wk_client *c, const char *why) {
   wk_trainer *t = c->data;
+  if (t->state != WK_STOPPED && !t->stop_requested && reconnect(t, why) == 0) return;
   if (why && t->state != WK_STOPPED) {
     LOG_ERR("%s", why);
     t->exit_code = 1;
@@ -409,6 +562,35 @@ static void on_closed(wk_client *c, const char *why) {
   t->state = WK_STOPPED;
   uv_close((uv_handle_t *)&t->sig_int, NULL);
   uv_close((uv_handle_t *)&t->sig_term, NULL);
+  uv_close((uv_handle_t *)&t->hb_timer, NULL);
+}
+
+/* Heartbeats while the loop has nothing else to send (a long step, a wait for the others),
+ * and the ps's silence: it sends its own heartbeats, so a quiet ps is a dead or stopped one. */
+static void on_hb_timer(uv_timer_t *h) {
+  wk_trainer *t = h->data;
+  wk_client *c = &t->client;
+  double now = pst_now(), gap = now - t->hb_last_tick;
+  t->hb_last_tick = now;
+  if (c->state != WK_CONN_OPEN || !(t->timeout_s > 0)) return;
+  /* Stalled (SIGSTOP, a frozen host) for longer than the ps waits: the ps has given this
+   * worker up, and whatever it computed meanwhile is late. Register again at once. */
+  if (gap > t->timeout_s) {
+    char why[128];
+    snprintf(why, sizeof why, "this worker was stalled for %.1f s, past the ps's timeout", gap);
+    wk_client_close(c, why);
+    return;
+  }
+  /* After a shorter stall of this process, the ps's messages wait unread in the socket:
+   * silence is measured from now on, not charged to the ps. */
+  if (gap > 0.2 && c->last_rx < now) c->last_rx = now;
+  if (now - c->last_rx > t->timeout_s) {
+    char why[128];
+    snprintf(why, sizeof why, "no message from the ps for %.1f s", now - c->last_rx);
+    wk_client_close(c, why);
+  } else if (now - c->last_tx > t->timeout_s / 4) {
+    send_simple(t, PSTRAIN__MSG_TYPE__HEARTBEAT, 0);
+  }
 }
 
 static const wk_client_cbs client_cbs = {on_connected, on_payload, on_frame, on_push_sent, on_closed};
@@ -418,19 +600,32 @@ static void on_signal(uv_signal_t *h, int signum) {
   if (t->stop_requested) return;
   LOG_INFO("%s received: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
   t->stop_requested = 1;
+  t->exit_code = PST_EXIT_STOPPED;
   /* A step on the threadpool cannot be interrupted; its completion closes the client. */
   if (!t->work_running) wk_client_close(&t->client, NULL);
 }
 
-int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt) {
+int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char *err,
+                     size_t errlen) {
   memset(t, 0, sizeof *t);
   t->loop = loop;
   t->opt = *opt;
+  /* The data comes first, before the loop runs: a worker with a bad --data-dir never takes
+   * a slot, and the seconds of decompression never hold up its heartbeats. */
+  if (pst_data_load_split(opt->data_dir, "train", &t->train, err, errlen) < 0 ||
+      pst_data_load_split(opt->data_dir, "t10k", &t->test, err, errlen) < 0)
+    return -EIO;
   uv_signal_init(loop, &t->sig_int);
   uv_signal_init(loop, &t->sig_term);
   t->sig_int.data = t->sig_term.data = t;
   uv_signal_start(&t->sig_int, on_signal, SIGINT);
   uv_signal_start(&t->sig_term, on_signal, SIGTERM);
+  /* Fine enough for the shortest timeouts the ps allows (0.2 s). */
+  uv_timer_init(loop, &t->hb_timer);
+  t->hb_timer.data = t;
+  uv_timer_start(&t->hb_timer, on_hb_timer, 25, 25);
+  t->hb_last_tick = pst_now();
+  snprintf(err, errlen, "cannot start the connection");
   return wk_client_start(&t->client, loop, opt->ps_host, opt->ps_port, opt->connect_timeout,
                          &client_cbs, t);
 }

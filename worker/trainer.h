@@ -27,7 +27,8 @@ typedef struct {
   int threads;               /* CPU backend GEMM threads */
   int requested_index;       /* -1: any */
   const char *model;         /* "" to take the ps's model; else checked against it */
-  double connect_timeout;    /* seconds */
+  double connect_timeout;    /* seconds to reach the ps at start */
+  double reconnect_timeout;  /* seconds to keep reconnecting to a ps that was lost */
   size_t gpu_memory_limit_mib;
   int log_placement;
   double slow_factor;        /* >1: sleep (factor-1) x compute time after each step */
@@ -50,6 +51,14 @@ typedef struct wk_trainer {
   wk_state state;
   wk_client client;
   uv_signal_t sig_int, sig_term;
+  uv_timer_t hb_timer;       /* heartbeats, and silence from the ps */
+  double timeout_s;          /* from WELCOME: silence that means the ps is lost; 0 before */
+  double hb_last_tick;       /* monotonic seconds of the timer's last run */
+  int welcomed;              /* registered at least once: a lost ps is reconnected to */
+  double reconnect_deadline; /* monotonic seconds; 0 while connected */
+  int restart_pending;       /* a WELCOME came while a stale work item ran */
+  int hello_pending;         /* reconnected while a stale work item ran: HELLO after it */
+  uint32_t discarded;        /* gradients not pushed since the last HELLO (connection lost) */
   uv_work_t work;
   wk_work_kind work_kind;
   int work_running;
@@ -75,6 +84,7 @@ typedef struct wk_trainer {
   float *xb;                      /* [batch, input_size] */
   int32_t *yb;                    /* [batch] */
   uint64_t version;               /* version of params */
+  int have_weights;               /* params hold weights pulled in this session */
   int weights_fresh;              /* params hold a version not yet trained on */
   int push_in_flight;
   int epoch;                      /* 0-based epoch in progress */
@@ -95,7 +105,9 @@ typedef struct wk_trainer {
   int exit_code;
 } wk_trainer;
 
-int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt);
+/* Loads the data and starts connecting. 0, or a negative code with a reason in err. */
+int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char *err,
+                     size_t errlen);
 /* Frees everything after the loop has ended. */
 void wk_trainer_free(wk_trainer *t);
 

@@ -1,0 +1,28 @@
+/* The ps's checkpoints and resume (ps/checkpointing.c): when to save, what the ps's state
+ * is in a checkpoint's metadata, and putting it back. The file format is ps/checkpoint.h. */
+#ifndef PSTRAIN_PS_CHECKPOINTING_H
+#define PSTRAIN_PS_CHECKPOINTING_H
+
+#include <stddef.h>
+
+#include "ps/server.h"
+
+/* Sets up checkpoints (--checkpoint-dir) and resumes from one (--resume): the weights, the
+ * optimizer, the slots' positions and the evaluations so far. 0, or a negative code with
+ * a one-line reason (a --resume PATH that cannot be used, a checkpoint of this model made
+ * with other settings). */
+int ps_ckpt_open(ps_server *s, char *err, size_t errlen);
+/* Puts the resumed run's figures into the metrics (opened after ps_ckpt_open). */
+void ps_ckpt_restore_metrics(ps_server *s);
+/* A version was published: saves one every --checkpoint-every steps. */
+void ps_ckpt_published(ps_server *s);
+/* Called by the watch timer: saves one every --checkpoint-seconds. */
+void ps_ckpt_tick(ps_server *s);
+/* The run ends (finished, stopped or aborted): saves the current version unless it is saved
+ * already. The write finishes on the threadpool before the event loop can end. */
+void ps_ckpt_final(ps_server *s, const char *why);
+/* The newest checkpoint written by this process, or "". */
+const char *ps_ckpt_last_path(const ps_server *s);
+void ps_ckpt_free(ps_server *s);
+
+#endif

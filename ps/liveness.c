@@ -1,0 +1,205 @@
+/* Failures of workers, as the ps sees them: a worker is lost when its connection closes or
+ * when it has sent nothing for --worker-timeout seconds (it sends a HEARTBEAT while it
+ * computes, and so does the ps while it has nothing to send, so silence means a dead or
+ * stopped process, a cut link, or a hung host). A lost worker's slot waits --rejoin-timeout
+ * seconds for a replacement, which takes over its shard where the slot stands; meanwhile a
+ * sync step goes on without it (--on-worker-loss continue, ps/update.h says how the mean is
+ * scaled) or waits for it (wait). When the wait runs out the slot is abandoned: training goes
+ * on with the others, and the rest of its shard is skipped. This file also decides when an
+ * epoch's evaluation is complete and when the run is over, since both depend on who is still
+ * there. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/notify.h"
+#include "ps/checkpointing.h"
+#include "ps/conn.h"
+#include "ps/server.h"
+
+/* The watch timer runs a few times per timeout, and at least once a second (rejoin deadlines
+ * and timed checkpoints need no finer grain). */
+static uint64_t watch_period_ms(const ps_server *s) {
+  double ms = s->opt.worker_timeout * 1000.0 / 8.0;
+  if (ms > 1000.0) ms = 1000.0;
+  if (ms < 20.0) ms = 20.0;
+  return (uint64_t)ms;
+}
+
+static void update_member(ps_server *s, int i, int on) {
+  int published = 0;
+  pst_update_set_member(&s->upd, i, on, &published);
+  if (published) ps_ckpt_published(s);
+}
+
+static void abandon(ps_server *s, int i, const char *why) {
+  ps_worker *w = &s->workers[i];
+  if (w->abandoned || w->done) return;
+  w->abandoned = 1;
+  w->lost = 0;
+  s->abandoned++;
+  update_member(s, i, 0);
+  LOG_WARN("worker slot %d ('%s') abandoned: %s; training goes on with %d of %d workers and "
+           "the rest of its shard is skipped",
+           i, w->name, why, s->opt.workers - s->abandoned, s->opt.workers);
+  pst_notify_status("worker slot %d abandoned (%s); training goes on without it", i, why);
+}
+
+void ps_worker_lost(ps_server *s, int i, const char *why) {
+  ps_worker *w = &s->workers[i];
+  w->conn = NULL;
+  s->registered--;
+  if (w->done || s->stopping) return;
+  w->lost = 1;
+  w->lost_at = pst_now();
+  w->losses++;
+  s->losses++;
+  int waits = s->opt.mode == PST_MODE_SYNC && s->opt.wait_on_loss;
+  LOG_WARN("worker %d '%s' lost (%s); its slot waits %.0f s for a replacement, and %s", i,
+           w->name, why ? why : "disconnected", s->opt.rejoin_timeout,
+           waits ? "sync steps wait for it (--on-worker-loss wait)"
+                 : s->opt.mode == PST_MODE_SYNC ? "sync steps go on without it"
+                                                : "training goes on without it");
+  pst_notify_status("worker %d lost (%s); waiting %.0f s for a replacement", i,
+                    why ? why : "disconnected", s->opt.rejoin_timeout);
+  if (!waits) update_member(s, i, 0);
+  ps_server_kick(s);
+}
+
+void ps_worker_joined(ps_server *s, int i) {
+  ps_worker *w = &s->workers[i];
+  ps_conn *c = w->conn;
+  if (w->lost || w->abandoned) {
+    LOG_INFO("worker %d '%s' rejoined from %s %.1f s after its slot was lost; it resumes at step "
+             "%" PRIu64 " of its shard (version %" PRIu64 ")",
+             i, w->name, c->peer, pst_now() - w->lost_at, ps_slot_position(s, i),
+             s->store.version);
+    if (w->abandoned) s->abandoned--;
+    w->lost = w->abandoned = 0;
+    update_member(s, i, 1);
+  } else {
+    LOG_INFO("worker %d '%s' registered from %s (%d of %d)", i, w->name, c->peer, s->registered,
+             s->opt.workers);
+  }
+  w->ever = 1;
+  if (!s->started && s->registered == s->opt.workers) {
+    s->started = 1;
+    s->metrics.train_start = pst_now();
+    LOG_INFO("all %d workers registered; training %s, %d epochs%s", s->opt.workers,
+             pst_mode_name(s->opt.mode), s->opt.epochs, s->resumed ? " (resumed)" : "");
+  }
+}
+
+/* Whether slot i still owes (or may still send) its share of the evaluation of `epoch`: a
+ * slot whose worker is gone is excused, so that a lost worker never holds up an epoch. */
+static int owes_eval(const ps_server *s, int i, uint32_t epoch) {
+  const ps_worker *w = &s->workers[i];
+  return w->evals_done < epoch && (w->conn != NULL || !w->ever);
+}
+
+static void check_evals(ps_server *s) {
+  for (uint32_t e = 1; e <= (uint32_t)s->opt.epochs; e++) {
+    if (s->metrics.evals[e].complete || s->metrics.evals[e].reports == 0) continue;
+    int waiting = 0;
+    for (int i = 0; i < s->opt.workers && !waiting; i++) waiting = owes_eval(s, i, e);
+    if (waiting || !pst_metrics_eval_complete(&s->metrics, e)) continue;
+    /* Slots excused from this evaluation do not owe it to a later replacement either. */
+    for (int i = 0; i < s->opt.workers; i++)
+      if (s->workers[i].evals_done < e) s->workers[i].evals_done = e;
+    const pst_epoch_eval *ev = &s->metrics.evals[e];
+    LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 "%s)", e,
+             s->opt.epochs, ev->loss_sum / (double)ev->samples,
+             (double)ev->correct / (double)ev->samples, ev->version,
+             ev->reports < s->opt.workers ? ", without the shares of lost workers" : "");
+    pst_notify_status("epoch %u/%d evaluated: test accuracy %.4f (version %" PRIu64 ")", e,
+                      s->opt.epochs, s->metrics.last_test_accuracy, s->store.version);
+  }
+}
+
+void ps_check_progress(ps_server *s) {
+  if (s->stopping) return;
+  check_evals(s);
+  int present = 0, over = 0;
+  for (int i = 0; i < s->opt.workers; i++) {
+    ps_worker *w = &s->workers[i];
+    if (w->conn && !w->done) present++;
+    if (w->done || w->abandoned) over++;
+  }
+  /* Sync, going on without lost workers: once every worker still there has finished, a
+   * replacement would find nothing left to train (its shard's position is the version), so
+   * the lost slots are done with. */
+  if (s->started && present == 0 && over < s->opt.workers && s->opt.mode == PST_MODE_SYNC &&
+      !s->opt.wait_on_loss && s->finished > 0) {
+    for (int i = 0; i < s->opt.workers; i++)
+      if (s->workers[i].lost) abandon(s, i, "every other worker has finished");
+    over = s->finished + s->abandoned;
+  }
+  if (s->abandoned == s->opt.workers) {
+    s->exit_code = PST_EXIT_FAILED;
+    LOG_ERR("every worker slot was abandoned; training aborted at version %" PRIu64,
+            s->store.version);
+    ps_server_stop(s, "every worker was lost; training aborted", 1);
+    return;
+  }
+  if (over < s->opt.workers) return;
+  /* Every slot is finished or given up: the final weights went out (ps/pull.c) and the run
+   * is over once the last evaluation is in from every worker still connected. */
+  for (int i = 0; i < s->opt.workers; i++)
+    if (owes_eval(s, i, (uint32_t)s->opt.epochs)) return;
+  pst_metrics_eval_complete(&s->metrics, (uint32_t)s->opt.epochs);
+  s->metrics.train_end = pst_now();
+  double wall = s->metrics.train_end - s->metrics.train_start;
+  LOG_INFO("training complete: %d epochs, version %" PRIu64 ", test accuracy %.4f, %.0f samples/s"
+           " over %.1f s, weights checksum %016" PRIx64 "%s",
+           s->opt.epochs, s->store.version, s->metrics.last_test_accuracy,
+           wall > 0 ? (double)(s->metrics.samples_trained - s->metrics.samples_resumed) / wall
+                    : 0.0,
+           wall,
+           pst_store_checksum(&s->store),
+           s->abandoned ? " (some worker slots were abandoned)" : "");
+  ps_server_stop(s, "training complete", 0);
+}
+
+static void on_watch(uv_timer_t *t) {
+  ps_server *s = t->data;
+  if (s->stopping) return;
+  double now = pst_now(), quiet = s->opt.worker_timeout / 4.0;
+  Pstrain__Header hb = PSTRAIN__HEADER__INIT;
+  hb.type = PSTRAIN__MSG_TYPE__HEARTBEAT;
+  for (ps_conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state != CONN_WORKER) continue;
+    /* A connection the ps itself stopped reading (a chunk held back for sync order) is not
+     * silent: its bytes wait in the socket. */
+    if (!c->reading) c->last_rx = now;
+    if (now - c->last_rx > s->opt.worker_timeout) {
+      char why[96];
+      snprintf(why, sizeof why, "no message for %.1f s (--worker-timeout %g)", now - c->last_rx,
+               s->opt.worker_timeout);
+      ps_conn_close(c, why, 1);
+      continue;
+    }
+    if (now - c->last_tx > quiet) ps_send_header(c, &hb);
+  }
+  for (int i = 0; i < s->opt.workers && !s->stopping; i++) {
+    ps_worker *w = &s->workers[i];
+    if (w->lost && now - w->lost_at > s->opt.rejoin_timeout) {
+      char why[96];
+      snprintf(why, sizeof why, "no replacement within --rejoin-timeout %g s", s->opt.rejoin_timeout);
+      abandon(s, i, why);
+      ps_server_kick(s);
+    }
+  }
+  if (!s->stopping) ps_ckpt_tick(s);
+}
+
+int ps_liveness_start(ps_server *s) {
+  uv_timer_init(s->loop, &s->watch_timer);
+  s->watch_timer.data = s;
+  uint64_t ms = watch_period_ms(s);
+  return uv_timer_start(&s->watch_timer, on_watch, ms, ms);
+}
+
+void ps_liveness_stop(ps_server *s) { uv_close((uv_handle_t *)&s->watch_timer, NULL); }
