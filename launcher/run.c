@@ -26,7 +26,14 @@ typedef struct {
   int term_signal;
   char name[32];
   char log[PATH_MAX];
+  char **argv;             /* a worker's command line, kept to restart it */
+  int restarts;
 } child;
+
+/* A worker that dies (a crash, kill -9, out of memory) is started again with its index, the
+ * way systemd's Restart=on-failure does for the units: it rejoins its slot and the job goes
+ * on. Past this many restarts of one worker, its failure ends the job. */
+#define PL_WORKER_RESTARTS 3
 
 typedef struct {
   const pl_run_options *o;
@@ -153,6 +160,20 @@ static void last_error_line(const char *log, char *out, size_t outlen) {
   fclose(f);
 }
 
+static int spawn(run_ctx *r, child *c, char **argv);
+
+static void on_restart_closed(uv_handle_t *h) {
+  child *c = h->data;
+  run_ctx *r = (run_ctx *)h->loop->data;
+  if (r->stopping || !r->ps.started || r->ps.exited) return;
+  c->exited = 0;
+  if (spawn(r, c, c->argv) < 0) {
+    r->failed = 1;
+    r->stopping = 1;
+    stop_all(r, SIGTERM);
+  }
+}
+
 static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
   child *c = p->data;
   run_ctx *r = (run_ctx *)p->loop->data;
@@ -160,8 +181,17 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
   c->status = status;
   c->term_signal = term_signal;
   r->alive--;
-  uv_close((uv_handle_t *)p, NULL);
   int bad = status != 0 || (term_signal != 0 && !r->stopping);
+  if (bad && c != &r->ps && c->argv && !r->stopping && !r->interrupted &&
+      c->restarts < PL_WORKER_RESTARTS && r->ps.started && !r->ps.exited) {
+    c->restarts++;
+    fprintf(stderr, "pstrain: %s exited with %s %d; starting it again (%d of %d)\n", c->name,
+            term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
+            c->restarts, PL_WORKER_RESTARTS);
+    uv_close((uv_handle_t *)p, on_restart_closed);
+    return;
+  }
+  uv_close((uv_handle_t *)p, NULL);
   char why[400];
   last_error_line(c->log, why, sizeof why);
   /* A process that logged an error counts even when our SIGTERM ended it first. */
@@ -198,7 +228,8 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
 }
 
 static int spawn(run_ctx *r, child *c, char **argv) {
-  int fd = open(c->log, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  /* A restarted worker's log goes on after its predecessor's. */
+  int fd = open(c->log, O_WRONLY | O_CREAT | (c->restarts ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd < 0) {
     fprintf(stderr, "pstrain: cannot write %s: %s\n", c->log, strerror(errno));
     return -errno;
@@ -305,6 +336,23 @@ typedef struct {
   char store[MAX_ARGS][PATH_MAX];
 } argvec;
 
+/* A heap copy of argv[0..n) with its NULL, or NULL. */
+static char **argv_dup(char **argv, int n) {
+  char **out = calloc((size_t)n + 1, sizeof *out);
+  for (int i = 0; out && i < n; i++)
+    if (!(out[i] = strdup(argv[i]))) {
+      for (int j = 0; j < i; j++) free(out[j]);
+      free(out);
+      return NULL;
+    }
+  return out;
+}
+
+static void argv_free(char **argv) {
+  for (int i = 0; argv && argv[i]; i++) free(argv[i]);
+  free(argv);
+}
+
 static void arg(argvec *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void arg(argvec *a, const char *fmt, ...) {
   if (a->n >= MAX_ARGS) return;
@@ -410,7 +458,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     if (o->slow_factor[i] > 1) arg(&w, "--slow-factor=%g", o->slow_factor[i]);
     snprintf(r.workers[i].name, sizeof r.workers[i].name, "worker %d", i);
     snprintf(r.workers[i].log, sizeof r.workers[i].log, "%s/worker%d.log", o->run_dir, i);
-    rc = spawn(&r, &r.workers[i], w.argv);
+    r.workers[i].argv = argv_dup(w.argv, w.n);
+    rc = r.workers[i].argv ? spawn(&r, &r.workers[i], w.argv) : -ENOMEM;
   }
   uv_timer_init(&r.loop, &r.tick);
   r.tick.data = &r;
@@ -435,6 +484,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   if (r.tty && !o->quiet) fprintf(stdout, "\r\033[K");
   if (r.metrics) fclose(r.metrics);
   int loop_rc = uv_loop_close(&r.loop);
+  for (int i = 0; i < r.n_workers; i++) argv_free(r.workers[i].argv);
   free(r.workers);
 
   res->wall_seconds = pst_now() - r.t0;

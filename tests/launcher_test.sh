@@ -23,6 +23,17 @@ rc=0; "$LAUNCHER_BIN" local --epochs 1 --port "$port" --run-dir "$OUT/inuse" >"$
 [ $rc -eq 1 ] && grep -q "address already in use" "$OUT/inuse.log" || fail "port in use: rc $rc"
 sleep 0.5
 pgrep -f "$OUT/(nodata|inuse)" >/dev/null && fail "a process was left behind"
+# A worker killed mid-run is started again with its index (like the units' Restart=), rejoins
+# its slot, and the job ends well.
+"$LAUNCHER_BIN" local --workers 2 --epochs 2 --batch-size 128 --run-dir "$OUT/restart" \
+  >"$OUT/restart.log" 2>&1 &
+launcher=$!
+PIDS+=("$launcher")
+for _ in $(seq 200); do grep -q '"train"' "$OUT/restart/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+pkill -9 -P "$launcher" -f -- "--index=1" || fail "no worker 1 to kill"
+rc=0; wait_pid "$launcher" 120 || rc=$?
+[ $rc -eq 0 ] && grep -q "worker 1 exited with signal 9; starting it again (1 of 3)" "$OUT/restart.log" \
+  && grep -q "worker 1 .* rejoined" "$OUT/restart/ps.log" || fail "a killed worker was not restarted: rc $rc"
 "$LAUNCHER_BIN" local --workers 2 --epochs 1 --batch-size 256 --run-dir "$OUT/ok" \
   --summary-json "$OUT/ok.json" >"$OUT/ok.log" 2>&1 || fail "local run failed"
 for k in mode workers epochs test_accuracy samples_per_sec wall_seconds; do

@@ -222,6 +222,9 @@ int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
   if (rc < 0) return rc;
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
+  /* The loop's clock is cached: after seconds of work outside it (the worker loads its data
+   * before the loop runs) the backoff timers would all be due at once. */
+  uv_update_time(loop);
   try_connect(c);
   return 0;
 }

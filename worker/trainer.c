@@ -99,9 +99,10 @@ static void take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_don
   t->steps = start_step;
   pst_rng_seed(&t->rng, t->seed * 1000003u + (uint64_t)t->index);
   for (int e = 0; e <= t->epoch && e < t->epochs; e++) new_epoch_order(t);
-  t->eval_due = t->step_in_epoch == 0 && t->epoch >= 1 && evals_done < (uint32_t)t->epoch
-                    ? t->epoch
-                    : 0;
+  /* The newest finished epoch's evaluation share, if this slot still owes it (its worker
+   * was lost around the epoch's end): evaluated on the weights it pulls now, so that the
+   * epoch's figures cover the whole test set. */
+  t->eval_due = t->epoch >= 1 && evals_done < (uint32_t)t->epoch ? t->epoch : 0;
   t->have_weights = 0;
   t->weights_fresh = 0;
   t->push_in_flight = 0;
