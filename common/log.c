@@ -5,6 +5,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/clock.h"
+
 static const char *g_prog = "pstrain";
 static int g_max_level = PST_LOG_INFO;
 static int g_tty = -1;
@@ -85,4 +87,22 @@ void pst_log_guard_signals(void) {
   sigemptyset(&sa.sa_mask);
   const int fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
   for (size_t i = 0; i < sizeof fatal / sizeof fatal[0]; i++) sigaction(fatal[i], &sa, NULL);
+}
+
+int pst_ratelimit_ok(pst_ratelimit *rl, int burst, double period) {
+  double now = pst_now();
+  if (now - rl->window_start >= period) {
+    if (rl->suppressed > 0)
+      pst_log(PST_LOG_WARN, "%llu similar log lines suppressed in the last %.0f s",
+              (unsigned long long)rl->suppressed, now - rl->window_start);
+    rl->window_start = now;
+    rl->in_window = 0;
+    rl->suppressed = 0;
+  }
+  if (rl->in_window < burst) {
+    rl->in_window++;
+    return 1;
+  }
+  rl->suppressed++;
+  return 0;
 }

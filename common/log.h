@@ -8,6 +8,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <stdint.h>
 
 enum { PST_LOG_ERR = 3, PST_LOG_WARN = 4, PST_LOG_INFO = 6, PST_LOG_DEBUG = 7 };
 
@@ -32,6 +33,17 @@ enum {
  * SIGBUS, SIGFPE, SIGILL, SIGABRT) writes one log line naming it before the process dies of
  * it as it would have (core dump, and the signal as its status). */
 void pst_log_guard_signals(void);
+
+/* A budget for log lines that a peer can provoke (bad connections, failed handshakes): at
+ * most `burst` lines per `period` seconds; when a new period opens, one line says how many
+ * were suppressed in the last. */
+typedef struct {
+  double window_start;
+  int in_window;
+  uint64_t suppressed;
+} pst_ratelimit;
+/* Whether a line may be logged now (counts it either way). */
+int pst_ratelimit_ok(pst_ratelimit *rl, int burst, double period);
 
 #define LOG_ERR(...) pst_log(PST_LOG_ERR, __VA_ARGS__)
 #define LOG_WARN(...) pst_log(PST_LOG_WARN, __VA_ARGS__)

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs pstrain as systemd services: the built daemons, the CUDA backend when it was
-# built, the units and example configs. Run from the repository after
+# built, the units, example configs and deploy/README.md (the units' Documentation=, in
+# PREFIX/share/doc/pstrain). Run from the repository after
 #   bazel build //ps:pstrain-ps //worker:pstrain-worker   (and //kernels/cuda:libpstrain_cuda.so for GPUs)
 #
 #   deploy/install.sh [--prefix /usr/local] [--sysconfdir /etc/pstrain]
@@ -27,7 +28,7 @@ purge=0
 dry=0
 
 usage() {
-  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
+  awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
 }
 
 while [ $# -gt 0 ]; do
@@ -67,6 +68,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
 bindir=$prefix/bin
 libdir=$prefix/lib
+docdir=$prefix/share/doc/pstrain
 builddir=${builddir:-$repo/bazel-bin}
 PS_BIN=$builddir/ps/pstrain-ps
 WORKER_BIN=$builddir/worker/pstrain-worker
@@ -76,10 +78,11 @@ run() {
   if [ "$dry" = 1 ]; then echo "+ $*"; else "$@"; fi
 }
 
-# The units name /usr/local/bin and /etc/pstrain; other prefixes are written into them.
+# The units name /usr/local/bin, /usr/local/lib, /usr/local/share and /etc/pstrain; other
+# prefixes are written into them.
 render_unit() {
   sed -e "s#/usr/local/bin/#$bindir/#g" -e "s#/usr/local/lib/#$libdir/#g" \
-      -e "s#/etc/pstrain#$sysconfdir#g" "$1"
+      -e "s#/usr/local/share/#$prefix/share/#g" -e "s#/etc/pstrain#$sysconfdir#g" "$1"
 }
 
 install_unit() {
@@ -104,6 +107,24 @@ install_config() {
     run install -D -m 0644 "$src" "$dst"
     echo "installed  $dst"
   fi
+}
+
+# The cluster secret (issue 12): 256 random bits, hex, readable by root only; the units hand
+# it to the daemons with LoadCredential=. An existing one is kept: every host of a cluster
+# must hold the same file.
+install_secret() {
+  local dst=$destdir$sysconfdir/secret
+  if [ -e "$dst" ]; then
+    echo "kept       $dst"
+    return
+  fi
+  run install -d -m 0755 "$destdir$sysconfdir"
+  if [ "$dry" = 1 ]; then
+    echo "+ write 256 random bits to $dst (mode 0600)"
+  else
+    (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$dst")
+  fi
+  echo "installed  $dst (a new cluster secret: copy this file to every host of the cluster)"
 }
 
 # systemd reloads only on a live system, not when staging.
@@ -136,11 +157,14 @@ if [ "$uninstall" = 1 ]; then
   remove "$libdir/libpstrain_cuda.so"
   remove "$unitdir/pstrain-ps.service"
   remove "$unitdir/pstrain-worker@.service"
+  remove "$docdir/README.md"
+  [ -d "$destdir$docdir" ] && run rmdir --ignore-fail-on-non-empty "$destdir$docdir"
   remove "$sysconfdir/ps.conf.example"
   remove "$sysconfdir/worker.conf.example"
   if [ "$purge" = 1 ]; then
     remove "$sysconfdir/ps.conf"
     remove "$sysconfdir/worker.conf"
+    remove "$sysconfdir/secret"
     [ -d "$destdir$sysconfdir" ] && run rmdir --ignore-fail-on-non-empty "$destdir$sysconfdir"
   else
     [ -e "$destdir$sysconfdir/ps.conf" ] && echo "kept       $destdir$sysconfdir/ps.conf (--purge removes it)"
@@ -173,13 +197,17 @@ if [ -f "$CUDA_LIB" ] && [ -z "$destdir" ] && [ "$(id -u)" = 0 ] && command -v l
 fi
 install_unit "$here/systemd/pstrain-ps.service"
 install_unit "$here/systemd/pstrain-worker@.service"
+run install -D -m 0644 "$here/README.md" "$destdir$docdir/README.md"
+echo "installed  $destdir$docdir/README.md"
 install_config "$here/ps.conf"
 install_config "$here/worker.conf"
+install_secret
 reload_systemd
 cat <<EOF
 
 Next: edit $sysconfdir/ps.conf (listen, workers, epochs) on the ps host and
-$sysconfdir/worker.conf (ps = HOST:PORT) on each worker host, then
+$sysconfdir/worker.conf (ps = HOST:PORT) on each worker host, copy $sysconfdir/secret from
+one host to all the others (same file everywhere, mode 0600), then
   systemctl enable --now pstrain-ps.service              # on the ps host
   systemctl enable --now pstrain-worker@0.service        # on a worker host, one per GPU (or @cpu0)
 EOF

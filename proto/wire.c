@@ -143,7 +143,7 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
 static void *arena_alloc(void *data, size_t size) {
   pst_reader *r = data;
   size_t need = (size + 15) & ~(size_t)15;
-  if (need < size || r->arena_used + need > PST_WIRE_ARENA) return NULL;
+  if (need < size || r->arena_used + need > r->arena_size) return NULL;
   void *p = r->arena + r->arena_used;
   r->arena_used += need;
   return p;
@@ -158,14 +158,34 @@ int pst_reader_init(pst_reader *r, const pst_reader_cbs *cbs, void *data, uint32
   memset(r, 0, sizeof *r);
   r->cbs = cbs;
   r->data = data;
-  r->max_payload = max_payload ? max_payload : PST_WIRE_MAX_PAYLOAD;
-  r->header_buf = malloc(PST_WIRE_MAX_HEADER);
-  r->stage = malloc(PST_WIRE_STAGE);
-  r->arena = malloc(PST_WIRE_ARENA);
-  if (!r->header_buf || !r->stage || !r->arena) {
+  return pst_reader_grow(r, max_payload ? max_payload : PST_WIRE_MAX_PAYLOAD,
+                         PST_WIRE_MAX_HEADER, PST_WIRE_ARENA, PST_WIRE_STAGE);
+}
+
+int pst_reader_init_small(pst_reader *r, const pst_reader_cbs *cbs, void *data) {
+  memset(r, 0, sizeof *r);
+  r->cbs = cbs;
+  r->data = data;
+  return pst_reader_grow(r, 0, PST_WIRE_SMALL_HEADER, PST_WIRE_SMALL_ARENA, PST_WIRE_SMALL_STAGE);
+}
+
+int pst_reader_grow(pst_reader *r, uint32_t max_payload, uint32_t max_header, size_t arena,
+                    size_t stage) {
+  if (r->state != PST_RD_PREFIX || r->got != 0 || stage < r->stage_len) return -EBUSY;
+  uint8_t *h = realloc(r->header_buf, max_header);
+  if (h) r->header_buf = h;
+  uint8_t *st = h ? realloc(r->stage, stage) : NULL;
+  if (st) r->stage = st;
+  uint8_t *a = st ? realloc(r->arena, arena) : NULL;
+  if (a) r->arena = a;
+  if (!a) {
     pst_reader_free(r);
     return -ENOMEM;
   }
+  r->max_payload = max_payload;
+  r->max_header = max_header;
+  r->arena_size = arena;
+  r->stage_size = stage;
   return 0;
 }
 
@@ -190,7 +210,7 @@ void pst_reader_buffer(pst_reader *r, char **base, size_t *len) {
   }
   r->direct = 0;
   *base = (char *)r->stage + r->stage_len;
-  *len = PST_WIRE_STAGE - r->stage_len;
+  *len = r->stage_size - r->stage_len;
   /* In a stream of large tensor chunks, read just the next frame's prefix and header (they
    * fit in PST_WIRE_CHUNK_HEAD bytes): a full staging read would also take up to 64 KiB of
    * its payload, which then has to be copied into place. libuv reads again at once when a
@@ -262,6 +282,12 @@ static int drain_stage(pst_reader *r) {
           if (pst_wire_prefix_decode(r->prefix_buf, r->max_payload, &r->prefix, r->err,
                                      sizeof r->err) < 0)
             return fail(r, r->prefix_buf, PST_WIRE_PREFIX_LEN);
+          if (r->prefix.header_len > r->max_header) {
+            snprintf(r->err, sizeof r->err,
+                     "header of %" PRIu32 " bytes before registration (at most %" PRIu32 ")",
+                     r->prefix.header_len, r->max_header);
+            return fail(r, r->prefix_buf, PST_WIRE_PREFIX_LEN);
+          }
           r->state = PST_RD_HEADER;
           r->got = 0;
         }

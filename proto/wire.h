@@ -22,6 +22,11 @@
 #define PST_WIRE_MAX_WORKERS 4096                /* repeated WorkerStatus in a Status */
 #define PST_WIRE_ARENA (512u * 1024u)            /* unpack arena per reader */
 #define PST_WIRE_STAGE (64u * 1024u)             /* staging buffer per reader */
+/* A connection that has not registered yet may send only small control frames (HELLO,
+ * STATUS_REQ): its reader gets about 10 KiB instead of 640 KiB (pst_reader_init_small). */
+#define PST_WIRE_SMALL_HEADER 1024u
+#define PST_WIRE_SMALL_ARENA (8u * 1024u)
+#define PST_WIRE_SMALL_STAGE 1024u
 
 /* Bytes that must fit in a caller's buffer for prefix + any header we encode. */
 #define PST_WIRE_MAX_FRAME_HEAD (PST_WIRE_PREFIX_LEN + PST_WIRE_MAX_HEADER)
@@ -80,7 +85,9 @@ struct pst_reader {
   pst_prefix prefix;
   uint8_t prefix_buf[PST_WIRE_PREFIX_LEN];
   uint32_t got;               /* bytes of the current section received */
-  uint8_t *header_buf;        /* [PST_WIRE_MAX_HEADER] */
+  uint32_t max_header;        /* header bytes a frame may have */
+  size_t arena_size, stage_size;
+  uint8_t *header_buf;        /* [max_header] */
   Pstrain__Header *hdr;       /* unpacked into the arena */
   uint8_t *payload;           /* destination of the current payload */
   uint8_t *stage;             /* [PST_WIRE_STAGE] */
@@ -96,6 +103,14 @@ struct pst_reader {
 
 /* Allocates the reader's buffers once. Returns 0 or -ENOMEM. */
 int pst_reader_init(pst_reader *r, const pst_reader_cbs *cbs, void *data, uint32_t max_payload);
+/* A reader for frames without payload and with small headers (a connection not registered
+ * yet): about 10 KiB. */
+int pst_reader_init_small(pst_reader *r, const pst_reader_cbs *cbs, void *data);
+/* Gives a reader new limits and buffer sizes (a connection that registered), keeping the
+ * bytes it has staged. Only between frames (-EBUSY otherwise, e.g. pause the reader in the
+ * frame's callback and grow it after pst_reader_feed returns); -ENOMEM frees the reader. */
+int pst_reader_grow(pst_reader *r, uint32_t max_payload, uint32_t max_header, size_t arena,
+                    size_t stage);
 void pst_reader_free(pst_reader *r);
 /* Where the next read should land: use as libuv's alloc_cb result. */
 void pst_reader_buffer(pst_reader *r, char **base, size_t *len);

@@ -19,6 +19,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <dirent.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
@@ -389,6 +390,27 @@ void ps_ckpt_restore_metrics(ps_server *s) {
   k->state_json = NULL;
 }
 
+/* Whether dir holds checkpoint files (of any run). */
+static int has_checkpoints(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  struct dirent *e;
+  uint64_t v;
+  int found = 0;
+  while (!found && (e = readdir(d)) != NULL) found = pst_ckpt_parse_name(e->d_name, &v) == 0;
+  closedir(d);
+  return found;
+}
+
+/* Old checkpoints this run does not resume from would share the directory with its own,
+ * and the retention keeps the highest versions: this run's could be the ones removed. */
+static int refuse_foreign(const char *dir, const char *why, char *err, size_t errlen) {
+  snprintf(err, errlen,
+           "--checkpoint-dir %.300s holds checkpoints %s: remove them, or choose another "
+           "directory", dir, why);
+  return -EEXIST;
+}
+
 int ps_ckpt_open(ps_server *s, char *err, size_t errlen) {
   const char *dir = s->opt.checkpoint_dir ? s->opt.checkpoint_dir : "";
   const char *resume = s->opt.resume ? s->opt.resume : "auto";
@@ -406,7 +428,10 @@ int ps_ckpt_open(ps_server *s, char *err, size_t errlen) {
   k->last_version = UINT64_MAX;
   k->last_time = pst_now();
   s->ckpt = k;
-  if (!strcmp(resume, "never")) return 0;
+  if (!strcmp(resume, "never"))
+    return dir[0] && has_checkpoints(dir)
+               ? refuse_foreign(dir, "of an earlier run, and --resume never starts anew", err, errlen)
+               : 0;
   pst_ckpt ck;
   char path[1024] = "";
   int rc;
@@ -427,6 +452,8 @@ int ps_ckpt_open(ps_server *s, char *err, size_t errlen) {
     rc = pst_ckpt_load_latest(dir, accept_ckpt, log_skipped, &aa, &ck, path, sizeof path, why,
                               sizeof why);
     if (rc == -ENOENT) {
+      if (has_checkpoints(dir))
+        return refuse_foreign(dir, "but none this run can resume from (see above)", err, errlen);
       LOG_INFO("no checkpoint to resume from in %s: starting at version 0", dir);
       return 0;
     }

@@ -6,11 +6,13 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/auth.h"
 #include "proto/wire.h"
 #include "ps/server.h"
 
 typedef enum {
-  CONN_OPEN = 0,  /* accepted, not registered: may send HELLO or STATUS_REQ */
+  CONN_AUTH = 0,  /* accepted, proving it holds the cluster secret (common/auth.h) */
+  CONN_OPEN,      /* not registered: may send HELLO or STATUS_REQ (small reader) */
   CONN_WORKER,    /* registered worker */
   CONN_CLOSING,   /* uv_close or uv_shutdown under way */
 } conn_state;
@@ -22,6 +24,12 @@ struct ps_conn {
   ps_conn *next, *prev;
   pst_reader rd;
   int reader_ready;
+  int grow_reader;       /* registered: the reader gets full-size buffers between frames */
+  double opened_at;      /* monotonic seconds: --hello-timeout */
+  /* The handshake: bytes of the worker's current message, and the state over both. */
+  pst_auth auth;
+  uint8_t hs[PST_AUTH_HELLO_LEN];
+  uint32_t hs_got, hs_need;
   int reading;           /* uv_read_start active */
   int worker;            /* index, or -1 before HELLO */
   char peer[64];
@@ -53,6 +61,24 @@ struct ps_conn {
  * `hard` (a peer that stopped reading would hold a graceful close forever). `why` is logged
  * for abnormal closes; NULL for a normal one. A registered worker's close is its loss. */
 void ps_conn_close(ps_conn *c, const char *why, int hard);
+
+/* Control messages (ps/server.c). */
+int ps_send_raw(ps_conn *c, const void *bytes, size_t n);
+void ps_send_error(ps_conn *c, const char *reason);
+const pst_reader_cbs *ps_reader_cbs(void);
+
+/* Admission (ps/admission.c). */
+/* A new connection: under --max-connections (closing the oldest unregistered one), then
+ * waiting for the handshake, or straight to a small reader without a secret. */
+int ps_admit(ps_server *s, ps_conn *c);
+void ps_auth_buffer(ps_conn *c, char **base, size_t *len);
+/* n more handshake bytes arrived: 0 more to come, 1 authenticated (now CONN_OPEN), < 0 the
+ * connection is being closed. */
+int ps_auth_read(ps_conn *c, size_t n);
+/* Closes connections that did not authenticate or register within --hello-timeout. */
+void ps_admission_watch(ps_server *s, double now);
+/* A rate-limited warning about a connection. */
+void ps_log_conn(ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Re-offers every held-back chunk and answers every pull that became answerable, until
  * nothing moves (ps/server.c). */

@@ -192,6 +192,7 @@ static void on_watch(uv_timer_t *t) {
       ps_server_kick(s);
     }
   }
+  if (!s->stopping) ps_admission_watch(s, now);
   if (!s->stopping) ps_ckpt_tick(s);
 }
 

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <uv.h>
 
+#include "common/auth.h"
 #include "common/cluster.h"
 #include "common/config.h"
 #include "common/log.h"
@@ -24,7 +26,10 @@ static char o_listen[PST_CFG_STR_MAX], o_mode[PST_CFG_STR_MAX], o_model[PST_CFG_
 static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
-static char o_on_loss[PST_CFG_STR_MAX];
+static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX];
+static int o_insecure;
+static int64_t o_max_conns;
+static double o_hello_timeout;
 static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
@@ -55,6 +60,10 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
+    PST_OPT("secret-file", PST_CFG_STRING, o_secret_file, "", "cluster secret (default: systemd credential pstrain-secret); every connection must prove it holds it", 0, 0),
+    PST_OPT("insecure", PST_CFG_BOOL, &o_insecure, "false", "listen on a non-loopback address without a secret", 0, 0),
+    PST_OPT("hello-timeout", PST_CFG_DOUBLE, &o_hello_timeout, "10", "seconds a connection has to authenticate and register (0.1 to 3600)", 0, 0),
+    PST_OPT("max-connections", PST_CFG_INT, &o_max_conns, "256", "open connections at most (the oldest unregistered one is closed first)", 8, 65536),
     PST_OPT("worker-timeout", PST_CFG_DOUBLE, &o_worker_timeout, "30", "seconds of silence after which a worker is lost (0.2 to 86400)", 0, 0),
     PST_OPT("rejoin-timeout", PST_CFG_DOUBLE, &o_rejoin_timeout, "300", "seconds a lost worker's slot waits for a replacement (0 to 604800)", 0, 0),
     PST_OPT("on-worker-loss", PST_CFG_STRING, o_on_loss, "continue", "sync: continue without a lost worker, or wait for it", 0, 0),
@@ -98,14 +107,20 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
     snprintf(err, errlen, "--optimizer: '%.200s' is not sgd, momentum or adam", o_optimizer);
     return -EINVAL;
   }
-  if (!(o_lr > 0) || o_momentum < 0 || o_beta1 < 0 || o_beta1 >= 1 || o_beta2 < 0 ||
-      o_beta2 >= 1 || !(o_eps > 0) || o_wd < 0) {
-    snprintf(err, errlen, "optimizer settings out of range (lr > 0, 0 <= betas < 1, eps > 0, "
-                          "weight decay >= 0)");
+  /* Ranges that keep the float update finite: a learning rate of 1e300 is not one. */
+  if (!(o_lr > 0 && o_lr <= 1e3) || !(o_momentum >= 0 && o_momentum < 1) || !(o_beta1 >= 0) ||
+      o_beta1 >= 1 || !(o_beta2 >= 0) || o_beta2 >= 1 || !(o_eps > 0 && o_eps <= 1) ||
+      !(o_wd >= 0 && o_wd <= 1)) {
+    snprintf(err, errlen, "optimizer settings out of range (0 < lr <= 1000, 0 <= momentum < 1, "
+                          "0 <= betas < 1, 0 < eps <= 1, 0 <= weight decay <= 1)");
     return -EINVAL;
   }
   if (!(o_status_interval >= 0 && o_status_interval <= 86400)) {
     snprintf(err, errlen, "--status-interval must be between 0 and 86400 seconds");
+    return -EINVAL;
+  }
+  if (!(o_hello_timeout >= 0.1 && o_hello_timeout <= 3600)) {
+    snprintf(err, errlen, "--hello-timeout must be between 0.1 and 3600 seconds");
     return -EINVAL;
   }
   if (!(o_worker_timeout >= 0.2 && o_worker_timeout <= 86400)) {
@@ -150,6 +165,8 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->model_name = o_model;
   o->metrics_path = o_metrics;
   o->summary_path = o_summary;
+  o->hello_timeout = o_hello_timeout;
+  o->max_connections = (int)o_max_conns;
   o->worker_timeout = o_worker_timeout;
   o->rejoin_timeout = o_rejoin_timeout;
   o->wait_on_loss = !strcmp(o_on_loss, "wait");
@@ -216,11 +233,49 @@ int main(int argc, char **argv) {
     return 2;
   }
   snprintf(opt.listen_host, sizeof opt.listen_host, "%s", ip);
+
+  /* 4. Who may connect: the cluster secret, required off the loopback interface (redis's
+   * protected mode), and enough descriptors for --max-connections. */
+  static pst_secret secret;
+  if (pst_secret_load(o_secret_file, &secret, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return PST_EXIT_USAGE;
+  }
+  int loopback = !strncmp(ip, "127.", 4) || !strcmp(ip, "::1");
+  if (!secret.set && !loopback && !o_insecure) {
+    LOG_ERR("--listen %s:%d is reachable from other hosts, and there is no cluster secret: give "
+            "one (--secret-file, or systemd's LoadCredential=%s), or --insecure to let anyone "
+            "who reaches the port read and change the weights", ip, opt.listen_port,
+            PST_AUTH_CREDENTIAL);
+    return PST_EXIT_USAGE;
+  }
+  if (secret.set) LOG_INFO("connections authenticate with the cluster secret from %s", secret.source);
+  else if (!loopback) LOG_WARN("--insecure: anyone who reaches %s:%d can train this model", ip, opt.listen_port);
+  opt.secret = &secret;
+  struct rlimit nofile;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
+    rlim_t was = nofile.rlim_cur;
+    nofile.rlim_cur = nofile.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &nofile) == 0)
+      LOG_DEBUG("descriptor limit raised from %llu to %llu", (unsigned long long)was,
+                (unsigned long long)nofile.rlim_max);
+  }
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < (rlim_t)opt.max_connections + 32)
+    LOG_WARN("only %llu descriptors for --max-connections %d: connections past the limit fail "
+             "to be accepted", (unsigned long long)nofile.rlim_cur, opt.max_connections);
   uv_loop_t loop;
   uv_loop_init(&loop);
   static ps_server srv;
   int rc = ps_server_start(&srv, &loop, &opt, &model, init, err, sizeof err);
   free(init);
+  if (rc == -EALREADY) { /* resumed a finished job: done, not failed */
+    LOG_INFO("%s", err);
+    pst_notify_status("finished: %s", err);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    ps_server_free(&srv);
+    uv_loop_close(&loop);
+    return PST_EXIT_OK;
+  }
   if (rc < 0) {
     LOG_ERR("%s", err);
     uv_run(&loop, UV_RUN_NOWAIT);
@@ -239,10 +294,10 @@ int main(int argc, char **argv) {
                     opt.workers);
   pst_notify_ready();
 
-  /* 4. Serve until training is over or a signal stops us. */
+  /* 5. Serve until training is over or a signal stops us. */
   uv_run(&loop, UV_RUN_DEFAULT);
 
-  /* 5. Shut down: the server's handles are closed by now; the heartbeat's timers (which
+  /* 6. Shut down: the server's handles are closed by now; the heartbeat's timers (which
    * never keep the loop alive) close next, and then the loop must close cleanly. */
   pst_heartbeat_close(&hb);
   uv_run(&loop, UV_RUN_DEFAULT);

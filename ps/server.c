@@ -47,7 +47,20 @@ int ps_send_header(ps_conn *c, const Pstrain__Header *h) {
   return rc;
 }
 
-static void send_error(ps_conn *c, const char *reason) {
+int ps_send_raw(ps_conn *c, const void *bytes, size_t n) {
+  if (c->state == CONN_CLOSING) return -ECANCELED;
+  ctl_msg *m = malloc(sizeof *m + n);
+  if (!m) return -ENOMEM;
+  memcpy(m->bytes, bytes, n);
+  m->req.data = m;
+  c->last_tx = pst_now();
+  uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
+  int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
+  if (rc < 0) free(m);
+  return rc;
+}
+
+void ps_send_error(ps_conn *c, const char *reason) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   Pstrain__ErrorInfo e = PSTRAIN__ERROR_INFO__INIT;
   e.reason = (char *)reason;
@@ -97,7 +110,7 @@ static int try_take(ps_conn *c) {
              rc == -ESTALE ? "gradient computed on version %" PRIu64 ", newer than the ps's %" PRIu64
                            : "out-of-order gradient chunk (version %" PRIu64 ", at version %" PRIu64 ")",
              c->push_version, s->store.version);
-    send_error(c, why);
+    ps_send_error(c, why);
     conn_close(c, why);
     return rc;
   }
@@ -163,7 +176,7 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
              " (start the worker without --model, or with the ps's model)",
              hello->model_fingerprint, s->model->fingerprint);
     LOG_WARN("refused worker '%.60s' from %s: %s", hello->worker_name, c->peer, why);
-    send_error(c, why);
+    ps_send_error(c, why);
     conn_close(c, NULL);
     return;
   }
@@ -186,7 +199,7 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     snprintf(why, sizeof why, "no free worker slot%s (the ps trains with %d workers)",
              hello->requested_index >= 0 ? " at the requested index" : "", s->opt.workers);
     LOG_WARN("refused worker '%.60s' from %s: %s", hello->worker_name, c->peer, why);
-    send_error(c, why);
+    ps_send_error(c, why);
     conn_close(c, NULL);
     return;
   }
@@ -196,7 +209,7 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   c->wreq = calloc(n, sizeof *c->wreq);
   c->whead = malloc((size_t)n * PST_WIRE_CHUNK_HEAD);
   if (!c->recv || !c->wreq || !c->whead) {
-    send_error(c, "ps out of memory");
+    ps_send_error(c, "ps out of memory");
     conn_close(c, "out of memory registering a worker");
     return;
   }
@@ -330,7 +343,8 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__HELLO:
       handle_hello(c, h->hello);
-      return c->state == CONN_CLOSING ? PST_READER_PAUSE : 0;
+      if (c->state == CONN_WORKER) c->grow_reader = 1; /* on_read grows it, then resumes */
+      return c->state == CONN_WORKER || c->state == CONN_CLOSING ? PST_READER_PAUSE : 0;
     case PSTRAIN__MSG_TYPE__PULL:
       if (c->pull_waiting) {
         snprintf(r->err, sizeof r->err, "a second PULL while one is waiting");
@@ -392,13 +406,31 @@ static const pst_reader_cbs reader_cbs = {on_payload, on_frame};
 
 /* ---- connection lifecycle ---- */
 
+const pst_reader_cbs *ps_reader_cbs(void) { return &reader_cbs; }
+
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   ps_conn *c = h->data;
   (void)suggested;
   char *base;
   size_t len;
-  pst_reader_buffer(&c->rd, &base, &len);
+  if (c->state == CONN_AUTH)
+    ps_auth_buffer(c, &base, &len);
+  else
+    pst_reader_buffer(&c->rd, &base, &len);
   *buf = uv_buf_init(base, (unsigned)len);
+}
+
+/* A worker registered: its reader gets the full buffers between frames (the HELLO paused
+ * it), then goes on with what it has staged. */
+static int grow_reader(ps_conn *c) {
+  c->grow_reader = 0;
+  int rc = pst_reader_grow(&c->rd, PST_WIRE_MAX_PAYLOAD, PST_WIRE_MAX_HEADER, PST_WIRE_ARENA,
+                           PST_WIRE_STAGE);
+  if (rc < 0) {
+    snprintf(c->rd.err, sizeof c->rd.err, "out of memory for the reader");
+    return rc;
+  }
+  return pst_reader_resume(&c->rd);
 }
 
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
@@ -407,20 +439,32 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (nread == 0) return;
   c->last_rx = pst_now();
   if (nread < 0) {
-    int mid = !(c->rd.state == PST_RD_PREFIX && c->rd.got == 0);
+    int mid = c->state == CONN_AUTH ? c->hs_got > 0
+                                    : !(c->rd.state == PST_RD_PREFIX && c->rd.got == 0);
     conn_close(c, nread == UV_EOF ? (mid ? "peer closed mid-frame" : NULL) : uv_strerror((int)nread));
     return;
   }
+  if (c->state == CONN_AUTH) {
+    ps_auth_read(c, (size_t)nread);
+    return;
+  }
   int rc = pst_reader_feed(&c->rd, (size_t)nread);
+  if (c->state == CONN_CLOSING) return;
+  if (rc == PST_READER_PAUSE && c->grow_reader) rc = grow_reader(c);
   if (c->state == CONN_CLOSING) return;
   if (rc == PST_READER_PAUSE) {
     uv_read_stop(stream);
     c->reading = 0;
   } else if (rc < 0) {
-    LOG_WARN("closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
-             c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
-             c->rd.sample[0] ? "\")" : "");
-    conn_close(c, c->rd.err);
+    if (c->state == CONN_WORKER)
+      LOG_WARN("closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
+               c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
+               c->rd.sample[0] ? "\")" : "");
+    else
+      ps_log_conn(c->srv, "closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
+                  c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
+                  c->rd.sample[0] ? "\")" : "");
+    conn_close(c, c->state == CONN_WORKER ? c->rd.err : NULL);
   }
 }
 
@@ -435,6 +479,7 @@ static void on_conn_closed(uv_handle_t *h) {
   if (c->prev) c->prev->next = c->next;
   else s->conns = c->next;
   if (c->next) c->next->prev = c->prev;
+  s->n_conns--;
   pst_reader_free(&c->rd);
   free(c->recv);
   free(c->wreq);
@@ -461,7 +506,7 @@ void ps_conn_close(ps_conn *c, const char *why, int hard) {
   ps_pull_abandon(c);
   if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
   c->reading = 0;
-  if (why && !was_worker) LOG_INFO("connection from %s closed: %s", c->peer, why);
+  if (why && !was_worker) ps_log_conn(c->srv, "connection from %s closed: %s", c->peer, why);
   if (was_worker) ps_worker_lost(c->srv, c->worker, why);
   c->shutdown_req.data = c;
   if (hard || uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown_done) < 0)
@@ -481,20 +526,13 @@ static void on_connection(uv_stream_t *server, int status) {
   c->last_rx = c->last_tx = pst_now();
   uv_tcp_init(s->loop, &c->tcp);
   c->tcp.data = c;
-  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0 ||
-      pst_reader_init(&c->rd, &reader_cbs, c, PST_WIRE_MAX_PAYLOAD) < 0) {
-    c->state = CONN_CLOSING;
-    c->next = s->conns;
-    if (s->conns) s->conns->prev = c;
-    s->conns = c;
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
-    return;
-  }
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;
-  if (s->stopping) {
-    conn_close(c, NULL);
+  s->n_conns++;
+  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+    c->state = CONN_CLOSING;
+    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
     return;
   }
   uv_tcp_nodelay(&c->tcp, 1);
@@ -512,6 +550,10 @@ static void on_connection(uv_stream_t *server, int status) {
       port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
     }
     snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
+  }
+  if (s->stopping || ps_admit(s, c) < 0) {
+    ps_conn_close(c, NULL, 1);
+    return;
   }
   start_reading(c);
 }
@@ -588,6 +630,13 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   /* A checkpoint to resume from sets the weights, the optimizer, the slots' positions and
    * the metrics so far, and makes the metrics file grow instead of starting anew. */
   if ((rc = ps_ckpt_open(s, err, errlen)) < 0) return rc;
+  if (s->resumed && s->finished == opt->workers) {
+    snprintf(err, errlen,
+             "%s holds a finished job (version %" PRIu64 "): nothing left to train; to train "
+             "again, remove the checkpoints or start with --resume never and another "
+             "--checkpoint-dir", ps_ckpt_last_path(s), s->store.version);
+    return -EALREADY;
+  }
   if ((rc = pst_metrics_open(&s->metrics, opt->metrics_path, opt->epochs, opt->workers,
                              s->resumed, err, errlen)) < 0)
     return rc;

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/auth.h"
+#include "common/log.h"
 #include "kernels/model.h"
 #include "ps/metrics.h"
 #include "ps/optim.h"
@@ -31,6 +33,10 @@ typedef struct {
   const char *metrics_path;
   const char *summary_path;
   pst_opt_config opt;
+  /* Who may connect, and how many. */
+  const pst_secret *secret;  /* set: every connection authenticates first */
+  double hello_timeout;      /* seconds to authenticate and register */
+  int max_connections;
   /* Failures (ps/liveness.c). */
   double worker_timeout;  /* seconds of silence after which a worker is lost */
   double rejoin_timeout;  /* seconds a lost worker's slot waits for a replacement */
@@ -88,6 +94,8 @@ typedef struct ps_server {
   ps_conn *conns;         /* every open connection, linked */
   uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest */
   int kicking, kick_again;
+  int n_conns;
+  pst_ratelimit conn_log;  /* lines about bad connections */
   int stopping;           /* shutdown begun */
   int stop_requested;     /* by a signal: exit PST_EXIT_STOPPED */
   int exit_code;

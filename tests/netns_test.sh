@@ -72,14 +72,16 @@ in_ns() {
   start_bg "$name" ip netns exec "$ns" "$@"
 }
 
-# 1. Training across the namespaces.
+# 1. Training across the namespaces, with the cluster secret a non-loopback ps needs.
+secret="$OUT/secret"
+(umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$secret")
 in_ns "$NS-ps" ps "$PS_BIN" --listen "$PS_ADDR:$PORT" --mode sync --workers 2 --model mlp \
-  --epochs 1 --seed 42 --status-interval 0 --summary-json "$OUT/netns.json"
+  --epochs 1 --seed 42 --status-interval 0 --summary-json "$OUT/netns.json" --secret-file "$secret"
 ps_pid=$LAST_PID
 wpids=()
 for i in 0 1; do
   in_ns "$NS-w$i" "worker$i" "$WORKER_BIN" --ps "$PS_ADDR:$PORT" --index "$i" \
-    --data-dir "$DATA_DIR" --connect-timeout 20
+    --data-dir "$DATA_DIR" --connect-timeout 20 --secret-file "$secret"
   wpids+=("$LAST_PID")
 done
 for i in 0 1; do wait_pid "${wpids[$i]}" 120 || fail "worker $i (namespace $NS-w$i) exited non-zero"; done

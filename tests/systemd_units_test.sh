@@ -9,7 +9,9 @@
 # check fails. Then install.sh itself: a second install changes nothing (and keeps an
 # edited config), another --prefix is written into the units (which verify again),
 # --dry-run touches nothing, --uninstall removes binaries and units but keeps the configs,
-# --purge removes those too.
+# --purge removes those too. Also the restart settings of issue 11 (each in its section),
+# Documentation= naming the installed README, and the ps's checkpoint-dir being one of its
+# unit's state directories (tests/systemd_live_test.sh runs them under a real systemd).
 source "$(dirname "$0")/lib.sh"
 
 DEPLOY="$RUNFILES/deploy"
@@ -76,6 +78,41 @@ for u in pstrain-ps.service pstrain-worker@0.service pstrain-worker@cpu0.service
   pass "systemd-analyze verify $u (man pages checked: $MAN)"
 done
 
+# 2b. The restart and recovery settings (issue 11), each in its section: verify accepts the
+# [Unit] start limits in [Service] too (their old place) but systemd then ignores them.
+# unit_key FILE SECTION KEY: the values KEY= has in [SECTION], one a line.
+unit_key() {
+  awk -v sec="[$2]" -v key="$3" '/^\[/ { in_sec = ($0 == sec); next }
+    in_sec && index($0, key "=") == 1 { print substr($0, length(key) + 2) }' "$1"
+}
+for u in pstrain-ps.service pstrain-worker@.service; do
+  f=$ROOT/etc/systemd/system/$u
+  for kv in Service:Restart=on-failure Service:SuccessExitStatus=3 Service:RestartPreventExitStatus=3; do
+    sec=${kv%%:*} k=${kv#*:}
+    [ "$(unit_key "$f" "$sec" "${k%%=*}")" = "${k#*=}" ] || fail "$u: no ${k} in [$sec]"
+  done
+  for k in RestartSec StartLimitIntervalSec StartLimitBurst; do
+    sec=Unit
+    [ "$k" = RestartSec ] && sec=Service
+    [ -n "$(unit_key "$f" "$sec" "$k")" ] || fail "$u: no $k= in [$sec]"
+    [ -z "$(unit_key "$f" "$([ "$sec" = Unit ] && echo Service || echo Unit)" "$k")" ] ||
+      fail "$u: $k= in the wrong section"
+  done
+  [ "$(unit_key "$f" Unit StartLimitBurst)" -gt 1 ] || fail "$u: StartLimitBurst below 2"
+  # Documentation= names pstrain's own README, which install.sh put there.
+  doc=$(unit_key "$f" Unit Documentation)
+  [ "$doc" = file:/usr/local/share/doc/pstrain/README.md ] || fail "$u: Documentation=$doc"
+  cmp -s "$ROOT${doc#file:}" "$DEPLOY/README.md" || fail "$u: $doc was not installed (deploy/README.md)"
+done
+# The ps's checkpoint directory is one the unit lets it write: a StateDirectory= entry.
+ckpt_dir=$(sed -n 's/^checkpoint-dir *= *//p' "$ROOT/etc/pstrain/ps.conf")
+[ -n "$ckpt_dir" ] || fail "ps.conf sets no checkpoint-dir"
+unit_key "$ROOT/etc/systemd/system/pstrain-ps.service" Service StateDirectory | tr ' ' '\n' |
+  grep -qx "${ckpt_dir#/var/lib/}" || fail "checkpoint-dir $ckpt_dir is not a StateDirectory= of pstrain-ps.service"
+grep -q '^# reconnect-timeout = 300$' "$ROOT/etc/pstrain/worker.conf" || fail "worker.conf lists no reconnect-timeout"
+checks=$((checks + 1))
+pass "restart settings: Restart=on-failure, SuccessExitStatus=3, RestartPreventExitStatus=3, start limits in [Unit]; Documentation=$doc installed; checkpoint-dir $ckpt_dir is a StateDirectory"
+
 # 3. The check itself: a unit with an error must fail it. A bad value is only logged (verify
 # exits 0), a missing binary makes verify exit 1; both must count.
 sed 's/^Type=notify$/Type=notfy/' "$DEPLOY/systemd/pstrain-ps.service" \
@@ -119,6 +156,9 @@ grep -qx 'ExecStart=/opt/pstrain/bin/pstrain-ps --config /etc/pstrain-alt/ps.con
   "$ALT/etc/systemd/system/pstrain-ps.service" || fail "--prefix/--sysconfdir not written into pstrain-ps.service"
 grep -qx 'Environment=PSTRAIN_CUDA_LIB=/opt/pstrain/lib/libpstrain_cuda.so' \
   "$ALT/etc/systemd/system/pstrain-worker@.service" || fail "--prefix not written into pstrain-worker@.service"
+grep -qx 'Documentation=file:/opt/pstrain/share/doc/pstrain/README.md' \
+  "$ALT/etc/systemd/system/pstrain-ps.service" || fail "--prefix not written into Documentation="
+[ -f "$ALT/opt/pstrain/share/doc/pstrain/README.md" ] || fail "--prefix /opt/pstrain: no README in share/doc/pstrain"
 for u in pstrain-ps.service pstrain-worker@1.service; do
   report=$(verify "$ALT" "$u") || fail "systemd-analyze verify $u (prefix /opt/pstrain): $report"
 done
@@ -134,11 +174,16 @@ grep -q '^+ install ' "$OUT/install-dry.log" || fail "install.sh --dry-run print
 checks=$((checks + 1))
 pass "install.sh --dry-run: commands printed, nothing written"
 
-# 7. --uninstall: no binaries, units or examples left; the configs stay until --purge.
+# 7. --uninstall: no binaries, units or examples left; the configs and the cluster secret
+# stay until --purge. The secret install.sh wrote is 256 bits, hex, readable by root only.
+secret_line=$(files_in "$ROOT" | grep ' ./etc/pstrain/secret$' || true)
+[ -n "$secret_line" ] || fail "install.sh wrote no cluster secret"
+[ "$(stat -c %a "$ROOT/etc/pstrain/secret")" = 600 ] && [ "$(wc -c <"$ROOT/etc/pstrain/secret")" -eq 64 ] ||
+  fail "the cluster secret is not 64 hex digits with mode 600: $secret_line"
 "${INSTALL[@]}" --destdir "$ROOT" --uninstall >"$OUT/uninstall.log" 2>&1 || fail "install.sh --uninstall failed"
 left=$(files_in "$ROOT" | awk '{print $2}' | tr '\n' ' ')
-[ "$left" = "./etc/pstrain/ps.conf ./etc/pstrain/worker.conf " ] ||
-  fail "after --uninstall expected only the two configs, found: $left"
+[ "$left" = "./etc/pstrain/ps.conf ./etc/pstrain/secret ./etc/pstrain/worker.conf " ] ||
+  fail "after --uninstall expected only the two configs and the secret, found: $left"
 "${INSTALL[@]}" --destdir "$ROOT" --uninstall --purge >"$OUT/purge.log" 2>&1 ||
   fail "install.sh --uninstall --purge failed"
 left=$(files_in "$ROOT")

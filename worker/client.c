@@ -115,18 +115,50 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
   (void)suggested;
   char *base;
   size_t len;
-  pst_reader_buffer(&c->rd, &base, &len);
+  if (c->state == WK_CONN_AUTH) {
+    /* Just the ps's challenge: frames after it stay in the socket for the reader. */
+    base = (char *)c->hs + c->hs_got;
+    len = PST_AUTH_CHALLENGE_LEN - c->hs_got;
+  } else {
+    pst_reader_buffer(&c->rd, &base, &len);
+  }
   *buf = uv_buf_init(base, (unsigned)len);
+}
+
+static int send_raw(wk_client *c, const void *bytes, size_t n);
+
+/* The ps's challenge is in: check its proof, send ours, and the connection is open. */
+static void auth_read(wk_client *c, size_t n) {
+  c->hs_got += (uint32_t)n;
+  if (c->hs_got < PST_AUTH_CHALLENGE_LEN) return;
+  uint8_t proof[PST_AUTH_PROOF_LEN];
+  if (pst_auth_respond(&c->auth, c->secret, c->hs, proof) < 0) {
+    wk_client_close(c, "the ps failed authentication: it does not hold this cluster secret");
+    return;
+  }
+  c->state = WK_CONN_OPEN;
+  if (send_raw(c, proof, sizeof proof) < 0) {
+    wk_client_close(c, "cannot send the authentication proof");
+    return;
+  }
+  c->cbs->on_connected(c);
 }
 
 static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   wk_client *c = s->data;
   (void)buf;
-  if (nread == 0 || c->state != WK_CONN_OPEN) return;
+  if (nread == 0 || (c->state != WK_CONN_OPEN && c->state != WK_CONN_AUTH)) return;
   c->last_rx = pst_now();
   if (nread < 0) {
-    wk_client_close(c, nread == UV_EOF ? "the ps closed the connection"
-                                       : uv_strerror((int)nread));
+    wk_client_close(c, c->state == WK_CONN_AUTH
+                           ? "the ps closed the connection during authentication (it runs "
+                             "without a cluster secret, or with another one)"
+                       : nread == UV_EOF ? "the ps closed the connection"
+                                         : uv_strerror((int)nread));
+    return;
+  }
+  if (c->state == WK_CONN_AUTH) {
+    auth_read(c, (size_t)nread);
     return;
   }
   int rc = pst_reader_feed(&c->rd, (size_t)nread);
@@ -151,9 +183,19 @@ static void on_connect(uv_connect_t *req, int status) {
     return;
   }
   uv_timer_stop(&c->timer); /* the attempt's deadline */
-  c->state = WK_CONN_OPEN;
   c->last_rx = c->last_tx = pst_now();
   uv_tcp_nodelay(&c->tcp, 1);
+  if (c->secret && c->secret->set) {
+    uint8_t hello[PST_AUTH_HELLO_LEN];
+    pst_auth_hello(&c->auth, hello);
+    c->state = WK_CONN_AUTH;
+    c->hs_got = 0;
+    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    if (send_raw(c, hello, sizeof hello) < 0)
+      wk_client_close(c, "cannot start authenticating with the ps");
+    return;
+  }
+  c->state = WK_CONN_OPEN;
   uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
   c->cbs->on_connected(c);
 }
@@ -209,9 +251,11 @@ static void try_connect(wk_client *c) {
 }
 
 int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
-                    double timeout_s, const wk_client_cbs *cbs, void *data) {
+                    double timeout_s, const pst_secret *secret, const wk_client_cbs *cbs,
+                    void *data) {
   memset(c, 0, sizeof *c);
   c->loop = loop;
+  c->secret = secret;
   c->cbs = cbs;
   c->data = data;
   snprintf(c->host, sizeof c->host, "%s", host);
@@ -239,6 +283,18 @@ typedef struct {
 static void on_ctl_write(uv_write_t *req, int status) {
   (void)status;
   free(req->data);
+}
+
+static int send_raw(wk_client *c, const void *bytes, size_t n) {
+  ctl_msg *m = malloc(sizeof *m + n);
+  if (!m) return -ENOMEM;
+  memcpy(m->bytes, bytes, n);
+  m->req.data = m;
+  c->last_tx = pst_now();
+  uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
+  int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
+  if (rc < 0) free(m);
+  return rc;
 }
 
 int wk_client_send(wk_client *c, const Pstrain__Header *h) {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/auth.h"
 #include "proto/wire.h"
 
 typedef struct wk_client wk_client;
@@ -28,6 +29,7 @@ typedef enum {
   WK_CONN_RESOLVING,
   WK_CONN_CONNECTING,
   WK_CONN_BACKOFF,
+  WK_CONN_AUTH,      /* connected, proving both ends hold the cluster secret */
   WK_CONN_OPEN,
   WK_CONN_CLOSING,
   WK_CONN_CLOSED,
@@ -50,6 +52,10 @@ struct wk_client {
   int tcp_open;           /* tcp handle initialised and not yet closed */
   uv_timer_t timer;
   pst_reader rd;
+  const pst_secret *secret; /* NULL or unset: no handshake */
+  pst_auth auth;
+  uint8_t hs[PST_AUTH_CHALLENGE_LEN];
+  uint32_t hs_got;
   /* Push frames, allocated once the chunk layout is known. */
   uint32_t n_chunks, chunk_floats;
   size_t n_floats;
@@ -61,8 +67,11 @@ struct wk_client {
   char close_buf[512];   /* a reason naming a host (255) and an error fits whole */
 };
 
+/* Connects (retrying until timeout_s), authenticates with `secret` when it is set, then
+ * calls on_connected. */
 int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
-                    double timeout_s, const wk_client_cbs *cbs, void *data);
+                    double timeout_s, const pst_secret *secret, const wk_client_cbs *cbs,
+                    void *data);
 /* Sends a control message (HELLO, PULL, REPORT, BYE). */
 int wk_client_send(wk_client *c, const Pstrain__Header *h);
 /* Sends a small control message now if the socket takes it at once (an ERROR just before

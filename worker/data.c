@@ -318,18 +318,6 @@ void pst_data_free(pst_dataset *d) {
   memset(d, 0, sizeof *d);
 }
 
-void pst_data_shard_range(int total, int index, int count, int *begin, int *end) {
-  if (total <= 0 || count <= 0 || index < 0 || index >= count) {
-    *begin = *end = 0;
-    return;
-  }
-  /* The first total % count shards get one extra sample. 64-bit, so total * count-sized
-   * intermediates cannot overflow. */
-  int64_t base = total / count, extra = total % count;
-  int64_t b = index * base + (index < extra ? index : extra);
-  *begin = (int)b;
-  *end = (int)(b + base + (index < extra ? 1 : 0));
-}
 
 static uint64_t splitmix64(uint64_t *x) {
   uint64_t z = (*x += 0x9e3779b97f4a7c15ull);

@@ -5,6 +5,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/shard.h"
+
 #define PST_DATA_DEFAULT_DIR "/usr/share/datasets/fashion-mnist"
 
 typedef struct {
@@ -24,9 +26,7 @@ int pst_data_load_split(const char *dir, const char *split, pst_dataset *out, ch
                         size_t errlen);
 void pst_data_free(pst_dataset *d);
 
-/* Contiguous shard `index` of `count` over `total` samples: the shards are disjoint, cover
- * [0, total) and differ in size by at most one. */
-void pst_data_shard_range(int total, int index, int count, int *begin, int *end);
+/* Shards: pst_data_shard_range (common/shard.h), shared with the ps. */
 
 /* A small seeded PRNG (xoshiro256**), so shuffles are the same on every machine. */
 typedef struct { uint64_t s[4]; } pst_rng;

@@ -21,6 +21,7 @@
 static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
 static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX];
+static char o_secret_file[PST_CFG_STR_MAX];
 static int64_t o_threads, o_index, o_gpu_mem;
 static double o_timeout, o_slow, o_reconnect;
 static int o_list, o_placement;
@@ -36,6 +37,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &o_gpu_mem, "0", "GPU memory cap in MiB (0: none)", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's device and algorithm", 0, 0),
     PST_OPT("list-devices", PST_CFG_BOOL, &o_list, "false", "list the compute devices and exit", 0, 0),
+    PST_OPT("secret-file", PST_CFG_STRING, o_secret_file, "", "cluster secret (default: systemd credential pstrain-secret)", 0, 0),
     PST_OPT("connect-timeout", PST_CFG_DOUBLE, &o_timeout, "30", "seconds to keep retrying the ps", 0, 0),
     PST_OPT("reconnect-timeout", PST_CFG_DOUBLE, &o_reconnect, "300", "seconds to keep reconnecting to a lost ps (0: exit at once)", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
@@ -163,6 +165,12 @@ int main(int argc, char **argv) {
   opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
   opt.log_placement = o_placement;
   opt.slow_factor = o_slow;
+  static pst_secret secret;
+  if (pst_secret_load(o_secret_file, &secret, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return PST_EXIT_USAGE;
+  }
+  opt.secret = &secret;
 
   /* 2. Set up and run. */
   uv_loop_t loop;

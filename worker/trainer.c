@@ -339,7 +339,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   pst_data_shard_range(t->test.n, t->index, t->world, &t->test_begin, &t->test_end);
   /* Every worker takes the same number of steps per epoch, so sync steps line up: the
    * smallest shard's full batches (the shards differ by at most one sample). */
-  t->steps_per_epoch = (t->train.n / t->world) / t->batch;
+  t->steps_per_epoch = pst_steps_per_epoch(t->train.n, t->world, t->batch);
   if (t->steps_per_epoch < 1) {
     fail(t, "a shard of %d samples holds no full batch of %d", t->train.n / t->world, t->batch);
     return -EINVAL;
@@ -384,6 +384,9 @@ static void send_hello(wk_trainer *t) {
   /* Registering again: the slot this worker had (its shard), and what it discarded. */
   hello.requested_index = t->welcomed ? t->index : t->opt.requested_index;
   hello.dropped_gradients = t->discarded;
+  hello.train_samples = (uint32_t)t->train.n;
+  hello.test_samples = (uint32_t)t->test.n;
+  hello.classes = (uint32_t)t->classes;
   if (t->opt.model && t->opt.model[0]) {
     pst_model mine;
     char err[512];
@@ -546,7 +549,8 @@ static int reconnect(wk_trainer *t, const char *why) {
   t->weights_fresh = 0;
   wk_client_free(&t->client);
   const wk_client_cbs *cbs = t->client.cbs;
-  int rc = wk_client_start(&t->client, t->loop, t->opt.ps_host, t->opt.ps_port, left, cbs, t);
+  int rc = wk_client_start(&t->client, t->loop, t->opt.ps_host, t->opt.ps_port, left,
+                           t->opt.secret, cbs, t);
   if (rc < 0) LOG_ERR("cannot reconnect: %s", uv_strerror(rc));
   return rc;
 }
@@ -616,6 +620,8 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   if (pst_data_load_split(opt->data_dir, "train", &t->train, err, errlen) < 0 ||
       pst_data_load_split(opt->data_dir, "t10k", &t->test, err, errlen) < 0)
     return -EIO;
+  for (int i = 0; i < t->train.n; i++)
+    if (t->train.labels[i] + 1 > t->classes) t->classes = t->train.labels[i] + 1;
   uv_signal_init(loop, &t->sig_int);
   uv_signal_init(loop, &t->sig_term);
   t->sig_int.data = t->sig_term.data = t;
@@ -628,7 +634,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   t->hb_last_tick = pst_now();
   snprintf(err, errlen, "cannot start the connection");
   return wk_client_start(&t->client, loop, opt->ps_host, opt->ps_port, opt->connect_timeout,
-                         &client_cbs, t);
+                         opt->secret, &client_cbs, t);
 }
 
 void wk_trainer_free(wk_trainer *t) {

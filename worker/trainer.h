@@ -32,6 +32,7 @@ typedef struct {
   size_t gpu_memory_limit_mib;
   int log_placement;
   double slow_factor;        /* >1: sleep (factor-1) x compute time after each step */
+  const pst_secret *secret;  /* the cluster secret, or NULL/unset */
 } wk_options;
 
 typedef enum {
@@ -75,6 +76,7 @@ typedef struct wk_trainer {
   pst_backend *backend;
   pst_net *net;
   pst_dataset train, test;
+  int classes;                    /* largest training label + 1 */
   int shard_begin, shard_end;     /* training samples of this worker */
   int test_begin, test_end;       /* test samples this worker evaluates */
   int32_t *order;                 /* [shard size]: this epoch's shuffled indices */
