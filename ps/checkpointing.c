@@ -26,6 +26,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/shard.h"
 #include "ps/checkpoint.h"
 
 #define SLOT_NAMES_MOMENTUM "momentum"
@@ -38,7 +39,7 @@ struct ps_ckpt_state {
   float *snap;            /* [n * (1 + slots)]: weights, then each slot */
   uint64_t snap_version;
   char *state_json, *settings_json;
-  char version_s[24], opt_t_s[24], fp_s[20], seed_s[24];
+  char version_s[24], opt_t_s[24], fp_s[20], seed_s[24], epoch_s[24];
   char path[1024];        /* the write in flight's result */
   char last[1024];        /* the newest checkpoint written */
   char err[512];
@@ -152,6 +153,7 @@ static void write_work(uv_work_t *req) {
   }
   pst_ckpt_kv meta[] = {
       {"version", k->version_s},          {"step", k->version_s},
+      {"epoch", k->epoch_s},
       {"optimizer_steps", k->opt_t_s},    {"model_spec", s->model->text},
       {"model_fingerprint", k->fp_s},     {"mode", pst_mode_name(s->opt.mode)},
       {"seed", k->seed_s},                {"settings", k->settings_json},
@@ -198,6 +200,12 @@ static void save(ps_server *s) {
   k->snap_version = s->store.version;
   snprintf(k->version_s, sizeof k->version_s, "%" PRIu64, s->store.version);
   snprintf(k->opt_t_s, sizeof k->opt_t_s, "%" PRIu64, t);
+  /* Epochs trained through: by the steps where the data's size is known (sync), else the
+   * newest epoch evaluated. */
+  int spe = s->data_known ? pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size) : 0;
+  snprintf(k->epoch_s, sizeof k->epoch_s, "%" PRIu64,
+           s->opt.mode == PST_MODE_SYNC && spe > 0 ? s->store.version / (uint64_t)spe
+                                                    : (uint64_t)s->metrics.last_epoch);
   snprintf(k->fp_s, sizeof k->fp_s, "%016" PRIx64, s->model->fingerprint);
   snprintf(k->seed_s, sizeof k->seed_s, "%" PRIu64, s->opt.seed);
   k->state_json = state_json(s);

@@ -41,7 +41,8 @@ struct ps_conn {
   uint64_t push_version;
   uint32_t push_next;    /* next chunk expected */
   int pending;           /* recv holds chunk pending_chunk, not yet taken */
-  int push_dropped;      /* the push in progress is being dropped (backup workers) */
+  int push_dropped;      /* the push in progress is being dropped (late, or rejected) */
+  char push_bad[120];    /* the chunk read into recv is invalid: why ("" when it is not) */
   uint32_t pending_chunk;
   /* Pulls: at most one waiting and one being written. */
   int pull_waiting;
@@ -77,6 +78,9 @@ void ps_auth_buffer(ps_conn *c, char **base, size_t *len);
 int ps_auth_read(ps_conn *c, size_t n);
 /* Closes connections that did not authenticate or register within --hello-timeout. */
 void ps_admission_watch(ps_server *s, double now);
+/* A registered worker sent something invalid: counted, logged (rate-limited), and after a
+ * few the connection is closed (ps/validate.c). */
+void ps_reject(ps_conn *c, const char *why);
 /* A rate-limited warning about a connection. */
 void ps_log_conn(ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -83,8 +83,11 @@ void ps_worker_joined(ps_server *s, int i) {
     LOG_INFO("worker %d '%s' registered from %s (%d of %d)", i, w->name, c->peer, s->registered,
              s->opt.workers);
   }
+  if (!w->ever) s->slots_seen++;
   w->ever = 1;
-  if (!s->started && s->registered == s->opt.workers) {
+  /* Training is under way once every slot has had a worker (not necessarily all at once: one
+   * may have been lost before the last registered). */
+  if (!s->started && s->slots_seen == s->opt.workers) {
     s->started = 1;
     s->metrics.train_start = pst_now();
     LOG_INFO("all %d workers registered; training %s, %d epochs%s", s->opt.workers,

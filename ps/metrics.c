@@ -17,6 +17,7 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
   m->evals = calloc((size_t)epochs + 1, sizeof *m->evals);
   if (!m->evals) return -ENOMEM;
   if (path && path[0]) {
+    snprintf(m->path, sizeof m->path, "%s", path);
     m->file = fopen(path, append ? "a" : "w");
     if (!m->file) {
       snprintf(err, errlen, "%s: cannot write the metrics file: %s", path, strerror(errno));
@@ -28,6 +29,11 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
     setvbuf(m->file, NULL, _IOLBF, 0);
   }
   return 0;
+}
+
+int pst_metrics_check(pst_metrics *m) {
+  if (!m->file) return 0;
+  return fflush(m->file) != 0 || ferror(m->file) ? -EIO : 0;
 }
 
 void pst_metrics_close(pst_metrics *m) {

@@ -38,6 +38,7 @@ typedef struct {
 
 typedef struct {
   FILE *file;             /* NULL: no metrics file */
+  char path[512];
   double t0;              /* seconds, monotonic, at start */
   int epochs;
   int workers;
@@ -53,6 +54,8 @@ typedef struct {
 int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, int append,
                      char *err, size_t errlen);
 void pst_metrics_close(pst_metrics *m);
+/* 0, or -EIO when a record could not be written to the metrics file (a full disk). */
+int pst_metrics_check(pst_metrics *m);
 /* A worker's training-loss report. */
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,

@@ -88,9 +88,26 @@ static int try_take(ps_conn *c) {
   int published = 0;
   ps_worker *w = &s->workers[c->worker];
   uint64_t staleness = pst_update_staleness(&s->upd, c->push_version);
-  int rc = pst_update_offer(&s->upd, c->worker, c->push_version, c->pending_chunk, c->push_dst,
-                            &published);
+  int rc = c->push_version > s->store.version
+               ? -ESTALE
+               : pst_update_offer(&s->upd, c->worker, c->push_version, c->pending_chunk,
+                                  c->push_dst, &published);
   if (rc == PST_OFFER_LATER) return 0;
+  if (rc == PST_OFFER_REJECTED || rc == -ESTALE) {
+    char why[120];
+    if (rc == -ESTALE)
+      snprintf(why, sizeof why, "a gradient computed on version %" PRIu64 ", newer than the ps's %" PRIu64,
+               c->push_version, s->store.version);
+    else
+      snprintf(why, sizeof why, "non-finite values (NaN or infinity) in a gradient chunk");
+    c->pending = 0;
+    c->push_dropped = c->pending_chunk + 1 < s->upd.n_chunks;
+    if (published) ps_ckpt_published(s);
+    ps_reject(c, why);
+    if (c->state == CONN_CLOSING) return -EPROTO;
+    ps_server_kick(s);
+    return 1;
+  }
   if (rc == PST_OFFER_DROPPED) {
     /* A late gradient (a backup worker's, or one computed before its worker was lost), or
      * one from a worker that joined after the step opened: read, counted, discarded. */
@@ -107,8 +124,7 @@ static int try_take(ps_conn *c) {
   if (rc < 0) {
     char why[160];
     snprintf(why, sizeof why,
-             rc == -ESTALE ? "gradient computed on version %" PRIu64 ", newer than the ps's %" PRIu64
-                           : "out-of-order gradient chunk (version %" PRIu64 ", at version %" PRIu64 ")",
+             "out-of-order gradient chunk (version %" PRIu64 ", at version %" PRIu64 ")",
              c->push_version, s->store.version);
     ps_send_error(c, why);
     conn_close(c, why);
@@ -175,6 +191,12 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
              "model fingerprint mismatch: worker has %016" PRIx64 ", ps trains %016" PRIx64
              " (start the worker without --model, or with the ps's model)",
              hello->model_fingerprint, s->model->fingerprint);
+    LOG_WARN("refused worker '%.60s' from %s: %s", hello->worker_name, c->peer, why);
+    ps_send_error(c, why);
+    conn_close(c, NULL);
+    return;
+  }
+  if (ps_check_hello(s, hello, why, sizeof why) < 0) {
     LOG_WARN("refused worker '%.60s' from %s: %s", hello->worker_name, c->peer, why);
     ps_send_error(c, why);
     conn_close(c, NULL);
@@ -253,6 +275,11 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
 
 static void handle_report(ps_conn *c, const Pstrain__Report *r) {
   ps_server *s = c->srv;
+  char why[200];
+  if (ps_check_report(s, c->worker, r, why, sizeof why) < 0) {
+    ps_reject(c, why);
+    return;
+  }
   if (r->is_eval) {
     ps_worker *w = &s->workers[c->worker];
     if (r->epoch > w->evals_done) {
@@ -318,14 +345,22 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
       h->count != pst_update_chunk_len(&s->upd, chunk) ||
       (h->last != 0) != (chunk + 1 == s->upd.n_chunks) ||
       (chunk > 0 && h->version != c->push_version)) {
-    snprintf(r->err, sizeof r->err,
+    snprintf(c->push_bad, sizeof c->push_bad,
              "gradient chunk at offset %" PRIu64 " of %" PRIu64 " floats, expected chunk %u of %u",
              h->offset, h->count, chunk, s->upd.n_chunks);
-    return -EPROTO;
+    /* Read and dropped (ps/validate.c) when it fits the receive buffer; anything bigger
+     * cannot be a chunk of this model at all. */
+    if (h->count > s->upd.chunk_floats) {
+      snprintf(r->err, sizeof r->err, "%s", c->push_bad);
+      return -EPROTO;
+    }
+    *dst = c->recv;
+    return 0;
   }
   if (chunk == 0) c->push_version = h->version;
   /* A share that would be copied into the sum is read straight into it. */
-  c->push_dst = pst_update_direct(&s->upd, c->worker, c->push_version, chunk);
+  c->push_dst = c->push_dropped ? NULL
+                                : pst_update_direct(&s->upd, c->worker, c->push_version, chunk);
   if (c->push_dst == NULL) c->push_dst = c->recv;
   *dst = c->push_dst;
   return 0;
@@ -356,6 +391,14 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       if (ps_pull_ready(s, c)) ps_pull_answer(c);
       return 0;
     case PSTRAIN__MSG_TYPE__PUSH: {
+      if (c->push_bad[0]) {
+        /* A wrong chunk: the rest of its push goes too. */
+        ps_reject(c, c->push_bad);
+        c->push_bad[0] = '\0';
+        c->push_dropped = !h->last;
+        c->push_next = 0;
+        return c->state == CONN_CLOSING ? PST_READER_PAUSE : 0;
+      }
       if (c->push_dropped) {
         if (h->last) c->push_dropped = 0;
         c->push_next = h->last ? 0 : c->push_next + 1;
@@ -384,9 +427,11 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       if (!s->workers[c->worker].done) {
         s->workers[c->worker].done = 1;
         s->finished++;
-        LOG_INFO("worker %d '%s' finished (%d of %d); %" PRIu64 " gradients applied, %" PRIu64
-                 " dropped", c->worker, s->workers[c->worker].name, s->finished, s->opt.workers,
-                 s->workers[c->worker].pushes, s->workers[c->worker].dropped);
+        LOG_INFO("worker %d '%s' finished (%d of %d); %u messages rejected; %" PRIu64
+                 " gradients applied, %" PRIu64 " dropped", c->worker,
+                 s->workers[c->worker].name, s->finished, s->opt.workers,
+                 s->workers[c->worker].rejected, s->workers[c->worker].pushes,
+                 s->workers[c->worker].dropped);
         int published;
         pst_update_set_member(&s->upd, c->worker, 0, &published);
         if (published) ps_ckpt_published(s);
@@ -707,10 +752,15 @@ void ps_server_stop(ps_server *s, const char *reason, int failed) {
       .workers_lost = lost,
       .workers_abandoned = s->abandoned,
       .checkpoint = ps_ckpt_last_path(s),
+      .rejected = s->rejected,
   };
   int rc = pst_metrics_summary(&s->metrics, s->opt.summary_path, &sum);
   if (rc < 0) {
     LOG_ERR("%s: cannot write the summary: %s", s->opt.summary_path, strerror(-rc));
+    if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;
+  }
+  if (pst_metrics_check(&s->metrics) < 0) {
+    LOG_ERR("%s: records could not be written to the metrics file (disk full?)", s->metrics.path);
     if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;
   }
   for (ps_conn *c = s->conns, *next; c; c = next) {

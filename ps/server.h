@@ -67,6 +67,7 @@ typedef struct {
   uint64_t pushes;        /* gradients of this slot applied: its position in async/ssp */
   uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */
   uint32_t epoch;         /* the epoch of its last training report */
+  uint32_t rejected;      /* invalid messages of this slot's worker (ps/validate.c) */
 } ps_worker;
 
 typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */
@@ -86,11 +87,15 @@ typedef struct ps_server {
   int registered;         /* slots a worker holds now */
   int finished;           /* slots whose worker said BYE (no more pushes) */
   int started;            /* every slot has been taken once: training is under way */
+  int slots_seen;         /* slots a worker has held */
   int losses, abandoned;  /* worker losses over the run; slots given up */
   uv_timer_t watch_timer; /* timeouts, heartbeats, rejoin deadlines, timed checkpoints */
   ps_ckpt_state *ckpt;    /* NULL without --checkpoint-dir */
   int resumed;
   uint64_t resumed_from;
+  uint64_t rejected;      /* invalid messages refused (ps/validate.c) */
+  int data_known;         /* the workers' data facts, from the first HELLO that had them */
+  uint32_t train_n, test_n, classes;
   ps_conn *conns;         /* every open connection, linked */
   uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest */
   int kicking, kick_again;
@@ -121,6 +126,10 @@ void ps_worker_lost(ps_server *s, int i, const char *why);
 void ps_worker_joined(ps_server *s, int i);
 /* Evaluations and the end of the run, re-checked after every event that may complete them. */
 void ps_check_progress(ps_server *s);
+/* Checks on what workers send (ps/validate.c): 0, or -EINVAL with the reason. */
+int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen);
+int ps_check_report(ps_server *s, int worker, const Pstrain__Report *r, char *why, size_t whylen);
+
 /* Sends a HEARTBEAT (or any control header) on a connection. */
 int ps_send_header(ps_conn *c, const Pstrain__Header *h);
 /* Frees what remains after the loop has ended. */

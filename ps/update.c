@@ -81,6 +81,19 @@ uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
   return left < u->chunk_floats ? (uint32_t)left : u->chunk_floats;
 }
 
+/* Whether every value is finite: an exponent of all ones is a NaN or an infinity. An
+ * integer OR over the bits, which the compiler vectorises, run on the chunk just before it
+ * is summed (it is still in cache from the socket). */
+static int all_finite(const float *x, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, &x[i], sizeof b);
+    bad |= (uint32_t)((b & 0x7f800000u) == 0x7f800000u);
+  }
+  return bad == 0;
+}
+
 /* dst[i] += src[i]: a plain loop the compiler vectorises (AVX2 with -march=x86-64-v3). */
 static void add_into(float *restrict dst, const float *restrict src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
@@ -221,9 +234,18 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
     }
     if (!open_step(u)) return PST_OFFER_LATER;
   }
+  size_t off = (size_t)c * u->chunk_floats;
+  uint32_t len = pst_update_chunk_len(u, c);
+  /* Values are checked once a share is about to be summed (a held-back one is not scanned
+   * again each time it is offered), and before a share takes a backup-worker slot, so that a
+   * bad one never uses up the quorum. */
+  int checked = 0;
   int slot = u->backup == 0 ? w : u->slot_of[w];
-  if (slot < 0 && u->backup > 0 && c == 0 && u->slots_taken < u->needed)
+  if (slot < 0 && u->backup > 0 && c == 0 && u->slots_taken < u->needed) {
+    if (!all_finite(data, len)) return PST_OFFER_REJECTED;
+    checked = 1;
     slot = u->slot_of[w] = u->slots_taken++; /* the first N-K pushers get the slots */
+  }
   if (slot < 0 || !u->in_step[slot]) {
     /* Not one of this step's shares: a backup worker's surplus, or a worker that joined (or
      * was taken out) after the step opened. */
@@ -232,8 +254,12 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
   }
   if (u->chunk_done[c] || u->next_slot[c] > (uint32_t)slot) return PST_OFFER_TAKEN; /* summed */
   if (u->next_slot[c] != (uint32_t)slot) return PST_OFFER_LATER;
-  size_t off = (size_t)c * u->chunk_floats;
-  uint32_t len = pst_update_chunk_len(u, c);
+  if (!checked && !all_finite(data, len)) {
+    /* The rest of this share will not come: the step goes on without it, like without a
+     * lost worker (its chunks already summed stay, each the mean of what it got). */
+    leave_step(u, slot, published);
+    return PST_OFFER_REJECTED;
+  }
   float *sum = pst_store_back(s) + off;
   uint32_t after = slot_from(u, (uint32_t)slot + 1);
   int last_share = after >= (uint32_t)u->workers;
@@ -308,6 +334,11 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, const
                        int *published) {
   pst_store *s = u->store;
   if (u->owner != -1 && u->owner != w) return PST_OFFER_LATER;
+  if (!all_finite(data, pst_update_chunk_len(u, c))) {
+    /* A push already half applied ends here, the rest of the weights carried over. */
+    if (u->owner == w) abandon_async_push(u, published);
+    return PST_OFFER_REJECTED;
+  }
   if (u->owner == -1) {
     if (c != 0) return -EPROTO;
     if (pst_store_back_busy(s)) return PST_OFFER_LATER;

@@ -89,6 +89,7 @@ typedef struct {
 #define PST_OFFER_TAKEN 1
 #define PST_OFFER_LATER 0
 #define PST_OFFER_DROPPED 2
+#define PST_OFFER_REJECTED 3 /* the chunk holds a NaN or an infinity: nothing was summed */
 
 /* The receive buffers of all N worker connections (one chunk each) take at most this much:
  * pst_update_init lowers chunk_floats to PST_RECV_BUDGET / N (not below
@@ -118,8 +119,10 @@ uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c);
  * chunk must then be offered with data pointing there. */
 float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c);
 /* Offers chunk c (data: pst_update_chunk_len(c) floats) of worker w's gradient computed on
- * `version`. Returns PST_OFFER_TAKEN, PST_OFFER_LATER, or -ESTALE when a sync gradient was
- * computed on another version than the step in progress. *published is set to 1 when this
+ * `version`. Returns PST_OFFER_TAKEN, PST_OFFER_LATER, PST_OFFER_DROPPED (late),
+ * PST_OFFER_REJECTED (non-finite values: checked when the chunk is about to be summed or
+ * applied, so a held-back chunk costs nothing extra; a rejected chunk changes no state), or
+ * -ESTALE when a sync gradient claims a version newer than the ps's. *published is set to 1 when this
  * chunk completed a step (a new version is out). */
 int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
                      int *published);

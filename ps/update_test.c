@@ -284,7 +284,38 @@ static void test_async_owner_lost(void) {
   teardown(&s, &o, &u);
 }
 
+/* Non-finite gradients are refused before they touch anything: a sync share with a NaN
+ * leaves the step (which goes on with the others), an async push with an infinity in its
+ * second chunk ends with what it had applied. */
+static void test_non_finite(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  int pub = 0;
+  static float bad[N];
+  memcpy(bad, grads[1], sizeof bad);
+  bad[CHUNK + 7] = __builtin_nanf("");
+  CHECK(offer_range(&u, 0, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+  CHECK(pst_update_offer(&u, 1, 0, 0, bad, &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, 1, 0, 1, bad + CHUNK, &pub) == PST_OFFER_REJECTED && !pub);
+  CHECK(offer_range(&u, 2, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+  CHECK(pub && s.version == 1 && u.partial_steps == 1);
+  int finite = 1;
+  for (int i = 0; i < N; i++) finite = finite && pst_store_front(&s)[i] == pst_store_front(&s)[i];
+  CHECK(finite);
+  teardown(&s, &o, &u);
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  bad[CHUNK + 7] = __builtin_inff();
+  CHECK(pst_update_offer(&u, 1, 0, 0, bad, &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, 1, 0, 1, bad + CHUNK, &pub) == PST_OFFER_REJECTED);
+  CHECK(pub && s.version == 1 && u.owner == -1);
+  CHECK(pst_store_front(&s)[CHUNK + 7] == (float)((CHUNK + 7) % 17) * 0.1f);
+  teardown(&s, &o, &u);
+}
+
 int main(void) {
+  test_non_finite();
   test_sync_worker_lost();
   test_sync_all_lost();
   test_sync_replacement();

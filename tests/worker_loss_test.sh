@@ -54,15 +54,16 @@ at_least "$acc2" 0.83 || fail "accuracy $acc2 without the lost worker"
 [ "$(json_field "$OUT/continued.json" workers_abandoned)" -eq 1 ] || fail "the summary does not say a slot was abandoned"
 pass "kill -9, no replacement: finished at $acc2, $(json_field "$OUT/continued.json" partial_steps) steps without worker 1"
 
-# 3. Data of another shape (10x10 images): the worker registers, cannot build its input, says
-# why and goes; its slot waits for a good worker, and the job ends normally.
+# 3. Images of another shape (10x10, with Fashion-MNIST's counts and classes, so that the
+# ps's checks at registration pass): the worker registers, cannot build its input, says why
+# and goes; its slot waits for a good worker, and the job ends normally.
 bad="$OUT/bad-data"; mkdir -p "$bad"
 /usr/bin/python3 - "$bad" <<'PY'
 import struct, sys
-d, n = sys.argv[1], 100
-for split in ("train", "t10k"):
+d = sys.argv[1]
+for split, n in (("train", 60000), ("t10k", 10000)):
     open(f"{d}/{split}-images-idx3-ubyte", "wb").write(struct.pack(">IIII", 0x803, n, 10, 10) + bytes(n * 100))
-    open(f"{d}/{split}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + bytes(n))
+    open(f"{d}/{split}-labels-idx1-ubyte", "wb").write(struct.pack(">II", 0x801, n) + bytes(i % 10 for i in range(n)))
 PY
 port=$(free_port)
 start_ps bad-ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/bad.json" --model mlp \

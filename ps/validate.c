@@ -1,0 +1,99 @@
+/* What the ps believes from a registered worker (issue 12): every message that would change
+ * the model or its figures is checked, and a worker that keeps sending wrong ones is
+ * disconnected. A rejected message changes nothing and is counted against its worker (the
+ * summary's "rejected"); the run goes on.
+ *   - gradient chunks: the right chunk of the right size (ps/server.c's on_payload), a version
+ *     the ps has published (a newer one is a lie), finite values (ps/update.c);
+ *   - evaluation reports: the worker's test slice exactly (common/shard.h), correct <= count,
+ *     a finite loss, and only for an epoch its slot has trained through;
+ *   - training reports: at most report_every batches, correct <= count, a finite loss;
+ *   - registration: the same data as the other workers, with as many classes as the model. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+
+#include "common/shard.h"
+#include "ps/conn.h"
+#include "ps/server.h"
+
+/* Rejected messages a worker may send before it is disconnected. */
+#define PS_MAX_STRIKES 3
+
+void ps_reject(ps_conn *c, const char *why) {
+  ps_server *s = c->srv;
+  ps_worker *w = &s->workers[c->worker];
+  w->rejected++;
+  s->rejected++;
+  ps_log_conn(s, "worker %d '%s' from %s: %s: rejected (%u so far)", c->worker, w->name, c->peer,
+              why, w->rejected);
+  if (w->rejected >= PS_MAX_STRIKES) {
+    char reason[200];
+    snprintf(reason, sizeof reason, "%u invalid messages (the last: %.120s)", w->rejected, why);
+    ps_send_error(c, reason);
+    ps_conn_close(c, reason, 0);
+  }
+}
+
+int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen) {
+  if (h->train_samples == 0 && h->test_samples == 0) return 0; /* no data facts: nothing to check */
+  if ((int)h->classes > s->model->classes || h->classes == 0) {
+    snprintf(why, whylen, "the worker's data has %u classes, but the model outputs %d", h->classes,
+             s->model->classes);
+    return -EINVAL;
+  }
+  if (!s->data_known) {
+    if (pst_steps_per_epoch((int)h->train_samples, s->opt.workers, s->opt.batch_size) < 1) {
+      snprintf(why, whylen, "a shard of %u training samples over %d workers holds no full batch "
+               "of %d", h->train_samples, s->opt.workers, s->opt.batch_size);
+      return -EINVAL;
+    }
+    s->data_known = 1;
+    s->train_n = h->train_samples;
+    s->test_n = h->test_samples;
+    s->classes = h->classes;
+    return 0;
+  }
+  if (h->train_samples != s->train_n || h->test_samples != s->test_n || h->classes != s->classes) {
+    snprintf(why, whylen, "its data (%u training, %u test samples, %u classes) differs from the "
+             "other workers' (%u, %u, %u)", h->train_samples, h->test_samples, h->classes,
+             s->train_n, s->test_n, s->classes);
+    return -EINVAL;
+  }
+  return 0;
+}
+
+int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, size_t whylen) {
+  if (!isfinite(r->loss_sum) || r->loss_sum < 0 || r->correct > r->samples) {
+    snprintf(why, whylen, "a report with loss sum %g and %" PRIu64 " of %" PRIu64 " correct",
+             r->loss_sum, r->correct, r->samples);
+    return -EINVAL;
+  }
+  if (r->epoch < 1 || r->epoch > (uint32_t)s->opt.epochs) {
+    snprintf(why, whylen, "a report for epoch %u of %d", r->epoch, s->opt.epochs);
+    return -EINVAL;
+  }
+  if (!r->is_eval) {
+    uint64_t most = (uint64_t)s->opt.report_every * (uint64_t)s->opt.batch_size;
+    if (r->samples > most) {
+      snprintf(why, whylen, "a training report of %" PRIu64 " samples (at most %" PRIu64 ")",
+               r->samples, most);
+      return -EINVAL;
+    }
+    return 0;
+  }
+  if (!s->data_known) return 0;
+  int b, e;
+  pst_data_shard_range((int)s->test_n, i, s->opt.workers, &b, &e);
+  if (r->samples != (uint64_t)(e - b)) {
+    snprintf(why, whylen, "an evaluation of %" PRIu64 " samples; its test slice has %d",
+             r->samples, e - b);
+    return -EINVAL;
+  }
+  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  if (ps_slot_position(s, i) < (uint64_t)r->epoch * spe) {
+    snprintf(why, whylen, "an evaluation of epoch %u before training through it (step %" PRIu64
+             " of %" PRIu64 ")", r->epoch, ps_slot_position(s, i), (uint64_t)r->epoch * spe);
+    return -EINVAL;
+  }
+  return 0;
+}
