@@ -7,6 +7,7 @@
 #   deploy/install.sh [--prefix /usr/local] [--sysconfdir /etc/pstrain]
 #                     [--unitdir /etc/systemd/system] [--destdir STAGING]
 #                     [--build-dir bazel-bin] [--no-reload] [--dry-run]
+#                     [--cluster-ips ADDR,...] [--tf-config JSON|@FILE]
 #   deploy/install.sh --uninstall [same options] [--purge]
 #
 # Running it again is harmless: binaries and units are replaced, existing config files are
@@ -15,6 +16,15 @@
 # stages everything below a directory (for packaging); systemctl daemon-reload runs only
 # on a live systemd without --destdir or --no-reload. --build-dir is where the built
 # ps/pstrain-ps, worker/pstrain-worker and kernels/cuda/libpstrain_cuda.so are.
+#
+# The units talk IP only to loopback, link-local and private addresses (IPAddressAllow=).
+# --cluster-ips (addresses, prefixes or host names, comma- or space-separated; repeatable;
+# `any` lifts the limit) and --tf-config (the hosts of a TF_CONFIG cluster spec; without
+# either option, the TF_CONFIG environment variable when set) replace that list with the
+# cluster's own addresses, loopback and the DNS servers of /etc/resolv.conf, in the
+# drop-ins UNITDIR/pstrain-ps.service.d/ipaddress.conf and
+# UNITDIR/pstrain-worker@.service.d/ipaddress.conf. Host names are resolved now: run it
+# again when an address changes. Without either, drop-ins already there are kept.
 set -euo pipefail
 
 prefix=/usr/local
@@ -26,6 +36,9 @@ reload=1
 uninstall=0
 purge=0
 dry=0
+cluster_ips=()
+tf_config=
+tf_config_set=0
 
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
@@ -47,6 +60,10 @@ while [ $# -gt 0 ]; do
     --uninstall) uninstall=1; shift ;;
     --purge) purge=1; shift ;;
     --dry-run) dry=1; shift ;;
+    --cluster-ips) cluster_ips+=("${2?--cluster-ips needs addresses}"); shift 2 ;;
+    --cluster-ips=*) cluster_ips+=("${1#*=}"); shift ;;
+    --tf-config) tf_config=${2:?--tf-config needs the JSON or @FILE}; tf_config_set=1; shift 2 ;;
+    --tf-config=*) tf_config=${1#*=}; tf_config_set=1; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -63,6 +80,14 @@ case "$destdir" in
   *) destdir=$(cd "$destdir" 2>/dev/null && pwd) || { echo "install.sh: no directory '$destdir'" >&2; exit 2; } ;;
 esac
 destdir=${destdir%/}
+
+# The cluster spec: --tf-config, else TF_CONFIG from the environment (which sudo passes on
+# only when told: sudo TF_CONFIG=... deploy/install.sh).
+if [ "$tf_config_set" = 0 ] && [ "${#cluster_ips[@]}" = 0 ] && [ -n "${TF_CONFIG:-}" ] &&
+   [ "$uninstall" = 0 ]; then
+  tf_config=$TF_CONFIG
+  echo "note: the units' IP allow-list comes from \$TF_CONFIG"
+fi
 
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/.." && pwd)
@@ -85,10 +110,10 @@ render_unit() {
       -e "s#/usr/local/share/#$prefix/share/#g" -e "s#/etc/pstrain#$sysconfdir#g" "$1"
 }
 
-install_unit() {
-  local src=$1 dst=$destdir$unitdir/$(basename "$1") tmp
-  tmp=$(mktemp)
-  render_unit "$src" >"$tmp"
+# install_generated TMP DST: installs TMP (a temporary file, removed afterwards) as DST, or
+# says that DST is unchanged.
+install_generated() {
+  local tmp=$1 dst=$2
   if [ -f "$dst" ] && cmp -s "$tmp" "$dst"; then
     echo "unchanged  $dst"
   else
@@ -97,6 +122,104 @@ install_unit() {
   fi
   rm -f "$tmp"
 }
+
+install_unit() {
+  local src=$1 tmp
+  tmp=$(mktemp)
+  render_unit "$src" >"$tmp"
+  install_generated "$tmp" "$destdir$unitdir/$(basename "$1")"
+}
+
+# The IP allow-list drop-ins (issue 12), one per unit.
+DROPIN_UNITS=(pstrain-ps.service pstrain-worker@.service)
+dropin_path() { echo "$unitdir/$1.d/ipaddress.conf"; }
+
+# cluster_hosts: the hosts of the cluster spec (--tf-config or $TF_CONFIG), one a line:
+# every "HOST:PORT" string in it ("[V6]:PORT" too), without the port.
+cluster_hosts() {
+  local json=$tf_config
+  if [ "${json#@}" != "$json" ]; then
+    json=$(cat "${json#@}") || { echo "install.sh: cannot read the cluster spec ${tf_config#@}" >&2; return 2; }
+  fi
+  printf '%s\n' "$json" | { grep -oE '"[^"]+:[0-9]+"' || true; } | tr -d '"' |
+    sed -E 's/:[0-9]+$//; s/^\[(.*)\]$/\1/'
+}
+
+# is_address WORD: an IPv4 or IPv6 address or prefix, or one of systemd's names for ranges.
+is_address() {
+  case "$1" in
+    any|localhost|link-local|multicast) return 0 ;;
+  esac
+  [[ "$1" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+(/[0-9]+)?$ ]] ||
+    [[ "$1" =~ ^[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*(/[0-9]+)?$ ]]
+}
+
+# allow_list: localhost, the cluster's addresses (host names resolved now) and the DNS
+# servers, each once, on one line; fails naming a host that does not resolve.
+allow_list() {
+  local words=() w a found=(localhost) hosts
+  for w in "${cluster_ips[@]}"; do
+    read -r -a a <<<"${w//,/ }"
+    words+=("${a[@]}")
+  done
+  if [ -n "$tf_config" ]; then
+    hosts=$(cluster_hosts) || return 2
+    [ -n "$hosts" ] || { echo "install.sh: no HOST:PORT in the cluster spec" >&2; return 2; }
+    mapfile -t a <<<"$hosts"
+    words+=("${a[@]}")
+  fi
+  for w in "${words[@]}"; do
+    case "$w" in 0.0.0.0|::|'') continue ;; esac
+    if is_address "$w"; then
+      found+=("$w")
+    else
+      mapfile -t a < <(getent ahosts "$w" 2>/dev/null | awk '{ print $1 }' | sort -u)
+      [ -n "${a[0]:-}" ] ||
+        { echo "install.sh: cannot resolve the cluster host '$w' (give its address instead)" >&2; return 2; }
+      found+=("${a[@]}")
+    fi
+  done
+  # The daemons resolve host names when they start: the DNS servers this host uses (a
+  # loopback one, like systemd-resolved's, is allowed already).
+  if [ -f "$destdir/etc/resolv.conf" ]; then
+    for w in $(awk '$1 == "nameserver" { print $2 }' "$destdir/etc/resolv.conf"); do
+      case "$w" in 127.*|::1|*%*) ;; *) found+=("$w") ;; esac
+    done
+  fi
+  printf '%s\n' "${found[@]}" | awk '!seen[$0]++' | paste -sd ' '
+}
+
+# install_ip_dropins: writes the allow list into each unit's drop-in when the cluster is
+# known; otherwise keeps the drop-ins there are (or there are none: the units' own list).
+install_ip_dropins() {
+  local list u dst tmp
+  if [ "${#cluster_ips[@]}" = 0 ] && [ -z "$tf_config" ]; then
+    for u in "${DROPIN_UNITS[@]}"; do
+      dst=$destdir$(dropin_path "$u")
+      if [ -e "$dst" ]; then
+        echo "kept       $dst (--cluster-ips or --tf-config replaces it)"
+      else
+        IP_NOTE=1
+      fi
+    done
+    return 0
+  fi
+  list=$IP_LIST
+  for u in "${DROPIN_UNITS[@]}"; do
+    tmp=$(mktemp)
+    cat >"$tmp" <<EOF
+# Written by deploy/install.sh from the cluster's addresses (--cluster-ips, --tf-config or
+# TF_CONFIG), loopback and the DNS servers: the only addresses $u may exchange
+# IP packets with. It replaces the unit's own list (loopback, link-local, private ranges).
+# Host names were resolved when install.sh ran: run it again when an address changes.
+[Service]
+IPAddressAllow=
+IPAddressAllow=$list
+EOF
+    install_generated "$tmp" "$destdir$(dropin_path "$u")"
+  done
+}
+IP_NOTE=0
 
 install_config() {
   local src=$1 dst=$destdir$sysconfdir/$(basename "$1")
@@ -157,6 +280,11 @@ if [ "$uninstall" = 1 ]; then
   remove "$libdir/libpstrain_cuda.so"
   remove "$unitdir/pstrain-ps.service"
   remove "$unitdir/pstrain-worker@.service"
+  for u in "${DROPIN_UNITS[@]}"; do
+    remove "$(dropin_path "$u")"
+    d=$destdir$(dirname "$(dropin_path "$u")")
+    [ -d "$d" ] && run rmdir --ignore-fail-on-non-empty "$d"
+  done
   remove "$docdir/README.md"
   [ -d "$destdir$docdir" ] && run rmdir --ignore-fail-on-non-empty "$destdir$docdir"
   remove "$sysconfdir/ps.conf.example"
@@ -181,6 +309,12 @@ for b in "$PS_BIN" "$WORKER_BIN"; do
   fi
 done
 
+# The cluster's addresses, checked (and host names resolved) before anything is installed.
+IP_LIST=
+if [ "${#cluster_ips[@]}" -gt 0 ] || [ -n "$tf_config" ]; then
+  IP_LIST=$(allow_list) || exit 2
+fi
+
 run install -D -m 0755 "$PS_BIN" "$destdir$bindir/pstrain-ps"
 echo "installed  $destdir$bindir/pstrain-ps"
 run install -D -m 0755 "$WORKER_BIN" "$destdir$bindir/pstrain-worker"
@@ -197,6 +331,7 @@ if [ -f "$CUDA_LIB" ] && [ -z "$destdir" ] && [ "$(id -u)" = 0 ] && command -v l
 fi
 install_unit "$here/systemd/pstrain-ps.service"
 install_unit "$here/systemd/pstrain-worker@.service"
+install_ip_dropins
 run install -D -m 0644 "$here/README.md" "$destdir$docdir/README.md"
 echo "installed  $destdir$docdir/README.md"
 install_config "$here/ps.conf"
@@ -211,3 +346,10 @@ one host to all the others (same file everywhere, mode 0600), then
   systemctl enable --now pstrain-ps.service              # on the ps host
   systemctl enable --now pstrain-worker@0.service        # on a worker host, one per GPU (or @cpu0)
 EOF
+if [ "$IP_NOTE" = 1 ]; then
+  cat <<EOF
+The units exchange IP packets only with loopback, link-local and private addresses
+(10/8, 172.16/12, 192.168/16, fc00::/7). For a cluster on other addresses, or a DNS server
+on one, run this again with --cluster-ips ADDR,... or --tf-config @FILE.
+EOF
+fi

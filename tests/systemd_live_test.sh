@@ -5,7 +5,10 @@
 # mirror and package list; built in a temporary directory and renamed into place only once
 # complete), copied afresh for each run, the daemons of this build and deploy/ installed
 # into the copy with install.sh --destdir, booted with systemd-nspawn (no bus, no machined:
-# --register=no --keep-unit, and --private-network) and driven with nsenter. systemd is
+# --register=no --keep-unit, and --private-network; --system-call-filter=bpf lets the
+# container's systemd load the cgroup BPF programs that enforce the units' IPAddressDeny=,
+# which nspawn's default filter refuses, so that the jobs run behind the units' real IP
+# allow-list) and driven with nsenter. systemd is
 # never started on this machine's own root: only inside the copy (see
 # /work/shared/notes/systemd-live.md). Whatever happens, the container is powered off and
 # waited for when the test ends.
@@ -14,6 +17,12 @@
 # runs them), sync, mlp, EPOCHS epochs, a checkpoint every CKPT_EVERY steps, worker-timeout
 # 3 s, on 127.0.0.1 in the container; ps.conf and worker.conf written by the test.
 #   units   the shipped units load with the intended settings, the shipped configs parse
+#   security  (issue 12) `systemd-analyze security` in the container scores pstrain-ps,
+#           pstrain-worker@0 and @cpu0 at most MAX_EXPOSURE (2.0), and the container's
+#           systemd enforces IPAddressDeny= (a unit denied every address cannot connect to
+#           127.0.0.1); step a then checks the running daemons' sandbox: a user namespace,
+#           a seccomp filter, no capabilities, the ps's /proc without other processes and
+#           system files, and each worker instance a user of its own
 #   start-limit  (beside the jobs) a worker that fails at once (a bad value: exit 2) is
 #           restarted every 5 s until the start limit leaves it failed: StartLimitBurst runs,
 #           "Start request repeated too quickly", no more restarts, and a start by hand is
@@ -44,6 +53,9 @@ CKPT_EVERY=100
 # 0.8886. Clean minus 0.01 would leave 0.003 below the lowest of those; 0.015 leaves 0.008.
 MIN_CLEAN_ACC=0.87
 ACC_SLACK=0.015
+# The most `systemd-analyze security` may give either unit (0 best, 10 worst; it was 3.0 and
+# 3.2 before issue 12's hardening).
+MAX_EXPOSURE=2.0
 SUITE=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 # The root holds the daemons' run-time libraries, the data, and what the tests run inside.
 ROOT_PACKAGES=systemd,systemd-sysv,dbus,libnss-systemd,libuv1,libsodium23,libprotobuf-c1,libopenblas0,libinih1,libcjson1,libsystemd0,zlib1g,dataset-fashion-mnist,iproute2,procps
@@ -162,7 +174,8 @@ boot_container() {
     grep 'not found' | sort -u | tr -s ' \t\n' ' ') || true
   [ -z "$missing" ] || setup_fail "libraries missing in the container root: $missing"
   systemd-nspawn -D "$TMP/root" -b --register=no --keep-unit --private-network \
-    --machine="pstrain-live-$$" --console=read-only </dev/null >"$OUT/console.log" 2>&1 &
+    --system-call-filter=bpf --machine="pstrain-live-$$" --console=read-only \
+    </dev/null >"$OUT/console.log" 2>&1 &
   NSPAWN_PID=$!
   for _ in $(seq 100); do
     container_alive || setup_fail "systemd-nspawn exited at once: $(grep -v '^$' "$OUT/console.log" | tail -n 1)"
@@ -351,6 +364,58 @@ step_units() {
     { why "the shipped worker.conf does not mention reconnect-timeout"; return 1; }
 }
 
+# The exposure `systemd-analyze security` gives each unit in the container, at most
+# MAX_EXPOSURE (--threshold takes tenths and fails above it), and the IP firewall enforced:
+# a unit with IPAddressDeny=any times out connecting to a closed port on 127.0.0.1, where
+# without the firewall the connection is refused at once.
+step_security() {
+  local u out rc score threshold
+  threshold=$(awk -v m="$MAX_EXPOSURE" 'BEGIN { printf "%d", m * 10 + 0.5 }')
+  for u in "$PS" pstrain-worker@0.service "$W0"; do
+    rc=0
+    out=$(C systemd-analyze security --no-pager --threshold="$threshold" "$u" 2>&1) || rc=$?
+    printf '%s\n' "$out" >"$OUT/security-$u.txt"
+    score=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+    [ -n "$score" ] || { why "systemd-analyze security $u printed no exposure level (exit $rc): $(printf '%s\n' "$out" | tail -n 2 | tr '\n' ' ')"; return 1; }
+    echo "figure: systemd-analyze security $u: $score (at most $MAX_EXPOSURE); still exposed: $(printf '%s\n' "$out" | awk '/^✗/ { print $2 }' | tr '\n' ' ')"
+    [ "$rc" = 0 ] && awk -v s="$score" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(s <= m) }' ||
+      { why "systemd-analyze security $u: $score, above $MAX_EXPOSURE (exit $rc)"; return 1; }
+  done
+  rc=0
+  C systemd-run --wait --pipe --quiet --unit=pstrain-ipdeny-probe -p IPAddressDeny=any \
+    timeout 3 bash -c 'exec 3<>/dev/tcp/127.0.0.1/1' >"$OUT/ipdeny-probe.log" 2>&1 || rc=$?
+  case "$rc" in
+    124) echo "  IPAddressDeny= is enforced in the container: a unit denied every address timed out connecting to 127.0.0.1:1" ;;
+    *) why "the container's systemd does not enforce IPAddressDeny= (a denied unit's connection to 127.0.0.1:1 ended with status $rc: $(tail -n 1 "$OUT/ipdeny-probe.log")); the units' IP allow-list goes untested"
+       return 1 ;;
+  esac
+}
+
+# sandbox_of_running: the hardening as the kernel shows it for the running daemons.
+sandbox_of_running() {
+  local u pid m users=() map
+  for u in "${UNITS[@]}"; do
+    pid=$(prop "$u" MainPID)
+    [ -n "$pid" ] && [ "$pid" != 0 ] || { why "$u has no main process"; return 1; }
+    map=$(C cat "/proc/$pid/uid_map" | awk '{ print $1 }' | tr '\n' ' ')
+    users+=("$(C stat -c %U "/proc/$pid")")
+    [ "$(C cat "/proc/$pid/uid_map" | wc -l)" = 2 ] ||
+      { why "$u (pid $pid) is not in a user namespace of its own: uid_map maps $map"; return 1; }
+    C grep -qx 'Seccomp:[[:space:]]*2' "/proc/$pid/status" || { why "$u runs without a seccomp filter"; return 1; }
+    C grep -qx 'CapEff:[[:space:]]*0*' "/proc/$pid/status" || { why "$u has capabilities: $(C grep CapEff "/proc/$pid/status")"; return 1; }
+    m=$(C awk '$5 == "/proc" { print $NF }' "/proc/$pid/mountinfo")
+    case "$u:$m" in
+      "$PS":*hidepid=invisible*subset=pid*|"$PS":*subset=pid*hidepid=invisible*) ;;
+      "$PS":*) why "$u: its /proc is mounted '$m', expected hidepid=invisible and subset=pid"; return 1 ;;
+      *:*hidepid=invisible*) ;;
+      *) why "$u: its /proc is mounted '$m', expected hidepid=invisible"; return 1 ;;
+    esac
+  done
+  [ "${users[1]}" = pstrain-worker-cpu0 ] && [ "${users[2]}" = pstrain-worker-cpu1 ] ||
+    { why "the workers run as '${users[1]}' and '${users[2]}', expected pstrain-worker-cpu0 and pstrain-worker-cpu1"; return 1; }
+  echo "  sandbox: users ${users[*]}, each in a user namespace (uid_map: root and itself), seccomp on, no capabilities; /proc hidepid=invisible (the ps's also subset=pid)"
+}
+
 # Settings of this test's jobs. The recovery keys go in only when the daemons know them, so
 # that a build without them still runs steps a and e.
 write_configs() {
@@ -429,6 +494,7 @@ step_clean() {
   reset_job
   start_job || return 1
   echo "  started: $(props "${UNITS[@]}" | tr '\n' ' ')"
+  sandbox_of_running || return 1
   local seen=() s last="" wseen=() ws wlast=""
   while ! all_inactive; do
     s=$(prop "$PS" StatusText)
@@ -594,6 +660,7 @@ C /usr/local/bin/pstrain-ps --help 2>&1 | grep -q -- '--checkpoint-dir' &&
   echo "note: this build's daemons have no --checkpoint-dir/--reconnect-timeout: steps b, c and d cannot pass"
 
 step units "the shipped units and configs as systemd loads them" step_units
+step security "systemd-analyze security at most $MAX_EXPOSURE for every unit; IPAddressDeny= enforced" step_security
 write_configs
 # Enabled, as deploy/README.md says to run them: systemd then keeps the units loaded once
 # they are inactive, with their ExecMainStatus (a unit that was only started may be

@@ -12,6 +12,10 @@
 # --purge removes those too. Also the restart settings of issue 11 (each in its section),
 # Documentation= naming the installed README, and the ps's checkpoint-dir being one of its
 # unit's state directories (tests/systemd_live_test.sh runs them under a real systemd).
+# The hardening of issue 12: the sandbox settings each unit must have (and the ones the
+# worker must not have, for the GPU), `systemd-analyze security --offline` at most 2.0
+# for every unit, and install.sh's IP allow-list drop-ins (--cluster-ips, --tf-config,
+# TF_CONFIG): written, verified, kept on reinstall, removed by --uninstall.
 source "$(dirname "$0")/lib.sh"
 
 DEPLOY="$RUNFILES/deploy"
@@ -113,6 +117,55 @@ grep -q '^# reconnect-timeout = 300$' "$ROOT/etc/pstrain/worker.conf" || fail "w
 checks=$((checks + 1))
 pass "restart settings: Restart=on-failure, SuccessExitStatus=3, RestartPreventExitStatus=3, start limits in [Unit]; Documentation=$doc installed; checkpoint-dir $ckpt_dir is a StateDirectory"
 
+# 2c. Hardening (issue 12). Settings both units have, each as the one value in [Service]:
+# an allow-list of system calls, hidden processes, a user namespace, no capabilities, an IP
+# allow-list, no netlink. The ps also gets ProcSubset=pid and MemoryDenyWriteExecute=yes;
+# the worker must not (the CUDA driver reads /proc/driver/nvidia and /proc/devices, and is
+# not known to do without W+X memory), must keep its NVIDIA devices and no PrivateDevices=,
+# and runs as a user of its own per instance.
+# unit_has FILE KEY VALUE: [Service] sets KEY=VALUE (the last assignment counts).
+unit_has() {
+  local v
+  v=$(unit_key "$1" Service "$2" | tail -n 1)
+  [ "$v" = "$3" ] || fail "$(basename "$1"): $2=${v:-(unset)}, expected $2=$3"
+}
+for u in pstrain-ps.service pstrain-worker@.service; do
+  f=$ROOT/etc/systemd/system/$u
+  [ "$(unit_key "$f" Service SystemCallFilter | head -n 1)" = @system-service ] ||
+    fail "$u: SystemCallFilter= does not start with @system-service"
+  unit_key "$f" Service SystemCallFilter | grep -q '^~.*@privileged' || fail "$u: @privileged not taken out of SystemCallFilter="
+  for kv in SystemCallErrorNumber=EPERM SystemCallArchitectures=native ProtectProc=invisible \
+            PrivateUsers=yes PrivateTmp=yes PrivateIPC=yes RemoveIPC=yes NoNewPrivileges=yes \
+            ProtectSystem=strict ProtectHome=yes DynamicUser=yes CapabilityBoundingSet= \
+            IPAddressDeny=any UMask=0077 "RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6"; do
+    unit_has "$f" "${kv%%=*}" "${kv#*=}"
+  done
+  unit_key "$f" Service IPAddressAllow | tail -n 1 | tr ' ' '\n' | grep -qx localhost ||
+    fail "$u: IPAddressAllow= does not allow localhost"
+done
+PSU=$ROOT/etc/systemd/system/pstrain-ps.service
+WU=$ROOT/etc/systemd/system/pstrain-worker@.service
+unit_has "$PSU" ProcSubset pid
+unit_has "$PSU" MemoryDenyWriteExecute yes
+unit_has "$PSU" PrivateDevices yes
+unit_has "$WU" User pstrain-worker-%i
+unit_has "$WU" DevicePolicy closed
+[ -z "$(unit_key "$WU" Service PrivateDevices)$(unit_key "$WU" Service ProcSubset)$(unit_key "$WU" Service MemoryDenyWriteExecute)" ] ||
+  fail "pstrain-worker@.service sets PrivateDevices=, ProcSubset= or MemoryDenyWriteExecute=, which the GPU does not survive"
+unit_key "$WU" Service DeviceAllow | grep -qx 'char-nvidia\* rw' || fail "pstrain-worker@.service lost DeviceAllow=char-nvidia* rw"
+# The exposure systemd-analyze gives the units as installed (0 best, 10 worst): 2.0 at most.
+# --threshold=20 makes it exit non-zero above 2.0.
+scores=
+for u in pstrain-ps.service pstrain-worker@0.service pstrain-worker@cpu0.service; do
+  out=$(systemd-analyze security --offline=yes --root="$ROOT" --threshold=20 --no-pager "$u" 2>&1) ||
+    fail "systemd-analyze security $u: above 2.0 (or failed): $(echo "$out" | grep -E '✗|Overall' | head -n 12)"
+  score=$(echo "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
+  [ -n "$score" ] || fail "systemd-analyze security $u printed no exposure level: $(echo "$out" | tail -n 2)"
+  scores="$scores $u $score;"
+done
+checks=$((checks + 1))
+pass "hardening: sandbox settings in place; systemd-analyze security --offline:$scores (at most 2.0)"
+
 # 3. The check itself: a unit with an error must fail it. A bad value is only logged (verify
 # exits 0), a missing binary makes verify exit 1; both must count.
 sed 's/^Type=notify$/Type=notfy/' "$DEPLOY/systemd/pstrain-ps.service" \
@@ -191,5 +244,56 @@ left=$(files_in "$ROOT")
 [ ! -e "$ROOT/etc/pstrain" ] || fail "after --purge /etc/pstrain is still there"
 checks=$((checks + 1))
 pass "install.sh --uninstall kept only the configs, --purge removed them"
+
+# 8. The IP allow-list drop-ins: --cluster-ips (addresses, prefixes, host names) and
+# --tf-config (the cluster spec's hosts) write the same list into both units' drop-in, which
+# empties the unit's own list first; the DNS servers of the root's resolv.conf join it
+# (not a loopback one); the units still verify and score; an install without the options
+# keeps the drop-ins; an unresolvable host stops install.sh before it installs anything;
+# --uninstall removes the drop-ins and their directories.
+NET="$TMP/net"
+new_root "$NET"
+mkdir -p "$NET/etc"
+printf 'nameserver 127.0.0.53\nnameserver 10.53.0.1\n' >"$NET/etc/resolv.conf"
+"${INSTALL[@]}" --destdir "$NET" --cluster-ips 10.1.0.0/16,192.0.2.7 --cluster-ips "localhost fd00::5" \
+  >"$OUT/install-net.log" 2>&1 || fail "install.sh --cluster-ips failed: $(tail -n 1 "$OUT/install-net.log")"
+for u in pstrain-ps.service pstrain-worker@.service; do
+  d=$NET/etc/systemd/system/$u.d/ipaddress.conf
+  [ -f "$d" ] || fail "install.sh --cluster-ips wrote no $u.d/ipaddress.conf"
+  [ "$(unit_key "$d" Service IPAddressAllow | tr '\n' '|')" = "|localhost 10.1.0.0/16 192.0.2.7 fd00::5 10.53.0.1|" ] ||
+    fail "$u.d/ipaddress.conf: IPAddressAllow= $(unit_key "$d" Service IPAddressAllow | tr '\n' '|')"
+done
+for u in pstrain-ps.service pstrain-worker@1.service; do
+  report=$(verify "$NET" "$u") || fail "systemd-analyze verify $u with the IP drop-in: $report"
+  systemd-analyze security --offline=yes --root="$NET" --threshold=20 --no-pager "$u" >/dev/null 2>&1 ||
+    fail "systemd-analyze security $u with the IP drop-in: above 2.0"
+done
+"${INSTALL[@]}" --destdir "$NET" >"$OUT/install-net2.log" 2>&1 || fail "install.sh without --cluster-ips failed"
+grep -q "^kept       $NET/etc/systemd/system/pstrain-ps.service.d/ipaddress.conf" "$OUT/install-net2.log" ||
+  fail "an install without --cluster-ips did not keep the drop-in"
+tf='{"cluster": {"ps": ["localhost:7070"], "worker": ["192.0.2.8:7071", "[2001:db8::1]:7072"]}, "task": {"type": "ps", "index": 0}}'
+echo "$tf" >"$TMP/tf_config.json"
+"${INSTALL[@]}" --destdir "$NET" --tf-config "@$TMP/tf_config.json" >"$OUT/install-net3.log" 2>&1 ||
+  fail "install.sh --tf-config failed: $(tail -n 1 "$OUT/install-net3.log")"
+want="localhost 192.0.2.8 2001:db8::1 10.53.0.1"
+[ "$(unit_key "$NET/etc/systemd/system/pstrain-worker@.service.d/ipaddress.conf" Service IPAddressAllow | tail -n 1)" = "$want" ] ||
+  fail "install.sh --tf-config: IPAddressAllow=$(unit_key "$NET/etc/systemd/system/pstrain-worker@.service.d/ipaddress.conf" Service IPAddressAllow | tail -n 1), expected $want"
+TF_CONFIG='{"cluster": {"ps": ["192.0.2.9:7070"], "worker": ["192.0.2.9:7071"]}}' "${INSTALL[@]}" --destdir "$NET" \
+  >"$OUT/install-net4.log" 2>&1 || fail "install.sh with TF_CONFIG failed"
+[ "$(unit_key "$NET/etc/systemd/system/pstrain-ps.service.d/ipaddress.conf" Service IPAddressAllow | tail -n 1)" = "localhost 192.0.2.9 10.53.0.1" ] ||
+  fail "install.sh did not take the allow list from TF_CONFIG"
+BADNET="$TMP/badnet"
+mkdir -p "$BADNET"
+"${INSTALL[@]}" --destdir "$BADNET" --cluster-ips no-such-host.invalid >"$OUT/install-badnet.log" 2>&1 &&
+  fail "install.sh accepted the unresolvable host no-such-host.invalid"
+grep -q "cannot resolve the cluster host 'no-such-host.invalid'" "$OUT/install-badnet.log" ||
+  fail "install.sh did not name the unresolvable host: $(tail -n 1 "$OUT/install-badnet.log")"
+[ -z "$(find "$BADNET" -mindepth 1 -print -quit)" ] || fail "install.sh installed files before refusing the host"
+"${INSTALL[@]}" --destdir "$NET" --uninstall --purge >"$OUT/uninstall-net.log" 2>&1 || fail "install.sh --uninstall (drop-ins) failed"
+left=$(files_in "$NET" | awk '{print $2}' | grep -v '^./etc/resolv.conf$' || true)
+[ -z "$left" ] || fail "after --uninstall --purge files are left: $left"
+[ ! -e "$NET/etc/systemd/system/pstrain-ps.service.d" ] || fail "--uninstall left pstrain-ps.service.d"
+checks=$((checks + 1))
+pass "IP allow-list drop-ins: --cluster-ips, --tf-config and TF_CONFIG written (with the DNS server), verified, kept, refused for a bad host, uninstalled"
 
 echo "$checks passed, 0 failed"
