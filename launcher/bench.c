@@ -23,17 +23,23 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/proc.h"
+#include "common/tls.h"
+#include "common/tls_pki.h"
 #include "launcher/bench.h"
+#include "launcher/bench_tls.h"
 #include "launcher/commands.h"
 
 #define MAX_CELLS 64
 #define MAX_CLIENTS 64
 #define MIB (1024.0 * 1024.0)
+#define MAX_SUITES 4
 
 static char f_sizes[PST_CFG_STR_MAX], f_clients[PST_CFG_STR_MAX], f_json[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX];
 static int64_t f_rounds, f_warmup, f_chunk, f_repeat;
 static double f_seconds;
+static int f_tls;
+static char f_tls_suites[PST_CFG_STR_MAX];
 
 static pst_cfg_opt g_opts[] = {
     PST_OPT("sizes", PST_CFG_STRING, f_sizes, "4K,1M,16M,100M", "tensor sizes (bytes; K, M, G = KiB, MiB, GiB)", 0, 0),
@@ -45,6 +51,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "the ps's tensor chunk on the wire (KiB)", 4, 262144),
     PST_OPT("json", PST_CFG_STRING, f_json, "", "write every figure to this file", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs here (default: a new /tmp dir)", 0, 0),
+    PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "also measure what TLS costs: a libuv echo of the same rounds, plain and with mutual TLS 1.3", 0, 0),
+    PST_OPT("tls-suites", PST_CFG_STRING, f_tls_suites, "default", "with --tls: TLS 1.3 suites, comma-separated: default (OpenSSL's), aes256, aes128, chacha20, or OpenSSL names", 0, 0),
 };
 
 typedef struct {
@@ -56,7 +64,39 @@ typedef struct {
   long bound_kib;         /* 2 x weights + 32 MiB */
   int ps_ok, raw_ok;
   char why[256];
+  /* --tls: the libuv echo, plain and with each suite. */
+  pl_bench_figs uv, tls[MAX_SUITES];
+  char suite[MAX_SUITES][64];
+  int uv_ok;
 } cell;
+
+/* --tls-suites: OpenSSL suite lists ("" for its default) and their names in the table. */
+static char g_suite_list[MAX_SUITES][128], g_suite_name[MAX_SUITES][128];
+static int g_n_suites;
+
+static int parse_suites(const char *s) {
+  static const char *alias[][2] = {{"default", ""},
+                                   {"aes256", "TLS_AES_256_GCM_SHA384"},
+                                   {"aes128", "TLS_AES_128_GCM_SHA256"},
+                                   {"chacha20", "TLS_CHACHA20_POLY1305_SHA256"}};
+  g_n_suites = 0;
+  while (*s) {
+    size_t len = strcspn(s, ",");
+    if (len == 0 || len >= sizeof g_suite_list[0] || g_n_suites == MAX_SUITES) return -EINVAL;
+    char word[128];
+    memcpy(word, s, len);
+    word[len] = '\0';
+    const char *list = word;
+    for (size_t i = 0; i < sizeof alias / sizeof alias[0]; i++)
+      if (!strcmp(word, alias[i][0])) list = alias[i][1];
+    snprintf(g_suite_list[g_n_suites], sizeof g_suite_list[0], "%s", list);
+    snprintf(g_suite_name[g_n_suites], sizeof g_suite_name[0], "%s", word);
+    g_n_suites++;
+    s += len;
+    if (*s == ',') s++;
+  }
+  return g_n_suites > 0 ? 0 : -EINVAL;
+}
 
 /* "4K,1M,16M" into byte counts. */
 static int parse_sizes(const char *s, size_t *out, int max) {
@@ -347,6 +387,68 @@ static void json_figs(FILE *f, const char *name, const pl_bench_figs *x) {
           x->server_cpu_s, x->clients_cpu_s);
 }
 
+/* --tls: the libuv echo of cell c, plain and with each suite; each keeps its best run. */
+static void run_tls(cell *c, const char *dir, int rep) {
+  char why[256], suite[64];
+  pl_bench_figs f;
+  pl_bench_tls_opts o = {.pki_dir = NULL, .suites = NULL, .chunk = (size_t)f_chunk * 1024};
+  if (rep == 0) c->uv_ok = 1;
+  if (!c->uv_ok) return;
+  c->uv_ok = pl_bench_uv(c->bytes, c->clients, c->rounds, f_warmup, &o, &f, suite, sizeof suite,
+                         why, sizeof why) == 0;
+  if (c->uv_ok && f.combined_rate > c->uv.combined_rate) c->uv = f;
+  o.pki_dir = dir;
+  for (int k = 0; k < g_n_suites && c->uv_ok; k++) {
+    o.suites = g_suite_list[k];
+    c->uv_ok = pl_bench_uv(c->bytes, c->clients, c->rounds, f_warmup, &o, &f, suite,
+                           sizeof suite, why, sizeof why) == 0;
+    if (c->uv_ok && f.combined_rate > c->tls[k].combined_rate) {
+      c->tls[k] = f;
+      /* "TLSv1.3 TLS_AES_256_GCM_SHA384, peer ..." -> the suite's name. */
+      const char *p = strncmp(suite, "TLSv1.3 ", 8) == 0 ? suite + 8 : suite;
+      snprintf(c->suite[k], sizeof c->suite[k], "%.*s", (int)strcspn(p, ","), p);
+    }
+  }
+  if (!c->uv_ok) snprintf(c->why, sizeof c->why, "%s", why);
+}
+
+static void print_tls(const cell *cells, int n) {
+  printf("\nTLS (common/tls.h; the ps itself does not use it yet): a libuv echo of the same "
+         "rounds, each\nclient pushing S bytes in %lld KiB chunk writes (header + payload "
+         "pointer) and the server\nanswering with S bytes the same way, through pst_tls_stream: "
+         "plain (no context: libuv's own\ncalls) and with mutual TLS 1.3. vs plain = comb / "
+         "plain comb; vs raw = comb / raw comb.\n\n", (long long)f_chunk);
+  printf("%-9s %2s %-40s | %6s %6s %6s %9s | %5s %5s | %4s %5s\n", "size", "N", "variant", "push",
+         "pull", "comb", "p50", "vs", "vs", "srv", "cl");
+  printf("%-9s %2s %-40s | %6s %6s %6s %9s | %5s %5s | %4s %5s\n", "", "", "", "GB/s", "GB/s",
+         "GB/s", "us", "plain", "raw", "cpu", "cpu");
+  for (int i = 0; i < n; i++) {
+    const cell *c = &cells[i];
+    char sz[32];
+    size_name(c->bytes, sz, sizeof sz);
+    if (!c->uv_ok) {
+      printf("%-9s %2d failed: %s\n", sz, c->clients, c->why);
+      continue;
+    }
+    for (int k = -2; k < g_n_suites; k++) {
+      const pl_bench_figs *f = k == -2 ? &c->raw : k == -1 ? &c->uv : &c->tls[k];
+      char name[80];
+      if (k == -2) snprintf(name, sizeof name, "raw TCP (poll, 1 MiB writes)");
+      else if (k == -1) snprintf(name, sizeof name, "plain (libuv)");
+      else if (!strcmp(g_suite_name[k], c->suite[k])) snprintf(name, sizeof name, "TLS %s", c->suite[k]);
+      else snprintf(name, sizeof name, "TLS %s: %s", g_suite_name[k], c->suite[k]);
+      double cl_pct = f->wall_s > 0 ? 100 * f->clients_cpu_s / f->wall_s : -1;
+      printf("%-9s %2d %-40.40s | %6.2f %6.2f %6.2f %9.1f | %5.2f %5.2f | %3.0f%% %4.0f%%\n", sz,
+             c->clients, name, f->push_rate / 1e9, f->pull_rate / 1e9, f->combined_rate / 1e9,
+             f->p50_s * 1e6, c->uv.combined_rate > 0 ? f->combined_rate / c->uv.combined_rate : 0,
+             c->raw.combined_rate > 0 ? f->combined_rate / c->raw.combined_rate : 0, cpu_pct(f),
+             cl_pct);
+    }
+  }
+  printf("srv cpu = the server's CPU use, cl cpu = all clients' together, %% of one CPU.\n");
+  fflush(stdout);
+}
+
 static int write_json(const char *path, const cell *cells, int n, const char *machine,
                       const char *command, const char *date, double load0, double load1) {
   FILE *f = fopen(path, "w");
@@ -366,10 +468,25 @@ static int write_json(const char *path, const cell *cells, int n, const char *ma
     fputc(',', f);
     json_figs(f, "raw_tcp", &c->raw);
     fprintf(f, ",\"ratio\":%.4f,\"ps_peak_rss_kib\":%ld,\"memory_bound_kib\":%ld,"
-               "\"within_bound\":%s}",
+               "\"within_bound\":%s",
             c->raw.combined_rate > 0 ? c->ps.combined_rate / c->raw.combined_rate : 0,
             c->ps.peak_rss_kib, c->bound_kib,
             c->ps.peak_rss_kib <= c->bound_kib ? "true" : "false");
+    if (f_tls && c->uv_ok) {
+      fputc(',', f);
+      json_figs(f, "uv_plain", &c->uv);
+      fprintf(f, ",\"tls\":[");
+      for (int k = 0; k < g_n_suites; k++) {
+        fprintf(f, "%s{\"asked\":\"%s\",\"suite\":\"%s\",", k ? "," : "", g_suite_name[k],
+                c->suite[k]);
+        json_figs(f, "figures", &c->tls[k]);
+        fprintf(f, ",\"ratio_uv_plain\":%.4f,\"ratio_raw\":%.4f}",
+                c->uv.combined_rate > 0 ? c->tls[k].combined_rate / c->uv.combined_rate : 0,
+                c->raw.combined_rate > 0 ? c->tls[k].combined_rate / c->raw.combined_rate : 0);
+      }
+      fputc(']', f);
+    }
+    fputc('}', f);
   }
   fprintf(f, "\n]}\n");
   return fclose(f) == 0 ? 0 : -errno;
@@ -406,6 +523,32 @@ int pl_cmd_bench(int argc, char **argv) {
   }
   if (pl_make_run_dir(f_run_dir[0] ? f_run_dir : NULL, dir, sizeof dir) < 0) return 1;
   signal(SIGPIPE, SIG_IGN);
+  if (f_tls) {
+    if (parse_suites(f_tls_suites) < 0) {
+      fprintf(stderr, "pstrain bench: --tls-suites wants up to %d comma-separated suites "
+                      "(default, aes256, aes128, chacha20, or OpenSSL names)\n", MAX_SUITES);
+      return 2;
+    }
+    /* A throwaway CA and certificates for the echo, in the run directory. */
+    if (pst_tls_pki_make(dir, "bench", err, sizeof err) < 0) {
+      fprintf(stderr, "pstrain bench: %s\n", err);
+      return 1;
+    }
+    /* A suite OpenSSL does not know fails here, not in every cell's children. */
+    char cert[PATH_MAX], key[PATH_MAX], ca[PATH_MAX];
+    pst_tls_pki_path(cert, sizeof cert, dir, "bench", "server.pem");
+    pst_tls_pki_path(key, sizeof key, dir, "bench", "server.key");
+    pst_tls_pki_path(ca, sizeof ca, dir, "bench", "ca.pem");
+    pst_tls_ctx *probe = NULL;
+    int rc = pst_tls_ctx_new(PST_TLS_SERVER, cert, key, ca, &probe, err, sizeof err);
+    for (int k = 0; k < g_n_suites && rc == 0; k++)
+      rc = pst_tls_ctx_set_ciphersuites(probe, g_suite_list[k], err, sizeof err);
+    pst_tls_ctx_free(probe);
+    if (rc < 0) {
+      fprintf(stderr, "pstrain bench: --tls-suites: %s\n", err);
+      return 2;
+    }
+  }
 
   char machine[400], command[1024], date[64];
   machine_line(machine, sizeof machine);
@@ -446,19 +589,24 @@ int pl_cmd_bench(int argc, char **argv) {
        * throughput), so that a burst of other load on the machine hurts neither for long. */
       c->raw_ok = c->ps_ok = 1;
       long peak = -1;
-      for (int rep = 0; rep < f_repeat && c->raw_ok && c->ps_ok; rep++) {
+      /* With --tls, the TLS echo goes on after a failed pstrain run: it does not use the ps. */
+      for (int rep = 0; rep < f_repeat && c->raw_ok && (c->ps_ok || f_tls); rep++) {
         pl_bench_figs f;
         c->raw_ok = pl_bench_tcp(c->bytes, c->clients, c->rounds, f_warmup, &f, c->why,
                                  sizeof c->why) == 0;
         if (c->raw_ok && f.combined_rate > c->raw.combined_rate) c->raw = f;
-        c->ps_ok = c->raw_ok && run_pstrain(c, dir, ps_bin, cl_bin, f_warmup, &f) == 0;
+        if (c->ps_ok)
+          c->ps_ok = c->raw_ok && run_pstrain(c, dir, ps_bin, cl_bin, f_warmup, &f) == 0;
         if (c->ps_ok && f.combined_rate > c->ps.combined_rate) c->ps = f;
         if (c->ps_ok && f.peak_rss_kib > peak) peak = f.peak_rss_kib;
+        if (f_tls && c->raw_ok) run_tls(c, dir, rep);
+        if (f_tls && !c->uv_ok) break;
       }
       c->ps.peak_rss_kib = peak;
-      if (!c->ps_ok || !c->raw_ok) all_ok = 0;
+      if (!c->ps_ok || !c->raw_ok || (f_tls && !c->uv_ok)) all_ok = 0;
       print_cell(c);
     }
+  if (f_tls) print_tls(cells, n);
   FILE *lf2 = fopen("/proc/loadavg", "r");
   if (lf2) {
     if (fscanf(lf2, "%lf", &load_end) != 1) load_end = 0;

@@ -375,6 +375,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
         wk_client_close(c, NULL);
       return 0;
     case PSTRAIN__MSG_TYPE__ACK:
+    case PSTRAIN__MSG_TYPE__HEARTBEAT: /* the ps says it is alive while it has nothing to send */
     case PSTRAIN__MSG_TYPE__STATUS:
       return 0;
     default:

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# One short real training run for the sanitizer pass of `./pstrain test` (bazel test
+# --config=asan, see .bazelrc): pstrain-ps and two pstrain-workers, sync, mlp, 1 epoch on
+# a 6,000-sample slice of Fashion-MNIST (plain IDX files for training, gzip'd for the test
+# set, so both read paths run), on 127.0.0.1. It passes when every process exits 0, the
+# run finished, and no log holds a sanitizer report (ASan, UBSan or LeakSanitizer at exit).
+# Tagged manual: under the normal build it would only repeat train_sync_test.
+set -euo pipefail
+
+RUNFILES="${TEST_SRCDIR:-$(cd "$(dirname "$0")/../.." && pwd)}/pstrain"
+[ -d "$RUNFILES" ] || RUNFILES="$(cd "$(dirname "$0")/../.." && pwd)"
+PS_BIN="$RUNFILES/ps/pstrain-ps"
+WORKER_BIN="$RUNFILES/worker/pstrain-worker"
+DATA_DIR="${PSTRAIN_DATA_DIR:-/usr/share/datasets/fashion-mnist}"
+OUT="${TEST_UNDECLARED_OUTPUTS_DIR:-$(mktemp -d)}"
+TMP="${TEST_TMPDIR:-$(mktemp -d)}"
+mkdir -p "$OUT"
+PIDS=()
+trap 'for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill -KILL "$p" 2>/dev/null || true; done' EXIT
+
+fail() {
+  echo "FAIL: $*" >&2
+  for f in "$OUT"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 40 "$f" >&2; }; done
+  exit 1
+}
+
+# The slice: the first 6,000 training and 1,000 test samples.
+data="$TMP/data"
+mkdir -p "$data"
+/usr/bin/python3 - "$DATA_DIR" "$data" <<'PY'
+import gzip, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+for split, n, gz in (("train", 6000, False), ("t10k", 1000, True)):
+    for kind, dims in (("images-idx3", 3), ("labels-idx1", 1)):
+        raw = gzip.open(f"{src}/{split}-{kind}-ubyte.gz").read()
+        head = list(struct.unpack(">%dI" % (1 + dims), raw[:4 * (1 + dims)]))
+        per = 1
+        for d in head[2:]:
+            per *= d
+        head[1] = n
+        body = raw[4 * (1 + dims):4 * (1 + dims) + n * per]
+        out = struct.pack(">%dI" % (1 + dims), *head) + body
+        name = f"{dst}/{split}-{kind}-ubyte"
+        if gz:
+            with gzip.open(name + ".gz", "wb", compresslevel=1) as f:
+                f.write(out)
+        else:
+            with open(name, "wb") as f:
+                f.write(out)
+PY
+
+port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+# halt_on_error and exitcode make any report fail the process; LeakSanitizer runs at exit.
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:halt_on_error=1:allow_user_segv_handler=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+
+"$PS_BIN" --listen "127.0.0.1:$port" --workers 2 --mode sync --model mlp --epochs 1 \
+  --batch-size 64 --status-interval 0 --summary-json "$OUT/summary.json" >"$OUT/ps.log" 2>&1 &
+ps_pid=$!
+PIDS+=("$ps_pid")
+wpids=()
+for i in 0 1; do
+  "$WORKER_BIN" --ps "127.0.0.1:$port" --index "$i" --data-dir "$data" --device cpu \
+    --connect-timeout 30 >"$OUT/worker$i.log" 2>&1 &
+  wpids+=($!)
+  PIDS+=($!)
+done
+
+wait_pid() {
+  local pid=$1 deadline=$((SECONDS + $2)) rc=0
+  while kill -0 "$pid" 2>/dev/null; do
+    [ $SECONDS -lt $deadline ] || fail "process $pid still running after $2 s"
+    sleep 0.1
+  done
+  wait "$pid" || rc=$?
+  return $rc
+}
+for i in 0 1; do wait_pid "${wpids[$i]}" 240 || fail "worker $i exited with status $?"; done
+wait_pid "$ps_pid" 60 || fail "the ps exited with status $?"
+
+reports=$(grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (Address|Leak|UndefinedBehavior)Sanitizer' \
+  "$OUT"/*.log || true)
+[ -z "$reports" ] || fail "sanitizer reports in: $reports"
+grep -q '"finished":true' "$OUT/summary.json" || fail "the run did not finish: $(cat "$OUT/summary.json")"
+acc=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["test_accuracy"])' "$OUT/summary.json")
+echo "PASS: sync, 2 workers, mlp, 1 epoch on 6000 samples under the sanitizers: test accuracy $acc"
