@@ -86,8 +86,11 @@ static void on_tcp_closed_for_retry(uv_handle_t *h) {
     on_handle_closed(h);
     return;
   }
+  /* The attempt made at the deadline was the last: the timer that brought it may fire up to
+   * a millisecond early (the loop's clock counts whole milliseconds), and retrying whatever
+   * sliver was left would fire a burst of attempts with no wait between them. */
   double left = c->deadline - pst_now();
-  if (left <= 0) {
+  if (left <= 0 || c->last_attempt) {
     give_up(c);
     return;
   }
@@ -96,7 +99,10 @@ static void on_tcp_closed_for_retry(uv_handle_t *h) {
   /* The last wait is cut short so that one more attempt is made right at the deadline:
    * giving up a whole backoff early would make --connect-timeout 3 mean 1.5 s. */
   uint64_t wait_ms = c->backoff_ms;
-  if ((double)wait_ms > left * 1000.0) wait_ms = (uint64_t)(left * 1000.0);
+  if ((double)wait_ms >= left * 1000.0) {
+    wait_ms = (uint64_t)(left * 1000.0);
+    c->last_attempt = 1;
+  }
   c->state = WK_CONN_BACKOFF;
   uv_timer_start(&c->timer, on_backoff_timer, wait_ms, 0);
   c->backoff_ms = c->backoff_ms * 2 > 2000 ? 2000 : c->backoff_ms * 2;

@@ -45,6 +45,7 @@ struct wk_client {
   double deadline;        /* monotonic seconds after which connecting gives up */
   int attempts;
   uint64_t backoff_ms;
+  int last_attempt; /* the next attempt is the one at the deadline */
   char last_error[128];
   uv_getaddrinfo_t gai;
   uv_connect_t connect_req;
