@@ -12,9 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/log.h"
 #include "kernels/backend.h"
+#include "kernels/blas_setup.h"
 #include "kernels/model.h"
 #include "kernels/net.h"
 
@@ -116,6 +118,15 @@ int main(int argc, char **argv) {
   int batch = 64, threads = 1;
   double seconds = 2.0;
   pst_log_init("bench_compute", PST_LOG_WARN);
+  /* The kernels a worker would use on this machine (kernels/blas_setup.h), said on stderr. */
+  char blas_note[320];
+  if (pst_blas_choose(blas_note, sizeof blas_note) == 1) {
+    fprintf(stderr, "bench_compute: %s\n", blas_note);
+    execv("/proc/self/exe", argv);
+    fprintf(stderr, "bench_compute: cannot run again: %s\n", strerror(errno));
+  } else {
+    fprintf(stderr, "bench_compute: %s\n", blas_note);
+  }
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
     if (i + 1 >= argc) return usage();

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "kernels/backend.h"
+#include "kernels/blas_setup.h"
 #include "kernels/cpu_internal.h"
 
 /* OpenBLAS extensions, declared here because not every cblas.h carries them. */
@@ -115,7 +116,10 @@ int pst_cpu_backend_create(int threads, pst_backend **out) {
     free(impl);
     return -ENOMEM;
   }
-  /* The thread count is process-wide in OpenBLAS; one worker process runs one backend. */
+  /* Denormals flushed in this thread and in OpenBLAS's, whose pool is made again to inherit
+   * that (kernels/blas_setup.h); then the thread count, which is process-wide in OpenBLAS:
+   * one worker process runs one backend. */
+  pst_blas_flush_denormals();
   openblas_set_num_threads(threads);
   impl->threads = threads;
   b->name = "cpu";

@@ -89,7 +89,7 @@ void ps_worker_joined(ps_server *s, int i) {
    * may have been lost before the last registered). */
   if (!s->started && s->slots_seen == s->opt.workers) {
     s->started = 1;
-    s->metrics.train_start = pst_now();
+    pst_metrics_mark_start(&s->metrics);
     LOG_INFO("all %d workers registered; training %s, %d epochs%s", s->opt.workers,
              pst_mode_name(s->opt.mode), s->opt.epochs, s->resumed ? " (resumed)" : "");
   }
@@ -152,7 +152,7 @@ void ps_check_progress(ps_server *s) {
   for (int i = 0; i < s->opt.workers; i++)
     if (owes_eval(s, i, (uint32_t)s->opt.epochs)) return;
   pst_metrics_eval_complete(&s->metrics, (uint32_t)s->opt.epochs);
-  s->metrics.train_end = pst_now();
+  pst_metrics_mark_end(&s->metrics);
   double wall = s->metrics.train_end - s->metrics.train_start;
   LOG_INFO("training complete: %d epochs, version %" PRIu64 ", test accuracy %.4f, %.0f samples/s"
            " over %.1f s, weights checksum %016" PRIx64 "%s",

@@ -8,6 +8,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "common/proc.h"
+
 int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, int append,
                      char *err, size_t errlen) {
   memset(m, 0, sizeof *m);
@@ -88,6 +90,16 @@ int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
   return 1;
 }
 
+void pst_metrics_mark_start(pst_metrics *m) {
+  m->train_start = pst_now();
+  m->cpu_start = pst_proc_self_cpu_s();
+}
+
+void pst_metrics_mark_end(pst_metrics *m) {
+  m->train_end = pst_now();
+  m->cpu_end = pst_proc_self_cpu_s();
+}
+
 static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double wall,
                           double sps) {
   cJSON *o = cJSON_CreateObject();
@@ -112,6 +124,13 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "mean_staleness", r->mean_staleness);
   cJSON_AddNumberToObject(o, "max_staleness", (double)r->max_staleness);
   cJSON_AddNumberToObject(o, "gradients_applied", (double)r->applied);
+  /* The ps's CPU time over training, and per gradient applied: what scale-out is bounded by
+   * (a gradient costs the ps its check, sum, optimizer pass and the pulls that follow). */
+  double cpu_end = m->cpu_end > 0 ? m->cpu_end : pst_proc_self_cpu_s();
+  double cpu = m->cpu_start > 0 && cpu_end >= m->cpu_start ? cpu_end - m->cpu_start : 0;
+  cJSON_AddNumberToObject(o, "ps_cpu_seconds", cpu);
+  cJSON_AddNumberToObject(o, "ps_cpu_ms_per_gradient",
+                          r->applied > 0 ? cpu * 1e3 / (double)r->applied : 0);
   cJSON_AddNumberToObject(o, "dropped_gradients", (double)r->dropped);
   cJSON_AddNumberToObject(o, "rejected", (double)r->rejected);
   cJSON_AddNumberToObject(o, "max_lead", (double)r->max_lead);

@@ -48,8 +48,13 @@ typedef struct {
   uint64_t samples_trained;
   uint64_t samples_resumed; /* of samples_trained, those trained before a resume */
   double train_start, train_end; /* monotonic seconds: all registered .. all done */
+  double cpu_start, cpu_end;     /* this process's CPU seconds at those moments */
 } pst_metrics;
 
+/* Training starts (every slot has had a worker) and ends (the last evaluation is in): the
+ * wall clock and this process's CPU time, for the summary's speed and CPU per gradient. */
+void pst_metrics_mark_start(pst_metrics *m);
+void pst_metrics_mark_end(pst_metrics *m);
 /* append: a resumed run adds to the file it wrote before instead of starting it anew. */
 int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, int append,
                      char *err, size_t errlen);

@@ -1,5 +1,6 @@
 /* Tests for ps/optim.c: known values, a double-precision reference, and the guarantee that
  * range-by-range and in-place application give the same bits as one whole-vector update. */
+#include "common/fpenv.h"
 #include "ps/optim.h"
 
 #include <errno.h>
@@ -344,6 +345,62 @@ static void test_state_restore(void) {
   }
 }
 
+/* By its bits: with DAZ on, a comparison reads a denormal as zero. */
+static int is_denormal(float v) {
+  uint32_t u;
+  memcpy(&u, &v, sizeof u);
+  return (u & 0x7f800000u) == 0 && (u & 0x007fffffu) != 0;
+}
+
+static int count_denormals(const float *p, size_t n) {
+  int k = 0;
+  for (size_t i = 0; p && i < n; i++) k += is_denormal(p[i]);
+  return k;
+}
+
+/* With denormals flushed (common/fpenv.h, as the ps runs), a step leaves none in the weights
+ * or the state, whether they were planted there (DAZ reads them as zero) or a step would make
+ * them from small normal values (FTZ), for every optimizer. Planted: every other parameter
+ * has a zero gradient and denormal weights and state; the rest start at 1.2e-38, which the
+ * decay by beta1, beta2 or momentum takes below FLT_MIN. */
+static void test_denormals_flushed(void) {
+  enum { N = 96 };
+  CHECK(pst_fp_flush_denormals() == 0 && pst_fp_flushing());
+  for (int kind = PST_OPT_SGD; kind <= PST_OPT_ADAM; kind++) {
+    pst_opt_config c = make_cfg((pst_opt_kind)kind, 1e-3f, 1e-4f);
+    pst_optimizer o;
+    CHECK(pst_opt_init(&o, &c, N) == 0);
+    static float w[2][N], g[N], plant[N];
+    for (int i = 0; i < N; i++) {
+      plant[i] = (i & 1) ? 1e-39f : 1.2e-38f;
+      w[0][i] = (i & 1) ? 1e-40f : 0.5f;
+      g[i] = 0.0f;
+    }
+    int planted = count_denormals(plant, N) + count_denormals(w[0], N);
+    CHECK(planted == N); /* the constants really are denormal */
+    for (int b = 0; b < 2; b++) {
+      if (o.slot1[b]) memcpy(o.slot1[b], plant, sizeof plant);
+      if (o.slot2[b]) memcpy(o.slot2[b], plant, sizeof plant);
+    }
+    int cur = 0;
+    for (int t = 0; t < 3; t++) {
+      pst_opt_begin_step(&o);
+      pst_opt_apply(&o, w[cur], w[cur ^ 1], g, 1.0f, 0, N);
+      cur ^= 1;
+      /* The state the step wrote (the other buffer still holds the one before it). */
+      uint64_t done;
+      const float *s1, *s2;
+      pst_opt_state(&o, 0, &done, &s1, &s2);
+      int left = count_denormals(w[cur], N) + count_denormals(s1, N) + count_denormals(s2, N);
+      if (left)
+        fprintf(stderr, "%s: %d denormals after step %d\n", pst_opt_kind_name(c.kind), left,
+                t + 1);
+      CHECK(left == 0);
+    }
+    pst_opt_free(&o);
+  }
+}
+
 int main(void) {
   test_basics();
   test_state_restore();
@@ -351,6 +408,7 @@ int main(void) {
   test_reference();
   test_ranges_bitwise();
   test_clipping();
+  test_denormals_flushed();
   bench();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

@@ -81,17 +81,19 @@ uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
   return left < u->chunk_floats ? (uint32_t)left : u->chunk_floats;
 }
 
-/* Whether every value is finite: an exponent of all ones is a NaN or an infinity. An
- * integer OR over the bits, which the compiler vectorises, run on the chunk just before it
- * is summed (it is still in cache from the socket). */
+/* Whether every value is finite: an exponent of all ones is a NaN or an infinity, and adding
+ * one to the exponent field carries only such a value into bit 31. An integer AND, ADD and
+ * OR per value, with no compare or branch, which GCC vectorises in every copy it inlines (a
+ * compare form stayed scalar in some and cost as much as the optimizer pass); run on the
+ * chunk just before it is summed, while it is still in cache from the socket. */
 static int all_finite(const float *x, size_t n) {
   uint32_t bad = 0;
   for (size_t i = 0; i < n; i++) {
     uint32_t b;
     memcpy(&b, &x[i], sizeof b);
-    bad |= (uint32_t)((b & 0x7f800000u) == 0x7f800000u);
+    bad |= (b & 0x7f800000u) + 0x00800000u;
   }
-  return bad == 0;
+  return (bad & 0x80000000u) == 0;
 }
 
 /* dst[i] += src[i]: a plain loop the compiler vectorises (AVX2 with -march=x86-64-v3). */

@@ -13,8 +13,10 @@
 
 #include "common/cluster.h"
 #include "common/config.h"
+#include "common/fpenv.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "kernels/blas_setup.h"
 #include "kernels/device.h"
 #include "worker/trainer.h"
 
@@ -108,6 +110,21 @@ int main(int argc, char **argv) {
   };
   pst_log_init("pstrain-worker", PST_LOG_INFO);
   pst_log_guard_signals();
+
+  /* 0. Floating point before any work. OpenBLAS chose its kernels before main; when this
+   * CPU can run better ones, the worker runs itself again with OPENBLAS_CORETYPE set
+   * (kernels/blas_setup.h). Denormals are flushed in every computing thread
+   * (common/fpenv.h); the CPU backend also restarts OpenBLAS's threads to inherit that. */
+  char blas_note[320];
+  if (pst_blas_choose(blas_note, sizeof blas_note) == 1) {
+    LOG_INFO("%s", blas_note);
+    execv("/proc/self/exe", argv);
+    LOG_WARN("cannot run again with better OpenBLAS kernels (%s); going on with OpenBLAS's own",
+             strerror(errno));
+  } else {
+    pst_log(strstr(blas_note, "set by pstrain") ? PST_LOG_INFO : PST_LOG_DEBUG, "%s", blas_note);
+  }
+  pst_fp_flush_denormals();
 
   /* 1. Configuration. */
   wk_options opt;

@@ -70,7 +70,7 @@ lib_sources() {
   local f
   for f in "$root"/common/*.c "$root"/ps/*.c; do
     case "$(basename "$f")" in
-      main.c | *_test.c | checkpoint_tool.c) ;;
+      main.c | *_test.c | checkpoint_tool.c | bench_*.c) ;;
       *) echo "$f" ;;
     esac
   done

@@ -1,0 +1,43 @@
+/* Which OpenBLAS kernels a CPU worker computes with, and the floating-point environment of
+ * OpenBLAS's threads.
+ *
+ * OpenBLAS picks its kernels once, in its library constructor (before main), from the CPU's
+ * vendor, family and model. A CPU it does not know by model gets old generic kernels even when
+ * it has AVX2/FMA or AVX-512: OpenBLAS 0.3.21 on a cloud VM that calls its CPU "Intel(R)
+ * Xeon(R) Processor" chose Prescott, and the mlp trained 3-4x slower than with SkylakeX. Here
+ * the choice is made again from CPUID's feature flags; when OpenBLAS's is worse, the process
+ * sets OPENBLAS_CORETYPE and executes itself again (the only way to reach a choice made before
+ * main). A user's own OPENBLAS_CORETYPE is left alone. */
+#ifndef PSTRAIN_KERNELS_BLAS_SETUP_H
+#define PSTRAIN_KERNELS_BLAS_SETUP_H
+
+#include <stddef.h>
+
+/* CPU features that decide which kernels can run, as CPUID and XGETBV report them (a
+ * feature counts only when the OS also saves its registers). */
+typedef struct {
+  int avx2, fma;                          /* 256-bit kernels: Haswell */
+  int avx512f, avx512bw, avx512dq, avx512vl; /* 512-bit kernels: SkylakeX */
+} pst_cpu_features;
+
+void pst_cpu_features_detect(pst_cpu_features *f);
+
+/* The OPENBLAS_CORETYPE that suits a CPU with features f when OpenBLAS chose `current` (its
+ * core name, as openblas_get_corename() says), or NULL when OpenBLAS's choice is as good as
+ * what f allows (or f allows nothing better). why (may be NULL) gets the reason in words. */
+const char *pst_blas_pick_core(const pst_cpu_features *f, const char *current, char *why,
+                               size_t whylen);
+
+/* What main calls first, before any work: decides the kernels (above), honouring a user's
+ * OPENBLAS_CORETYPE. Returns 1 when it set OPENBLAS_CORETYPE and the caller must execute
+ * itself again to take it (execv("/proc/self/exe", argv)), else 0. note gets one line for the
+ * log saying which kernels are used and why. */
+int pst_blas_choose(char *note, size_t notelen);
+
+/* Sets the calling thread to flush denormals (common/fpenv.h) and makes OpenBLAS start its
+ * threads again, so that they inherit it (they were made by OpenBLAS's constructor, before
+ * main could set anything). Call after openblas_set_num_threads. Returns 0, or a negative
+ * code when OpenBLAS's threads could not be restarted (they then compute with denormals). */
+int pst_blas_flush_denormals(void);
+
+#endif
