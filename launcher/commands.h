@@ -9,6 +9,8 @@
 int pl_cmd_local(int argc, char **argv);
 int pl_cmd_compare(int argc, char **argv);
 int pl_cmd_bench(int argc, char **argv);
+/* launcher/bench_train.c: samples/s for 1, 2, 4, 8 workers beside their compute-only rate. */
+int pl_cmd_bench_train(int argc, char **argv);
 /* launcher/export.c: a checkpoint's weights as safetensors or npz. */
 int pl_cmd_export(int argc, char **argv);
 

@@ -14,6 +14,7 @@ static const command g_commands[] = {
     {"local", pl_cmd_local, "train with one ps and N workers on this machine"},
     {"compare", pl_cmd_compare, "run sync, async, ssp on the same job: plots and a table"},
     {"bench", pl_cmd_bench, "push/pull throughput and latency against raw loopback TCP"},
+    {"bench-train", pl_cmd_bench_train, "training samples/s for 1, 2, 4, 8 workers beside compute"},
     {"export", pl_cmd_export, "a checkpoint's weights as safetensors or npz, for inference"},
 };
 

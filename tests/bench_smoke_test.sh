@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `pstrain bench` runs a small sweep end to end and writes every cell to --json.
+# `pstrain bench` and `pstrain bench-train` run small sweeps end to end, with tables and JSON.
 source "$(dirname "$0")/lib.sh"
 "$LAUNCHER_BIN" bench --sizes 4K,64K --clients 1,2 --rounds 30 --run-dir "$OUT/bench" \
   --json "$OUT/bench.json" >"$OUT/bench.log" 2>&1 || { cat "$OUT/bench.log"; fail "pstrain bench failed"; }
@@ -15,4 +15,23 @@ for c in cells:
     assert c["ratio"] > 0
 PY
 pass "pstrain bench: 4 cells, table and JSON"
-echo "1 passed, 0 failed"
+
+# `pstrain bench-train`: a short sweep over worker counts (1 epoch each, a few seconds),
+# each row with the job's rate, the workers' compute-only rate and the ps's CPU per gradient.
+"$LAUNCHER_BIN" bench-train --worker-counts 1,2 --out "$OUT/bench-train" \
+  --json "$OUT/bench-train.json" >"$OUT/bench-train.log" 2>&1 ||
+  { cat "$OUT/bench-train.log"; fail "pstrain bench-train failed"; }
+/usr/bin/python3 - "$OUT/bench-train.json" <<'PY' || fail "bad bench-train JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"]
+assert [r["workers"] for r in runs] == [1, 2], runs
+for r in runs:
+    assert r["ok"] and r["samples_per_sec"] > 0, r
+    assert r["compute_samples_per_sec_per_worker"] > 0, r
+    assert 0 < r["ps_cpu_ms_per_gradient"] < 100, r
+    assert r["test_accuracy"] > 0.5, r
+PY
+grep -q "| 2 | " "$OUT/bench-train/summary.md" || fail "no row for 2 workers in summary.md"
+pass "pstrain bench-train: 1 and 2 workers, table and JSON"
+echo "2 passed, 0 failed"
