@@ -1,0 +1,469 @@
+/* The ps's push/pull core (ps/server.c, ps/pull.c, ps/update.c, ps/store.c), driven in
+ * process: a real ps_server on its own loop and fake peers, plain non-blocking sockets on
+ * 127.0.0.1 that send one frame at a time and read every frame the ps sends back. Each case
+ * runs in milliseconds and checks one rule the multi-process tests can only sample:
+ *
+ *   1. sync sums are made in worker order whatever order the pushes arrive in: three
+ *      workers whose shares cancel differently in float arithmetic end with the same bits
+ *      for every arrival order, equal to the optimizer applied to the worker-order sum;
+ *   2. a pull of the next version is streamed: each chunk leaves once it is final, not
+ *      before, and every chunk of one reply carries the same version;
+ *   3. backpressure: a share that arrives before it is its turn waits (the ps stops reading
+ *      that connection) and is summed in its turn;
+ *   4. a worker that leaves in the middle of a chunk (half a frame sent, then a close): the
+ *      step completes without it, the sum rescaled by N/m, and the other worker goes on;
+ *   5. async: each push is applied whole as it comes, scaled by N.
+ *
+ * The model has 10 parameters in chunks of 4, 4 and 2 floats, so every rule meets a chunk
+ * boundary and a short last chunk. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/fpenv.h"
+#include "common/log.h"
+#include "kernels/model.h"
+#include "proto/wire.h"
+#include "ps/optim.h"
+#include "ps/server.h"
+
+#define MODEL_TEXT "input 4\ndense 2 softmax\n" /* 10 parameters */
+#define N_PARAMS 10
+#define CHUNK 4
+#define N_CHUNKS 3
+#define MAX_PEERS 3
+
+static int g_pass, g_fail;
+
+#define CHECK(cond)                                                  \
+  do {                                                               \
+    if (cond) {                                                      \
+      g_pass++;                                                      \
+    } else {                                                         \
+      g_fail++;                                                      \
+      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
+    }                                                                \
+  } while (0)
+
+/* A fake worker: its socket, a reader for what the ps sends, and what arrived. */
+typedef struct {
+  int fd;
+  int eof;
+  pst_reader rd;
+  float weights[N_PARAMS];  /* where WEIGHTS payloads land */
+  int welcome;              /* WELCOME received */
+  int index;                /* its slot, from the WELCOME */
+  int chunks;               /* WEIGHTS chunks of the reply in progress */
+  uint64_t reply_version;   /* the version the reply's first chunk carried */
+  int mixed;                /* a reply whose chunks carried different versions */
+  int reply_done;           /* the reply's last chunk came */
+  int errors;               /* ERROR or SHUTDOWN frames */
+} peer;
+
+static struct {
+  uv_loop_t loop;
+  ps_server srv;
+  pst_model model;
+  float init[N_PARAMS];
+  peer p[MAX_PEERS];
+  int activity;
+} g;
+
+static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
+  peer *p = r->data;
+  if (h->type != PSTRAIN__MSG_TYPE__WEIGHTS || h->offset + h->count > N_PARAMS) return -EPROTO;
+  if (p->chunks == 0 || p->reply_done) {
+    p->chunks = 0;
+    p->reply_done = 0;
+    p->reply_version = h->version;
+  }
+  if (h->version != p->reply_version) p->mixed++;
+  p->chunks++;
+  p->reply_done = h->last;
+  *dst = p->weights + h->offset;
+  return 0;
+}
+
+static int on_frame(pst_reader *r, const Pstrain__Header *h) {
+  peer *p = r->data;
+  if (h->type == PSTRAIN__MSG_TYPE__WELCOME) {
+    p->welcome = 1;
+    p->index = (int)h->welcome->worker_index;
+  } else if (h->type == PSTRAIN__MSG_TYPE__ERROR || h->type == PSTRAIN__MSG_TYPE__SHUTDOWN) {
+    p->errors++;
+  }
+  return 0;
+}
+
+static const pst_reader_cbs peer_cbs = {on_payload, on_frame};
+
+/* Reads whatever the ps sent to every peer. */
+static void drain(void) {
+  for (int k = 0; k < MAX_PEERS; k++) {
+    peer *p = &g.p[k];
+    while (p->fd >= 0 && !p->eof) {
+      char *base;
+      size_t len;
+      pst_reader_buffer(&p->rd, &base, &len);
+      ssize_t n = recv(p->fd, base, len, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+      g.activity++;
+      if (n <= 0) {
+        p->eof = 1;
+        break;
+      }
+      if (pst_reader_feed(&p->rd, (size_t)n) < 0) {
+        fprintf(stderr, "peer %d: bad frame from the ps: %s\n", k, p->rd.err);
+        p->eof = 1;
+        g_fail++;
+      }
+    }
+  }
+}
+
+/* Runs the ps and the peers until nothing moves (a few quiet turns in a row). */
+static void settle(void) {
+  int quiet = 0;
+  for (int turns = 0; quiet < 3 && turns < 20000; turns++) {
+    g.activity = 0;
+    drain();
+    uv_run(&g.loop, UV_RUN_NOWAIT);
+    drain();
+    if (g.activity) {
+      quiet = 0;
+    } else {
+      quiet++;
+      /* Give the kernel a moment to move bytes across loopback. */
+      poll(NULL, 0, 1);
+    }
+  }
+}
+
+static void send_bytes(int k, const void *buf, size_t n) {
+  const uint8_t *b = buf;
+  while (n > 0) {
+    ssize_t w = send(g.p[k].fd, b, n, MSG_NOSIGNAL);
+    if (w > 0) {
+      b += w;
+      n -= (size_t)w;
+    } else if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      uv_run(&g.loop, UV_RUN_NOWAIT);
+      drain();
+    } else {
+      return; /* the ps closed this connection */
+    }
+  }
+}
+
+static void send_header(int k, Pstrain__Header *h) {
+  uint8_t buf[PST_WIRE_MAX_FRAME_HEAD];
+  int n = pst_wire_encode(h, 0, buf, sizeof buf);
+  if (n > 0) send_bytes(k, buf, (size_t)n);
+}
+
+/* One PUSH chunk of peer k's gradient (its values for chunk c), or only its first `cut`
+ * bytes (a peer that dies mid-frame). */
+static void push_chunk(int k, uint64_t version, int c, const float *grad, size_t cut) {
+  uint8_t buf[PST_WIRE_CHUNK_HEAD + CHUNK * sizeof(float)];
+  uint32_t off = (uint32_t)c * CHUNK, count = N_PARAMS - off < CHUNK ? N_PARAMS - off : CHUNK;
+  int n = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, version, off, count, c + 1 == N_CHUNKS,
+                                buf, PST_WIRE_CHUNK_HEAD);
+  if (n <= 0) {
+    g_fail++;
+    return;
+  }
+  memcpy(buf + n, grad + off, count * sizeof(float));
+  size_t len = (size_t)n + count * sizeof(float);
+  send_bytes(k, buf, cut && cut < len ? cut : len);
+}
+
+static void pull(int k, uint64_t version, int last) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PULL;
+  h.version = version;
+  h.last = last;
+  g.p[k].reply_done = 0;
+  g.p[k].chunks = 0;
+  send_header(k, &h);
+}
+
+static void peer_connect(int k) {
+  peer *p = &g.p[k];
+  memset(p, 0, sizeof *p);
+  p->fd = -1;
+  if (pst_reader_init(&p->rd, &peer_cbs, p, 0) < 0) {
+    g_fail++;
+    return;
+  }
+  struct sockaddr_storage sa;
+  int len = sizeof sa;
+  if (uv_tcp_getsockname(&g.srv.listener, (struct sockaddr *)&sa, &len) < 0) {
+    g_fail++;
+    return;
+  }
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  int rc = connect(fd, (struct sockaddr *)&sa, (socklen_t)len);
+  /* Non-blocking: the ps accepts from its loop, which runs until the connection is up. */
+  for (int i = 0; rc < 0 && errno == EINPROGRESS && i < 2000; i++) {
+    uv_run(&g.loop, UV_RUN_NOWAIT);
+    struct pollfd pf = {fd, POLLOUT, 0};
+    if (poll(&pf, 1, 1) == 1) {
+      int e = 0;
+      socklen_t el = sizeof e;
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
+      rc = e ? -1 : 0;
+      errno = e;
+    }
+  }
+  if (rc < 0) {
+    close(fd);
+    g_fail++;
+    return;
+  }
+  /* As the worker does: without it, a small frame sent while the last is unacknowledged
+   * waits for the ps's delayed ACK (Nagle's algorithm), tens of milliseconds. */
+  int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  p->fd = fd;
+}
+
+static void peer_close(int k) {
+  peer *p = &g.p[k];
+  if (p->fd >= 0) close(p->fd);
+  p->fd = -1;
+}
+
+/* Connects and registers peer k with slot k. */
+static void join(int k) {
+  peer_connect(k);
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Hello hello = PSTRAIN__HELLO__INIT;
+  char name[16];
+  snprintf(name, sizeof name, "peer%d", k);
+  hello.worker_name = name;
+  hello.requested_index = k;
+  h.type = PSTRAIN__MSG_TYPE__HELLO;
+  h.hello = &hello;
+  send_header(k, &h);
+  settle();
+  CHECK(g.p[k].welcome && g.p[k].index == k);
+}
+
+static void start(pst_mode mode, int workers) {
+  ps_options o;
+  memset(&o, 0, sizeof o);
+  snprintf(o.listen_host, sizeof o.listen_host, "127.0.0.1");
+  o.mode = mode;
+  o.workers = workers;
+  o.chunk_floats = CHUNK;
+  o.epochs = 1;
+  o.batch_size = 8;
+  o.seed = 1;
+  o.report_every = 1;
+  o.model_name = "test";
+  o.metrics_path = "";
+  o.summary_path = "";
+  pst_opt_defaults(&o.opt);
+  o.opt.kind = PST_OPT_SGD;
+  o.opt.lr = 0.5f;
+  o.max_connections = 16;
+  o.hello_timeout = 86400;
+  o.worker_timeout = 86400;
+  o.rejoin_timeout = 86400;
+  o.checkpoint_dir = "";
+  o.checkpoint_keep = 1;
+  o.resume = "never";
+  uv_loop_init(&g.loop);
+  char err[256];
+  int rc = ps_server_start(&g.srv, &g.loop, &o, &g.model, g.init, err, sizeof err);
+  if (rc < 0) fprintf(stderr, "ps_server_start: %s\n", err);
+  CHECK(rc == 0);
+  for (int k = 0; k < MAX_PEERS; k++) g.p[k].fd = -1;
+}
+
+static void stop(void) {
+  if (!g.srv.stopping) ps_server_stop(&g.srv, "the test is over", 0);
+  settle();
+  for (int k = 0; k < MAX_PEERS; k++) {
+    peer_close(k);
+    pst_reader_free(&g.p[k].rd);
+  }
+  for (int i = 0; i < 10000 && uv_loop_alive(&g.loop); i++) uv_run(&g.loop, UV_RUN_NOWAIT);
+  CHECK(!uv_loop_alive(&g.loop));
+  ps_server_free(&g.srv);
+  CHECK(uv_loop_close(&g.loop) == 0);
+}
+
+/* The weights after one SGD step from the initial weights, with the gradient `sum` scaled
+ * by `scale`: what the ps must publish (the same library, so the same bits). */
+static void reference(const float *sum, float scale, float *out) {
+  pst_opt_config c;
+  pst_opt_defaults(&c);
+  c.kind = PST_OPT_SGD;
+  c.lr = 0.5f;
+  pst_optimizer o;
+  pst_opt_init(&o, &c, N_PARAMS);
+  pst_opt_begin_step(&o);
+  pst_opt_apply(&o, g.init, out, sum, scale, 0, N_PARAMS);
+  pst_opt_free(&o);
+}
+
+/* Shares whose float sum depends on the order: (a + b) + c = c, but (c + b) + a = 0 where
+ * |a| = |b| is so large that c is lost when added to either alone. */
+static void shares(float g3[MAX_PEERS][N_PARAMS]) {
+  for (int i = 0; i < N_PARAMS; i++) {
+    g3[0][i] = 1e8f;
+    g3[1][i] = -1e8f;
+    g3[2][i] = 1.0f + (float)i;
+  }
+}
+
+/* 1 and 3: every arrival order of three pushes gives the worker-order sum, bit for bit. */
+static void test_sync_order(void) {
+  static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  float g3[MAX_PEERS][N_PARAMS], sum[N_PARAMS], want[N_PARAMS];
+  shares(g3);
+  for (int i = 0; i < N_PARAMS; i++) sum[i] = (g3[0][i] + g3[1][i]) + g3[2][i];
+  reference(sum, 1.0f, want);
+  for (int o = 0; o < 6; o++) {
+    start(PST_MODE_SYNC, 3);
+    for (int k = 0; k < 3; k++) join(k);
+    for (int k = 0; k < 3; k++) pull(k, 0, 0);
+    settle();
+    for (int k = 0; k < 3; k++)
+      CHECK(g.p[k].reply_done && memcmp(g.p[k].weights, g.init, sizeof g.init) == 0);
+    /* Whole pushes, one peer after another in this order, the ps running in between:
+     * a peer whose turn has not come is held back by TCP, not summed early. */
+    for (int j = 0; j < 3; j++) {
+      int k = orders[o][j];
+      for (int c = 0; c < N_CHUNKS; c++) push_chunk(k, 0, c, g3[k], 0);
+      settle();
+      if (j < 2) CHECK(g.srv.store.version == 0);
+    }
+    CHECK(g.srv.store.version == 1);
+    for (int k = 0; k < 3; k++) pull(k, 1, 0);
+    settle();
+    for (int k = 0; k < 3; k++) {
+      CHECK(g.p[k].reply_done && g.p[k].reply_version == 1 && !g.p[k].mixed);
+      CHECK(memcmp(g.p[k].weights, want, sizeof want) == 0);
+    }
+    stop();
+  }
+}
+
+/* 2: the pull of version 1 is answered chunk by chunk as chunks become final. */
+static void test_streamed_pull(void) {
+  float g3[MAX_PEERS][N_PARAMS], sum[N_PARAMS], want[N_PARAMS];
+  shares(g3);
+  for (int i = 0; i < N_PARAMS; i++) sum[i] = g3[2][i] + g3[2][i];
+  reference(sum, 1.0f, want);
+  start(PST_MODE_SYNC, 2);
+  join(0);
+  join(1);
+  pull(0, 0, 0);
+  pull(1, 0, 0);
+  settle();
+  for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 0, c, g3[2], 0);
+  pull(0, 1, 0); /* asked before anything of version 1 is final */
+  settle();
+  CHECK(g.p[0].chunks == 0);
+  for (int c = 0; c < N_CHUNKS; c++) {
+    push_chunk(1, 0, c, g3[2], 0);
+    settle();
+    /* Chunk c is final now, and only chunks up to c have gone out. */
+    CHECK(g.p[0].chunks == c + 1);
+    CHECK(g.p[0].reply_version == 1 && !g.p[0].mixed);
+    CHECK(g.p[0].reply_done == (c + 1 == N_CHUNKS));
+  }
+  CHECK(memcmp(g.p[0].weights, want, sizeof want) == 0);
+  stop();
+}
+
+/* 4: peer 1 dies in the middle of its second chunk's frame. Its first chunk was summed; the
+ * step completes with chunk 0 the mean of both shares and chunks 1-2 peer 0's alone, scaled
+ * by N/m = 2, and peer 0 trains on. */
+static void test_leave_mid_chunk(void) {
+  float g3[MAX_PEERS][N_PARAMS], want[N_PARAMS], sum[N_PARAMS];
+  shares(g3);
+  start(PST_MODE_SYNC, 2);
+  join(0);
+  join(1);
+  pull(0, 0, 0);
+  pull(1, 0, 0);
+  settle();
+  for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 0, c, g3[0], 0);
+  push_chunk(1, 0, 0, g3[1], 0);
+  push_chunk(1, 0, 1, g3[1], 30); /* the header and part of the payload */
+  settle();
+  CHECK(g.srv.store.version == 0);
+  peer_close(1);
+  settle();
+  CHECK(g.srv.store.version == 1 && !g.srv.stopping);
+  CHECK(g.srv.workers[1].lost);
+  /* Chunk 0 had both shares (scale 1); chunks 1 and 2 only peer 0's (scale 2). */
+  float w0[N_PARAMS], w1[N_PARAMS];
+  for (int i = 0; i < N_PARAMS; i++) sum[i] = g3[0][i] + g3[1][i];
+  reference(sum, 1.0f, w0);
+  reference(g3[0], 2.0f, w1);
+  for (int i = 0; i < N_PARAMS; i++) want[i] = i < CHUNK ? w0[i] : w1[i];
+  pull(0, 1, 0);
+  settle();
+  CHECK(g.p[0].reply_done && g.p[0].reply_version == 1);
+  CHECK(memcmp(g.p[0].weights, want, sizeof want) == 0);
+  /* Peer 0 goes on alone: its next push makes version 2. */
+  for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 1, c, g3[2], 0);
+  settle();
+  CHECK(g.srv.store.version == 2);
+  stop();
+}
+
+/* 5: async pushes are applied whole, one at a time, each scaled by N. */
+static void test_async(void) {
+  float g3[MAX_PEERS][N_PARAMS], want[N_PARAMS];
+  shares(g3);
+  reference(g3[2], 2.0f, want);
+  start(PST_MODE_ASYNC, 2);
+  join(0);
+  join(1);
+  pull(0, 0, 0);
+  pull(1, 0, 0);
+  settle();
+  for (int c = 0; c < N_CHUNKS; c++) push_chunk(1, 0, c, g3[2], 0);
+  settle();
+  CHECK(g.srv.store.version == 1);
+  pull(0, 0, 0);
+  settle();
+  CHECK(g.p[0].reply_done && g.p[0].reply_version == 1 && !g.p[0].mixed);
+  CHECK(memcmp(g.p[0].weights, want, sizeof want) == 0);
+  stop();
+}
+
+int main(void) {
+  char err[256];
+  pst_log_init("server_test", getenv("PSTRAIN_TEST_VERBOSE") ? PST_LOG_DEBUG : 0);
+  signal(SIGPIPE, SIG_IGN);
+  pst_fp_flush_denormals();
+  unsetenv("NOTIFY_SOCKET");
+  if (pst_model_parse(MODEL_TEXT, "test", &g.model, err, sizeof err) < 0 ||
+      g.model.n_params != N_PARAMS) {
+    fprintf(stderr, "model: %s\n", err);
+    return 1;
+  }
+  pst_model_init_params(&g.model, 1, g.init);
+  test_sync_order();
+  test_streamed_pull();
+  test_leave_mid_chunk();
+  test_async();
+  printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
