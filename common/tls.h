@@ -243,6 +243,27 @@ int pst_tls_has_input(const pst_tls_conn *c);
 int pst_tls_clean_eof(const pst_tls_conn *c);
 /* The reason of the last failure ("" when none). */
 const char *pst_tls_conn_error(const pst_tls_conn *c);
+/* What kind of failure that was, for callers that act on it rather than log it: whether
+ * another try could go better (a worker reconnects) or not (it stops with a configuration
+ * error). */
+typedef enum {
+  PST_TLS_FAIL_NONE = 0,
+  /* Cut short, corrupted or garbled: the network, or a peer that went away (also a peer that
+   * closed during the handshake, which may be a plaintext server or a refusal without an
+   * alert, but also a server that was stopping). */
+  PST_TLS_FAIL_BROKEN,
+  /* The two ends do not trust each other: a certificate refused by either side (not signed
+   * by the CA, a wrong name, none sent), or an alert by which the peer refused the session.
+   * Retrying cannot mend it: certificates or CAs must change. */
+  PST_TLS_FAIL_REFUSED,
+  /* The peer does not speak TLS: its first bytes were something else. */
+  PST_TLS_FAIL_PLAINTEXT,
+} pst_tls_failure;
+pst_tls_failure pst_tls_conn_failure(const pst_tls_conn *c);
+/* For PST_TLS_FAIL_PLAINTEXT: the peer's first bytes (up to len, at most 8 are kept), so that
+ * a server can tell a client of its own protocol without TLS, and answer it in the clear.
+ * Returns how many were copied (0 for other failures). */
+size_t pst_tls_conn_first_bytes(const pst_tls_conn *c, void *buf, size_t len);
 /* "TLSv1.3 TLS_AES_256_GCM_SHA384, peer CN=worker-3" once the handshake finished. */
 void pst_tls_conn_describe(const pst_tls_conn *c, char *buf, size_t len);
 
@@ -293,6 +314,11 @@ int pst_tls_stream_shutdown(pst_tls_stream *s, uv_shutdown_t *req, uv_shutdown_c
 void pst_tls_stream_close(pst_tls_stream *s, uv_close_cb cb);
 /* uv_strerror(code), or for a TLS failure its reason ("TLS: ..."). */
 const char *pst_tls_stream_strerror(const pst_tls_stream *s, int code);
+/* pst_tls_conn_failure and pst_tls_conn_first_bytes of the stream's session (NONE and 0
+ * without TLS). Like the reason, they are there until the stream is closed: ask in the read
+ * callback that got the failure. */
+pst_tls_failure pst_tls_stream_failure(const pst_tls_stream *s);
+size_t pst_tls_stream_first_bytes(const pst_tls_stream *s, void *buf, size_t len);
 /* Whether the stream carries TLS, and a description for logs once the handshake finished
  * ("plain TCP" without TLS). */
 int pst_tls_stream_is_tls(const pst_tls_stream *s);
