@@ -39,6 +39,9 @@ struct pst_tls_conn {
   int started;
   int hs;                      /* 0 handshaking, 1 done, -1 failed */
   int failed;                  /* the failure's code, 0 while healthy */
+  pst_tls_failure kind;        /* and its kind */
+  uint8_t first[8];            /* a plaintext peer's first bytes */
+  size_t first_n;
   int clean_eof;               /* close_notify received */
   int sent_close;
   pst_tls_out *out;            /* ciphertext being produced */
@@ -383,15 +386,16 @@ static void sample(const uint8_t *p, size_t n, char *out, size_t outlen) {
   out[k] = '\0';
 }
 
-static int fail(pst_tls_conn *c, int code, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(pst_tls_conn *c, int code, const char *fmt, ...) {
+static int fail(pst_tls_conn *c, int code, pst_tls_failure kind, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int fail(pst_tls_conn *c, int code, pst_tls_failure kind, const char *fmt, ...) {
   if (c->failed) return c->failed;
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(c->err, sizeof c->err, fmt, ap);
   va_end(ap);
   c->failed = code;
+  c->kind = kind;
   if (c->hs == 0) c->hs = -1;
   return code;
 }
@@ -404,22 +408,26 @@ static int fail_ssl(pst_tls_conn *c, int sslerr) {
   long v = SSL_get_verify_result(c->ssl);
   int rc;
   if (c->in_eof && (sslerr == SSL_ERROR_SYSCALL || reason == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
-    rc = fail(c, UV_EPROTO, "%s: the peer closed the connection%s", stage,
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_BROKEN, "%s: the peer closed the connection%s", stage,
               c->hs == 0 ? " during the handshake (is it a TLS peer, and does it accept our "
                            "certificate?)"
                          : " in the middle of a TLS record");
   } else if (reason == SSL_R_PEER_DID_NOT_RETURN_A_CERTIFICATE) {
-    rc = fail(c, UV_EPROTO, "%s: the peer sent no certificate (a certificate signed by the "
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_REFUSED,
+              "%s: the peer sent no certificate (a certificate signed by the "
               "cluster's CA is required)", stage);
   } else if (reason == SSL_R_CERTIFICATE_VERIFY_FAILED && verify_error_is_issuer(v)) {
-    rc = fail(c, UV_EPROTO, "%s: the peer's certificate is not signed by our CA (%s)", stage,
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_REFUSED,
+              "%s: the peer's certificate is not signed by our CA (%s)", stage,
               X509_verify_cert_error_string(v));
   } else if (reason == SSL_R_CERTIFICATE_VERIFY_FAILED &&
              (v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH)) {
-    rc = fail(c, UV_EPROTO, "%s: the peer's certificate does not carry the expected name (%s)",
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_REFUSED,
+              "%s: the peer's certificate does not carry the expected name (%s)",
               stage, X509_verify_cert_error_string(v));
   } else if (reason == SSL_R_CERTIFICATE_VERIFY_FAILED) {
-    rc = fail(c, UV_EPROTO, "%s: the peer's certificate was refused: %s", stage,
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_REFUSED,
+              "%s: the peer's certificate was refused: %s", stage,
               X509_verify_cert_error_string(v));
   } else if (reason >= SSL_AD_REASON_OFFSET && e && ERR_GET_LIB(e) == ERR_LIB_SSL) {
     /* An alert from the peer: it refused something of ours. A TLS 1.3 client hears of a
@@ -431,20 +439,23 @@ static int fail_ssl(pst_tls_conn *c, int sslerr) {
                        : reason == SSL_R_TLSV1_ALERT_PROTOCOL_VERSION && c->hs == 0
                            ? " (TLS 1.3 is required)"
                            : "";
-    rc = fail(c, UV_EPROTO, "%s: the peer refused the session: %s%s", stage, ossl_reason(), hint);
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_REFUSED,
+              "%s: the peer refused the session: %s%s", stage, ossl_reason(), hint);
   } else if (reason == SSL_R_DECRYPTION_FAILED_OR_BAD_RECORD_MAC) {
-    rc = fail(c, UV_EPROTO, "%s: a record failed its integrity check (corrupted or forged data)",
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_BROKEN,
+              "%s: a record failed its integrity check (corrupted or forged data)",
               stage);
   } else if (c->hs == 1 && (reason == SSL_R_WRONG_VERSION_NUMBER ||
                             reason == SSL_R_PACKET_LENGTH_TOO_LONG ||
                             reason == SSL_R_ENCRYPTED_LENGTH_TOO_LONG ||
                             reason == SSL_R_UNEXPECTED_RECORD)) {
-    rc = fail(c, UV_EPROTO, "%s: the peer sent something that is not a TLS record (%s)", stage,
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_BROKEN,
+              "%s: the peer sent something that is not a TLS record (%s)", stage,
               ossl_reason());
   } else if (sslerr == SSL_ERROR_SYSCALL || !e) {
-    rc = fail(c, UV_EPROTO, "%s: unexpected end of the TLS stream", stage);
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_BROKEN, "%s: unexpected end of the TLS stream", stage);
   } else {
-    rc = fail(c, UV_EPROTO, "%s: %s", stage, ossl_reason());
+    rc = fail(c, UV_EPROTO, PST_TLS_FAIL_BROKEN, "%s: %s", stage, ossl_reason());
   }
   ERR_clear_error();
   return rc;
@@ -497,8 +508,11 @@ int pst_tls_in_commit(pst_tls_conn *c, size_t n) {
     if (!ok) {
       char s[24];
       sample(p, n, s, sizeof s);
+      c->first_n = n < sizeof c->first ? n : sizeof c->first;
+      memcpy(c->first, p, c->first_n);
       c->in_total += n;
-      return fail(c, UV_EPROTO, "TLS handshake failed: the peer does not speak TLS (it sent "
+      return fail(c, UV_EPROTO, PST_TLS_FAIL_PLAINTEXT,
+                  "TLS handshake failed: the peer does not speak TLS (it sent "
                   "\"%s\" in the clear)", s);
     }
   }
@@ -512,7 +526,8 @@ int pst_tls_feed(pst_tls_conn *c, const void *buf, size_t n) {
     char *base;
     size_t len;
     pst_tls_in_buffer(c, &base, &len);
-    if (len == 0) return fail(c, -ENOMEM, "TLS: out of memory buffering input");
+    if (len == 0) return fail(c, -ENOMEM, PST_TLS_FAIL_BROKEN,
+                              "TLS: out of memory buffering input");
     size_t k = n < len ? n : len;
     memcpy(base, p, k);
     int rc = pst_tls_in_commit(c, k);
@@ -540,7 +555,8 @@ ssize_t pst_tls_readable(pst_tls_conn *c) {
       if (!c->in_eof) return 0;
       /* A client that hears nothing back, or a handshake cut short, is a failure worth
        * its reason. */
-      return fail(c, UV_EPROTO, "TLS handshake failed: the peer closed the connection during "
+      return fail(c, UV_EPROTO, PST_TLS_FAIL_BROKEN,
+                  "TLS handshake failed: the peer closed the connection during "
                   "the handshake (is it a TLS peer, and does it accept our certificate?)");
     }
   }
@@ -592,7 +608,7 @@ static int write_raw(pst_tls_conn *c, const void *p, size_t n) {
 ssize_t pst_tls_write(pst_tls_conn *c, const uv_buf_t *bufs, int nbufs) {
   if (c->failed) return c->failed;
   if (c->hs != 1) return -EAGAIN;
-  if (c->sent_close) return fail(c, -EPIPE, "TLS: write after close_notify");
+  if (c->sent_close) return fail(c, -EPIPE, PST_TLS_FAIL_BROKEN, "TLS: write after close_notify");
   size_t total = 0, st = 0;
   for (int i = 0; i < nbufs; i++) {
     const uint8_t *p = (const uint8_t *)bufs[i].base;
@@ -665,6 +681,17 @@ int pst_tls_has_input(const pst_tls_conn *c) {
 int pst_tls_clean_eof(const pst_tls_conn *c) { return c->clean_eof; }
 
 const char *pst_tls_conn_error(const pst_tls_conn *c) { return c->err; }
+
+pst_tls_failure pst_tls_conn_failure(const pst_tls_conn *c) {
+  return c->failed ? c->kind : PST_TLS_FAIL_NONE;
+}
+
+size_t pst_tls_conn_first_bytes(const pst_tls_conn *c, void *buf, size_t len) {
+  if (!c->failed || c->kind != PST_TLS_FAIL_PLAINTEXT) return 0;
+  size_t n = c->first_n < len ? c->first_n : len;
+  memcpy(buf, c->first, n);
+  return n;
+}
 
 void pst_tls_conn_describe(const pst_tls_conn *c, char *buf, size_t len) {
   if (c->hs != 1) {

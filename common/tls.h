@@ -54,15 +54,17 @@
  * until cb (as with uv_write); nothing is copied on the caller's side. A write made before the
  * handshake finished waits for it.
  *
- * ---- Wiring it into the ps (ps/conn.h, ps/server.c, ps/pull.c, ps/admission.c) ----
+ * ---- How the ps uses it (ps/main.c, ps/conn.h, ps/server.c, ps/pull.c, ps/admission.c) ----
  *
- *  1. Flags --tls-cert, --tls-key, --tls-ca (all three or none). In ps_server_start, when set:
- *       rc = pst_tls_ctx_new(PST_TLS_SERVER, cert, key, ca, &s->tls, err, errlen);
- *     (a `pst_tls_ctx *tls` in ps_server, NULL without TLS); pst_tls_ctx_free(s->tls) in
- *     ps_server_free. A bad file fails start-up with err ("TLS key /etc/...: does not match the
- *     certificate in ..."). Mutual TLS authenticates every peer, so main.c's rule that a
- *     non-loopback --listen needs the cluster secret (or --insecure) can accept TLS instead;
- *     the HMAC handshake still works on top of TLS, unchanged, if both are configured.
+ *  1. Flags --tls-cert, --tls-key, --tls-ca (all three or none, also config-file keys,
+ *     environment variables and systemd credentials): ps/main.c loads them with
+ *     pst_tls_config_load (common/tls_config.h, shared with the worker) before any work, a
+ *     bad file being a configuration error (exit 2) in one line naming it ("TLS key /etc/...
+ *     does not match the certificate in ..."). The context goes to the server as
+ *     ps_options.tls (NULL without TLS), and main frees it after ps_server_free. Mutual TLS
+ *     authenticates every peer, so main.c's rule that a non-loopback --listen needs the
+ *     cluster secret (or --insecure) accepts TLS instead; the HMAC handshake still works on
+ *     top of TLS, unchanged, if both are configured.
  *  2. ps/conn.h: `uv_tcp_t tcp;` becomes `pst_tls_stream io;`. Its first member is the
  *     connection's uv_tcp_t, io.tcp, so handle-level calls (uv_accept, uv_tcp_nodelay,
  *     uv_tcp_getpeername, uv_fileno in admission.c, tcp.data) take &c->io.tcp instead of
@@ -108,9 +110,10 @@
  *     handshake is an unregistered connection like any other (ps_admit's bound and whatever
  *     deadline the ps gives those).
  *  A plaintext worker meeting a TLS ps is refused with "TLS handshake failed: the peer does not
- *  speak TLS (it sent "PSTR...." in the clear)" in the ps's log; the worker only sees the
- *  connection close. (Answering it with a plaintext ERROR frame, as admission.c does for a
- *  worker without the secret, would need a uv_try_write on &c->io.tcp when that reason comes.)
+ *  speak TLS (it sent "PSTR...." in the clear)" in the ps's log. When its first bytes were a
+ *  frame (pst_tls_stream_failure PST_TLS_FAIL_PLAINTEXT, pst_tls_stream_first_bytes "PSTR"),
+ *  ps_refuse_plaintext answers it with an ERROR frame in the clear, by uv_try_write on
+ *  &c->io.tcp, as admission.c does for a worker without the secret.
  *  Memory per TLS connection, allocated as it is first needed and then reused: up to
  *  PST_TLS_WINDOW + one block of ciphertext in flight plus a few spare blocks (about 1.5 MiB
  *  in all), a PST_TLS_IN_BUF input buffer and OpenSSL's record buffers (about 40 KiB): about
@@ -119,12 +122,11 @@
  *  A peer that resets the connection fails a write with EPIPE: the process must ignore
  *  SIGPIPE, as the daemons do (pst_log_guard_signals).
  *
- * ---- Wiring it into the worker (worker/client.c, worker/client.h, worker/main.c) ----
+ * ---- How the worker uses it (worker/client.c, worker/client.h, worker/main.c) ----
  *
  *  1. Flags --tls-cert, --tls-key, --tls-ca (optionally --tls-name, the ps's expected name):
- *     pst_tls_ctx_new(PST_TLS_CLIENT, cert, key, ca, &ctx, err, errlen) once at start; the ctx
- *     goes to wk_client_start (a new argument beside the secret, NULL without TLS) and lives
- *     until exit.
+ *     pst_tls_config_load(PST_TLS_CLIENT, ...) once at start; the ctx goes to wk_client_start
+ *     (arguments beside the secret, NULL without TLS) and lives until exit.
  *  2. wk_client: `uv_tcp_t tcp;` -> `pst_tls_stream io;` and &c->tcp -> &c->io.tcp for
  *     handle-level calls (uv_tcp_connect, uv_tcp_nodelay, uv_is_closing, the h == &c->tcp test
  *     in on_handle_closed).
@@ -139,7 +141,10 @@
  *     pst_tls_stream_strerror(&c->io, (int)nread) in both states (the AUTH state's fixed
  *     sentence would hide a TLS refusal), so a refusal reads "TLS session failed: the peer
  *     refused the session: tlsv1 alert unknown ca (...)". Such a failure does not go away by
- *     retrying: the lead may want it to end the worker (exit 2) instead of the reconnect loop.
+ *     retrying: when pst_tls_stream_failure says PST_TLS_FAIL_REFUSED or _PLAINTEXT, the
+ *     client marks it (tls_refused) and the trainer ends the worker with exit 2, a
+ *     configuration error, instead of the reconnect loop; PST_TLS_FAIL_BROKEN (a handshake
+ *     cut short, which a stopping ps also causes) is a lost connection like any other.
  *  5. send_raw, wk_client_send and wk_client_push: uv_write(...) ->
  *     pst_tls_stream_write(&c->io, ...) with the same arguments; on_push_write's counting is
  *     unchanged.
@@ -243,6 +248,27 @@ int pst_tls_has_input(const pst_tls_conn *c);
 int pst_tls_clean_eof(const pst_tls_conn *c);
 /* The reason of the last failure ("" when none). */
 const char *pst_tls_conn_error(const pst_tls_conn *c);
+/* What kind of failure that was, for callers that act on it rather than log it: whether
+ * another try could go better (a worker reconnects) or not (it stops with a configuration
+ * error). */
+typedef enum {
+  PST_TLS_FAIL_NONE = 0,
+  /* Cut short, corrupted or garbled: the network, or a peer that went away (also a peer that
+   * closed during the handshake, which may be a plaintext server or a refusal without an
+   * alert, but also a server that was stopping). */
+  PST_TLS_FAIL_BROKEN,
+  /* The two ends do not trust each other: a certificate refused by either side (not signed
+   * by the CA, a wrong name, none sent), or an alert by which the peer refused the session.
+   * Retrying cannot mend it: certificates or CAs must change. */
+  PST_TLS_FAIL_REFUSED,
+  /* The peer does not speak TLS: its first bytes were something else. */
+  PST_TLS_FAIL_PLAINTEXT,
+} pst_tls_failure;
+pst_tls_failure pst_tls_conn_failure(const pst_tls_conn *c);
+/* For PST_TLS_FAIL_PLAINTEXT: the peer's first bytes (up to len, at most 8 are kept), so that
+ * a server can tell a client of its own protocol without TLS, and answer it in the clear.
+ * Returns how many were copied (0 for other failures). */
+size_t pst_tls_conn_first_bytes(const pst_tls_conn *c, void *buf, size_t len);
 /* "TLSv1.3 TLS_AES_256_GCM_SHA384, peer CN=worker-3" once the handshake finished. */
 void pst_tls_conn_describe(const pst_tls_conn *c, char *buf, size_t len);
 
@@ -293,6 +319,11 @@ int pst_tls_stream_shutdown(pst_tls_stream *s, uv_shutdown_t *req, uv_shutdown_c
 void pst_tls_stream_close(pst_tls_stream *s, uv_close_cb cb);
 /* uv_strerror(code), or for a TLS failure its reason ("TLS: ..."). */
 const char *pst_tls_stream_strerror(const pst_tls_stream *s, int code);
+/* pst_tls_conn_failure and pst_tls_conn_first_bytes of the stream's session (NONE and 0
+ * without TLS). Like the reason, they are there until the stream is closed: ask in the read
+ * callback that got the failure. */
+pst_tls_failure pst_tls_stream_failure(const pst_tls_stream *s);
+size_t pst_tls_stream_first_bytes(const pst_tls_stream *s, void *buf, size_t len);
 /* Whether the stream carries TLS, and a description for logs once the handshake finished
  * ("plain TCP" without TLS). */
 int pst_tls_stream_is_tls(const pst_tls_stream *s);

@@ -586,3 +586,11 @@ void pst_tls_stream_describe(const pst_tls_stream *s, char *buf, size_t len) {
   }
   pst_tls_conn_describe(s->x->conn, buf, len);
 }
+
+pst_tls_failure pst_tls_stream_failure(const pst_tls_stream *s) {
+  return s->x ? pst_tls_conn_failure(s->x->conn) : PST_TLS_FAIL_NONE;
+}
+
+size_t pst_tls_stream_first_bytes(const pst_tls_stream *s, void *buf, size_t len) {
+  return s->x ? pst_tls_conn_first_bytes(s->x->conn, buf, len) : 0;
+}

@@ -2,7 +2,7 @@
  * both): small messages both ways, 64 MiB each way in 4 MiB scatter writes with a paused reader, cancellation on
  * close, shutdown with close_notify, plain pass-through, and the refusals (no client
  * certificate, another CA on either side, a plaintext peer on either side, garbage after the
- * handshake, a wrong expected name). Certificates are made at test time (common/tls_pki.h). */
+ * handshake, a wrong expected name), each with its reason and kind. Certificates are made at test time (common/tls_pki.h). */
 #include <errno.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -38,6 +38,9 @@ struct side {
   uint64_t rx_bytes, rx_hash;
   int rx_eof, rx_err;
   char rx_why[320];
+  pst_tls_failure rx_kind;  /* the failure's kind, asked in the read callback */
+  uint8_t rx_first[8];      /* a plaintext peer's first bytes */
+  size_t rx_first_n;
   uint8_t *msgs;            /* received bytes, when kept */
   size_t msgs_len, msgs_cap;
   int keep;
@@ -128,6 +131,8 @@ static void side_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *b) {
     } else {
       s->rx_err = (int)nread;
       snprintf(s->rx_why, sizeof s->rx_why, "%s", pst_tls_stream_strerror(&s->st, (int)nread));
+      s->rx_kind = pst_tls_stream_failure(&s->st);
+      s->rx_first_n = pst_tls_stream_first_bytes(&s->st, s->rx_first, sizeof s->rx_first);
     }
     side_close(s);
     return;
@@ -547,8 +552,10 @@ static void refuse_data(side *s) {
   if (s->is_server && !s->n->sctx) side_close(s);
 }
 
+/* srv_kind, cli_kind: the failure kind each end must see with its reason (when it has one). */
 static void refusal(const char *what, pst_tls_ctx *sc, pst_tls_ctx *cc, const char *name,
-                    int mode, const char *srv_why, const char *cli_why) {
+                    int mode, const char *srv_why, const char *cli_why, pst_tls_failure srv_kind,
+                    pst_tls_failure cli_kind) {
   static net n;
   memset(&n, 0, sizeof n);
   n.sctx = sc;
@@ -571,6 +578,17 @@ static void refusal(const char *what, pst_tls_ctx *sc, pst_tls_ctx *cc, const ch
     CHECK(n.cli.rx_err < 0 && has(n.cli.rx_why, cli_why),
           "%s: the client's reason '%s' (code %d), expected '%s'", what, n.cli.rx_why,
           n.cli.rx_err, cli_why);
+  if (srv_why)
+    CHECK(n.srv.rx_kind == srv_kind, "%s: the server's failure kind %d, expected %d", what,
+          (int)n.srv.rx_kind, (int)srv_kind);
+  if (cli_why)
+    CHECK(n.cli.rx_kind == cli_kind, "%s: the client's failure kind %d, expected %d", what,
+          (int)n.cli.rx_kind, (int)cli_kind);
+  if (srv_kind == PST_TLS_FAIL_PLAINTEXT)
+    CHECK(n.srv.rx_first_n >= 4 && !memcmp(n.srv.rx_first, "PSTR", 4),
+          "%s: the plaintext peer's first bytes (%zu)", what, n.srv.rx_first_n);
+  else
+    CHECK(n.srv.rx_first_n == 0 && n.cli.rx_first_n == 0, "%s: first bytes of a TLS peer", what);
   CHECK(n.srv.closed && n.cli.closed, "%s: both ends closed", what);
   if (srv_why || cli_why)
     printf("%-34s server: %s\n%-34s client: %s\n", what, n.srv.rx_why[0] ? n.srv.rx_why : "(eof)",
@@ -620,23 +638,25 @@ int main(void) {
   test_shutdown(srv_cc, cli_cc, "localhost", "TLS_CHACHA20_POLY1305_SHA256");
   test_try_write(srv, cli);
 
+  const pst_tls_failure NONE = PST_TLS_FAIL_NONE, BROKEN = PST_TLS_FAIL_BROKEN,
+                        REFUSED = PST_TLS_FAIL_REFUSED, PLAINTEXT = PST_TLS_FAIL_PLAINTEXT;
   refusal("client without a certificate", srv, cli_nocert, NULL, GOOD, "sent no certificate",
-          "certificate required");
+          "certificate required", REFUSED, REFUSED);
   refusal("client certificate of another CA", srv, cli_other, NULL, GOOD,
-          "not signed by our CA", "unknown ca");
+          "not signed by our CA", "unknown ca", REFUSED, REFUSED);
   refusal("server certificate of another CA", srv_ab, cli_b, NULL, GOOD, "unknown ca",
-          "not signed by our CA");
+          "not signed by our CA", REFUSED, REFUSED);
   refusal("wrong expected name", srv, cli, "ps.example", GOOD, "bad certificate",
-          "does not carry the expected name");
+          "does not carry the expected name", REFUSED, REFUSED);
   refusal("plaintext client, TLS server", srv, NULL, NULL, PLAIN_CLIENT,
-          "does not speak TLS (it sent \"PSTR", NULL);
+          "does not speak TLS (it sent \"PSTR", NULL, PLAINTEXT, NONE);
   refusal("TLS client, plaintext server", NULL, cli, NULL, GOOD, NULL,
-          "closed the connection during the handshake");
+          "closed the connection during the handshake", NONE, BROKEN);
   refusal("forged record after the handshake", srv, cli, NULL, GARBAGE_RECORD,
-          "integrity check", NULL);
+          "integrity check", NULL, BROKEN, NONE);
   refusal("garbage bytes after the handshake", srv, cli, NULL, GARBAGE_BYTES,
-          "TLS session failed", NULL);
-  refusal("a port probe (connect, close)", srv, NULL, NULL, PROBE, NULL, NULL);
+          "TLS session failed", NULL, BROKEN, NONE);
+  refusal("a port probe (connect, close)", srv, NULL, NULL, PROBE, NULL, NULL, NONE, NONE);
 
   pst_tls_ctx *all[] = {srv, cli, cli_nocert, cli_other, cli_b, srv_ab, srv_cc, cli_cc};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) pst_tls_ctx_free(all[i]);

@@ -8,6 +8,7 @@
 #                     [--unitdir /etc/systemd/system] [--destdir STAGING]
 #                     [--build-dir bazel-bin] [--no-reload] [--dry-run]
 #                     [--cluster-ips ADDR,...] [--tf-config JSON|@FILE]
+#                     [--tls-cert FILE --tls-key FILE --tls-ca FILE]
 #   deploy/install.sh --uninstall [same options] [--purge]
 #
 # Running it again is harmless: binaries and units are replaced, existing config files are
@@ -25,6 +26,15 @@
 # drop-ins UNITDIR/pstrain-ps.service.d/ipaddress.conf and
 # UNITDIR/pstrain-worker@.service.d/ipaddress.conf. Host names are resolved now: run it
 # again when an address changes. Without either, drop-ins already there are kept.
+#
+# --tls-cert, --tls-key and --tls-ca (all three or none) turn on mutual TLS between the ps
+# and the workers: this host's certificate and key and the cluster's CA (see "TLS" in
+# README.md for making them) are copied to SYSCONFDIR/tls/ (the key readable by root only),
+# and the drop-ins UNITDIR/pstrain-ps.service.d/tls.conf and
+# UNITDIR/pstrain-worker@.service.d/tls.conf hand them to the daemons with LoadCredential=,
+# as the units do with the cluster secret. One certificate serves both daemons of a host. Run
+# it again with new files to replace them; without the options, files and drop-ins already
+# there are kept.
 set -euo pipefail
 
 prefix=/usr/local
@@ -39,6 +49,9 @@ dry=0
 cluster_ips=()
 tf_config=
 tf_config_set=0
+tls_cert=
+tls_key=
+tls_ca=
 
 usage() {
   awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
@@ -64,6 +77,12 @@ while [ $# -gt 0 ]; do
     --cluster-ips=*) cluster_ips+=("${1#*=}"); shift ;;
     --tf-config) tf_config=${2:?--tf-config needs the JSON or @FILE}; tf_config_set=1; shift 2 ;;
     --tf-config=*) tf_config=${1#*=}; tf_config_set=1; shift ;;
+    --tls-cert) tls_cert=${2:?--tls-cert needs a file}; shift 2 ;;
+    --tls-cert=*) tls_cert=${1#*=}; shift ;;
+    --tls-key) tls_key=${2:?--tls-key needs a file}; shift 2 ;;
+    --tls-key=*) tls_key=${1#*=}; shift ;;
+    --tls-ca) tls_ca=${2:?--tls-ca needs a file}; shift 2 ;;
+    --tls-ca=*) tls_ca=${1#*=}; shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "install.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
@@ -80,6 +99,21 @@ case "$destdir" in
   *) destdir=$(cd "$destdir" 2>/dev/null && pwd) || { echo "install.sh: no directory '$destdir'" >&2; exit 2; } ;;
 esac
 destdir=${destdir%/}
+
+# TLS: all three files or none, each readable, checked before anything is installed (the
+# daemons check the rest when they start: the key matching the certificate, the CA's
+# signature).
+tls=0
+if [ -n "$tls_cert$tls_key$tls_ca" ]; then
+  if [ -z "$tls_cert" ] || [ -z "$tls_key" ] || [ -z "$tls_ca" ]; then
+    echo "install.sh: --tls-cert, --tls-key and --tls-ca go together" >&2
+    exit 2
+  fi
+  for f in "$tls_cert" "$tls_key" "$tls_ca"; do
+    [ -f "$f" ] && [ -r "$f" ] || { echo "install.sh: cannot read the TLS file '$f'" >&2; exit 2; }
+  done
+  tls=1
+fi
 
 # The cluster spec: --tf-config, else TF_CONFIG from the environment (which sudo passes on
 # only when told: sudo TF_CONFIG=... deploy/install.sh).
@@ -130,9 +164,11 @@ install_unit() {
   install_generated "$tmp" "$destdir$unitdir/$(basename "$1")"
 }
 
-# The IP allow-list drop-ins (issue 12), one per unit.
+# The IP allow-list drop-ins (issue 12), one per unit, and the TLS ones.
 DROPIN_UNITS=(pstrain-ps.service pstrain-worker@.service)
 dropin_path() { echo "$unitdir/$1.d/ipaddress.conf"; }
+tls_dropin_path() { echo "$unitdir/$1.d/tls.conf"; }
+TLS_DIR=$sysconfdir/tls
 
 # cluster_hosts: the hosts of the cluster spec (--tf-config or $TF_CONFIG), one a line:
 # every "HOST:PORT" string in it ("[V6]:PORT" too), without the port.
@@ -221,6 +257,39 @@ EOF
 }
 IP_NOTE=0
 
+# install_tls: with --tls-*, copies the files to SYSCONFDIR/tls/ and writes each unit's TLS
+# drop-in; without, keeps what is there.
+install_tls() {
+  local u tmp dst
+  if [ "$tls" = 0 ]; then
+    for u in "${DROPIN_UNITS[@]}"; do
+      dst=$destdir$(tls_dropin_path "$u")
+      if [ -e "$dst" ]; then echo "kept       $dst (--tls-cert, --tls-key and --tls-ca replace it)"; fi
+    done
+    return 0
+  fi
+  run install -D -m 0644 "$tls_cert" "$destdir$TLS_DIR/cert.pem"
+  echo "installed  $destdir$TLS_DIR/cert.pem"
+  run install -D -m 0600 "$tls_key" "$destdir$TLS_DIR/key.pem"
+  echo "installed  $destdir$TLS_DIR/key.pem (mode 0600)"
+  run install -D -m 0644 "$tls_ca" "$destdir$TLS_DIR/ca.pem"
+  echo "installed  $destdir$TLS_DIR/ca.pem"
+  for u in "${DROPIN_UNITS[@]}"; do
+    tmp=$(mktemp)
+    cat >"$tmp" <<EOF
+# Written by deploy/install.sh --tls-cert, --tls-key and --tls-ca: mutual TLS between the ps
+# and the workers. The daemon reads the files from \$CREDENTIALS_DIRECTORY/pstrain-tls-cert,
+# pstrain-tls-key and pstrain-tls-ca (tls-cert, tls-key and tls-ca in its config file, the
+# environment or its flags would win over them).
+[Service]
+LoadCredential=pstrain-tls-cert:$TLS_DIR/cert.pem
+LoadCredential=pstrain-tls-key:$TLS_DIR/key.pem
+LoadCredential=pstrain-tls-ca:$TLS_DIR/ca.pem
+EOF
+    install_generated "$tmp" "$destdir$(tls_dropin_path "$u")"
+  done
+}
+
 install_config() {
   local src=$1 dst=$destdir$sysconfdir/$(basename "$1")
   if [ -e "$dst" ]; then
@@ -282,6 +351,7 @@ if [ "$uninstall" = 1 ]; then
   remove "$unitdir/pstrain-worker@.service"
   for u in "${DROPIN_UNITS[@]}"; do
     remove "$(dropin_path "$u")"
+    remove "$(tls_dropin_path "$u")"
     d=$destdir$(dirname "$(dropin_path "$u")")
     [ -d "$d" ] && run rmdir --ignore-fail-on-non-empty "$d"
   done
@@ -293,6 +363,10 @@ if [ "$uninstall" = 1 ]; then
     remove "$sysconfdir/ps.conf"
     remove "$sysconfdir/worker.conf"
     remove "$sysconfdir/secret"
+    remove "$TLS_DIR/cert.pem"
+    remove "$TLS_DIR/key.pem"
+    remove "$TLS_DIR/ca.pem"
+    [ -d "$destdir$TLS_DIR" ] && run rmdir --ignore-fail-on-non-empty "$destdir$TLS_DIR"
     [ -d "$destdir$sysconfdir" ] && run rmdir --ignore-fail-on-non-empty "$destdir$sysconfdir"
   else
     [ -e "$destdir$sysconfdir/ps.conf" ] && echo "kept       $destdir$sysconfdir/ps.conf (--purge removes it)"
@@ -332,6 +406,7 @@ fi
 install_unit "$here/systemd/pstrain-ps.service"
 install_unit "$here/systemd/pstrain-worker@.service"
 install_ip_dropins
+install_tls
 run install -D -m 0644 "$here/README.md" "$destdir$docdir/README.md"
 echo "installed  $destdir$docdir/README.md"
 install_config "$here/ps.conf"
@@ -342,7 +417,9 @@ cat <<EOF
 
 Next: edit $sysconfdir/ps.conf (listen, workers, epochs) on the ps host and
 $sysconfdir/worker.conf (ps = HOST:PORT) on each worker host, copy $sysconfdir/secret from
-one host to all the others (same file everywhere, mode 0600), then
+one host to all the others (same file everywhere, mode 0600) (for mutual TLS, run this again
+on each host with --tls-cert, --tls-key and --tls-ca: its certificate and key, the cluster's
+CA), then
   systemctl enable --now pstrain-ps.service              # on the ps host
   systemctl enable --now pstrain-worker@0.service        # on a worker host, one per GPU (or @cpu0)
 EOF

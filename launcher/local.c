@@ -17,7 +17,7 @@ static char f_slow[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
-static int f_placement;
+static int f_placement, f_tls;
 
 static pst_cfg_opt g_opts[] = {
     PST_OPT("workers", PST_CFG_INT, &f_workers, "2", "worker processes", 1, PL_MAX_WORKERS),
@@ -39,6 +39,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &f_gpu_mem, "0", "MiB per worker (0: no cap)", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &f_placement, "false", "workers log layer placement", 0, 0),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB)", 4, 262144),
+    PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "mutual TLS between the ps and the workers, with a throwaway CA made in the run directory", 0, 0),
     PST_OPT("slow-worker", PST_CFG_STRING, f_slow, "", "I:FACTOR[,I:FACTOR]: slow workers down", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),
@@ -119,6 +120,7 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->gpu_memory_limit = (int)f_gpu_mem;
   o->log_placement = f_placement;
   o->chunk_kib = (int)f_chunk;
+  o->tls = f_tls;
   o->run_dir = f_run_dir[0] ? f_run_dir : NULL;
   o->metrics_path = f_metrics[0] ? f_metrics : NULL;
   o->summary_path = f_summary[0] ? f_summary : NULL;
@@ -157,9 +159,9 @@ int pl_cmd_local(int argc, char **argv) {
   if (pl_make_run_dir(o.run_dir, dir, sizeof dir) < 0) return 1;
   o.run_dir = dir;
   printf("pstrain local: 1 ps + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per worker, "
-         "%s lr %g\nlogs and metrics: %s\n",
+         "%s lr %g%s\nlogs and metrics: %s\n",
          o.workers, o.workers > 1 ? "s" : "", o.mode, o.model, o.epochs, o.epochs > 1 ? "s" : "",
-         o.batch_size, o.optimizer, o.lr, dir);
+         o.batch_size, o.optimizer, o.lr, o.tls ? ", mutual TLS" : "", dir);
   if (strcmp(o.model, "mlp") != 0) pst_model_summary(&model, stdout);
   fflush(stdout);
   pl_run_result res;

@@ -1,6 +1,7 @@
 #include "launcher/run.h"
 
 #include "common/clock.h"
+#include "common/tls_pki.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -413,6 +414,22 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   else snprintf(summary, sizeof summary, "%s/summary.json", o->run_dir);
   unlink(r.metrics_path);
   unlink(summary);
+  /* --tls: a throwaway CA and certificates for this run only, beside its logs; a real
+   * cluster's come from its own CA (README.md, "TLS"). */
+  char tls_ca[PATH_MAX], tls_srv[PATH_MAX], tls_srv_key[PATH_MAX], tls_cli[PATH_MAX],
+      tls_cli_key[PATH_MAX];
+  if (o->tls) {
+    char err[512];
+    if (pst_tls_pki_make(o->run_dir, "tls", err, sizeof err) < 0) {
+      fprintf(stderr, "pstrain: %s\n", err);
+      return 1;
+    }
+    pst_tls_pki_path(tls_ca, sizeof tls_ca, o->run_dir, "tls", "ca.pem");
+    pst_tls_pki_path(tls_srv, sizeof tls_srv, o->run_dir, "tls", "server.pem");
+    pst_tls_pki_path(tls_srv_key, sizeof tls_srv_key, o->run_dir, "tls", "server.key");
+    pst_tls_pki_path(tls_cli, sizeof tls_cli, o->run_dir, "tls", "client.pem");
+    pst_tls_pki_path(tls_cli_key, sizeof tls_cli_key, o->run_dir, "tls", "client.key");
+  }
   long n_train = train_samples(o->data_dir);
   if (n_train > 0) r.total_steps = (long)o->epochs * ((n_train / workers) / o->batch_size);
 
@@ -436,6 +453,11 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   arg(&a, "--chunk-kib=%d", o->chunk_kib);
   arg(&a, "--metrics=%s", r.metrics_path);
   arg(&a, "--summary-json=%s", summary);
+  if (o->tls) {
+    arg(&a, "--tls-cert=%s", tls_srv);
+    arg(&a, "--tls-key=%s", tls_srv_key);
+    arg(&a, "--tls-ca=%s", tls_ca);
+  }
   snprintf(r.ps.name, sizeof r.ps.name, "pstrain-ps");
   snprintf(r.ps.log, sizeof r.ps.log, "%s/ps.log", o->run_dir);
   int rc = spawn(&r, &r.ps, a.argv);
@@ -456,6 +478,11 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     if (o->gpu_memory_limit) arg(&w, "--gpu-memory-limit=%d", o->gpu_memory_limit);
     if (o->log_placement) arg(&w, "--log-placement");
     if (o->slow_factor[i] > 1) arg(&w, "--slow-factor=%g", o->slow_factor[i]);
+    if (o->tls) {
+      arg(&w, "--tls-cert=%s", tls_cli);
+      arg(&w, "--tls-key=%s", tls_cli_key);
+      arg(&w, "--tls-ca=%s", tls_ca);
+    }
     snprintf(r.workers[i].name, sizeof r.workers[i].name, "worker %d", i);
     snprintf(r.workers[i].log, sizeof r.workers[i].log, "%s/worker%d.log", o->run_dir, i);
     r.workers[i].argv = argv_dup(w.argv, w.n);

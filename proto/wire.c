@@ -40,7 +40,11 @@ int pst_wire_prefix_decode(const uint8_t in[PST_WIRE_PREFIX_LEN], uint32_t max_p
   p->header_len = get_u32(in + 8);
   p->payload_len = get_u32(in + 12);
   if (p->magic != PST_WIRE_MAGIC) {
-    snprintf(err, errlen, "bad magic 0x%08" PRIx32 " (not a pstrain peer?)", p->magic);
+    /* A TLS record starts with its type (22, a handshake) and version major 3: a peer with
+     * TLS on meeting an end without it, which is worth saying in so many words. */
+    int tls = in[0] == 0x16 && in[1] == 0x03;
+    snprintf(err, errlen, "bad magic 0x%08" PRIx32 " (%s)", p->magic,
+             tls ? "a TLS handshake: the peer uses TLS, this end does not" : "not a pstrain peer?");
     return -EPROTO;
   }
   if (p->version != PST_WIRE_VERSION) {

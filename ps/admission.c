@@ -1,4 +1,6 @@
-/* Who gets in: the cluster secret's handshake before anything else is read (common/auth.h),
+/* Who gets in: with TLS, a certificate signed by the cluster's CA (common/tls.h, checked by
+ * the connection's stream before any byte reaches the ps); the cluster secret's handshake
+ * before anything else is read (common/auth.h), inside TLS when both are on;
  * --hello-timeout to authenticate and register, and --max-connections, with the oldest
  * connection that has not registered closed first so that real workers always get in.
  * Until it registers a connection holds its struct, a small reader (proto/wire.h,
@@ -60,6 +62,39 @@ int ps_admit(ps_server *s, ps_conn *c) {
   return pst_reader_init_small(&c->rd, ps_reader_cbs(), c);
 }
 
+/* Discards what the peer sent and nobody will read: closing on unread bytes would reset the
+ * connection, and could lose on the way the ERROR frame that tells it why it is refused. */
+static void drain_unread(ps_conn *c) {
+  uv_os_fd_t fd;
+  char junk[4096];
+  if (uv_fileno((uv_handle_t *)&c->io.tcp, &fd) == 0)
+    while (recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0) {
+    }
+}
+
+void ps_refuse_plaintext(ps_conn *c) {
+  /* Only a frame's sender gets a frame back: a worker with the secret but without TLS began
+   * with the handshake's hello and reads the ps's challenge next, not a frame; it sees the
+   * connection close, and its message says that the ps may require TLS. */
+  uint8_t first[4];
+  if (pst_tls_stream_first_bytes(&c->io, first, sizeof first) != sizeof first ||
+      memcmp(first, "PSTR", 4) != 0)
+    return;
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__ErrorInfo e = PSTRAIN__ERROR_INFO__INIT;
+  e.reason = "this ps requires TLS: start the worker with the cluster's --tls-cert, --tls-key "
+             "and --tls-ca";
+  h.type = PSTRAIN__MSG_TYPE__ERROR;
+  h.error = &e;
+  uint8_t buf[256];
+  int n = pst_wire_encode(&h, 0, buf, sizeof buf);
+  if (n <= 0) return;
+  /* Straight onto the TCP handle, past TLS, whose session failed before it sent a byte. */
+  uv_buf_t b = uv_buf_init((char *)buf, (unsigned)n);
+  uv_try_write((uv_stream_t *)&c->io.tcp, &b, 1);
+  drain_unread(c);
+}
+
 void ps_auth_buffer(ps_conn *c, char **base, size_t *len) {
   /* Exactly the bytes of the handshake message still missing: a frame the worker sends
    * right after its proof stays in the socket for the reader. */
@@ -81,19 +116,16 @@ int ps_auth_read(ps_conn *c, size_t n) {
     if (not_auth || pst_auth_challenge(&c->auth, s->opt.secret, c->hs, challenge) < 0) {
       /* A worker without the secret starts with a frame: tell it why, in a frame. */
       int framed = memcmp(c->hs, "PSTR", 4) == 0;
+      int tls = c->hs[0] == 0x16 && c->hs[1] == 0x03; /* a TLS record: a handshake */
       ps_log_conn(s, "closing connection from %s: %s", c->peer,
                   framed ? "it did not authenticate (this ps needs the cluster secret)"
+                  : tls  ? "a TLS handshake (the peer uses TLS, this ps runs without it)"
                          : "not a pstrain authentication");
       if (framed) {
         ps_send_error(c, "authentication required: this ps needs the cluster secret "
                          "(start the worker with the cluster's --secret-file)");
-        /* The rest of its first frame is unread: closing on it would reset the connection
-         * and could lose the ERROR on the way. */
-        uv_os_fd_t fd;
-        char junk[4096];
-        if (uv_fileno((uv_handle_t *)&c->tcp, &fd) == 0)
-          while (recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0) {
-          }
+        /* The rest of its first frame is unread. */
+        drain_unread(c);
       }
       ps_conn_close(c, NULL, 0);
       return -EACCES;

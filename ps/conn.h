@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "common/auth.h"
+#include "common/tls.h"
 #include "proto/wire.h"
 #include "ps/server.h"
 
@@ -18,7 +19,9 @@ typedef enum {
 } conn_state;
 
 struct ps_conn {
-  uv_tcp_t tcp;
+  /* The connection: its uv_tcp_t is io.tcp (io.tcp.data is this struct), with TLS on it when
+   * the ps has a TLS context. Reads, writes, shutdown and close go through the stream. */
+  pst_tls_stream io;
   conn_state state;
   ps_server *srv;
   ps_conn *next, *prev;
@@ -33,6 +36,7 @@ struct ps_conn {
   int reading;           /* uv_read_start active */
   int worker;            /* index, or -1 before HELLO */
   char peer[64];
+  char session[128];     /* with TLS, once the handshake finished: "TLSv1.3 ..., peer CN=..." */
   double last_rx, last_tx; /* monotonic seconds of the last bytes read and the last frame
                             * queued: silence and heartbeats (ps/liveness.c) */
   /* The push in progress: chunks arrive in order into recv. */
@@ -73,6 +77,9 @@ const pst_reader_cbs *ps_reader_cbs(void);
  * waiting for the handshake, or straight to a small reader without a secret. */
 int ps_admit(ps_server *s, ps_conn *c);
 void ps_auth_buffer(ps_conn *c, char **base, size_t *len);
+/* The TLS session failed because the peer spoke in the clear: a pstrain worker without TLS
+ * is told why in an ERROR frame, in the clear (the connection is then closed by the caller). */
+void ps_refuse_plaintext(ps_conn *c);
 /* n more handshake bytes arrived: 0 more to come, 1 authenticated (now CONN_OPEN), < 0 the
  * connection is being closed. */
 int ps_auth_read(ps_conn *c, size_t n);

@@ -72,16 +72,18 @@ void ps_worker_joined(ps_server *s, int i) {
   ps_worker *w = &s->workers[i];
   ps_conn *c = w->conn;
   if (w->lost || w->abandoned) {
-    LOG_INFO("worker %d '%s' rejoined from %s %.1f s after its slot was lost; it resumes at step "
-             "%" PRIu64 " of its shard (version %" PRIu64 ")",
-             i, w->name, c->peer, pst_now() - w->lost_at, ps_slot_position(s, i),
-             s->store.version);
+    LOG_INFO("worker %d '%s' rejoined from %s%s%s %.1f s after its slot was lost; it resumes at "
+             "step %" PRIu64 " of its shard (version %" PRIu64 ")",
+             i, w->name, c->peer, c->session[0] ? " over " : "", c->session,
+             pst_now() - w->lost_at, ps_slot_position(s, i), s->store.version);
     if (w->abandoned) s->abandoned--;
     w->lost = w->abandoned = 0;
     update_member(s, i, 1);
   } else {
-    LOG_INFO("worker %d '%s' registered from %s (%d of %d)", i, w->name, c->peer, s->registered,
-             s->opt.workers);
+    /* With TLS the line says what the session is: "over TLSv1.3 TLS_AES_256_GCM_SHA384, peer
+     * CN=worker-3". */
+    LOG_INFO("worker %d '%s' registered from %s%s%s (%d of %d)", i, w->name, c->peer,
+             c->session[0] ? " over " : "", c->session, s->registered, s->opt.workers);
   }
   if (!w->ever) s->slots_seen++;
   w->ever = 1;

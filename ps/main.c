@@ -2,7 +2,8 @@
  *
  * The story: read the configuration (defaults < the model spec's optimizer line <
  * /etc/pstrain/ps.conf < PSTRAIN_PS_* < flags), initialise the model's weights from the
- * seed, start listening, run the event loop until training is complete or a signal
+ * seed, load the cluster secret and the TLS files (bad ones are configuration errors, exit
+ * 2), start listening, run the event loop until training is complete or a signal
  * arrives, then close every handle and check that the loop really is empty. */
 #include <errno.h>
 #include <inttypes.h>
@@ -18,6 +19,7 @@
 #include "common/fpenv.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "common/tls_config.h"
 #include "kernels/model_config.h"
 #include "ps/server.h"
 
@@ -29,6 +31,7 @@ static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
 static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX];
 static int o_insecure;
+static pst_tls_files o_tls;
 static int64_t o_max_conns;
 static double o_hello_timeout;
 static int64_t o_ckpt_every, o_ckpt_keep;
@@ -62,7 +65,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
     PST_OPT("secret-file", PST_CFG_STRING, o_secret_file, "", "cluster secret (default: systemd credential pstrain-secret); every connection must prove it holds it", 0, 0),
-    PST_OPT("insecure", PST_CFG_BOOL, &o_insecure, "false", "listen on a non-loopback address without a secret", 0, 0),
+    PST_TLS_OPTS(o_tls),
+    PST_OPT("insecure", PST_CFG_BOOL, &o_insecure, "false", "listen on a non-loopback address without a secret or TLS", 0, 0),
     PST_OPT("hello-timeout", PST_CFG_DOUBLE, &o_hello_timeout, "10", "seconds a connection has to authenticate and register (0.1 to 3600)", 0, 0),
     PST_OPT("max-connections", PST_CFG_INT, &o_max_conns, "256", "open connections at most (the oldest unregistered one is closed first)", 8, 65536),
     PST_OPT("worker-timeout", PST_CFG_DOUBLE, &o_worker_timeout, "30", "seconds of silence after which a worker is lost (0.2 to 86400)", 0, 0),
@@ -221,10 +225,25 @@ int main(int argc, char **argv) {
     return 0;
   }
 
+  /* The cluster secret and the TLS files, read and checked before any work: a bad one is a
+   * configuration error (exit 2) in one line naming the file. */
+  static pst_secret secret;
+  if (pst_secret_load(o_secret_file, &secret, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return PST_EXIT_USAGE;
+  }
+  char tls_desc[512];
+  if (pst_tls_config_load(PST_TLS_SERVER, &o_tls, &opt.tls, tls_desc, sizeof tls_desc, err,
+                          sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return PST_EXIT_USAGE;
+  }
+
   /* 2. The model's initial weights. */
   float *init = malloc(model.n_params * sizeof(float));
   if (!init) {
     LOG_ERR("cannot allocate %zu parameters", model.n_params);
+    pst_tls_ctx_free(opt.tls);
     return 1;
   }
   pst_model_init_params(&model, opt.seed, init);
@@ -235,27 +254,29 @@ int main(int argc, char **argv) {
   char ip[64];
   if (pst_resolve_listen(opt.listen_host, ip, sizeof ip, err, sizeof err) < 0) {
     LOG_ERR("%s", err);
+    free(init);
+    pst_tls_ctx_free(opt.tls);
     return 2;
   }
   snprintf(opt.listen_host, sizeof opt.listen_host, "%s", ip);
 
-  /* 4. Who may connect: the cluster secret, required off the loopback interface (redis's
-   * protected mode), and enough descriptors for --max-connections. */
-  static pst_secret secret;
-  if (pst_secret_load(o_secret_file, &secret, err, sizeof err) < 0) {
-    LOG_ERR("%s", err);
-    return PST_EXIT_USAGE;
-  }
+  /* 4. Who may connect: the cluster secret and/or mutual TLS, one of them required off the
+   * loopback interface (redis's protected mode), and enough descriptors for
+   * --max-connections. Mutual TLS authenticates every peer (a certificate signed by the
+   * cluster's CA), so it meets that rule by itself; the secret's handshake, when given too,
+   * runs inside TLS unchanged. */
   int loopback = !strncmp(ip, "127.", 4) || !strcmp(ip, "::1");
-  if (!secret.set && !loopback && !o_insecure) {
-    LOG_ERR("--listen %s:%d is reachable from other hosts, and there is no cluster secret: give "
-            "one (--secret-file, or systemd's LoadCredential=%s), or --insecure to let anyone "
-            "who reaches the port read and change the weights", ip, opt.listen_port,
-            PST_AUTH_CREDENTIAL);
+  if (!secret.set && !opt.tls && !loopback && !o_insecure) {
+    LOG_ERR("--listen %s:%d is reachable from other hosts, and there is neither a cluster secret "
+            "nor TLS: give a secret (--secret-file, or systemd's LoadCredential=%s) or mutual "
+            "TLS (--tls-cert, --tls-key, --tls-ca), or --insecure to let anyone who reaches the "
+            "port read and change the weights", ip, opt.listen_port, PST_AUTH_CREDENTIAL);
+    free(init);
     return PST_EXIT_USAGE;
   }
+  if (opt.tls) LOG_INFO("connections use mutual TLS 1.3: %s", tls_desc);
   if (secret.set) LOG_INFO("connections authenticate with the cluster secret from %s", secret.source);
-  else if (!loopback) LOG_WARN("--insecure: anyone who reaches %s:%d can train this model", ip, opt.listen_port);
+  else if (!opt.tls && !loopback) LOG_WARN("--insecure: anyone who reaches %s:%d can train this model", ip, opt.listen_port);
   opt.secret = &secret;
   struct rlimit nofile;
   if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < nofile.rlim_max) {
@@ -278,6 +299,7 @@ int main(int argc, char **argv) {
     pst_notify_status("finished: %s", err);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
+    pst_tls_ctx_free(opt.tls);
     uv_loop_close(&loop);
     return PST_EXIT_OK;
   }
@@ -285,6 +307,7 @@ int main(int argc, char **argv) {
     LOG_ERR("%s", err);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
+    pst_tls_ctx_free(opt.tls);
     uv_loop_close(&loop);
     return 1;
   }
@@ -308,6 +331,7 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
   int exit_code = srv.exit_code;
   ps_server_free(&srv);
+  pst_tls_ctx_free(opt.tls); /* after every connection made from it is gone */
   rc = uv_loop_close(&loop);
   if (rc != 0) {
     LOG_ERR("event loop did not close cleanly: %s", uv_strerror(rc));

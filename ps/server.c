@@ -42,7 +42,7 @@ int ps_send_header(ps_conn *c, const Pstrain__Header *h) {
   }
   m->req.data = m;
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
-  int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
+  int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
   return rc;
 }
@@ -55,7 +55,7 @@ int ps_send_raw(ps_conn *c, const void *bytes, size_t n) {
   m->req.data = m;
   c->last_tx = pst_now();
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
-  int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
+  int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
   return rc;
 }
@@ -484,9 +484,13 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (nread == 0) return;
   c->last_rx = pst_now();
   if (nread < 0) {
+    /* With TLS the reason names what failed ("TLS handshake failed: the peer's certificate is
+     * not signed by our CA (...)"); a peer that connects and leaves is still a plain EOF. */
+    if (pst_tls_stream_failure(&c->io) == PST_TLS_FAIL_PLAINTEXT) ps_refuse_plaintext(c);
     int mid = c->state == CONN_AUTH ? c->hs_got > 0
                                     : !(c->rd.state == PST_RD_PREFIX && c->rd.got == 0);
-    conn_close(c, nread == UV_EOF ? (mid ? "peer closed mid-frame" : NULL) : uv_strerror((int)nread));
+    conn_close(c, nread == UV_EOF ? (mid ? "peer closed mid-frame" : NULL)
+                                  : pst_tls_stream_strerror(&c->io, (int)nread));
     return;
   }
   if (c->state == CONN_AUTH) {
@@ -498,7 +502,8 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   if (rc == PST_READER_PAUSE && c->grow_reader) rc = grow_reader(c);
   if (c->state == CONN_CLOSING) return;
   if (rc == PST_READER_PAUSE) {
-    uv_read_stop(stream);
+    /* Through the stream: with TLS, decrypted bytes may be waiting, which it holds. */
+    pst_tls_stream_read_stop(&c->io);
     c->reading = 0;
   } else if (rc < 0) {
     if (c->state == CONN_WORKER)
@@ -515,7 +520,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
 
 static void start_reading(ps_conn *c) {
   if (c->state == CONN_CLOSING || c->reading) return;
-  if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->reading = 1;
+  if (pst_tls_stream_read_start(&c->io, on_alloc, on_read) == 0) c->reading = 1;
 }
 
 static void on_conn_closed(uv_handle_t *h) {
@@ -535,7 +540,7 @@ static void on_conn_closed(uv_handle_t *h) {
 static void on_shutdown_done(uv_shutdown_t *req, int status) {
   ps_conn *c = req->data;
   (void)status;
-  uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+  pst_tls_stream_close(&c->io, on_conn_closed);
 }
 
 /* Closes after the queued writes (an ERROR or SHUTDOWN) have gone out. `why` is logged
@@ -549,13 +554,21 @@ void ps_conn_close(ps_conn *c, const char *why, int hard) {
   c->pending = 0;
   c->pull_waiting = 0;
   ps_pull_abandon(c);
-  if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
+  if (c->reading) pst_tls_stream_read_stop(&c->io);
   c->reading = 0;
   if (why && !was_worker) ps_log_conn(c->srv, "connection from %s closed: %s", c->peer, why);
   if (was_worker) ps_worker_lost(c->srv, c->worker, why);
   c->shutdown_req.data = c;
-  if (hard || uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, on_shutdown_done) < 0)
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+  /* With TLS the shutdown sends the queued writes, then close_notify, then the FIN. */
+  if (hard || pst_tls_stream_shutdown(&c->io, &c->shutdown_req, on_shutdown_done) < 0)
+    pst_tls_stream_close(&c->io, on_conn_closed);
+}
+
+/* The TLS handshake finished: what the session is, for the worker's registration line. A
+ * failed one needs nothing here: its reason comes to on_read as a read error. */
+static void on_handshake(pst_tls_stream *io, int status) {
+  ps_conn *c = io->tcp.data;
+  if (status == 0) pst_tls_stream_describe(io, c->session, sizeof c->session);
 }
 
 static void on_connection(uv_stream_t *server, int status) {
@@ -569,22 +582,29 @@ static void on_connection(uv_stream_t *server, int status) {
   c->srv = s;
   c->worker = -1;
   c->last_rx = c->last_tx = pst_now();
-  uv_tcp_init(s->loop, &c->tcp);
-  c->tcp.data = c;
+  /* Without a TLS context (s->opt.tls NULL) the stream is plain TCP: libuv's own calls. */
+  char why[256];
+  int rc = pst_tls_stream_init(&c->io, s->loop, s->opt.tls, NULL, why, sizeof why);
+  c->io.tcp.data = c;
+  pst_tls_stream_on_handshake(&c->io, on_handshake);
   c->next = s->conns;
   if (s->conns) s->conns->prev = c;
   s->conns = c;
   s->n_conns++;
-  if (uv_accept(server, (uv_stream_t *)&c->tcp) < 0) {
+  /* Accepted even when its TLS session could not be made: a connection left waiting in the
+   * listener would stop libuv from accepting any other. */
+  int arc = uv_accept(server, (uv_stream_t *)&c->io.tcp);
+  if (rc < 0 || arc < 0) {
+    if (rc < 0) ps_log_conn(s, "cannot set up a connection: %s", why);
     c->state = CONN_CLOSING;
-    uv_close((uv_handle_t *)&c->tcp, on_conn_closed);
+    pst_tls_stream_close(&c->io, on_conn_closed);
     return;
   }
-  uv_tcp_nodelay(&c->tcp, 1);
+  uv_tcp_nodelay(&c->io.tcp, 1);
   struct sockaddr_storage sa;
   int len = sizeof sa;
   snprintf(c->peer, sizeof c->peer, "?");
-  if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&sa, &len) == 0) {
+  if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&sa, &len) == 0) {
     char ip[48] = "?";
     int port = 0;
     if (sa.ss_family == AF_INET) {

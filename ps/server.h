@@ -8,6 +8,7 @@
 
 #include "common/auth.h"
 #include "common/log.h"
+#include "common/tls.h"
 #include "kernels/model.h"
 #include "ps/metrics.h"
 #include "ps/optim.h"
@@ -35,6 +36,8 @@ typedef struct {
   pst_opt_config opt;
   /* Who may connect, and how many. */
   const pst_secret *secret;  /* set: every connection authenticates first */
+  pst_tls_ctx *tls;          /* set: every connection is mutual TLS (the caller's; outlives the
+                              * server) */
   double hello_timeout;      /* seconds to authenticate and register */
   int max_connections;
   /* Failures (ps/liveness.c). */

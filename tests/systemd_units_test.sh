@@ -15,7 +15,9 @@
 # The hardening of issue 12: the sandbox settings each unit must have (and the ones the
 # worker must not have, for the GPU), `systemd-analyze security --offline` at most 2.0
 # for every unit, and install.sh's IP allow-list drop-ins (--cluster-ips, --tf-config,
-# TF_CONFIG): written, verified, kept on reinstall, removed by --uninstall.
+# TF_CONFIG): written, verified, kept on reinstall, removed by --uninstall. Mutual TLS
+# (issue 12, item 2): install.sh --tls-cert, --tls-key and --tls-ca copy the files and write
+# LoadCredential= drop-ins, which verify and keep the scores; half of the options is refused.
 source "$(dirname "$0")/lib.sh"
 
 DEPLOY="$RUNFILES/deploy"
@@ -295,5 +297,46 @@ left=$(files_in "$NET" | awk '{print $2}' | grep -v '^./etc/resolv.conf$' || tru
 [ ! -e "$NET/etc/systemd/system/pstrain-ps.service.d" ] || fail "--uninstall left pstrain-ps.service.d"
 checks=$((checks + 1))
 pass "IP allow-list drop-ins: --cluster-ips, --tf-config and TF_CONFIG written (with the DNS server), verified, kept, refused for a bad host, uninstalled"
+
+# 9. TLS: the three files are copied under /etc/pstrain/tls (the key mode 0600) and handed to
+# both units with LoadCredential= under the names the daemons look for; the units still
+# verify and score; an install without the options keeps them; half of the options stops
+# install.sh before it installs anything; --uninstall removes the drop-ins, --purge the files.
+TLSR="$TMP/tls"
+new_root "$TLSR"
+for f in cert.pem key.pem ca.pem; do echo "not checked by install.sh: $f" >"$TMP/in-$f"; done
+"${INSTALL[@]}" --destdir "$TLSR" --tls-cert "$TMP/in-cert.pem" --tls-key "$TMP/in-key.pem" \
+  --tls-ca "$TMP/in-ca.pem" >"$OUT/install-tls.log" 2>&1 ||
+  fail "install.sh --tls-* failed: $(tail -n 1 "$OUT/install-tls.log")"
+for f in cert.pem key.pem ca.pem; do
+  cmp -s "$TLSR/etc/pstrain/tls/$f" "$TMP/in-$f" || fail "install.sh did not install /etc/pstrain/tls/$f"
+done
+[ "$(stat -c %a "$TLSR/etc/pstrain/tls/key.pem")" = 600 ] || fail "the TLS key is not mode 600"
+for u in pstrain-ps.service pstrain-worker@.service; do
+  d=$TLSR/etc/systemd/system/$u.d/tls.conf
+  [ "$(unit_key "$d" Service LoadCredential | tr '\n' '|')" = "pstrain-tls-cert:/etc/pstrain/tls/cert.pem|pstrain-tls-key:/etc/pstrain/tls/key.pem|pstrain-tls-ca:/etc/pstrain/tls/ca.pem|" ] ||
+    fail "$u.d/tls.conf: LoadCredential= $(unit_key "$d" Service LoadCredential | tr '\n' '|')"
+done
+for u in pstrain-ps.service pstrain-worker@1.service; do
+  report=$(verify "$TLSR" "$u") || fail "systemd-analyze verify $u with the TLS drop-in: $report"
+  systemd-analyze security --offline=yes --root="$TLSR" --threshold=20 --no-pager "$u" >/dev/null 2>&1 ||
+    fail "systemd-analyze security $u with the TLS drop-in: above 2.0"
+done
+"${INSTALL[@]}" --destdir "$TLSR" >"$OUT/install-tls2.log" 2>&1 || fail "install.sh without --tls-* failed"
+grep -q "^kept       $TLSR/etc/systemd/system/pstrain-worker@.service.d/tls.conf" "$OUT/install-tls2.log" ||
+  fail "an install without --tls-* did not keep the TLS drop-in"
+BADTLS="$TMP/badtls"
+mkdir -p "$BADTLS"
+rc=0; "${INSTALL[@]}" --destdir "$BADTLS" --tls-cert "$TMP/in-cert.pem" >"$OUT/install-badtls.log" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "go together" "$OUT/install-badtls.log" || fail "install.sh with only --tls-cert: rc $rc"
+[ -z "$(find "$BADTLS" -mindepth 1 -print -quit)" ] || fail "install.sh installed files before refusing half of the TLS options"
+"${INSTALL[@]}" --destdir "$TLSR" --uninstall >"$OUT/uninstall-tls.log" 2>&1 || fail "install.sh --uninstall (TLS) failed"
+[ ! -e "$TLSR/etc/systemd/system/pstrain-ps.service.d" ] || fail "--uninstall left pstrain-ps.service.d"
+[ -f "$TLSR/etc/pstrain/tls/key.pem" ] || fail "--uninstall removed the TLS key (only --purge may)"
+"${INSTALL[@]}" --destdir "$TLSR" --uninstall --purge >"$OUT/purge-tls.log" 2>&1 || fail "install.sh --purge (TLS) failed"
+left=$(files_in "$TLSR")
+[ -z "$left" ] || fail "after --uninstall --purge files are left: $left"
+checks=$((checks + 1))
+pass "TLS: install.sh --tls-cert/--tls-key/--tls-ca copied the files, LoadCredential= drop-ins verified, kept, half refused, uninstalled"
 
 echo "$checks passed, 0 failed"

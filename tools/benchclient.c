@@ -469,7 +469,7 @@ int main(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   b.loop = &loop;
-  if (wk_client_start(&b.cl, &loop, host, port, o_timeout, NULL, &client_cbs, &b) < 0) {
+  if (wk_client_start(&b.cl, &loop, host, port, o_timeout, NULL, NULL, NULL, &client_cbs, &b) < 0) {
     LOG_ERR("cannot start the client");
     return 1;
   }

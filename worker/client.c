@@ -29,7 +29,7 @@ static const pst_reader_cbs reader_cbs = {rd_payload, rd_frame};
 
 static void on_handle_closed(uv_handle_t *h) {
   wk_client *c = h->data;
-  if (h == (uv_handle_t *)&c->tcp) c->tcp_open = 0;
+  if (h == (uv_handle_t *)&c->io.tcp) c->tcp_open = 0;
   if (c->tcp_open || !uv_is_closing((uv_handle_t *)&c->timer)) return;
   if (c->state == WK_CONN_CLOSED) return;
   c->state = WK_CONN_CLOSED;
@@ -47,8 +47,8 @@ void wk_client_close(wk_client *c, const char *why) {
   int resolving = c->state == WK_CONN_RESOLVING;
   c->state = WK_CONN_CLOSING;
   if (resolving) uv_cancel((uv_req_t *)&c->gai);
-  if (c->tcp_open && !uv_is_closing((uv_handle_t *)&c->tcp))
-    uv_close((uv_handle_t *)&c->tcp, on_handle_closed);
+  if (c->tcp_open && !uv_is_closing((uv_handle_t *)&c->io.tcp))
+    pst_tls_stream_close(&c->io, on_handle_closed);
   if (!uv_is_closing((uv_handle_t *)&c->timer)) uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
 
@@ -111,9 +111,9 @@ static void on_tcp_closed_for_retry(uv_handle_t *h) {
 static void retry_later(wk_client *c, int status) {
   snprintf(c->last_error, sizeof c->last_error, "%s", uv_strerror(status));
   if (c->tcp_open)
-    uv_close((uv_handle_t *)&c->tcp, on_tcp_closed_for_retry);
+    pst_tls_stream_close(&c->io, on_tcp_closed_for_retry);
   else
-    on_tcp_closed_for_retry((uv_handle_t *)&c->tcp);
+    on_tcp_closed_for_retry((uv_handle_t *)&c->io.tcp);
 }
 
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf) {
@@ -156,9 +156,25 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   if (nread == 0 || (c->state != WK_CONN_OPEN && c->state != WK_CONN_AUTH)) return;
   c->last_rx = pst_now();
   if (nread < 0) {
+    pst_tls_failure tf = pst_tls_stream_failure(&c->io);
+    if (tf != PST_TLS_FAIL_NONE) {
+      /* TLS's own reason, in either state (the authentication's sentence would hide it): "TLS
+       * handshake failed: the peer's certificate is not signed by our CA (...)", or the ps's
+       * refusal of ours, "TLS session failed: the peer refused the session: tlsv1 alert
+       * unknown ca (...)", which a TLS 1.3 client hears after its own handshake finished. */
+      char why[512];
+      snprintf(why, sizeof why, "the ps at %.200s:%d: %s", c->host, c->port,
+               pst_tls_stream_strerror(&c->io, (int)nread));
+      c->tls_refused = tf == PST_TLS_FAIL_REFUSED || tf == PST_TLS_FAIL_PLAINTEXT;
+      wk_client_close(c, why);
+      return;
+    }
     wk_client_close(c, c->state == WK_CONN_AUTH
-                           ? "the ps closed the connection during authentication (it runs "
-                             "without a cluster secret, or with another one)"
+                           ? (c->tls ? "the ps closed the connection during authentication (it "
+                                       "runs without a cluster secret, or with another one)"
+                                     : "the ps closed the connection during authentication (it "
+                                       "runs without a cluster secret, with another one, or "
+                                       "requires TLS)")
                        : nread == UV_EOF ? "the ps closed the connection"
                                          : uv_strerror((int)nread));
     return;
@@ -190,20 +206,29 @@ static void on_connect(uv_connect_t *req, int status) {
   }
   uv_timer_stop(&c->timer); /* the attempt's deadline */
   c->last_rx = c->last_tx = pst_now();
-  uv_tcp_nodelay(&c->tcp, 1);
+  uv_tcp_nodelay(&c->io.tcp, 1);
+  /* With TLS the handshake starts with the first read_start; what is written before it
+   * finished (the auth hello, or the HELLO on_connected sends) waits for it. */
   if (c->secret && c->secret->set) {
     uint8_t hello[PST_AUTH_HELLO_LEN];
     pst_auth_hello(&c->auth, hello);
     c->state = WK_CONN_AUTH;
     c->hs_got = 0;
-    uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+    pst_tls_stream_read_start(&c->io, on_alloc, on_read);
     if (send_raw(c, hello, sizeof hello) < 0)
       wk_client_close(c, "cannot start authenticating with the ps");
     return;
   }
   c->state = WK_CONN_OPEN;
-  uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read);
+  pst_tls_stream_read_start(&c->io, on_alloc, on_read);
   c->cbs->on_connected(c);
+}
+
+/* The TLS handshake finished (a refusal by the ps comes later, as a read error): what the
+ * session is, for the registration's log line. */
+static void on_handshake(pst_tls_stream *io, int status) {
+  wk_client *c = io->tcp.data;
+  if (status == 0) pst_tls_stream_describe(io, c->session, sizeof c->session);
 }
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
@@ -223,11 +248,19 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
     return;
   }
   c->state = WK_CONN_CONNECTING;
-  uv_tcp_init(c->loop, &c->tcp);
-  c->tcp.data = c;
+  char why[256];
+  c->session[0] = '\0';
+  int rc = pst_tls_stream_init(&c->io, c->loop, c->tls, c->tls_name, why, sizeof why);
+  c->io.tcp.data = c;
   c->tcp_open = 1;
+  if (rc < 0) {
+    uv_freeaddrinfo(res);
+    wk_client_close(c, why);
+    return;
+  }
+  pst_tls_stream_on_handshake(&c->io, on_handshake);
   c->connect_req.data = c;
-  int rc = uv_tcp_connect(&c->connect_req, &c->tcp, res->ai_addr, on_connect);
+  rc = uv_tcp_connect(&c->connect_req, &c->io.tcp, res->ai_addr, on_connect);
   uv_freeaddrinfo(res);
   if (rc < 0) retry_later(c, rc);
 }
@@ -257,11 +290,15 @@ static void try_connect(wk_client *c) {
 }
 
 int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
-                    double timeout_s, const pst_secret *secret, const wk_client_cbs *cbs,
-                    void *data) {
+                    double timeout_s, const pst_secret *secret, pst_tls_ctx *tls,
+                    const char *tls_name, const wk_client_cbs *cbs, void *data) {
   memset(c, 0, sizeof *c);
   c->loop = loop;
   c->secret = secret;
+  c->tls = tls;
+  c->tls_name = tls_name && tls_name[0] ? tls_name : NULL;
+  /* A retry before the first stream exists (a resolver's EAI_AGAIN) finds the client here. */
+  c->io.tcp.data = c;
   c->cbs = cbs;
   c->data = data;
   snprintf(c->host, sizeof c->host, "%s", host);
@@ -298,7 +335,7 @@ static int send_raw(wk_client *c, const void *bytes, size_t n) {
   m->req.data = m;
   c->last_tx = pst_now();
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
-  int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
+  int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
   return rc;
 }
@@ -316,7 +353,7 @@ int wk_client_send(wk_client *c, const Pstrain__Header *h) {
   m->req.data = m;
   c->last_tx = pst_now();
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
-  int rc = uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1, on_ctl_write);
+  int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
   return rc;
 }
@@ -329,7 +366,7 @@ int wk_client_send_now(wk_client *c, const Pstrain__Header *h) {
   int n = pst_wire_encode(h, 0, buf, sizeof buf);
   if (n < 0) return n;
   uv_buf_t b = uv_buf_init((char *)buf, (unsigned)n);
-  int rc = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+  int rc = pst_tls_stream_try_write(&c->io, &b, 1);
   return rc == n ? 0 : rc < 0 ? rc : -EAGAIN;
 }
 
@@ -365,7 +402,7 @@ int wk_client_push(wk_client *c, uint64_t version, const float *grad) {
     uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
                         uv_buf_init((char *)(grad + off), len * 4u)};
     c->wreq[i].data = c;
-    int rc = uv_write(&c->wreq[i], (uv_stream_t *)&c->tcp, bufs, 2, on_push_write);
+    int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_push_write);
     if (rc < 0) {
       c->writes_left -= c->n_chunks - i;
       return rc;

@@ -1,5 +1,6 @@
 /* The worker's connection to the ps: resolve, connect with retries and backoff until a
- * deadline, then framed messages both ways. Pushes go out zero-copy from the caller's
+ * deadline, optionally mutual TLS (common/tls.h) and the cluster secret's handshake, then
+ * framed messages both ways. Pushes go out zero-copy from the caller's
  * gradient buffer, one frame per chunk, from write requests allocated once. */
 #ifndef PSTRAIN_WORKER_CLIENT_H
 #define PSTRAIN_WORKER_CLIENT_H
@@ -8,6 +9,7 @@
 #include <uv.h>
 
 #include "common/auth.h"
+#include "common/tls.h"
 #include "proto/wire.h"
 
 typedef struct wk_client wk_client;
@@ -49,8 +51,16 @@ struct wk_client {
   char last_error[128];
   uv_getaddrinfo_t gai;
   uv_connect_t connect_req;
-  uv_tcp_t tcp;
-  int tcp_open;           /* tcp handle initialised and not yet closed */
+  /* The connection: io.tcp is its uv_tcp_t (io.tcp.data is this struct), with TLS on it when
+   * tls is set. A new stream per attempt. */
+  pst_tls_stream io;
+  int tcp_open;           /* io initialised and not yet closed */
+  pst_tls_ctx *tls;       /* NULL: plain TCP */
+  const char *tls_name;   /* NULL, or the name the ps's certificate must carry */
+  char session[128];      /* with TLS, once the handshake finished: "TLSv1.3 ..., peer CN=..." */
+  /* The connection ended because the two ends do not trust each other (or the ps does not
+   * speak TLS): a configuration error that no reconnection mends. */
+  int tls_refused;
   uv_timer_t timer;
   pst_reader rd;
   const pst_secret *secret; /* NULL or unset: no handshake */
@@ -68,11 +78,12 @@ struct wk_client {
   char close_buf[512];   /* a reason naming a host (255) and an error fits whole */
 };
 
-/* Connects (retrying until timeout_s), authenticates with `secret` when it is set, then
- * calls on_connected. */
+/* Connects (retrying until timeout_s), with mutual TLS when `tls` is set (the ps's certificate
+ * must then also carry tls_name, when not NULL), authenticates with `secret` when it is set,
+ * then calls on_connected. tls and tls_name are the caller's, and must outlive the client. */
 int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
-                    double timeout_s, const pst_secret *secret, const wk_client_cbs *cbs,
-                    void *data);
+                    double timeout_s, const pst_secret *secret, pst_tls_ctx *tls,
+                    const char *tls_name, const wk_client_cbs *cbs, void *data);
 /* Sends a control message (HELLO, PULL, REPORT, BYE). */
 int wk_client_send(wk_client *c, const Pstrain__Header *h);
 /* Sends a small control message now if the socket takes it at once (an ERROR just before

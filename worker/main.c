@@ -16,6 +16,7 @@
 #include "common/fpenv.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "common/tls_config.h"
 #include "kernels/blas_setup.h"
 #include "kernels/device.h"
 #include "worker/trainer.h"
@@ -23,7 +24,8 @@
 static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
 static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX];
-static char o_secret_file[PST_CFG_STR_MAX];
+static char o_secret_file[PST_CFG_STR_MAX], o_tls_name[PST_CFG_STR_MAX];
+static pst_tls_files o_tls;
 static int64_t o_threads, o_index, o_gpu_mem;
 static double o_timeout, o_slow, o_reconnect;
 static int o_list, o_placement;
@@ -40,6 +42,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's device and algorithm", 0, 0),
     PST_OPT("list-devices", PST_CFG_BOOL, &o_list, "false", "list the compute devices and exit", 0, 0),
     PST_OPT("secret-file", PST_CFG_STRING, o_secret_file, "", "cluster secret (default: systemd credential pstrain-secret)", 0, 0),
+    PST_TLS_OPTS(o_tls),
+    PST_OPT("tls-name", PST_CFG_STRING, o_tls_name, "", "mutual TLS: the name (DNS or IP) the ps's certificate must carry (default: any the CA signed)", 0, 0),
     PST_OPT("connect-timeout", PST_CFG_DOUBLE, &o_timeout, "30", "seconds to keep retrying the ps", 0, 0),
     PST_OPT("reconnect-timeout", PST_CFG_DOUBLE, &o_reconnect, "300", "seconds to keep reconnecting to a lost ps (0: exit at once)", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
@@ -188,6 +192,22 @@ int main(int argc, char **argv) {
     return PST_EXIT_USAGE;
   }
   opt.secret = &secret;
+  /* Bad TLS files are configuration errors (exit 2), found here in one line naming the file
+   * rather than by the ps refusing every connection. */
+  char tls_desc[512];
+  if (pst_tls_config_load(PST_TLS_CLIENT, &o_tls, &opt.tls, tls_desc, sizeof tls_desc, err,
+                          sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return PST_EXIT_USAGE;
+  }
+  if (o_tls_name[0] && !opt.tls) {
+    LOG_ERR("--tls-name needs mutual TLS: give --tls-cert, --tls-key and --tls-ca too");
+    return PST_EXIT_USAGE;
+  }
+  opt.tls_name = o_tls_name[0] ? o_tls_name : NULL;
+  if (opt.tls)
+    LOG_INFO("connecting to the ps with mutual TLS 1.3: %s%s%s", tls_desc,
+             opt.tls_name ? "; its certificate must name " : "", opt.tls_name ? opt.tls_name : "");
 
   /* 2. Set up and run. */
   uv_loop_t loop;
@@ -199,6 +219,7 @@ int main(int argc, char **argv) {
     uv_run(&loop, UV_RUN_NOWAIT);
     wk_trainer_free(&trainer);
     uv_loop_close(&loop);
+    pst_tls_ctx_free(opt.tls);
     return PST_EXIT_FAILED;
   }
   /* Under systemd: watchdog pings and status from this loop (the compute runs on the
@@ -213,6 +234,7 @@ int main(int argc, char **argv) {
   uv_run(&loop, UV_RUN_DEFAULT);
   int exit_code = trainer.exit_code;
   wk_trainer_free(&trainer);
+  pst_tls_ctx_free(opt.tls); /* after the connection made from it is gone */
   rc = uv_loop_close(&loop);
   if (rc != 0) {
     LOG_ERR("event loop did not close cleanly: %s", uv_strerror(rc));
@@ -221,6 +243,7 @@ int main(int argc, char **argv) {
   LOG_INFO("exiting with status %d (%s)", exit_code,
            exit_code == PST_EXIT_OK        ? "finished"
            : exit_code == PST_EXIT_STOPPED ? "stopped before training finished"
+           : exit_code == PST_EXIT_USAGE   ? "failed: a configuration error"
                                            : "failed");
   return exit_code;
 }

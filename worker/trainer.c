@@ -368,10 +368,11 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     fail(t, "out of memory for %zu parameters", n);
     return -ENOMEM;
   }
-  LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d epochs",
-           t->index, t->world, t->backend->name,
+  LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d "
+           "epochs%s%s", t->index, t->world, t->backend->name,
            t->mode == 0 ? "sync" : t->mode == 1 ? "async" : "ssp", t->shard_begin, t->shard_end,
-           t->steps_per_epoch, t->batch, t->epochs);
+           t->steps_per_epoch, t->batch, t->epochs, t->client.session[0] ? "; ps over " : "",
+           t->client.session);
   return 0;
 }
 
@@ -550,17 +551,24 @@ static int reconnect(wk_trainer *t, const char *why) {
   wk_client_free(&t->client);
   const wk_client_cbs *cbs = t->client.cbs;
   int rc = wk_client_start(&t->client, t->loop, t->opt.ps_host, t->opt.ps_port, left,
-                           t->opt.secret, cbs, t);
+                           t->opt.secret, t->opt.tls, t->opt.tls_name, cbs, t);
   if (rc < 0) LOG_ERR("cannot reconnect: %s", uv_strerror(rc));
   return rc;
 }
 
 static void on_closed(wk_client *c, const char *why) {
   wk_trainer *t = c->data;
-  if (t->state != WK_STOPPED && !t->stop_requested && reconnect(t, why) == 0) return;
+  /* A TLS refusal (the ps's certificate is not from our CA, or the ps refused ours, or it does
+   * not speak TLS) is a configuration error: retrying does not mend it until certificates, CAs
+   * or flags change, so the worker stops with exit 2, the status of bad flags and files,
+   * instead of reconnecting for --reconnect-timeout. A connection merely cut short
+   * during the handshake is not one (the ps may have been stopping): it is a lost ps as any
+   * other. */
+  int refused = c->tls_refused && why;
+  if (!refused && t->state != WK_STOPPED && !t->stop_requested && reconnect(t, why) == 0) return;
   if (why && t->state != WK_STOPPED) {
     LOG_ERR("%s", why);
-    t->exit_code = 1;
+    t->exit_code = refused ? PST_EXIT_USAGE : PST_EXIT_FAILED;
   } else if (t->state != WK_STOPPED && !t->stop_requested) {
     t->exit_code = 1;
   }
@@ -634,7 +642,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   t->hb_last_tick = pst_now();
   snprintf(err, errlen, "cannot start the connection");
   return wk_client_start(&t->client, loop, opt->ps_host, opt->ps_port, opt->connect_timeout,
-                         opt->secret, &client_cbs, t);
+                         opt->secret, opt->tls, opt->tls_name, &client_cbs, t);
 }
 
 void wk_trainer_free(wk_trainer *t) {

@@ -33,6 +33,8 @@ typedef struct {
   int log_placement;
   double slow_factor;        /* >1: sleep (factor-1) x compute time after each step */
   const pst_secret *secret;  /* the cluster secret, or NULL/unset */
+  pst_tls_ctx *tls;          /* mutual TLS with the ps, or NULL */
+  const char *tls_name;      /* with TLS: the name the ps's certificate must carry, or NULL */
 } wk_options;
 
 typedef enum {
