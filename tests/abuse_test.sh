@@ -52,6 +52,9 @@ run() {
   local name=$1 mode=$2 port; port=$(free_port)
   start_ps "$name-ps" --listen "127.0.0.1:$port" --summary-json "$OUT/$name.json" "${args[@]}"
   local ps_pid=$LAST_PID
+  # The client connects once, as an attacker would: only after the ps listens (under load
+  # the ps's start-up outlasted python's, and the connection was refused).
+  wait_for "$OUT/$name-ps.log" "listening on" 20
   start_bg "$name-evil" /usr/bin/python3 "$OUT/evil.py" "$port" "$mode"
   local evil=$LAST_PID
   wait_for "$OUT/$name-ps.log" "worker 2 'evil' registered" 20

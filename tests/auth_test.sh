@@ -14,7 +14,7 @@ port=$(free_port)
 start_ps ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" --model mlp \
   --epochs 1 --batch-size 128 --secret-file "$secret" --hello-timeout 1
 ps_pid=$LAST_PID
-sleep 0.5
+wait_for "$OUT/ps.log" "listening on" 20
 
 # 1. Strangers: no handshake, the wrong secret, a replayed handshake, a slowloris.
 /usr/bin/python3 - "$port" "$secret" <<'PY' || fail "a stranger got something from the ps"
@@ -103,7 +103,7 @@ start_bg ps2 bash -c "ulimit -Sn 1024; ulimit -Hn 1024; exec \"$PS_BIN\" --statu
   --listen 127.0.0.1:$port --workers 2 --summary-json $OUT/s2.json --model mlp --epochs 1 \
   --batch-size 128 --secret-file $secret --hello-timeout 30"
 ps2=$LAST_PID
-sleep 0.5
+wait_for "$OUT/ps2.log" "listening on" 20
 start_bg flood1 /usr/bin/python3 "$OUT/flood.py" "$port" 1100 1 4
 flood=$LAST_PID
 sleep 1.5
@@ -121,7 +121,7 @@ pass "1100 idle connections under 1024 descriptors: both workers registered and 
 port=$(free_port)
 start_ps ps3 --listen "127.0.0.1:$port" --workers 1 --model mlp --secret-file "$secret"
 ps3=$LAST_PID
-sleep 0.5
+wait_for "$OUT/ps3.log" "listening on" 20
 rss_before=$(awk '/VmRSS/ {print int($2/1024)}' "/proc/$ps3/status")
 /usr/bin/python3 "$OUT/flood.py" "$port" 1000 4 1 >"$OUT/flood2.log" 2>&1 || fail "the flood failed: $(cat "$OUT/flood2.log")"
 sleep 0.5
