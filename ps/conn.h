@@ -53,8 +53,7 @@ struct ps_conn {
   uint64_t pull_want;
   int pull_final;        /* wants the final weights: answered once every worker said BYE */
   int pull_writing;
-  int pull_buf;          /* store buffer the reply is sent from */
-  uint64_t pull_version; /* the version the reply carries */
+  pst_store_hold pull_hold; /* the store buffer and version the reply is sent from */
   uint32_t pull_sent;    /* chunks of the reply handed to uv_write (or abandoned) */
   uint32_t pull_done;    /* chunks whose write callback ran (or abandoned) */
   uv_write_t *wreq;      /* [n_chunks] */

@@ -1,6 +1,6 @@
-/* The pull path of the ps: answering PULLs straight from the weight store, streaming a sync
- * pull of the version being built, and the store references that keep every reply to one
- * version (see ps/conn.h). */
+/* The pull path of the ps: answering PULLs straight from the weight store and streaming a
+ * sync pull of the version being built; each reply holds its store buffer (ps/store.h, the
+ * owner of the counts that keep every reply to one version). */
 #include <stdint.h>
 
 #include "proto/wire.h"
@@ -14,22 +14,12 @@
  * reference on it, so no step writes that buffer until the last chunk has left. A sync pull
  * of the version being built (version + 1) is streamed instead: each chunk is sent from the
  * back buffer as soon as it is final (pst_update_ready_chunks), overlapping the rest of the
- * step's transfer. Such a reply counts in the store's early_refs, not refs: until the step
- * is published the buffer is the step's own, and a reference would stop the very step it
- * waits for from opening; pst_store_publish turns early_refs into refs. Every byte sent
+ * step's transfer. Its hold does not stop the step it waits for (ps/store.h,
+ * pst_store_take); publishing the step makes it a hold like any other. Every byte sent
  * belongs to one version, as final chunks are never written again. */
-/* Whether the version c's reply carries has been published (else it is being streamed). */
-static int reply_published(const ps_conn *c) {
-  return c->pull_version <= c->srv->store.version;
-}
-
 static void finish_pull(ps_conn *c) {
-  pst_store *st = &c->srv->store;
   c->pull_writing = 0;
-  if (reply_published(c))
-    st->refs[c->pull_buf]--;
-  else
-    st->early_refs--; /* a streamed reply cut short before its step was published */
+  pst_store_release(&c->srv->store, &c->pull_hold);
 }
 
 static void on_pull_write(uv_write_t *req, int status) {
@@ -46,7 +36,7 @@ static void on_pull_write(uv_write_t *req, int status) {
 /* Chunks this connection's reply may send now. */
 static uint32_t pull_ready_chunks(ps_conn *c) {
   ps_server *s = c->srv;
-  if (reply_published(c)) return s->upd.n_chunks;
+  if (pst_store_hold_published(&s->store, &c->pull_hold)) return s->upd.n_chunks;
   return pst_update_ready_chunks(&s->upd);
 }
 
@@ -54,13 +44,13 @@ static uint32_t pull_ready_chunks(ps_conn *c) {
 void ps_pull_continue(ps_conn *c) {
   ps_server *s = c->srv;
   uint32_t n = s->upd.n_chunks, ready = pull_ready_chunks(c);
-  const float *w = s->store.buf[c->pull_buf];
+  const float *w = s->store.buf[c->pull_hold.buf];
   while (c->pull_sent < ready && c->state != CONN_CLOSING) {
     uint32_t i = c->pull_sent++;
     uint32_t len = pst_update_chunk_len(&s->upd, i);
     size_t off = (size_t)i * s->upd.chunk_floats;
     uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
-    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_version, off, len,
+    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
                                    i + 1 == n, head, PST_WIRE_CHUNK_HEAD);
     uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
                         uv_buf_init((char *)(w + off), len * 4u)};
@@ -81,15 +71,8 @@ void ps_pull_answer(ps_conn *c) {
   c->pull_waiting = 0;
   c->pull_writing = 1;
   c->pull_sent = c->pull_done = 0;
-  if (s->opt.mode == PST_MODE_SYNC && !c->pull_final && c->pull_want == st->version + 1) {
-    c->pull_buf = st->front ^ 1;
-    c->pull_version = st->version + 1;
-    st->early_refs++;
-  } else {
-    c->pull_buf = st->front;
-    c->pull_version = st->version;
-    st->refs[st->front]++;
-  }
+  c->pull_hold = pst_store_take(st, s->opt.mode == PST_MODE_SYNC && !c->pull_final &&
+                                        c->pull_want == st->version + 1);
   ps_pull_continue(c);
 }
 

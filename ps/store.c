@@ -28,6 +28,27 @@ void pst_store_free(pst_store *s) {
   s->buf[0] = s->buf[1] = NULL;
 }
 
+pst_store_hold pst_store_take(pst_store *s, int next) {
+  pst_store_hold h;
+  if (next) {
+    h.buf = s->front ^ 1;
+    h.version = s->version + 1;
+    s->early_refs++;
+  } else {
+    h.buf = s->front;
+    h.version = s->version;
+    s->refs[s->front]++;
+  }
+  return h;
+}
+
+void pst_store_release(pst_store *s, const pst_store_hold *h) {
+  if (pst_store_hold_published(s, h))
+    s->refs[h->buf]--;
+  else
+    s->early_refs--; /* a streamed reply cut short before its step was published */
+}
+
 void pst_store_publish(pst_store *s) {
   s->refs[s->front ^ 1] += s->early_refs;
   s->early_refs = 0;

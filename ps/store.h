@@ -31,6 +31,28 @@ static inline float *pst_store_front(pst_store *s) { return s->buf[s->front]; }
 static inline float *pst_store_back(pst_store *s) { return s->buf[s->front ^ 1]; }
 static inline int pst_store_back_busy(const pst_store *s) { return s->refs[s->front ^ 1] > 0; }
 
+/* A pull reply's hold on the buffer it is sent from: no step writes that buffer until the
+ * hold is released, so every byte of the reply belongs to `version`. The store is the only
+ * owner of the counts (refs, early_refs); replies take and give back holds. */
+typedef struct {
+  int buf;           /* the buffer the reply is sent from */
+  uint64_t version;  /* the version the reply carries */
+} pst_store_hold;
+
+/* A hold for a reply of the current version (the front buffer), or with `next` of the
+ * version being built (the back buffer, whose chunks a sync reply streams as they become
+ * final). A hold on the version being built does not stop the step it waits for from
+ * writing its chunks (early_refs); publishing makes it a hold like any other. */
+pst_store_hold pst_store_take(pst_store *s, int next);
+/* Whether the version h carries has been published (else its reply is still streaming the
+ * step being built). */
+static inline int pst_store_hold_published(const pst_store *s, const pst_store_hold *h) {
+  return h->version <= s->version;
+}
+/* The reply ended (or was cut short): its buffer may be written again once no other reply
+ * holds it. */
+void pst_store_release(pst_store *s, const pst_store_hold *h);
+
 /* The back buffer now holds version + 1: make it the front. Replies that were streaming
  * it (early_refs) now hold it like any other reply, so no later step writes it under them. */
 void pst_store_publish(pst_store *s);

@@ -118,7 +118,7 @@ static void test_sync_ready_prefix(void) {
   setup(&s, &o, &u, PST_MODE_SYNC);
   int pub = 0;
   CHECK(pst_update_ready_chunks(&u) == 0);
-  s.early_refs = 1; /* a pull of version 1 is being streamed */
+  pst_store_hold streamed = pst_store_take(&s, 1); /* a pull of version 1 is being streamed */
   for (int w = 0; w < W - 1; w++)
     CHECK(pst_update_offer(&u, w, 0, 0, grads[w], &pub) == PST_OFFER_TAKEN);
   CHECK(pst_update_ready_chunks(&u) == 0); /* chunk 0 still lacks the last worker's share */
@@ -143,6 +143,7 @@ static void test_sync_ready_prefix(void) {
    * the next step has final chunks of its own. */
   CHECK(s.early_refs == 0 && s.refs[back] == 1 && !pst_store_back_busy(&s));
   CHECK(pst_update_ready_chunks(&u) == 0);
+  pst_store_release(&s, &streamed);
   teardown(&s, &o, &u);
 }
 
