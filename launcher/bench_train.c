@@ -121,19 +121,11 @@ int pl_cmd_bench_train(int argc, char **argv) {
   rest[nrest++] = argv[0];
   rest[nrest++] = "--epochs";
   rest[nrest++] = "1";
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "--worker-counts") || !strcmp(a, "--out") || !strcmp(a, "--json")) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "pstrain bench-train: %s needs a value\n", a);
-        free(rest);
-        return 2;
-      }
-      const char **dst = !strcmp(a, "--worker-counts") ? &counts_arg : !strcmp(a, "--out") ? &out : &json;
-      *dst = argv[++i];
-    } else {
-      rest[nrest++] = argv[i];
-    }
+  static const char *const names[] = {"--worker-counts", "--out", "--json"};
+  const char **const values[] = {&counts_arg, &out, &json};
+  if (pl_split_flags("bench-train", argc, argv, names, values, 3, rest, &nrest) != 0) {
+    free(rest);
+    return 2;
   }
   pl_run_options base;
   static pst_model model;

@@ -20,6 +20,12 @@ int pl_cmd_export(int argc, char **argv);
  * --help or --print-config (printed), or 2 on a bad flag or spec (message printed). */
 int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o,
                        pst_model *model, const char *extra_usage);
+/* Splits a command's own flags from the run flags: each of names[0..n) takes one value,
+ * stored in *values[i]; everything else is appended to rest (which must hold argc entries
+ * more than *nrest) for pl_parse_run_flags. Returns 0, or 2 with a message when one of the
+ * command's flags has no value. */
+int pl_split_flags(const char *cmd, int argc, char **argv, const char *const *names,
+                   const char **const *values, int n, char **rest, int *nrest);
 /* Makes a fresh run directory (mkdtemp under /tmp) unless dir is set; out gets the path. */
 int pl_make_run_dir(const char *dir, char *out, size_t outlen);
 

@@ -135,8 +135,7 @@ static void table(FILE *f, mode_run *runs, int n, double target, const char *tit
 }
 
 int pl_cmd_compare(int argc, char **argv) {
-  const char *modes = "sync,async,ssp:2", *out = "pstrain-compare";
-  double target = 0.85;
+  const char *modes = "sync,async,ssp:2", *out = "pstrain-compare", *target_arg = "0.85";
   /* Our own flags first; everything else is a run flag shared with `local`. */
   char **rest = calloc((size_t)argc + 1, sizeof *rest);
   if (!rest) {
@@ -145,24 +144,15 @@ int pl_cmd_compare(int argc, char **argv) {
   }
   int nrest = 0;
   rest[nrest++] = argv[0];
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    const char **dst = NULL;
-    if (!strcmp(a, "--modes") || !strcmp(a, "--out") || !strcmp(a, "--target-accuracy")) {
-      if (i + 1 >= argc) {
-        fprintf(stderr, "pstrain compare: %s needs a value\n", a);
-        free(rest);
-        return 2;
-      }
-      if (!strcmp(a, "--modes")) dst = &modes;
-      else if (!strcmp(a, "--out")) dst = &out;
-      else target = strtod(argv[i + 1], NULL);
-      if (dst) *dst = argv[i + 1];
-      i++;
-    } else {
-      rest[nrest++] = argv[i];
-    }
+  static const char *const names[] = {"--modes", "--out", "--target-accuracy"};
+  const char **const values[] = {&modes, &out, &target_arg};
+  if (pl_split_flags("compare", argc, argv, names, values, 3, rest, &nrest) != 0) {
+    free(rest);
+    return 2;
   }
+  char *end = NULL;
+  double target = strtod(target_arg, &end);
+  if (end == target_arg || *end) target = -1; /* refused below */
   pl_run_options base;
   static pst_model model;
   int rc = pl_parse_run_flags("compare", nrest, rest, &base, &model,

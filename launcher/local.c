@@ -46,6 +46,24 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
 };
 
+int pl_split_flags(const char *cmd, int argc, char **argv, const char *const *names,
+                   const char **const *values, int n, char **rest, int *nrest) {
+  for (int i = 1; i < argc; i++) {
+    int k = 0;
+    while (k < n && strcmp(argv[i], names[k]) != 0) k++;
+    if (k == n) {
+      rest[(*nrest)++] = argv[i];
+      continue;
+    }
+    if (i + 1 >= argc) {
+      fprintf(stderr, "pstrain %s: %s needs a value\n", cmd, names[k]);
+      return 2;
+    }
+    *values[k] = argv[++i];
+  }
+  return 0;
+}
+
 int pl_make_run_dir(const char *dir, char *out, size_t outlen) {
   if (dir && dir[0]) {
     if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
