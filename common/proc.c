@@ -1,5 +1,6 @@
 #include "common/proc.h"
 
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,4 +40,13 @@ long pst_proc_status_kib(long pid, const char *key) {
     if (!strncmp(line, key, klen) && line[klen] == ':') v = strtol(line + klen + 1, NULL, 10);
   fclose(f);
   return v;
+}
+
+int pst_proc_cores(void) {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return n;
+  }
+  return 1;
 }

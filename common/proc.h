@@ -5,6 +5,8 @@
 
 /* CPU seconds (user + system) that process pid has used, or -1 if unknown. */
 double pst_proc_cpu_s(long pid);
+/* The cores this process may run on (its CPU affinity), at least 1. */
+int pst_proc_cores(void);
 /* CPU seconds (user + system) this process has used. */
 double pst_proc_self_cpu_s(void);
 /* One "Key:   123 kB" figure of /proc/PID/status (VmRSS, VmHWM, ...) in KiB, or -1. */

@@ -1,6 +1,7 @@
 #include "launcher/run.h"
 
 #include "common/clock.h"
+#include "common/proc.h"
 #include "common/tls_pki.h"
 
 #include <ctype.h>
@@ -451,6 +452,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   arg(&a, "--optimizer=%s", o->optimizer);
   arg(&a, "--seed=%lld", o->seed);
   arg(&a, "--chunk-kib=%d", o->chunk_kib);
+  /* The ps shares this machine with the workers: it gets the cores they leave free. */
+  int free_cores = pst_proc_cores() - workers * (o->threads > 0 ? o->threads : 1);
+  arg(&a, "--threads=%d", free_cores > 1 ? free_cores : 1);
   arg(&a, "--metrics=%s", r.metrics_path);
   arg(&a, "--summary-json=%s", summary);
   if (o->tls) {

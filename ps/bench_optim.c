@@ -2,8 +2,9 @@
  * and Adam, with normal state and with half of the state denormal, and with denormals
  * flushed (as pstrain's threads run, common/fpenv.h) and not:
  *
- *   bench_optim [--params N] [--reps R] [--json FILE]
+ *   bench_optim [--params N] [--reps R] [--threads T] [--json FILE]
  *
+ * With --threads T the pass is split over T threads as the ps splits it (ps/par.h).
  * The pass is the ps's: out of place (front weights to back weights, ps/store.h), over the
  * whole vector in one range. The state is planted again before every timed pass, so that a
  * pass that flushes denormals does not make the next one look cheap. "Denormal" means what a
@@ -21,6 +22,7 @@
 
 #include "common/fpenv.h"
 #include "ps/optim.h"
+#include "ps/par.h"
 
 #define MAX_REPS 1000
 
@@ -36,7 +38,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: bench_optim [--params N] [--reps R] [--json FILE]\n");
+  fprintf(stderr, "usage: bench_optim [--params N] [--reps R] [--threads T] [--json FILE]\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out) {
@@ -48,14 +50,27 @@ static int parse_long(const char *s, long lo, long hi, long *out) {
   return 0;
 }
 
+typedef struct {
+  pst_optimizer *o;
+  const float *wi, *g;
+  float *wo;
+} pass_job;
+
+static void pass_range(void *ctx, size_t begin, size_t end) {
+  pass_job *j = ctx;
+  pst_opt_apply(j->o, j->wi, j->wo, j->g + begin, 1.0f, begin, end - begin);
+}
+
 int main(int argc, char **argv) {
-  long n = 235146, reps = 200; /* the mlp model's parameter count */
+  long n = 235146, reps = 200, threads = 1; /* the mlp model's parameter count */
   const char *json_path = NULL;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--params") == 0 && v && parse_long(v, 1, 1L << 30, &n) == 0) {
       i++;
     } else if (strcmp(argv[i], "--reps") == 0 && v && parse_long(v, 1, MAX_REPS, &reps) == 0) {
+      i++;
+    } else if (strcmp(argv[i], "--threads") == 0 && v && parse_long(v, 1, 256, &threads) == 0) {
       i++;
     } else if (strcmp(argv[i], "--json") == 0 && v) {
       json_path = v;
@@ -79,6 +94,13 @@ int main(int argc, char **argv) {
     w[0][i] = r;
     g[i] = r * 0.01f;
   }
+  ps_par *par = NULL;
+  if (threads > 1 && ps_par_create((int)threads, &par) < 0) {
+    fprintf(stderr, "bench_optim: cannot start %ld threads\n", threads);
+    return 1;
+  }
+  printf("%ld parameters, %ld thread%s, median of %ld passes\n", n, threads,
+         threads == 1 ? "" : "s", reps);
   cJSON *rows = cJSON_CreateArray();
   printf("%-9s %-9s %-6s %10s %8s\n", "optimizer", "state", "flush", "ms/pass", "GB/s");
   static const int per_param[] = {12, 20, 28};
@@ -122,7 +144,8 @@ int main(int argc, char **argv) {
           int cur = (int)(r & 1);
           pst_opt_begin_step(&o);
           double t0 = now_s();
-          pst_opt_apply(&o, w[cur], w[cur ^ 1], gg, 1.0f, 0, (size_t)n);
+          pass_job job = {&o, w[cur], gg, w[cur ^ 1]};
+          ps_par_for(par, (size_t)n, pass_range, &job);
           double dt = now_s() - t0;
           if (r >= 3) t[r - 3] = dt; /* the first passes fault pages in and warm caches */
         }
@@ -149,6 +172,7 @@ int main(int argc, char **argv) {
     cJSON *doc = cJSON_CreateObject();
     cJSON_AddNumberToObject(doc, "params", (double)n);
     cJSON_AddNumberToObject(doc, "reps", (double)reps);
+    cJSON_AddNumberToObject(doc, "threads", (double)threads);
     cJSON_AddItemToObject(doc, "rows", rows);
     rows = NULL;
     char *text = cJSON_Print(doc);
@@ -161,6 +185,7 @@ int main(int argc, char **argv) {
     cJSON_Delete(doc);
   }
   cJSON_Delete(rows);
+  ps_par_free(par);
   free(w[0]);
   free(w[1]);
   free(g);

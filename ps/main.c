@@ -19,6 +19,7 @@
 #include "common/fpenv.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "common/proc.h"
 #include "common/tls_config.h"
 #include "kernels/model_config.h"
 #include "ps/server.h"
@@ -37,7 +38,7 @@ static double o_hello_timeout;
 static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
-static int64_t o_backup;
+static int64_t o_backup, o_threads;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -58,6 +59,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("weight-decay", PST_CFG_DOUBLE, &o_wd, "0", "L2 weight decay added to gradients", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB)", 4, 262144),
+    PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "threads for sums and optimizer passes (0: the cores this process may use)", 0, 1024),
     PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between workers' loss reports", 1, 1000000),
     PST_OPT("status-interval", PST_CFG_DOUBLE, &o_status_interval, "5", "seconds between status lines (0: off)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, o_metrics, "", "write metrics (JSON lines) to this file", 0, 0),
@@ -165,6 +167,10 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->batch_size = (int)o_batch;
   o->seed = (uint64_t)o_seed;
   o->chunk_floats = (uint32_t)(o_chunk_kib * 1024 / 4);
+  /* One by default: helper threads pay off only on cores nobody else needs. Where the ps
+   * shares its cores with workers (one machine, the tests), 2 threads on 2 cores cost async
+   * mlp runs 10-25% of their speed (docs/benchmarks.md); a dedicated ps host asks for 0. */
+  o->threads = o_threads > 0 ? (int)o_threads : pst_proc_cores();
   o->report_every = (int)o_report_every;
   o->status_interval = o_status_interval;
   o->model_name = o_model;
@@ -312,9 +318,10 @@ int main(int argc, char **argv) {
     return 1;
   }
   LOG_INFO("listening on %s:%d; model %s (%zu parameters, fingerprint %016" PRIx64
-           "); %s mode, %d workers, %s lr %g, batch %d x %d, %d epochs",
+           "); %s mode, %d workers, %s lr %g, batch %d x %d, %d epochs, %d thread%s",
            opt.listen_host, opt.listen_port, o_model, model.n_params, model.fingerprint,
-           o_mode, opt.workers, o_optimizer, o_lr, opt.workers, opt.batch_size, opt.epochs);
+           o_mode, opt.workers, o_optimizer, o_lr, opt.workers, opt.batch_size, opt.epochs,
+           opt.threads, opt.threads == 1 ? "" : "s");
   /* Under systemd: ready once listening, then status and watchdog pings from this loop. */
   static pst_heartbeat hb;
   pst_heartbeat_start(&hb, &loop, status_line, &srv);

@@ -690,6 +690,13 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
              model->n_params, strerror(-rc));
     return rc;
   }
+  if (opt->threads > 1) {
+    if ((rc = ps_par_create(opt->threads, &s->par)) < 0) {
+      snprintf(err, errlen, "cannot start %d threads: %s", opt->threads, strerror(-rc));
+      return rc;
+    }
+    pst_update_set_par(&s->upd, s->par);
+  }
   s->workers = calloc((size_t)opt->workers, sizeof *s->workers);
   if (!s->workers) return -ENOMEM;
   /* A checkpoint to resume from sets the weights, the optimizer, the slots' positions and
@@ -799,6 +806,8 @@ void ps_server_free(ps_server *s) {
   ps_ckpt_free(s);
   pst_metrics_close(&s->metrics);
   pst_update_free(&s->upd);
+  ps_par_free(s->par);
+  s->par = NULL;
   pst_opt_free(&s->optim);
   pst_store_free(&s->store);
   free(s->workers);

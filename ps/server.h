@@ -28,6 +28,7 @@ typedef struct {
   int batch_size;         /* per worker */
   uint64_t seed;
   uint32_t chunk_floats;
+  int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's) */
   int report_every;       /* steps between the workers' loss reports */
   double status_interval; /* seconds between status log lines; 0 = off */
   const char *model_name; /* as given: a preset name or a spec file */
@@ -85,6 +86,7 @@ typedef struct ps_server {
   pst_store store;
   pst_optimizer optim;
   pst_update upd;
+  ps_par *par;            /* helper threads (ps/par.h), NULL with --threads 1 */
   pst_metrics metrics;
   ps_worker *workers;     /* [opt.workers] */
   int registered;         /* slots a worker holds now */

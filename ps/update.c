@@ -52,6 +52,8 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   return 0;
 }
 
+void pst_update_set_par(pst_update *u, ps_par *par) { u->par = par; }
+
 int pst_update_set_backup(pst_update *u, int backup) {
   if (backup < 0 || backup >= u->workers || (backup > 0 && u->mode != PST_MODE_SYNC))
     return -EINVAL;
@@ -101,18 +103,45 @@ static void add_into(float *restrict dst, const float *restrict src, size_t n) {
   for (size_t i = 0; i < n; i++) dst[i] += src[i];
 }
 
+/* The element-wise work on one chunk, [off, off + len) of the parameters, which the ps's
+ * helper threads share range by range (ps/par.h): summing a share in (sum, data), applying
+ * the optimizer from a gradient (grad, scale), or both in one pass. Ranges are disjoint and
+ * each element gets the same operations whatever its range, so the bits do not depend on
+ * the number of threads. */
+typedef struct {
+  pst_update *u;
+  float *sum;        /* [len]: the chunk's running sum, or NULL */
+  const float *data; /* [len]: the share to add into sum */
+  const float *grad; /* [len]: what the optimizer applies, or NULL */
+  float scale;
+  size_t off;
+} chunk_job;
+
 /* The last share of a chunk is summed in and the optimizer applied block by block, so that
  * each block of the sum is read back from L1 instead of memory: one pass over the chunk. */
 #define FUSE_BLOCK 4096 /* floats (16 KiB) */
 
-static void add_and_apply(pst_update *u, float *sum, const float *data, size_t off, uint32_t len,
-                          float scale) {
-  pst_store *s = u->store;
-  for (uint32_t b = 0; b < len; b += FUSE_BLOCK) {
-    uint32_t m = len - b < FUSE_BLOCK ? len - b : FUSE_BLOCK;
-    add_into(sum + b, data + b, m);
-    pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), sum + b, scale, off + b, m);
+static void chunk_range(void *ctx, size_t begin, size_t end) {
+  chunk_job *j = ctx;
+  pst_store *s = j->u->store;
+  for (size_t b = begin; b < end; b += FUSE_BLOCK) {
+    size_t m = end - b < FUSE_BLOCK ? end - b : FUSE_BLOCK;
+    if (j->sum) add_into(j->sum + b, j->data + b, m);
+    if (j->grad)
+      pst_opt_apply(j->u->opt, pst_store_front(s), pst_store_back(s), j->grad + b, j->scale,
+                    j->off + b, m);
   }
+}
+
+static void run_chunk(pst_update *u, float *sum, const float *data, const float *grad,
+                      float scale, size_t off, uint32_t len) {
+  chunk_job j = {u, sum, data, grad, scale, off};
+  ps_par_for(u->par, len, chunk_range, &j);
+}
+
+/* Optimizer over [off, off + len) from grad ([len]), scaled. */
+static void apply(pst_update *u, const float *grad, float scale, size_t off, uint32_t len) {
+  run_chunk(u, NULL, NULL, grad, scale, off, len);
 }
 
 /* The first slot of the step at or after s, or N. */
@@ -187,8 +216,7 @@ static void complete_chunk(pst_update *u, uint32_t c, int *published) {
   uint32_t len = pst_update_chunk_len(u, c);
   pst_store *s = u->store;
   if (u->shares[c] > 0)
-    pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), pst_store_back(s) + off,
-                  (float)u->workers / (float)u->shares[c], off, len);
+    apply(u, pst_store_back(s) + off, (float)u->workers / (float)u->shares[c], off, len);
   else
     pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), off, len);
   u->chunk_done[c] = 1;
@@ -270,15 +298,15 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
   float scale = (float)u->workers / (float)(u->shares[c] + 1);
   if (u->shares[c] == 0 && last_share) {
     /* A single share is the sum itself: apply the optimizer straight from it. */
-    pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), data, scale, off, len);
+    apply(u, data, scale, off, len);
   } else if (u->shares[c] == 0) {
     /* The first share may already be in place (read straight into the sum). */
     if (data != sum) memcpy(sum, data, len * sizeof(float));
   } else if (last_share) {
     /* Chunk c is complete with this share: sum it in and apply the optimizer in one pass. */
-    add_and_apply(u, sum, data, off, len, scale);
+    run_chunk(u, sum, data, sum, scale, off, len);
   } else {
-    add_into(sum, data, len);
+    run_chunk(u, sum, data, NULL, 0.0f, off, len);
   }
   u->shares[c]++;
   u->step_shares++;
@@ -353,8 +381,7 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, const
   }
   if (c != u->owner_chunks) return -EPROTO;
   size_t off = (size_t)c * u->chunk_floats;
-  pst_opt_apply(u->opt, pst_store_front(s), pst_store_back(s), data, (float)u->workers, off,
-                pst_update_chunk_len(u, c));
+  apply(u, data, (float)u->workers, off, pst_update_chunk_len(u, c));
   if (++u->owner_chunks == u->n_chunks) {
     u->owner = -1;
     finish_step(u, published);

@@ -43,6 +43,7 @@
 #include <stdint.h>
 
 #include "ps/optim.h"
+#include "ps/par.h"
 #include "ps/store.h"
 
 typedef enum { PST_MODE_SYNC = 0, PST_MODE_ASYNC = 1, PST_MODE_SSP = 2 } pst_mode;
@@ -59,6 +60,7 @@ typedef struct {
   uint32_t n_chunks;
   pst_store *store;
   pst_optimizer *opt;
+  ps_par *par;            /* helper threads for the element-wise loops, or NULL (ps/par.h) */
   uint8_t *member;        /* [N]: worker w takes part in sync steps (pst_update_set_member) */
   int members;
   /* sync: the step in progress */
@@ -100,6 +102,9 @@ typedef struct {
 
 int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_floats,
                     pst_store *store, pst_optimizer *opt);
+/* Sums and optimizer passes over a chunk run on par's threads (NULL: the caller's alone);
+ * the results are the same bits either way. */
+void pst_update_set_par(pst_update *u, ps_par *par);
 /* Sync only: apply each step after N-K gradients (0 <= K < N). */
 int pst_update_set_backup(pst_update *u, int backup);
 /* Worker w joins (on = 1) or leaves (on = 0) the sync steps. A worker that joins takes part

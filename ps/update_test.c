@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ps/par.h"
 #include "ps/update.h"
 
 static int g_pass, g_fail;
@@ -315,6 +316,90 @@ static void test_non_finite(void) {
   teardown(&s, &o, &u);
 }
 
+/* The element-wise loops on helper threads (ps/par.h) give the same bits as on the loop's
+ * thread alone: a sync step of 3 shares and an async push, Adam, over chunks large enough to
+ * be split (PS_PAR_MIN), with 1, 2, 3 and 5 threads. */
+#define BIG (3 * PS_PAR_MIN + 1234) /* 2 chunks of 78,848 floats and a short one (40,146) */
+#define BIG_CHUNK (PS_PAR_MIN + 13 * 1024)
+
+static uint64_t big_run(pst_mode mode, int threads, float (*g)[BIG], float *out) {
+  static float init[BIG];
+  for (int i = 0; i < (int)BIG; i++) init[i] = (float)(i % 23) * 0.01f - 0.1f;
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  pst_opt_config cfg;
+  pst_opt_defaults(&cfg); /* Adam */
+  CHECK(pst_store_init(&s, BIG, init) == 0 && pst_opt_init(&o, &cfg, BIG) == 0);
+  CHECK(pst_update_init(&u, mode, W, BIG_CHUNK, &s, &o) == 0);
+  ps_par *par = NULL;
+  if (threads > 1) CHECK(ps_par_create(threads, &par) == 0);
+  pst_update_set_par(&u, par);
+  CHECK(u.n_chunks == 3);
+  int published = 0;
+  for (int step = 0; step < 2; step++) {
+    for (int w = 0; w < W; w++) {
+      if (mode != PST_MODE_SYNC && w > 0) break; /* async: one push per step */
+      for (uint32_t c = 0; c < u.n_chunks; c++) {
+        int pub = 0;
+        CHECK(pst_update_offer(&u, w, (uint64_t)step, c, g[w] + (size_t)c * BIG_CHUNK, &pub) ==
+              PST_OFFER_TAKEN);
+        published += pub;
+      }
+    }
+  }
+  CHECK(published == 2 && s.version == 2);
+  memcpy(out, pst_store_front(&s), sizeof(float) * BIG);
+  uint64_t sum = pst_store_checksum(&s);
+  ps_par_free(par);
+  pst_update_free(&u);
+  pst_opt_free(&o);
+  pst_store_free(&s);
+  return sum;
+}
+
+static void test_threads_same_bits(void) {
+  static float g[W][BIG], one[BIG], many[BIG];
+  srand(11);
+  for (int w = 0; w < W; w++)
+    for (int i = 0; i < (int)BIG; i++) g[w][i] = ((float)rand() / RAND_MAX - 0.5f) * 1e-2f;
+  for (int m = 0; m < 2; m++) {
+    pst_mode mode = m == 0 ? PST_MODE_SYNC : PST_MODE_ASYNC;
+    uint64_t want = big_run(mode, 1, g, one);
+    static const int counts[] = {2, 3, 5};
+    for (int k = 0; k < 3; k++) {
+      CHECK(big_run(mode, counts[k], g, many) == want);
+      CHECK(memcmp(one, many, sizeof one) == 0);
+    }
+  }
+}
+
+/* ps_par_for covers [0, n) exactly once, in ranges on 16-element boundaries. */
+static int *g_hits;
+static void mark(void *ctx, size_t b, size_t e) {
+  (void)ctx;
+  CHECK(b % 16 == 0);
+  for (size_t i = b; i < e; i++) __atomic_add_fetch(&g_hits[i], 1, __ATOMIC_RELAXED);
+}
+
+static void test_par_ranges(void) {
+  static const size_t sizes[] = {0, 1, 17, PS_PAR_MIN - 1, PS_PAR_MIN, PS_PAR_MIN + 5, 1000003};
+  for (int t = 1; t <= 7; t += 2) {
+    ps_par *p = NULL;
+    CHECK(ps_par_create(t, &p) == 0 && ps_par_threads(p) == t);
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      size_t n = sizes[k];
+      g_hits = calloc(n + 1, sizeof *g_hits);
+      ps_par_for(p, n, mark, NULL);
+      int once = 1;
+      for (size_t i = 0; i < n; i++) once &= g_hits[i] == 1;
+      CHECK(once && g_hits[n] == 0);
+      free(g_hits);
+    }
+    ps_par_free(p);
+  }
+}
+
 int main(void) {
   test_non_finite();
   test_sync_worker_lost();
@@ -325,6 +410,8 @@ int main(void) {
   test_sync_waits();
   test_sync_ready_prefix();
   test_async();
+  test_threads_same_bits();
+  test_par_ranges();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

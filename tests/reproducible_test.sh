@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # (c) Two sync runs with the same seed end with bit-identical weights, whatever order the
-# gradients arrive in: the second run slows worker 0 down so worker 1's gradients arrive
-# first. The ps sums each chunk in worker order (a chunk that arrives early waits in its
-# connection's receive buffer, and TCP backpressure holds its sender), so arrival order
-# cannot change the float sums.
+# gradients arrive in and however many threads the ps has: the second run slows worker 0
+# down so worker 1's gradients arrive first. The ps sums each chunk in worker order (a
+# chunk that arrives early waits in its connection's receive buffer, and TCP backpressure
+# holds its sender), so arrival order cannot change the float sums.
 source "$(dirname "$0")/lib.sh"
+# The ps splits each chunk's sums and optimizer pass over its threads (ps/par.h): one run
+# with a single thread, the other with three, must not differ either.
 WORKER_EXTRA=("" "--slow-factor 3")
-train sync 2 "$OUT/run1.json" --model mlp --epochs 1 --batch-size 256 --seed 7
+train sync 2 "$OUT/run1.json" --model mlp --epochs 1 --batch-size 256 --seed 7 --threads 1
 WORKER_EXTRA=("--slow-factor 3" "")
-train sync 2 "$OUT/run2.json" --model mlp --epochs 1 --batch-size 256 --seed 7
+train sync 2 "$OUT/run2.json" --model mlp --epochs 1 --batch-size 256 --seed 7 --threads 3
 WORKER_EXTRA=()
 c1=$(json_field "$OUT/run1.json" weights_checksum)
 c2=$(json_field "$OUT/run2.json" weights_checksum)
@@ -16,5 +18,5 @@ c2=$(json_field "$OUT/run2.json" weights_checksum)
 train sync 2 "$OUT/run3.json" --model mlp --epochs 1 --batch-size 256 --seed 8
 c3=$(json_field "$OUT/run3.json" weights_checksum)
 [ "$c3" != "$c1" ] || fail "another seed gave the same checksum $c3: the check proves nothing"
-pass "same seed, different arrival orders: checksum $c1 twice; seed 8: $c3"
+pass "same seed, different arrival orders, 1 and 3 ps threads: checksum $c1 twice; seed 8: $c3"
 echo "1 passed, 0 failed"
