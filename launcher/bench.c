@@ -36,7 +36,7 @@
 
 static char f_sizes[PST_CFG_STR_MAX], f_clients[PST_CFG_STR_MAX], f_json[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX];
-static int64_t f_rounds, f_warmup, f_chunk, f_repeat;
+static int64_t f_rounds, f_warmup, f_chunk, f_repeat, f_ps_threads;
 static double f_seconds;
 static int f_tls;
 static char f_tls_suites[PST_CFG_STR_MAX];
@@ -49,6 +49,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("repeat", PST_CFG_INT, &f_repeat, "3", "runs of each side per cell; the best one counts", 1, 100),
     PST_OPT("warmup", PST_CFG_INT, &f_warmup, "2", "untimed rounds before the timed ones", 0, 100000),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "the ps's tensor chunk on the wire (KiB)", 4, 262144),
+    PST_OPT("ps-threads", PST_CFG_INT, &f_ps_threads, "1", "the ps's --threads (0: every core it may use)", 0, 1024),
     PST_OPT("json", PST_CFG_STRING, f_json, "", "write every figure to this file", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs here (default: a new /tmp dir)", 0, 0),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "also measure what TLS costs: a libuv echo of the same rounds, plain and with mutual TLS 1.3", 0, 0),
@@ -263,12 +264,13 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
           ce->input, ce->units);
   fclose(f);
   int port = pl_free_port();
-  char a_listen[64], a_model[PATH_MAX + 16], a_workers[32], a_chunk[32];
+  char a_listen[64], a_model[PATH_MAX + 16], a_workers[32], a_chunk[32], a_threads[32];
   snprintf(a_listen, sizeof a_listen, "--listen=127.0.0.1:%d", port);
   snprintf(a_model, sizeof a_model, "--model=%s", spec);
   snprintf(a_workers, sizeof a_workers, "--workers=%d", ce->clients);
   snprintf(a_chunk, sizeof a_chunk, "--chunk-kib=%lld", (long long)f_chunk);
-  char *ps_argv[] = {(char *)ps_bin, a_listen, a_model, "--mode=sync", a_workers, a_chunk,
+  snprintf(a_threads, sizeof a_threads, "--threads=%lld", (long long)f_ps_threads);
+  char *ps_argv[] = {(char *)ps_bin, a_listen, a_model, "--mode=sync", a_workers, a_chunk, a_threads,
                      "--optimizer=sgd", "--lr=1e-9", "--epochs=1", "--status-interval=0",
                      "--log-level=warning", NULL};
   snprintf(ps_log, sizeof ps_log, "%s/ps-%zu-%d.log", dir, ce->bytes, ce->clients);
