@@ -69,14 +69,18 @@ port=$(free_port)
 start_ps bad-ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/bad.json" --model mlp \
   --epochs 1 --batch-size 128 --worker-timeout 5
 ps_pid=$LAST_PID
-start_worker bad-w0 --ps "127.0.0.1:$port" --index 0
-w0=$LAST_PID
 "$WORKER_BIN" --ps "127.0.0.1:$port" --index 1 --data-dir "$bad" --connect-timeout 20 >"$OUT/bad-w1.log" 2>&1 \
   && fail "the worker with unusable data exited 0"
 wait_for "$OUT/bad-ps.log" "worker 1 .* lost \(the worker failed: the model takes 784 inputs" 10
 kill -0 "$ps_pid" || fail "the ps did not survive a worker that failed to start"
+# The good worker takes the slot before worker 0 starts: with worker 0 first, it trained the
+# whole (half-second) epoch alone while the replacement was still loading its data, and the
+# job had ended before the replacement could connect.
 start_worker bad-w1b --ps "127.0.0.1:$port" --index 1
 w1=$LAST_PID
+wait_for "$OUT/bad-ps.log" "worker 1 .* rejoined" 30
+start_worker bad-w0 --ps "127.0.0.1:$port" --index 0
+w0=$LAST_PID
 wait_pid "$w0" 120 || fail "worker 0 exited non-zero"
 wait_pid "$w1" 120 || fail "the good worker 1 exited non-zero"
 wait_pid "$ps_pid" 30 || fail "the ps exited non-zero"
