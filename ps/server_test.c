@@ -16,10 +16,8 @@
  *
  * The model has 10 parameters in chunks of 4, 4 and 2 floats, so every rule meets a chunk
  * boundary and a short last chunk. */
-#include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -35,6 +33,7 @@
 #include "proto/wire.h"
 #include "ps/optim.h"
 #include "ps/server.h"
+#include "ps/test_connect.h"
 
 #define MODEL_TEXT "input 4\ndense 2 softmax\n" /* 10 parameters */
 #define N_PARAMS 10
@@ -205,35 +204,11 @@ static void peer_connect(int k) {
     g_fail++;
     return;
   }
-  struct sockaddr_storage sa;
-  int len = sizeof sa;
-  if (uv_tcp_getsockname(&g.srv.listener, (struct sockaddr *)&sa, &len) < 0) {
+  int fd = ps_test_connect(&g.loop, &g.srv.listener);
+  if (fd < 0) {
     g_fail++;
     return;
   }
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  int rc = connect(fd, (struct sockaddr *)&sa, (socklen_t)len);
-  /* Non-blocking: the ps accepts from its loop, which runs until the connection is up. */
-  for (int i = 0; rc < 0 && errno == EINPROGRESS && i < 2000; i++) {
-    uv_run(&g.loop, UV_RUN_NOWAIT);
-    struct pollfd pf = {fd, POLLOUT, 0};
-    if (poll(&pf, 1, 1) == 1) {
-      int e = 0;
-      socklen_t el = sizeof e;
-      getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
-      rc = e ? -1 : 0;
-      errno = e;
-    }
-  }
-  if (rc < 0) {
-    close(fd);
-    g_fail++;
-    return;
-  }
-  /* As the worker does: without it, a small frame sent while the last is unacknowledged
-   * waits for the ps's delayed ACK (Nagle's algorithm), tens of milliseconds. */
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
   p->fd = fd;
 }
 

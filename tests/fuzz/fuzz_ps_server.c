@@ -56,6 +56,7 @@
 #include "kernels/model.h"
 #include "proto/wire.h"
 #include "ps/server.h"
+#include "ps/test_connect.h"
 
 #define MAX_CLIENTS 4
 #define QUIET_ROUNDS 3       /* loop turns without any client I/O that mean "idle" */
@@ -158,30 +159,8 @@ static void client_connect(int k) {
   /* A stopping server has closed its listener: the connection is refused. */
   if (g.srv.stopping || uv_is_closing((uv_handle_t *)&g.srv.listener)) return;
   if (g.tcp) {
-    struct sockaddr_storage sa;
-    int len = sizeof sa;
-    CHECK(uv_tcp_getsockname(&g.srv.listener, (struct sockaddr *)&sa, &len) == 0, "getsockname");
-    /* Non-blocking: many connections in a row fill the listener's accept queue, and a
-     * blocking connect would then wait for SYN retries (seconds) instead of letting the
-     * ps accept. The loop runs until the connection is up. */
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    CHECK(fd >= 0, "socket: %s", strerror(errno));
-    int rc = connect(fd, (struct sockaddr *)&sa, (socklen_t)len);
-    for (int i = 0; rc < 0 && errno == EINPROGRESS && i < 1000; i++) {
-      uv_run(&g.loop, UV_RUN_NOWAIT);
-      struct pollfd p = {fd, POLLOUT, 0};
-      if (poll(&p, 1, 1) == 1) {
-        int e = 0;
-        socklen_t el = sizeof e;
-        getsockopt(fd, SOL_SOCKET, SO_ERROR, &e, &el);
-        rc = e ? -1 : 0;
-        errno = e;
-      }
-    }
-    if (rc < 0) {
-      close(fd);
-      return;
-    }
+    int fd = ps_test_connect(&g.loop, &g.srv.listener);
+    if (fd < 0) return;
     c->fd = fd;
     return;
   }
