@@ -415,7 +415,7 @@ static void run_tls(cell *c, const char *dir, int rep) {
 }
 
 static void print_tls(const cell *cells, int n) {
-  printf("\nTLS (common/tls.h; the ps itself does not use it yet): a libuv echo of the same "
+  printf("\nTLS (common/tls.h, as the daemons use it with --tls-*): a libuv echo of the same "
          "rounds, each\nclient pushing S bytes in %lld KiB chunk writes (header + payload "
          "pointer) and the server\nanswering with S bytes the same way, through pst_tls_stream: "
          "plain (no context: libuv's own\ncalls) and with mutual TLS 1.3. vs plain = comb / "

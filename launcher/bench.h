@@ -36,6 +36,11 @@ typedef struct {
 /* Turns N clients' timings into figures (bytes = S). */
 void pl_bench_reduce(const pl_bench_client *c, int n, size_t bytes, pl_bench_figs *f);
 
+/* A listening socket on 127.0.0.1 with a port of the kernel's choice, for a bench server
+ * run in a child process: returns the fd with *port set, or a negative code with a one-line
+ * reason in err. */
+int pl_bench_listen(int *port, char *err, size_t errlen);
+
 /* Runs the raw TCP baseline for one cell: `warmup` untimed rounds then `rounds` timed ones
  * per client. Returns 0, or a negative code with a one-line reason in err. */
 int pl_bench_tcp(size_t bytes, int clients, long rounds, long warmup, pl_bench_figs *f,

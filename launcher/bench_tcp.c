@@ -191,6 +191,24 @@ static int client_main(int port, pid_t srv, size_t bytes, long rounds, long warm
   return 0;
 }
 
+int pl_bench_listen(int *port, char *err, size_t errlen) {
+  int lfd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t alen = sizeof a;
+  if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) < 0 || listen(lfd, 64) < 0 ||
+      getsockname(lfd, (struct sockaddr *)&a, &alen) < 0) {
+    int e = errno;
+    snprintf(err, errlen, "cannot listen on 127.0.0.1: %s", strerror(e));
+    if (lfd >= 0) close(lfd);
+    return -e;
+  }
+  *port = ntohs(a.sin_port);
+  return lfd;
+}
+
 int pl_bench_tcp(size_t bytes, int clients, long rounds, long warmup, pl_bench_figs *f,
                  char *err, size_t errlen) {
   memset(f, 0, sizeof *f);
@@ -206,20 +224,12 @@ int pl_bench_tcp(size_t bytes, int clients, long rounds, long warmup, pl_bench_f
   pl_bench_client *res = (pl_bench_client *)mem;
   double *lat = (double *)(mem + (size_t)clients * sizeof(pl_bench_client));
 
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t alen = sizeof a;
-  if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) < 0 || listen(lfd, 64) < 0 ||
-      getsockname(lfd, (struct sockaddr *)&a, &alen) < 0) {
-    snprintf(err, errlen, "cannot listen on 127.0.0.1: %s", strerror(errno));
-    if (lfd >= 0) close(lfd);
+  int port;
+  int lfd = pl_bench_listen(&port, err, errlen);
+  if (lfd < 0) {
     munmap(mem, shared);
-    return -errno;
+    return lfd;
   }
-  int port = ntohs(a.sin_port);
   fflush(NULL);
   pid_t pids[1 + 256];
   int n_pids = 0, bad = 0;

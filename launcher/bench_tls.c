@@ -381,21 +381,12 @@ int pl_bench_uv(size_t bytes, int clients, long rounds, long warmup, const pl_be
   shared_res *res = (shared_res *)mem;
   double *lat = (double *)(mem + (size_t)clients * sizeof(shared_res));
 
-  int lfd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t alen = sizeof a;
-  if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof a) < 0 || listen(lfd, 64) < 0 ||
-      getsockname(lfd, (struct sockaddr *)&a, &alen) < 0) {
-    int e = errno;
-    snprintf(err, errlen, "cannot listen on 127.0.0.1: %s", strerror(e));
-    if (lfd >= 0) close(lfd);
+  int port;
+  int lfd = pl_bench_listen(&port, err, errlen);
+  if (lfd < 0) {
     munmap(mem, shared);
-    return -e;
+    return lfd;
   }
-  int port = ntohs(a.sin_port);
   fflush(NULL);
   pid_t pids[1 + MAX_CLIENTS];
   int n_pids = 0, bad = 0;

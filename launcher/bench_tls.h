@@ -1,6 +1,7 @@
 /* `pstrain bench --tls`: what TLS (common/tls.h) costs with the bench's traffic.
  *
- * The ps is not wired to TLS yet, so this measures the layer itself on the bench's pattern: a
+ * pstrain-benchclient has no TLS flags, so this measures the layer itself (the one the ps and
+ * the worker use with --tls-*) on the bench's pattern: a
  * server process and N client processes on loopback, all on libuv through pst_tls_stream,
  * each client doing rounds of push (S bytes as chunk writes, each a header and a pointer into
  * its S-byte gradient buffer, all queued at once as worker/client.c does) and pull (the server
