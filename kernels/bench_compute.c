@@ -120,7 +120,7 @@ int main(int argc, char **argv) {
   pst_log_init("bench_compute", PST_LOG_WARN);
   /* The kernels a worker would use on this machine (kernels/blas_setup.h), said on stderr. */
   char blas_note[320];
-  if (pst_blas_choose(blas_note, sizeof blas_note) == 1) {
+  if (pst_blas_choose(blas_note, sizeof blas_note) == PST_BLAS_REEXEC) {
     fprintf(stderr, "bench_compute: %s\n", blas_note);
     execv("/proc/self/exe", argv);
     fprintf(stderr, "bench_compute: cannot run again: %s\n", strerror(errno));

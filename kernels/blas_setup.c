@@ -92,7 +92,7 @@ int pst_blas_choose(char *note, size_t notelen) {
              "choice was %s, older kernels than this CPU can run",
              current ? current : "unknown", env ? env : "", chosen_over);
     unsetenv(CHOSEN_ENV);
-    return 0;
+    return PST_BLAS_CHOSEN;
   }
   if (env != NULL && env[0] != '\0') {
     snprintf(note, notelen, "OpenBLAS uses %s kernels, as OPENBLAS_CORETYPE=%.40s asks",
@@ -114,7 +114,7 @@ int pst_blas_choose(char *note, size_t notelen) {
     return 0;
   }
   snprintf(note, notelen, "%s: running again with OPENBLAS_CORETYPE=%s", why, pick);
-  return 1;
+  return PST_BLAS_REEXEC;
 }
 
 int pst_blas_flush_denormals(void) {

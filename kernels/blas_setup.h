@@ -29,9 +29,12 @@ const char *pst_blas_pick_core(const pst_cpu_features *f, const char *current, c
                                size_t whylen);
 
 /* What main calls first, before any work: decides the kernels (above), honouring a user's
- * OPENBLAS_CORETYPE. Returns 1 when it set OPENBLAS_CORETYPE and the caller must execute
- * itself again to take it (execv("/proc/self/exe", argv)), else 0. note gets one line for the
- * log saying which kernels are used and why. */
+ * OPENBLAS_CORETYPE. note gets one line for the log saying which kernels are used and why.
+ * Returns PST_BLAS_REEXEC when it set OPENBLAS_CORETYPE and the caller must execute itself
+ * again to take it (execv("/proc/self/exe", argv)), PST_BLAS_CHOSEN in the process executed
+ * again (the kernels are pstrain's choice, worth a line in the log), else 0. */
+#define PST_BLAS_REEXEC 1
+#define PST_BLAS_CHOSEN 2
 int pst_blas_choose(char *note, size_t notelen);
 
 /* Sets the calling thread to flush denormals (common/fpenv.h) and makes OpenBLAS start its

@@ -120,13 +120,14 @@ int main(int argc, char **argv) {
    * (kernels/blas_setup.h). Denormals are flushed in every computing thread
    * (common/fpenv.h); the CPU backend also restarts OpenBLAS's threads to inherit that. */
   char blas_note[320];
-  if (pst_blas_choose(blas_note, sizeof blas_note) == 1) {
+  int blas = pst_blas_choose(blas_note, sizeof blas_note);
+  if (blas == PST_BLAS_REEXEC) {
     LOG_INFO("%s", blas_note);
     execv("/proc/self/exe", argv);
     LOG_WARN("cannot run again with better OpenBLAS kernels (%s); going on with OpenBLAS's own",
              strerror(errno));
   } else {
-    pst_log(strstr(blas_note, "set by pstrain") ? PST_LOG_INFO : PST_LOG_DEBUG, "%s", blas_note);
+    pst_log(blas == PST_BLAS_CHOSEN ? PST_LOG_INFO : PST_LOG_DEBUG, "%s", blas_note);
   }
   pst_fp_flush_denormals();
 
