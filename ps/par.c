@@ -36,10 +36,6 @@ struct ps_par {
   uint32_t finished;      /* pieces done this round, under mu */
 };
 
-typedef struct {
-  ps_par *p;
-} helper_arg;
-
 /* Piece k of [0, n) cut in `pieces`, on 16-element boundaries. */
 static void piece_of(size_t n, uint32_t pieces, uint32_t k, size_t *begin, size_t *end) {
   size_t lines = (n + 15) / 16;
@@ -73,9 +69,7 @@ static uint32_t work(ps_par *p, uint32_t r, ps_par_fn fn, void *ctx, size_t n, u
 }
 
 static void *helper_main(void *arg) {
-  helper_arg *ha = arg;
-  ps_par *p = ha->p;
-  free(ha);
+  ps_par *p = arg;
   pst_fp_flush_denormals();
   uint32_t seen = 0;
   pthread_mutex_lock(&p->mu);
@@ -122,17 +116,8 @@ int ps_par_create(int threads, ps_par **out) {
     pthread_sigmask(SIG_SETMASK, &all, &old);
     int rc = 0;
     for (int i = 1; i < threads && rc == 0; i++) {
-      helper_arg *ha = malloc(sizeof *ha);
-      if (!ha) {
-        rc = -ENOMEM;
-        break;
-      }
-      ha->p = p;
-      rc = -pthread_create(&p->helpers[i - 1], NULL, helper_main, ha);
-      if (rc < 0)
-        free(ha);
-      else
-        p->started++;
+      rc = -pthread_create(&p->helpers[i - 1], NULL, helper_main, p);
+      if (rc == 0) p->started++;
     }
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc < 0) {
