@@ -138,9 +138,9 @@ int pst_cluster_parse(const char *json, pst_role role, const char *label, pst_cl
     snprintf(err, errlen, "%s: cluster.ps is missing (the ps's \"host:port\")", label);
     goto out;
   }
-  if (cl->n_ps > 1) {
-    snprintf(err, errlen, "%s: cluster.ps lists %d servers; pstrain trains with exactly one ps",
-             label, cl->n_ps);
+  if (cl->n_ps > PST_CLUSTER_MAX_PS) {
+    snprintf(err, errlen, "%s: cluster.ps lists %d servers; pstrain shards the weights over at "
+             "most %d", label, cl->n_ps, PST_CLUSTER_MAX_PS);
     goto out;
   }
   if (role == PST_ROLE_PS && cl->n_worker == 0) {
@@ -231,8 +231,27 @@ int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen)
     if ((rc = pst_cfg_set_default(cfg, "listen", value, src, origin, err, errlen)) == 0)
       rc = pst_cfg_set_default(cfg, "workers", count, src, "TF_CONFIG len(cluster.worker)", err,
                                errlen);
+    if (rc == 0 && cl.n_ps > 1) {
+      snprintf(value, sizeof value, "%d/%d", i, cl.n_ps);
+      rc = pst_cfg_set_default(cfg, "shard", value, src, "TF_CONFIG task.index/len(cluster.ps)",
+                               err, errlen);
+    }
   } else {
-    rc = pst_cfg_set_default(cfg, "ps", cl.ps[0], src, "TF_CONFIG cluster.ps[0]", err, errlen);
+    /* Every shard, in order, comma-separated: the worker's --ps list. */
+    char list[PST_CFG_STR_MAX];
+    size_t used = 0;
+    list[0] = 0;
+    for (int i = 0; i < cl.n_ps && rc == 0; i++) {
+      int w = snprintf(list + used, sizeof list - used, "%s%s", i ? "," : "", cl.ps[i]);
+      if (w < 0 || (size_t)w >= sizeof list - used) {
+        snprintf(err, errlen, "%s: cluster.ps is too long for one --ps list", label);
+        rc = -EINVAL;
+      } else {
+        used += (size_t)w;
+      }
+    }
+    if (rc == 0)
+      rc = pst_cfg_set_default(cfg, "ps", list, src, "TF_CONFIG cluster.ps", err, errlen);
     if (rc == 0 && cl.has_task) {
       snprintf(value, sizeof value, "%d", cl.task_index);
       rc = pst_cfg_set_default(cfg, "index", value, src, "TF_CONFIG task.index", err, errlen);

@@ -10,11 +10,12 @@
  *   pstrain-ps      listen  = cluster.ps[task.index] (its address when the host is an IP
  *                             literal, else 0.0.0.0 with that port)
  *                   workers = the length of cluster.worker
- *   pstrain-worker  ps      = cluster.ps[0]
+ *                   shard   = task.index/len(cluster.ps), when it lists several ps
+ *   pstrain-worker  ps      = every entry of cluster.ps, in order, comma-separated
  *                   index   = task.index
  * Only options still at their defaults are filled in: a config file, the PSTRAIN_*
- * environment and flags all win over TF_CONFIG. pstrain trains with one ps, so cluster.ps
- * must list exactly one; a worker's own host:port in cluster.worker is checked but not used
+ * environment and flags all win over TF_CONFIG. Several entries in cluster.ps are ps shards
+ * (kernels/partition.h), at most PST_CLUSTER_MAX_PS; a worker's own host:port in cluster.worker is checked but not used
  * (workers only connect out). Other job names ("chief", "evaluator") and top-level keys are
  * ignored. Errors name the bad entry: "TF_CONFIG: cluster.worker[2]: 'x' is not host:port". */
 #ifndef PSTRAIN_COMMON_CLUSTER_H
@@ -25,6 +26,7 @@
 #include "common/config.h"
 
 #define PST_CLUSTER_ADDR_MAX 272 /* host (255) + ':' + port, and brackets for IPv6 */
+#define PST_CLUSTER_MAX_PS 64    /* = PST_MAX_SHARDS (kernels/partition.h) */
 
 typedef enum { PST_ROLE_PS = 0, PST_ROLE_WORKER } pst_role;
 

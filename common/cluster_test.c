@@ -68,8 +68,14 @@ static void test_parse(void) {
   expect_error("{\"task\": {\"type\": \"ps\"}}", PST_ROLE_PS, "no \"cluster\" object");
   expect_error("{\"cluster\": {\"worker\": [\"b:2\"]}}", PST_ROLE_WORKER, "cluster.ps is missing");
   expect_error("{\"cluster\": {\"ps\": [\"a:1\"]}}", PST_ROLE_PS, "cluster.worker is missing");
-  expect_error("{\"cluster\": {\"ps\": [\"a:1\", \"b:1\"], \"worker\": [\"c:1\"]}}", PST_ROLE_PS,
-               "cluster.ps lists 2 servers");
+  {
+    /* Up to 64 ps shards (kernels/partition.h). */
+    char doc[64 * 12 + 128];
+    size_t n = (size_t)snprintf(doc, sizeof doc, "{\"cluster\": {\"worker\": [\"w:1\"], \"ps\": [");
+    for (int i = 0; i < 65; i++) n += (size_t)snprintf(doc + n, sizeof doc - n, "%s\"p%d:1\"", i ? "," : "", i);
+    snprintf(doc + n, sizeof doc - n, "]}}");
+    expect_error(doc, PST_ROLE_PS, "cluster.ps lists 65 servers; pstrain shards the weights over at most 64");
+  }
   expect_error("{\"cluster\": {\"ps\": [\"a:1\"], \"worker\": [\"b:2\"]}, \"task\": {\"type\": "
                "\"worker\", \"index\": 0}}", PST_ROLE_PS,
                "task.type is 'worker' but this is pstrain-ps");
@@ -89,12 +95,14 @@ static void test_parse(void) {
 
 /* A cut-down option table like the daemons' own. */
 static char o_listen[PST_CFG_STR_MAX], o_ps[PST_CFG_STR_MAX], o_tf[PST_CFG_STR_MAX];
+static char o_shard[PST_CFG_STR_MAX];
 static int64_t o_workers, o_index;
 
 static pst_cfg_opt ps_opts[] = {
     PST_OPT("listen", PST_CFG_STRING, o_listen, "127.0.0.1:7070", "", 0, 0),
     PST_OPT("workers", PST_CFG_INT, &o_workers, "1", "", 1, 4096),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf, "", "", 0, 0),
+    PST_OPT("shard", PST_CFG_STRING, o_shard, "0/1", "", 0, 0),
 };
 static pst_cfg_opt wk_opts[] = {
     PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "", 0, 0),
@@ -117,7 +125,7 @@ static void test_configure(void) {
          "{\"cluster\": {\"ps\": [\"ps0.example:7075\"], \"worker\": [\"w0:1\", \"w1:1\", "
          "\"w2:1\"]}, \"task\": {\"type\": \"ps\", \"index\": 0}}", 1);
   char *argv0[] = {"test", NULL};
-  int rc = load(ps_opts, 3, "PSTRAIN_TEST_PS_", PST_ROLE_PS, 1, argv0, err, sizeof err);
+  int rc = load(ps_opts, 4, "PSTRAIN_TEST_PS_", PST_ROLE_PS, 1, argv0, err, sizeof err);
   CHECK(rc == 0, "ps configure: %s", err);
   CHECK(!strcmp(o_listen, "0.0.0.0:7075"), "a host name listens on 0.0.0.0: %s", o_listen);
   CHECK(o_workers == 3, "workers = len(cluster.worker): %lld", (long long)o_workers);
@@ -126,14 +134,14 @@ static void test_configure(void) {
 
   /* Flags win over TF_CONFIG. */
   char *argv1[] = {"test", "--workers", "2", "--listen", "127.0.0.1:9", NULL};
-  rc = load(ps_opts, 3, "PSTRAIN_TEST_PS_", PST_ROLE_PS, 5, argv1, err, sizeof err);
+  rc = load(ps_opts, 4, "PSTRAIN_TEST_PS_", PST_ROLE_PS, 5, argv1, err, sizeof err);
   CHECK(rc == 0 && o_workers == 2 && !strcmp(o_listen, "127.0.0.1:9"), "flags win: %lld %s",
         (long long)o_workers, o_listen);
 
   /* --tf-config wins over the environment, and an IP literal is listened on as given. */
   char *argv2[] = {"test", "--tf-config",
                    "{\"cluster\": {\"ps\": [\"10.213.0.1:7000\"], \"worker\": [\"a:1\"]}}", NULL};
-  rc = load(ps_opts, 3, "PSTRAIN_TEST_PS_", PST_ROLE_PS, 3, argv2, err, sizeof err);
+  rc = load(ps_opts, 4, "PSTRAIN_TEST_PS_", PST_ROLE_PS, 3, argv2, err, sizeof err);
   CHECK(rc == 0 && !strcmp(o_listen, "10.213.0.1:7000") && o_workers == 1,
         "--tf-config: rc %d %s %lld (%s)", rc, o_listen, (long long)o_workers, err);
   CHECK(ps_opts[0].source == PST_SRC_FLAG, "source of listen from --tf-config");
@@ -160,6 +168,19 @@ static void test_configure(void) {
     rc = load(wk_opts, 3, "PSTRAIN_TEST_WK_", PST_ROLE_WORKER, 2, argv3, err, sizeof err);
     CHECK(rc < 0 && strstr(err, "cannot open @"), "missing @file: %s", err);
   }
+
+  /* Several ps: each is a shard, and a worker is given all of them in order. */
+  char *argv5[] = {"test", "--tf-config",
+                   "{\"cluster\": {\"ps\": [\"10.0.0.1:7000\", \"10.0.0.2:7001\", \"h3:7002\"], "
+                   "\"worker\": [\"a:1\"]}, \"task\": {\"type\": \"ps\", \"index\": 2}}", NULL};
+  rc = load(ps_opts, 4, "PSTRAIN_TEST_PS_", PST_ROLE_PS, 3, argv5, err, sizeof err);
+  CHECK(rc == 0 && !strcmp(o_shard, "2/3") && !strcmp(o_listen, "0.0.0.0:7002"),
+        "ps shard: rc %d %s %s (%s)", rc, o_shard, o_listen, err);
+  char *argv6[] = {"test", "--tf-config",
+                   "{\"cluster\": {\"ps\": [\"10.0.0.1:7000\", \"h2:7001\"], \"worker\": "
+                   "[\"a:1\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}", NULL};
+  rc = load(wk_opts, 3, "PSTRAIN_TEST_WK_", PST_ROLE_WORKER, 3, argv6, err, sizeof err);
+  CHECK(rc == 0 && !strcmp(o_ps, "10.0.0.1:7000,h2:7001"), "worker's shards: %s (%s)", o_ps, err);
 
   /* The environment's TF_CONFIG is for the ps: the worker says so. */
   rc = load(wk_opts, 3, "PSTRAIN_TEST_WK_", PST_ROLE_WORKER, 1, argv0, err, sizeof err);

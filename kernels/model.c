@@ -6,6 +6,8 @@
  * mean the same model have the same fingerprint whatever their comments and spacing. */
 #include "kernels/model.h"
 
+#include "common/fnv.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -439,14 +441,6 @@ static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *l
   return 0;
 }
 
-static uint64_t fnv1a64(const char *s, size_t n) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < n; i++) {
-    h ^= (unsigned char)s[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 int pst_model_parse(const char *text, const char *source, pst_model *m, char *err,
                     size_t errlen) {
@@ -517,7 +511,7 @@ int pst_model_parse(const char *text, const char *source, pst_model *m, char *er
   }
   m->input_size = m->layers[0].out_h * m->layers[0].out_w * m->layers[0].out_c;
   m->classes = last->units;
-  m->fingerprint = fnv1a64(m->text, len);
+  m->fingerprint = pst_fnv1a64(m->text, len);
   return 0;
 }
 

@@ -1,6 +1,8 @@
 /* The checkpoint file format: writing and checking safetensors files (checkpoint.h). */
 #include "ps/checkpoint.h"
 
+#include "common/fnv.h"
+
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -18,7 +20,7 @@
 #error "checkpoints store float32 little-endian straight from memory: little-endian hosts only"
 #endif
 
-#define FNV_INIT 1469598103934665603ull
+#define FNV_INIT PST_FNV1A64_BASIS
 #define MAX_TENSORS 65536
 #define MAX_META 1024
 /* Integers a JSON double holds exactly; cJSON parses every number as a double. */
@@ -28,12 +30,7 @@ static const char *const k_reserved[] = {"format", "format_version", "data_fnv1a
                                          "header_fnv1a64"};
 
 static uint64_t fnv(uint64_t h, const void *data, size_t len) {
-  const unsigned char *p = data;
-  for (size_t i = 0; i < len; i++) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
+  return pst_fnv1a64_more(h, data, len);
 }
 
 static uint64_t fnv_u64(uint64_t h, uint64_t v) {

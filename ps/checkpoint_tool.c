@@ -13,18 +13,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/fnv.h"
 #include "kernels/model.h"
 #include "ps/checkpoint.h"
 
-static uint64_t fnv1a64(const void *data, size_t len) {
-  const unsigned char *p = data;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < len; i++) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 static void fill(float *p, size_t n, uint64_t s) {
   for (size_t i = 0; i < n; i++) {
@@ -89,7 +81,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "checkpoint_tool: cannot write %s.*\n", argv[5]);
     return 1;
   }
-  printf("%s %016" PRIx64 "\n", path, fnv1a64(w, n * sizeof *w));
+  printf("%s %016" PRIx64 "\n", path, pst_fnv1a64(w, n * sizeof *w));
   free(w);
   free(s1);
   free(s2);

@@ -71,6 +71,12 @@ static char *settings_json(const ps_server *s) {
   cJSON_AddNumberToObject(o, "beta2", s->opt.opt.beta2);
   cJSON_AddNumberToObject(o, "eps", s->opt.opt.eps);
   cJSON_AddNumberToObject(o, "weight_decay", s->opt.opt.weight_decay);
+  /* Only for shards, so that an unsharded run's checkpoints read as before. */
+  if (s->opt.shard_count > 1) {
+    char shard[32];
+    snprintf(shard, sizeof shard, "%d/%d", s->opt.shard_index, s->opt.shard_count);
+    cJSON_AddStringToObject(o, "shard", shard);
+  }
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return text;
@@ -130,20 +136,55 @@ static int jbool(const cJSON *o, const char *key) {
   return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
 }
 
+/* ---- the tensors of one part (the weights, or an optimizer slot) ---- */
+
+/* Without shards, the model's tensors named as Keras names them. A shard's slice cuts
+ * tensors (kernels/partition.h), so it is saved as one flat tensor "<prefix>shard" [n]; the
+ * settings name the shard, and each shard keeps its own directory (ps/main.c). */
+static int part_tensors(const ps_server *s, const float *vec, const char *prefix,
+                        pst_ckpt_tensor *out, int max) {
+  if (s->opt.shard_count <= 1) return pst_ckpt_model_tensors(s->model, vec, prefix, out, max);
+  if (max < 1) return -ENOSPC;
+  memset(out, 0, sizeof *out);
+  int len = snprintf(out->name, sizeof out->name, "%sshard", prefix);
+  if (len < 0 || (size_t)len >= sizeof out->name) return -ENAMETOOLONG;
+  out->data = vec;
+  out->count = s->store.n;
+  out->ndim = 1;
+  out->shape[0] = (int64_t)s->store.n;
+  return 1;
+}
+
+static int read_part(const ps_server *s, const pst_ckpt *ck, const char *prefix, float *vec,
+                     char *err, size_t errlen) {
+  if (s->opt.shard_count <= 1) return pst_ckpt_read_model(ck, s->model, prefix, vec, err, errlen);
+  char name[PST_CKPT_NAME_MAX];
+  size_t count = 0;
+  snprintf(name, sizeof name, "%sshard", prefix);
+  const float *data = pst_ckpt_find(ck, name, &count);
+  if (!data || count != s->store.n) {
+    snprintf(err, errlen, "%s: tensor %s %s (this shard holds %zu floats)", ck->file, name,
+             data ? "has another size" : "is missing", s->store.n);
+    return data ? -EINVAL : -ENOENT;
+  }
+  memcpy(vec, data, count * sizeof(float));
+  return 0;
+}
+
 /* ---- saving ---- */
 
 static void write_work(uv_work_t *req) {
   ps_ckpt_state *k = req->data;
   ps_server *s = k->srv;
-  size_t n = s->model->n_params;
+  size_t n = s->store.n;
   pst_ckpt_tensor t[PST_CKPT_MAX_MODEL_TENSORS * 3];
   int nt = 0, slots = pst_opt_slots(s->opt.opt.kind);
   for (int part = 0; part <= slots; part++) {
     char prefix[64] = "";
     if (part > 0)
       snprintf(prefix, sizeof prefix, "optimizer/%s/", slot_name(s->opt.opt.kind, part - 1));
-    int rc = pst_ckpt_model_tensors(s->model, k->snap + (size_t)part * n, prefix, t + nt,
-                                    PST_CKPT_MAX_MODEL_TENSORS);
+    int rc = part_tensors(s, k->snap + (size_t)part * n, prefix, t + nt,
+                          PST_CKPT_MAX_MODEL_TENSORS);
     if (rc < 0) {
       k->rc = rc;
       snprintf(k->err, sizeof k->err, "cannot name the model's tensors: %s", strerror(-rc));
@@ -189,7 +230,7 @@ static void after_write(uv_work_t *req, int status) {
 /* Copies the state of the published version and starts writing it. */
 static void save(ps_server *s) {
   ps_ckpt_state *k = s->ckpt;
-  size_t n = s->model->n_params;
+  size_t n = s->store.n;
   uint64_t t;
   const float *s1, *s2;
   int in_step = s->opt.mode == PST_MODE_SYNC ? s->upd.step_open : s->upd.owner != -1;
@@ -305,7 +346,7 @@ static int check_settings(const ps_server *s, const pst_ckpt *ck, const char *pa
 }
 
 static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err, size_t errlen) {
-  size_t n = s->model->n_params;
+  size_t n = s->store.n;
   int slots = pst_opt_slots(s->opt.opt.kind);
   float *buf = malloc(n * sizeof(float) * (size_t)(1 + slots));
   if (!buf) return -ENOMEM;
@@ -314,7 +355,7 @@ static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err
     char prefix[64] = "";
     if (part > 0)
       snprintf(prefix, sizeof prefix, "optimizer/%s/", slot_name(s->opt.opt.kind, part - 1));
-    rc = pst_ckpt_read_model(ck, s->model, prefix, buf + (size_t)part * n, err, errlen);
+    rc = read_part(s, ck, prefix, buf + (size_t)part * n, err, errlen);
   }
   const char *ver = pst_ckpt_meta(ck, "version"), *opt_t = pst_ckpt_meta(ck, "optimizer_steps");
   cJSON *st = rc == 0 ? cJSON_Parse(pst_ckpt_meta(ck, "state") ? pst_ckpt_meta(ck, "state") : "")
@@ -425,7 +466,7 @@ int ps_ckpt_open(ps_server *s, char *err, size_t errlen) {
   int from_file = strcmp(resume, "auto") != 0 && strcmp(resume, "never") != 0;
   if (!dir[0] && !from_file) return 0;
   ps_ckpt_state *k = calloc(1, sizeof *k);
-  size_t n = s->model->n_params;
+  size_t n = s->store.n;
   if (k) k->snap = malloc(n * sizeof(float) * (size_t)(1 + pst_opt_slots(s->opt.opt.kind)));
   if (!k || !k->snap) {
     if (k) free(k);

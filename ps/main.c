@@ -22,6 +22,7 @@
 #include "common/proc.h"
 #include "common/tls_config.h"
 #include "kernels/model_config.h"
+#include "kernels/partition.h"
 #include "ps/server.h"
 
 #define PS_DEFAULT_LISTEN "127.0.0.1:7070"
@@ -30,7 +31,7 @@ static char o_listen[PST_CFG_STR_MAX], o_mode[PST_CFG_STR_MAX], o_model[PST_CFG_
 static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
-static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX];
+static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX], o_shard[PST_CFG_STR_MAX];
 static int o_insecure;
 static pst_tls_files o_tls;
 static int64_t o_max_conns;
@@ -44,6 +45,7 @@ static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval
 static pst_cfg_opt g_opts[] = {
     PST_OPT("listen", PST_CFG_STRING, o_listen, PS_DEFAULT_LISTEN, "address:port to listen on", 0, 0),
     PST_OPT("workers", PST_CFG_INT, &o_workers, "1", "number of workers to train with (N)", 1, 4096),
+    PST_OPT("shard", PST_CFG_STRING, o_shard, "0/1", "I/K: this ps holds part I of the weights split over K ps shards", 0, 0),
     PST_OPT("mode", PST_CFG_STRING, o_mode, "sync", "update mode: sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &o_staleness, "2", "ssp: most pushes a worker may run ahead", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &o_backup, "0", "sync: apply each step after N-K gradients", 0, 4095),
@@ -103,6 +105,11 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   memset(o, 0, sizeof *o);
   if (pst_parse_hostport(o_listen, o->listen_host, sizeof o->listen_host, &o->listen_port) < 0) {
     snprintf(err, errlen, "--listen: '%.200s' is not address:port", o_listen);
+    return -EINVAL;
+  }
+  if (pst_partition_parse(o_shard, &o->shard_index, &o->shard_count) < 0) {
+    snprintf(err, errlen, "--shard: '%.200s' is not I/K with 0 <= I < K <= %d", o_shard,
+             PST_MAX_SHARDS);
     return -EINVAL;
   }
   if (pst_mode_parse(o_mode, &o->mode) < 0) {
@@ -245,7 +252,25 @@ int main(int argc, char **argv) {
     return PST_EXIT_USAGE;
   }
 
-  /* 2. The model's initial weights. */
+  /* This shard's part of the weights (kernels/partition.h), and its own checkpoint
+   * directory: shards write their checkpoints at different moments, and a shard must never
+   * resume from another's slice. */
+  if (pst_partition_range(model.n_params, opt.shard_count, opt.shard_index, &opt.shard_offset,
+                          &opt.shard_floats) < 0) {
+    LOG_ERR("--shard %s: the model's %zu parameters are too few to split %d ways", o_shard,
+            model.n_params, opt.shard_count);
+    pst_tls_ctx_free(opt.tls);
+    return PST_EXIT_USAGE;
+  }
+  static char shard_ckpt_dir[PST_CFG_STR_MAX + 32];
+  if (opt.shard_count > 1 && o_ckpt_dir[0]) {
+    snprintf(shard_ckpt_dir, sizeof shard_ckpt_dir, "%s/shard-%d-of-%d", o_ckpt_dir,
+             opt.shard_index, opt.shard_count);
+    opt.checkpoint_dir = shard_ckpt_dir;
+  }
+
+  /* 2. The model's initial weights: the whole vector from the seed, as without shards, so
+   * that every shard's slice is the one an unsharded run starts from. */
   float *init = malloc(model.n_params * sizeof(float));
   if (!init) {
     LOG_ERR("cannot allocate %zu parameters", model.n_params);
@@ -298,7 +323,7 @@ int main(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   static ps_server srv;
-  int rc = ps_server_start(&srv, &loop, &opt, &model, init, err, sizeof err);
+  int rc = ps_server_start(&srv, &loop, &opt, &model, init + opt.shard_offset, err, sizeof err);
   free(init);
   if (rc == -EALREADY) { /* resumed a finished job: done, not failed */
     LOG_INFO("%s", err);
@@ -322,6 +347,12 @@ int main(int argc, char **argv) {
            opt.listen_host, opt.listen_port, o_model, model.n_params, model.fingerprint,
            o_mode, opt.workers, o_optimizer, o_lr, opt.workers, opt.batch_size, opt.epochs,
            opt.threads, opt.threads == 1 ? "" : "s");
+  if (opt.shard_count > 1) {
+    char parts[1024];
+    pst_partition_describe(&model, opt.shard_offset, opt.shard_floats, parts, sizeof parts);
+    LOG_INFO("shard %d/%d: parameters [%zu, %zu) of %zu: %s", opt.shard_index, opt.shard_count,
+             opt.shard_offset, opt.shard_offset + opt.shard_floats, model.n_params, parts);
+  }
   /* Under systemd: ready once listening, then status and watchdog pings from this loop. */
   static pst_heartbeat hb;
   pst_heartbeat_start(&hb, &loop, status_line, &srv);

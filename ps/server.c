@@ -267,6 +267,10 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.start_step = ps_slot_position(s, idx);
   wl.eval_epoch = w->evals_done;
   wl.timeout_ms = (uint32_t)(s->opt.worker_timeout * 1000.0);
+  wl.shard_index = (uint32_t)s->opt.shard_index;
+  wl.shard_count = (uint32_t)s->opt.shard_count;
+  wl.shard_offset = s->opt.shard_offset;
+  wl.shard_floats = s->opt.shard_floats;
   h.type = PSTRAIN__MSG_TYPE__WELCOME;
   h.welcome = &wl;
   ps_send_header(c, &h);
@@ -680,14 +684,21 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   s->loop = loop;
   s->opt = *opt;
   s->model = model;
+  if (s->opt.shard_count < 1) {
+    s->opt.shard_index = 0;
+    s->opt.shard_count = 1;
+    s->opt.shard_offset = 0;
+    s->opt.shard_floats = model->n_params;
+  }
+  size_t n = s->opt.shard_floats;
   int rc;
-  if ((rc = pst_store_init(&s->store, model->n_params, init_params)) < 0 ||
-      (rc = pst_opt_init(&s->optim, &opt->opt, model->n_params)) < 0 ||
+  if ((rc = pst_store_init(&s->store, n, init_params)) < 0 ||
+      (rc = pst_opt_init(&s->optim, &opt->opt, n)) < 0 ||
       (rc = pst_update_init(&s->upd, opt->mode, opt->workers, opt->chunk_floats, &s->store,
                             &s->optim)) < 0 ||
       (rc = pst_update_set_backup(&s->upd, opt->backup_workers)) < 0) {
-    snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s",
-             model->n_params, strerror(-rc));
+    snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s", n,
+             strerror(-rc));
     return rc;
   }
   if (opt->threads > 1) {

@@ -28,6 +28,11 @@ typedef struct {
   int batch_size;         /* per worker */
   uint64_t seed;
   uint32_t chunk_floats;
+  /* The part of the parameter vector this ps holds (kernels/partition.h): shard shard_index
+   * of shard_count, floats [shard_offset, shard_offset + shard_floats). shard_count 0 means
+   * one ps holding everything (ps_server_start fills the rest in). */
+  int shard_index, shard_count;
+  size_t shard_offset, shard_floats;
   int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's) */
   int report_every;       /* steps between the workers' loss reports */
   double status_interval; /* seconds between status log lines; 0 = off */
@@ -111,7 +116,8 @@ typedef struct ps_server {
   int exit_code;
 } ps_server;
 
-/* Sets up everything and starts listening. Returns 0 or a negative code with a one-line
+/* Sets up everything and starts listening. init_params holds this shard's opt->shard_floats
+ * floats (the whole vector without shards). Returns 0 or a negative code with a one-line
  * reason in err (e.g. the address is in use). */
 int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const pst_model *model,
                     const float *init_params, char *err, size_t errlen);

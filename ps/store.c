@@ -56,15 +56,6 @@ void pst_store_publish(pst_store *s) {
   s->version++;
 }
 
-uint64_t pst_fnv1a64(const void *data, size_t len) {
-  const unsigned char *p = data;
-  uint64_t h = 1469598103934665603ull;
-  for (size_t i = 0; i < len; i++) {
-    h ^= p[i];
-    h *= 1099511628211ull;
-  }
-  return h;
-}
 
 uint64_t pst_store_checksum(const pst_store *s) {
   return pst_fnv1a64(s->buf[s->front], s->n * sizeof(float));

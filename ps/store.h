@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "common/fnv.h"
+
 typedef struct {
   size_t n;          /* floats per buffer */
   float *buf[2];     /* [n] each */
@@ -58,7 +60,5 @@ void pst_store_release(pst_store *s, const pst_store_hold *h);
 void pst_store_publish(pst_store *s);
 /* FNV-1a 64 over the front buffer's bytes (reproducibility checks). */
 uint64_t pst_store_checksum(const pst_store *s);
-/* FNV-1a 64 over any bytes. */
-uint64_t pst_fnv1a64(const void *data, size_t len);
 
 #endif

@@ -35,6 +35,15 @@ void ps_reject(ps_conn *c, const char *why) {
 }
 
 int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen) {
+  /* A worker given the shards in another order, or another number of them, would push
+   * one part of its gradient into another part of the model. */
+  uint32_t k = h->shard_count ? h->shard_count : 1;
+  if (k != (uint32_t)s->opt.shard_count || h->shard_index != (uint32_t)s->opt.shard_index) {
+    snprintf(why, whylen, "this ps is shard %d/%d, but the worker took it for shard %u/%u "
+             "(give every worker all %d shards, in order)", s->opt.shard_index,
+             s->opt.shard_count, h->shard_index, k, s->opt.shard_count);
+    return -EINVAL;
+  }
   if (h->train_samples == 0 && h->test_samples == 0) return 0; /* no data facts: nothing to check */
   if ((int)h->classes > s->model->classes || h->classes == 0) {
     snprintf(why, whylen, "the worker's data has %u classes, but the model outputs %d", h->classes,

@@ -31,7 +31,7 @@ static double o_timeout, o_slow, o_reconnect;
 static int o_list, o_placement;
 
 static pst_cfg_opt g_opts[] = {
-    PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps (names resolve)", 0, 0),
+    PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps (names resolve); several ps shards: all of them, in order, comma-separated", 0, 0),
     PST_OPT("name", PST_CFG_STRING, o_name, "", "worker name in logs (default: host-pid)", 0, 0),
     PST_OPT("index", PST_CFG_INT, &o_index, "-1", "worker index to ask for (-1: any)", -1, 4095),
     PST_OPT("data-dir", PST_CFG_STRING, o_data, PST_DATA_DEFAULT_DIR, "directory of the IDX files", 0, 0),
@@ -77,16 +77,54 @@ static int apply_instance(pst_cfg *cfg, char *err, size_t errlen) {
   return 0;
 }
 
+/* --ps: one host:port, or every ps shard's, in order, comma-separated. */
+static int parse_ps_list(const char *text, wk_options *opt, char *err, size_t errlen) {
+  char list[PST_CFG_STR_MAX], *save = NULL;
+  snprintf(list, sizeof list, "%s", text);
+  opt->n_ps = 0;
+  for (const char *p = text; *p; p++)
+    if (*p == ',' && (p == text || p[1] == ',' || !p[1])) {
+      snprintf(err, errlen, "--ps: '%.200s' has an empty entry", text);
+      return -EINVAL;
+    }
+  for (char *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save)) {
+    if (opt->n_ps == PST_MAX_SHARDS) {
+      snprintf(err, errlen, "--ps: more than %d ps shards", PST_MAX_SHARDS);
+      return -EINVAL;
+    }
+    wk_ps_addr *ps = &opt->ps[opt->n_ps];
+    if (pst_parse_hostport(a, ps->host, sizeof ps->host, &ps->port) < 0) {
+      snprintf(err, errlen, "--ps: '%.200s' is not host:port", a);
+      return -EINVAL;
+    }
+    for (int i = 0; i < opt->n_ps; i++)
+      if (!strcmp(opt->ps[i].host, ps->host) && opt->ps[i].port == ps->port) {
+        snprintf(err, errlen, "--ps: %.200s is listed twice", a);
+        return -EINVAL;
+      }
+    opt->n_ps++;
+  }
+  if (opt->n_ps == 0) {
+    snprintf(err, errlen, "--ps: give host:port of the ps");
+    return -EINVAL;
+  }
+  return 0;
+}
+
 /* The line `systemctl status` shows (STATUS=), refreshed by the heartbeat. */
 static void status_line(void *arg, char *buf, size_t len) {
   const wk_trainer *t = arg;
   switch (t->state) {
-    case WK_CONNECTING:
-      snprintf(buf, len, "connecting to the ps at %s:%d (attempt %d)", t->opt.ps_host,
-               t->opt.ps_port, t->client.attempts);
+    case WK_CONNECTING: {
+      int i = 0; /* the first shard not yet reached */
+      while (i < t->n_ps - 1 && t->ps[i].client.state == WK_CONN_OPEN) i++;
+      snprintf(buf, len, "connecting to the ps at %s:%d (attempt %d)", t->opt.ps[i].host,
+               t->opt.ps[i].port, t->ps[i].client.attempts);
       break;
+    }
     case WK_REGISTERING:
-      snprintf(buf, len, "registering with the ps at %s:%d", t->opt.ps_host, t->opt.ps_port);
+      snprintf(buf, len, "registering with the ps at %s:%d%s", t->opt.ps[0].host,
+               t->opt.ps[0].port, t->n_ps > 1 ? " and its other shards" : "");
       break;
     case WK_FINISHING:
       snprintf(buf, len, "worker %d of %d: finished %d epochs, waiting for the ps", t->index,
@@ -146,9 +184,9 @@ int main(int argc, char **argv) {
     LOG_ERR("--log-level: '%.200s' is not error, warning, info or debug", o_log_level);
     return 2;
   }
-  if (pst_parse_hostport(o_ps, opt.ps_host, sizeof opt.ps_host, &opt.ps_port) < 0) {
-    LOG_ERR("--ps: '%.200s' is not host:port", o_ps);
-    return 2;
+  if (parse_ps_list(o_ps, &opt, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
+    return PST_EXIT_USAGE;
   }
   if (!(o_timeout >= 0 && o_timeout <= 604800) || !(o_reconnect >= 0 && o_reconnect <= 604800) ||
       !(o_slow >= 1 && o_slow <= 1000)) {

@@ -4,16 +4,43 @@
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "common/clock.h"
+#include "common/fnv.h"
 #include "common/log.h"
 #include "common/notify.h"
 #include "kernels/device.h"
 
 static void fail(wk_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The shard whose connection c is. */
+static wk_shard *shard_of(wk_client *c) {
+  return (wk_shard *)((char *)c - offsetof(wk_shard, client));
+}
+
+static int shard_index(const wk_trainer *t, const wk_shard *sh) { return (int)(sh - t->ps); }
+
+/* Every shard's connection is open (registered or about to be). */
+static int all_open(const wk_trainer *t) {
+  for (int i = 0; i < t->n_ps; i++)
+    if (t->ps[i].client.state != WK_CONN_OPEN) return 0;
+  return 1;
+}
+
+static void close_all(wk_trainer *t) {
+  for (int i = 0; i < t->n_ps; i++) wk_client_close(&t->ps[i].client, NULL);
+}
+
+/* Sends a control message to every shard: each keeps its own account of the workers
+ * (registration, reports, heartbeats, the end). */
+static void send_all(wk_trainer *t, const Pstrain__Header *h) {
+  for (int i = 0; i < t->n_ps; i++)
+    if (t->ps[i].client.state == WK_CONN_OPEN) wk_client_send(&t->ps[i].client, h);
+}
 
 /* Ends the run with an error: log it once, tell the ps why (so that it frees this worker's
  * slot with the reason in its log), close the connection, exit 1. */
@@ -24,24 +51,25 @@ static void fail(wk_trainer *t, const char *fmt, ...) {
   vsnprintf(why, sizeof why, fmt, ap);
   va_end(ap);
   if (t->state != WK_STOPPED) LOG_ERR("%s", why);
-  if (t->state != WK_STOPPED && t->client.state == WK_CONN_OPEN) {
+  if (t->state != WK_STOPPED) {
     Pstrain__Header h = PSTRAIN__HEADER__INIT;
     Pstrain__ErrorInfo e = PSTRAIN__ERROR_INFO__INIT;
     e.reason = why;
     h.type = PSTRAIN__MSG_TYPE__ERROR;
     h.error = &e;
-    wk_client_send_now(&t->client, &h);
+    for (int i = 0; i < t->n_ps; i++)
+      if (t->ps[i].client.state == WK_CONN_OPEN) wk_client_send_now(&t->ps[i].client, &h);
   }
   t->exit_code = PST_EXIT_FAILED;
   t->state = WK_STOPPED;
-  wk_client_close(&t->client, NULL);
+  close_all(t);
 }
 
 static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = type;
   h.version = version;
-  wk_client_send(&t->client, &h);
+  send_all(t, &h);
 }
 
 static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correct,
@@ -57,13 +85,14 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
   r.compute_seconds = seconds;
   h.type = PSTRAIN__MSG_TYPE__REPORT;
   h.report = &r;
-  wk_client_send(&t->client, &h);
+  send_all(t, &h);
 }
 
 /* Which version to ask for next. sync: the one after ours (answered once every worker's
  * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
 static void pull(wk_trainer *t) {
   t->state = WK_PULLING;
+  for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
   int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
   send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->have_weights ? t->version + 1 : 0);
 }
@@ -74,10 +103,11 @@ static void pull(wk_trainer *t) {
 static void pull_final(wk_trainer *t) {
   send_simple(t, PSTRAIN__MSG_TYPE__BYE, t->version);
   t->state = WK_PULLING;
+  for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = PSTRAIN__MSG_TYPE__PULL;
   h.last = 1;
-  wk_client_send(&t->client, &h);
+  send_all(t, &h);
 }
 
 static void new_epoch_order(wk_trainer *t) {
@@ -182,10 +212,15 @@ static void after_train(wk_trainer *t) {
   t->e_seconds += t->w_seconds;
   t->weights_fresh = 0;
   t->push_in_flight = 1;
-  int rc = wk_client_push(&t->client, t->version, t->grad);
-  if (rc < 0) {
-    fail(t, "cannot push the gradient: %s", uv_strerror(rc));
-    return;
+  /* Each shard its part, marked with the version of that part it was computed on. */
+  for (int i = 0; i < t->n_ps; i++) {
+    wk_shard *sh = &t->ps[i];
+    sh->pushing = 1;
+    int rc = wk_client_push(&sh->client, sh->version, t->grad + sh->offset);
+    if (rc < 0) {
+      fail(t, "cannot push the gradient: %s", uv_strerror(rc));
+      return;
+    }
   }
   if (t->steps % (uint64_t)t->report_every == 0 || t->step_in_epoch == t->steps_per_epoch) {
     send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds);
@@ -226,13 +261,18 @@ static void after_eval(wk_trainer *t) {
   send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds);
   t->eval_due = 0;
   if (t->epoch >= t->epochs) {
+    /* The final weights, whole: one checksum however many shards held them, the same as the
+     * ps's weights_checksum without shards (reproducibility checks compare it). */
+    LOG_INFO("final weights: version %" PRIu64 ", checksum %016" PRIx64 " over %zu parameters",
+             t->version, pst_fnv1a64(t->params, t->model.n_params * sizeof(float)),
+             t->model.n_params);
     t->state = WK_FINISHING;
     LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
   }
 }
 
 static void start_work(wk_trainer *t, wk_work_kind kind);
-static void send_hello(wk_trainer *t);
+static void register_all(wk_trainer *t);
 
 /* Decides what the fresh weights are for: an evaluation owed, then a training step, or
  * the end. */
@@ -252,10 +292,10 @@ static void work_done(uv_work_t *req, int status) {
   wk_trainer *t = req->data;
   t->work_running = 0;
   if (t->state == WK_STOPPED || t->stop_requested || status == UV_ECANCELED) {
-    wk_client_close(&t->client, NULL);
+    close_all(t);
     return;
   }
-  if (t->restart_pending || t->client.state != WK_CONN_OPEN || t->state == WK_CONNECTING ||
+  if (t->restart_pending || !all_open(t) || t->state == WK_CONNECTING ||
       t->state == WK_REGISTERING) {
     /* The connection was lost while this ran: the ps may have moved on, and it says where
      * this worker stands when it registers again. */
@@ -264,9 +304,9 @@ static void work_done(uv_work_t *req, int status) {
       LOG_INFO("dropped the gradient computed on version %" PRIu64
                ": the connection to the ps was lost meanwhile", t->version);
     }
-    if (t->hello_pending && t->client.state == WK_CONN_OPEN) {
+    if (t->hello_pending && all_open(t)) {
       t->hello_pending = 0;
-      send_hello(t);
+      register_all(t);
     } else if (t->restart_pending) {
       t->restart_pending = 0;
       begin_session(t);
@@ -363,31 +403,36 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->xb = malloc((size_t)t->batch * (size_t)t->model.input_size * sizeof(float));
   t->yb = malloc((size_t)t->batch * sizeof(int32_t));
   t->order = malloc((size_t)(t->shard_end - t->shard_begin) * sizeof(int32_t));
-  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order ||
-      wk_client_prepare_push(&t->client, n, t->chunk_floats) < 0) {
+  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order) {
     fail(t, "out of memory for %zu parameters", n);
     return -ENOMEM;
   }
   LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d "
            "epochs%s%s", t->index, t->world, t->backend->name,
            t->mode == 0 ? "sync" : t->mode == 1 ? "async" : "ssp", t->shard_begin, t->shard_end,
-           t->steps_per_epoch, t->batch, t->epochs, t->client.session[0] ? "; ps over " : "",
-           t->client.session);
+           t->steps_per_epoch, t->batch, t->epochs, t->ps[0].client.session[0] ? "; ps over " : "",
+           t->ps[0].client.session);
   return 0;
 }
 
 /* ---- the connection's callbacks ---- */
 
-static void send_hello(wk_trainer *t) {
+/* HELLO to one shard. Shard 0 gives this worker its index; the others are asked for it. */
+static void send_hello(wk_trainer *t, wk_shard *sh) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   Pstrain__Hello hello = PSTRAIN__HELLO__INIT;
+  int first = sh == &t->ps[0];
   hello.worker_name = (char *)t->opt.name;
   /* Registering again: the slot this worker had (its shard), and what it discarded. */
-  hello.requested_index = t->welcomed ? t->index : t->opt.requested_index;
+  hello.requested_index = t->welcomed || !first ? t->index : t->opt.requested_index;
   hello.dropped_gradients = t->discarded;
   hello.train_samples = (uint32_t)t->train.n;
   hello.test_samples = (uint32_t)t->test.n;
   hello.classes = (uint32_t)t->classes;
+  if (t->n_ps > 1) {
+    hello.shard_index = (uint32_t)shard_index(t, sh);
+    hello.shard_count = (uint32_t)t->n_ps;
+  }
   if (t->opt.model && t->opt.model[0]) {
     pst_model mine;
     char err[512];
@@ -400,11 +445,21 @@ static void send_hello(wk_trainer *t) {
   h.type = PSTRAIN__MSG_TYPE__HELLO;
   h.hello = &hello;
   t->state = WK_REGISTERING;
-  wk_client_send(&t->client, &h);
+  wk_client_send(&sh->client, &h);
+}
+
+/* Registration begins once every shard's connection is open: shard 0 first. */
+static void register_all(wk_trainer *t) {
+  for (int i = 0; i < t->n_ps; i++) t->ps[i].welcomed = 0;
+  send_hello(t, &t->ps[0]);
 }
 
 static void on_connected(wk_client *c) {
   wk_trainer *t = c->data;
+  if (!all_open(t)) {
+    t->state = WK_CONNECTING;
+    return;
+  }
   /* A step still running from before the connection was lost ends first, so that the
    * HELLO can count its gradient as dropped. */
   if (t->work_running) {
@@ -412,49 +467,84 @@ static void on_connected(wk_client *c) {
     t->hello_pending = 1;
     return;
   }
-  send_hello(t);
+  register_all(t);
 }
 
 static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
   wk_trainer *t = c->data;
-  if (h->type != PSTRAIN__MSG_TYPE__WEIGHTS || t->state != WK_PULLING ||
-      h->offset + h->count > t->model.n_params) {
+  wk_shard *sh = shard_of(c);
+  if (h->type != PSTRAIN__MSG_TYPE__WEIGHTS || t->state != WK_PULLING || !sh->welcomed ||
+      h->offset > sh->floats || h->count > sh->floats - h->offset) {
     snprintf(c->rd.err, sizeof c->rd.err, "unexpected tensor chunk (offset %" PRIu64 ")", h->offset);
     return -EPROTO;
   }
-  *dst = t->params + h->offset;
+  *dst = t->params + sh->offset + h->offset;
   return 0;
 }
 
-/* A WELCOME after a reconnection: the same job, or an error. */
-static int check_same_job(wk_trainer *t, const Pstrain__Welcome *w) {
+/* A WELCOME from another shard, or after a reconnection: the same job, or an error. */
+static int check_same_job(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   if ((int)w->worker_index != t->index || (int)w->world_size != t->world ||
       w->model_fingerprint != t->model.fingerprint || (int)w->batch_size != t->batch ||
       (int)w->epochs != t->epochs || w->seed != t->seed || (int)w->mode != t->mode) {
-    fail(t, "the ps that answered the reconnection trains another job (index %u of %u, model "
-            "%016" PRIx64 "); start this worker again to join it",
+    fail(t, "the ps at %s:%d trains another job than %s (index %u of %u, model %016" PRIx64
+            "); start this worker again to join it", sh->client.host, sh->client.port,
+         t->welcomed ? "before the reconnection" : "shard 0",
          w->worker_index, w->world_size, w->model_fingerprint);
     return -EPROTO;
   }
-  t->chunk_floats = w->chunk_floats;
-  if (wk_client_prepare_push(&t->client, t->model.n_params, t->chunk_floats) < 0) {
-    fail(t, "out of memory for %zu parameters", t->model.n_params);
+  return 0;
+}
+
+/* The shard's part of the vector: what it says, which must be what this worker computes
+ * from the model and its list of shards (kernels/partition.h). */
+static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
+  int i = shard_index(t, sh);
+  uint32_t k = w->shard_count ? w->shard_count : 1; /* a ps from before shards: 0/1 */
+  size_t lo, n;
+  if (k != (uint32_t)t->n_ps || w->shard_index != (uint32_t)i ||
+      pst_partition_range(t->model.n_params, t->n_ps, i, &lo, &n) < 0 ||
+      (w->shard_count && (w->shard_offset != lo || w->shard_floats != n))) {
+    fail(t, "the ps at %s:%d is shard %u/%u of the weights, but was given as shard %d/%d "
+            "(give every worker all the ps shards, in order)", sh->client.host, sh->client.port,
+         w->shard_index, k, i, t->n_ps);
+    return -EPROTO;
+  }
+  sh->offset = lo;
+  sh->floats = n;
+  sh->chunk_floats = w->chunk_floats;
+  sh->start_step = w->start_step;
+  sh->eval_epoch = w->eval_epoch;
+  if (wk_client_prepare_push(&sh->client, n, w->chunk_floats) < 0) {
+    fail(t, "out of memory for %zu parameters", n);
     return -ENOMEM;
   }
   return 0;
 }
 
-static void on_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
-  int again = t->welcomed;
-  if (again ? check_same_job(t, w) < 0 : setup_from_welcome(t, w) < 0) return;
+/* Every shard has welcomed this worker: start where the slot stands. Shards can disagree
+ * by a step when a push reached some of them and not the others before a connection broke;
+ * the earliest position is taken, and the shards that are ahead drop the repeated step's
+ * gradient as late. */
+static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
+  uint64_t start = UINT64_MAX;
+  uint32_t evals = UINT32_MAX;
+  for (int i = 0; i < t->n_ps; i++) {
+    if (t->ps[i].start_step < start) start = t->ps[i].start_step;
+    if (t->ps[i].eval_epoch < evals) evals = t->ps[i].eval_epoch;
+  }
+  for (int i = 0; i < t->n_ps; i++)
+    if (t->ps[i].start_step != start)
+      LOG_WARN("ps shard %d stands at step %" PRIu64 ", shard 0 at %" PRIu64 ": going on from %" PRIu64,
+               i, t->ps[i].start_step, t->ps[0].start_step, start);
   t->welcomed = 1;
   t->reconnect_deadline = 0;
   t->discarded = 0;
-  t->timeout_s = w->timeout_ms / 1000.0;
-  take_position(t, w->start_step, w->eval_epoch);
-  if (again || w->start_step > 0)
+  t->timeout_s = timeout_ms / 1000.0;
+  take_position(t, start, evals);
+  if (again || start > 0)
     LOG_INFO("%s at step %" PRIu64 " of the shard: epoch %d/%d, step %d of %d%s",
-             again ? "registered again" : "resuming", w->start_step,
+             again ? "registered again" : "resuming", start,
              t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs, t->step_in_epoch,
              t->steps_per_epoch, t->eval_due ? ", evaluating the last epoch first" : "");
   if (!again) pst_notify_ready(); /* registered and set up: under systemd, the service is up */
@@ -466,19 +556,52 @@ static void on_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   begin_session(t);
 }
 
+static void on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
+  int again = t->welcomed, first = sh == &t->ps[0];
+  if (first && !again) {
+    if (setup_from_welcome(t, w) < 0) return;
+  } else if (check_same_job(t, sh, w) < 0) {
+    return;
+  }
+  if (take_shard(t, sh, w) < 0) return;
+  sh->welcomed = 1;
+  if (first)
+    for (int i = 1; i < t->n_ps; i++) send_hello(t, &t->ps[i]);
+  for (int i = 0; i < t->n_ps; i++)
+    if (!t->ps[i].welcomed) return;
+  all_welcomed(t, again, w->timeout_ms);
+}
+
+/* The last chunk of a shard's reply: once every shard's part is in, the weights are
+ * complete. A sync pull asks every shard for the same version; with backup workers (or in
+ * async and ssp) a shard may answer a newer one, and each part's version is what its push
+ * is marked with. */
+static void on_weights_done(wk_trainer *t, wk_shard *sh, uint64_t version) {
+  sh->version = version;
+  sh->pulled = 1;
+  uint64_t oldest = UINT64_MAX;
+  for (int i = 0; i < t->n_ps; i++) {
+    if (!t->ps[i].pulled) return;
+    if (t->ps[i].version < oldest) oldest = t->ps[i].version;
+  }
+  t->version = oldest;
+  t->weights_fresh = 1;
+  t->have_weights = 1;
+  next_work(t);
+}
+
 static int on_frame(wk_client *c, const Pstrain__Header *h) {
   wk_trainer *t = c->data;
+  wk_shard *sh = shard_of(c);
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__WELCOME:
-      if (t->state != WK_REGISTERING) return -EPROTO;
-      on_welcome(t, h->welcome);
+      if (t->state != WK_REGISTERING || sh->welcomed) return -EPROTO;
+      on_welcome(t, sh, h->welcome);
       return 0;
     case PSTRAIN__MSG_TYPE__WEIGHTS:
       if (h->last) {
-        t->version = h->version;
-        t->weights_fresh = 1;
-        t->have_weights = 1;
-        next_work(t);
+        if (t->state != WK_PULLING || sh->pulled) return -EPROTO;
+        on_weights_done(t, sh, h->version);
       }
       return 0;
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
@@ -493,20 +616,25 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
         wk_client_close(c, why);
         return 0;
       }
-      fail(t, "the ps refused this worker: %s", h->error ? h->error->reason : "no reason given");
+      fail(t, "the ps%s refused this worker: %s", t->n_ps > 1 ? " shard" : "",
+           h->error ? h->error->reason : "no reason given");
       return 0;
     case PSTRAIN__MSG_TYPE__SHUTDOWN: {
       const char *why = h->shutdown ? h->shutdown->reason : "no reason given";
       if (t->state == WK_FINISHING && !(h->shutdown && h->shutdown->failed)) {
+        /* Every shard ends the run by itself once all workers are done with it. */
+        sh->shut = 1;
+        wk_client_close(c, NULL);
+        for (int i = 0; i < t->n_ps; i++)
+          if (!t->ps[i].shut) return 0;
         LOG_INFO("ps says: %s; exiting", why);
         t->state = WK_STOPPED;
-        wk_client_close(c, NULL);
       } else if (h->shutdown && h->shutdown->stopped) {
         /* Stopped on purpose: not a failure, and nothing to reconnect to. */
         LOG_INFO("the ps was stopped before training finished (%s); exiting", why);
         t->exit_code = PST_EXIT_STOPPED;
         t->state = WK_STOPPED;
-        wk_client_close(c, NULL);
+        close_all(t);
       } else {
         fail(t, "the ps stopped training: %s", why);
       }
@@ -523,13 +651,28 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
 
 static void on_push_sent(wk_client *c) {
   wk_trainer *t = c->data;
+  shard_of(c)->pushing = 0;
+  for (int i = 0; i < t->n_ps; i++)
+    if (t->ps[i].pushing) return;
   t->push_in_flight = 0;
   /* Weights for the next step may have arrived before the push finished leaving. */
   if (!t->work_running && t->weights_fresh && t->state != WK_FINISHING && t->state != WK_STOPPED)
     next_work(t);
 }
 
-static void on_hb_timer(uv_timer_t *h);
+static const wk_client_cbs client_cbs;
+
+static int start_clients(wk_trainer *t, double timeout_s) {
+  for (int i = 0; i < t->n_ps; i++) {
+    wk_shard *sh = &t->ps[i];
+    wk_client_free(&sh->client);
+    sh->welcomed = sh->pulled = sh->pushing = sh->shut = 0;
+    int rc = wk_client_start(&sh->client, t->loop, t->opt.ps[i].host, t->opt.ps[i].port,
+                             timeout_s, t->opt.secret, t->opt.tls, t->opt.tls_name, &client_cbs, t);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
 
 /* The connection to a ps this worker was registered with broke (the ps was killed, its host
  * rebooted, the link was cut, or it went silent): reconnect for --reconnect-timeout seconds
@@ -548,14 +691,14 @@ static int reconnect(wk_trainer *t, const char *why) {
   t->state = WK_CONNECTING;
   t->push_in_flight = 0;
   t->weights_fresh = 0;
-  wk_client_free(&t->client);
-  const wk_client_cbs *cbs = t->client.cbs;
-  int rc = wk_client_start(&t->client, t->loop, t->opt.ps_host, t->opt.ps_port, left,
-                           t->opt.secret, t->opt.tls, t->opt.tls_name, cbs, t);
+  int rc = start_clients(t, left);
   if (rc < 0) LOG_ERR("cannot reconnect: %s", uv_strerror(rc));
   return rc;
 }
 
+/* One shard's connection has closed. A shard that said the run is over is done with; any
+ * other closing (a lost ps, a failure, a stop) closes every connection, and once the last
+ * has closed the worker reconnects to all or ends. */
 static void on_closed(wk_client *c, const char *why) {
   wk_trainer *t = c->data;
   /* A TLS refusal (the ps's certificate is not from our CA, or the ps refused ours, or it does
@@ -564,11 +707,28 @@ static void on_closed(wk_client *c, const char *why) {
    * instead of reconnecting for --reconnect-timeout. A connection merely cut short
    * during the handshake is not one (the ps may have been stopping): it is a lost ps as any
    * other. */
-  int refused = c->tls_refused && why;
-  if (!refused && t->state != WK_STOPPED && !t->stop_requested && reconnect(t, why) == 0) return;
-  if (why && t->state != WK_STOPPED) {
-    LOG_ERR("%s", why);
-    t->exit_code = refused ? PST_EXIT_USAGE : PST_EXIT_FAILED;
+  if (c->tls_refused && why) t->refused = 1;
+  if (why && !t->lost_why) {
+    snprintf(t->lost_buf, sizeof t->lost_buf, "%s", why);
+    t->lost_why = t->lost_buf;
+  }
+  if (!shard_of(c)->shut && t->state != WK_STOPPED && !t->losing) {
+    t->losing = 1;
+    close_all(t);
+  }
+  for (int i = 0; i < t->n_ps; i++)
+    if (t->ps[i].client.state != WK_CONN_CLOSED) return;
+  /* Every connection is closed. */
+  const char *lost = t->lost_why;
+  int losing = t->losing;
+  t->losing = 0;
+  t->lost_why = NULL;
+  if (losing && !t->refused && t->state != WK_STOPPED && !t->stop_requested &&
+      reconnect(t, lost) == 0)
+    return;
+  if (lost && t->state != WK_STOPPED) {
+    LOG_ERR("%s", lost);
+    t->exit_code = t->refused ? PST_EXIT_USAGE : PST_EXIT_FAILED;
   } else if (t->state != WK_STOPPED && !t->stop_requested) {
     t->exit_code = 1;
   }
@@ -582,27 +742,34 @@ static void on_closed(wk_client *c, const char *why) {
  * and the ps's silence: it sends its own heartbeats, so a quiet ps is a dead or stopped one. */
 static void on_hb_timer(uv_timer_t *h) {
   wk_trainer *t = h->data;
-  wk_client *c = &t->client;
   double now = pst_now(), gap = now - t->hb_last_tick;
   t->hb_last_tick = now;
-  if (c->state != WK_CONN_OPEN || !(t->timeout_s > 0)) return;
-  /* Stalled (SIGSTOP, a frozen host) for longer than the ps waits: the ps has given this
-   * worker up, and whatever it computed meanwhile is late. Register again at once. */
-  if (gap > t->timeout_s) {
-    char why[128];
-    snprintf(why, sizeof why, "this worker was stalled for %.1f s, past the ps's timeout", gap);
-    wk_client_close(c, why);
-    return;
-  }
-  /* After a shorter stall of this process, the ps's messages wait unread in the socket:
-   * silence is measured from now on, not charged to the ps. */
-  if (gap > 0.2 && c->last_rx < now) c->last_rx = now;
-  if (now - c->last_rx > t->timeout_s) {
-    char why[128];
-    snprintf(why, sizeof why, "no message from the ps for %.1f s", now - c->last_rx);
-    wk_client_close(c, why);
-  } else if (now - c->last_tx > t->timeout_s / 4) {
-    send_simple(t, PSTRAIN__MSG_TYPE__HEARTBEAT, 0);
+  if (!(t->timeout_s > 0)) return;
+  for (int i = 0; i < t->n_ps; i++) {
+    wk_client *c = &t->ps[i].client;
+    if (c->state != WK_CONN_OPEN) continue;
+    /* Stalled (SIGSTOP, a frozen host) for longer than the ps waits: the ps has given this
+     * worker up, and whatever it computed meanwhile is late. Register again at once. */
+    if (gap > t->timeout_s) {
+      char why[128];
+      snprintf(why, sizeof why, "this worker was stalled for %.1f s, past the ps's timeout", gap);
+      wk_client_close(c, why);
+      return;
+    }
+    /* After a shorter stall of this process, the ps's messages wait unread in the socket:
+     * silence is measured from now on, not charged to the ps. */
+    if (gap > 0.2 && c->last_rx < now) c->last_rx = now;
+    if (now - c->last_rx > t->timeout_s) {
+      char why[128];
+      snprintf(why, sizeof why, "no message from the ps%s for %.1f s",
+               t->n_ps > 1 ? " shard" : "", now - c->last_rx);
+      wk_client_close(c, why);
+      return;
+    } else if (now - c->last_tx > t->timeout_s / 4) {
+      Pstrain__Header hb = PSTRAIN__HEADER__INIT;
+      hb.type = PSTRAIN__MSG_TYPE__HEARTBEAT;
+      wk_client_send(c, &hb);
+    }
   }
 }
 
@@ -614,8 +781,8 @@ static void on_signal(uv_signal_t *h, int signum) {
   LOG_INFO("%s received: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
   t->stop_requested = 1;
   t->exit_code = PST_EXIT_STOPPED;
-  /* A step on the threadpool cannot be interrupted; its completion closes the client. */
-  if (!t->work_running) wk_client_close(&t->client, NULL);
+  /* A step on the threadpool cannot be interrupted; its completion closes the clients. */
+  if (!t->work_running) close_all(t);
 }
 
 int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char *err,
@@ -623,6 +790,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   memset(t, 0, sizeof *t);
   t->loop = loop;
   t->opt = *opt;
+  t->n_ps = opt->n_ps > 0 ? opt->n_ps : 1;
   /* The data comes first, before the loop runs: a worker with a bad --data-dir never takes
    * a slot, and the seconds of decompression never hold up its heartbeats. */
   if (pst_data_load_split(opt->data_dir, "train", &t->train, err, errlen) < 0 ||
@@ -641,12 +809,11 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   uv_timer_start(&t->hb_timer, on_hb_timer, 25, 25);
   t->hb_last_tick = pst_now();
   snprintf(err, errlen, "cannot start the connection");
-  return wk_client_start(&t->client, loop, opt->ps_host, opt->ps_port, opt->connect_timeout,
-                         opt->secret, opt->tls, opt->tls_name, &client_cbs, t);
+  return start_clients(t, opt->connect_timeout);
 }
 
 void wk_trainer_free(wk_trainer *t) {
-  wk_client_free(&t->client);
+  for (int i = 0; i < t->n_ps; i++) wk_client_free(&t->ps[i].client);
   host_buffer_free(t, t->params);
   host_buffer_free(t, t->grad);
   if (t->net) pst_net_destroy(t->net);

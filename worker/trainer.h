@@ -5,7 +5,13 @@
  *   -> compute on the threadpool (the loop stays free for the socket)
  *   -> PUSH (chunks straight from the gradient buffer) -> PULL -> ...
  *   after each epoch: PULL, evaluate the test shard, REPORT; after the last: BYE, and exit
- *   when the ps says SHUTDOWN. */
+ *   when the ps says SHUTDOWN.
+ *
+ * With K ps shards (kernels/partition.h) the worker holds one connection per shard and does
+ * all of the above with each: it registers with shard 0 first (which gives it its index) and
+ * then with the others under that index, pulls from every shard into its own part of the
+ * parameter buffer, pushes each shard its part of the gradient, and reports to all. Losing
+ * any shard is losing the ps: every connection is closed and all are made again. */
 #ifndef PSTRAIN_WORKER_TRAINER_H
 #define PSTRAIN_WORKER_TRAINER_H
 
@@ -13,14 +19,20 @@
 #include <uv.h>
 
 #include "kernels/backend.h"
+#include "kernels/partition.h"
 #include "kernels/model.h"
 #include "kernels/net.h"
 #include "worker/client.h"
 #include "worker/data.h"
 
 typedef struct {
-  char ps_host[256];
-  int ps_port;
+  char host[256];
+  int port;
+} wk_ps_addr;
+
+typedef struct {
+  wk_ps_addr ps[PST_MAX_SHARDS]; /* the ps shards, in order (one without sharding) */
+  int n_ps;
   const char *name;
   const char *data_dir;
   const char *device;        /* auto, cpu, cuda, cuda:N */
@@ -48,11 +60,29 @@ typedef enum {
 
 typedef enum { WK_WORK_TRAIN, WK_WORK_EVAL } wk_work_kind;
 
+/* One ps shard's connection and what this worker knows of it. */
+typedef struct {
+  wk_client client;          /* client.data is the trainer */
+  size_t offset, floats;     /* its part of the parameter vector */
+  uint32_t chunk_floats;     /* its push chunk size */
+  uint64_t version;          /* the version of its part in params */
+  uint64_t start_step;       /* from its WELCOME this session */
+  uint32_t eval_epoch;
+  int welcomed;              /* its WELCOME of this session came */
+  int pulled;                /* the last chunk of the pull in flight came */
+  int pushing;               /* a push to it is still leaving */
+  int shut;                  /* it said training is over */
+} wk_shard;
 typedef struct wk_trainer {
   uv_loop_t *loop;
   wk_options opt;
   wk_state state;
-  wk_client client;
+  int n_ps;
+  wk_shard ps[PST_MAX_SHARDS];
+  const char *lost_why;      /* a shard was lost: every connection closes, then reconnects */
+  char lost_buf[512];
+  int losing;                /* closing the others after a loss */
+  int refused;               /* a TLS refusal: a configuration error, no reconnection */
   uv_signal_t sig_int, sig_term;
   uv_timer_t hb_timer;       /* heartbeats, and silence from the ps */
   double timeout_s;          /* from WELCOME: silence that means the ps is lost; 0 before */
@@ -87,7 +117,7 @@ typedef struct wk_trainer {
   float *grad;                    /* [n_params] host: the gradient being pushed */
   float *xb;                      /* [batch, input_size] */
   int32_t *yb;                    /* [batch] */
-  uint64_t version;               /* version of params */
+  uint64_t version;               /* version of params (the oldest shard's) */
   int have_weights;               /* params hold weights pulled in this session */
   int weights_fresh;              /* params hold a version not yet trained on */
   int push_in_flight;

@@ -66,6 +66,7 @@ lib_sources() {
   echo "$out/gen/proto/pstrain.pb-c.c"
   echo "$root/proto/wire.c"
   echo "$root/kernels/model.c"
+  echo "$root/kernels/partition.c"
   echo "$root/worker/data.c"
   local f
   for f in "$root"/common/*.c "$root"/ps/*.c; do

@@ -2,7 +2,7 @@
  * TF_CONFIG document.
  *
  *  - pst_cluster_parse for the ps and for a worker: a refusal is -EINVAL with one line and
- *    nothing left allocated; an acceptance has exactly one ps, a worker list for the ps,
+ *    nothing left allocated; an acceptance has 1 to 64 ps, a worker list for the ps,
  *    every entry "host:port", a task of this role whose index is inside its list;
  *  - pst_cluster_configure for both roles on a configuration whose tf-config option holds
  *    the document (when it fits the option, and not "@FILE": a path could name a terminal
@@ -18,6 +18,7 @@
 
 #include "common/cluster.h"
 #include "common/config.h"
+#include "kernels/partition.h"
 
 #define CHECK(cond, ...)                                             \
   do {                                                               \
@@ -32,6 +33,7 @@
 #define MAX_DOC (1 << 20) /* what @FILE may hold */
 
 static char o_tf[PST_CFG_STR_MAX], o_listen[PST_CFG_STR_MAX], o_ps[PST_CFG_STR_MAX];
+static char o_shard[PST_CFG_STR_MAX];
 static int64_t o_workers, o_index;
 
 /* Errors are documented as one line. Values are echoed into them unfiltered, so a value
@@ -52,7 +54,7 @@ static int is_ip(const char *host) {
 static void check_cluster(const pst_cluster *cl, pst_role role, const char *json) {
   char host[256];
   int port;
-  CHECK(cl->n_ps == 1 && cl->ps != NULL, "%d ps entries: %s", cl->n_ps, json);
+  CHECK(cl->n_ps >= 1 && cl->n_ps <= 64 && cl->ps != NULL, "%d ps entries: %s", cl->n_ps, json);
   CHECK(role == PST_ROLE_WORKER || cl->n_worker >= 1, "a ps without workers: %s", json);
   CHECK(cl->n_worker >= 0 && cl->n_worker <= 4096, "%d workers", cl->n_worker);
   for (int i = 0; i < cl->n_ps; i++)
@@ -76,6 +78,7 @@ static void configure(const char *json, pst_role role, const pst_cluster *cl) {
       PST_OPT("workers", PST_CFG_INT, &o_workers, "1", "workers", 1, 4096),
       PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "ps", 0, 0),
       PST_OPT("index", PST_CFG_INT, &o_index, "-1", "index", -1, 4095),
+      PST_OPT("shard", PST_CFG_STRING, o_shard, "0/1", "shard", 0, 0),
   };
   pst_cfg c = {.prog = "pstrain-fuzz", .section = "fuzz", .env_prefix = "PSTRAIN_FUZZ_",
                .opts = opts, .n_opts = (int)(sizeof opts / sizeof opts[0])};
@@ -93,6 +96,8 @@ static void configure(const char *json, pst_role role, const pst_cluster *cl) {
   int port;
   if (role == PST_ROLE_PS) {
     CHECK(pst_parse_hostport(o_listen, host, sizeof host, &port) == 0, "listen '%s'", o_listen);
+    int si, sk;
+    CHECK(pst_partition_parse(o_shard, &si, &sk) == 0 && sk == cl->n_ps, "shard '%s'", o_shard);
     CHECK(o_workers == cl->n_worker, "workers %lld, cluster.worker has %d", (long long)o_workers,
           cl->n_worker);
     if (is_ip(host)) {
@@ -100,7 +105,14 @@ static void configure(const char *json, pst_role role, const pst_cluster *cl) {
       CHECK(pst_resolve_listen(host, ip, sizeof ip, err, sizeof err) == 0, "%s", err);
     }
   } else {
-    CHECK(pst_parse_hostport(o_ps, host, sizeof host, &port) == 0, "ps '%s'", o_ps);
+    /* Every shard, in order, comma-separated. */
+    char list[sizeof o_ps], *save = NULL;
+    int n = 0;
+    memcpy(list, o_ps, sizeof list);
+    for (char *a = strtok_r(list, ",", &save); a; a = strtok_r(NULL, ",", &save), n++)
+      CHECK(n < cl->n_ps && !strcmp(a, cl->ps[n]) &&
+                pst_parse_hostport(a, host, sizeof host, &port) == 0, "ps '%s'", o_ps);
+    CHECK(n == cl->n_ps, "ps '%s' lists %d of %d", o_ps, n, cl->n_ps);
     CHECK(!cl->has_task || o_index == cl->task_index, "index %lld, task %d", (long long)o_index,
           cl->task_index);
   }
