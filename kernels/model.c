@@ -511,7 +511,7 @@ int pst_model_parse(const char *text, const char *source, pst_model *m, char *er
   }
   m->input_size = m->layers[0].out_h * m->layers[0].out_w * m->layers[0].out_c;
   m->classes = last->units;
-  m->fingerprint = pst_fnv1a64(m->text, len);
+  m->fingerprint = pst_fnv1a64_more(PST_FNV1A64_STD_BASIS, m->text, len);
   return 0;
 }
 

@@ -8,6 +8,7 @@
 
 #include "common/config.h"
 #include "kernels/model_config.h"
+#include "kernels/partition.h"
 #include "launcher/commands.h"
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
@@ -15,6 +16,7 @@ static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_C
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
 static char f_slow[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
+static int64_t f_shards;
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
 static int f_placement, f_tls;
@@ -31,7 +33,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("optimizer", PST_CFG_STRING, f_opt, "adam", "sgd, momentum or adam (a model spec may set its own)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &f_seed, "42", "seed for weights and shuffles", 0, INT64_MAX),
     PST_OPT("data-dir", PST_CFG_STRING, f_data, "/usr/share/datasets/fashion-mnist", "IDX files", 0, 0),
-    PST_OPT("port", PST_CFG_INT, &f_port, "0", "ps port on 127.0.0.1 (0: a free one)", 0, 65535),
+    PST_OPT("port", PST_CFG_INT, &f_port, "0", "ps port on 127.0.0.1 (0: a free one; shards take the ports after it)", 0, 65535),
+    PST_OPT("ps-shards", PST_CFG_INT, &f_shards, "1", "ps processes the weights are split over", 1, PST_MAX_SHARDS),
     PST_OPT("threads", PST_CFG_INT, &f_threads, "1", "CPU threads per worker", 1, 256),
     PST_OPT("device", PST_CFG_STRING, f_device, "", "worker device: auto, cpu, cuda, cuda:N", 0, 0),
     PST_OPT("gpus", PST_CFG_STRING, f_gpus, "", "GPU ids, one worker each (e.g. 0,2,3)", 0, 0),
@@ -139,6 +142,7 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->log_placement = f_placement;
   o->chunk_kib = (int)f_chunk;
   o->tls = f_tls;
+  o->ps_shards = (int)f_shards;
   o->run_dir = f_run_dir[0] ? f_run_dir : NULL;
   o->metrics_path = f_metrics[0] ? f_metrics : NULL;
   o->summary_path = f_summary[0] ? f_summary : NULL;
@@ -169,16 +173,16 @@ int pl_cmd_local(int argc, char **argv) {
   pl_run_options o;
   static pst_model model;
   int rc = pl_parse_run_flags("local", argc, argv, &o, &model,
-                              "Starts one pstrain-ps and N pstrain-worker processes on 127.0.0.1,\n"
+                              "Starts one pstrain-ps (or --ps-shards K) and N pstrain-worker processes on 127.0.0.1,\n"
                               "shows per-epoch loss and accuracy, and stops them all at the end.\n");
   if (rc == 1) return 0;
   if (rc) return rc;
   char dir[PATH_MAX];
   if (pl_make_run_dir(o.run_dir, dir, sizeof dir) < 0) return 1;
   o.run_dir = dir;
-  printf("pstrain local: 1 ps + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per worker, "
-         "%s lr %g%s\nlogs and metrics: %s\n",
-         o.workers, o.workers > 1 ? "s" : "", o.mode, o.model, o.epochs, o.epochs > 1 ? "s" : "",
+  printf("pstrain local: %d ps%s + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per "
+         "worker, %s lr %g%s\nlogs and metrics: %s\n",
+         o.ps_shards > 1 ? o.ps_shards : 1, o.ps_shards > 1 ? " shards" : "", o.workers, o.workers > 1 ? "s" : "", o.mode, o.model, o.epochs, o.epochs > 1 ? "s" : "",
          o.batch_size, o.optimizer, o.lr, o.tls ? ", mutual TLS" : "", dir);
   if (strcmp(o.model, "mlp") != 0) pst_model_summary(&model, stdout);
   fflush(stdout);

@@ -3,6 +3,7 @@
 #include "common/clock.h"
 #include "common/proc.h"
 #include "common/tls_pki.h"
+#include "kernels/partition.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -42,7 +43,8 @@ typedef struct {
   uv_loop_t loop;
   uv_timer_t tick;
   uv_signal_t sig_int, sig_term;
-  child ps;
+  child ps[PST_MAX_SHARDS]; /* the ps shards; ps[0] writes the metrics and the summary */
+  int n_ps;
   child *workers;
   int n_workers;
   int alive;
@@ -139,8 +141,18 @@ static long train_samples(const char *dir) {
 
 /* ---- children ---- */
 
+/* Every ps shard is up: workers may be restarted. */
+static int ps_running(const run_ctx *r) {
+  for (int i = 0; i < r->n_ps; i++)
+    if (!r->ps[i].started || r->ps[i].exited) return 0;
+  return 1;
+}
+
+static int is_ps(const run_ctx *r, const child *c) { return c >= r->ps && c < r->ps + r->n_ps; }
+
 static void stop_all(run_ctx *r, int sig) {
-  if (r->ps.started && !r->ps.exited) uv_process_kill(&r->ps.proc, sig);
+  for (int i = 0; i < r->n_ps; i++)
+    if (r->ps[i].started && !r->ps[i].exited) uv_process_kill(&r->ps[i].proc, sig);
   for (int i = 0; i < r->n_workers; i++)
     if (r->workers[i].started && !r->workers[i].exited) uv_process_kill(&r->workers[i].proc, sig);
 }
@@ -167,7 +179,7 @@ static int spawn(run_ctx *r, child *c, char **argv);
 static void on_restart_closed(uv_handle_t *h) {
   child *c = h->data;
   run_ctx *r = (run_ctx *)h->loop->data;
-  if (r->stopping || !r->ps.started || r->ps.exited) return;
+  if (r->stopping || !ps_running(r)) return;
   c->exited = 0;
   if (spawn(r, c, c->argv) < 0) {
     r->failed = 1;
@@ -184,8 +196,8 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
   c->term_signal = term_signal;
   r->alive--;
   int bad = status != 0 || (term_signal != 0 && !r->stopping);
-  if (bad && c != &r->ps && c->argv && !r->stopping && !r->interrupted &&
-      c->restarts < PL_WORKER_RESTARTS && r->ps.started && !r->ps.exited) {
+  if (bad && !is_ps(r, c) && c->argv && !r->stopping && !r->interrupted &&
+      c->restarts < PL_WORKER_RESTARTS && ps_running(r)) {
     c->restarts++;
     fprintf(stderr, "pstrain: %s exited with %s %d; starting it again (%d of %d)\n", c->name,
             term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
@@ -204,7 +216,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
      * was told to stop (1). */
     int lost_ps = strstr(why, "the ps stopped training") || strstr(why, "connection") ||
                   strstr(why, "cannot reach the ps");
-    int rank = c == &r->ps ? 2 : lost_ps ? 1 : 3;
+    int rank = is_ps(r, c) ? 2 : lost_ps ? 1 : 3;
     if (rank > r->failure_rank) {
       if (term_signal && !bad)
         snprintf(r->first_failure, sizeof r->first_failure, "%s failed: %s", c->name, why);
@@ -216,8 +228,9 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     }
     r->failed = 1;
   }
-  if (bad || c == &r->ps) {
-    /* One failure, or the ps gone, ends the job: nobody is left behind. */
+  if (bad || (is_ps(r, c) && !r->stopping && r->n_ps == 1)) {
+    /* One failure, or the ps gone, ends the job: nobody is left behind. (Shards end one by
+     * one at a job's end, each once every worker is done with it.) */
     r->stopping = 1;
     stop_all(r, SIGTERM);
   }
@@ -403,10 +416,22 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     fprintf(stderr, "pstrain: --workers must be in 1..%d\n", PL_MAX_WORKERS);
     return 2;
   }
-  int port = o->port ? o->port : pl_free_port();
-  if (port <= 0) {
-    fprintf(stderr, "pstrain: cannot find a free port on 127.0.0.1\n");
-    return 1;
+  r.n_ps = o->ps_shards > 1 ? o->ps_shards : 1;
+  if (r.n_ps > PST_MAX_SHARDS) {
+    fprintf(stderr, "pstrain: --ps-shards must be in 1..%d\n", PST_MAX_SHARDS);
+    return 2;
+  }
+  /* --port is shard 0's; the others take the ports after it. */
+  int ports[PST_MAX_SHARDS];
+  char ps_list[PST_MAX_SHARDS * 24] = "";
+  for (int i = 0; i < r.n_ps; i++) {
+    ports[i] = o->port ? o->port + i : pl_free_port();
+    if (ports[i] <= 0) {
+      fprintf(stderr, "pstrain: cannot find a free port on 127.0.0.1\n");
+      return 1;
+    }
+    size_t used = strlen(ps_list);
+    snprintf(ps_list + used, sizeof ps_list - used, "%s127.0.0.1:%d", i ? "," : "", ports[i]);
   }
   if (o->metrics_path) snprintf(r.metrics_path, sizeof r.metrics_path, "%s", o->metrics_path);
   else snprintf(r.metrics_path, sizeof r.metrics_path, "%s/metrics.jsonl", o->run_dir);
@@ -438,40 +463,54 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   r.loop.data = &r;
   r.t0 = pst_now();
 
-  argvec a = {.n = 0};
-  arg(&a, "%s", ps_bin);
-  arg(&a, "--listen=127.0.0.1:%d", port);
-  arg(&a, "--workers=%d", workers);
-  arg(&a, "--mode=%s", o->mode);
-  arg(&a, "--staleness=%d", o->staleness);
-  if (o->backup_workers) arg(&a, "--backup-workers=%d", o->backup_workers);
-  arg(&a, "--model=%s", o->model);
-  arg(&a, "--epochs=%d", o->epochs);
-  arg(&a, "--batch-size=%d", o->batch_size);
-  arg(&a, "--lr=%.9g", o->lr);
-  arg(&a, "--optimizer=%s", o->optimizer);
-  arg(&a, "--seed=%lld", o->seed);
-  arg(&a, "--chunk-kib=%d", o->chunk_kib);
-  /* The ps shares this machine with the workers: it gets the cores they leave free. */
+  /* The ps shares this machine with the workers: its shards get the cores they leave free. */
   int free_cores = pst_proc_cores() - workers * (o->threads > 0 ? o->threads : 1);
-  arg(&a, "--threads=%d", free_cores > 1 ? free_cores : 1);
-  arg(&a, "--metrics=%s", r.metrics_path);
-  arg(&a, "--summary-json=%s", summary);
-  if (o->tls) {
-    arg(&a, "--tls-cert=%s", tls_srv);
-    arg(&a, "--tls-key=%s", tls_srv_key);
-    arg(&a, "--tls-ca=%s", tls_ca);
+  int ps_threads = free_cores / r.n_ps > 1 ? free_cores / r.n_ps : 1;
+  int rc = 0;
+  for (int s = 0; rc == 0 && s < r.n_ps; s++) {
+    argvec a = {.n = 0};
+    arg(&a, "%s", ps_bin);
+    arg(&a, "--listen=127.0.0.1:%d", ports[s]);
+    if (r.n_ps > 1) arg(&a, "--shard=%d/%d", s, r.n_ps);
+    arg(&a, "--workers=%d", workers);
+    arg(&a, "--mode=%s", o->mode);
+    arg(&a, "--staleness=%d", o->staleness);
+    if (o->backup_workers) arg(&a, "--backup-workers=%d", o->backup_workers);
+    arg(&a, "--model=%s", o->model);
+    arg(&a, "--epochs=%d", o->epochs);
+    arg(&a, "--batch-size=%d", o->batch_size);
+    arg(&a, "--lr=%.9g", o->lr);
+    arg(&a, "--optimizer=%s", o->optimizer);
+    arg(&a, "--seed=%lld", o->seed);
+    arg(&a, "--chunk-kib=%d", o->chunk_kib);
+    arg(&a, "--threads=%d", ps_threads);
+    /* Shard 0 speaks for the job (every shard sees every report); the others' summaries are
+     * kept beside it for their own figures. */
+    if (s == 0) {
+      arg(&a, "--metrics=%s", r.metrics_path);
+      arg(&a, "--summary-json=%s", summary);
+    } else {
+      arg(&a, "--summary-json=%s/summary-shard%d.json", o->run_dir, s);
+    }
+    if (o->tls) {
+      arg(&a, "--tls-cert=%s", tls_srv);
+      arg(&a, "--tls-key=%s", tls_srv_key);
+      arg(&a, "--tls-ca=%s", tls_ca);
+    }
+    /* ps.log is shard 0's, as without shards; ps-shard1.log, ... the others'. */
+    if (r.n_ps > 1) snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps shard %d", s);
+    else snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps");
+    if (s == 0) snprintf(r.ps[s].log, sizeof r.ps[s].log, "%s/ps.log", o->run_dir);
+    else snprintf(r.ps[s].log, sizeof r.ps[s].log, "%s/ps-shard%d.log", o->run_dir, s);
+    rc = spawn(&r, &r.ps[s], a.argv);
   }
-  snprintf(r.ps.name, sizeof r.ps.name, "pstrain-ps");
-  snprintf(r.ps.log, sizeof r.ps.log, "%s/ps.log", o->run_dir);
-  int rc = spawn(&r, &r.ps, a.argv);
 
   r.workers = calloc((size_t)workers, sizeof *r.workers);
   r.n_workers = workers;
   for (int i = 0; rc == 0 && i < workers; i++) {
     argvec w = {.n = 0};
     arg(&w, "%s", wk_bin);
-    arg(&w, "--ps=127.0.0.1:%d", port);
+    arg(&w, "--ps=%s", ps_list);
     arg(&w, "--index=%d", i);
     arg(&w, "--name=worker%d", i);
     arg(&w, "--data-dir=%s", o->data_dir);

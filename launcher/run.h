@@ -30,6 +30,7 @@ typedef struct {
   int log_placement;
   int chunk_kib;
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */
+  int ps_shards;              /* ps processes the weights are split over (0 or 1: one) */
   double slow_factor[PL_MAX_WORKERS]; /* per worker; 0 or 1 = normal speed */
   const char *run_dir;        /* logs, metrics and summary go here */
   const char *metrics_path;   /* NULL: <run_dir>/metrics.jsonl */

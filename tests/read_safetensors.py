@@ -28,7 +28,7 @@ def read(path):
 
 
 def fnv1a64(chunks):
-    # pstrain's offset basis (ps/store.c's pst_fnv1a64), which the ps's weights checksum and
+    # pstrain's offset basis (common/fnv.h's PST_FNV1A64_BASIS), which the ps's weights checksum and
     # the checkpoint's data_fnv1a64 use: 1469598103934665603, not FNV's 14695981039346656037.
     h = 1469598103934665603
     for chunk in chunks:

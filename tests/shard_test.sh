@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Issue 13, point 1: the weights split over K ps shards (kernels/partition.h).
+#  - sync over 1, 2 and 3 shards (3 with 2 threads each) ends with the same whole-vector
+#    checksum, which both workers log after their final pull, and which the unsharded ps's
+#    summary gives too: sharding changes no bit;
+#  - async and ssp over 2 shards train to a sane accuracy;
+#  - a worker given the shards in the wrong order is refused by the ps, and says why;
+#  - a worker killed with kill -9 over 2 shards: both shards lose it, a replacement takes
+#    its slot on both, and the job ends normally.
+source "$(dirname "$0")/lib.sh"
+
+# sharded NAME K WORKERS [ps args...]: one job over K shards; the workers' --ps lists them.
+# Sets SHARD_PIDS and WORKER_PIDS; waits for nothing.
+sharded() {
+  local name=$1 k=$2 workers=$3 list="" i port
+  shift 3
+  SHARD_PIDS=()
+  WORKER_PIDS=()
+  for ((i = 0; i < k; i++)); do
+    port=$(free_port)
+    start_ps "$name-ps$i" --listen "127.0.0.1:$port" --shard "$i/$k" --workers "$workers" \
+      --summary-json "$OUT/$name-s$i.json" --metrics "$OUT/$name-m$i.jsonl" "$@"
+    SHARD_PIDS+=("$LAST_PID")
+    list+="${list:+,}127.0.0.1:$port"
+  done
+  for ((i = 0; i < k; i++)); do wait_for "$OUT/$name-ps$i.log" "listening on" 20; done
+  SHARD_LIST=$list
+  for ((i = 0; i < workers; i++)); do
+    start_worker "$name-w$i" --ps "$list" --index "$i"
+    WORKER_PIDS+=("$LAST_PID")
+  done
+}
+
+finish() {
+  local name=$1 p
+  for p in "${WORKER_PIDS[@]}"; do wait_pid "$p" 120 || fail "$name: a worker exited non-zero"; done
+  for p in "${SHARD_PIDS[@]}"; do wait_pid "$p" 30 || fail "$name: a ps shard exited non-zero"; done
+}
+
+final_checksum() { # LOG: the checksum a worker logged after its final pull
+  grep -o 'final weights: version [0-9]*, checksum [0-9a-f]*' "$1" | tail -1 | awk '{print $NF}'
+}
+
+common=(--model mlp --epochs 1 --batch-size 128 --seed 7)
+
+# 1. Sync: the same bits over 1, 2 and 3 shards.
+sums=()
+for k in 1 2 3; do
+  extra=()
+  [ "$k" = 3 ] && extra=(--threads 2)
+  sharded "sync$k" "$k" 2 --mode sync "${common[@]}" "${extra[@]}"
+  finish "sync$k"
+  a=$(final_checksum "$OUT/sync$k-w0.log")
+  b=$(final_checksum "$OUT/sync$k-w1.log")
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "sync over $k shards: the workers' final weights differ ($a, $b)"
+  sums+=("$a")
+  grep -q "shard $((k - 1))/$k: parameters \[" "$OUT/sync$k-ps$((k - 1)).log" || [ "$k" = 1 ] ||
+    fail "shard $((k - 1))/$k did not log its part of the weights"
+done
+whole=$(json_field "$OUT/sync1-s0.json" weights_checksum)
+[ "${sums[0]}" = "$whole" ] || fail "the worker's checksum ${sums[0]} is not the ps's $whole"
+[ "${sums[1]}" = "$whole" ] && [ "${sums[2]}" = "$whole" ] ||
+  fail "sync over 1/2/3 shards ended with different weights: ${sums[*]}"
+acc=$(json_field "$OUT/sync2-s0.json" test_accuracy)
+at_least "$acc" 0.80 || fail "sync over 2 shards: accuracy $acc"
+pass "sync over 1, 2 and 3 shards (3 with 2 threads each): weights checksum $whole every time, accuracy $acc"
+
+# 2. Async and ssp over 2 shards.
+for mode in async ssp; do
+  sharded "$mode" 2 2 --mode "$mode" --staleness 2 "${common[@]}"
+  finish "$mode"
+  acc=$(json_field "$OUT/$mode-s0.json" test_accuracy)
+  at_least "$acc" 0.78 || fail "$mode over 2 shards: accuracy $acc"
+  for i in 0 1; do
+    n=$(json_field "$OUT/$mode-s$i.json" gradients_applied)
+    [ "$n" -gt 0 ] || fail "$mode: shard $i applied no gradients"
+  done
+  pass "$mode over 2 shards: accuracy $acc"
+done
+
+# 3. The shards in the wrong order: shard 1 refuses a worker that takes it for shard 0.
+p0=$(free_port)
+p1=$(free_port)
+start_ps order-ps0 --listen "127.0.0.1:$p0" --shard 0/2 --workers 1 "${common[@]}"
+o0=$LAST_PID
+start_ps order-ps1 --listen "127.0.0.1:$p1" --shard 1/2 --workers 1 "${common[@]}"
+o1=$LAST_PID
+wait_for "$OUT/order-ps0.log" "listening on" 20
+wait_for "$OUT/order-ps1.log" "listening on" 20
+start_worker order-w --ps "127.0.0.1:$p1,127.0.0.1:$p0" --index 0 --reconnect-timeout 0
+rc=0
+wait_pid "$LAST_PID" 30 || rc=$?
+[ "$rc" = 1 ] || fail "a worker with the shards out of order exited $rc, not 1"
+grep -q "this ps is shard 1/2, but the worker took it for shard 0/2" "$OUT/order-w.log" ||
+  fail "the worker did not say why it was refused: $(tail -2 "$OUT/order-w.log")"
+kill "$o0" "$o1" 2>/dev/null || true
+pass "shards out of order: refused with '$(grep -o 'this ps is shard [^(]*' "$OUT/order-w.log" | head -1)'"
+
+# 4. kill -9 of a worker over 2 shards; a replacement takes its slot on both.
+sharded loss 2 2 --mode sync --model mlp --epochs 2 --batch-size 64 --seed 7 \
+  --worker-timeout 2 --report-every 10
+wait_step "$OUT/loss-m0.jsonl" 100 60
+kill -9 "${WORKER_PIDS[1]}"
+wait "${WORKER_PIDS[1]}" 2>/dev/null || true
+for i in 0 1; do wait_for "$OUT/loss-ps$i.log" "worker 1 .* lost" 20; done
+start_worker loss-w1b --ps "$SHARD_LIST" --index 1
+WORKER_PIDS[1]=$LAST_PID
+for i in 0 1; do wait_for "$OUT/loss-ps$i.log" "worker 1 .* rejoined" 30; done
+finish loss
+for i in 0 1; do
+  lost=$(json_field "$OUT/loss-s$i.json" workers_lost)
+  [ "$lost" = 1 ] || fail "shard $i counted $lost lost workers, not 1"
+done
+a=$(final_checksum "$OUT/loss-w0.log")
+b=$(final_checksum "$OUT/loss-w1b.log")
+[ "$a" = "$b" ] || fail "after the replacement the workers' final weights differ ($a, $b)"
+acc=$(json_field "$OUT/loss-s0.json" test_accuracy)
+at_least "$acc" 0.82 || fail "accuracy $acc after a worker loss over 2 shards"
+pass "kill -9 of worker 1 over 2 shards: lost and rejoined on both, accuracy $acc"
+echo "5 passed, 0 failed"
