@@ -6,7 +6,10 @@
 #  - async and ssp over 2 shards train to a sane accuracy;
 #  - a worker given the shards in the wrong order is refused by the ps, and says why;
 #  - a worker killed with kill -9 over 2 shards: both shards lose it, a replacement takes
-#    its slot on both, and the job ends normally.
+#    its slot on both, and the job ends normally;
+#  - a shard killed with kill -9 and started again resumes from its own checkpoint
+#    directory, the workers reconnect to every shard, and the job ends normally;
+#  - backup workers over 2 shards.
 source "$(dirname "$0")/lib.sh"
 
 # sharded NAME K WORKERS [ps args...]: one job over K shards; the workers' --ps lists them.
@@ -117,4 +120,34 @@ b=$(final_checksum "$OUT/loss-w1b.log")
 acc=$(json_field "$OUT/loss-s0.json" test_accuracy)
 at_least "$acc" 0.82 || fail "accuracy $acc after a worker loss over 2 shards"
 pass "kill -9 of worker 1 over 2 shards: lost and rejoined on both, accuracy $acc"
-echo "5 passed, 0 failed"
+
+# 5. kill -9 of shard 1; started again, it resumes from DIR/shard-1-of-2 and the job goes on.
+ck=(--checkpoint-dir "$OUT/ck" --checkpoint-every 50 --checkpoint-seconds 0 --worker-timeout 3)
+sharded restart 2 2 --mode sync --model mlp --epochs 2 --batch-size 64 --seed 7 \
+  --report-every 10 "${ck[@]}"
+wait_step "$OUT/restart-m0.jsonl" 200 60
+kill -9 "${SHARD_PIDS[1]}"
+wait "${SHARD_PIDS[1]}" 2>/dev/null || true
+ls "$OUT/ck/shard-1-of-2/"ckpt-*.safetensors >/dev/null || fail "shard 1 wrote no checkpoint of its own"
+port1=${SHARD_LIST##*:}
+start_ps restart-ps1b --listen "127.0.0.1:$port1" --shard 1/2 --workers 2 --mode sync \
+  --model mlp --epochs 2 --batch-size 64 --seed 7 --report-every 10 \
+  --summary-json "$OUT/restart-s1b.json" "${ck[@]}"
+SHARD_PIDS[1]=$LAST_PID
+finish restart
+[ "$(json_field "$OUT/restart-s1b.json" resumed)" = True ] || fail "shard 1 did not resume"
+from=$(json_field "$OUT/restart-s1b.json" resumed_from_version)
+a=$(final_checksum "$OUT/restart-w0.log")
+b=$(final_checksum "$OUT/restart-w1.log")
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "after the shard's restart the workers' final weights differ ($a, $b)"
+acc=$(json_field "$OUT/restart-s0.json" test_accuracy)
+at_least "$acc" 0.82 || fail "accuracy $acc after a shard restart"
+pass "kill -9 of shard 1: resumed from its version $from, the workers came back to both shards, accuracy $acc"
+
+# 6. Backup workers: each shard applies a step after N-K gradients.
+sharded backup 2 3 --mode sync --backup-workers 1 "${common[@]}"
+finish backup
+acc=$(json_field "$OUT/backup-s0.json" test_accuracy)
+at_least "$acc" 0.78 || fail "backup workers over 2 shards: accuracy $acc"
+pass "backup workers (3 workers, 1 backup) over 2 shards: accuracy $acc"
+echo "7 passed, 0 failed"
