@@ -4,15 +4,18 @@
 # >= 0.84, each worker registered from its own address); then workers pointed at a ps
 # that is not there give up after --connect-timeout with "cannot reach the ps": one port
 # with no listener (refused, so retried with backoff), one address whose SYNs vanish
-# (nothing answers, so the connect itself must be cut off at the deadline).
+# (nothing answers, so the connect itself must be cut off at the deadline). Last, the
+# same job with the weights split over two ps shards on two hosts (issue 13), the cluster
+# given to every daemon as TF_CONFIG: it must end with the same weights as on one ps.
 #
 # The addresses (10.213.61.0/24) exist only inside the namespaces made here; nothing is
 # sent anywhere else. Needs root (ip netns); without it the test says why and skips.
 source "$(dirname "$0")/lib.sh"
 
-NS="pstnet-$$"            # namespaces: $NS-hub (the bridge), $NS-ps, $NS-w0, $NS-w1
+NS="pstnet-$$"            # namespaces: $NS-hub (the bridge), $NS-ps, $NS-ps2, $NS-w0, $NS-w1
 NET=10.213.61
 PS_ADDR=$NET.1
+PS2_ADDR=$NET.2           # the second ps shard's host
 DEAD_ADDR=$NET.99         # on the subnet, owned by no one: its frames go nowhere
 PORT=7070                 # each namespace has its own ports, so no free_port needed
 TIMEOUT=3                 # --connect-timeout of the workers that cannot reach the ps
@@ -31,7 +34,7 @@ command -v ip >/dev/null || skip "no 'ip' command (iproute2)"
 netns_cleanup() {
   cleanup
   local n
-  for n in hub ps w0 w1; do ip netns del "$NS-$n" 2>/dev/null || true; done
+  for n in hub ps ps2 w0 w1; do ip netns del "$NS-$n" 2>/dev/null || true; done
 }
 trap netns_cleanup EXIT
 
@@ -51,12 +54,12 @@ fi
 ip -n "$NS-hub" link add br0 type bridge
 ip -n "$NS-hub" link set br0 up
 ip -n "$NS-hub" link set lo up
-for n in ps w0 w1; do
+for n in ps ps2 w0 w1; do
   ip netns add "$NS-$n"
   ip -n "$NS-hub" link add "v-$n" type veth peer name eth0 netns "$NS-$n"
   ip -n "$NS-hub" link set "v-$n" master br0 up
   ip -n "$NS-$n" link set lo up
-  case $n in ps) a=$PS_ADDR ;; w0) a=$NET.11 ;; w1) a=$NET.12 ;; esac
+  case $n in ps) a=$PS_ADDR ;; ps2) a=$PS2_ADDR ;; w0) a=$NET.11 ;; w1) a=$NET.12 ;; esac
   ip -n "$NS-$n" addr add "$a/24" dev eth0
   ip -n "$NS-$n" link set eth0 up
 done
@@ -151,4 +154,36 @@ for k in refused dropped; do
   esac
   pass "$k (${target[$k]}): exit $rc after $took s, $attempts attempt(s): ${err#*error: }"
 done
-echo "3 passed, 0 failed"
+
+# 3. Two ps shards on two hosts, from TF_CONFIG: cluster.ps lists both, each ps is told its
+# task index (its shard), each worker connects to both in order.
+cluster="{\"ps\": [\"$PS_ADDR:$PORT\", \"$PS2_ADDR:$PORT\"], \"worker\": [\"$NET.11:1\", \"$NET.12:1\"]}"
+spids=()
+for i in 0 1; do
+  ns="$NS-ps"
+  [ "$i" = 1 ] && ns="$NS-ps2"
+  in_ns "$ns" "shard$i" env TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"ps\", \"index\": $i}}" \
+    "$PS_BIN" --mode sync --model mlp --epochs 1 --seed 42 --status-interval 0 \
+    --summary-json "$OUT/shard$i.json" --secret-file "$secret"
+  spids+=("$LAST_PID")
+done
+wpids=()
+for i in 0 1; do
+  in_ns "$NS-w$i" "sworker$i" env TF_CONFIG="{\"cluster\": $cluster, \"task\": {\"type\": \"worker\", \"index\": $i}}" \
+    "$WORKER_BIN" --data-dir "$DATA_DIR" --connect-timeout 20 --secret-file "$secret"
+  wpids+=("$LAST_PID")
+done
+for i in 0 1; do wait_pid "${wpids[$i]}" 120 || fail "sharded: worker $i exited non-zero"; done
+for i in 0 1; do wait_pid "${spids[$i]}" 30 || fail "sharded: ps shard $i exited non-zero"; done
+grep -q "shard 1/2: parameters \[" "$OUT/shard1.log" || fail "the second host's ps is not shard 1/2"
+for i in 0 1; do
+  grep -q "worker $i '.*' registered from $NET.1$((i + 1)):" "$OUT/shard1.log" ||
+    fail "shard 1 did not log worker $i registering from $NET.1$((i + 1))"
+done
+one=$(json_field "$OUT/netns.json" weights_checksum)
+for i in 0 1; do
+  got=$(grep -o 'final weights: version [0-9]*, checksum [0-9a-f]*' "$OUT/sworker$i.log" | awk '{print $NF}')
+  [ "$got" = "$one" ] || fail "sharded: worker $i ended with weights $got, one ps ended with $one"
+done
+pass "two ps shards on $PS_ADDR and $PS2_ADDR (TF_CONFIG): the same weights as on one ps ($one)"
+echo "4 passed, 0 failed"
