@@ -3,7 +3,11 @@
  * For each size S and client count N: first the raw TCP baseline (launcher/bench_tcp.c),
  * then a pstrain-ps with a synthetic model of S bytes ("input A" / "dense K softmax", which
  * has (A + 1) x K floats) in sync mode with SGD (no optimizer slots, so the ps's memory
- * bound is 2 x S + 32 MiB), and N pstrain-benchclient processes doing the same rounds. */
+ * bound is 2 x S + 32 MiB), and N pstrain-benchclient processes doing the same rounds.
+ * With --shards K there are K ps processes, each holding its part of the S bytes
+ * (kernels/partition.h), and each client is K benchclient processes, one per shard, each
+ * doing its rounds against its shard: the figures then count K x N client processes, each
+ * round moving one shard's part. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -36,7 +40,7 @@
 
 static char f_sizes[PST_CFG_STR_MAX], f_clients[PST_CFG_STR_MAX], f_json[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX];
-static int64_t f_rounds, f_warmup, f_chunk, f_repeat, f_ps_threads;
+static int64_t f_rounds, f_warmup, f_chunk, f_repeat, f_ps_threads, f_shards;
 static double f_seconds;
 static int f_tls;
 static char f_tls_suites[PST_CFG_STR_MAX];
@@ -50,6 +54,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("warmup", PST_CFG_INT, &f_warmup, "2", "untimed rounds before the timed ones", 0, 100000),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "the ps's tensor chunk on the wire (KiB)", 4, 262144),
     PST_OPT("ps-threads", PST_CFG_INT, &f_ps_threads, "1", "the ps's --threads (0: every core it may use)", 0, 1024),
+    PST_OPT("shards", PST_CFG_INT, &f_shards, "1", "ps shards the weights are split over (each client talks to all)", 1, 16),
     PST_OPT("json", PST_CFG_STRING, f_json, "", "write every figure to this file", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs here (default: a new /tmp dir)", 0, 0),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "also measure what TLS costs: a libuv echo of the same rounds, plain and with mutual TLS 1.3", 0, 0),
@@ -263,45 +268,64 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
   fprintf(f, "# pstrain bench: %zu bytes of parameters\ninput %d\ndense %d softmax\n", ce->bytes,
           ce->input, ce->units);
   fclose(f);
-  int port = pl_free_port();
-  char a_listen[64], a_model[PATH_MAX + 16], a_workers[32], a_chunk[32], a_threads[32];
-  snprintf(a_listen, sizeof a_listen, "--listen=127.0.0.1:%d", port);
-  snprintf(a_model, sizeof a_model, "--model=%s", spec);
-  snprintf(a_workers, sizeof a_workers, "--workers=%d", ce->clients);
-  snprintf(a_chunk, sizeof a_chunk, "--chunk-kib=%lld", (long long)f_chunk);
-  snprintf(a_threads, sizeof a_threads, "--threads=%lld", (long long)f_ps_threads);
-  char *ps_argv[] = {(char *)ps_bin, a_listen, a_model, "--mode=sync", a_workers, a_chunk, a_threads,
-                     "--optimizer=sgd", "--lr=1e-9", "--epochs=1", "--status-interval=0",
-                     "--log-level=warning", NULL};
-  snprintf(ps_log, sizeof ps_log, "%s/ps-%zu-%d.log", dir, ce->bytes, ce->clients);
-  pid_t pids[1 + MAX_CLIENTS];
-  int n = 0;
-  pids[n++] = spawn_logged(ps_argv, ps_log);
-  if (pids[0] < 0) {
-    snprintf(ce->why, sizeof ce->why, "cannot start pstrain-ps: %s", strerror(errno));
-    return -errno;
+  int k = (int)f_shards, nc = ce->clients * k; /* ps processes; client processes */
+  pid_t *pids = calloc((size_t)(k + nc), sizeof *pids);
+  char (*outs)[PATH_MAX] = calloc((size_t)nc, sizeof *outs);
+  int ports[16], n = 0;
+  if (!pids || !outs) {
+    free(pids);
+    free(outs);
+    snprintf(ce->why, sizeof ce->why, "out of memory");
+    return -ENOMEM;
   }
-  /* Start the clients once the ps listens (it fills the model's buffers first). */
+  for (int s = 0; s < k; s++) {
+    ports[s] = pl_free_port();
+    char a_listen[64], a_model[PATH_MAX + 16], a_workers[32], a_chunk[32], a_threads[32],
+        a_shard[32];
+    snprintf(a_listen, sizeof a_listen, "--listen=127.0.0.1:%d", ports[s]);
+    snprintf(a_model, sizeof a_model, "--model=%s", spec);
+    snprintf(a_workers, sizeof a_workers, "--workers=%d", ce->clients);
+    snprintf(a_chunk, sizeof a_chunk, "--chunk-kib=%lld", (long long)f_chunk);
+    snprintf(a_threads, sizeof a_threads, "--threads=%lld", (long long)f_ps_threads);
+    snprintf(a_shard, sizeof a_shard, "--shard=%d/%d", s, k);
+    char *ps_argv[] = {(char *)ps_bin, a_listen, a_model, "--mode=sync", a_workers, a_chunk,
+                       a_threads, a_shard, "--optimizer=sgd", "--lr=1e-9", "--epochs=1",
+                       "--status-interval=0", "--log-level=warning", NULL};
+    snprintf(ps_log, sizeof ps_log, "%s/ps-%zu-%d-%d.log", dir, ce->bytes, ce->clients, s);
+    pids[n] = spawn_logged(ps_argv, ps_log);
+    if (pids[n++] < 0) {
+      snprintf(ce->why, sizeof ce->why, "cannot start pstrain-ps: %s", strerror(errno));
+      for (int i = 0; i < n - 1; i++) kill(pids[i], SIGKILL);
+      for (int i = 0; i < n - 1; i++) waitpid(pids[i], NULL, 0);
+      free(pids);
+      free(outs);
+      return -EIO;
+    }
+  }
+  /* Start the clients once every ps listens (each fills its part's buffers first). */
   double t0 = pst_now();
-  while (!port_open(port) && pst_now() - t0 < 60) {
-    if (waitpid(pids[0], NULL, WNOHANG) == pids[0]) break;
-    usleep(2000);
-  }
-  char outs[MAX_CLIENTS][PATH_MAX];
-  for (int i = 0; i < ce->clients; i++) {
+  for (int s = 0; s < k; s++)
+    while (!port_open(ports[s]) && pst_now() - t0 < 60) {
+      if (waitpid(pids[s], NULL, WNOHANG) == pids[s]) break;
+      usleep(2000);
+    }
+  for (int i = 0; i < nc; i++) {
+    int cl = i / k, s = i % k;
     char a_ps[64], a_index[32], a_rounds[32], a_warm[32], a_watch[32], a_out[PATH_MAX + 8],
-        log[PATH_MAX];
-    snprintf(a_ps, sizeof a_ps, "--ps=127.0.0.1:%d", port);
-    snprintf(a_index, sizeof a_index, "--index=%d", i);
+        a_shard[32], log[PATH_MAX];
+    snprintf(a_ps, sizeof a_ps, "--ps=127.0.0.1:%d", ports[s]);
+    snprintf(a_index, sizeof a_index, "--index=%d", cl);
     snprintf(a_rounds, sizeof a_rounds, "--rounds=%ld", ce->rounds);
     snprintf(a_warm, sizeof a_warm, "--warmup=%ld", warmup);
-    snprintf(a_watch, sizeof a_watch, "--watch-pid=%d", (int)pids[0]);
-    snprintf(outs[i], sizeof outs[i], "%s/client-%zu-%d-%d.json", dir, ce->bytes, ce->clients, i);
+    snprintf(a_watch, sizeof a_watch, "--watch-pid=%d", (int)pids[s]);
+    snprintf(a_shard, sizeof a_shard, "--shard=%d/%d", s, k);
+    snprintf(outs[i], sizeof outs[i], "%s/client-%zu-%d-%d-%d.json", dir, ce->bytes, ce->clients,
+             cl, s);
     unlink(outs[i]);
     snprintf(a_out, sizeof a_out, "--out=%s", outs[i]);
-    snprintf(log, sizeof log, "%s/client-%zu-%d-%d.log", dir, ce->bytes, ce->clients, i);
+    snprintf(log, sizeof log, "%s/client-%zu-%d-%d-%d.log", dir, ce->bytes, ce->clients, cl, s);
     /* As pstrain-worker does: each round pushes, then pulls (no --pull-first). */
-    char *cl_argv[] = {(char *)cl_bin, a_ps, a_index, a_rounds, a_warm, a_watch, a_out,
+    char *cl_argv[] = {(char *)cl_bin, a_ps, a_index, a_rounds, a_warm, a_watch, a_out, a_shard,
                        "--connect-timeout=30", NULL};
     /* A client that cannot start leaves the ps waiting for it: wait_all gives up on the
      * failed slot and stops the rest. */
@@ -311,12 +335,16 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
   /* Generous: at least 0.05 GB/s, plus a minute of start-up. */
   double budget = 60 + 2.0 * ce->bytes * (double)(ce->rounds + warmup) * ce->clients / 5e7;
   int rc = wait_all(pids, n, pst_now() + budget, &maxrss);
-  pl_bench_client cs[MAX_CLIENTS];
-  memset(cs, 0, sizeof cs);
-  for (int i = 0; i < ce->clients && rc == 0; i++) rc = load_client(outs[i], &cs[i], &hwm);
+  pl_bench_client *cs = calloc((size_t)nc, sizeof *cs);
+  if (!cs) rc = -ENOMEM;
+  for (int i = 0; i < nc && rc == 0; i++) rc = load_client(outs[i], &cs[i], &hwm);
   memset(out, 0, sizeof *out);
-  if (rc == 0) pl_bench_reduce(cs, ce->clients, ce->bytes, out);
-  for (int i = 0; i < ce->clients; i++) free(cs[i].lat);
+  /* Each client process moved its shard's part: about S / K bytes a round. */
+  if (rc == 0) pl_bench_reduce(cs, nc, ce->bytes / (size_t)k, out);
+  for (int i = 0; cs && i < nc; i++) free(cs[i].lat);
+  free(cs);
+  free(pids);
+  free(outs);
   out->peak_rss_kib = hwm > maxrss ? hwm : maxrss;
   if (rc < 0) snprintf(ce->why, sizeof ce->why, "pstrain run failed; logs in %.200s", dir);
   return rc;
@@ -459,8 +487,10 @@ static int write_json(const char *path, const cell *cells, int n, const char *ma
           "{\"date\":\"%s\",\"machine\":\"%s\",\"command\":\"%s\",\"load_start\":%.2f,"
           "\"load_end\":%.2f,\"repeat\":%lld,\"mode\":\"sync\","
           "\"optimizer\":\"sgd\",\"optimizer_slots\":0,\"chunk_kib\":%lld,"
+          "\"ps_shards\":%lld,\"ps_threads\":%lld,"
           "\"memory_bound\":\"weights x (2 + 0 slots) + 32 MiB\",\"cells\":[",
-          date, machine, command, load0, load1, (long long)f_repeat, (long long)f_chunk);
+          date, machine, command, load0, load1, (long long)f_repeat, (long long)f_chunk,
+          (long long)f_shards, (long long)f_ps_threads);
   for (int i = 0; i < n; i++) {
     const cell *c = &cells[i];
     fprintf(f, "%s\n{\"bytes\":%zu,\"clients\":%d,\"model\":\"input %d / dense %d softmax\",",
@@ -565,10 +595,11 @@ int pl_cmd_bench(int argc, char **argv) {
     if (fscanf(lf, "%lf %lf %lf", &load[0], &load[1], &load[2]) != 3) load[0] = 0;
     fclose(lf);
   }
-  printf("pstrain bench: %s (load average %.2f %.2f %.2f)\n%s; sync mode, SGD (0 optimizer slots), chunk %lld KiB; logs in %s\n"
+  printf("pstrain bench: %s (load average %.2f %.2f %.2f)\n%s; sync mode, SGD (0 optimizer slots), chunk %lld KiB, %lld ps shard%s x %lld thread%s; logs in %s\n"
          "GB/s = 1e9 bytes/s. comb = bytes pushed + pulled by all clients / wall time; ratio = "
          "comb / raw comb.\n\n",
-         date, load[0], load[1], load[2], machine, (long long)f_chunk, dir);
+         date, load[0], load[1], load[2], machine, (long long)f_chunk, (long long)f_shards,
+         f_shards == 1 ? "" : "s", (long long)f_ps_threads, f_ps_threads == 1 ? "" : "s", dir);
   if (load[0] > 0.5)
     printf("warning: the machine is busy (load %.2f): the figures will be disturbed.\n\n", load[0]);
   print_header();

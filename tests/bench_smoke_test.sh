@@ -16,6 +16,20 @@ for c in cells:
 PY
 pass "pstrain bench: 4 cells, table and JSON"
 
+# Two ps shards: each client is two benchclients, one per shard.
+"$LAUNCHER_BIN" bench --sizes 64K --clients 2 --rounds 20 --repeat 1 --shards 2 \
+  --run-dir "$OUT/bench-shards" --json "$OUT/bench-shards.json" >"$OUT/bench-shards.log" 2>&1 ||
+  { cat "$OUT/bench-shards.log"; fail "pstrain bench --shards 2 failed"; }
+/usr/bin/python3 - "$OUT/bench-shards.json" <<'PY' || fail "bad bench --shards JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["ps_shards"] == 2, d
+(c,) = d["cells"]
+assert c["ok"] and c["within_bound"] and c["pstrain"]["combined_gbps"] > 0, c
+PY
+[ "$(ls "$OUT/bench-shards"/ps-*.log | wc -l)" = 2 ] || fail "bench --shards 2 did not start 2 ps"
+pass "pstrain bench --shards 2: 2 ps, 4 client processes"
+
 # `pstrain bench-train`: a short sweep over worker counts (1 epoch each, a few seconds),
 # each row with the job's rate, the workers' compute-only rate and the ps's CPU per gradient.
 "$LAUNCHER_BIN" bench-train --worker-counts 1,2 --out "$OUT/bench-train" \
@@ -34,4 +48,4 @@ for r in runs:
 PY
 grep -q "| 2 | " "$OUT/bench-train/summary.md" || fail "no row for 2 workers in summary.md"
 pass "pstrain bench-train: 1 and 2 workers, table and JSON"
-echo "2 passed, 0 failed"
+echo "3 passed, 0 failed"

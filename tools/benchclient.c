@@ -33,10 +33,12 @@
 #include "common/proc.h"
 #include "common/log.h"
 #include "kernels/model.h"
+#include "kernels/partition.h"
 #include "worker/client.h"
 
 static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_out[PST_CFG_STR_MAX];
-static char o_check[PST_CFG_STR_MAX], o_role[PST_CFG_STR_MAX];
+static char o_check[PST_CFG_STR_MAX], o_role[PST_CFG_STR_MAX], o_shard[PST_CFG_STR_MAX];
+static int g_shard_index, g_shard_count = 1;
 static int64_t o_index, o_rounds, o_warmup, o_watch_pid, o_rss_after;
 static int o_pull_first;
 static double o_timeout, o_grad_value, o_lr;
@@ -44,6 +46,7 @@ static double o_timeout, o_grad_value, o_lr;
 static pst_cfg_opt g_opts[] = {
     PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps", 0, 0),
     PST_OPT("index", PST_CFG_INT, &o_index, "-1", "worker index to ask for (-1: any)", -1, 4095),
+    PST_OPT("shard", PST_CFG_STRING, o_shard, "0/1", "I/K: the ps is shard I of K; rounds move its part of the weights", 0, 0),
     PST_OPT("name", PST_CFG_STRING, o_name, "bench", "name shown in the ps's log", 0, 0),
     PST_OPT("rounds", PST_CFG_INT, &o_rounds, "10", "timed push+pull rounds", 0, 100000000),
     PST_OPT("warmup", PST_CFG_INT, &o_warmup, "1", "untimed rounds first", 0, 1000000),
@@ -287,7 +290,8 @@ static int setup(bench *b, const Pstrain__Welcome *wl) {
   b->world = (int)wl->world_size;
   b->sync = wl->mode == PSTRAIN__MODE__MODE_SYNC;
   b->epochs = wl->epochs;
-  b->n = wl->n_params;
+  /* A shard's rounds move its part of the vector (kernels/partition.h). */
+  b->n = wl->shard_count > 1 ? wl->shard_floats : wl->n_params;
   if (b->n == 0 || wl->chunk_floats == 0 || b->world < 1) {
     fail(b, "WELCOME with %zu parameters, chunk %u, world %d", b->n, wl->chunk_floats, b->world);
     return -1;
@@ -334,6 +338,10 @@ static void on_connected(wk_client *c) {
   hello.worker_name = o_name;
   hello.model_fingerprint = 0;
   hello.requested_index = (int32_t)o_index;
+  if (g_shard_count > 1) {
+    hello.shard_index = (uint32_t)g_shard_index;
+    hello.shard_count = (uint32_t)g_shard_count;
+  }
   h.type = PSTRAIN__MSG_TYPE__HELLO;
   h.hello = &hello;
   b->ph = PH_REGISTER;
@@ -446,6 +454,10 @@ int main(int argc, char **argv) {
     LOG_ERR("--ps: '%.200s' is not address:port", o_ps);
     return 2;
   }
+  if (pst_partition_parse(o_shard, &g_shard_index, &g_shard_count) < 0) {
+    LOG_ERR("--shard: '%.100s' is not I/K", o_shard);
+    return 2;
+  }
   if (!strcmp(o_check, "none")) b.check = CHECK_NONE;
   else if (!strcmp(o_check, "sum")) b.check = CHECK_SUM;
   else if (!strcmp(o_check, "versions")) b.check = CHECK_VERSIONS;
@@ -458,6 +470,10 @@ int main(int argc, char **argv) {
     return 2;
   }
   b.pull_only = !strcmp(o_role, "pull");
+  if (g_shard_count > 1 && b.check != CHECK_NONE) {
+    LOG_ERR("--check rebuilds the whole model's weights: it does not go with --shard");
+    return 2;
+  }
   if ((b.check == CHECK_VERSIONS) != b.pull_only) {
     LOG_ERR("--check versions goes with --role pull, and only with it");
     return 2;
