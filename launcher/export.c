@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "kernels/model.h"
+#include "kernels/partition.h"
 #include "launcher/commands.h"
 #include "ps/atomic_file.h"
 #include "ps/checkpoint.h"
@@ -26,9 +28,12 @@
 
 static void usage(FILE *out) {
   fprintf(out,
-          "usage: pstrain export CHECKPOINT [--format safetensors|npz] [--out FILE]\n\n"
+          "usage: pstrain export CHECKPOINT [--format safetensors|npz] [--out FILE]\n"
+          "       pstrain export SHARD0 SHARD1 ... [--format ...] [--out FILE]\n\n"
           "Writes the weights of a checkpoint (every tensor not under optimizer/) for inference\n"
-          "elsewhere:\n"
+          "elsewhere. A job with ps shards has one checkpoint per shard (DIR/shard-I-of-K):\n"
+          "give the K checkpoints of one version, in any order, and they are joined into the\n"
+          "model's tensors.\n"
           "  safetensors  one safetensors file (default); the metadata model_spec,\n"
           "               (model_)fingerprint and version are kept\n"
           "  npz          NumPy's format: one NAME.npy per tensor (dense/kernel.npy, ...), for\n"
@@ -195,8 +200,59 @@ static const char *flag_value(int argc, char **argv, int *i, const char *name, i
   return argv[++*i];
 }
 
+/* The weights of K shard checkpoints of one version, joined into the model's tensors
+ * (kernels/partition.h says which floats each holds). On success *vec and *m hold the whole
+ * vector and its model, and w[0..*nw) its tensors; 0, or -1 after a one-line message. */
+static int join_shards(pst_ckpt *cks, int k, pst_model *m, float **vec, pst_ckpt_tensor *w,
+                       int *nw, int wmax) {
+  char err[1024];
+  const char *spec = pst_ckpt_meta(&cks[0], "model_spec");
+  const char *ver = pst_ckpt_meta(&cks[0], "version");
+  if (!spec || !ver || pst_model_parse(spec, cks[0].file, m, err, sizeof err) < 0) {
+    fprintf(stderr, "pstrain export: %s: no usable model_spec or version\n", cks[0].file);
+    return -1;
+  }
+  *vec = calloc(m->n_params, sizeof(float));
+  char *seen = calloc((size_t)k, 1);
+  int rc = *vec && seen ? 0 : -1;
+  if (rc < 0) fprintf(stderr, "pstrain export: out of memory\n");
+  for (int c = 0; c < k && rc == 0; c++) {
+    const char *sh = pst_ckpt_meta(&cks[c], "shard");
+    const char *v = pst_ckpt_meta(&cks[c], "version");
+    const char *sp = pst_ckpt_meta(&cks[c], "model_spec");
+    int i, kk;
+    size_t lo, n, count = 0;
+    const float *data = pst_ckpt_find(&cks[c], "shard", &count);
+    if (!sh || pst_partition_parse(sh, &i, &kk) < 0 || kk != k || seen[i]) {
+      fprintf(stderr, "pstrain export: %s is not one of %d different shards (its shard: %s)\n",
+              cks[c].file, k, sh ? sh : "none");
+      rc = -1;
+    } else if (!v || strcmp(v, ver) || !sp || strcmp(sp, spec)) {
+      fprintf(stderr, "pstrain export: %s holds version %s of %s model, %s version %s\n",
+              cks[c].file, v ? v : "?", sp && !strcmp(sp, spec) ? "the same" : "another",
+              cks[0].file, ver);
+      rc = -1;
+    } else if (pst_partition_range(m->n_params, k, i, &lo, &n) < 0 || !data || count != n) {
+      fprintf(stderr, "pstrain export: %s: its tensor \"shard\" is not shard %d/%d's part\n",
+              cks[c].file, i, k);
+      rc = -1;
+    } else {
+      seen[i] = 1;
+      memcpy(*vec + lo, data, n * sizeof(float));
+    }
+  }
+  free(seen);
+  if (rc == 0 && (*nw = pst_ckpt_model_tensors(m, *vec, "", w, wmax)) < 0) {
+    fprintf(stderr, "pstrain export: cannot name the model's tensors\n");
+    rc = -1;
+  }
+  return rc;
+}
+
 int pl_cmd_export(int argc, char **argv) {
   const char *ckpt = NULL, *format = "safetensors", *out = NULL;
+  const char *shards[PST_MAX_SHARDS];
+  int n_shards = 0;
   for (int i = 1; i < argc; i++) {
     const char *v;
     int missing = 0;
@@ -214,11 +270,12 @@ int pl_cmd_export(int argc, char **argv) {
       fprintf(stderr, "pstrain export: unknown option '%.60s' (try pstrain export --help)\n",
               argv[i]);
       return 2;
-    } else if (ckpt) {
-      fprintf(stderr, "pstrain export: one checkpoint at a time ('%.60s' is a second)\n", argv[i]);
+    } else if (n_shards == PST_MAX_SHARDS) {
+      fprintf(stderr, "pstrain export: more than %d checkpoints\n", PST_MAX_SHARDS);
       return 2;
     } else {
-      ckpt = argv[i];
+      shards[n_shards++] = argv[i];
+      if (!ckpt) ckpt = argv[i];
     }
   }
   if (!ckpt) {
@@ -244,20 +301,43 @@ int pl_cmd_export(int argc, char **argv) {
   }
 
   char err[1024];
-  pst_ckpt ck;
-  if (pst_ckpt_load(ckpt, &ck, err, sizeof err) != 0) {
-    fprintf(stderr, "pstrain export: %s\n", err);
-    return 1;
+  static pst_ckpt cks[PST_MAX_SHARDS];
+  for (int c = 0; c < n_shards; c++)
+    if (pst_ckpt_load(shards[c], &cks[c], err, sizeof err) != 0) {
+      fprintf(stderr, "pstrain export: %s\n", err);
+      for (int j = 0; j < c; j++) pst_ckpt_free(&cks[j]);
+      return 1;
+    }
+  pst_ckpt ck = cks[0];
+  int sharded = pst_ckpt_meta(&ck, "shard") != NULL;
+  if (sharded != (n_shards > 1)) {
+    fprintf(stderr, "pstrain export: %s\n",
+            sharded ? "this is one ps shard's checkpoint: give every shard's checkpoint of its "
+                      "version (DIR/shard-*-of-K/ckpt-VERSION.safetensors)"
+                    : "one checkpoint at a time, unless they are the shards of one job");
+    for (int c = 0; c < n_shards; c++) pst_ckpt_free(&cks[c]);
+    return 2;
   }
-  pst_ckpt_tensor *w = calloc((size_t)ck.n_tensors + 1, sizeof *w);
+  pst_ckpt_tensor *w = calloc((size_t)ck.n_tensors + PST_CKPT_MAX_MODEL_TENSORS + 1, sizeof *w);
   int nw = 0, rc;
+  static pst_model model;
+  float *whole = NULL;
   if (!w) {
-    pst_ckpt_free(&ck);
+    for (int c = 0; c < n_shards; c++) pst_ckpt_free(&cks[c]);
     fprintf(stderr, "pstrain export: out of memory\n");
     return 1;
   }
-  for (int i = 0; i < ck.n_tensors; i++)
-    if (strncmp(ck.tensors[i].name, OPT_PREFIX, strlen(OPT_PREFIX)) != 0) w[nw++] = ck.tensors[i];
+  if (sharded) {
+    if (join_shards(cks, n_shards, &model, &whole, w, &nw, PST_CKPT_MAX_MODEL_TENSORS) < 0) {
+      for (int c = 0; c < n_shards; c++) pst_ckpt_free(&cks[c]);
+      free(whole);
+      free(w);
+      return 1;
+    }
+  } else {
+    for (int i = 0; i < ck.n_tensors; i++)
+      if (strncmp(ck.tensors[i].name, OPT_PREFIX, strlen(OPT_PREFIX)) != 0) w[nw++] = ck.tensors[i];
+  }
   if (npz) {
     rc = write_npz(out, w, nw, err, sizeof err);
   } else {
@@ -275,10 +355,12 @@ int pl_cmd_export(int argc, char **argv) {
   size_t floats = 0;
   for (int i = 0; i < nw; i++) floats += w[i].count;
   if (rc == 0)
-    printf("exported %d tensors (%zu floats) from %s to %s\n", nw, floats, ckpt, out);
+    printf("exported %d tensors (%zu floats) from %s%s to %s\n", nw, floats, ckpt,
+           n_shards > 1 ? " and the other shards" : "", out);
   else
     fprintf(stderr, "pstrain export: %s\n", err);
   free(w);
-  pst_ckpt_free(&ck);
+  free(whole);
+  for (int c = 0; c < n_shards; c++) pst_ckpt_free(&cks[c]);
   return rc == 0 ? 0 : 1;
 }

@@ -39,7 +39,7 @@ struct ps_ckpt_state {
   float *snap;            /* [n * (1 + slots)]: weights, then each slot */
   uint64_t snap_version;
   char *state_json, *settings_json;
-  char version_s[24], opt_t_s[24], fp_s[20], seed_s[24], epoch_s[24];
+  char version_s[24], opt_t_s[24], fp_s[20], seed_s[24], epoch_s[24], shard_s[32];
   char path[1024];        /* the write in flight's result */
   char last[1024];        /* the newest checkpoint written */
   char err[512];
@@ -199,9 +199,11 @@ static void write_work(uv_work_t *req) {
       {"model_fingerprint", k->fp_s},     {"mode", pst_mode_name(s->opt.mode)},
       {"seed", k->seed_s},                {"settings", k->settings_json},
       {"state", k->state_json},
+      {"shard", k->shard_s}, /* last: only a shard's checkpoint has it (pstrain export) */
   };
+  int nmeta = (int)(sizeof meta / sizeof meta[0]) - (s->opt.shard_count > 1 ? 0 : 1);
   k->rc = pst_ckpt_write(s->opt.checkpoint_dir, k->snap_version, t, nt, meta,
-                         (int)(sizeof meta / sizeof meta[0]), s->opt.checkpoint_keep, k->path,
+                         nmeta, s->opt.checkpoint_keep, k->path,
                          sizeof k->path, k->err, sizeof k->err);
 }
 
@@ -249,6 +251,7 @@ static void save(ps_server *s) {
                                                     : (uint64_t)s->metrics.last_epoch);
   snprintf(k->fp_s, sizeof k->fp_s, "%016" PRIx64, s->model->fingerprint);
   snprintf(k->seed_s, sizeof k->seed_s, "%" PRIu64, s->opt.seed);
+  snprintf(k->shard_s, sizeof k->shard_s, "%d/%d", s->opt.shard_index, s->opt.shard_count);
   k->state_json = state_json(s);
   k->settings_json = settings_json(s);
   if (!k->state_json || !k->settings_json) {

@@ -9,7 +9,9 @@
 #    its slot on both, and the job ends normally;
 #  - a shard killed with kill -9 and started again resumes from its own checkpoint
 #    directory, the workers reconnect to every shard, and the job ends normally;
-#  - backup workers over 2 shards.
+#  - backup workers over 2 shards;
+#  - `pstrain export` joins the shards' last checkpoints into the same model file as the
+#    unsharded run's.
 source "$(dirname "$0")/lib.sh"
 
 # sharded NAME K WORKERS [ps args...]: one job over K shards; the workers' --ps lists them.
@@ -51,7 +53,8 @@ sums=()
 for k in 1 2 3; do
   extra=()
   [ "$k" = 3 ] && extra=(--threads 2)
-  sharded "sync$k" "$k" 2 --mode sync "${common[@]}" "${extra[@]}"
+  sharded "sync$k" "$k" 2 --mode sync "${common[@]}" "${extra[@]}" \
+    --checkpoint-dir "$OUT/ck$k" --checkpoint-seconds 0
   finish "sync$k"
   a=$(final_checksum "$OUT/sync$k-w0.log")
   b=$(final_checksum "$OUT/sync$k-w1.log")
@@ -67,6 +70,23 @@ whole=$(json_field "$OUT/sync1-s0.json" weights_checksum)
 acc=$(json_field "$OUT/sync2-s0.json" test_accuracy)
 at_least "$acc" 0.80 || fail "sync over 2 shards: accuracy $acc"
 pass "sync over 1, 2 and 3 shards (3 with 2 threads each): weights checksum $whole every time, accuracy $acc"
+
+# The final checkpoints: the unsharded one exported, and the 3 shards' joined, are the same.
+READER="$RUNFILES/tests/read_safetensors.py"
+last=$(basename "$(ls "$OUT/ck1/"ckpt-*.safetensors | tail -1)")
+"$LAUNCHER_BIN" export "$OUT/ck1/$last" --out "$OUT/one.safetensors" >/dev/null ||
+  fail "export of the unsharded checkpoint failed"
+"$LAUNCHER_BIN" export "$OUT/ck3/shard-2-of-3/$last" "$OUT/ck3/shard-0-of-3/$last" \
+  "$OUT/ck3/shard-1-of-3/$last" --out "$OUT/three.safetensors" >"$OUT/export3.log" 2>&1 ||
+  fail "export of 3 shards failed: $(cat "$OUT/export3.log")"
+a=$(/usr/bin/python3 "$READER" "$OUT/one.safetensors" --checksum)
+b=$(/usr/bin/python3 "$READER" "$OUT/three.safetensors" --checksum)
+[ "$a" = "$whole" ] && [ "$b" = "$whole" ] || fail "exported weights $a (1 ps) and $b (3 shards), the run's $whole"
+rc=0
+"$LAUNCHER_BIN" export "$OUT/ck3/shard-1-of-3/$last" --out "$OUT/x.safetensors" >"$OUT/export1.log" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q "one ps shard's checkpoint" "$OUT/export1.log" ||
+  fail "exporting one shard alone: exit $rc, $(cat "$OUT/export1.log")"
+pass "pstrain export: 3 shards' checkpoints joined give the unsharded run's weights ($b)"
 
 # 2. Async and ssp over 2 shards.
 for mode in async ssp; do
@@ -150,4 +170,4 @@ finish backup
 acc=$(json_field "$OUT/backup-s0.json" test_accuracy)
 at_least "$acc" 0.78 || fail "backup workers over 2 shards: accuracy $acc"
 pass "backup workers (3 workers, 1 backup) over 2 shards: accuracy $acc"
-echo "7 passed, 0 failed"
+echo "8 passed, 0 failed"
