@@ -314,11 +314,19 @@ static int setup(bench *b, const Pstrain__Welcome *wl) {
   if (b->check != CHECK_NONE) {
     pst_model m;
     char err[512];
-    if (pst_model_parse(wl->model_spec, "ps model", &m, err, sizeof err) < 0 || m.n_params != b->n) {
-      fail(b, "cannot rebuild the ps's initial weights: %s", err);
+    /* A shard's expected weights are its part of the whole model's initial ones. */
+    size_t lo = wl->shard_count > 1 ? wl->shard_offset : 0;
+    float *whole = NULL;
+    err[0] = 0;
+    if (pst_model_parse(wl->model_spec, "ps model", &m, err, sizeof err) < 0 ||
+        lo + b->n > m.n_params || (wl->shard_count <= 1 && m.n_params != b->n) ||
+        !(whole = malloc(m.n_params * sizeof(float)))) {
+      fail(b, "cannot rebuild the ps's initial weights: %s", err[0] ? err : "sizes differ");
       return -1;
     }
-    pst_model_init_params(&m, wl->seed, b->sim);
+    pst_model_init_params(&m, wl->seed, whole);
+    memcpy(b->sim, whole + lo, b->n * sizeof(float));
+    free(whole);
     b->zero0 = malloc(b->n);
     if (!b->zero0) {
       fail(b, "cannot allocate buffers for %zu parameters", b->n);
@@ -470,10 +478,6 @@ int main(int argc, char **argv) {
     return 2;
   }
   b.pull_only = !strcmp(o_role, "pull");
-  if (g_shard_count > 1 && b.check != CHECK_NONE) {
-    LOG_ERR("--check rebuilds the whole model's weights: it does not go with --shard");
-    return 2;
-  }
   if ((b.check == CHECK_VERSIONS) != b.pull_only) {
     LOG_ERR("--check versions goes with --role pull, and only with it");
     return 2;
