@@ -26,4 +26,36 @@ pulls=$(json_field "$OUT/puller.json" pulls)
 distinct=$(json_field "$OUT/puller.json" distinct_versions)
 [ "$distinct" -ge 20 ] || fail "only $distinct distinct versions in $pulls pulls: the pushes did not overlap the pulls"
 pass "$pulls pulls, $distinct distinct versions, none mixed"
-echo "1 passed, 0 failed"
+
+# The same over two ps shards with 2 threads each (512 KiB chunks, large enough for the
+# helper threads: ps/par.h): each shard's replies hold one version of its part.
+ports=() spids=()
+for s in 0 1; do
+  port=$(free_port)
+  start_ps "ps-shard$s" --listen "127.0.0.1:$port" --model "$model" --mode async --workers 4 \
+    --shard "$s/2" --threads 2 --optimizer sgd --lr 1 --chunk-kib 512 --epochs 1 \
+    --log-level warning
+  spids+=("$LAST_PID")
+  ports+=("$port")
+  wait_ps_listening "$port" "$LAST_PID"
+done
+cpids=()
+for s in 0 1; do
+  for i in 0 1 2; do
+    start_client "pusher$i-shard$s" --ps "127.0.0.1:${ports[$s]}" --shard "$s/2" --index "$i" \
+      --rounds 150 --grad-value 1
+    cpids+=("$LAST_PID")
+  done
+  start_client "puller-shard$s" --ps "127.0.0.1:${ports[$s]}" --shard "$s/2" --index 3 \
+    --role pull --check versions --grad-value 1 --lr 1 --rounds 150 --warmup 0 \
+    --out "$OUT/puller-shard$s.json"
+  cpids+=("$LAST_PID")
+done
+for p in "${cpids[@]}"; do wait_pid "$p" 50 || fail "shards: a client failed"; done
+for p in "${spids[@]}"; do wait_pid "$p" 10 || fail "shards: a ps shard exited non-zero"; done
+for s in 0 1; do
+  d=$(json_field "$OUT/puller-shard$s.json" distinct_versions)
+  [ "$d" -ge 10 ] || fail "shard $s: only $d distinct versions: the pushes did not overlap the pulls"
+done
+pass "2 shards x 2 threads: $(json_field "$OUT/puller-shard0.json" pulls) + $(json_field "$OUT/puller-shard1.json" pulls) pulls, none mixed"
+echo "2 passed, 0 failed"
