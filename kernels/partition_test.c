@@ -6,16 +6,18 @@
 
 #include "kernels/model.h"
 #include "kernels/partition.h"
+#include "kernels/testing.h"
 
-static int failures;
-#define CHECK(cond, ...)                                         \
-  do {                                                           \
-    if (!(cond)) {                                               \
-      fprintf(stderr, "partition_test: %s: ", #cond);            \
-      fprintf(stderr, __VA_ARGS__);                              \
-      fprintf(stderr, "\n");                                     \
-      failures++;                                                \
-    }                                                            \
+/* CHECK with the case it is about, printed when it fails; cond is evaluated once. */
+#define CHECK_WHY(cond, ...)                                    \
+  do {                                                          \
+    int ok_ = (cond);                                           \
+    CHECK(ok_);                                                 \
+    if (!ok_) {                                                 \
+      fprintf(stderr, "  %s: ", #cond);                         \
+      fprintf(stderr, __VA_ARGS__);                             \
+      fprintf(stderr, "\n");                                    \
+    }                                                           \
   } while (0)
 
 static void check_tiling(size_t n, int k) {
@@ -23,17 +25,17 @@ static void check_tiling(size_t n, int k) {
   for (int i = 0; i < k; i++) {
     size_t lo, count;
     int rc = pst_partition_range(n, k, i, &lo, &count);
-    CHECK(rc == 0, "n %zu k %d i %d: rc %d", n, k, i, rc);
+    CHECK_WHY(rc == 0, "n %zu k %d i %d: rc %d", n, k, i, rc);
     if (rc) return;
-    CHECK(lo == next, "n %zu k %d: shard %d starts at %zu, not %zu", n, k, i, lo, next);
-    CHECK(lo % PST_PARTITION_ALIGN == 0, "n %zu k %d: shard %d at %zu is unaligned", n, k, i, lo);
+    CHECK_WHY(lo == next, "n %zu k %d: shard %d starts at %zu, not %zu", n, k, i, lo, next);
+    CHECK_WHY(lo % PST_PARTITION_ALIGN == 0, "n %zu k %d: shard %d at %zu is unaligned", n, k, i, lo);
     next = lo + count;
     if (count < min) min = count;
     if (count > max) max = count;
   }
-  CHECK(next == n, "n %zu k %d: the shards end at %zu", n, k, next);
+  CHECK_WHY(next == n, "n %zu k %d: the shards end at %zu", n, k, next);
   /* Balanced: sizes differ by less than one alignment unit plus the rounding of n / k. */
-  CHECK(max - min <= 2 * PST_PARTITION_ALIGN, "n %zu k %d: sizes %zu..%zu", n, k, min, max);
+  CHECK_WHY(max - min <= 2 * PST_PARTITION_ALIGN, "n %zu k %d: sizes %zu..%zu", n, k, min, max);
 }
 
 int main(void) {
@@ -44,32 +46,31 @@ int main(void) {
   check_tiling(235146, PST_MAX_SHARDS);
 
   size_t lo, count;
-  CHECK(pst_partition_range(10, 1, 0, &lo, &count) == 0 && lo == 0 && count == 10, "k 1");
-  CHECK(pst_partition_range(40, 2, 0, &lo, &count) < 0, "a vector too short for 2 shards");
-  CHECK(pst_partition_range(1000, 2, 2, &lo, &count) < 0, "shard 2 of 2");
-  CHECK(pst_partition_range(1000, 0, 0, &lo, &count) < 0, "0 shards");
-  CHECK(pst_partition_range(100000, PST_MAX_SHARDS + 1, 0, &lo, &count) < 0, "too many shards");
+  CHECK_WHY(pst_partition_range(10, 1, 0, &lo, &count) == 0 && lo == 0 && count == 10, "k 1");
+  CHECK_WHY(pst_partition_range(40, 2, 0, &lo, &count) < 0, "a vector too short for 2 shards");
+  CHECK_WHY(pst_partition_range(1000, 2, 2, &lo, &count) < 0, "shard 2 of 2");
+  CHECK_WHY(pst_partition_range(1000, 0, 0, &lo, &count) < 0, "0 shards");
+  CHECK_WHY(pst_partition_range(100000, PST_MAX_SHARDS + 1, 0, &lo, &count) < 0, "too many shards");
 
   int i, k;
-  CHECK(pst_partition_parse("1/3", &i, &k) == 0 && i == 1 && k == 3, "1/3");
-  CHECK(pst_partition_parse("0/1", &i, &k) == 0 && i == 0 && k == 1, "0/1");
+  CHECK_WHY(pst_partition_parse("1/3", &i, &k) == 0 && i == 1 && k == 3, "1/3");
+  CHECK_WHY(pst_partition_parse("0/1", &i, &k) == 0 && i == 0 && k == 1, "0/1");
   const char *bad[] = {"", "1", "3/3", "-1/2", "1/-2", "1/0", "a/2", "1/2x", "1 /2", "+1/2",
                        "1/65", "99999999999999999999/2", "/2", "1/"};
   for (size_t b = 0; b < sizeof bad / sizeof bad[0]; b++)
-    CHECK(pst_partition_parse(bad[b], &i, &k) < 0, "'%s' was accepted", bad[b]);
+    CHECK_WHY(pst_partition_parse(bad[b], &i, &k) < 0, "'%s' was accepted", bad[b]);
 
   /* The mlp preset split in two: the first dense kernel is cut, the rest whole. */
   pst_model m;
   char err[256], line[1024];
-  CHECK(pst_model_load("mlp", &m, err, sizeof err) == 0, "mlp: %s", err);
-  CHECK(pst_partition_range(m.n_params, 2, 0, &lo, &count) == 0, "mlp 0/2");
+  CHECK_WHY(pst_model_load("mlp", &m, err, sizeof err) == 0, "mlp: %s", err);
+  CHECK_WHY(pst_partition_range(m.n_params, 2, 0, &lo, &count) == 0, "mlp 0/2");
   pst_partition_describe(&m, lo, count, line, sizeof line);
-  CHECK(strncmp(line, "dense/kernel[0:", 15) == 0, "mlp 0/2: %s", line);
-  CHECK(pst_partition_range(m.n_params, 2, 1, &lo, &count) == 0, "mlp 1/2");
+  CHECK_WHY(strncmp(line, "dense/kernel[0:", 15) == 0, "mlp 0/2: %s", line);
+  CHECK_WHY(pst_partition_range(m.n_params, 2, 1, &lo, &count) == 0, "mlp 1/2");
   pst_partition_describe(&m, lo, count, line, sizeof line);
-  CHECK(strstr(line, "dense_1/kernel") && strstr(line, "dense/bias"), "mlp 1/2: %s", line);
+  CHECK_WHY(strstr(line, "dense_1/kernel") && strstr(line, "dense/bias"), "mlp 1/2: %s", line);
   pst_partition_describe(&m, 0, m.n_params, line, sizeof line);
-  CHECK(!strchr(line, '['), "mlp whole: %s", line);
-  printf("partition_test: %s\n", failures ? "FAILED" : "ok");
-  return failures ? 1 : 0;
+  CHECK_WHY(!strchr(line, '['), "mlp whole: %s", line);
+  return t_summary();
 }
