@@ -669,7 +669,10 @@ static int start_clients(wk_trainer *t, double timeout_s) {
     sh->welcomed = sh->pulled = sh->pushing = sh->shut = 0;
     int rc = wk_client_start(&sh->client, t->loop, t->opt.ps[i].host, t->opt.ps[i].port,
                              timeout_s, t->opt.secret, t->opt.tls, t->opt.tls_name, &client_cbs, t);
-    if (rc < 0) return rc;
+    if (rc < 0) {
+      sh->client.state = WK_CONN_CLOSED; /* it holds no handle: nothing to close */
+      return rc;
+    }
   }
   return 0;
 }
@@ -692,7 +695,16 @@ static int reconnect(wk_trainer *t, const char *why) {
   t->push_in_flight = 0;
   t->weights_fresh = 0;
   int rc = start_clients(t, left);
-  if (rc < 0) LOG_ERR("cannot reconnect: %s", uv_strerror(rc));
+  if (rc < 0) {
+    /* The shards started before the failure close first; the last one's on_closed ends
+     * the run. */
+    LOG_ERR("cannot reconnect: %s", uv_strerror(rc));
+    t->exit_code = PST_EXIT_FAILED;
+    t->state = WK_STOPPED;
+    close_all(t);
+    for (int i = 0; i < t->n_ps; i++)
+      if (t->ps[i].client.state != WK_CONN_CLOSED) return 0;
+  }
   return rc;
 }
 
