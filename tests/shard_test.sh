@@ -8,7 +8,9 @@
 #  - a worker killed with kill -9 over 2 shards: both shards lose it, a replacement takes
 #    its slot on both, and the job ends normally;
 #  - a shard killed with kill -9 and started again resumes from its own checkpoint
-#    directory, the workers reconnect to every shard, and the job ends normally;
+#    directory: in async mode the workers reconnect to every shard and the job ends
+#    normally; in sync mode the shards are then steps apart, the workers say so and stop,
+#    and every shard resumed from one version finishes the job;
 #  - backup workers over 2 shards;
 #  - `pstrain export` joins the shards' last checkpoints into the same model file as the
 #    unsharded run's.
@@ -141,28 +143,69 @@ acc=$(json_field "$OUT/loss-s0.json" test_accuracy)
 at_least "$acc" 0.82 || fail "accuracy $acc after a worker loss over 2 shards"
 pass "kill -9 of worker 1 over 2 shards: lost and rejoined on both, accuracy $acc"
 
-# 5. kill -9 of shard 1; started again, it resumes from DIR/shard-1-of-2 and the job goes on.
-ck=(--checkpoint-dir "$OUT/ck" --checkpoint-every 50 --checkpoint-seconds 0 --worker-timeout 3)
-sharded restart 2 2 --mode sync --model mlp --epochs 2 --batch-size 64 --seed 7 \
-  --report-every 10 "${ck[@]}"
-wait_step "$OUT/restart-m0.jsonl" 200 60
-kill -9 "${SHARD_PIDS[1]}"
-wait "${SHARD_PIDS[1]}" 2>/dev/null || true
-ls "$OUT/ck/shard-1-of-2/"ckpt-*.safetensors >/dev/null || fail "shard 1 wrote no checkpoint of its own"
-port1=${SHARD_LIST##*:}
-start_ps restart-ps1b --listen "127.0.0.1:$port1" --shard 1/2 --workers 2 --mode sync \
-  --model mlp --epochs 2 --batch-size 64 --seed 7 --report-every 10 \
-  --summary-json "$OUT/restart-s1b.json" "${ck[@]}"
-SHARD_PIDS[1]=$LAST_PID
-finish restart
-[ "$(json_field "$OUT/restart-s1b.json" resumed)" = True ] || fail "shard 1 did not resume"
-from=$(json_field "$OUT/restart-s1b.json" resumed_from_version)
-a=$(final_checksum "$OUT/restart-w0.log")
-b=$(final_checksum "$OUT/restart-w1.log")
-[ -n "$a" ] && [ "$a" = "$b" ] || fail "after the shard's restart the workers' final weights differ ($a, $b)"
-acc=$(json_field "$OUT/restart-s0.json" test_accuracy)
-at_least "$acc" 0.82 || fail "accuracy $acc after a shard restart"
-pass "kill -9 of shard 1: resumed from its version $from, the workers came back to both shards, accuracy $acc"
+# 5. kill -9 of shard 1, started again from its own checkpoint directory.
+#  async: the workers reconnect to both shards and the job ends normally.
+#  sync: the restarted shard is steps behind the other, which in sync mode would leave the
+#  parts apart for good: the workers stop with a one-line error that says how to bring the
+#  shards to one version, and doing that (every shard --resume'd from the same version)
+#  finishes the job.
+ck=(--checkpoint-every 100 --checkpoint-seconds 0 --worker-timeout 3)
+job=(--model mlp --epochs 2 --batch-size 64 --seed 7 --report-every 10)
+for mode in async sync; do
+  sharded "restart-$mode" 2 2 --mode "$mode" "${job[@]}" "${ck[@]}" --checkpoint-dir "$OUT/ck-$mode"
+  wait_step "$OUT/restart-$mode-m0.jsonl" 150 60
+  kill -9 "${SHARD_PIDS[1]}"
+  wait "${SHARD_PIDS[1]}" 2>/dev/null || true
+  ls "$OUT/ck-$mode/shard-1-of-2/"ckpt-*.safetensors >/dev/null || fail "$mode: shard 1 wrote no checkpoint of its own"
+  port1=${SHARD_LIST##*:}
+  start_ps "restart-$mode-ps1b" --listen "127.0.0.1:$port1" --shard 1/2 --workers 2 --mode "$mode" \
+    "${job[@]}" "${ck[@]}" --checkpoint-dir "$OUT/ck-$mode" --summary-json "$OUT/restart-$mode-s1b.json"
+  SHARD_PIDS[1]=$LAST_PID
+  if [ "$mode" = async ]; then
+    finish "restart-$mode"
+    [ "$(json_field "$OUT/restart-$mode-s1b.json" resumed)" = True ] || fail "async: shard 1 did not resume"
+    from=$(json_field "$OUT/restart-$mode-s1b.json" resumed_from_version)
+    a=$(final_checksum "$OUT/restart-$mode-w0.log")
+    b=$(final_checksum "$OUT/restart-$mode-w1.log")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "async: after the restart the workers' final weights differ ($a, $b)"
+    acc=$(json_field "$OUT/restart-$mode-s0.json" test_accuracy)
+    at_least "$acc" 0.80 || fail "async: accuracy $acc after a shard restart"
+    pass "async, kill -9 of shard 1: resumed from its version $from, the workers came back to both, accuracy $acc"
+    continue
+  fi
+  for i in 0 1; do
+    rc=0
+    wait_pid "${WORKER_PIDS[$i]}" 60 || rc=$?
+    [ "$rc" = 1 ] || fail "sync: worker $i exited $rc with the shards apart, not 1"
+    grep -q "error: the ps shards stand at different steps (shard 1 at [0-9]*, shard 0 at" \
+      "$OUT/restart-$mode-w$i.log" || fail "sync: worker $i did not say why: $(tail -1 "$OUT/restart-$mode-w$i.log")"
+  done
+  for p in "${SHARD_PIDS[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  # The recovery the message names: every shard from the restarted one's version (the
+  # shards write their checkpoints at the same versions).
+  v=$(basename "$(ls "$OUT/ck-sync/shard-1-of-2/"ckpt-*.safetensors | head -1)")
+  ports=(${SHARD_LIST//,/ })
+  SHARD_PIDS=()
+  for i in 0 1; do
+    start_ps "restart-sync-again$i" --listen "${ports[$i]}" --shard "$i/2" --workers 2 --mode sync \
+      "${job[@]}" "${ck[@]}" --checkpoint-dir "$OUT/ck-sync" \
+      --resume "$OUT/ck-sync/shard-$i-of-2/$v" \
+      --summary-json "$OUT/restart-sync-again$i.json"
+    SHARD_PIDS+=("$LAST_PID")
+  done
+  WORKER_PIDS=()
+  for i in 0 1; do
+    start_worker "restart-sync-again-w$i" --ps "$SHARD_LIST" --index "$i"
+    WORKER_PIDS+=("$LAST_PID")
+  done
+  finish restart-sync-again
+  a=$(final_checksum "$OUT/restart-sync-again-w0.log")
+  b=$(final_checksum "$OUT/restart-sync-again-w1.log")
+  [ -n "$a" ] && [ "$a" = "$b" ] || fail "sync: after the recovery the workers' final weights differ ($a, $b)"
+  acc=$(json_field "$OUT/restart-sync-again0.json" test_accuracy)
+  at_least "$acc" 0.82 || fail "sync: accuracy $acc after the recovery"
+  pass "sync, kill -9 of shard 1: the workers stopped with the shards apart, and every shard resumed from $v finished (accuracy $acc)"
+done
 
 # 6. Backup workers: each shard applies a step after N-K gradients.
 sharded backup 2 3 --mode sync --backup-workers 1 "${common[@]}"
@@ -170,4 +213,4 @@ finish backup
 acc=$(json_field "$OUT/backup-s0.json" test_accuracy)
 at_least "$acc" 0.78 || fail "backup workers over 2 shards: accuracy $acc"
 pass "backup workers (3 workers, 1 backup) over 2 shards: accuracy $acc"
-echo "8 passed, 0 failed"
+echo "9 passed, 0 failed"

@@ -525,18 +525,32 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
 /* Every shard has welcomed this worker: start where the slot stands. Shards can disagree
  * by a step when a push reached some of them and not the others before a connection broke;
  * the earliest position is taken, and the shards that are ahead drop the repeated step's
- * gradient as late. */
+ * gradient as late (async and ssp: they apply it, as any other). In sync mode a larger gap
+ * means a shard resumed from an older checkpoint than the others stand at: its part would
+ * stay steps behind theirs for the rest of the run, and the shards' epochs and positions
+ * would no longer line up (a run was seen to stall so), so the worker stops and says how
+ * to bring the shards to one version. */
 static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
-  uint64_t start = UINT64_MAX;
+  uint64_t start = UINT64_MAX, newest = 0;
   uint32_t evals = UINT32_MAX;
+  int behind = 0, ahead = 0;
   for (int i = 0; i < t->n_ps; i++) {
-    if (t->ps[i].start_step < start) start = t->ps[i].start_step;
+    if (t->ps[i].start_step < start) start = t->ps[i].start_step, behind = i;
+    if (t->ps[i].start_step > newest) newest = t->ps[i].start_step, ahead = i;
     if (t->ps[i].eval_epoch < evals) evals = t->ps[i].eval_epoch;
   }
-  for (int i = 0; i < t->n_ps; i++)
-    if (t->ps[i].start_step != start)
-      LOG_WARN("ps shard %d stands at step %" PRIu64 ", shard 0 at %" PRIu64 ": going on from %" PRIu64,
-               i, t->ps[i].start_step, t->ps[0].start_step, start);
+  if (newest != start) {
+    if (t->mode == PSTRAIN__MODE__MODE_SYNC && newest - start > 1) {
+      fail(t, "the ps shards stand at different steps (shard %d at %" PRIu64 ", shard %d at %" PRIu64
+              "): a shard resumed from an older checkpoint; in sync mode every shard must go on "
+              "from one version: stop them all and start each with --resume "
+              "DIR/shard-I-of-K/ckpt-<V>.safetensors for a version V that every shard has",
+           behind, start, ahead, newest);
+      return;
+    }
+    LOG_WARN("the ps shards stand at steps %" PRIu64 " to %" PRIu64 " (shard %d is behind): "
+             "going on from %" PRIu64, start, newest, behind, start);
+  }
   t->welcomed = 1;
   t->reconnect_deadline = 0;
   t->discarded = 0;
