@@ -13,23 +13,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kernels/testing.h"
 #include "worker/cifar.h"
 #include "worker/dataset.h"
 #include "worker/imagefolder.h"
 #include "worker/imageops.h"
 #include "worker/prefetch.h"
-
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (cond) {                                                       \
-      g_pass++;                                                       \
-    } else {                                                          \
-      g_fail++;                                                       \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
-  } while (0)
 
 static char g_dir[PATH_MAX];
 
@@ -510,6 +499,5 @@ int main(void) {
   test_resize();
   test_prep();
   remove_tree(g_dir);
-  printf("%d passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  return t_summary();
 }
