@@ -70,9 +70,18 @@ int pst_dataset_open(const char *dir, const pst_image_opts *o, pst_dataset *trai
   if (classes == 0) /* the image folder's line has its counts already */
     snprintf(desc + len, desclen - len, ": %d training and %d test images of %dx%dx%d", train->n,
              test->n, train->rows, train->cols, train->channels);
-  if (o->normalize)
-    snprintf(desc + strlen(desc), desclen - strlen(desc),
-             ", normalised by the training set's mean %.4f %.4f %.4f and std %.4f %.4f %.4f",
-             mean[0], mean[1], mean[2], std[0], std[1], std[2]);
+  if (o->normalize) {
+    /* One mean and one std per channel the data has. */
+    const char *what[2] = {", normalised by the training set's mean", " and std"};
+    const float *v[2] = {mean, std};
+    for (int i = 0; i < 2; i++)
+      for (int k = -1; k < train->channels; k++) {
+        len = strlen(desc);
+        if (k < 0)
+          snprintf(desc + len, desclen - len, "%s", what[i]);
+        else
+          snprintf(desc + len, desclen - len, " %.4f", v[i][k]);
+      }
+  }
   return 0;
 }
