@@ -136,8 +136,8 @@ static void work_run(uv_work_t *req) {
   if (t->work_kind == WK_WORK_TRAIN) {
     const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
     t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, idx, t->xb, t->yb);
-    /* The next batch of this epoch is made while this step computes; the next epoch's
-     * order is not drawn yet, so an epoch's first batch is made when its step starts. */
+    /* The next batch of this epoch is made while this step computes (the next epoch's
+     * first batch is asked for once its order is drawn, in after_train). */
     if (t->step_in_epoch + 1 < t->steps_per_epoch)
       wk_prefetch_ask(&t->prefetch, t->steps + 1, idx + t->batch);
     /* The loss is the sum over this worker's batch divided by the global batch b x N. */
@@ -212,7 +212,10 @@ static void after_train(wk_trainer *t) {
     t->epoch++;
     t->step_in_epoch = 0;
     t->eval_due = t->epoch;
-    if (t->epoch < t->epochs) new_epoch_order(t);
+    if (t->epoch < t->epochs) {
+      new_epoch_order(t);
+      wk_prefetch_ask(&t->prefetch, t->steps, t->order);
+    }
   }
   /* The PULL goes after the push. In sync mode the ps streams the next version's chunks as
    * they become final, so a worker whose push is in while others' are still arriving gets
