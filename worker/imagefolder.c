@@ -13,6 +13,7 @@
 #include <setjmp.h>
 #include <stdio.h> /* before jpeglib.h, which uses FILE */
 #include <jpeglib.h>
+#include <jerror.h> /* the warnings' codes */
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -238,7 +239,8 @@ static int decode_png(const char *path, const unsigned char *buf, size_t len,
 
 /* libjpeg reports errors through a callback that must not return: it jumps back to the
  * decoder with the message. Warnings (corrupt or missing data that libjpeg would paper
- * over with gray) are errors here too. */
+ * over with gray) are errors here too, but for stray bytes between markers, which many
+ * cameras' files have and which cost no pixel. */
 typedef struct {
   struct jpeg_error_mgr pub;
   jmp_buf jump;
@@ -252,7 +254,8 @@ static void jpeg_fail(j_common_ptr c) {
 }
 
 static void jpeg_message(j_common_ptr c, int level) {
-  if (level < 0) jpeg_fail(c); /* a warning; trace messages (level >= 0) are ignored */
+  /* level < 0: a warning; trace messages (level >= 0) are ignored. */
+  if (level < 0 && c->err->msg_code != JWRN_EXTRANEOUS_DATA) jpeg_fail(c);
 }
 
 static int decode_jpeg(const char *path, const unsigned char *buf, size_t len,

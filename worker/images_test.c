@@ -237,6 +237,20 @@ static void test_decode(void) {
   CHECK(h == 8 && w == 16 && !gray && abs(rgb[3 * 20] - 250) <= 3 && abs(rgb[3 * 20 + 2] - 10) <= 3);
   free(rgb);
 
+  /* Stray bytes between two markers (as some cameras write) cost no pixel: accepted. */
+  FILE *j = fopen(at("dec/o.jpg"), "rb");
+  unsigned char jpg[4096];
+  size_t jn = fread(jpg, 1, sizeof jpg, j);
+  fclose(j);
+  size_t app0_end = 4 + ((size_t)jpg[4] << 8 | jpg[5]);
+  CHECK(jn < sizeof jpg - 2 && jpg[3] == 0xe0 && jpg[app0_end] == 0xff);
+  memmove(jpg + app0_end + 2, jpg + app0_end, jn - app0_end);
+  jpg[app0_end] = jpg[app0_end + 1] = 0x00;
+  write_bytes(at("dec/stray.jpg"), jpg, jn + 2);
+  CHECK(pst_image_decode(at("dec/stray.jpg"), &rgb, &h, &w, &gray, err, sizeof err) == 0);
+  CHECK(h == 8 && w == 16 && abs(rgb[0] - 250) <= 3);
+  free(rgb);
+
   /* Corrupt files: garbage after the PNG signature, a JPEG cut in half, neither format. */
   FILE *f = fopen(at("dec/c.png"), "r+b");
   fseek(f, 40, SEEK_SET);
