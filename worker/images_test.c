@@ -271,6 +271,63 @@ static void test_decode(void) {
                at("dec/t.png"), "empty image file");
 }
 
+/* Reads a whole small file into buf (at most cap bytes); returns its length. */
+static size_t slurp(const char *path, unsigned char *buf, size_t cap) {
+  FILE *f = fopen(path, "rb");
+  if (f == NULL) abort();
+  size_t n = fread(buf, 1, cap, f);
+  fclose(f);
+  return n;
+}
+
+/* A small mutation pass (not a fuzzer, but run in every test and under ASan): good PNG and
+ * JPEG files with random bytes changed, cut short or grown are decoded, or refused with
+ * one line that starts with the file's name; never a crash, a leak or a hang. */
+static void test_mutations(void) {
+  char err[512];
+  const char *seeds[3] = {"mut/rgb.png", "mut/gray.png", "mut/blue.jpg"};
+  const unsigned char blue[3] = {10, 20, 240};
+  mkdirs(at("mut"));
+  write_png(at(seeds[0]), 7, 5, 0, 3);
+  write_png(at(seeds[1]), 9, 4, 1, 5);
+  write_jpeg(at(seeds[2]), 24, 16, blue);
+  uint64_t rng = 12345;
+  int refused = 0, decoded = 0, ok = 1;
+  static unsigned char good[8192], bad[8200];
+  for (int s = 0; s < 3; s++) {
+    size_t n = slurp(at(seeds[s]), good, sizeof good);
+    for (int i = 0; i < 400; i++) {
+      size_t m = n;
+      memcpy(bad, good, n);
+      int edits = 1 + (int)(t_rand64(&rng) % 4);
+      for (int e = 0; e < edits; e++) {
+        size_t at_byte = t_rand64(&rng) % m;
+        switch (t_rand64(&rng) % 3) {
+          case 0: bad[at_byte] = (unsigned char)t_rand64(&rng); break;
+          case 1: m = at_byte + 1; break;
+          default: bad[at_byte] ^= (unsigned char)(1u << (t_rand64(&rng) % 8)); break;
+        }
+      }
+      const char *path = at("mut/x.img");
+      write_bytes(path, bad, m);
+      unsigned char *rgb = NULL;
+      int h = 0, w = 0, gray = 0;
+      int rc = pst_image_decode(path, &rgb, &h, &w, &gray, err, sizeof err);
+      if (rc == 0) {
+        decoded++;
+        ok = ok && rgb != NULL && h >= 1 && w >= 1 && h <= PST_IMAGE_MAX_SIDE && w <= PST_IMAGE_MAX_SIDE;
+      } else {
+        refused++;
+        ok = ok && rgb == NULL && strncmp(err, path, strlen(path)) == 0 && strchr(err, '\n') == NULL;
+        if (!ok) fprintf(stderr, "  mutation %d of %s: '%s'\n", i, seeds[s], err);
+      }
+      free(rgb);
+    }
+  }
+  CHECK(ok);
+  CHECK(refused > 100 && decoded > 0); /* both outcomes were reached */
+}
+
 static void test_folders(void) {
   char err[512], desc[512], path[64];
   pst_dataset tr, te, tr2, te2;
@@ -509,6 +566,7 @@ int main(void) {
   test_cifar();
   test_dataset_open();
   test_decode();
+  test_mutations();
   test_folders();
   test_resize();
   test_prep();
