@@ -5,6 +5,7 @@
 #       trains a small conv net ("input 32x32x3") for 1 sync epoch on 2 workers with
 #       --augment flip,crop:4 and --normalize mean-std, ends with a test accuracy, exit 0,
 #       and a second identical run ends with the same weights (augmentation is seeded);
+#       `pstrain local` passes the data flags on to its workers;
 #   (b) a small IDX set of 28x28 grayscale images, as Fashion-MNIST's, goes to the same
 #       32x32x3 model with --image-size 32x32 (the worker repeats the gray channel);
 #   (c) a truncated batch file and a corrupt image make the worker exit non-zero at start
@@ -71,6 +72,13 @@ sum1=$(json_field "$OUT/cifar1.json" weights_checksum)
 sum2=$(json_field "$OUT/cifar2.json" weights_checksum)
 [ "$sum1" = "$sum2" ] || fail "two augmented sync runs ended with different weights ($sum1, $sum2)"
 pass "CIFAR-10 format, flip,crop:4, mean-std: test accuracy $acc after 1 epoch; the same weights twice ($sum1); $(grep -o 'data wait [0-9.]* s' "$OUT/cifar1-worker0.log")"
+
+# `pstrain local` passes the data flags on to its workers.
+"$LAUNCHER_BIN" local --data-dir "$OUT/cifar" --model "$OUT/small.spec" --epochs 1 --augment flip \
+  --normalize mean-std --run-dir "$OUT/local" >"$OUT/local.out" 2>&1 || fail "pstrain local failed"
+grep -q "^done: test accuracy" "$OUT/local.out" || fail "pstrain local printed no test accuracy"
+grep -q "normalised by the training set's mean" "$OUT/local/worker0.log" ||
+  fail "pstrain local did not pass --normalize on"
 
 # (b) 28x28 grayscale IDX to the 32x32x3 model.
 DATA_DIR="$OUT/idx"
