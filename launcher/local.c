@@ -10,6 +10,7 @@
 #include "kernels/model_config.h"
 #include "kernels/partition.h"
 #include "launcher/commands.h"
+#include "worker/dataset.h"
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
 static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
@@ -19,6 +20,7 @@ static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f
 static int64_t f_shards;
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
+static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
 static int f_placement, f_tls;
 
 static pst_cfg_opt g_opts[] = {
@@ -32,7 +34,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("lr", PST_CFG_DOUBLE, &f_lr, "0.001", "learning rate (a model spec may set its own)", 0, 0),
     PST_OPT("optimizer", PST_CFG_STRING, f_opt, "adam", "sgd, momentum or adam (a model spec may set its own)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &f_seed, "42", "seed for weights and shuffles", 0, INT64_MAX),
-    PST_OPT("data-dir", PST_CFG_STRING, f_data, "/usr/share/datasets/fashion-mnist", "IDX files", 0, 0),
+    PST_OPT("data-dir", PST_CFG_STRING, f_data, "/usr/share/datasets/fashion-mnist", "IDX files, CIFAR-10/100 binary files or an image folder", 0, 0),
+    PST_DATA_OPTS(f_dataf),
     PST_OPT("port", PST_CFG_INT, &f_port, "0", "ps port on 127.0.0.1 (0: a free one; shards take the ports after it)", 0, 65535),
     PST_OPT("ps-shards", PST_CFG_INT, &f_shards, "1", "ps processes the weights are split over", 1, PST_MAX_SHARDS),
     PST_OPT("threads", PST_CFG_INT, &f_threads, "1", "CPU threads per worker", 1, 256),
@@ -117,6 +120,11 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
     fprintf(stderr, "%s: %s\n", prog, err);
     return 2;
   }
+  pst_image_opts image; /* checked here, in one line, before any process starts */
+  if (pst_data_flags_parse(&f_dataf, &image, err, sizeof err) < 0) {
+    fprintf(stderr, "%s: %s\n", prog, err);
+    return 2;
+  }
   if (cfg.print_config) {
     pst_cfg_print(&cfg, stdout);
     return 1;
@@ -133,6 +141,7 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->optimizer = f_opt;
   o->seed = f_seed;
   o->data_dir = f_data;
+  o->data_flags = &f_dataf;
   o->port = (int)f_port;
   o->threads = (int)f_threads;
   o->device = f_device[0] ? f_device : NULL;

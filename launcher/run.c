@@ -514,6 +514,14 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     arg(&w, "--index=%d", i);
     arg(&w, "--name=worker%d", i);
     arg(&w, "--data-dir=%s", o->data_dir);
+    if (o->data_flags) {
+      const pst_data_flags *d = o->data_flags;
+      arg(&w, "--image-size=%s", d->image_size);
+      arg(&w, "--augment=%s", d->augment);
+      arg(&w, "--normalize=%s", d->normalize);
+      arg(&w, "--test-fraction=%.17g", d->test_fraction);
+      arg(&w, "--split-seed=%lld", (long long)d->split_seed);
+    }
     arg(&w, "--threads=%d", o->threads);
     arg(&w, "--connect-timeout=60");
     if (n_gpus > 0) arg(&w, "--device=cuda:%d", gpu_ids[i / o->workers_per_gpu]);

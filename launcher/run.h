@@ -6,6 +6,8 @@
 
 #include <stddef.h>
 
+#include "worker/dataset.h"
+
 #define PL_MAX_WORKERS 256
 #define PL_MAX_GPU_ID 1023 /* largest id --gpus takes */
 
@@ -21,6 +23,7 @@ typedef struct {
   const char *optimizer;
   long long seed;
   const char *data_dir;
+  const pst_data_flags *data_flags; /* the workers' --image-size, --augment, ...; NULL: theirs */
   int port;                   /* 0: pick a free one */
   int threads;                /* per worker */
   const char *device;         /* worker --device, or NULL */

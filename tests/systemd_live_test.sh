@@ -58,7 +58,7 @@ ACC_SLACK=0.015
 MAX_EXPOSURE=2.0
 SUITE=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
 # The root holds the daemons' run-time libraries, the data, and what the tests run inside.
-ROOT_PACKAGES=systemd,systemd-sysv,dbus,libnss-systemd,libuv1,libsodium23,libprotobuf-c1,libopenblas0,libinih1,libcjson1,libsystemd0,zlib1g,dataset-fashion-mnist,iproute2,procps
+ROOT_PACKAGES=systemd,systemd-sysv,dbus,libnss-systemd,libuv1,libsodium23,libprotobuf-c1,libopenblas0,libinih1,libcjson1,libsystemd0,zlib1g,libpng16-16,libjpeg62-turbo,dataset-fashion-mnist,iproute2,procps
 CACHE_BASE=${PSTRAIN_NSPAWN_CACHE:-/var/cache/pstrain-test}
 TMP="${TEST_TMPDIR:-$(mktemp -d)}/systemd_live_test.$$"
 CTR_PATH=/usr/sbin:/usr/bin:/sbin:/bin

@@ -268,6 +268,7 @@ int pst_data_load(const char *images_path, const char *labels_path, pst_dataset 
   out->n = (int)n;
   out->rows = (int)idims[1];
   out->cols = (int)idims[2];
+  out->channels = 1;
   out->images = images;
   out->labels = labels;
   images = labels = NULL;
@@ -366,7 +367,7 @@ void pst_rng_shuffle(pst_rng *r, int32_t *idx, int n) {
 }
 
 void pst_data_gather(const pst_dataset *d, const int32_t *idx, int batch, float *x, int32_t *y) {
-  size_t features = (size_t)d->rows * (size_t)d->cols;
+  size_t features = (size_t)d->rows * (size_t)d->cols * (size_t)d->channels;
   for (int b = 0; b < batch; b++) {
     size_t s = (size_t)idx[b];
     if (x != NULL)

@@ -11,9 +11,10 @@
 
 typedef struct {
   int n;            /* samples */
-  int rows, cols;   /* image geometry; features = rows * cols */
-  float *images;    /* [n, rows*cols], pixels scaled to [0, 1] */
-  int32_t *labels;  /* [n], 0..9 */
+  int rows, cols;   /* image geometry */
+  int channels;     /* 1 (IDX, grayscale) or 3 (RGB); features = rows * cols * channels */
+  float *images;    /* [n, rows, cols, channels], pixels scaled to [0, 1] */
+  int32_t *labels;  /* [n], 0..classes-1 (0..9 for IDX) */
 } pst_dataset;
 
 /* Loads an IDX image file (magic 0x00000803) and its label file (0x00000801).

@@ -19,6 +19,7 @@
 #include "common/tls_config.h"
 #include "kernels/blas_setup.h"
 #include "kernels/device.h"
+#include "worker/dataset.h"
 #include "worker/trainer.h"
 
 static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
@@ -26,6 +27,7 @@ static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST
 static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX];
 static char o_secret_file[PST_CFG_STR_MAX], o_tls_name[PST_CFG_STR_MAX];
 static pst_tls_files o_tls;
+static pst_data_flags o_dataf;
 static int64_t o_threads, o_index, o_gpu_mem;
 static double o_timeout, o_slow, o_reconnect;
 static int o_list, o_placement;
@@ -34,7 +36,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps (names resolve); several ps shards: all of them, in order, comma-separated", 0, 0),
     PST_OPT("name", PST_CFG_STRING, o_name, "", "worker name in logs (default: host-pid)", 0, 0),
     PST_OPT("index", PST_CFG_INT, &o_index, "-1", "worker index to ask for (-1: any)", -1, 4095),
-    PST_OPT("data-dir", PST_CFG_STRING, o_data, PST_DATA_DEFAULT_DIR, "directory of the IDX files", 0, 0),
+    PST_OPT("data-dir", PST_CFG_STRING, o_data, PST_DATA_DEFAULT_DIR, "directory of the data: IDX files, CIFAR-10/100 binary files or an image folder", 0, 0),
+    PST_DATA_OPTS(o_dataf),
     PST_OPT("model", PST_CFG_STRING, o_model, "", "model the worker expects (checked against the ps's)", 0, 0),
     PST_OPT("device", PST_CFG_STRING, o_device, "auto", "auto, cpu, cuda or cuda:N", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "CPU backend threads", 1, 256),
@@ -192,6 +195,10 @@ int main(int argc, char **argv) {
       !(o_slow >= 1 && o_slow <= 1000)) {
     LOG_ERR("--connect-timeout and --reconnect-timeout must be between 0 and 604800 seconds, "
             "--slow-factor between 1 and 1000");
+    return PST_EXIT_USAGE;
+  }
+  if (pst_data_flags_parse(&o_dataf, &opt.image, err, sizeof err) < 0) {
+    LOG_ERR("%s", err);
     return PST_EXIT_USAGE;
   }
   char name[128];

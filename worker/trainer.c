@@ -14,6 +14,7 @@
 #include "common/log.h"
 #include "common/notify.h"
 #include "kernels/device.h"
+#include "worker/dataset.h"
 
 static void fail(wk_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -138,7 +139,7 @@ static void take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_don
   t->push_in_flight = 0;
   t->r_loss = t->r_seconds = 0;
   t->r_correct = t->r_samples = 0;
-  t->e_loss = t->e_seconds = 0;
+  t->e_loss = t->e_seconds = t->e_wait = 0;
   t->e_correct = t->e_samples = 0;
 }
 
@@ -159,11 +160,16 @@ static void work_run(uv_work_t *req) {
   t->w_loss = 0;
   t->w_correct = 0;
   t->w_samples = 0;
+  t->w_wait = 0;
   t->w_rc = pst_net_load_params(t->net, t->params);
   if (t->w_rc < 0) return;
   if (t->work_kind == WK_WORK_TRAIN) {
     const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
-    pst_data_gather(&t->train, idx, t->batch, t->xb, t->yb);
+    t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, idx, t->xb, t->yb);
+    /* The next batch of this epoch is made while this step computes (the next epoch's
+     * first batch is asked for once its order is drawn, in after_train). */
+    if (t->step_in_epoch + 1 < t->steps_per_epoch)
+      wk_prefetch_ask(&t->prefetch, t->steps + 1, idx + t->batch);
     /* The loss is the sum over this worker's batch divided by the global batch b x N. */
     float scale = 1.0f / ((float)t->batch * (float)t->world);
     t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
@@ -178,7 +184,7 @@ static void work_run(uv_work_t *req) {
     for (int b = t->test_begin; b < t->test_end && t->w_rc == 0; b += t->batch) {
       int n = t->test_end - b < t->batch ? t->test_end - b : t->batch;
       for (int i = 0; i < n; i++) idx[i] = b + i;
-      pst_data_gather(&t->test, idx, n, t->xb, t->yb);
+      pst_batch_fill(&t->test_prep, idx, n, 0, 0, t->xb, t->yb);
       double loss = 0;
       int correct = 0;
       t->w_rc = pst_net_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
@@ -210,6 +216,7 @@ static void after_train(wk_trainer *t) {
   t->e_correct += (uint64_t)t->w_correct;
   t->e_samples += (uint64_t)t->w_samples;
   t->e_seconds += t->w_seconds;
+  t->e_wait += t->w_wait;
   t->weights_fresh = 0;
   t->push_in_flight = 1;
   /* Each shard its part, marked with the version of that part it was computed on. */
@@ -228,19 +235,22 @@ static void after_train(wk_trainer *t) {
     t->r_correct = t->r_samples = 0;
   }
   if (t->step_in_epoch == t->steps_per_epoch) {
-    LOG_INFO("epoch %d/%d: train loss %.4f accuracy %.4f, %.0f samples/s computing", t->epoch + 1,
-             t->epochs, t->e_loss / (double)t->e_samples,
+    LOG_INFO("epoch %d/%d: train loss %.4f accuracy %.4f, %.0f samples/s computing, data wait "
+             "%.3f s", t->epoch + 1, t->epochs, t->e_loss / (double)t->e_samples,
              (double)t->e_correct / (double)t->e_samples,
-             t->e_seconds > 0 ? (double)t->e_samples / t->e_seconds : 0.0);
+             t->e_seconds > 0 ? (double)t->e_samples / t->e_seconds : 0.0, t->e_wait);
     pst_notify_status("worker %d of %d: epoch %d/%d trained, train loss %.4f (version %" PRIu64 ")",
                       t->index, t->world, t->epoch + 1, t->epochs,
                       t->e_loss / (double)t->e_samples, t->version);
-    t->e_loss = t->e_seconds = 0;
+    t->e_loss = t->e_seconds = t->e_wait = 0;
     t->e_correct = t->e_samples = 0;
     t->epoch++;
     t->step_in_epoch = 0;
     t->eval_due = t->epoch;
-    if (t->epoch < t->epochs) new_epoch_order(t);
+    if (t->epoch < t->epochs) {
+      new_epoch_order(t);
+      wk_prefetch_ask(&t->prefetch, t->steps, t->order);
+    }
   }
   /* The PULL goes after the push. In sync mode the ps streams the next version's chunks as
    * they become final, so a worker whose push is in while others' are still arriving gets
@@ -369,12 +379,17 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     fail(t, "cannot use the ps's model: %s", err);
     return -EPROTO;
   }
-  /* Data (loaded at start): this worker's disjoint shard of the training and test sets. */
-  if (t->train.rows * t->train.cols != t->model.input_size) {
-    fail(t, "the model takes %d inputs but %s has %dx%d images", t->model.input_size,
-         t->opt.data_dir, t->train.rows, t->train.cols);
+  /* Data (loaded at start): this worker's disjoint shard of the training and test sets,
+   * made into batches of the model's input shape (worker/imageops.h). */
+  const pst_layer *in = &t->model.layers[0];
+  if (pst_batch_prep_init(&t->prep, &t->train, t->opt.data_dir, in->in_h, in->in_w, in->in_c,
+                          t->model.input_size, &t->opt.image, t->data_mean, t->data_std,
+                          t->seed, t->index, err, sizeof err) < 0) {
+    fail(t, "%s", err);
     return -EINVAL;
   }
+  t->test_prep = t->prep;
+  t->test_prep.data = &t->test;
   pst_data_shard_range(t->train.n, t->index, t->world, &t->shard_begin, &t->shard_end);
   pst_data_shard_range(t->test.n, t->index, t->world, &t->test_begin, &t->test_end);
   /* Every worker takes the same number of steps per epoch, so sync steps line up: the
@@ -403,7 +418,8 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->xb = malloc((size_t)t->batch * (size_t)t->model.input_size * sizeof(float));
   t->yb = malloc((size_t)t->batch * sizeof(int32_t));
   t->order = malloc((size_t)(t->shard_end - t->shard_begin) * sizeof(int32_t));
-  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order) {
+  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order ||
+      wk_prefetch_start(&t->prefetch, &t->prep, t->batch) < 0) {
     fail(t, "out of memory for %zu parameters", n);
     return -ENOMEM;
   }
@@ -819,9 +835,11 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   t->n_ps = opt->n_ps > 0 ? opt->n_ps : 1;
   /* The data comes first, before the loop runs: a worker with a bad --data-dir never takes
    * a slot, and the seconds of decompression never hold up its heartbeats. */
-  if (pst_data_load_split(opt->data_dir, "train", &t->train, err, errlen) < 0 ||
-      pst_data_load_split(opt->data_dir, "t10k", &t->test, err, errlen) < 0)
+  char desc[512];
+  if (pst_dataset_open(opt->data_dir, &opt->image, &t->train, &t->test, t->data_mean,
+                       t->data_std, desc, sizeof desc, err, errlen) < 0)
     return -EIO;
+  LOG_INFO("data: %s", desc);
   for (int i = 0; i < t->train.n; i++)
     if (t->train.labels[i] + 1 > t->classes) t->classes = t->train.labels[i] + 1;
   uv_signal_init(loop, &t->sig_int);
@@ -839,6 +857,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
 }
 
 void wk_trainer_free(wk_trainer *t) {
+  wk_prefetch_stop(&t->prefetch);
   for (int i = 0; i < t->n_ps; i++) wk_client_free(&t->ps[i].client);
   host_buffer_free(t, t->params);
   host_buffer_free(t, t->grad);

@@ -24,6 +24,8 @@
 #include "kernels/net.h"
 #include "worker/client.h"
 #include "worker/data.h"
+#include "worker/imageops.h"
+#include "worker/prefetch.h"
 
 typedef struct {
   char host[256];
@@ -35,6 +37,7 @@ typedef struct {
   int n_ps;
   const char *name;
   const char *data_dir;
+  pst_image_opts image;      /* --image-size, --augment, --normalize, the folder split */
   const char *device;        /* auto, cpu, cuda, cuda:N */
   int threads;               /* CPU backend GEMM threads */
   int requested_index;       /* -1: any */
@@ -111,6 +114,10 @@ typedef struct wk_trainer {
   int classes;                    /* largest training label + 1 */
   int shard_begin, shard_end;     /* training samples of this worker */
   int test_begin, test_end;       /* test samples this worker evaluates */
+  float data_mean[3], data_std[3];/* per data channel, for --normalize mean-std */
+  pst_batch_prep prep;            /* how training batches are made for this model */
+  pst_batch_prep test_prep;       /* the same for the test set (never augmented) */
+  wk_prefetch prefetch;           /* the next training batch, prepared while a step runs */
   int32_t *order;                 /* [shard size]: this epoch's shuffled indices */
   pst_rng rng;
   float *params;                  /* [n_params] host: the pulled weights */
@@ -129,6 +136,7 @@ typedef struct wk_trainer {
   double w_loss;
   int w_correct, w_samples;
   double w_seconds;
+  double w_wait;                  /* of w_seconds: the step's wait for its batch */
   int w_rc;
   /* The report window. */
   double r_loss, r_seconds;
@@ -136,6 +144,7 @@ typedef struct wk_trainer {
   double e_loss;                  /* this epoch's training figures */
   uint64_t e_correct, e_samples;
   double e_seconds;
+  double e_wait;                  /* this epoch's seconds of waiting for data */
   int exit_code;
 } wk_trainer;
 
