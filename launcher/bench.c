@@ -258,7 +258,7 @@ static int load_client(const char *path, pl_bench_client *c, long *hwm_kib) {
 
 static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char *cl_bin,
                        long warmup, pl_bench_figs *out) {
-  char spec[PATH_MAX], ps_log[PATH_MAX];
+  char spec[PATH_MAX + 64], ps_log[PATH_MAX + 64];
   snprintf(spec, sizeof spec, "%s/model-%zu.spec", dir, ce->bytes);
   FILE *f = fopen(spec, "w");
   if (!f) {
@@ -270,7 +270,7 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
   fclose(f);
   int k = (int)f_shards, nc = ce->clients * k; /* ps processes; client processes */
   pid_t *pids = calloc((size_t)(k + nc), sizeof *pids);
-  char (*outs)[PATH_MAX] = calloc((size_t)nc, sizeof *outs);
+  char (*outs)[PATH_MAX + 64] = calloc((size_t)nc, sizeof *outs);
   int ports[16], n = 0;
   if (!pids || !outs) {
     free(pids);
@@ -280,7 +280,7 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
   }
   for (int s = 0; s < k; s++) {
     ports[s] = pl_free_port();
-    char a_listen[64], a_model[PATH_MAX + 16], a_workers[32], a_chunk[32], a_threads[32],
+    char a_listen[64], a_model[PATH_MAX + 96], a_workers[32], a_chunk[32], a_threads[32],
         a_shard[32];
     snprintf(a_listen, sizeof a_listen, "--listen=127.0.0.1:%d", ports[s]);
     snprintf(a_model, sizeof a_model, "--model=%s", spec);
@@ -311,8 +311,8 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
     }
   for (int i = 0; i < nc; i++) {
     int cl = i / k, s = i % k;
-    char a_ps[64], a_index[32], a_rounds[32], a_warm[32], a_watch[32], a_out[PATH_MAX + 8],
-        a_shard[32], log[PATH_MAX];
+    char a_ps[64], a_index[32], a_rounds[32], a_warm[32], a_watch[32], a_out[PATH_MAX + 80],
+        a_shard[32], log[PATH_MAX + 64];
     snprintf(a_ps, sizeof a_ps, "--ps=127.0.0.1:%d", ports[s]);
     snprintf(a_index, sizeof a_index, "--index=%d", cl);
     snprintf(a_rounds, sizeof a_rounds, "--rounds=%ld", ce->rounds);
