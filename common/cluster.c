@@ -47,12 +47,20 @@ static int parse_job(const cJSON *cluster, const char *job, const char *label,
       free(shown);
       return -EINVAL;
     }
-    if (strlen(e->valuestring) >= PST_CLUSTER_ADDR_MAX ||
+    /* No host name or address has a comma; the ps shards travel to the worker as one
+     * comma-separated --ps list. */
+    if (strlen(e->valuestring) >= PST_CLUSTER_ADDR_MAX || strchr(e->valuestring, ',') ||
         pst_parse_hostport(e->valuestring, host, sizeof host, &port) < 0) {
       snprintf(err, errlen, "%s: cluster.%s[%d]: '%.80s' is not host:port", label, job, i,
                e->valuestring);
       return -EINVAL;
     }
+    for (int j = 0; j < i; j++)
+      if (!strcmp((*out)[j], e->valuestring)) {
+        snprintf(err, errlen, "%s: cluster.%s[%d] repeats cluster.%s[%d] ('%.80s')", label, job, i,
+                 job, j, e->valuestring);
+        return -EINVAL;
+      }
     snprintf((*out)[i], PST_CLUSTER_ADDR_MAX, "%s", e->valuestring);
     i++;
   }

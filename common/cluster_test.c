@@ -68,6 +68,10 @@ static void test_parse(void) {
   expect_error("{\"task\": {\"type\": \"ps\"}}", PST_ROLE_PS, "no \"cluster\" object");
   expect_error("{\"cluster\": {\"worker\": [\"b:2\"]}}", PST_ROLE_WORKER, "cluster.ps is missing");
   expect_error("{\"cluster\": {\"ps\": [\"a:1\"]}}", PST_ROLE_PS, "cluster.worker is missing");
+  expect_error("{\"cluster\": {\"ps\": [\"a,:1\", \"b:2\"], \"worker\": [\"c:3\"]}}", PST_ROLE_WORKER,
+               "cluster.ps[0]: 'a,:1' is not host:port");
+  expect_error("{\"cluster\": {\"ps\": [\"a:1\", \"a:1\"], \"worker\": [\"c:3\"]}}", PST_ROLE_WORKER,
+               "cluster.ps[1] repeats cluster.ps[0] ('a:1')");
   {
     /* Up to 64 ps shards (kernels/partition.h). */
     char doc[64 * 12 + 128];
