@@ -114,6 +114,7 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
     case PSTRAIN__MSG_TYPE__REPORT:
     case PSTRAIN__MSG_TYPE__BYE:
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
+    case PSTRAIN__MSG_TYPE__ROLLBACK:
       if (payload_len != 0) {
         snprintf(err, errlen, "message type %d carries an unexpected %" PRIu32 "-byte payload",
                  (int)h->type, payload_len);

@@ -125,6 +125,11 @@ int pst_ckpt_path(const char *dir, uint64_t version, char *out, size_t outlen);
  * or -EINVAL. */
 int pst_ckpt_parse_name(const char *name, uint64_t *version);
 
+/* Renames every checkpoint in dir newer than `version` to NAME.abandoned, so that a run
+ * going back to `version` never resumes from the timeline it left (the files are kept).
+ * Returns how many were renamed, or a negative errno. */
+int pst_ckpt_abandon_after(const char *dir, uint64_t version);
+
 /* The newest checkpoint in dir that loads and that `accept` (may be NULL; returns 0 to
  * accept, else non-zero with a reason in why) accepts: tries them newest first; each one
  * skipped is reported through `skipped(path, reason, arg)` (may be NULL) and the next older

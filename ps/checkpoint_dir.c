@@ -87,6 +87,22 @@ static int list_ckpts(const char *dir, int remove_temps, entry **out) {
   return n;
 }
 
+int pst_ckpt_abandon_after(const char *dir, uint64_t version) {
+  entry *v;
+  int n = list_ckpts(dir, 0, &v);
+  if (n < 0) return n;
+  int renamed = 0;
+  for (int i = 0; i < n && v[i].version > version; i++) {
+    char from[PATH_MAX], to[PATH_MAX];
+    if (snprintf(from, sizeof from, "%s/%s", dir, v[i].name) >= (int)sizeof from ||
+        snprintf(to, sizeof to, "%s/%s.abandoned", dir, v[i].name) >= (int)sizeof to)
+      continue;
+    if (rename(from, to) == 0) renamed++;
+  }
+  free(v);
+  return renamed;
+}
+
 /* PSTRAIN_CKPT_FAULT_AT (checkpoint.h): 0 and the hook's settings, or -EINVAL. */
 static int fault_hook(int64_t *at, int *renamed) {
   *at = -1;

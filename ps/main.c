@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <unistd.h>
 #include <uv.h>
 
 #include "common/auth.h"
@@ -23,6 +24,7 @@
 #include "common/tls_config.h"
 #include "kernels/model_config.h"
 #include "kernels/partition.h"
+#include "ps/checkpoint.h"
 #include "ps/server.h"
 
 #define PS_DEFAULT_LISTEN "127.0.0.1:7070"
@@ -368,11 +370,34 @@ int main(int argc, char **argv) {
   pst_heartbeat_close(&hb);
   uv_run(&loop, UV_RUN_DEFAULT);
   int exit_code = srv.exit_code;
+  char rollback[sizeof srv.rollback_path];
+  snprintf(rollback, sizeof rollback, "%s", srv.rollback_path);
+  uint64_t rollback_version = srv.rollback_version;
   ps_server_free(&srv);
   pst_tls_ctx_free(opt.tls); /* after every connection made from it is gone */
   rc = uv_loop_close(&loop);
   if (rc != 0) {
     LOG_ERR("event loop did not close cleanly: %s", uv_strerror(rc));
+    return PST_EXIT_FAILED;
+  }
+
+  /* 7. Going back to an older version (another shard resumed from it): this process starts
+   * again from its own checkpoint of it, with the same flags and --resume FILE last (the last
+   * of a flag wins), after setting aside the newer checkpoints of the timeline it leaves. */
+  if (rollback[0]) {
+    int n = pst_ckpt_abandon_after(opt.checkpoint_dir, rollback_version);
+    if (n > 0) LOG_INFO("%d newer checkpoint%s set aside as *.abandoned", n, n == 1 ? "" : "s");
+    static char resume_arg[sizeof rollback + 16];
+    snprintf(resume_arg, sizeof resume_arg, "--resume=%s", rollback);
+    char **args = calloc((size_t)argc + 2, sizeof *args);
+    if (!args) return PST_EXIT_FAILED;
+    for (int i = 0; i < argc; i++) args[i] = argv[i];
+    args[argc] = resume_arg;
+    LOG_INFO("starting again from %s", rollback);
+    fflush(stdout);
+    execv("/proc/self/exe", args);
+    LOG_ERR("cannot start again from %s: %s", rollback, strerror(errno));
+    free(args);
     return PST_EXIT_FAILED;
   }
   LOG_INFO("exiting with status %d (%s)", exit_code,

@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "ps/checkpoint.h"
 #include "ps/checkpointing.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
@@ -298,6 +299,37 @@ static void handle_report(ps_conn *c, const Pstrain__Report *r) {
   }
 }
 
+/* A worker found another shard resumed from an older checkpoint (sync): this shard goes
+ * back to its own checkpoint of that version, so that every part of the weights is of one
+ * version again. The running state (sums in flight, pulls, positions, figures) is not
+ * rewound in place: the ps stops without telling the workers anything (they reconnect, as
+ * to a ps that restarted) and ps/main.c starts it again from that file. A shard without
+ * that checkpoint refuses, and the worker then stops with the reason. */
+static void handle_rollback(ps_conn *c, uint64_t version) {
+  ps_server *s = c->srv;
+  char path[1024], err[512];
+  pst_ckpt ck;
+  if (s->stopping) return;
+  if (s->opt.mode != PST_MODE_SYNC || s->opt.shard_count < 2 || version >= s->store.version ||
+      !s->opt.checkpoint_dir || !s->opt.checkpoint_dir[0] ||
+      pst_ckpt_path(s->opt.checkpoint_dir, version, path, sizeof path) < 0 ||
+      pst_ckpt_load(path, &ck, err, sizeof err) < 0) {
+    snprintf(err, sizeof err, "cannot go back to version %" PRIu64 " (this shard stands at %" PRIu64
+             "%s)", version, s->store.version,
+             s->opt.mode != PST_MODE_SYNC || s->opt.shard_count < 2 ? ", and only sync shards do"
+                                                                    : " and has no checkpoint of it");
+    ps_reject(c, err);
+    return;
+  }
+  pst_ckpt_free(&ck);
+  LOG_WARN("worker %d '%s': another shard resumed from version %" PRIu64 ", this shard stands "
+           "at %" PRIu64 ": going back to %s", c->worker, s->workers[c->worker].name, version,
+           s->store.version, path);
+  snprintf(s->rollback_path, sizeof s->rollback_path, "%s", path);
+  s->rollback_version = version;
+  ps_server_stop(s, "going back to an older version", 0);
+}
+
 static void handle_status(ps_conn *c) {
   ps_server *s = c->srv;
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
@@ -444,6 +476,9 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       return 0;
     case PSTRAIN__MSG_TYPE__STATUS_REQ:
       handle_status(c);
+      return 0;
+    case PSTRAIN__MSG_TYPE__ROLLBACK:
+      handle_rollback(c, h->version);
       return 0;
     default:
       snprintf(r->err, sizeof r->err, "unexpected message type %d from a worker", (int)h->type);
@@ -755,16 +790,42 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   return ps_liveness_start(s);
 }
 
+static void ps_stop_report(ps_server *s, const char *reason, int failed);
+
 void ps_server_stop(ps_server *s, const char *reason, int failed) {
   if (s->stopping) return;
   s->stopping = 1;
-  pst_notify_stopping();
-  if (s->stop_requested)
+  /* Going back to an older version is not a stop: the same process starts again. */
+  if (!s->rollback_path[0]) pst_notify_stopping();
+  if (s->rollback_path[0])
+    pst_notify_status("going back to version %" PRIu64 " (%s)", s->rollback_version, reason);
+  else if (s->stop_requested)
     pst_notify_status("stopped before finishing: %s (version %" PRIu64 ")", reason,
                       s->store.version);
   else
     pst_notify_status("%s: %s", failed ? "aborted" : "finished", reason);
-  /* The last checkpoint is written on the threadpool: the loop ends after it. */
+  for (ps_conn *c = s->conns, *next; c && s->rollback_path[0]; c = next) {
+    /* Going back: the workers see a ps that went away and reconnect (no SHUTDOWN), and
+     * nothing of this timeline is saved (no checkpoint, no summary). */
+    next = c->next;
+    conn_close(c, NULL);
+  }
+  if (!s->rollback_path[0]) ps_stop_report(s, reason, failed);
+  for (ps_conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state == CONN_WORKER) send_shutdown(c, reason, failed, s->stop_requested);
+    conn_close(c, NULL);
+  }
+  uv_close((uv_handle_t *)&s->listener, NULL);
+  uv_close((uv_handle_t *)&s->sig_int, NULL);
+  uv_close((uv_handle_t *)&s->sig_term, NULL);
+  uv_close((uv_handle_t *)&s->status_timer, NULL);
+  ps_liveness_stop(s);
+}
+
+/* The end of a run: the last checkpoint (written on the threadpool: the loop ends after
+ * it), the summary and the metrics file's last word. */
+static void ps_stop_report(ps_server *s, const char *reason, int failed) {
   ps_ckpt_final(s, reason);
   int lost = 0;
   for (int i = 0; i < s->opt.workers; i++) lost += s->workers[i].losses;
@@ -801,16 +862,6 @@ void ps_server_stop(ps_server *s, const char *reason, int failed) {
     LOG_ERR("%s: records could not be written to the metrics file (disk full?)", s->metrics.path);
     if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;
   }
-  for (ps_conn *c = s->conns, *next; c; c = next) {
-    next = c->next;
-    if (c->state == CONN_WORKER) send_shutdown(c, reason, failed, s->stop_requested);
-    conn_close(c, NULL);
-  }
-  uv_close((uv_handle_t *)&s->listener, NULL);
-  uv_close((uv_handle_t *)&s->sig_int, NULL);
-  uv_close((uv_handle_t *)&s->sig_term, NULL);
-  uv_close((uv_handle_t *)&s->status_timer, NULL);
-  ps_liveness_stop(s);
 }
 
 void ps_server_free(ps_server *s) {

@@ -112,6 +112,10 @@ typedef struct ps_server {
   int n_conns;
   pst_ratelimit conn_log;  /* lines about bad connections */
   int stopping;           /* shutdown begun */
+  /* Going back to an older version (a ROLLBACK from a worker): the checkpoint file the ps
+   * starts itself again from once the loop has ended (ps/main.c), and the version. */
+  char rollback_path[1024];
+  uint64_t rollback_version;
   int stop_requested;     /* by a signal: exit PST_EXIT_STOPPED */
   int exit_code;
 } ps_server;

@@ -544,8 +544,10 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
  * gradient as late (async and ssp: they apply it, as any other). In sync mode a larger gap
  * means a shard resumed from an older checkpoint than the others stand at: its part would
  * stay steps behind theirs for the rest of the run, and the shards' epochs and positions
- * would no longer line up (a run was seen to stall so), so the worker stops and says how
- * to bring the shards to one version. */
+ * would no longer line up (a run was seen to stall so). The worker asks the shards ahead to
+ * go back to their own checkpoints of the oldest version (ROLLBACK; each starts itself
+ * again from it) and registers again; if they are still apart after that (a shard without
+ * that checkpoint), it stops and says how to bring the shards to one version. */
 static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
   uint64_t start = UINT64_MAX, newest = 0;
   uint32_t evals = UINT32_MAX;
@@ -555,6 +557,23 @@ static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
     if (t->ps[i].start_step > newest) newest = t->ps[i].start_step, ahead = i;
     if (t->ps[i].eval_epoch < evals) evals = t->ps[i].eval_epoch;
   }
+  if (t->mode == PSTRAIN__MODE__MODE_SYNC && newest - start > 1 && t->rollback_asked != start + 1) {
+    LOG_WARN("the ps shards stand at steps %" PRIu64 " to %" PRIu64 " (shard %d resumed from an "
+             "older checkpoint): asking the shards ahead to go back to version %" PRIu64,
+             start, newest, behind, start);
+    t->rollback_asked = start + 1;
+    Pstrain__Header h = PSTRAIN__HEADER__INIT;
+    h.type = PSTRAIN__MSG_TYPE__ROLLBACK;
+    h.version = start;
+    for (int i = 0; i < t->n_ps; i++)
+      if (t->ps[i].start_step > start) wk_client_send_now(&t->ps[i].client, &h);
+    char why[160];
+    snprintf(why, sizeof why, "waiting for the ps shards to go back to version %" PRIu64, start);
+    t->welcomed = 1; /* set up: what follows is a reconnection */
+    for (int i = 0; i < t->n_ps; i++) wk_client_close(&t->ps[i].client, why);
+    return;
+  }
+  if (newest - start <= 1) t->rollback_asked = 0;
   if (newest != start) {
     if (t->mode == PSTRAIN__MODE__MODE_SYNC && newest - start > 1) {
       fail(t, "the ps shards stand at different steps (shard %d at %" PRIu64 ", shard %d at %" PRIu64

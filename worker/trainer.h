@@ -86,6 +86,8 @@ typedef struct wk_trainer {
   char lost_buf[512];
   int losing;                /* closing the others after a loss */
   int refused;               /* a TLS refusal: a configuration error, no reconnection */
+  uint64_t rollback_asked;   /* sync shards apart: 1 + the version the shards ahead were
+                              * asked to go back to (0: none asked) */
   uv_signal_t sig_int, sig_term;
   uv_timer_t hb_timer;       /* heartbeats, and silence from the ps */
   double timeout_s;          /* from WELCOME: silence that means the ps is lost; 0 before */
