@@ -22,6 +22,7 @@
 #include "common/proc.h"
 #include "common/tls_config.h"
 #include "kernels/model_config.h"
+#include "ps/obs.h"
 #include "ps/server.h"
 
 #define PS_DEFAULT_LISTEN "127.0.0.1:7070"
@@ -31,6 +32,7 @@ static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
 static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX];
+static char o_metrics_listen[PST_CFG_STR_MAX];
 static int o_insecure;
 static pst_tls_files o_tls;
 static int64_t o_max_conns;
@@ -63,6 +65,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between workers' loss reports", 1, 1000000),
     PST_OPT("status-interval", PST_CFG_DOUBLE, &o_status_interval, "5", "seconds between status lines (0: off)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, o_metrics, "", "write metrics (JSON lines) to this file", 0, 0),
+    PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
@@ -298,11 +301,17 @@ int main(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   static ps_server srv;
-  int rc = ps_server_start(&srv, &loop, &opt, &model, init, err, sizeof err);
+  /* /metrics on its own port, served from this loop (ps/obs.h); opened first, so that a
+   * port in use is a configuration error before any training state exists. */
+  static pst_metrics_port obs;
+  int rc = pst_metrics_port_start(&obs, &loop, o_metrics_listen, ps_obs_render, &srv, err,
+                                  sizeof err);
+  if (rc == 0) rc = ps_server_start(&srv, &loop, &opt, &model, init, err, sizeof err);
   free(init);
   if (rc == -EALREADY) { /* resumed a finished job: done, not failed */
     LOG_INFO("%s", err);
     pst_notify_status("finished: %s", err);
+    pst_metrics_port_close(&obs);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
     pst_tls_ctx_free(opt.tls);
@@ -311,6 +320,7 @@ int main(int argc, char **argv) {
   }
   if (rc < 0) {
     LOG_ERR("%s", err);
+    pst_metrics_port_close(&obs);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
     pst_tls_ctx_free(opt.tls);
@@ -335,6 +345,7 @@ int main(int argc, char **argv) {
   /* 6. Shut down: the server's handles are closed by now; the heartbeat's timers (which
    * never keep the loop alive) close next, and then the loop must close cleanly. */
   pst_heartbeat_close(&hb);
+  pst_metrics_port_close(&obs);
   uv_run(&loop, UV_RUN_DEFAULT);
   int exit_code = srv.exit_code;
   ps_server_free(&srv);

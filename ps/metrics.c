@@ -16,6 +16,8 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
   m->t0 = pst_now();
   m->epochs = epochs;
   m->workers = workers;
+  pst_hist_init_staleness(&m->staleness);
+  pst_hist_init_seconds(&m->step_seconds);
   m->evals = calloc((size_t)epochs + 1, sizeof *m->evals);
   if (!m->evals) return -ENOMEM;
   if (path && path[0]) {
@@ -49,6 +51,10 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
                        uint64_t samples) {
   m->samples_trained += samples;
+  if (samples > 0) {
+    m->last_train_loss = loss_sum / (double)samples;
+    m->last_train_accuracy = (double)correct / (double)samples;
+  }
   if (!m->file || samples == 0) return;
   fprintf(m->file,
           "{\"time\":%.3f,\"event\":\"train\",\"epoch\":%u,\"step\":%" PRIu64
@@ -56,6 +62,17 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
           ",\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64 "}\n",
           pst_now() - m->t0, epoch, step, version, worker, staleness, loss_sum / (double)samples,
           (double)correct / (double)samples, samples);
+}
+
+void pst_metrics_applied(pst_metrics *m, uint64_t staleness) {
+  pst_hist_observe(&m->staleness, (double)staleness);
+}
+
+void pst_metrics_step(pst_metrics *m) {
+  double now = pst_now();
+  /* The first version after a start (or a resume) has no predecessor to measure from. */
+  if (m->last_step_at > 0) pst_hist_observe(&m->step_seconds, now - m->last_step_at);
+  m->last_step_at = now;
 }
 
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,

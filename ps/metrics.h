@@ -8,6 +8,7 @@
 #include <stdio.h>
 
 #include "common/clock.h"
+#include "common/prom.h"
 
 typedef struct {
   double loss_sum;
@@ -49,6 +50,12 @@ typedef struct {
   uint64_t samples_resumed; /* of samples_trained, those trained before a resume */
   double train_start, train_end; /* monotonic seconds: all registered .. all done */
   double cpu_start, cpu_end;     /* this process's CPU seconds at those moments */
+  /* Live figures that only /metrics shows (ps/obs.c renders them with the rest). */
+  double last_train_loss, last_train_accuracy; /* the newest training-loss report */
+  pst_hist staleness;     /* versions behind, per gradient applied */
+  pst_hist step_seconds;  /* seconds between consecutive versions */
+  double last_step_at;    /* monotonic seconds of the newest version (0: none yet) */
+  uint64_t bytes_in, bytes_out; /* on the ps's training port, all connections */
 } pst_metrics;
 
 /* Training starts (every slot has had a worker) and ends (the last evaluation is in): the
@@ -65,6 +72,9 @@ int pst_metrics_check(pst_metrics *m);
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
                        uint64_t samples);
+/* A gradient was applied whole (its staleness), and a new version was published. */
+void pst_metrics_applied(pst_metrics *m, uint64_t staleness);
+void pst_metrics_step(pst_metrics *m);
 /* Adds a worker's share of the epoch's test evaluation (epoch 1..epochs; others ignored). */
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,
                       uint64_t correct, uint64_t samples);

@@ -55,6 +55,7 @@ void ps_pull_continue(ps_conn *c) {
     uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
                         uv_buf_init((char *)(w + off), len * 4u)};
     c->wreq[i].data = c;
+    s->metrics.bytes_out += (uint64_t)hn + len * 4u;
     if (pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_pull_write) < 0) {
       /* The connection is failing: chunk i and the rest never started. */
       c->pull_sent = i;

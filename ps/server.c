@@ -41,6 +41,7 @@ int ps_send_header(ps_conn *c, const Pstrain__Header *h) {
     return n;
   }
   m->req.data = m;
+  c->srv->metrics.bytes_out += (uint64_t)n;
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
   int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
@@ -54,6 +55,7 @@ int ps_send_raw(ps_conn *c, const void *bytes, size_t n) {
   memcpy(m->bytes, bytes, n);
   m->req.data = m;
   c->last_tx = pst_now();
+  c->srv->metrics.bytes_out += (uint64_t)n;
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
   int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
@@ -135,6 +137,7 @@ static int try_take(ps_conn *c) {
     w->pushes++;
     w->last_version = c->push_version;
     w->last_staleness = staleness;
+    pst_metrics_applied(&s->metrics, staleness);
   }
   /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
    * waiting pulls want (and a checkpoint may be due). */
@@ -493,6 +496,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
                                   : pst_tls_stream_strerror(&c->io, (int)nread));
     return;
   }
+  c->srv->metrics.bytes_in += (uint64_t)nread;
   if (c->state == CONN_AUTH) {
     ps_auth_read(c, (size_t)nread);
     return;

@@ -64,6 +64,7 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
  * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
 static void pull(wk_trainer *t) {
   t->state = WK_PULLING;
+  wk_obs_pull_sent(&t->obs);
   int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
   send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->have_weights ? t->version + 1 : 0);
 }
@@ -169,6 +170,7 @@ static void work_run(uv_work_t *req) {
 
 static void after_train(wk_trainer *t) {
   t->steps++;
+  wk_obs_step_done(&t->obs, t->w_seconds, t->w_samples);
   /* After the first step, so that the algorithms the backend picked are known. */
   if (t->steps == 1 && t->opt.log_placement) pst_net_log_placement(t->net);
   t->step_in_epoch++;
@@ -475,6 +477,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       return 0;
     case PSTRAIN__MSG_TYPE__WEIGHTS:
       if (h->last) {
+        wk_obs_weights_in(&t->obs);
         t->version = h->version;
         t->weights_fresh = 1;
         t->have_weights = 1;
@@ -524,6 +527,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
 static void on_push_sent(wk_client *c) {
   wk_trainer *t = c->data;
   t->push_in_flight = 0;
+  wk_obs_push_sent(&t->obs);
   /* Weights for the next step may have arrived before the push finished leaving. */
   if (!t->work_running && t->weights_fresh && t->state != WK_FINISHING && t->state != WK_STOPPED)
     next_work(t);
@@ -623,6 +627,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   memset(t, 0, sizeof *t);
   t->loop = loop;
   t->opt = *opt;
+  wk_obs_init(&t->obs);
   /* The data comes first, before the loop runs: a worker with a bad --data-dir never takes
    * a slot, and the seconds of decompression never hold up its heartbeats. */
   if (pst_data_load_split(opt->data_dir, "train", &t->train, err, errlen) < 0 ||

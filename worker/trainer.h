@@ -17,6 +17,7 @@
 #include "kernels/net.h"
 #include "worker/client.h"
 #include "worker/data.h"
+#include "worker/obs.h"
 
 typedef struct {
   char ps_host[256];
@@ -106,6 +107,7 @@ typedef struct wk_trainer {
   double e_loss;                  /* this epoch's training figures */
   uint64_t e_correct, e_samples;
   double e_seconds;
+  wk_obs obs;                     /* timings for /metrics (worker/obs.h) */
   int exit_code;
 } wk_trainer;
 

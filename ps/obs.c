@@ -1,0 +1,183 @@
+#include "ps/obs.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/clock.h"
+#include "common/log.h"
+#include "common/proc.h"
+#include "proto/wire.h"
+#include "ps/conn.h"
+
+/* The slowest active slot's position: what a worker's lead is measured from. */
+static uint64_t slowest_position(const ps_server *s) {
+  uint64_t min = UINT64_MAX;
+  for (int i = 0; i < s->opt.workers; i++) {
+    const ps_worker *w = &s->workers[i];
+    if (w->done || w->abandoned || !w->ever) continue;
+    uint64_t p = ps_slot_position(s, i);
+    if (p < min) min = p;
+  }
+  return min == UINT64_MAX ? 0 : min;
+}
+
+/* One labelled sample per worker slot of a per-worker figure. */
+typedef double (*worker_value_fn)(const ps_server *s, int i, int *skip);
+
+static void per_worker(pst_text *t, const ps_server *s, const char *name, pst_prom_type type,
+                       const char *help, worker_value_fn fn) {
+  pst_prom_family(t, name, type, help);
+  for (int i = 0; i < s->opt.workers; i++) {
+    int skip = 0;
+    double v = fn(s, i, &skip);
+    if (skip) continue;
+    char label[32];
+    snprintf(label, sizeof label, "worker=\"%d\"", i);
+    pst_prom_sample(t, name, label, v);
+  }
+}
+
+static double w_connected(const ps_server *s, int i, int *skip) {
+  return s->workers[i].conn != NULL;
+}
+static double w_done(const ps_server *s, int i, int *skip) { return s->workers[i].done != 0; }
+static double w_applied(const ps_server *s, int i, int *skip) {
+  return (double)s->workers[i].pushes;
+}
+static double w_dropped(const ps_server *s, int i, int *skip) {
+  return (double)s->workers[i].dropped;
+}
+static double w_version(const ps_server *s, int i, int *skip) {
+  return (double)s->workers[i].last_version;
+}
+static double w_staleness(const ps_server *s, int i, int *skip) {
+  return (double)s->workers[i].last_staleness;
+}
+static double w_lead(const ps_server *s, int i, int *skip) {
+  const ps_worker *w = &s->workers[i];
+  if (!w->ever) {
+    *skip = 1;
+    return 0;
+  }
+  uint64_t p = ps_slot_position(s, i), min = slowest_position(s);
+  return p > min ? (double)(p - min) : 0;
+}
+/* Seconds since the slot's worker was last heard from: its connection's last bytes, or
+ * when it was lost; nothing for a slot no worker ever held. */
+static double w_last_seen(const ps_server *s, int i, int *skip) {
+  const ps_worker *w = &s->workers[i];
+  double now = pst_now();
+  if (w->conn) return now - w->conn->last_rx;
+  if (w->lost && w->lost_at > 0) return now - w->lost_at;
+  *skip = 1;
+  return 0;
+}
+
+void ps_obs_render(const void *arg, const pst_http *http, pst_text *t) {
+  const ps_server *s = arg;
+  const pst_metrics *m = &s->metrics;
+  const pst_update *u = &s->upd;
+  char l1[160], l2[160], l3[300], labels[700];
+
+  snprintf(labels, sizeof labels, "role=\"ps\",wire_version=\"%d\"", PST_WIRE_VERSION);
+  pst_prom_family(t, "pstrain_build_info", PST_PROM_GAUGE,
+                  "Always 1: the daemon's role and wire protocol version.");
+  pst_prom_sample(t, "pstrain_build_info", labels, 1);
+  snprintf(labels, sizeof labels, "%s,%s,%s",
+           pst_prom_label(l1, sizeof l1, "optimizer", pst_opt_kind_name(s->opt.opt.kind)),
+           pst_prom_label(l2, sizeof l2, "mode", pst_mode_name(s->opt.mode)),
+           pst_prom_label(l3, sizeof l3, "model", s->opt.model_name ? s->opt.model_name : ""));
+  pst_prom_family(t, "pstrain_optimizer_info", PST_PROM_GAUGE,
+                  "Always 1: the optimizer, update mode and model of the job.");
+  pst_prom_sample(t, "pstrain_optimizer_info", labels, 1);
+  pst_prom_gauge(t, "pstrain_learning_rate", "The optimizer's learning rate.",
+                 pst_prom_float(s->opt.opt.lr));
+  pst_prom_gauge(t, "pstrain_batch_size", "Samples per worker per step.", s->opt.batch_size);
+
+  pst_prom_gauge(t, "pstrain_model_version", "Version of the weights (steps applied).",
+                 (double)s->store.version);
+  pst_prom_counter(t, "pstrain_steps_total", "Versions published (optimizer steps).",
+                   (double)s->store.version);
+  pst_prom_counter(t, "pstrain_gradients_applied_total", "Gradients applied whole.",
+                   (double)u->pushes);
+  pst_prom_counter(t, "pstrain_gradients_dropped_total",
+                   "Gradients read and dropped (late, stale, or backup workers').",
+                   (double)u->dropped);
+  pst_prom_counter(t, "pstrain_messages_rejected_total",
+                   "Gradients or reports refused as invalid.", (double)s->rejected);
+  pst_prom_counter(t, "pstrain_partial_steps_total",
+                   "Sync steps applied without some lost worker's share.",
+                   (double)u->partial_steps);
+  pst_prom_counter(t, "pstrain_received_bytes_total",
+                   "Bytes read on the training port (after TLS).", (double)m->bytes_in);
+  pst_prom_counter(t, "pstrain_sent_bytes_total",
+                   "Bytes queued on the training port (before TLS).", (double)m->bytes_out);
+  pst_prom_hist(t, "pstrain_gradient_staleness", "Versions a gradient was behind when applied.",
+                &m->staleness);
+  pst_prom_hist(t, "pstrain_step_seconds", "Seconds between consecutive versions.",
+                &m->step_seconds);
+  pst_prom_gauge(t, "pstrain_max_lead", "ssp: the largest lead an answered pull had.",
+                 (double)s->max_lead);
+
+  pst_prom_gauge(t, "pstrain_workers", "Workers the job trains with (N).", s->opt.workers);
+  pst_prom_gauge(t, "pstrain_workers_registered", "Slots a worker holds now.", s->registered);
+  pst_prom_gauge(t, "pstrain_workers_finished", "Slots whose worker said BYE.", s->finished);
+  pst_prom_counter(t, "pstrain_worker_losses_total", "Times a worker was lost.", s->losses);
+  per_worker(t, s, "pstrain_worker_connected", PST_PROM_GAUGE,
+             "1 while a worker holds the slot.", w_connected);
+  per_worker(t, s, "pstrain_worker_done", PST_PROM_GAUGE, "1 once the slot's worker said BYE.",
+             w_done);
+  per_worker(t, s, "pstrain_worker_last_seen_age_seconds", PST_PROM_GAUGE,
+             "Seconds since the slot's worker was last heard from.", w_last_seen);
+  per_worker(t, s, "pstrain_worker_lead", PST_PROM_GAUGE,
+             "Steps the slot is ahead of the slowest active slot.", w_lead);
+  per_worker(t, s, "pstrain_worker_gradients_applied_total", PST_PROM_COUNTER,
+             "The slot's gradients applied.", w_applied);
+  per_worker(t, s, "pstrain_worker_gradients_dropped_total", PST_PROM_COUNTER,
+             "The slot's gradients dropped.", w_dropped);
+  per_worker(t, s, "pstrain_worker_last_version", PST_PROM_GAUGE,
+             "Version the slot's last gradient was computed on.", w_version);
+  per_worker(t, s, "pstrain_worker_staleness", PST_PROM_GAUGE,
+             "Staleness of the slot's last applied gradient.", w_staleness);
+
+  int epoch = m->last_epoch < s->opt.epochs ? m->last_epoch + 1 : s->opt.epochs;
+  pst_prom_gauge(t, "pstrain_epochs", "Passes over the training set the job makes.",
+                 s->opt.epochs);
+  pst_prom_gauge(t, "pstrain_epoch", "The epoch in progress (1-based).", epoch);
+  pst_prom_gauge(t, "pstrain_epochs_evaluated", "Epochs whose test evaluation is complete.",
+                 m->last_epoch);
+  pst_prom_gauge(t, "pstrain_train_loss", "Training loss of the newest worker report.",
+                 m->last_train_loss);
+  pst_prom_gauge(t, "pstrain_train_accuracy", "Training accuracy of the newest worker report.",
+                 m->last_train_accuracy);
+  pst_prom_gauge(t, "pstrain_test_loss", "Test loss after the newest evaluated epoch.",
+                 m->last_test_loss);
+  pst_prom_gauge(t, "pstrain_test_accuracy", "Test accuracy after the newest evaluated epoch.",
+                 m->last_test_accuracy);
+  pst_prom_counter(t, "pstrain_samples_trained_total", "Training samples the workers reported.",
+                   (double)m->samples_trained);
+  double end = m->train_end > 0 ? m->train_end : pst_now();
+  double wall = m->train_start > 0 ? end - m->train_start : 0;
+  pst_prom_gauge(t, "pstrain_samples_per_second",
+                 "Training samples per second since training started (the summary's figure).",
+                 wall > 0 ? (double)(m->samples_trained - m->samples_resumed) / wall : 0);
+  pst_prom_gauge(t, "pstrain_training_seconds", "Seconds since every slot had a worker.", wall);
+
+  long rss = pst_proc_status_kib((long)getpid(), "VmRSS");
+  pst_prom_gauge(t, "pstrain_resident_memory_bytes", "Resident memory of the ps process.",
+                 rss >= 0 ? (double)rss * 1024.0 : 0);
+  pst_prom_counter(t, "pstrain_cpu_seconds_total", "CPU time of the ps process.",
+                   pst_proc_self_cpu_s());
+  pst_prom_gauge(t, "pstrain_open_connections", "Open connections on the training port.",
+                 s->n_conns);
+  if (http) {
+    pst_prom_gauge(t, "pstrain_metrics_open_connections",
+                   "Open connections on the metrics port.", http->n_conns);
+    pst_prom_counter(t, "pstrain_metrics_requests_total", "Requests answered with 200.",
+                     (double)http->requests);
+    pst_prom_counter(t, "pstrain_metrics_bad_requests_total",
+                     "Requests refused (malformed, too long, too slow).",
+                     (double)http->bad_requests);
+  }
+}

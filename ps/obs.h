@@ -1,0 +1,19 @@
+/* What the ps shows to the outside while it runs: /metrics (the Prometheus text format) on
+ * its own port (--metrics-listen), served by common/http.h's pst_metrics_port from the ps's
+ * loop.
+ *
+ * Nothing here keeps figures of its own: every value is read, at scrape time, from the
+ * state the ps already keeps for its log, its STATUS reply and its summary (ps_server,
+ * pst_update, pst_metrics), so /metrics and those can never disagree. */
+#ifndef PSTRAIN_PS_OBS_H
+#define PSTRAIN_PS_OBS_H
+
+#include "common/http.h"
+#include "common/prom.h"
+#include "ps/server.h"
+
+/* The exposition text of the ps's figures (s: a ps_server). http may be NULL (no figures
+ * about the metrics port itself). A pst_http_render for pst_metrics_port_start. */
+void ps_obs_render(const void *s, const pst_http *http, pst_text *out);
+
+#endif
