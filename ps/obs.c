@@ -8,7 +8,38 @@
 #include "common/log.h"
 #include "common/proc.h"
 #include "proto/wire.h"
+#include "common/shard.h"
 #include "ps/conn.h"
+
+/* Figures derived from the ps's state, the same for /metrics and STATUS. */
+typedef struct {
+  double wall;      /* seconds since training started (to its end, once ended) */
+  double sps;       /* samples per second over that time: the summary's figure */
+  double progress;  /* share of the job's steps done, 0..1 */
+  double eta;       /* seconds left at the speed so far; -1 while unknown */
+  int epoch;        /* the epoch in progress, 1-based */
+} ps_figures;
+
+static void figures(const ps_server *s, ps_figures *f) {
+  const pst_metrics *m = &s->metrics;
+  double end = m->train_end > 0 ? m->train_end : pst_now();
+  f->wall = m->train_start > 0 ? end - m->train_start : 0;
+  f->sps = f->wall > 0 ? (double)(m->samples_trained - m->samples_resumed) / f->wall : 0;
+  f->epoch = m->last_epoch < s->opt.epochs ? m->last_epoch + 1 : s->opt.epochs;
+  /* Steps: sync counts versions (every worker takes each); async and ssp count gradients. */
+  f->progress = 0;
+  f->eta = -1;
+  if (!s->data_known) return;
+  double spe = pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  int sync = s->opt.mode == PST_MODE_SYNC;
+  double total = spe * s->opt.epochs * (sync ? 1 : s->opt.workers);
+  double done = sync ? (double)s->store.version : (double)(s->upd.pushes + s->upd.dropped);
+  double at_start = sync ? (double)s->resumed_from : 0;
+  if (total <= 0) return;
+  f->progress = done >= total ? 1 : done / total;
+  if (done > at_start && f->wall > 0)
+    f->eta = done >= total ? 0 : (total - done) * f->wall / (done - at_start);
+}
 
 /* The slowest active slot's position: what a worker's lead is measured from. */
 static uint64_t slowest_position(const ps_server *s) {
@@ -141,10 +172,11 @@ void ps_obs_render(const void *arg, const pst_http *http, pst_text *t) {
   per_worker(t, s, "pstrain_worker_staleness", PST_PROM_GAUGE,
              "Staleness of the slot's last applied gradient.", w_staleness);
 
-  int epoch = m->last_epoch < s->opt.epochs ? m->last_epoch + 1 : s->opt.epochs;
+  ps_figures f;
+  figures(s, &f);
   pst_prom_gauge(t, "pstrain_epochs", "Passes over the training set the job makes.",
                  s->opt.epochs);
-  pst_prom_gauge(t, "pstrain_epoch", "The epoch in progress (1-based).", epoch);
+  pst_prom_gauge(t, "pstrain_epoch", "The epoch in progress (1-based).", f.epoch);
   pst_prom_gauge(t, "pstrain_epochs_evaluated", "Epochs whose test evaluation is complete.",
                  m->last_epoch);
   pst_prom_gauge(t, "pstrain_train_loss", "Training loss of the newest worker report.",
@@ -157,12 +189,14 @@ void ps_obs_render(const void *arg, const pst_http *http, pst_text *t) {
                  m->last_test_accuracy);
   pst_prom_counter(t, "pstrain_samples_trained_total", "Training samples the workers reported.",
                    (double)m->samples_trained);
-  double end = m->train_end > 0 ? m->train_end : pst_now();
-  double wall = m->train_start > 0 ? end - m->train_start : 0;
   pst_prom_gauge(t, "pstrain_samples_per_second",
                  "Training samples per second since training started (the summary's figure).",
-                 wall > 0 ? (double)(m->samples_trained - m->samples_resumed) / wall : 0);
-  pst_prom_gauge(t, "pstrain_training_seconds", "Seconds since every slot had a worker.", wall);
+                 f.sps);
+  pst_prom_gauge(t, "pstrain_training_seconds", "Seconds since every slot had a worker.", f.wall);
+  pst_prom_gauge(t, "pstrain_progress_ratio", "Share of the job's steps done (0 to 1).",
+                 f.progress);
+  pst_prom_gauge(t, "pstrain_eta_seconds", "Seconds left at the speed so far (-1: unknown).",
+                 f.eta);
 
   long rss = pst_proc_status_kib((long)getpid(), "VmRSS");
   pst_prom_gauge(t, "pstrain_resident_memory_bytes", "Resident memory of the ps process.",
@@ -179,5 +213,34 @@ void ps_obs_render(const void *arg, const pst_http *http, pst_text *t) {
     pst_prom_counter(t, "pstrain_metrics_bad_requests_total",
                      "Requests refused (malformed, too long, too slow).",
                      (double)http->bad_requests);
+  }
+}
+
+void ps_obs_status(const ps_server *s, Pstrain__Status *st, Pstrain__WorkerStatus *ws,
+                   size_t n) {
+  const pst_metrics *m = &s->metrics;
+  ps_figures f;
+  figures(s, &f);
+  st->finished = (uint32_t)s->finished;
+  st->epochs = (uint32_t)s->opt.epochs;
+  st->epochs_evaluated = (uint32_t)m->last_epoch;
+  st->test_accuracy = m->last_test_accuracy;
+  st->test_loss = m->last_test_loss;
+  st->train_loss = m->last_train_loss;
+  st->samples_trained = m->samples_trained;
+  st->samples_per_sec = f.sps;
+  st->training_seconds = f.wall;
+  st->progress = f.progress;
+  st->eta_seconds = f.eta;
+  st->optimizer = (char *)pst_opt_kind_name(s->opt.opt.kind);
+  st->learning_rate = pst_prom_float(s->opt.opt.lr);
+  st->gradients_applied = s->upd.pushes;
+  for (size_t i = 0; i < n && (int)i < s->opt.workers; i++) {
+    int skip = 0;
+    ws[i].epoch = s->workers[i].epoch;
+    ws[i].lead = (uint64_t)w_lead(s, (int)i, &skip);
+    skip = 0;
+    double seen = w_last_seen(s, (int)i, &skip);
+    ws[i].last_seen_seconds = skip ? -1 : seen;
   }
 }

@@ -16,4 +16,9 @@
  * about the metrics port itself). A pst_http_render for pst_metrics_port_start. */
 void ps_obs_render(const void *s, const pst_http *http, pst_text *out);
 
+/* The figures of a STATUS reply beyond those server.c fills in (the same ones /metrics
+ * shows): st's totals and ws[0..n)'s per-worker fields. */
+void ps_obs_status(const ps_server *s, Pstrain__Status *st, Pstrain__WorkerStatus *ws,
+                   size_t n);
+
 #endif

@@ -11,6 +11,7 @@
 #include "ps/checkpointing.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
+#include "ps/obs.h"
 
 /* A control message: one allocation, freed by its write callback. Rare, not hot path. */
 typedef struct {
@@ -328,6 +329,7 @@ static void handle_status(ps_conn *c) {
   }
   st.n_workers = n;
   st.workers = wp;
+  ps_obs_status(s, &st, ws, n); /* the figures /metrics shows too (ps/obs.h) */
   h.type = PSTRAIN__MSG_TYPE__STATUS;
   h.status = &st;
   ps_send_header(c, &h);
