@@ -32,7 +32,7 @@ static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
 static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX];
-static char o_metrics_listen[PST_CFG_STR_MAX];
+static char o_metrics_listen[PST_CFG_STR_MAX], o_tensorboard[PST_CFG_STR_MAX];
 static int o_insecure;
 static pst_tls_files o_tls;
 static int64_t o_max_conns;
@@ -66,6 +66,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("status-interval", PST_CFG_DOUBLE, &o_status_interval, "5", "seconds between status lines (0: off)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, o_metrics, "", "write metrics (JSON lines) to this file", 0, 0),
     PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
+    PST_OPT("tensorboard", PST_CFG_STRING, o_tensorboard, "", "write TensorBoard event files (scalars) into this directory", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
@@ -306,12 +307,18 @@ int main(int argc, char **argv) {
   static pst_metrics_port obs;
   int rc = pst_metrics_port_start(&obs, &loop, o_metrics_listen, ps_obs_render, &srv, err,
                                   sizeof err);
+  /* TensorBoard scalars, written by the metrics (ps/tensorboard.h). */
+  static pst_tb tb;
+  if (rc == 0 && o_tensorboard[0]) rc = pst_tb_open(&tb, o_tensorboard, err, sizeof err);
   if (rc == 0) rc = ps_server_start(&srv, &loop, &opt, &model, init, err, sizeof err);
+  srv.metrics.tb = tb.file ? &tb : NULL;
+  srv.metrics.lr = pst_prom_float(opt.opt.lr);
   free(init);
   if (rc == -EALREADY) { /* resumed a finished job: done, not failed */
     LOG_INFO("%s", err);
     pst_notify_status("finished: %s", err);
     pst_metrics_port_close(&obs);
+    pst_tb_close(&tb);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
     pst_tls_ctx_free(opt.tls);
@@ -321,6 +328,7 @@ int main(int argc, char **argv) {
   if (rc < 0) {
     LOG_ERR("%s", err);
     pst_metrics_port_close(&obs);
+    pst_tb_close(&tb);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
     pst_tls_ctx_free(opt.tls);
@@ -347,6 +355,7 @@ int main(int argc, char **argv) {
   pst_heartbeat_close(&hb);
   pst_metrics_port_close(&obs);
   uv_run(&loop, UV_RUN_DEFAULT);
+  pst_tb_close(&tb);
   int exit_code = srv.exit_code;
   ps_server_free(&srv);
   pst_tls_ctx_free(opt.tls); /* after every connection made from it is gone */

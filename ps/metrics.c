@@ -47,6 +47,22 @@ void pst_metrics_close(pst_metrics *m) {
   m->evals = NULL;
 }
 
+/* The training scalars at a report: the report's figures, the speed so far, the learning
+ * rate and the mean staleness since the previous record. */
+static void tb_train(pst_metrics *m, uint64_t version) {
+  double now = pst_now();
+  double wall = m->train_start > 0 ? now - m->train_start : 0;
+  double sps = wall > 0 ? (double)(m->samples_trained - m->samples_resumed) / wall : 0;
+  uint64_t dn = m->staleness.count - m->tb_stale_count;
+  double stale = dn ? (m->staleness.sum - m->tb_stale_sum) / (double)dn : 0;
+  m->tb_stale_count = m->staleness.count;
+  m->tb_stale_sum = m->staleness.sum;
+  static const char *const tags[] = {"loss/train", "accuracy/train", "samples_per_sec",
+                                     "learning_rate", "staleness/mean"};
+  double values[] = {m->last_train_loss, m->last_train_accuracy, sps, m->lr, stale};
+  pst_tb_scalars(m->tb, (int64_t)version, tags, values, 5);
+}
+
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
                        uint64_t samples) {
@@ -54,6 +70,7 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
   if (samples > 0) {
     m->last_train_loss = loss_sum / (double)samples;
     m->last_train_accuracy = (double)correct / (double)samples;
+    if (m->tb) tb_train(m, version);
   }
   if (!m->file || samples == 0) return;
   fprintf(m->file,
@@ -96,6 +113,11 @@ int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
     m->last_epoch = (int)epoch;
     m->last_test_loss = e->loss_sum / (double)e->samples;
     m->last_test_accuracy = (double)e->correct / (double)e->samples;
+  }
+  if (m->tb) {
+    static const char *const tags[] = {"loss/test", "accuracy/test"};
+    double values[] = {e->loss_sum / (double)e->samples, (double)e->correct / (double)e->samples};
+    pst_tb_scalars(m->tb, (int64_t)e->version, tags, values, 2);
   }
   if (m->file)
     fprintf(m->file,

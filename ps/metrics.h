@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/prom.h"
+#include "ps/tensorboard.h"
 
 typedef struct {
   double loss_sum;
@@ -56,6 +57,13 @@ typedef struct {
   pst_hist step_seconds;  /* seconds between consecutive versions */
   double last_step_at;    /* monotonic seconds of the newest version (0: none yet) */
   uint64_t bytes_in, bytes_out; /* on the ps's training port, all connections */
+  /* TensorBoard scalars (--tensorboard): the caller's event file, or NULL; the learning
+   * rate they show; the staleness histogram's count and sum at the last record, so each
+   * record shows the mean staleness of the gradients applied since the one before. */
+  pst_tb *tb;
+  double lr;
+  uint64_t tb_stale_count;
+  double tb_stale_sum;
 } pst_metrics;
 
 /* Training starts (every slot has had a worker) and ends (the last evaluation is in): the
