@@ -316,7 +316,8 @@ void pst_http_close(pst_http *h) {
 
 static int metrics_handler(void *arg, const char *path, pst_text *body, const char **type) {
   pst_metrics_port *p = arg;
-  if (strcmp(path, "/metrics") != 0) return 404;
+  if (strcmp(path, "/metrics") != 0)
+    return p->other ? p->other(p->other_arg, path, body, type) : 404;
   p->render(p->arg, &p->http, body);
   *type = "text/plain; version=0.0.4; charset=utf-8";
   return 200;

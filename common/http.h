@@ -73,13 +73,15 @@ int pst_http_start(pst_http *h, uv_loop_t *loop, const char *spec, pst_http_hand
 void pst_http_close(pst_http *h);
 
 /* A daemon's metrics port: GET /metrics answers with what render writes (the Prometheus
- * text format), anything else 404. render gets arg and the server (for its own figures). */
+ * text format), anything else goes to `other` (set after starting), or is a 404. render gets arg and the server (for its own figures). */
 typedef void (*pst_http_render)(const void *arg, const pst_http *http, pst_text *out);
 
 typedef struct {
   pst_http http;
   pst_http_render render;
   const void *arg;
+  pst_http_handler other; /* every path but /metrics (the ps's dashboard), or NULL: 404 */
+  void *other_arg;
   int on;                 /* listening (pst_metrics_port_close closes it) */
 } pst_metrics_port;
 

@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/tls_config.h"
 #include "launcher/commands.h"
+#include "proto/status_json.h"
 #include "worker/client.h"
 
 static char f_ps[PST_CFG_STR_MAX], f_secret_file[PST_CFG_STR_MAX], f_tls_name[PST_CFG_STR_MAX];
@@ -53,64 +54,9 @@ typedef struct {
   int rc;                /* the exit code: that of the newest round */
 } pl_status;
 
-static const char *mode_name(Pstrain__Mode m) {
-  return m == PSTRAIN__MODE__MODE_SYNC ? "sync" : m == PSTRAIN__MODE__MODE_ASYNC ? "async" : "ssp";
-}
-
-static const char *worker_state(const Pstrain__WorkerStatus *w) {
-  return w->done ? "done" : w->abandoned ? "abandoned" : w->connected ? "training"
-         : w->losses ? "lost" : "absent";
-}
-
 static void print_json(const Pstrain__Status *st, const char *addr) {
-  cJSON *o = cJSON_CreateObject();
+  cJSON *o = pst_status_json(st, addr);
   if (!o) return;
-  cJSON_AddStringToObject(o, "ps", addr);
-  cJSON_AddStringToObject(o, "mode", mode_name(st->mode));
-  cJSON_AddStringToObject(o, "optimizer", st->optimizer ? st->optimizer : "");
-  cJSON_AddNumberToObject(o, "learning_rate", st->learning_rate);
-  cJSON_AddNumberToObject(o, "version", (double)st->version);
-  cJSON_AddNumberToObject(o, "workers", st->world_size);
-  cJSON_AddNumberToObject(o, "registered", st->registered);
-  cJSON_AddNumberToObject(o, "finished", st->finished);
-  cJSON_AddNumberToObject(o, "epochs", st->epochs);
-  cJSON_AddNumberToObject(o, "epochs_evaluated", st->epochs_evaluated);
-  cJSON_AddNumberToObject(o, "test_accuracy", st->test_accuracy);
-  cJSON_AddNumberToObject(o, "test_loss", st->test_loss);
-  cJSON_AddNumberToObject(o, "train_loss", st->train_loss);
-  cJSON_AddNumberToObject(o, "samples_trained", (double)st->samples_trained);
-  cJSON_AddNumberToObject(o, "samples_per_sec", st->samples_per_sec);
-  cJSON_AddNumberToObject(o, "training_seconds", st->training_seconds);
-  cJSON_AddNumberToObject(o, "progress", st->progress);
-  cJSON_AddNumberToObject(o, "eta_seconds", st->eta_seconds);
-  cJSON_AddNumberToObject(o, "gradients_applied", (double)st->gradients_applied);
-  cJSON_AddNumberToObject(o, "dropped_gradients", (double)st->dropped_gradients);
-  cJSON_AddNumberToObject(o, "mean_staleness", st->mean_staleness);
-  cJSON_AddNumberToObject(o, "max_staleness", (double)st->max_staleness);
-  cJSON_AddNumberToObject(o, "max_lead", (double)st->max_lead);
-  char hex[17];
-  snprintf(hex, sizeof hex, "%016" PRIx64, st->weights_checksum);
-  cJSON_AddStringToObject(o, "weights_checksum", hex);
-  cJSON *ws = cJSON_AddArrayToObject(o, "worker_slots");
-  for (size_t i = 0; ws && i < st->n_workers; i++) {
-    const Pstrain__WorkerStatus *w = st->workers[i];
-    cJSON *x = cJSON_CreateObject();
-    if (!x) break;
-    cJSON_AddNumberToObject(x, "index", w->index);
-    cJSON_AddStringToObject(x, "name", w->name ? w->name : "");
-    cJSON_AddStringToObject(x, "state", worker_state(w));
-    cJSON_AddBoolToObject(x, "connected", w->connected);
-    cJSON_AddBoolToObject(x, "done", w->done);
-    cJSON_AddNumberToObject(x, "epoch", w->epoch);
-    cJSON_AddNumberToObject(x, "last_version", (double)w->last_version);
-    cJSON_AddNumberToObject(x, "staleness", (double)w->staleness);
-    cJSON_AddNumberToObject(x, "lead", (double)w->lead);
-    cJSON_AddNumberToObject(x, "pushes", (double)w->pushes);
-    cJSON_AddNumberToObject(x, "dropped", (double)w->dropped);
-    cJSON_AddNumberToObject(x, "losses", w->losses);
-    cJSON_AddNumberToObject(x, "last_seen_seconds", w->last_seen_seconds);
-    cJSON_AddItemToArray(ws, x);
-  }
   char *text = f_watch > 0 ? cJSON_PrintUnformatted(o) : cJSON_Print(o);
   if (text) printf("%s\n", text);
   cJSON_free(text);
@@ -132,7 +78,7 @@ static void print_table(const Pstrain__Status *st, const char *addr) {
   char eta[32];
   format_eta(st->eta_seconds, eta, sizeof eta);
   printf("ps %s: %s, %s lr %g; version %" PRIu64 "; %u/%u workers registered, %u finished\n",
-         addr, mode_name(st->mode), st->optimizer && st->optimizer[0] ? st->optimizer : "?",
+         addr, pst_status_mode_name(st->mode), st->optimizer && st->optimizer[0] ? st->optimizer : "?",
          st->learning_rate, st->version, st->registered, st->world_size, st->finished);
   printf("progress %.1f%%, ETA %s; %.0f samples/s; train loss %.4f", st->progress * 100, eta,
          st->samples_per_sec, st->train_loss);
@@ -150,7 +96,7 @@ static void print_table(const Pstrain__Status *st, const char *addr) {
     if (w->last_seen_seconds < 0) snprintf(seen, sizeof seen, "-");
     else snprintf(seen, sizeof seen, "%.1fs", w->last_seen_seconds);
     printf("%-6u %-20.20s %-9s %5u %9" PRIu64 " %5" PRIu64 " %5" PRIu64 " %8" PRIu64 " %7" PRIu64
-           " %6u %9s\n", w->index, w->name && w->name[0] ? w->name : "-", worker_state(w),
+           " %6u %9s\n", w->index, w->name && w->name[0] ? w->name : "-", pst_status_worker_state(w),
            w->epoch, w->last_version, w->staleness, w->lead, w->pushes, w->dropped, w->losses,
            seen);
   }

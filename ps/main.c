@@ -22,6 +22,7 @@
 #include "common/proc.h"
 #include "common/tls_config.h"
 #include "kernels/model_config.h"
+#include "ps/dashboard.h"
 #include "ps/obs.h"
 #include "ps/server.h"
 
@@ -307,6 +308,8 @@ int main(int argc, char **argv) {
   static pst_metrics_port obs;
   int rc = pst_metrics_port_start(&obs, &loop, o_metrics_listen, ps_obs_render, &srv, err,
                                   sizeof err);
+  obs.other = ps_dashboard_handle; /* `/` and /status.json (ps/dashboard.h) */
+  obs.other_arg = &srv;
   /* TensorBoard scalars, written by the metrics (ps/tensorboard.h). */
   static pst_tb tb;
   if (rc == 0 && o_tensorboard[0]) rc = pst_tb_open(&tb, o_tensorboard, err, sizeof err);

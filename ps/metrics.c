@@ -63,6 +63,21 @@ static void tb_train(pst_metrics *m, uint64_t version) {
   pst_tb_scalars(m->tb, (int64_t)version, tags, values, 5);
 }
 
+static void history_add(pst_metrics *m, uint64_t version) {
+  if (m->history_stride == 0) m->history_stride = 1;
+  if (++m->history_skip < m->history_stride) return;
+  m->history_skip = 0;
+  if (m->history_n == PST_METRICS_HISTORY) {
+    for (int i = 0; i < PST_METRICS_HISTORY / 2; i++) m->history[i] = m->history[2 * i + 1];
+    m->history_n = PST_METRICS_HISTORY / 2;
+    m->history_stride *= 2;
+  }
+  pst_train_point *p = &m->history[m->history_n++];
+  p->version = version;
+  p->loss = (float)m->last_train_loss;
+  p->accuracy = (float)m->last_train_accuracy;
+}
+
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
                        uint64_t samples) {
@@ -70,6 +85,7 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
   if (samples > 0) {
     m->last_train_loss = loss_sum / (double)samples;
     m->last_train_accuracy = (double)correct / (double)samples;
+    history_add(m, version);
     if (m->tb) tb_train(m, version);
   }
   if (!m->file || samples == 0) return;

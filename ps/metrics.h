@@ -19,6 +19,16 @@ typedef struct {
   int complete;           /* the figures are final (pst_metrics_eval_complete) */
 } pst_epoch_eval;
 
+/* One training report, for the dashboard's curves. */
+typedef struct {
+  uint64_t version;
+  float loss, accuracy;
+} pst_train_point;
+
+/* Training reports kept for the curves: when full, every second one is dropped and only
+ * every second report after that is kept, so the curves always span the whole run. */
+#define PST_METRICS_HISTORY 512
+
 /* What the summary record says about a run besides the metrics' own figures. */
 typedef struct {
   const char *mode, *model, *optimizer;
@@ -62,6 +72,9 @@ typedef struct {
    * record shows the mean staleness of the gradients applied since the one before. */
   pst_tb *tb;
   double lr;
+  pst_train_point history[PST_METRICS_HISTORY];
+  int history_n;
+  uint32_t history_stride, history_skip; /* keep one report in stride */
   uint64_t tb_stale_count;
   double tb_stale_sum;
 } pst_metrics;

@@ -216,18 +216,29 @@ void ps_obs_render(const void *arg, const pst_http *http, pst_text *t) {
   }
 }
 
-void ps_obs_status(const ps_server *s, Pstrain__Status *st, Pstrain__WorkerStatus *ws,
-                   size_t n) {
-  const pst_metrics *m = &s->metrics;
+void ps_obs_status(const ps_server *s, ps_status_msg *m) {
+  const pst_metrics *mt = &s->metrics;
+  Pstrain__Status *st = &m->st;
+  pstrain__status__init(st);
   ps_figures f;
   figures(s, &f);
+  st->version = s->store.version;
+  st->mode = (Pstrain__Mode)s->opt.mode;
+  st->world_size = (uint32_t)s->opt.workers;
+  st->registered = (uint32_t)s->registered;
+  st->max_staleness = s->upd.staleness_max;
+  st->mean_staleness =
+      s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0;
+  st->weights_checksum = pst_store_checksum(&s->store);
+  st->dropped_gradients = s->upd.dropped;
+  st->max_lead = s->max_lead;
   st->finished = (uint32_t)s->finished;
   st->epochs = (uint32_t)s->opt.epochs;
-  st->epochs_evaluated = (uint32_t)m->last_epoch;
-  st->test_accuracy = m->last_test_accuracy;
-  st->test_loss = m->last_test_loss;
-  st->train_loss = m->last_train_loss;
-  st->samples_trained = m->samples_trained;
+  st->epochs_evaluated = (uint32_t)mt->last_epoch;
+  st->test_accuracy = mt->last_test_accuracy;
+  st->test_loss = mt->last_test_loss;
+  st->train_loss = mt->last_train_loss;
+  st->samples_trained = mt->samples_trained;
   st->samples_per_sec = f.sps;
   st->training_seconds = f.wall;
   st->progress = f.progress;
@@ -235,12 +246,30 @@ void ps_obs_status(const ps_server *s, Pstrain__Status *st, Pstrain__WorkerStatu
   st->optimizer = (char *)pst_opt_kind_name(s->opt.opt.kind);
   st->learning_rate = pst_prom_float(s->opt.opt.lr);
   st->gradients_applied = s->upd.pushes;
-  for (size_t i = 0; i < n && (int)i < s->opt.workers; i++) {
+  size_t n = s->opt.workers < PS_STATUS_MAX_WORKERS ? (size_t)s->opt.workers
+                                                    : PS_STATUS_MAX_WORKERS;
+  for (size_t i = 0; i < n; i++) {
+    const ps_worker *w = &s->workers[i];
+    Pstrain__WorkerStatus *ws = &m->ws[i];
+    pstrain__worker_status__init(ws);
+    ws->index = (uint32_t)i;
+    ws->name = (char *)w->name;
+    ws->last_version = w->last_version;
+    ws->staleness = w->last_staleness;
+    ws->pushes = w->pushes;
+    ws->done = w->done != 0;
+    ws->dropped = w->dropped;
+    ws->connected = w->conn != NULL;
+    ws->abandoned = w->abandoned != 0;
+    ws->losses = w->losses;
+    ws->epoch = w->epoch;
     int skip = 0;
-    ws[i].epoch = s->workers[i].epoch;
-    ws[i].lead = (uint64_t)w_lead(s, (int)i, &skip);
+    ws->lead = (uint64_t)w_lead(s, (int)i, &skip);
     skip = 0;
     double seen = w_last_seen(s, (int)i, &skip);
-    ws[i].last_seen_seconds = skip ? -1 : seen;
+    ws->last_seen_seconds = skip ? -1 : seen;
+    m->wp[i] = ws;
   }
+  st->n_workers = n;
+  st->workers = m->wp;
 }

@@ -16,9 +16,16 @@
  * about the metrics port itself). A pst_http_render for pst_metrics_port_start. */
 void ps_obs_render(const void *s, const pst_http *http, pst_text *out);
 
-/* The figures of a STATUS reply beyond those server.c fills in (the same ones /metrics
- * shows): st's totals and ws[0..n)'s per-worker fields. */
-void ps_obs_status(const ps_server *s, Pstrain__Status *st, Pstrain__WorkerStatus *ws,
-                   size_t n);
+/* A STATUS message and the storage its pointers point into (the first
+ * PS_STATUS_MAX_WORKERS slots; a frame's header must stay small). */
+#define PS_STATUS_MAX_WORKERS 64
+typedef struct {
+  Pstrain__Status st;
+  Pstrain__WorkerStatus ws[PS_STATUS_MAX_WORKERS], *wp[PS_STATUS_MAX_WORKERS];
+} ps_status_msg;
+
+/* The ps's status as a STATUS message, from the same state and derived figures /metrics
+ * shows (the answer to STATUS_REQ, and the dashboard's /status.json). */
+void ps_obs_status(const ps_server *s, ps_status_msg *m);
 
 #endif

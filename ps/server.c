@@ -299,39 +299,12 @@ static void handle_report(ps_conn *c, const Pstrain__Report *r) {
 }
 
 static void handle_status(ps_conn *c) {
-  ps_server *s = c->srv;
+  /* Built by ps/obs.c, which /metrics, the dashboard and `pstrain status` share. */
+  static ps_status_msg m;
+  ps_obs_status(c->srv, &m);
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  Pstrain__Status st = PSTRAIN__STATUS__INIT;
-  Pstrain__WorkerStatus ws[64], *wp[64];
-  st.version = s->store.version;
-  st.mode = (Pstrain__Mode)s->opt.mode;
-  st.world_size = (uint32_t)s->opt.workers;
-  st.registered = (uint32_t)s->registered;
-  st.max_staleness = s->upd.staleness_max;
-  st.mean_staleness = s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0;
-  st.weights_checksum = pst_store_checksum(&s->store);
-  st.dropped_gradients = s->upd.dropped;
-  st.max_lead = s->max_lead;
-  size_t n = s->opt.workers < 64 ? (size_t)s->opt.workers : 64;
-  for (size_t i = 0; i < n; i++) {
-    pstrain__worker_status__init(&ws[i]);
-    ws[i].index = (uint32_t)i;
-    ws[i].name = s->workers[i].name;
-    ws[i].last_version = s->workers[i].last_version;
-    ws[i].staleness = s->workers[i].last_staleness;
-    ws[i].pushes = s->workers[i].pushes;
-    ws[i].done = s->workers[i].done != 0;
-    ws[i].dropped = s->workers[i].dropped;
-    ws[i].connected = s->workers[i].conn != NULL;
-    ws[i].abandoned = s->workers[i].abandoned != 0;
-    ws[i].losses = s->workers[i].losses;
-    wp[i] = &ws[i];
-  }
-  st.n_workers = n;
-  st.workers = wp;
-  ps_obs_status(s, &st, ws, n); /* the figures /metrics shows too (ps/obs.h) */
   h.type = PSTRAIN__MSG_TYPE__STATUS;
-  h.status = &st;
+  h.status = &m.st;
   ps_send_header(c, &h);
 }
 
