@@ -86,23 +86,6 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("resume", PST_CFG_STRING, o_resume, "auto", "auto (newest valid checkpoint), never, or a checkpoint file", 0, 0),
 };
 
-/* The line `systemctl status` shows (STATUS=), refreshed by the heartbeat. */
-static void status_line(void *arg, char *buf, size_t len) {
-  const ps_server *s = arg;
-  if (s->stopping) return;
-  if (s->metrics.train_start == 0) {
-    snprintf(buf, len, "waiting for workers: %d of %d registered", s->registered, s->opt.workers);
-    return;
-  }
-  int epoch = s->metrics.last_epoch < s->opt.epochs ? s->metrics.last_epoch + 1 : s->opt.epochs;
-  size_t n = (size_t)snprintf(buf, len, "training: epoch %d/%d, version %" PRIu64 ", %d/%d workers",
-                              epoch, s->opt.epochs, s->store.version, s->registered - s->finished,
-                              s->opt.workers);
-  if (s->metrics.last_epoch > 0 && n < len)
-    snprintf(buf + n, len - n, ", test accuracy %.4f after epoch %d", s->metrics.last_test_accuracy,
-             s->metrics.last_epoch);
-}
-
 /* Turns the parsed options into ps_options, checking what the parser cannot. */
 static int build_options(ps_options *o, char *err, size_t errlen) {
   memset(o, 0, sizeof *o);
@@ -345,7 +328,7 @@ int main(int argc, char **argv) {
            opt.threads, opt.threads == 1 ? "" : "s");
   /* Under systemd: ready once listening, then status and watchdog pings from this loop. */
   static pst_heartbeat hb;
-  pst_heartbeat_start(&hb, &loop, status_line, &srv);
+  pst_heartbeat_start(&hb, &loop, ps_obs_heartbeat_line, &srv);
   pst_notify_status("listening on %s:%d, waiting for %d workers", opt.listen_host, opt.listen_port,
                     opt.workers);
   pst_notify_ready();

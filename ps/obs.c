@@ -1,5 +1,6 @@
 #include "ps/obs.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -272,4 +273,49 @@ void ps_obs_status(const ps_server *s, ps_status_msg *m) {
   }
   st->n_workers = n;
   st->workers = m->wp;
+}
+
+static void format_eta(double s, char *buf, size_t len) {
+  if (s < 0) snprintf(buf, len, "unknown");
+  else if (s < 120) snprintf(buf, len, "%.0fs", s);
+  else if (s < 7200) snprintf(buf, len, "%ldm%02lds", (long)s / 60, (long)s % 60);
+  else snprintf(buf, len, "%.1fh", s / 3600);
+}
+
+size_t ps_obs_status_line(const ps_server *s, char *buf, size_t len) {
+  if (len == 0) return 0;
+  buf[0] = '\0';
+  if (s->metrics.train_start == 0)
+    return (size_t)snprintf(buf, len, "listening on %s:%d, waiting for workers: %d of %d registered",
+                            s->opt.listen_host, s->opt.listen_port, s->registered,
+                            s->opt.workers);
+  ps_figures f;
+  figures(s, &f);
+  char eta[32];
+  format_eta(f.eta, eta, sizeof eta);
+  int lost = 0;
+  for (int i = 0; i < s->opt.workers; i++) {
+    const ps_worker *w = &s->workers[i];
+    lost += w->lost && !w->abandoned && !w->done;
+  }
+  size_t n = (size_t)snprintf(buf, len, "training: epoch %d/%d, version %" PRIu64 ", %d/%d workers",
+                              f.epoch, s->opt.epochs, s->store.version,
+                              s->registered - s->finished, s->opt.workers);
+#define LINE_ADD(...) \
+  if (n < len) n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__)
+  if (lost) LINE_ADD(" (%d lost)", lost);
+  if (s->abandoned) LINE_ADD(" (%d abandoned)", s->abandoned);
+  LINE_ADD(", %.0f%% done, ETA %s, %.0f samples/s", f.progress * 100, eta, f.sps);
+  if (s->metrics.last_epoch > 0)
+    LINE_ADD(", epoch %d/%d evaluated: test accuracy %.4f", s->metrics.last_epoch,
+             s->opt.epochs, s->metrics.last_test_accuracy);
+#undef LINE_ADD
+  return n < len ? n : len - 1;
+}
+
+void ps_obs_heartbeat_line(void *arg, char *buf, size_t len) {
+  const ps_server *s = arg;
+  /* Once stopping, the ps's own final line (finished, aborted, stopped) stays. */
+  if (s->stopping) return;
+  ps_obs_status_line(s, buf, len);
 }

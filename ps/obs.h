@@ -28,4 +28,11 @@ typedef struct {
  * shows (the answer to STATUS_REQ, and the dashboard's /status.json). */
 void ps_obs_status(const ps_server *s, ps_status_msg *m);
 
+/* The one-line status (systemd's STATUS=, the head of the status log line): the same
+ * figures as STATUS and /metrics. Returns its length. */
+size_t ps_obs_status_line(const ps_server *s, char *buf, size_t len);
+/* ps_obs_status_line as the heartbeat's pst_status_fn (arg: the ps_server); nothing once the
+ * ps is stopping, so that its final line stays. */
+void ps_obs_heartbeat_line(void *arg, char *buf, size_t len);
+
 #endif

@@ -147,6 +147,34 @@ int main(void) {
   ps_obs_render(&s, NULL, &t);
   CHECK(has_line(t.data, "pstrain_step_seconds_count 1"));
   pst_text_free(&t);
+
+  /* One status source: the STATUS message and the status line read the same figures. */
+  static ps_status_msg m;
+  ps_obs_status(&s, &m);
+  CHECK(m.st.version == 21 && m.st.gradients_applied == 21 && m.st.dropped_gradients == 2);
+  CHECK(m.st.world_size == 3 && m.st.registered == 2 && m.st.finished == 1);
+  CHECK(m.st.epochs == 2 && m.st.epochs_evaluated == 1);
+  CHECK(m.st.test_accuracy == 0.9 && m.st.train_loss == 0.5 && m.st.learning_rate == 0.002);
+  CHECK(!strcmp(m.st.optimizer, "adam"));
+  CHECK(m.st.n_workers == 3 && m.st.workers[1]->pushes == 7 && m.st.workers[0]->lead == 3);
+  CHECK(m.st.workers[0]->last_seen_seconds == -1); /* never connected in this test */
+  CHECK(m.st.eta_seconds == -1);                   /* the data's size is not known */
+  char line[300];
+  snprintf(s.opt.listen_host, sizeof s.opt.listen_host, "127.0.0.1");
+  s.opt.listen_port = 7070;
+  ps_obs_status_line(&s, line, sizeof line);
+  CHECK(!strcmp(line, "listening on 127.0.0.1:7070, waiting for workers: 2 of 3 registered"));
+  s.metrics.train_start = 1; /* training since boot: started */
+  s.data_known = 1;
+  s.train_n = 60000;          /* 60000 / (3 x 32) = 625 steps per worker and epoch */
+  ps_obs_status_line(&s, line, sizeof line);
+  const char *head = "training: epoch 2/2, version 21, 1/3 workers, 1% done, ETA ";
+  CHECK(!strncmp(line, head, strlen(head)));
+  w[1].lost = 1; /* lost, not done: counted */
+  ps_obs_status_line(&s, line, sizeof line);
+  CHECK(strstr(line, "1/3 workers (1 lost), ") != NULL);
+  CHECK(strstr(line, " samples/s, epoch 1/2 evaluated: test accuracy 0.9000") != NULL);
+  if (g_fail) fprintf(stderr, "line: %s\n", line);
   pst_metrics_close(&s.metrics);
   printf("%d checks passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

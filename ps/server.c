@@ -605,9 +605,10 @@ static void on_connection(uv_stream_t *server, int status) {
 /* ---- status, completion, signals ---- */
 
 static void log_status(ps_server *s) {
-  char line[900];
-  size_t n = (size_t)snprintf(line, sizeof line, "status: version %" PRIu64 ", %d/%d registered",
-                              s->store.version, s->registered, s->opt.workers);
+  char line[1200];
+  /* The same line as systemd's STATUS= (ps/obs.h), then each worker. */
+  size_t n = (size_t)snprintf(line, sizeof line, "status: ");
+  n += ps_obs_status_line(s, line + n, sizeof line - n);
   for (int i = 0; i < s->opt.workers && n < sizeof line - 80; i++) {
     ps_worker *w = &s->workers[i];
     n += (size_t)snprintf(line + n, sizeof line - n, "; w%d v%" PRIu64 " stale %" PRIu64 "%s%s", i,

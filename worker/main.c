@@ -80,30 +80,6 @@ static int apply_instance(pst_cfg *cfg, char *err, size_t errlen) {
   return 0;
 }
 
-/* The line `systemctl status` shows (STATUS=), refreshed by the heartbeat. */
-static void status_line(void *arg, char *buf, size_t len) {
-  const wk_trainer *t = arg;
-  switch (t->state) {
-    case WK_CONNECTING:
-      snprintf(buf, len, "connecting to the ps at %s:%d (attempt %d)", t->opt.ps_host,
-               t->opt.ps_port, t->client.attempts);
-      break;
-    case WK_REGISTERING:
-      snprintf(buf, len, "registering with the ps at %s:%d", t->opt.ps_host, t->opt.ps_port);
-      break;
-    case WK_FINISHING:
-      snprintf(buf, len, "worker %d of %d: finished %d epochs, waiting for the ps", t->index,
-               t->world, t->epochs);
-      break;
-    case WK_STOPPED:
-      break;
-    default:
-      snprintf(buf, len, "worker %d of %d: epoch %d/%d, step %d/%d, version %llu", t->index,
-               t->world, t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs,
-               t->step_in_epoch, t->steps_per_epoch, (unsigned long long)t->version);
-  }
-}
-
 int main(int argc, char **argv) {
   char err[512];
   pst_cfg cfg = {
@@ -235,7 +211,7 @@ int main(int argc, char **argv) {
   /* Under systemd: watchdog pings and status from this loop (the compute runs on the
    * threadpool, so the loop keeps turning); READY=1 comes once registered. */
   static pst_heartbeat hb;
-  pst_heartbeat_start(&hb, &loop, status_line, &trainer);
+  pst_heartbeat_start(&hb, &loop, wk_obs_status_line, &trainer);
   uv_run(&loop, UV_RUN_DEFAULT);
 
   /* 3. Shut down: the trainer's handles are closed by now; the heartbeat's next. */

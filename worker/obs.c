@@ -5,6 +5,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/notify.h"
 #include "common/proc.h"
 #include "proto/wire.h"
 #include "worker/trainer.h"
@@ -43,6 +44,44 @@ void wk_obs_step_done(wk_obs *o, double compute_seconds, int samples) {
 void wk_obs_push_sent(wk_obs *o) {
   if (o->push_at > 0) pst_hist_observe(&o->push_seconds, pst_now() - o->push_at);
   o->push_at = 0;
+}
+
+void wk_obs_status_line(void *arg, char *buf, size_t len) {
+  const wk_trainer *t = arg;
+  const wk_obs *o = &t->obs;
+  size_t n = 0;
+  switch (t->state) {
+    case WK_CONNECTING:
+      snprintf(buf, len, "connecting to the ps at %s:%d (attempt %d)", t->opt.ps_host,
+               t->opt.ps_port, t->client.attempts);
+      return;
+    case WK_REGISTERING:
+      snprintf(buf, len, "registering with the ps at %s:%d", t->opt.ps_host, t->opt.ps_port);
+      return;
+    case WK_STOPPED:
+      return; /* the last line stays */
+    case WK_FINISHING:
+      n = (size_t)snprintf(buf, len, "worker %d of %d: finished %d epochs, waiting for the ps",
+                           t->index, t->world, t->epochs);
+      break;
+    default:
+      n = (size_t)snprintf(buf, len, "worker %d of %d: epoch %d/%d, step %d/%d, version %llu",
+                           t->index, t->world, t->epoch < t->epochs ? t->epoch + 1 : t->epochs,
+                           t->epochs, t->step_in_epoch, t->steps_per_epoch,
+                           (unsigned long long)t->version);
+  }
+  if (o->epochs_trained > 0 && n < len)
+    snprintf(buf + n, len - n, "; epoch %d/%d trained, train loss %.4f", o->epochs_trained,
+             t->epochs, o->epoch_loss);
+}
+
+void wk_obs_epoch_done(wk_trainer *t, double train_loss) {
+  t->obs.epochs_trained = t->epoch + 1;
+  t->obs.epoch_loss = train_loss;
+  char line[256];
+  line[0] = '\0';
+  wk_obs_status_line(t, line, sizeof line);
+  if (line[0]) pst_notify_status("%s", line);
 }
 
 void wk_obs_render(const void *arg, const pst_http *http, pst_text *out) {

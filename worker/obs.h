@@ -8,6 +8,7 @@
 #ifndef PSTRAIN_WORKER_OBS_H
 #define PSTRAIN_WORKER_OBS_H
 
+#include <stddef.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -26,6 +27,8 @@ typedef struct {
   double compute_seconds;   /* on the threadpool, training steps */
   double wait_seconds;      /* between steps, not computing: pulls, pushes, the others */
   uint64_t samples;         /* trained */
+  int epochs_trained;       /* the newest epoch whose steps are all done (1-based; 0: none) */
+  double epoch_loss;        /* its training loss */
 } wk_obs;
 
 void wk_obs_init(wk_obs *o);
@@ -36,6 +39,13 @@ void wk_obs_weights_in(wk_obs *o);
 void wk_obs_step_done(wk_obs *o, double compute_seconds, int samples);
 /* The push has left. */
 void wk_obs_push_sent(wk_obs *o);
+/* Every step of an epoch is done (t: the trainer, whose state says which): the status line
+ * says so from now on, and is sent to systemd at once. */
+void wk_obs_epoch_done(struct wk_trainer *t, double train_loss);
+
+/* The one-line status (systemd's STATUS=, refreshed by the heartbeat): a pst_status_fn
+ * (arg: the wk_trainer), from the same state as /metrics. */
+void wk_obs_status_line(void *arg, char *buf, size_t len);
 
 /* The exposition text of the worker's figures (t: a wk_trainer; http may be NULL). A
  * pst_http_render for pst_metrics_port_start. */

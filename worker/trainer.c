@@ -199,9 +199,7 @@ static void after_train(wk_trainer *t) {
              t->epochs, t->e_loss / (double)t->e_samples,
              (double)t->e_correct / (double)t->e_samples,
              t->e_seconds > 0 ? (double)t->e_samples / t->e_seconds : 0.0);
-    pst_notify_status("worker %d of %d: epoch %d/%d trained, train loss %.4f (version %" PRIu64 ")",
-                      t->index, t->world, t->epoch + 1, t->epochs,
-                      t->e_loss / (double)t->e_samples, t->version);
+    wk_obs_epoch_done(t, t->e_loss / (double)t->e_samples); /* the status line says so */
     t->e_loss = t->e_seconds = 0;
     t->e_correct = t->e_samples = 0;
     t->epoch++;
