@@ -333,6 +333,10 @@ int pst_metrics_port_start(pst_metrics_port *p, uv_loop_t *loop, const char *spe
   if (rc < 0) return rc;
   p->on = 1;
   LOG_INFO("metrics on http://%s/metrics", p->http.addr);
+  /* Read-only figures, but without authentication: say so when others can reach them. */
+  if (strncmp(p->http.addr, "127.", 4) != 0 && strncmp(p->http.addr, "[::1]", 5) != 0)
+    LOG_WARN("the metrics port %s has no authentication: anyone who reaches it can read the "
+             "job's figures", p->http.addr);
   return 0;
 }
 
