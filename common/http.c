@@ -5,10 +5,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/cluster.h"
 #include "common/config.h"
 #include "common/log.h"
+#include "common/proc.h"
 
 typedef enum {
   HC_READING = 0, /* the request is arriving */
@@ -314,11 +316,27 @@ void pst_http_close(pst_http *h) {
 
 /* ---- a daemon's metrics port ---- */
 
+/* The figures of the process and of this port, the same in every daemon. */
+static void render_common(const pst_http *h, pst_text *t) {
+  long rss = pst_proc_status_kib((long)getpid(), "VmRSS");
+  pst_prom_gauge(t, "pstrain_resident_memory_bytes", "Resident memory of this process.",
+                 rss >= 0 ? (double)rss * 1024.0 : 0);
+  pst_prom_counter(t, "pstrain_cpu_seconds_total", "CPU time of this process.",
+                   pst_proc_self_cpu_s());
+  pst_prom_gauge(t, "pstrain_metrics_open_connections", "Open connections on the metrics port.",
+                 h->n_conns);
+  pst_prom_counter(t, "pstrain_metrics_requests_total", "Requests answered with 200.",
+                   (double)h->requests);
+  pst_prom_counter(t, "pstrain_metrics_bad_requests_total",
+                   "Requests refused (malformed, too long, too slow).", (double)h->bad_requests);
+}
+
 static int metrics_handler(void *arg, const char *path, pst_text *body, const char **type) {
   pst_metrics_port *p = arg;
   if (strcmp(path, "/metrics") != 0)
     return p->other ? p->other(p->other_arg, path, body, type) : 404;
-  p->render(p->arg, &p->http, body);
+  p->render(p->arg, body);
+  render_common(&p->http, body);
   *type = "text/plain; version=0.0.4; charset=utf-8";
   return 200;
 }

@@ -73,8 +73,10 @@ int pst_http_start(pst_http *h, uv_loop_t *loop, const char *spec, pst_http_hand
 void pst_http_close(pst_http *h);
 
 /* A daemon's metrics port: GET /metrics answers with what render writes (the Prometheus
- * text format), anything else goes to `other` (set after starting), or is a 404. render gets arg and the server (for its own figures). */
-typedef void (*pst_http_render)(const void *arg, const pst_http *http, pst_text *out);
+ * text format) followed by the figures every daemon has (its resident memory and CPU time,
+ * and the metrics port's own connections and requests); anything else goes to `other`
+ * (set after starting), or is a 404. */
+typedef void (*pst_http_render)(const void *arg, pst_text *out);
 
 typedef struct {
   pst_http http;

@@ -22,20 +22,9 @@
 #include <arpa/inet.h>
 #include <uv.h>
 
+#include "kernels/testing.h"
 #include "common/http.h"
 #include "common/prom.h"
-
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (cond) {                                                      \
-      g_pass++;                                                      \
-    } else {                                                         \
-      g_fail++;                                                      \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                \
-  } while (0)
 
 static void test_text(void) {
   pst_text t;
@@ -229,6 +218,5 @@ int main(void) {
   signal(SIGPIPE, SIG_IGN);
   test_text();
   test_server();
-  printf("%d checks passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  return t_summary();
 }

@@ -3,11 +3,9 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
-#include "common/proc.h"
 #include "proto/wire.h"
 #include "common/shard.h"
 #include "ps/conn.h"
@@ -106,7 +104,7 @@ static double w_last_seen(const ps_server *s, int i, int *skip) {
   return 0;
 }
 
-void ps_obs_render(const void *arg, const pst_http *http, pst_text *t) {
+void ps_obs_render(const void *arg, pst_text *t) {
   const ps_server *s = arg;
   const pst_metrics *m = &s->metrics;
   const pst_update *u = &s->upd;
@@ -199,22 +197,8 @@ void ps_obs_render(const void *arg, const pst_http *http, pst_text *t) {
   pst_prom_gauge(t, "pstrain_eta_seconds", "Seconds left at the speed so far (-1: unknown).",
                  f.eta);
 
-  long rss = pst_proc_status_kib((long)getpid(), "VmRSS");
-  pst_prom_gauge(t, "pstrain_resident_memory_bytes", "Resident memory of the ps process.",
-                 rss >= 0 ? (double)rss * 1024.0 : 0);
-  pst_prom_counter(t, "pstrain_cpu_seconds_total", "CPU time of the ps process.",
-                   pst_proc_self_cpu_s());
   pst_prom_gauge(t, "pstrain_open_connections", "Open connections on the training port.",
                  s->n_conns);
-  if (http) {
-    pst_prom_gauge(t, "pstrain_metrics_open_connections",
-                   "Open connections on the metrics port.", http->n_conns);
-    pst_prom_counter(t, "pstrain_metrics_requests_total", "Requests answered with 200.",
-                     (double)http->requests);
-    pst_prom_counter(t, "pstrain_metrics_bad_requests_total",
-                     "Requests refused (malformed, too long, too slow).",
-                     (double)http->bad_requests);
-  }
 }
 
 void ps_obs_status(const ps_server *s, ps_status_msg *m) {

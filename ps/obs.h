@@ -12,9 +12,9 @@
 #include "common/prom.h"
 #include "ps/server.h"
 
-/* The exposition text of the ps's figures (s: a ps_server). http may be NULL (no figures
- * about the metrics port itself). A pst_http_render for pst_metrics_port_start. */
-void ps_obs_render(const void *s, const pst_http *http, pst_text *out);
+/* The exposition text of the ps's figures (s: a ps_server). A pst_http_render for
+ * pst_metrics_port_start, which adds the process's and the port's own. */
+void ps_obs_render(const void *s, pst_text *out);
 
 /* A STATUS message and the storage its pointers point into (the first
  * PS_STATUS_MAX_WORKERS slots; a frame's header must stay small). */

@@ -7,20 +7,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "kernels/testing.h"
 #include "proto/tensorboard.pb-c.h"
 #include "ps/tensorboard.h"
-
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (cond) {                                                      \
-      g_pass++;                                                      \
-    } else {                                                         \
-      g_fail++;                                                      \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                \
-  } while (0)
 
 static uint32_t le32(const uint8_t *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
@@ -107,6 +96,5 @@ int main(void) {
   unlink(path);
   rmdir(sub);
   rmdir(dir);
-  printf("%d checks passed, %d failed\n", g_pass, g_fail);
-  return g_fail ? 1 : 0;
+  return t_summary();
 }

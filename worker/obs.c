@@ -1,12 +1,10 @@
 #include "worker/obs.h"
 
 #include <string.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/notify.h"
-#include "common/proc.h"
 #include "proto/wire.h"
 #include "worker/trainer.h"
 
@@ -84,7 +82,7 @@ void wk_obs_epoch_done(wk_trainer *t, double train_loss) {
   if (line[0]) pst_notify_status("%s", line);
 }
 
-void wk_obs_render(const void *arg, const pst_http *http, pst_text *out) {
+void wk_obs_render(const void *arg, pst_text *out) {
   const wk_trainer *t = arg;
   const wk_obs *o = &t->obs;
   char labels[160];
@@ -132,20 +130,6 @@ void wk_obs_render(const void *arg, const pst_http *http, pst_text *out) {
   pst_prom_hist(out, "pstrain_push_seconds", "Seconds to send a gradient.", &o->push_seconds);
   pst_prom_hist(out, "pstrain_step_seconds", "Seconds from one step's end to the next's.",
                 &o->step_seconds);
-  long rss = pst_proc_status_kib((long)getpid(), "VmRSS");
-  pst_prom_gauge(out, "pstrain_resident_memory_bytes", "Resident memory of the worker process.",
-                 rss >= 0 ? (double)rss * 1024.0 : 0);
-  pst_prom_counter(out, "pstrain_cpu_seconds_total", "CPU time of the worker process.",
-                   pst_proc_self_cpu_s());
   pst_prom_gauge(out, "pstrain_open_connections", "Open connections to the ps.",
                  t->client.state == WK_CONN_OPEN);
-  if (http) {
-    pst_prom_gauge(out, "pstrain_metrics_open_connections",
-                   "Open connections on the metrics port.", http->n_conns);
-    pst_prom_counter(out, "pstrain_metrics_requests_total", "Requests answered with 200.",
-                     (double)http->requests);
-    pst_prom_counter(out, "pstrain_metrics_bad_requests_total",
-                     "Requests refused (malformed, too long, too slow).",
-                     (double)http->bad_requests);
-  }
 }

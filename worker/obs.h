@@ -47,8 +47,8 @@ void wk_obs_epoch_done(struct wk_trainer *t, double train_loss);
  * (arg: the wk_trainer), from the same state as /metrics. */
 void wk_obs_status_line(void *arg, char *buf, size_t len);
 
-/* The exposition text of the worker's figures (t: a wk_trainer; http may be NULL). A
- * pst_http_render for pst_metrics_port_start. */
-void wk_obs_render(const void *t, const pst_http *http, pst_text *out);
+/* The exposition text of the worker's figures (t: a wk_trainer). A pst_http_render for
+ * pst_metrics_port_start, which adds the process's and the port's own. */
+void wk_obs_render(const void *t, pst_text *out);
 
 #endif
