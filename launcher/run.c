@@ -457,6 +457,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   arg(&a, "--threads=%d", free_cores > 1 ? free_cores : 1);
   arg(&a, "--metrics=%s", r.metrics_path);
   arg(&a, "--summary-json=%s", summary);
+  if (o->tensorboard_dir) arg(&a, "--tensorboard=%s", o->tensorboard_dir);
+  if (o->metrics_listen) arg(&a, "--metrics-listen=%s", o->metrics_listen);
   if (o->tls) {
     arg(&a, "--tls-cert=%s", tls_srv);
     arg(&a, "--tls-key=%s", tls_srv_key);

@@ -41,4 +41,15 @@ print(f"{len(ev)} records: {len(train)} training, steps {steps[0]}..{steps[-1]},
       f"test accuracy {test[0]['scalars']['accuracy/test']:.4f} -> {test[1]['scalars']['accuracy/test']:.4f}")
 PY
 pass "the event file reads back with both CRCs right and the expected scalars"
-echo "1 passed, 0 failed"
+
+# `pstrain compare --tensorboard DIR`: one sub-directory per mode, so TensorBoard overlays them.
+"$LAUNCHER_BIN" compare --modes sync,ssp:1 --workers 2 --epochs 1 --batch-size 512 \
+  --out "$OUT/cmp" --tensorboard "$OUT/cmp-tb" >"$OUT/compare.log" 2>&1 || fail "compare failed"
+for mode in sync ssp-1; do
+  f=("$OUT/cmp-tb/$mode"/events.out.tfevents.*)
+  [ -s "${f[0]}" ] || fail "no event file for $mode in $OUT/cmp-tb"
+  /usr/bin/python3 "$READER" "${f[0]}" >"$OUT/$mode.jsonl" || fail "$mode: bad event file"
+  grep -q '"accuracy/test"' "$OUT/$mode.jsonl" || fail "$mode: no test accuracy"
+done
+pass "compare --tensorboard: one event file per mode (sync, ssp-1)"
+echo "2 passed, 0 failed"
