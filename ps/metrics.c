@@ -18,6 +18,8 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
   m->workers = workers;
   pst_hist_init_staleness(&m->staleness);
   pst_hist_init_seconds(&m->step_seconds);
+  pst_hist_init_seconds(&m->push_seconds);
+  pst_hist_init_seconds(&m->pull_seconds);
   m->evals = calloc((size_t)epochs + 1, sizeof *m->evals);
   if (!m->evals) return -ENOMEM;
   if (path && path[0]) {
@@ -97,8 +99,13 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
           (double)correct / (double)samples, samples);
 }
 
-void pst_metrics_applied(pst_metrics *m, uint64_t staleness) {
+void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds) {
   pst_hist_observe(&m->staleness, (double)staleness);
+  pst_hist_observe(&m->push_seconds, seconds);
+}
+
+void pst_metrics_pulled(pst_metrics *m, double seconds) {
+  pst_hist_observe(&m->pull_seconds, seconds);
 }
 
 void pst_metrics_step(pst_metrics *m) {

@@ -65,6 +65,8 @@ typedef struct {
   double last_train_loss, last_train_accuracy; /* the newest training-loss report */
   pst_hist staleness;     /* versions behind, per gradient applied */
   pst_hist step_seconds;  /* seconds between consecutive versions */
+  pst_hist push_seconds;  /* a gradient's first chunk in .. its last chunk taken */
+  pst_hist pull_seconds;  /* a PULL in .. its reply's last chunk written (waits included) */
   double last_step_at;    /* monotonic seconds of the newest version (0: none yet) */
   uint64_t bytes_in, bytes_out; /* on the ps's training port, all connections */
   /* TensorBoard scalars (--tensorboard): the caller's event file, or NULL; the learning
@@ -93,8 +95,11 @@ int pst_metrics_check(pst_metrics *m);
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
                        uint64_t samples);
-/* A gradient was applied whole (its staleness), and a new version was published. */
-void pst_metrics_applied(pst_metrics *m, uint64_t staleness);
+/* A gradient was applied whole (its staleness, and the seconds from its first chunk to its
+ * last being taken); a pull's reply has left (seconds since the PULL); a new version was
+ * published. */
+void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds);
+void pst_metrics_pulled(pst_metrics *m, double seconds);
 void pst_metrics_step(pst_metrics *m);
 /* Adds a worker's share of the epoch's test evaluation (epoch 1..epochs; others ignored). */
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,

@@ -147,6 +147,12 @@ void ps_obs_render(const void *arg, pst_text *t) {
                 &m->staleness);
   pst_prom_hist(t, "pstrain_step_seconds", "Seconds between consecutive versions.",
                 &m->step_seconds);
+  pst_prom_hist(t, "pstrain_push_seconds",
+                "Seconds from a gradient's first chunk to its last being taken.",
+                &m->push_seconds);
+  pst_prom_hist(t, "pstrain_pull_seconds",
+                "Seconds from a PULL to its reply's last chunk written (waits included).",
+                &m->pull_seconds);
   pst_prom_gauge(t, "pstrain_max_lead", "ssp: the largest lead an answered pull had.",
                  (double)s->max_lead);
 

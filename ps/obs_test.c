@@ -79,8 +79,9 @@ int main(void) {
   s.upd.dropped = 2;
   s.rejected = 1;
   s.n_conns = 4;
-  pst_metrics_applied(&s.metrics, 0);
-  pst_metrics_applied(&s.metrics, 3);
+  pst_metrics_applied(&s.metrics, 0, 0.002);
+  pst_metrics_applied(&s.metrics, 3, 0.02);
+  pst_metrics_pulled(&s.metrics, 0.5);
   pst_metrics_train(&s.metrics, 0, 1, 10, 21, 0, 12.5, 20, 25);
   pst_metrics_eval(&s.metrics, 1, 20, 30, 90, 100);
   pst_metrics_eval_complete(&s.metrics, 1);
@@ -109,6 +110,10 @@ int main(void) {
   CHECK(has_line(t.data, "pstrain_gradient_staleness_sum 3"));
   CHECK(has_line(t.data, "pstrain_gradient_staleness_count 2"));
   CHECK(has_line(t.data, "pstrain_step_seconds_count 0"));
+  CHECK(has_line(t.data, "pstrain_push_seconds_bucket{le=\"0.0025\"} 1"));
+  CHECK(has_line(t.data, "pstrain_push_seconds_bucket{le=\"0.025\"} 2"));
+  CHECK(has_line(t.data, "pstrain_push_seconds_sum 0.022"));
+  CHECK(has_line(t.data, "pstrain_pull_seconds_count 1"));
   CHECK(has_line(t.data, "pstrain_workers 3"));
   CHECK(has_line(t.data, "pstrain_workers_registered 2"));
   CHECK(has_line(t.data, "pstrain_workers_finished 1"));

@@ -27,6 +27,7 @@ static void on_pull_write(uv_write_t *req, int status) {
   (void)status;
   c->pull_done++;
   if (c->pull_done < c->srv->upd.n_chunks) return;
+  pst_metrics_pulled(&c->srv->metrics, pst_now() - c->pull_at);
   finish_pull(c);
   /* This connection may have a pull waiting behind the one just sent, and a step may be
    * waiting for the buffer. */

@@ -138,7 +138,7 @@ static int try_take(ps_conn *c) {
     w->pushes++;
     w->last_version = c->push_version;
     w->last_staleness = staleness;
-    pst_metrics_applied(&s->metrics, staleness);
+    pst_metrics_applied(&s->metrics, staleness, pst_now() - c->push_at);
   }
   /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
    * waiting pulls want (and a checkpoint may be due). */
@@ -335,7 +335,10 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     *dst = c->recv;
     return 0;
   }
-  if (chunk == 0) c->push_version = h->version;
+  if (chunk == 0) {
+    c->push_version = h->version;
+    c->push_at = pst_now();
+  }
   /* A share that would be copied into the sum is read straight into it. */
   c->push_dst = c->push_dropped ? NULL
                                 : pst_update_direct(&s->upd, c->worker, c->push_version, chunk);
@@ -364,6 +367,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         return -EPROTO;
       }
       c->pull_waiting = 1;
+      c->pull_at = pst_now();
       c->pull_want = h->version;
       c->pull_final = h->last;
       if (ps_pull_ready(s, c)) ps_pull_answer(c);

@@ -80,6 +80,8 @@ if g(last, "pstrain_workers_finished") == 2:
     for name, key in pairs:
         assert g(last, name) == summary[key], (name, g(last, name), summary[key])
 assert g(last, "pstrain_gradient_staleness_count") == g(last, "pstrain_gradients_applied_total")
+assert g(last, "pstrain_push_seconds_count") == g(last, "pstrain_gradients_applied_total")
+assert g(last, "pstrain_pull_seconds_count") >= g(last, "pstrain_model_version")
 assert sum(g(last, "pstrain_worker_gradients_applied_total", worker=str(i)) for i in range(2)) \
     == g(last, "pstrain_gradients_applied_total")
 assert g(last, "pstrain_received_bytes_total") > 0 and g(last, "pstrain_sent_bytes_total") > 0
