@@ -33,11 +33,13 @@ steps=$(/usr/bin/python3 "$CLIENT" get "$wurl" pstrain_steps_total) || fail "wor
 pulls=$(/usr/bin/python3 "$CLIENT" get "$wurl" pstrain_pull_seconds_count)
 pushes=$(/usr/bin/python3 "$CLIENT" get "$wurl" pstrain_push_seconds_count)
 compute=$(/usr/bin/python3 "$CLIENT" get "$wurl" pstrain_compute_seconds_total)
+data=$(/usr/bin/python3 "$CLIENT" get "$wurl" pstrain_data_seconds_total)
 at_least "$steps" 50 || fail "the worker's pstrain_steps_total is $steps"
 at_least "$pulls" "$steps" || fail "worker: $pulls pulls timed for $steps steps"
 at_least "$pushes" "$(/usr/bin/python3 -c "print($steps - 1)")" || fail "worker: $pushes pushes timed for $steps steps"
 at_least "$compute" 0.001 || fail "worker: no compute time"
-pass "worker /metrics: $steps steps, $pulls pulls and $pushes pushes timed, ${compute}s computing"
+at_least "$data" 0.000001 || fail "worker: no data time"
+pass "worker /metrics: $steps steps, $pulls pulls and $pushes pushes timed, ${compute}s computing (${data}s of it gathering batches)"
 
 wait_pid "$w0" 120 || fail "worker 0 failed"
 wait_pid "$w1" 120 || fail "worker 1 failed"

@@ -35,6 +35,7 @@ void wk_obs_step_done(wk_obs *o, double compute_seconds, int samples) {
   }
   o->last_step_at = now;
   o->compute_seconds += compute_seconds;
+  o->data_seconds += o->gather_seconds;
   o->samples += (uint64_t)(samples > 0 ? samples : 0);
   o->push_at = now;
 }
@@ -122,6 +123,9 @@ void wk_obs_render(const void *arg, pst_text *out) {
                  span > 0 ? (double)o->samples / span : 0);
   pst_prom_counter(out, "pstrain_compute_seconds_total",
                    "Seconds computing training steps.", o->compute_seconds);
+  pst_prom_counter(out, "pstrain_data_seconds_total",
+                   "Seconds of the compute time spent gathering training batches.",
+                   o->data_seconds);
   pst_prom_counter(out, "pstrain_wait_seconds_total",
                    "Seconds between steps not computing (pulls, pushes, other workers).",
                    o->wait_seconds);

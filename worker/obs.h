@@ -26,6 +26,9 @@ typedef struct {
   double first_step_at;     /* ... and the first's began */
   double compute_seconds;   /* on the threadpool, training steps */
   double wait_seconds;      /* between steps, not computing: pulls, pushes, the others */
+  double data_seconds;      /* of compute_seconds, gathering the batches */
+  double gather_seconds;    /* the step on the threadpool: its gather (written there; read
+                             * only by wk_obs_step_done, after the step's work is done) */
   uint64_t samples;         /* trained */
   int epochs_trained;       /* the newest epoch whose steps are all done (1-based; 0: none) */
   double epoch_loss;        /* its training loss */

@@ -134,7 +134,9 @@ static void work_run(uv_work_t *req) {
   if (t->w_rc < 0) return;
   if (t->work_kind == WK_WORK_TRAIN) {
     const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
+    double d0 = pst_now();
     pst_data_gather(&t->train, idx, t->batch, t->xb, t->yb);
+    t->obs.gather_seconds = pst_now() - d0; /* taken in by wk_obs_step_done, on the loop */
     /* The loss is the sum over this worker's batch divided by the global batch b x N. */
     float scale = 1.0f / ((float)t->batch * (float)t->world);
     t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
