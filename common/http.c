@@ -29,6 +29,7 @@ struct pst_http_conn {
   int eof;                /* the client's EOF (or a read error) came while writing */
   pst_http *srv;
   pst_http_conn *next, *prev;
+  char peer[64];          /* "ip:port", for log lines */
   char head[256];         /* the status line and headers of the response */
   pst_text body;
   size_t req_len;
@@ -84,11 +85,25 @@ static void conn_close(pst_http_conn *c) {
   uv_close((uv_handle_t *)&c->timer, on_handle_closed);
 }
 
+#define HTTP_STR2(x) #x
+#define HTTP_STR(x) HTTP_STR2(x)
+
+/* Lines about bad requests: 10 per 10 s, then a count of what was suppressed. */
+#define BAD_LOG_BURST 10
+#define BAD_LOG_PERIOD 10.0
+
+/* A bad request or client: counted, and one (rate-limited) line naming the peer. */
+static void count_bad(pst_http_conn *c, const char *why) {
+  c->srv->bad_requests++;
+  if (pst_ratelimit_ok(&c->srv->log_rl, BAD_LOG_BURST, BAD_LOG_PERIOD))
+    LOG_WARN("metrics port %s: %s from %s; closing it", c->srv->addr, why, c->peer);
+}
+
 static void on_timeout(uv_timer_t *t) {
   pst_http_conn *c = t->data;
   /* Only a client still sending its request is one that misbehaved: a slow reader of its
    * answer may just be slow. Either way the connection goes now. */
-  if (c->state == HC_READING) c->srv->bad_requests++;
+  if (c->state == HC_READING) count_bad(c, "no complete request in time");
   conn_close(c);
 }
 
@@ -135,7 +150,6 @@ static void respond(pst_http_conn *c, int status, const char *content_type, int 
     pst_text_init(&c->body, 256);
     pst_text_printf(&c->body, "%d %s\n", status, reason_phrase(status));
     content_type = "text/plain; charset=utf-8";
-    c->srv->bad_requests++;
   } else {
     c->srv->requests++;
   }
@@ -161,11 +175,13 @@ static void handle_request(pst_http_conn *c) {
   char extra;
   if (sscanf(c->req, "%7s %1023s %15s %c", method, target, proto, &extra) != 3 ||
       strncmp(proto, "HTTP/1.", 7) != 0 || target[0] != '/') {
+    count_bad(c, "a malformed request line");
     respond(c, 400, NULL, 0);
     return;
   }
   int head_only = !strcmp(method, "HEAD");
   if (strcmp(method, "GET") != 0 && !head_only) {
+    count_bad(c, "a request other than GET or HEAD");
     respond(c, 405, NULL, 0);
     return;
   }
@@ -174,7 +190,10 @@ static void handle_request(pst_http_conn *c) {
   pst_text_init(&c->body, PST_HTTP_MAX_BODY);
   const char *type = "text/plain; charset=utf-8";
   int status = c->srv->handler(c->srv->arg, target, &c->body, &type);
-  if (c->body.failed) status = 500;
+  if (c->body.failed) {
+    count_bad(c, "a response too large or out of memory");
+    status = 500;
+  }
   respond(c, status, type, head_only);
 }
 
@@ -196,7 +215,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   if (c->state == HC_CLOSING || nread == 0) return;
   if (nread < 0) {
     /* EOF or an error. While the answer is being written, the write callback closes. */
-    if (c->state == HC_READING) c->srv->bad_requests++;
+    if (c->state == HC_READING) count_bad(c, "a connection closed before a complete request");
     if (c->state != HC_WRITING) {
       conn_close(c);
     } else {
@@ -210,6 +229,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   c->req_len += (size_t)nread;
   c->req[c->req_len] = '\0';
   if (memchr(c->req, '\0', c->req_len)) {
+    count_bad(c, "a NUL byte in a request");
     respond(c, 400, NULL, 0);
     return;
   }
@@ -217,7 +237,30 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
     handle_request(c);
     return;
   }
-  if (c->req_len > PST_HTTP_MAX_REQUEST) respond(c, 431, NULL, 0);
+  if (c->req_len > PST_HTTP_MAX_REQUEST) {
+    count_bad(c, "a request over " HTTP_STR(PST_HTTP_MAX_REQUEST) " bytes");
+    respond(c, 431, NULL, 0);
+  }
+}
+
+static void free_handle(uv_handle_t *h) { free(h); }
+
+/* "ip:port" of the peer, for log lines. */
+static void peer_name(uv_tcp_t *tcp, char *out, size_t len) {
+  struct sockaddr_storage sa;
+  int n = sizeof sa;
+  char ip[48] = "?";
+  int port = 0;
+  if (uv_tcp_getpeername(tcp, (struct sockaddr *)&sa, &n) == 0) {
+    if (sa.ss_family == AF_INET) {
+      uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof ip);
+      port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+    } else if (sa.ss_family == AF_INET6) {
+      uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof ip);
+      port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+    }
+  }
+  snprintf(out, len, "%s:%d", ip, port);
 }
 
 static void on_connection(uv_stream_t *ls, int status) {
@@ -230,7 +273,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     if (!tmp) return;
     uv_tcp_init(h->loop, tmp);
     if (uv_accept(ls, (uv_stream_t *)tmp) == 0) { /* nothing to do but close */ }
-    uv_close((uv_handle_t *)tmp, (uv_close_cb)free);
+    uv_close((uv_handle_t *)tmp, free_handle);
     return;
   }
   c->srv = h;
@@ -251,6 +294,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     conn_close(c);
     return;
   }
+  peer_name(&c->tcp, c->peer, sizeof c->peer);
   if (h->n_conns > PST_HTTP_MAX_CONNS) {
     /* Make room: the oldest connection that has not sent a whole request yet, else this
      * one. */

@@ -27,6 +27,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/log.h"
 #include "common/prom.h"
 
 #define PST_HTTP_MAX_REQUEST 4096
@@ -57,6 +58,7 @@ typedef struct {
   uint64_t requests;      /* answered with 200 */
   uint64_t bad_requests;  /* answered with 4xx, or closed for their size or time */
   uint64_t evicted;       /* closed to make room for a new connection */
+  pst_ratelimit log_rl;   /* lines about bad requests: a client can provoke them */
 } pst_http;
 
 /* Parses an --metrics-listen value: "ADDR:PORT", "[V6]:PORT", or a bare "PORT" meaning
