@@ -245,24 +245,6 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
 
 static void free_handle(uv_handle_t *h) { free(h); }
 
-/* "ip:port" of the peer, for log lines. */
-static void peer_name(uv_tcp_t *tcp, char *out, size_t len) {
-  struct sockaddr_storage sa;
-  int n = sizeof sa;
-  char ip[48] = "?";
-  int port = 0;
-  if (uv_tcp_getpeername(tcp, (struct sockaddr *)&sa, &n) == 0) {
-    if (sa.ss_family == AF_INET) {
-      uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof ip);
-      port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    } else if (sa.ss_family == AF_INET6) {
-      uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof ip);
-      port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-    }
-  }
-  snprintf(out, len, "%s:%d", ip, port);
-}
-
 static void on_connection(uv_stream_t *ls, int status) {
   pst_http *h = ls->data;
   if (status < 0) return;
@@ -294,7 +276,7 @@ static void on_connection(uv_stream_t *ls, int status) {
     conn_close(c);
     return;
   }
-  peer_name(&c->tcp, c->peer, sizeof c->peer);
+  pst_tcp_peer_name(&c->tcp, c->peer, sizeof c->peer);
   if (h->n_conns > PST_HTTP_MAX_CONNS) {
     /* Make room: the oldest connection that has not sent a whole request yet, else this
      * one. */

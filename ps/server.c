@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/cluster.h"
 #include "common/log.h"
 #include "common/notify.h"
 #include "ps/checkpointing.h"
@@ -584,21 +585,7 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   uv_tcp_nodelay(&c->io.tcp, 1);
-  struct sockaddr_storage sa;
-  int len = sizeof sa;
-  snprintf(c->peer, sizeof c->peer, "?");
-  if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&sa, &len) == 0) {
-    char ip[48] = "?";
-    int port = 0;
-    if (sa.ss_family == AF_INET) {
-      uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof ip);
-      port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    } else if (sa.ss_family == AF_INET6) {
-      uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof ip);
-      port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-    }
-    snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
-  }
+  pst_tcp_peer_name(&c->io.tcp, c->peer, sizeof c->peer);
   if (s->stopping || ps_admit(s, c) < 0) {
     ps_conn_close(c, NULL, 1);
     return;
