@@ -88,17 +88,18 @@ static void print_table(const Pstrain__Status *st, const char *addr) {
   printf("\nstaleness mean %.2f, max %" PRIu64 "; %" PRIu64 " gradients applied, %" PRIu64
          " dropped\n\n", st->mean_staleness, st->max_staleness, st->gradients_applied,
          st->dropped_gradients);
-  printf("%-6s %-20s %-9s %5s %9s %5s %5s %8s %7s %6s %9s\n", "worker", "name", "state", "epoch",
-         "version", "stale", "lead", "pushes", "dropped", "losses", "last seen");
+  printf("%-6s %-20s %-9s %5s %9s %5s %5s %8s %7s %6s %9s %s\n", "worker", "name", "state",
+         "epoch", "version", "stale", "lead", "pushes", "dropped", "losses", "last seen",
+         "step waits");
   for (size_t i = 0; i < st->n_workers; i++) {
     const Pstrain__WorkerStatus *w = st->workers[i];
     char seen[24];
     if (w->last_seen_seconds < 0) snprintf(seen, sizeof seen, "-");
     else snprintf(seen, sizeof seen, "%.1fs", w->last_seen_seconds);
     printf("%-6u %-20.20s %-9s %5u %9" PRIu64 " %5" PRIu64 " %5" PRIu64 " %8" PRIu64 " %7" PRIu64
-           " %6u %9s\n", w->index, w->name && w->name[0] ? w->name : "-", pst_status_worker_state(w),
-           w->epoch, w->last_version, w->staleness, w->lead, w->pushes, w->dropped, w->losses,
-           seen);
+           " %6u %9s %s\n", w->index, w->name && w->name[0] ? w->name : "-",
+           pst_status_worker_state(w), w->epoch, w->last_version, w->staleness, w->lead,
+           w->pushes, w->dropped, w->losses, seen, w->waited_for ? "yes" : "");
   }
 }
 

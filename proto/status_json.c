@@ -59,6 +59,7 @@ cJSON *pst_status_json(const Pstrain__Status *st, const char *ps_addr) {
     cJSON_AddNumberToObject(x, "dropped", (double)w->dropped);
     cJSON_AddNumberToObject(x, "losses", w->losses);
     cJSON_AddNumberToObject(x, "last_seen_seconds", w->last_seen_seconds);
+    cJSON_AddBoolToObject(x, "waited_for", w->waited_for);
     cJSON_AddItemToArray(ws, x);
   }
   return o;

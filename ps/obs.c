@@ -207,6 +207,13 @@ void ps_obs_render(const void *arg, pst_text *t) {
                  s->n_conns);
 }
 
+int ps_obs_waited_for(const ps_server *s, int i) {
+  if (s->opt.mode != PST_MODE_SYNC || !s->started) return 0;
+  const ps_worker *w = &s->workers[i];
+  int pushed = w->pushes > 0 && w->last_version == s->store.version;
+  return !pushed && !w->done && s->upd.member[i];
+}
+
 void ps_obs_status(const ps_server *s, ps_status_msg *m) {
   const pst_metrics *mt = &s->metrics;
   Pstrain__Status *st = &m->st;
@@ -254,6 +261,7 @@ void ps_obs_status(const ps_server *s, ps_status_msg *m) {
     ws->abandoned = w->abandoned != 0;
     ws->losses = w->losses;
     ws->epoch = w->epoch;
+    ws->waited_for = ps_obs_waited_for(s, (int)i) != 0;
     int skip = 0;
     ws->lead = (uint64_t)w_lead(s, (int)i, &skip);
     skip = 0;

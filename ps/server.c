@@ -612,9 +612,7 @@ static void log_status(ps_server *s) {
                           s->store.version);
     int any = 0;
     for (int i = 0; i < s->opt.workers && n < sizeof line - 16; i++) {
-      ps_worker *w = &s->workers[i];
-      int pushed = w->pushes > 0 && w->last_version == s->store.version;
-      if (!pushed && !w->done && s->upd.member[i]) {
+      if (ps_obs_waited_for(s, i)) {
         n += (size_t)snprintf(line + n, sizeof line - n, " w%d", i);
         any = 1;
       }

@@ -25,6 +25,7 @@ cat "$OUT/table.txt"
 grep -qE "^ps 127.0.0.1:$port: sync, adam lr 0.001; version [0-9]+; 2/2 workers registered" "$OUT/table.txt" \
   || fail "no cluster line"
 [ "$(grep -cE '^[01] +[^ ]+ +training ' "$OUT/table.txt")" = 2 ] || fail "not 2 training workers in the table"
+grep -qE "last seen step waits$" "$OUT/table.txt" || fail "no 'step waits' column"
 pass "the table shows the cluster and both workers"
 
 # Without the secret: the ps says nothing, and the command says why in one line.
@@ -49,6 +50,7 @@ assert [w["index"] for w in slots] == [0, 1], slots
 for w in slots:
     assert w["connected"] and w["state"] == "training" and w["pushes"] > 0, w
     assert 0 <= w["last_seen_seconds"] < 5, w
+    assert isinstance(w["waited_for"], bool), w
 # sync: every applied gradient is one worker's share of a version
 assert s["gradients_applied"] == sum(w["pushes"] for w in slots), s
 print(f"version {s['version']}, progress {s['progress']:.3f}, ETA {s['eta_seconds']:.1f}s")
