@@ -278,14 +278,16 @@ static void on_connection(uv_stream_t *ls, int status) {
   }
   pst_tcp_peer_name(&c->tcp, c->peer, sizeof c->peer);
   if (h->n_conns > PST_HTTP_MAX_CONNS) {
-    /* Make room: the oldest connection that has not sent a whole request yet, else this
-     * one. */
+    /* Make room: the oldest connection that has not sent a whole request yet, else the
+     * oldest whose answer has gone and whose client has not closed yet, else this one (every
+     * other is being answered). */
     pst_http_conn *victim = c;
-    for (pst_http_conn *o = h->conns; o; o = o->next)
-      if (o != c && o->state == HC_READING) {
-        victim = o;
-        break;
-      }
+    for (int pass = 0; pass < 2 && victim == c; pass++)
+      for (pst_http_conn *o = h->conns; o; o = o->next)
+        if (o != c && o->state == (pass == 0 ? HC_READING : HC_DRAINING)) {
+          victim = o;
+          break;
+        }
     h->evicted++;
     conn_close(victim);
     if (victim == c) return;

@@ -12,8 +12,9 @@
  *   - PST_HTTP_TIMEOUT_MS from accept to the end of the response: a client that sends
  *     slowly or never reads its answer is closed then;
  *   - at most PST_HTTP_MAX_CONNS connections: another one closes the oldest that has not
- *     sent its request yet (a flood of idle sockets cannot lock a real scraper out), or,
- *     when every one is being answered, the newcomer;
+ *     sent its request yet (a flood of idle sockets cannot lock a real scraper out), else
+ *     the oldest already answered but not yet closed by its client, or, when every one is
+ *     being answered, the newcomer;
  *   - one response per connection, then a graceful close (Connection: close);
  *   - anything but a well-formed GET: 400 or 405, and only that connection closes.
  *

@@ -202,6 +202,29 @@ static void test_server(void) {
   CHECK(read_all(idle[0], resp, sizeof resp, 20) == 0);
   CHECK(read_all(idle[IDLE - 1], resp, sizeof resp, 20) == -1);
 
+  /* 3b. Clients that read their answer and never close fill the cap: a new scrape still gets
+   * through (the oldest answered one makes room). */
+  for (int i = 0; i < IDLE; i++) close(idle[i]);
+  turn(20);
+  int lazy[PST_HTTP_MAX_CONNS];
+  for (int i = 0; i < PST_HTTP_MAX_CONNS; i++) {
+    lazy[i] = connect_fd();
+    send(lazy[i], get, strlen(get), MSG_NOSIGNAL);
+    ssize_t r = -1;
+    for (int k = 0; k < 1000 && r <= 0; k++) {
+      turn(1);
+      r = recv(lazy[i], resp, sizeof resp, 0);
+    }
+    CHECK(r > 12 && !strncmp(resp, "HTTP/1.1 200 ", 13));
+  }
+  CHECK(g.http.n_conns == PST_HTTP_MAX_CONNS);
+  CHECK(request(get, strlen(get), resp, sizeof resp) > 0);
+  CHECK(!strncmp(resp, "HTTP/1.1 200 OK\r\n", 17));
+  for (int i = 0; i < PST_HTTP_MAX_CONNS; i++) close(lazy[i]);
+  turn(20);
+  CHECK(g.http.n_conns == 0);
+  for (int i = 0; i < IDLE; i++) idle[i] = connect_fd();
+
   /* 4. Everyone left is idle past the timeout. */
   int slow = connect_fd();
   send(slow, "GET /met", 8, MSG_NOSIGNAL);
