@@ -78,4 +78,25 @@ rc=0
   || fail "nothing listening: exit $rc, $(cat "$OUT/gone.err")"
 grep -q "connection refused" "$OUT/gone.err" || fail "nothing listening: $(cat "$OUT/gone.err")"
 pass "nothing listening: exit 1, '$(cat "$OUT/gone.err")'"
-echo "5 passed, 0 failed"
+
+# A ps with mutual TLS answers with the worker's TLS flags (PKI by tools/tls_pki_tool), and
+# a plain-TCP ask gets one line and exit 1.
+pki="$OUT/pki"; mkdir -p "$pki"
+"$RUNFILES/tools/tls_pki_tool" "$pki" a >/dev/null || fail "cannot make the test PKI"
+tport=$(free_port)
+start_ps tls-ps --listen "127.0.0.1:$tport" --workers 1 \
+  --tls-cert "$pki/a-server.pem" --tls-key "$pki/a-server.key" --tls-ca "$pki/a-ca.pem"
+tls_pid=$LAST_PID
+wait_for "$OUT/tls-ps.log" "listening on" 20
+"$LAUNCHER_BIN" status "127.0.0.1:$tport" --json --tls-cert "$pki/a-client.pem" \
+  --tls-key "$pki/a-client.key" --tls-ca "$pki/a-ca.pem" >"$OUT/tls.json" 2>"$OUT/tls.err" \
+  || fail "status over TLS: $(cat "$OUT/tls.err")"
+[ "$(json_field "$OUT/tls.json" registered)" = 0 ] && [ "$(json_field "$OUT/tls.json" workers)" = 1 ] \
+  || fail "status over TLS: $(cat "$OUT/tls.json")"
+rc=0
+"$LAUNCHER_BIN" status "127.0.0.1:$tport" --timeout 2 >/dev/null 2>"$OUT/notls.err" || rc=$?
+[ "$rc" = 1 ] && [ "$(wc -l <"$OUT/notls.err")" = 1 ] || fail "plain TCP to a TLS ps: exit $rc, $(cat "$OUT/notls.err")"
+kill -TERM "$tls_pid"
+wait_pid "$tls_pid" 20 || true
+pass "over mutual TLS: answered with the TLS flags; without them: exit 1, '$(cat "$OUT/notls.err")'"
+echo "6 passed, 0 failed"
