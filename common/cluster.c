@@ -315,3 +315,20 @@ int pst_resolve_listen(const char *host, char *ip, size_t iplen, char *err, size
   uv_loop_close(&loop);
   return rc;
 }
+
+void pst_tcp_peer_name(const uv_tcp_t *tcp, char *out, size_t len) {
+  struct sockaddr_storage sa;
+  int n = sizeof sa;
+  snprintf(out, len, "?");
+  if (uv_tcp_getpeername(tcp, (struct sockaddr *)&sa, &n) != 0) return;
+  char ip[48] = "?";
+  int port = 0;
+  if (sa.ss_family == AF_INET) {
+    uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof ip);
+    port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
+  } else if (sa.ss_family == AF_INET6) {
+    uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof ip);
+    port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
+  }
+  snprintf(out, len, "%s:%d", ip, port);
+}

@@ -22,6 +22,7 @@
 #define PSTRAIN_COMMON_CLUSTER_H
 
 #include <stddef.h>
+#include <uv.h>
 
 #include "common/config.h"
 
@@ -54,5 +55,9 @@ int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen)
 /* Resolves a listen host (an IP literal, "0.0.0.0", or a name, looked up synchronously with
  * uv_getaddrinfo, IPv4 preferred) to a numeric address in ip[iplen]. 0 or a negative code. */
 int pst_resolve_listen(const char *host, char *ip, size_t iplen, char *err, size_t errlen);
+
+/* The peer of a connected TCP handle as "ip:port" in out[len] (for log lines), or "?" when
+ * it is not known. */
+void pst_tcp_peer_name(const uv_tcp_t *tcp, char *out, size_t len);
 
 #endif

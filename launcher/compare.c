@@ -200,6 +200,17 @@ int pl_cmd_compare(int argc, char **argv) {
     o.run_dir = r->dir;
     o.metrics_path = NULL;
     o.summary_path = NULL;
+    /* TensorBoard overlays the runs of sub-directories: one per mode, named as the folders. */
+    char tb[PATH_MAX + 48];
+    if (base.tensorboard_dir) {
+      snprintf(tb, sizeof tb, "%s/%s", base.tensorboard_dir, safe);
+      if (mkdir(base.tensorboard_dir, 0755) < 0 && errno != EEXIST) {
+        fprintf(stderr, "pstrain compare: cannot create %s: %s\n", base.tensorboard_dir,
+                strerror(errno));
+        return 1;
+      }
+      o.tensorboard_dir = tb;
+    }
     printf("[%s] running\n", r->label);
     fflush(stdout);
     r->rc = pl_run_local(&o, &r->res);

@@ -14,6 +14,7 @@
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
 static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
+static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
 static char f_slow[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
@@ -50,6 +51,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
+    PST_OPT("tensorboard", PST_CFG_STRING, f_tensorboard, "", "TensorBoard event files here (compare: one sub-directory per mode)", 0, 0),
+    PST_OPT("dashboard", PST_CFG_STRING, f_dashboard, "", "serve the ps's live dashboard and /metrics on PORT or ADDR:PORT", 0, 0),
 };
 
 int pl_split_flags(const char *cmd, int argc, char **argv, const char *const *names,
@@ -155,6 +158,8 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->run_dir = f_run_dir[0] ? f_run_dir : NULL;
   o->metrics_path = f_metrics[0] ? f_metrics : NULL;
   o->summary_path = f_summary[0] ? f_summary : NULL;
+  o->tensorboard_dir = f_tensorboard[0] ? f_tensorboard : NULL;
+  o->metrics_listen = f_dashboard[0] ? f_dashboard : NULL;
   if (strcmp(f_mode, "sync") && strcmp(f_mode, "async") && strcmp(f_mode, "ssp")) {
     fprintf(stderr, "%s: --mode: '%.100s' is not sync, async or ssp\n", prog, f_mode);
     return 2;
@@ -193,6 +198,9 @@ int pl_cmd_local(int argc, char **argv) {
          "worker, %s lr %g%s\nlogs and metrics: %s\n",
          o.ps_shards > 1 ? o.ps_shards : 1, o.ps_shards > 1 ? " shards" : "", o.workers, o.workers > 1 ? "s" : "", o.mode, o.model, o.epochs, o.epochs > 1 ? "s" : "",
          o.batch_size, o.optimizer, o.lr, o.tls ? ", mutual TLS" : "", dir);
+  if (o.metrics_listen)
+    printf("dashboard: http://%s%s/ (and /metrics)\n",
+           strchr(o.metrics_listen, ':') ? "" : "127.0.0.1:", o.metrics_listen);
   if (strcmp(o.model, "mlp") != 0) pst_model_summary(&model, stdout);
   fflush(stdout);
   pl_run_result res;

@@ -489,6 +489,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     if (s == 0) {
       arg(&a, "--metrics=%s", r.metrics_path);
       arg(&a, "--summary-json=%s", summary);
+      if (o->tensorboard_dir) arg(&a, "--tensorboard=%s", o->tensorboard_dir);
+      if (o->metrics_listen) arg(&a, "--metrics-listen=%s", o->metrics_listen);
     } else {
       arg(&a, "--summary-json=%s/summary-shard%d.json", o->run_dir, s);
     }

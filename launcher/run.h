@@ -38,6 +38,8 @@ typedef struct {
   const char *run_dir;        /* logs, metrics and summary go here */
   const char *metrics_path;   /* NULL: <run_dir>/metrics.jsonl */
   const char *summary_path;   /* NULL: <run_dir>/summary.json */
+  const char *tensorboard_dir; /* the ps's --tensorboard, or NULL */
+  const char *metrics_listen; /* the ps's --metrics-listen (its dashboard), or NULL */
   int quiet;                  /* no per-epoch lines */
   const char *label;          /* shown in progress lines, e.g. the mode */
 } pl_run_options;

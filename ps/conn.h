@@ -48,6 +48,7 @@ struct ps_conn {
   int push_dropped;      /* the push in progress is being dropped (late, or rejected) */
   char push_bad[120];    /* the chunk read into recv is invalid: why ("" when it is not) */
   uint32_t pending_chunk;
+  double push_at, pull_at; /* monotonic seconds: the push's first chunk, the PULL (/metrics) */
   /* Pulls: at most one waiting and one being written. */
   int pull_waiting;
   uint64_t pull_want;

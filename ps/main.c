@@ -25,6 +25,8 @@
 #include "kernels/model_config.h"
 #include "kernels/partition.h"
 #include "ps/checkpoint.h"
+#include "ps/dashboard.h"
+#include "ps/obs.h"
 #include "ps/server.h"
 
 #define PS_DEFAULT_LISTEN "127.0.0.1:7070"
@@ -34,6 +36,7 @@ static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
 static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX], o_shard[PST_CFG_STR_MAX];
+static char o_metrics_listen[PST_CFG_STR_MAX], o_tensorboard[PST_CFG_STR_MAX];
 static int o_insecure;
 static pst_tls_files o_tls;
 static int64_t o_max_conns;
@@ -67,6 +70,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between workers' loss reports", 1, 1000000),
     PST_OPT("status-interval", PST_CFG_DOUBLE, &o_status_interval, "5", "seconds between status lines (0: off)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, o_metrics, "", "write metrics (JSON lines) to this file", 0, 0),
+    PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
+    PST_OPT("tensorboard", PST_CFG_STRING, o_tensorboard, "", "write TensorBoard event files (scalars) into this directory", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
@@ -84,23 +89,6 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("checkpoint-keep", PST_CFG_INT, &o_ckpt_keep, "3", "checkpoints kept", 1, 1000),
     PST_OPT("resume", PST_CFG_STRING, o_resume, "auto", "auto (newest valid checkpoint), never, or a checkpoint file", 0, 0),
 };
-
-/* The line `systemctl status` shows (STATUS=), refreshed by the heartbeat. */
-static void status_line(void *arg, char *buf, size_t len) {
-  const ps_server *s = arg;
-  if (s->stopping) return;
-  if (s->metrics.train_start == 0) {
-    snprintf(buf, len, "waiting for workers: %d of %d registered", s->registered, s->opt.workers);
-    return;
-  }
-  int epoch = s->metrics.last_epoch < s->opt.epochs ? s->metrics.last_epoch + 1 : s->opt.epochs;
-  size_t n = (size_t)snprintf(buf, len, "training: epoch %d/%d, version %" PRIu64 ", %d/%d workers",
-                              epoch, s->opt.epochs, s->store.version, s->registered - s->finished,
-                              s->opt.workers);
-  if (s->metrics.last_epoch > 0 && n < len)
-    snprintf(buf + n, len - n, ", test accuracy %.4f after epoch %d", s->metrics.last_test_accuracy,
-             s->metrics.last_epoch);
-}
 
 /* Turns the parsed options into ps_options, checking what the parser cannot. */
 static int build_options(ps_options *o, char *err, size_t errlen) {
@@ -325,11 +313,25 @@ int main(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   static ps_server srv;
-  int rc = ps_server_start(&srv, &loop, &opt, &model, init + opt.shard_offset, err, sizeof err);
+  /* /metrics on its own port, served from this loop (ps/obs.h); opened first, so that a
+   * port in use is a configuration error before any training state exists. */
+  static pst_metrics_port obs;
+  int rc = pst_metrics_port_start(&obs, &loop, o_metrics_listen, ps_obs_render, &srv, err,
+                                  sizeof err);
+  obs.other = ps_dashboard_handle; /* `/` and /status.json (ps/dashboard.h) */
+  obs.other_arg = &srv;
+  /* TensorBoard scalars, written by the metrics (ps/tensorboard.h). */
+  static pst_tb tb;
+  if (rc == 0 && o_tensorboard[0]) rc = pst_tb_open(&tb, o_tensorboard, err, sizeof err);
+  if (rc == 0) rc = ps_server_start(&srv, &loop, &opt, &model, init + opt.shard_offset, err, sizeof err);
+  srv.metrics.tb = tb.file ? &tb : NULL;
+  srv.metrics.lr = pst_prom_float(opt.opt.lr);
   free(init);
   if (rc == -EALREADY) { /* resumed a finished job: done, not failed */
     LOG_INFO("%s", err);
     pst_notify_status("finished: %s", err);
+    pst_metrics_port_close(&obs);
+    pst_tb_close(&tb);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
     pst_tls_ctx_free(opt.tls);
@@ -338,6 +340,8 @@ int main(int argc, char **argv) {
   }
   if (rc < 0) {
     LOG_ERR("%s", err);
+    pst_metrics_port_close(&obs);
+    pst_tb_close(&tb);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
     pst_tls_ctx_free(opt.tls);
@@ -357,7 +361,7 @@ int main(int argc, char **argv) {
   }
   /* Under systemd: ready once listening, then status and watchdog pings from this loop. */
   static pst_heartbeat hb;
-  pst_heartbeat_start(&hb, &loop, status_line, &srv);
+  pst_heartbeat_start(&hb, &loop, ps_obs_heartbeat_line, &srv);
   pst_notify_status("listening on %s:%d, waiting for %d workers", opt.listen_host, opt.listen_port,
                     opt.workers);
   pst_notify_ready();
@@ -368,7 +372,9 @@ int main(int argc, char **argv) {
   /* 6. Shut down: the server's handles are closed by now; the heartbeat's timers (which
    * never keep the loop alive) close next, and then the loop must close cleanly. */
   pst_heartbeat_close(&hb);
+  pst_metrics_port_close(&obs);
   uv_run(&loop, UV_RUN_DEFAULT);
+  pst_tb_close(&tb);
   int exit_code = srv.exit_code;
   char rollback[sizeof srv.rollback_path];
   snprintf(rollback, sizeof rollback, "%s", srv.rollback_path);

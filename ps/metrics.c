@@ -16,6 +16,10 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
   m->t0 = pst_now();
   m->epochs = epochs;
   m->workers = workers;
+  pst_hist_init_staleness(&m->staleness);
+  pst_hist_init_seconds(&m->step_seconds);
+  pst_hist_init_seconds(&m->push_seconds);
+  pst_hist_init_seconds(&m->pull_seconds);
   m->evals = calloc((size_t)epochs + 1, sizeof *m->evals);
   if (!m->evals) return -ENOMEM;
   if (path && path[0]) {
@@ -45,10 +49,47 @@ void pst_metrics_close(pst_metrics *m) {
   m->evals = NULL;
 }
 
+/* The training scalars at a report: the report's figures, the speed so far, the learning
+ * rate and the mean staleness since the previous record. */
+static void tb_train(pst_metrics *m, uint64_t version) {
+  double now = pst_now();
+  double wall = m->train_start > 0 ? now - m->train_start : 0;
+  double sps = wall > 0 ? (double)(m->samples_trained - m->samples_resumed) / wall : 0;
+  uint64_t dn = m->staleness.count - m->tb_stale_count;
+  double stale = dn ? (m->staleness.sum - m->tb_stale_sum) / (double)dn : 0;
+  m->tb_stale_count = m->staleness.count;
+  m->tb_stale_sum = m->staleness.sum;
+  static const char *const tags[] = {"loss/train", "accuracy/train", "samples_per_sec",
+                                     "learning_rate", "staleness/mean"};
+  double values[] = {m->last_train_loss, m->last_train_accuracy, sps, m->lr, stale};
+  pst_tb_scalars(m->tb, (int64_t)version, tags, values, 5);
+}
+
+static void history_add(pst_metrics *m, uint64_t version) {
+  if (m->history_stride == 0) m->history_stride = 1;
+  if (++m->history_skip < m->history_stride) return;
+  m->history_skip = 0;
+  if (m->history_n == PST_METRICS_HISTORY) {
+    for (int i = 0; i < PST_METRICS_HISTORY / 2; i++) m->history[i] = m->history[2 * i + 1];
+    m->history_n = PST_METRICS_HISTORY / 2;
+    m->history_stride *= 2;
+  }
+  pst_train_point *p = &m->history[m->history_n++];
+  p->version = version;
+  p->loss = (float)m->last_train_loss;
+  p->accuracy = (float)m->last_train_accuracy;
+}
+
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
                        uint64_t samples) {
   m->samples_trained += samples;
+  if (samples > 0) {
+    m->last_train_loss = loss_sum / (double)samples;
+    m->last_train_accuracy = (double)correct / (double)samples;
+    history_add(m, version);
+    if (m->tb) tb_train(m, version);
+  }
   if (!m->file || samples == 0) return;
   fprintf(m->file,
           "{\"time\":%.3f,\"event\":\"train\",\"epoch\":%u,\"step\":%" PRIu64
@@ -56,6 +97,22 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
           ",\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64 "}\n",
           pst_now() - m->t0, epoch, step, version, worker, staleness, loss_sum / (double)samples,
           (double)correct / (double)samples, samples);
+}
+
+void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds) {
+  pst_hist_observe(&m->staleness, (double)staleness);
+  pst_hist_observe(&m->push_seconds, seconds);
+}
+
+void pst_metrics_pulled(pst_metrics *m, double seconds) {
+  pst_hist_observe(&m->pull_seconds, seconds);
+}
+
+void pst_metrics_step(pst_metrics *m) {
+  double now = pst_now();
+  /* The first version after a start (or a resume) has no predecessor to measure from. */
+  if (m->last_step_at > 0) pst_hist_observe(&m->step_seconds, now - m->last_step_at);
+  m->last_step_at = now;
 }
 
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,
@@ -79,6 +136,11 @@ int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
     m->last_epoch = (int)epoch;
     m->last_test_loss = e->loss_sum / (double)e->samples;
     m->last_test_accuracy = (double)e->correct / (double)e->samples;
+  }
+  if (m->tb) {
+    static const char *const tags[] = {"loss/test", "accuracy/test"};
+    double values[] = {e->loss_sum / (double)e->samples, (double)e->correct / (double)e->samples};
+    pst_tb_scalars(m->tb, (int64_t)e->version, tags, values, 2);
   }
   if (m->file)
     fprintf(m->file,

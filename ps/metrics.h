@@ -8,6 +8,8 @@
 #include <stdio.h>
 
 #include "common/clock.h"
+#include "common/prom.h"
+#include "ps/tensorboard.h"
 
 typedef struct {
   double loss_sum;
@@ -16,6 +18,16 @@ typedef struct {
   uint64_t version;       /* newest version any share was computed on */
   int complete;           /* the figures are final (pst_metrics_eval_complete) */
 } pst_epoch_eval;
+
+/* One training report, for the dashboard's curves. */
+typedef struct {
+  uint64_t version;
+  float loss, accuracy;
+} pst_train_point;
+
+/* Training reports kept for the curves: when full, every second one is dropped and only
+ * every second report after that is kept, so the curves always span the whole run. */
+#define PST_METRICS_HISTORY 512
 
 /* What the summary record says about a run besides the metrics' own figures. */
 typedef struct {
@@ -49,6 +61,24 @@ typedef struct {
   uint64_t samples_resumed; /* of samples_trained, those trained before a resume */
   double train_start, train_end; /* monotonic seconds: all registered .. all done */
   double cpu_start, cpu_end;     /* this process's CPU seconds at those moments */
+  /* Live figures that only /metrics shows (ps/obs.c renders them with the rest). */
+  double last_train_loss, last_train_accuracy; /* the newest training-loss report */
+  pst_hist staleness;     /* versions behind, per gradient applied */
+  pst_hist step_seconds;  /* seconds between consecutive versions */
+  pst_hist push_seconds;  /* a gradient's first chunk in .. its last chunk taken */
+  pst_hist pull_seconds;  /* a PULL in .. its reply's last chunk written (waits included) */
+  double last_step_at;    /* monotonic seconds of the newest version (0: none yet) */
+  uint64_t bytes_in, bytes_out; /* on the ps's training port, all connections */
+  /* TensorBoard scalars (--tensorboard): the caller's event file, or NULL; the learning
+   * rate they show; the staleness histogram's count and sum at the last record, so each
+   * record shows the mean staleness of the gradients applied since the one before. */
+  pst_tb *tb;
+  double lr;
+  pst_train_point history[PST_METRICS_HISTORY];
+  int history_n;
+  uint32_t history_stride, history_skip; /* keep one report in stride */
+  uint64_t tb_stale_count;
+  double tb_stale_sum;
 } pst_metrics;
 
 /* Training starts (every slot has had a worker) and ends (the last evaluation is in): the
@@ -65,6 +95,12 @@ int pst_metrics_check(pst_metrics *m);
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
                        uint64_t samples);
+/* A gradient was applied whole (its staleness, and the seconds from its first chunk to its
+ * last being taken); a pull's reply has left (seconds since the PULL); a new version was
+ * published. */
+void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds);
+void pst_metrics_pulled(pst_metrics *m, double seconds);
+void pst_metrics_step(pst_metrics *m);
 /* Adds a worker's share of the epoch's test evaluation (epoch 1..epochs; others ignored). */
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,
                       uint64_t correct, uint64_t samples);

@@ -27,6 +27,7 @@ static void on_pull_write(uv_write_t *req, int status) {
   (void)status;
   c->pull_done++;
   if (c->pull_done < c->srv->upd.n_chunks) return;
+  pst_metrics_pulled(&c->srv->metrics, pst_now() - c->pull_at);
   finish_pull(c);
   /* This connection may have a pull waiting behind the one just sent, and a step may be
    * waiting for the buffer. */
@@ -55,6 +56,7 @@ void ps_pull_continue(ps_conn *c) {
     uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
                         uv_buf_init((char *)(w + off), len * 4u)};
     c->wreq[i].data = c;
+    s->metrics.bytes_out += (uint64_t)hn + len * 4u;
     if (pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_pull_write) < 0) {
       /* The connection is failing: chunk i and the rest never started. */
       c->pull_sent = i;

@@ -6,12 +6,14 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/cluster.h"
 #include "common/log.h"
 #include "common/notify.h"
 #include "ps/checkpoint.h"
 #include "ps/checkpointing.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
+#include "ps/obs.h"
 
 /* A control message: one allocation, freed by its write callback. Rare, not hot path. */
 typedef struct {
@@ -42,6 +44,7 @@ int ps_send_header(ps_conn *c, const Pstrain__Header *h) {
     return n;
   }
   m->req.data = m;
+  c->srv->metrics.bytes_out += (uint64_t)n;
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
   int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
@@ -55,6 +58,7 @@ int ps_send_raw(ps_conn *c, const void *bytes, size_t n) {
   memcpy(m->bytes, bytes, n);
   m->req.data = m;
   c->last_tx = pst_now();
+  c->srv->metrics.bytes_out += (uint64_t)n;
   uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
   int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
   if (rc < 0) free(m);
@@ -136,6 +140,7 @@ static int try_take(ps_conn *c) {
     w->pushes++;
     w->last_version = c->push_version;
     w->last_staleness = staleness;
+    pst_metrics_applied(&s->metrics, staleness, pst_now() - c->push_at);
   }
   /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
    * waiting pulls want (and a checkpoint may be due). */
@@ -331,38 +336,12 @@ static void handle_rollback(ps_conn *c, uint64_t version) {
 }
 
 static void handle_status(ps_conn *c) {
-  ps_server *s = c->srv;
+  /* Built by ps/obs.c, which /metrics, the dashboard and `pstrain status` share. */
+  static ps_status_msg m;
+  ps_obs_status(c->srv, &m);
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  Pstrain__Status st = PSTRAIN__STATUS__INIT;
-  Pstrain__WorkerStatus ws[64], *wp[64];
-  st.version = s->store.version;
-  st.mode = (Pstrain__Mode)s->opt.mode;
-  st.world_size = (uint32_t)s->opt.workers;
-  st.registered = (uint32_t)s->registered;
-  st.max_staleness = s->upd.staleness_max;
-  st.mean_staleness = s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0;
-  st.weights_checksum = pst_store_checksum(&s->store);
-  st.dropped_gradients = s->upd.dropped;
-  st.max_lead = s->max_lead;
-  size_t n = s->opt.workers < 64 ? (size_t)s->opt.workers : 64;
-  for (size_t i = 0; i < n; i++) {
-    pstrain__worker_status__init(&ws[i]);
-    ws[i].index = (uint32_t)i;
-    ws[i].name = s->workers[i].name;
-    ws[i].last_version = s->workers[i].last_version;
-    ws[i].staleness = s->workers[i].last_staleness;
-    ws[i].pushes = s->workers[i].pushes;
-    ws[i].done = s->workers[i].done != 0;
-    ws[i].dropped = s->workers[i].dropped;
-    ws[i].connected = s->workers[i].conn != NULL;
-    ws[i].abandoned = s->workers[i].abandoned != 0;
-    ws[i].losses = s->workers[i].losses;
-    wp[i] = &ws[i];
-  }
-  st.n_workers = n;
-  st.workers = wp;
   h.type = PSTRAIN__MSG_TYPE__STATUS;
-  h.status = &st;
+  h.status = &m.st;
   ps_send_header(c, &h);
 }
 
@@ -393,7 +372,10 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     *dst = c->recv;
     return 0;
   }
-  if (chunk == 0) c->push_version = h->version;
+  if (chunk == 0) {
+    c->push_version = h->version;
+    c->push_at = pst_now();
+  }
   /* A share that would be copied into the sum is read straight into it. */
   c->push_dst = c->push_dropped ? NULL
                                 : pst_update_direct(&s->upd, c->worker, c->push_version, chunk);
@@ -422,6 +404,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         return -EPROTO;
       }
       c->pull_waiting = 1;
+      c->pull_at = pst_now();
       c->pull_want = h->version;
       c->pull_final = h->last;
       if (ps_pull_ready(s, c)) ps_pull_answer(c);
@@ -532,6 +515,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
                                   : pst_tls_stream_strerror(&c->io, (int)nread));
     return;
   }
+  c->srv->metrics.bytes_in += (uint64_t)nread;
   if (c->state == CONN_AUTH) {
     ps_auth_read(c, (size_t)nread);
     return;
@@ -640,21 +624,7 @@ static void on_connection(uv_stream_t *server, int status) {
     return;
   }
   uv_tcp_nodelay(&c->io.tcp, 1);
-  struct sockaddr_storage sa;
-  int len = sizeof sa;
-  snprintf(c->peer, sizeof c->peer, "?");
-  if (uv_tcp_getpeername(&c->io.tcp, (struct sockaddr *)&sa, &len) == 0) {
-    char ip[48] = "?";
-    int port = 0;
-    if (sa.ss_family == AF_INET) {
-      uv_ip4_name((struct sockaddr_in *)&sa, ip, sizeof ip);
-      port = ntohs(((struct sockaddr_in *)&sa)->sin_port);
-    } else if (sa.ss_family == AF_INET6) {
-      uv_ip6_name((struct sockaddr_in6 *)&sa, ip, sizeof ip);
-      port = ntohs(((struct sockaddr_in6 *)&sa)->sin6_port);
-    }
-    snprintf(c->peer, sizeof c->peer, "%s:%d", ip, port);
-  }
+  pst_tcp_peer_name(&c->io.tcp, c->peer, sizeof c->peer);
   if (s->stopping || ps_admit(s, c) < 0) {
     ps_conn_close(c, NULL, 1);
     return;
@@ -665,9 +635,10 @@ static void on_connection(uv_stream_t *server, int status) {
 /* ---- status, completion, signals ---- */
 
 static void log_status(ps_server *s) {
-  char line[900];
-  size_t n = (size_t)snprintf(line, sizeof line, "status: version %" PRIu64 ", %d/%d registered",
-                              s->store.version, s->registered, s->opt.workers);
+  char line[1200];
+  /* The same line as systemd's STATUS= (ps/obs.h), then each worker. */
+  size_t n = (size_t)snprintf(line, sizeof line, "status: ");
+  n += ps_obs_status_line(s, line + n, sizeof line - n);
   for (int i = 0; i < s->opt.workers && n < sizeof line - 80; i++) {
     ps_worker *w = &s->workers[i];
     n += (size_t)snprintf(line + n, sizeof line - n, "; w%d v%" PRIu64 " stale %" PRIu64 "%s%s", i,
@@ -680,9 +651,7 @@ static void log_status(ps_server *s) {
                           s->store.version);
     int any = 0;
     for (int i = 0; i < s->opt.workers && n < sizeof line - 16; i++) {
-      ps_worker *w = &s->workers[i];
-      int pushed = w->pushes > 0 && w->last_version == s->store.version;
-      if (!pushed && !w->done && s->upd.member[i]) {
+      if (ps_obs_waited_for(s, i)) {
         n += (size_t)snprintf(line + n, sizeof line - n, " w%d", i);
         any = 1;
       }

@@ -14,6 +14,7 @@
 #include "common/cluster.h"
 #include "common/config.h"
 #include "common/fpenv.h"
+#include "common/http.h"
 #include "common/log.h"
 #include "common/notify.h"
 #include "common/tls_config.h"
@@ -26,6 +27,7 @@ static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_M
 static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX];
 static char o_secret_file[PST_CFG_STR_MAX], o_tls_name[PST_CFG_STR_MAX];
+static char o_metrics_listen[PST_CFG_STR_MAX];
 static pst_tls_files o_tls;
 static pst_data_flags o_dataf;
 static int64_t o_threads, o_index, o_gpu_mem;
@@ -49,6 +51,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("tls-name", PST_CFG_STRING, o_tls_name, "", "mutual TLS: the name (DNS or IP) the ps's certificate must carry (default: any the CA signed)", 0, 0),
     PST_OPT("connect-timeout", PST_CFG_DOUBLE, &o_timeout, "30", "seconds to keep retrying the ps", 0, 0),
     PST_OPT("reconnect-timeout", PST_CFG_DOUBLE, &o_reconnect, "300", "seconds to keep reconnecting to a lost ps (0: exit at once)", 0, 0),
+    PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
@@ -112,34 +115,6 @@ static int parse_ps_list(const char *text, wk_options *opt, char *err, size_t er
     return -EINVAL;
   }
   return 0;
-}
-
-/* The line `systemctl status` shows (STATUS=), refreshed by the heartbeat. */
-static void status_line(void *arg, char *buf, size_t len) {
-  const wk_trainer *t = arg;
-  switch (t->state) {
-    case WK_CONNECTING: {
-      int i = 0; /* the first shard not yet reached */
-      while (i < t->n_ps - 1 && t->ps[i].client.state == WK_CONN_OPEN) i++;
-      snprintf(buf, len, "connecting to the ps at %s:%d (attempt %d)", t->opt.ps[i].host,
-               t->opt.ps[i].port, t->ps[i].client.attempts);
-      break;
-    }
-    case WK_REGISTERING:
-      snprintf(buf, len, "registering with the ps at %s:%d%s", t->opt.ps[0].host,
-               t->opt.ps[0].port, t->n_ps > 1 ? " and its other shards" : "");
-      break;
-    case WK_FINISHING:
-      snprintf(buf, len, "worker %d of %d: finished %d epochs, waiting for the ps", t->index,
-               t->world, t->epochs);
-      break;
-    case WK_STOPPED:
-      break;
-    default:
-      snprintf(buf, len, "worker %d of %d: epoch %d/%d, step %d/%d, version %llu", t->index,
-               t->world, t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs,
-               t->step_in_epoch, t->steps_per_epoch, (unsigned long long)t->version);
-  }
 }
 
 int main(int argc, char **argv) {
@@ -259,9 +234,15 @@ int main(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   static wk_trainer trainer;
-  int rc = wk_trainer_start(&trainer, &loop, &opt, err, sizeof err);
+  /* /metrics on its own port, served from this loop (worker/obs.h); opened first, so that a
+   * port in use is a configuration error before the data is loaded. */
+  static pst_metrics_port obs;
+  int rc = pst_metrics_port_start(&obs, &loop, o_metrics_listen, wk_obs_render, &trainer, err,
+                                  sizeof err);
+  if (rc == 0) rc = wk_trainer_start(&trainer, &loop, &opt, err, sizeof err);
   if (rc < 0) {
     LOG_ERR("%s", err);
+    pst_metrics_port_close(&obs);
     uv_run(&loop, UV_RUN_NOWAIT);
     wk_trainer_free(&trainer);
     uv_loop_close(&loop);
@@ -271,12 +252,13 @@ int main(int argc, char **argv) {
   /* Under systemd: watchdog pings and status from this loop (the compute runs on the
    * threadpool, so the loop keeps turning); READY=1 comes once registered. */
   static pst_heartbeat hb;
-  pst_heartbeat_start(&hb, &loop, status_line, &trainer);
+  pst_heartbeat_start(&hb, &loop, wk_obs_status_line, &trainer);
   uv_run(&loop, UV_RUN_DEFAULT);
 
   /* 3. Shut down: the trainer's handles are closed by now; the heartbeat's next. */
   pst_notify_stopping();
   pst_heartbeat_close(&hb);
+  pst_metrics_port_close(&obs);
   uv_run(&loop, UV_RUN_DEFAULT);
   int exit_code = trainer.exit_code;
   wk_trainer_free(&trainer);

@@ -94,6 +94,7 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
 static void pull(wk_trainer *t) {
   t->state = WK_PULLING;
   for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
+  wk_obs_pull_sent(&t->obs);
   int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
   send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->have_weights ? t->version + 1 : 0);
 }
@@ -165,7 +166,9 @@ static void work_run(uv_work_t *req) {
   if (t->w_rc < 0) return;
   if (t->work_kind == WK_WORK_TRAIN) {
     const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
+    double d0 = pst_now();
     t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, idx, t->xb, t->yb);
+    t->obs.gather_seconds = pst_now() - d0; /* taken in by wk_obs_step_done, on the loop */
     /* The next batch of this epoch is made while this step computes (the next epoch's
      * first batch is asked for once its order is drawn, in after_train). */
     if (t->step_in_epoch + 1 < t->steps_per_epoch)
@@ -205,6 +208,7 @@ static void work_run(uv_work_t *req) {
 
 static void after_train(wk_trainer *t) {
   t->steps++;
+  wk_obs_step_done(&t->obs, t->w_seconds, t->w_samples);
   /* After the first step, so that the algorithms the backend picked are known. */
   if (t->steps == 1 && t->opt.log_placement) pst_net_log_placement(t->net);
   t->step_in_epoch++;
@@ -239,9 +243,7 @@ static void after_train(wk_trainer *t) {
              "%.3f s", t->epoch + 1, t->epochs, t->e_loss / (double)t->e_samples,
              (double)t->e_correct / (double)t->e_samples,
              t->e_seconds > 0 ? (double)t->e_samples / t->e_seconds : 0.0, t->e_wait);
-    pst_notify_status("worker %d of %d: epoch %d/%d trained, train loss %.4f (version %" PRIu64 ")",
-                      t->index, t->world, t->epoch + 1, t->epochs,
-                      t->e_loss / (double)t->e_samples, t->version);
+    wk_obs_epoch_done(t, t->e_loss / (double)t->e_samples); /* the status line says so */
     t->e_loss = t->e_seconds = t->e_wait = 0;
     t->e_correct = t->e_samples = 0;
     t->epoch++;
@@ -634,6 +636,7 @@ static void on_weights_done(wk_trainer *t, wk_shard *sh, uint64_t version) {
     if (t->ps[i].version < oldest) oldest = t->ps[i].version;
   }
   t->version = oldest;
+  wk_obs_weights_in(&t->obs);
   t->weights_fresh = 1;
   t->have_weights = 1;
   next_work(t);
@@ -704,6 +707,7 @@ static void on_push_sent(wk_client *c) {
   for (int i = 0; i < t->n_ps; i++)
     if (t->ps[i].pushing) return;
   t->push_in_flight = 0;
+  wk_obs_push_sent(&t->obs);
   /* Weights for the next step may have arrived before the push finished leaving. */
   if (!t->work_running && t->weights_fresh && t->state != WK_FINISHING && t->state != WK_STOPPED)
     next_work(t);
@@ -852,6 +856,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   t->loop = loop;
   t->opt = *opt;
   t->n_ps = opt->n_ps > 0 ? opt->n_ps : 1;
+  wk_obs_init(&t->obs);
   /* The data comes first, before the loop runs: a worker with a bad --data-dir never takes
    * a slot, and the seconds of decompression never hold up its heartbeats. */
   char desc[512];

@@ -26,6 +26,7 @@
 #include "worker/data.h"
 #include "worker/imageops.h"
 #include "worker/prefetch.h"
+#include "worker/obs.h"
 
 typedef struct {
   char host[256];
@@ -147,6 +148,7 @@ typedef struct wk_trainer {
   uint64_t e_correct, e_samples;
   double e_seconds;
   double e_wait;                  /* this epoch's seconds of waiting for data */
+  wk_obs obs;                     /* timings for /metrics (worker/obs.h) */
   int exit_code;
 } wk_trainer;
 

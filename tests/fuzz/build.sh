@@ -37,10 +37,13 @@ LIBS=(-luv -lprotobuf-c -lcjson -linih -lsystemd -lz -lm)
 POOL=(-Wl,--wrap=malloc -Wl,--wrap=realloc -Wl,--wrap=free)
 ZLIB=(-Wl,-Bstatic -lz -Wl,-Bdynamic)
 
-# The schema, compiled the way proto/BUILD's genrule does it.
-if [ ! -f "$out/gen/proto/pstrain.pb-c.c" ] || [ "$root/proto/pstrain.proto" -nt "$out/gen/proto/pstrain.pb-c.c" ]; then
-  protoc-c --proto_path="$root/proto" --c_out="$out/gen/proto" "$root/proto/pstrain.proto"
-fi
+# The schemas, compiled the way proto/BUILD's genrules do it (the ps's metrics write
+# TensorBoard events, so the ps's objects need tensorboard.proto's too).
+for schema in pstrain tensorboard; do
+  if [ ! -f "$out/gen/proto/$schema.pb-c.c" ] || [ "$root/proto/$schema.proto" -nt "$out/gen/proto/$schema.pb-c.c" ]; then
+    protoc-c --proto_path="$root/proto" --c_out="$out/gen/proto" "$root/proto/$schema.proto"
+  fi
+done
 
 # A header of the project newer than the last build rebuilds every object.
 stamp="$out/obj/.stamp"
@@ -64,7 +67,9 @@ obj() {
 # edit) is left out with a warning: only a harness that needs it then fails, at link time.
 lib_sources() {
   echo "$out/gen/proto/pstrain.pb-c.c"
+  echo "$out/gen/proto/tensorboard.pb-c.c"
   echo "$root/proto/wire.c"
+  echo "$root/proto/status_json.c"
   echo "$root/kernels/model.c"
   echo "$root/kernels/partition.c"
   echo "$root/worker/data.c"

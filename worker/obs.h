@@ -1,0 +1,57 @@
+/* What a worker shows to the outside while it runs: /metrics on its own port
+ * (--metrics-listen), served by common/http.h from the worker's loop.
+ *
+ * The timings only /metrics needs (how long pulls and pushes take, how a step's time splits
+ * between computing and waiting) are kept here, in wk_obs, fed by a few calls from the
+ * trainer; every other figure is read at scrape time from the trainer's own state, the
+ * same state its log and STATUS line come from. */
+#ifndef PSTRAIN_WORKER_OBS_H
+#define PSTRAIN_WORKER_OBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/http.h"
+#include "common/prom.h"
+
+struct wk_trainer;
+
+typedef struct {
+  pst_hist pull_seconds;    /* PULL sent .. the reply's last chunk in */
+  pst_hist push_seconds;    /* push queued .. its last chunk handed to the kernel */
+  pst_hist step_seconds;    /* one training step to the next, all included */
+  double pull_at, push_at;  /* monotonic seconds of the pending pull and push (0: none) */
+  double last_step_at;      /* monotonic seconds the newest step's compute finished */
+  double first_step_at;     /* ... and the first's began */
+  double compute_seconds;   /* on the threadpool, training steps */
+  double wait_seconds;      /* between steps, not computing: pulls, pushes, the others */
+  double data_seconds;      /* of compute_seconds, gathering the batches */
+  double gather_seconds;    /* the step on the threadpool: its gather (written there; read
+                             * only by wk_obs_step_done, after the step's work is done) */
+  uint64_t samples;         /* trained */
+  int epochs_trained;       /* the newest epoch whose steps are all done (1-based; 0: none) */
+  double epoch_loss;        /* its training loss */
+} wk_obs;
+
+void wk_obs_init(wk_obs *o);
+/* A PULL went out; its weights are all in. */
+void wk_obs_pull_sent(wk_obs *o);
+void wk_obs_weights_in(wk_obs *o);
+/* A training step's compute finished (seconds it took, samples), and its push starts. */
+void wk_obs_step_done(wk_obs *o, double compute_seconds, int samples);
+/* The push has left. */
+void wk_obs_push_sent(wk_obs *o);
+/* Every step of an epoch is done (t: the trainer, whose state says which): the status line
+ * says so from now on, and is sent to systemd at once. */
+void wk_obs_epoch_done(struct wk_trainer *t, double train_loss);
+
+/* The one-line status (systemd's STATUS=, refreshed by the heartbeat): a pst_status_fn
+ * (arg: the wk_trainer), from the same state as /metrics. */
+void wk_obs_status_line(void *arg, char *buf, size_t len);
+
+/* The exposition text of the worker's figures (t: a wk_trainer). A pst_http_render for
+ * pst_metrics_port_start, which adds the process's and the port's own. */
+void wk_obs_render(const void *t, pst_text *out);
+
+#endif
