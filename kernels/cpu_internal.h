@@ -1,5 +1,5 @@
 /* Private to the CPU backend: its state and the operations of each op family
- * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_pool.c), wired into the vtable by
+ * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_pool.c; dropout lives with the activations), wired into the vtable by
  * cpu_backend.c. */
 #ifndef PSTRAIN_KERNELS_CPU_INTERNAL_H
 #define PSTRAIN_KERNELS_CPU_INTERNAL_H
@@ -29,6 +29,12 @@ int cpu_dense_backward(pst_backend *b, const float *x, const float *w, const flo
 
 int cpu_relu_forward(pst_backend *b, const float *x, float *y, size_t n);
 int cpu_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int cpu_relu6_forward(pst_backend *b, const float *x, float *y, size_t n);
+int cpu_relu6_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int cpu_dropout_forward(pst_backend *b, const float *x, float *y, size_t n, float rate,
+                        uint64_t seed);
+int cpu_dropout_backward(pst_backend *b, const float *dy, float *dx, size_t n, float rate,
+                         uint64_t seed);
 int cpu_softmax_xent(pst_backend *b, const float *logits, const int32_t *labels, float *dlogits,
                      int batch, int classes, float scale, double *loss_sum, int *correct);
 
@@ -40,6 +46,9 @@ int cpu_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *
 int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *y,
                          const float *dy, float *dx);
+
+int cpu_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
+int cpu_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy, float *dx);
 
 /* Checks a window shape for consistency (positive sizes, output matching the input,
  * padding smaller than the window); 0 or -EINVAL. */

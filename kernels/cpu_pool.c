@@ -1,4 +1,4 @@
-/* Max pooling on the CPU, NHWC. The channel loop is innermost everywhere, so that each
+/* Max and average pooling on the CPU, NHWC. The channel loop is innermost everywhere, so that each
  * window position is one contiguous run of C floats and the loops vectorise. Shapes are
  * copied into locals first: the build has -fno-strict-aliasing, so the compiler would
  * otherwise reload every field after each float store. */
@@ -120,6 +120,76 @@ int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float 
             }
           }
         }
+      }
+    }
+  }
+  return 0;
+}
+
+/* The real (unpadded) rows [*h0, *h1) and columns [*w0, *w1) of output cell (oh, ow). */
+static inline void window_cells(const pool_geom *g, int oh, int ow, int *h0, int *h1, int *w0,
+                                int *w1) {
+  *h0 = oh * g->sh - g->pt;
+  *h1 = *h0 + g->k_h;
+  *w0 = ow * g->sw - g->pl;
+  *w1 = *w0 + g->k_w;
+  if (*h0 < 0) *h0 = 0;
+  if (*h1 > g->in_h) *h1 = g->in_h;
+  if (*w0 < 0) *w0 = 0;
+  if (*w1 > g->in_w) *w1 = g->in_w;
+}
+
+int cpu_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y) {
+  (void)b;
+  if (cpu_check_window(s, 0) != 0 || x == NULL || y == NULL) return -EINVAL;
+  const pool_geom g = geom(s);
+  const size_t row = (size_t)g.in_w * g.c;
+  float *yo = y;
+  for (int n = 0; n < g.n; n++) {
+    const float *xn = x + (size_t)n * g.in_h * row;
+    for (int oh = 0; oh < g.out_h; oh++) {
+      for (int ow = 0; ow < g.out_w; ow++, yo += g.c) {
+        int h0, h1, w0, w1;
+        window_cells(&g, oh, ow, &h0, &h1, &w0, &w1);
+        for (int k = 0; k < g.c; k++) yo[k] = 0.0f;
+        /* Padding cells are left out of the divisor too (a window with no real cell,
+         * possible only with unusual strides, gives 0). */
+        const int cells = (h1 - h0) * (w1 - w0);
+        if (cells <= 0) continue;
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            const float *restrict xp = xn + ih * row + (size_t)iw * g.c;
+            for (int k = 0; k < g.c; k++) yo[k] += xp[k];
+          }
+        const float inv = 1.0f / (float)cells;
+        for (int k = 0; k < g.c; k++) yo[k] *= inv;
+      }
+    }
+  }
+  return 0;
+}
+
+int cpu_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy, float *dx) {
+  (void)b;
+  if (cpu_check_window(s, 0) != 0 || dy == NULL || dx == NULL) return -EINVAL;
+  const pool_geom g = geom(s);
+  const size_t row = (size_t)g.in_w * g.c;
+  memset(dx, 0, (size_t)g.n * g.in_h * row * sizeof(float));
+  const float *dyo = dy;
+  for (int n = 0; n < g.n; n++) {
+    float *dn = dx + (size_t)n * g.in_h * row;
+    for (int oh = 0; oh < g.out_h; oh++) {
+      for (int ow = 0; ow < g.out_w; ow++, dyo += g.c) {
+        int h0, h1, w0, w1;
+        window_cells(&g, oh, ow, &h0, &h1, &w0, &w1);
+        const int cells = (h1 - h0) * (w1 - w0);
+        if (cells <= 0) continue;
+        const float inv = 1.0f / (float)cells;
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            float *restrict dp = dn + ih * row + (size_t)iw * g.c;
+            for (int k = 0; k < g.c; k++) dp[k] += dyo[k] * inv;
+          }
       }
     }
   }

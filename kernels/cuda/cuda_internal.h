@@ -199,6 +199,12 @@ int pst_cuda_dense_backward(pst_backend *b, const float *x, const float *w, cons
                             float *dx, float *dw, float *db, int batch, int in, int out);
 int pst_cuda_relu_forward(pst_backend *b, const float *x, float *y, size_t n);
 int pst_cuda_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int pst_cuda_relu6_forward(pst_backend *b, const float *x, float *y, size_t n);
+int pst_cuda_relu6_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int pst_cuda_dropout_forward(pst_backend *b, const float *x, float *y, size_t n, float rate,
+                             uint64_t seed);
+int pst_cuda_dropout_backward(pst_backend *b, const float *dy, float *dx, size_t n, float rate,
+                              uint64_t seed);
 int pst_cuda_softmax_xent(pst_backend *b, const float *logits, const int32_t *labels,
                           float *dlogits, int batch, int classes, float scale, double *loss_sum,
                           int *correct);
@@ -209,6 +215,10 @@ int pst_cuda_conv2d_backward(pst_backend *b, const pst_window_shape *s, const fl
 int pst_cuda_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int pst_cuda_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x,
                               const float *y, const float *dy, float *dx);
+
+int pst_cuda_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
+int pst_cuda_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy,
+                              float *dx);
 
 /* Plan caches (conv.cu, pool.cu): release every cached descriptor. */
 void pst_cuda_conv_plans_destroy(pst_cuda *c);

@@ -1,5 +1,6 @@
 /* Parity of the CUDA backend with the CPU backend: every operation, forward and backward,
- * on the same random inputs; outputs must agree to a relative error of 1e-4 on the norm.
+ * on the same random inputs; outputs must agree to a relative error of 1e-4 on the norm
+ * (dropout exactly: its mask is one function on both sides).
  *
  * Without a usable GPU (no driver, no device, library not loadable) the test prints
  * "SKIP: <reason>" and passes, unless PSTRAIN_REQUIRE_GPU=1 (for GPU CI, where a skip
@@ -156,6 +157,50 @@ static void test_relu(size_t n) {
   free(x), free(dy);
 }
 
+/* ---- relu6 and dropout ------------------------------------------------------------ */
+
+static void test_relu6(size_t n) {
+  /* [-3, 9): both kinks (0 and 6) are inside the range. */
+  float *x = rand_floats(n, -3, 9), *dy = rand_floats(n, -1, 1);
+  float *y[2] = {zeros(n), zeros(n)}, *dx[2] = {zeros(n), zeros(n)};
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
+    int rc = b->relu6_forward(b, dxx, dyy, n);
+    if (!rc) rc = down(b, y[k], dyy, n * 4);
+    /* In place backward, as the net runs it. */
+    if (!rc) rc = b->relu6_backward(b, dyy, ddy, ddy, n);
+    if (!rc) rc = down(b, dx[k], ddy, n * 4);
+    CHECK(rc == 0);
+    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy);
+  }
+  compare("relu6", "y", y[1], y[0], n);
+  compare("relu6", "dx", dx[1], dx[0], n);
+  free(y[0]), free(y[1]), free(dx[0]), free(dx[1]), free(x), free(dy);
+}
+
+static void test_dropout(size_t n, float rate, uint64_t seed) {
+  float *x = rand_floats(n, -1, 1), *dy = rand_floats(n, -1, 1);
+  float *y[2] = {zeros(n), zeros(n)}, *dx[2] = {zeros(n), zeros(n)};
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
+    int rc = b->dropout_forward(b, dxx, dyy, n, rate, seed);
+    if (!rc) rc = down(b, y[k], dyy, n * 4);
+    if (!rc) rc = b->dropout_backward(b, ddy, ddy, n, rate, seed);
+    if (!rc) rc = down(b, dx[k], ddy, n * 4);
+    CHECK(rc == 0);
+    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy);
+  }
+  /* The mask is the same function on both sides: the results must be identical, not
+   * merely close (one float multiply per kept cell). */
+  CHECK(memcmp(y[0], y[1], n * 4) == 0);
+  CHECK(memcmp(dx[0], dx[1], n * 4) == 0);
+  compare("dropout", "y", y[1], y[0], n);
+  compare("dropout", "dx", dx[1], dx[0], n);
+  free(y[0]), free(y[1]), free(dx[0]), free(dx[1]), free(x), free(dy);
+}
+
 /* ---- softmax cross-entropy --------------------------------------------------------- */
 
 static void test_xent(int B, int C) {
@@ -298,6 +343,39 @@ static void test_pool(pst_window_shape s) {
   free(x), free(dy);
 }
 
+static void test_avgpool(pst_window_shape s) {
+  char what[128];
+  describe_shape(&s, "avgpool", what, sizeof what);
+  size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
+  size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
+  float *x = rand_floats(nx, -1, 1), *dy = rand_floats(ny, -1, 1);
+  float *y[2], *dx[2];
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    y[k] = zeros(ny), dx[k] = zeros(nx);
+    float *dxx = up(b, x, nx * 4), *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4);
+    float *dgx = up(b, NULL, nx * 4);
+    int rc = b->avgpool_forward(b, &s, dxx, dyy);
+    if (!rc) rc = down(b, y[k], dyy, ny * 4);
+    if (!rc) rc = b->avgpool_backward(b, &s, ddy, dgx);
+    if (!rc) rc = down(b, dx[k], dgx, nx * 4);
+    CHECK(rc == 0);
+    if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
+    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy), b->free(b, dgx);
+  }
+  compare(what, "y", y[1], y[0], ny);
+  compare(what, "dx", dx[1], dx[0], nx);
+  for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]);
+  free(x), free(dy);
+}
+
+/* Global average pooling: one valid window over the whole map, as kernels/model.c lays
+ * it out. */
+static pst_window_shape global_window(int n, int h, int w, int c) {
+  pst_window_shape s = window2(n, h, w, c, h, w, 1, 1, 0, c);
+  return s;
+}
+
 /* ---- the memory cap and describe() ------------------------------------------------- */
 
 static void test_cap(const char *spec) {
@@ -357,6 +435,10 @@ int main(void) {
   test_dense(128, 128, 10);
   test_dense(300, 40, 300); /* more rows than one bias-gradient chunk */
   test_relu(10007);
+  test_relu6(10007);
+  test_dropout(10007, 0.3f, 42);
+  test_dropout(4096, 0.5f, 0xfeedfacecafebeefull);
+  test_dropout(1000, 0.0f, 7);
   test_xent(37, 10);
   test_xent(5, 100); /* more classes than a warp has lanes */
   test_xent(1000, 10);
@@ -383,6 +465,16 @@ int main(void) {
   test_pool(window(2, 7, 7, 2, 2, 2, 0, 2));
   test_pool(window2(2, 7, 10, 3, 3, 2, 2, 2, 1, 3));
   test_pool(window2(2, 9, 6, 2, 2, 3, 2, 3, 0, 2));
+
+  /* avgpool: valid, asymmetric same (padding excluded from the mean), overlapping,
+   * rectangular, and global average pooling. */
+  test_avgpool(window(3, 28, 28, 8, 2, 2, 0, 8));
+  test_avgpool(window(3, 7, 7, 4, 2, 2, 1, 4));
+  test_avgpool(window(2, 8, 8, 3, 3, 2, 1, 3));
+  test_avgpool(window(2, 6, 6, 2, 3, 1, 1, 2));
+  test_avgpool(window2(2, 7, 10, 3, 3, 2, 2, 2, 1, 3));
+  test_avgpool(global_window(4, 7, 7, 32));
+  test_avgpool(global_window(2, 5, 3, 300));
 
   test_describe();
   test_cap(spec);
