@@ -10,6 +10,7 @@
  *   activations of conv layers   [B, H, W, C]   (NHWC, as TensorFlow/Keras)
  *   dense weights                [in, out], bias [out]
  *   conv2d weights               [Cout, KH, KW, Cin] (OHWI, cuDNN's NHWC filter layout), bias [Cout]
+ *   depthwise_conv2d weights     [C, KH, KW] (OHWI with I = 1), bias [C]
  *   labels                       [B] int32 class indices
  * All functions return 0 or a negative errno-style code. */
 #ifndef PSTRAIN_KERNELS_BACKEND_H
@@ -89,6 +90,16 @@ struct pst_backend {
   /* dw, db overwritten; dx may be NULL (first layer). */
   int (*conv2d_backward)(pst_backend *b, const pst_window_shape *s, const float *x,
                          const float *w, const float *dy, float *dx, float *dw, float *db);
+
+  /* Depthwise convolution with depth multiplier 1: channel c of y is channel c of x
+   * cross-correlated with its own KHxKW filter, plus bias[c]. s->out_c == s->in_c = C;
+   * w is [C, KH, KW] (OHWI with one input channel, cuDNN's grouped-convolution filter with
+   * groupCount = C), bias [C]. Backward as conv2d: dw, db overwritten; dx may be NULL. */
+  int (*depthwise_conv2d_forward)(pst_backend *b, const pst_window_shape *s, const float *x,
+                                  const float *w, const float *bias, float *y);
+  int (*depthwise_conv2d_backward)(pst_backend *b, const pst_window_shape *s, const float *x,
+                                   const float *w, const float *dy, float *dx, float *dw,
+                                   float *db);
 
   /* Max pooling, NHWC; padding cells never win. Backward routes dy to the first maximum. */
   int (*maxpool_forward)(pst_backend *b, const pst_window_shape *s, const float *x, float *y);

@@ -1,5 +1,6 @@
 /* Private to the CPU backend: its state and the operations of each op family
- * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_pool.c; dropout lives with the activations), wired into the vtable by
+ * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_depthwise.c, cpu_pool.c; dropout lives with the
+ * activations), wired into the vtable by
  * cpu_backend.c. */
 #ifndef PSTRAIN_KERNELS_CPU_INTERNAL_H
 #define PSTRAIN_KERNELS_CPU_INTERNAL_H
@@ -11,7 +12,13 @@
 
 /* Scratch buffers, each grown on demand and kept, so the hot path never allocates once
  * the first step has run. Slots are named by use so two ops never share one at once. */
-enum { CPU_SCRATCH_COL = 0, CPU_SCRATCH_DCOL, CPU_SCRATCH_WAUG, CPU_SCRATCH_COUNT };
+enum {
+  CPU_SCRATCH_COL = 0,
+  CPU_SCRATCH_DCOL,
+  CPU_SCRATCH_WAUG,
+  CPU_SCRATCH_DW, /* depthwise filters transposed to [KH, KW, C] */
+  CPU_SCRATCH_COUNT
+};
 
 typedef struct {
   int threads;                        /* OpenBLAS threads */
@@ -42,6 +49,12 @@ int cpu_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x
                        const float *bias, float *y);
 int cpu_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *w,
                         const float *dy, float *dx, float *dw, float *db);
+
+int cpu_depthwise_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                 const float *w, const float *bias, float *y);
+int cpu_depthwise_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                  const float *w, const float *dy, float *dx, float *dw,
+                                  float *db);
 
 int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *y,

@@ -272,6 +272,21 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     L->out_c = L->filters;
     L->w_count = (size_t)L->filters * L->k_h * L->k_w * L->in_c;
     L->b_count = (size_t)L->filters;
+  } else if (strcmp(kind, "depthwise_conv2d") == 0) {
+    int d[2];
+    if (ntok < 2 || parse_dims(tok[1], 2, MAX_KERNEL, d) != 2)
+      return fail(p, "depthwise_conv2d needs a kernel like 3x3");
+    L->k_h = d[0];
+    L->k_w = d[1];
+    if (parse_opts(p, kind, tok + 2, ntok - 2, 1, 1, &o) != 0) return -EINVAL;
+    if (o.act == PST_ACT_SOFTMAX) return fail(p, "depthwise_conv2d cannot use softmax");
+    if (*flat)
+      return fail(p, "depthwise_conv2d needs an image input (HxWxC), not a flat vector");
+    L->kind = PST_LAYER_DEPTHWISE_CONV2D;
+    L->filters = L->in_c;
+    L->out_c = L->in_c;
+    L->w_count = (size_t)L->in_c * L->k_h * L->k_w;
+    L->b_count = (size_t)L->in_c;
   } else if (strcmp(kind, "maxpool") == 0 || strcmp(kind, "avgpool") == 0) {
     int d[2];
     if (ntok < 2 || parse_dims(tok[1], 2, MAX_KERNEL, d) != 2)
@@ -313,12 +328,13 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     L->out_c = L->in_h * L->in_w * L->in_c;
     *flat = 1;
   } else {
-    return fail(p, "unknown layer '%s' (want input, conv2d, maxpool, avgpool, global_avgpool, "
-                   "flatten, dropout or dense)",
+    return fail(p, "unknown layer '%s' (want input, conv2d, depthwise_conv2d, maxpool, avgpool, "
+                   "global_avgpool, flatten, dropout or dense)",
                 shown(kind, b, sizeof b));
   }
 
-  if (L->kind == PST_LAYER_CONV2D || L->kind == PST_LAYER_MAXPOOL || L->kind == PST_LAYER_AVGPOOL) {
+  if (L->kind == PST_LAYER_CONV2D || L->kind == PST_LAYER_DEPTHWISE_CONV2D ||
+      L->kind == PST_LAYER_MAXPOOL || L->kind == PST_LAYER_AVGPOOL) {
     L->stride_h = o.stride_h;
     L->stride_w = o.stride_w;
     L->same_padding = o.same;
@@ -445,6 +461,7 @@ static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *l
       n = snprintf(line, sizeof line, "dense %d %s\n", L->units, act_name(L->act));
       break;
     case PST_LAYER_CONV2D:
+    case PST_LAYER_DEPTHWISE_CONV2D:
     case PST_LAYER_MAXPOOL:
     case PST_LAYER_AVGPOOL: {
       char stride[32];
@@ -454,6 +471,10 @@ static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *l
         snprintf(stride, sizeof stride, "%dx%d", L->stride_h, L->stride_w);
       if (L->kind == PST_LAYER_CONV2D)
         n = snprintf(line, sizeof line, "conv2d %d %dx%d stride=%s padding=%s %s\n", L->filters,
+                     L->k_h, L->k_w, stride, L->same_padding ? "same" : "valid",
+                     act_name(L->act));
+      else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D)
+        n = snprintf(line, sizeof line, "depthwise_conv2d %dx%d stride=%s padding=%s %s\n",
                      L->k_h, L->k_w, stride, L->same_padding ? "same" : "valid",
                      act_name(L->act));
       else
@@ -610,6 +631,10 @@ void pst_model_init_params(const pst_model *m, uint64_t seed, float *params) {
     if (L->kind == PST_LAYER_CONV2D) {
       fan_in = (double)L->k_h * L->k_w * L->in_c;
       fan_out = (double)L->k_h * L->k_w * L->filters;
+    } else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D) {
+      /* Each output sees KHxKW inputs of its own channel: that is its true fan (Keras
+       * counts the channels in as well, which would shrink the initial weights C-fold). */
+      fan_in = fan_out = (double)L->k_h * L->k_w;
     } else {
       fan_in = L->in_c;
       fan_out = L->units;
@@ -658,9 +683,11 @@ static int output_is_flat(const pst_model *m, int i) {
 void pst_model_summary(const pst_model *m, FILE *out) {
   /* Indexed by pst_layer_kind. */
   static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten",
-                                "average_pooling2d", "global_average_pooling2d", "dropout"};
+                                "average_pooling2d", "global_average_pooling2d", "dropout",
+                                "depthwise_conv2d"};
   static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten",
-                                "AveragePooling2D", "GlobalAveragePooling2D", "Dropout"};
+                                "AveragePooling2D", "GlobalAveragePooling2D", "Dropout",
+                                "DepthwiseConv2D"};
   int seen[sizeof names / sizeof names[0]] = {0};
   /* The name column fits the longest name, "global_average_pooling2d_N
    * (GlobalAveragePooling2D)", as Keras's own table does. */
@@ -685,7 +712,8 @@ void pst_model_summary(const pst_model *m, FILE *out) {
       snprintf(shape, sizeof shape, "(None, %d)", L->out_c);
     else
       snprintf(shape, sizeof shape, "(None, %d, %d, %d)", L->out_h, L->out_w, L->out_c);
-    const char *act = (L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D)
+    const char *act = (L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D ||
+                       L->kind == PST_LAYER_DEPTHWISE_CONV2D)
                           ? act_name(L->act)
                           : "";
     fprintf(out, " %-54s %-20s %-8s %s\n", name, shape, act,

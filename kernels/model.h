@@ -10,6 +10,8 @@
  *   global_avgpool         (mean over H and W: HxWxC -> C, a flat vector)
  *   dropout 0.25           (rate in [0, 1): training zeroes that fraction and scales the
  *                           rest by 1/(1-rate); identity at evaluation)
+ *   depthwise_conv2d 3x3 relu6 (one filter per channel, depth multiplier 1; options
+ *                           stride=S, padding=valid|same and an activation, as conv2d)
  *   dense 128 relu         (units, optional activation relu|relu6|softmax|linear; conv2d
  *                           takes relu, relu6 and linear)
  *   dense 10 softmax       (the last layer must be dense with softmax: training uses
@@ -43,6 +45,7 @@ typedef enum {
   PST_LAYER_AVGPOOL,
   PST_LAYER_GLOBAL_AVGPOOL,  /* stored as an avgpool whose window is the whole input */
   PST_LAYER_DROPOUT,
+  PST_LAYER_DEPTHWISE_CONV2D, /* depth multiplier 1: one KHxKW filter per channel */
 } pst_layer_kind;
 
 typedef enum { PST_ACT_LINEAR = 0, PST_ACT_RELU, PST_ACT_SOFTMAX, PST_ACT_RELU6 } pst_activation;
@@ -61,8 +64,10 @@ typedef struct {
   int in_h, in_w, in_c;
   int out_h, out_w, out_c;
   /* Parameters inside the flat parameter vector (float offsets); counts are 0 if none. */
-  size_t w_offset, w_count;  /* dense [in, out]; conv2d [Cout, KH, KW, Cin] */
-  size_t b_offset, b_count;  /* [out] / [Cout] */
+  size_t w_offset, w_count;  /* dense [in, out]; conv2d [Cout, KH, KW, Cin];
+                                depthwise_conv2d [C, KH, KW] (OHWI with I = 1, the layout
+                                cuDNN's grouped convolution reads) */
+  size_t b_offset, b_count;  /* [out] / [Cout] / [C] */
 } pst_layer;
 
 /* One training default from the spec's optimizer line, named after the ps option it sets

@@ -173,6 +173,13 @@ static void test_errors(void) {
       {"input 784\ndropout 0.5x\ndense 2 softmax\n", "s:2: dropout needs one rate in [0, 1) like 0.5 (got '0.5x')"},
       {"input 784\ndropout nan\ndense 2 softmax\n", "s:2: dropout needs one rate"},
       {"input 784\ndropout 0.5 0.5\ndense 2 softmax\n", "s:2: dropout needs one rate"},
+      {"input 784\ndepthwise_conv2d 3x3\n", "s:2: depthwise_conv2d needs an image input"},
+      {"input 8x8x2\ndepthwise_conv2d 3\n", "s:2: depthwise_conv2d needs a kernel like 3x3"},
+      {"input 8x8x2\ndepthwise_conv2d 4 3x3\n", "s:2: depthwise_conv2d needs a kernel like 3x3"},
+      {"input 8x8x2\ndepthwise_conv2d 3x3 softmax\n", "s:2: depthwise_conv2d cannot use softmax"},
+      {"input 8x8x2\ndepthwise_conv2d 3x3 stride=0\n", "s:2: depthwise_conv2d: bad stride '0'"},
+      {"input 8x8x2\ndepthwise_conv2d 3x3 filters=2\n", "s:2: depthwise_conv2d: unknown option 'filters=2'"},
+      {"input 2x2x2\ndepthwise_conv2d 3x3\n", "s:2: depthwise_conv2d 3x3 on a 2x2x2 input leaves no output"},
       {"input 784\ndense 2 softmax\ndropout 0.5\n", "s:2: softmax is only allowed on the last layer"},
       /* The optimizer line, after the two lines of HEAD2. */
       {HEAD2 "optimizer\n", "s:3: optimizer needs a kind: sgd, momentum or adam"},
@@ -342,7 +349,7 @@ static void test_new_layers(void) {
 }
 
 static void test_summary(void) {
-  pst_model m;
+  pst_model m, c;
   char err[256];
   char *buf = NULL;
   size_t len = 0;
@@ -366,6 +373,35 @@ static void test_summary(void) {
   CHECK(strstr(buf, "Total params: 235,146") != NULL);
   CHECK(strstr(buf, "dense_2 (Dense)") != NULL);
   CHECK(strstr(buf, "(None, 784)") != NULL);
+  free(buf);
+
+  /* depthwise_conv2d: KH*KW*C + C parameters, channels kept, its own summary row. */
+  CHECK(pst_model_parse("input 10x10x6\ndepthwise_conv2d 3x3 relu6 stride=2 padding=same\n"
+                        "depthwise_conv2d 3x2\nflatten\ndense 2 softmax\n",
+                        "s", &m, err, sizeof err) == 0);
+  const pst_layer *d = &m.layers[1];
+  CHECK(d->kind == PST_LAYER_DEPTHWISE_CONV2D && d->out_h == 5 && d->out_w == 5 &&
+        d->out_c == 6 && d->act == PST_ACT_RELU6);
+  CHECK(d->w_count == 3 * 3 * 6 && d->b_count == 6 && d->w_offset == 0 && d->b_offset == 54);
+  CHECK(m.layers[2].out_h == 3 && m.layers[2].out_w == 4 && m.layers[2].w_count == 36);
+  CHECK(strstr(m.text, "depthwise_conv2d 3x3 stride=2 padding=same relu6\n"
+                       "depthwise_conv2d 3x2 stride=1 padding=valid linear\n") != NULL);
+  CHECK(pst_model_parse(m.text, "canon", &c, err, sizeof err) == 0 &&
+        c.fingerprint == m.fingerprint);
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  pst_model_summary(&m, f);
+  fclose(f);
+  CHECK(strstr(buf, "depthwise_conv2d (DepthwiseConv2D)") != NULL);
+  CHECK(strstr(buf, "depthwise_conv2d_1 (DepthwiseConv2D)") != NULL);
+  CHECK(strstr(buf, "Total params: " /* 60 + 42 + (3*4*6)*2 + 2 */ "248") != NULL);
+  /* He-uniform over the true fan-in KH*KW: limit sqrt(6/9) for the relu6 layer. */
+  float *params = malloc(m.n_params * sizeof(float));
+  pst_model_init_params(&m, 3, params);
+  float mx = 0;
+  for (size_t i = 0; i < d->w_count; i++) mx = fabsf(params[i]) > mx ? fabsf(params[i]) : mx;
+  CHECK(mx > 0.4f && mx <= 0.8165f);
+  free(params);
   free(buf);
 }
 

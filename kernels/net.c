@@ -45,6 +45,7 @@ static const char *kind_name(pst_layer_kind k) {
     case PST_LAYER_AVGPOOL: return "avgpool";
     case PST_LAYER_GLOBAL_AVGPOOL: return "global_avgpool";
     case PST_LAYER_DROPOUT: return "dropout";
+    case PST_LAYER_DEPTHWISE_CONV2D: return "depthwise_conv2d";
   }
   return "?";
 }
@@ -179,6 +180,11 @@ static int forward(pst_net *net, int batch, int training) {
         rc = be->conv2d_forward(be, &s, in, w, bias, y);
         break;
       }
+      case PST_LAYER_DEPTHWISE_CONV2D: {
+        pst_window_shape s = window_of(L, batch);
+        rc = be->depthwise_conv2d_forward(be, &s, in, w, bias, y);
+        break;
+      }
       case PST_LAYER_MAXPOOL: {
         pst_window_shape s = window_of(L, batch);
         rc = be->maxpool_forward(be, &s, in, y);
@@ -235,6 +241,12 @@ static int backward(pst_net *net, int batch, float *grad) {
       case PST_LAYER_CONV2D: {
         pst_window_shape s = window_of(L, batch);
         rc = be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, grad + L->b_offset);
+        break;
+      }
+      case PST_LAYER_DEPTHWISE_CONV2D: {
+        pst_window_shape s = window_of(L, batch);
+        rc = be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset,
+                                           grad + L->b_offset);
         break;
       }
       case PST_LAYER_MAXPOOL: {

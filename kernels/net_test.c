@@ -1,6 +1,6 @@
 /* The network over the CPU backend: whole-net gradients against finite differences on a
- * tiny conv model and on one with relu6, average pooling, dropout and global average
- * pooling, the same through a backend that pretends its memory is not host
+ * tiny conv model and on one with relu6, average pooling, dropout, depthwise convolution
+ * and global average pooling, the same through a backend that pretends its memory is not host
  * memory (the path the CUDA backend takes), and training on toy problems. */
 #include <errno.h>
 #include <stdlib.h>
@@ -112,6 +112,7 @@ static const char *new_layers_spec =
     "conv2d 3 3x3 padding=same relu6\n"
     "avgpool 2x2 stride=1 padding=same\n"
     "dropout 0.3\n"
+    "depthwise_conv2d 3x3 stride=2 padding=same relu6\n"
     "conv2d 4 2x2 relu\n"
     "global_avgpool\n"
     "dense 5 relu6\n"

@@ -198,6 +198,8 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
   } else if (strcmp(what, "maxpool") == 0) {
     if (pst_cuda_pool_describe(c, c->describe_seen_pool++, rest, restlen) != 0)
       snprintf(rest, restlen, "cuDNN max pooling NHWC");
+  } else if (strcmp(what, "depthwise_conv2d") == 0) {
+    snprintf(rest, restlen, "cuDNN grouped convolution (groupCount = channels) NHWC FP32");
   } else if (strcmp(what, "avgpool") == 0 || strcmp(what, "global_avgpool") == 0) {
     snprintf(rest, restlen, "average pooling kernels NHWC (padding excluded from the mean)");
   } else if (strcmp(what, "dropout") == 0) {
@@ -384,6 +386,8 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->softmax_xent = pst_cuda_softmax_xent;
   b->conv2d_forward = pst_cuda_conv2d_forward;
   b->conv2d_backward = pst_cuda_conv2d_backward;
+  b->depthwise_conv2d_forward = pst_cuda_depthwise_conv2d_forward;
+  b->depthwise_conv2d_backward = pst_cuda_depthwise_conv2d_backward;
   b->maxpool_forward = pst_cuda_maxpool_forward;
   b->maxpool_backward = pst_cuda_maxpool_backward;
   b->avgpool_forward = pst_cuda_avgpool_forward;

@@ -88,7 +88,8 @@ typedef struct {
 /* One cached conv2d geometry: descriptors and the algorithms chosen for it. */
 typedef struct {
   int used;
-  pst_window_shape s;        /* the key (batch size included) */
+  pst_window_shape s;        /* the key (batch size included), with groups */
+  int groups;                /* 1: conv2d; C: depthwise (cuDNN group count) */
   int explicit_pad;          /* 1: input copied into a zero-padded buffer, cuDNN pad 0 */
   int pad_h, pad_w;          /* input dims as cuDNN sees them */
   cudnnTensorDescriptor_t x_desc, y_desc;
@@ -212,6 +213,11 @@ int pst_cuda_conv2d_forward(pst_backend *b, const pst_window_shape *s, const flo
                             const float *w, const float *bias, float *y);
 int pst_cuda_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
                              const float *w, const float *dy, float *dx, float *dw, float *db);
+int pst_cuda_depthwise_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                      const float *w, const float *bias, float *y);
+int pst_cuda_depthwise_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                       const float *w, const float *dy, float *dx, float *dw,
+                                       float *db);
 int pst_cuda_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int pst_cuda_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x,
                               const float *y, const float *dy, float *dx);

@@ -278,12 +278,18 @@ static void describe_shape(const pst_window_shape *s, const char *op, char *out,
            s->pad_left, s->out_h, s->out_w, s->out_c);
 }
 
-static void test_conv(pst_window_shape s) {
+typedef int (*conv_fwd_fn)(pst_backend *, const pst_window_shape *, const float *, const float *,
+                           const float *, float *);
+typedef int (*conv_bwd_fn)(pst_backend *, const pst_window_shape *, const float *, const float *,
+                           const float *, float *, float *, float *);
+
+/* conv2d, or with depthwise set depthwise_conv2d (s.out_c == s.in_c, w [C, KH, KW]). */
+static void test_conv_kind(pst_window_shape s, int depthwise) {
   char what[128];
-  describe_shape(&s, "conv2d", what, sizeof what);
+  describe_shape(&s, depthwise ? "depthwise_conv2d" : "conv2d", what, sizeof what);
   size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
   size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
-  size_t nw = (size_t)s.out_c * s.k_h * s.k_w * s.in_c;
+  size_t nw = (size_t)s.out_c * s.k_h * s.k_w * (depthwise ? 1 : s.in_c);
   float *x = rand_floats(nx, -1, 1), *w = rand_floats(nw, -0.5, 0.5);
   float *bias = rand_floats((size_t)s.out_c, -0.5, 0.5), *dy = rand_floats(ny, -1, 1);
   float *y[2], *dx[2], *dw[2], *db[2], *dw2[2];
@@ -294,13 +300,15 @@ static void test_conv(pst_window_shape s) {
     float *dxx = up(b, x, nx * 4), *dww = up(b, w, nw * 4), *dbias = up(b, bias, s.out_c * 4ul);
     float *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4), *dgx = up(b, NULL, nx * 4);
     float *dgw = up(b, NULL, nw * 4), *dgb = up(b, NULL, s.out_c * 4ul);
-    int rc = b->conv2d_forward(b, &s, dxx, dww, dbias, dyy);
+    conv_fwd_fn fwd = depthwise ? b->depthwise_conv2d_forward : b->conv2d_forward;
+    conv_bwd_fn bwd = depthwise ? b->depthwise_conv2d_backward : b->conv2d_backward;
+    int rc = fwd(b, &s, dxx, dww, dbias, dyy);
     if (!rc) rc = down(b, y[k], dyy, ny * 4);
-    if (!rc) rc = b->conv2d_backward(b, &s, dxx, dww, ddy, dgx, dgw, dgb);
+    if (!rc) rc = bwd(b, &s, dxx, dww, ddy, dgx, dgw, dgb);
     if (!rc) rc = down(b, dx[k], dgx, nx * 4);
     if (!rc) rc = down(b, dw[k], dgw, nw * 4);
     if (!rc) rc = down(b, db[k], dgb, s.out_c * 4ul);
-    if (!rc) rc = b->conv2d_backward(b, &s, dxx, dww, ddy, NULL, dgw, dgb);
+    if (!rc) rc = bwd(b, &s, dxx, dww, ddy, NULL, dgw, dgb);
     if (!rc) rc = down(b, dw2[k], dgw, nw * 4);
     CHECK(rc == 0);
     if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
@@ -315,6 +323,9 @@ static void test_conv(pst_window_shape s) {
   for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(dw[k]), free(db[k]), free(dw2[k]);
   free(x), free(w), free(bias), free(dy);
 }
+
+static void test_conv(pst_window_shape s) { test_conv_kind(s, 0); }
+static void test_depthwise(pst_window_shape s) { test_conv_kind(s, 1); }
 
 static void test_pool(pst_window_shape s) {
   char what[128];
@@ -456,6 +467,17 @@ int main(void) {
   test_conv(window2(2, 9, 6, 2, 3, 2, 2, 1, 1, 3));  /* pads: 1 top, 0 left; explicit */
   test_conv(window2(2, 10, 7, 3, 5, 3, 1, 1, 1, 4)); /* symmetric pads 2 and 1 */
   test_conv(window2(2, 8, 11, 2, 2, 4, 2, 3, 0, 3)); /* valid */
+
+  /* depthwise_conv2d (cuDNN grouped convolution): valid, symmetric same, asymmetric same
+   * (explicit padding), stride 2, rectangular, many channels; and a full convolution of
+   * the same geometry right after one, which must not reuse the grouped plan. */
+  test_depthwise(window(3, 14, 14, 8, 3, 1, 0, 8));
+  test_depthwise(window(3, 14, 14, 8, 3, 1, 1, 8));
+  test_depthwise(window(2, 14, 14, 16, 3, 2, 1, 16)); /* pad 0 top, 1 bottom */
+  test_depthwise(window(2, 9, 9, 3, 5, 1, 1, 3));
+  test_depthwise(window2(2, 9, 6, 4, 3, 2, 2, 1, 1, 4));
+  test_depthwise(window(2, 8, 8, 96, 3, 1, 1, 96));
+  test_conv(window(3, 14, 14, 8, 3, 1, 1, 8));
 
   /* maxpool: valid (cuDNN direct) and every padded case (explicit -inf padding). */
   test_pool(window(3, 28, 28, 8, 2, 2, 0, 8));
