@@ -4,32 +4,27 @@
  * work is KH*KW multiply-adds per output value. The filters [C, KH, KW] are first
  * transposed into [KH, KW, C] scratch, so that every inner loop runs over C contiguous
  * floats of x, y and the filter alike and vectorises; the weight gradient is accumulated
- * in that order and transposed back. Shapes are copied into locals first (see
- * cpu_pool.c). */
+ * in that order and transposed back. Shapes are copied into locals first
+ * (cpu_window_geom). */
 #include <errno.h>
 #include <string.h>
 
 #include "kernels/cpu_internal.h"
 
-typedef struct {
-  int n, in_h, in_w, c, k_h, k_w, sh, sw, pt, pl, out_h, out_w;
-} dw_geom;
-
-static dw_geom geom(const pst_window_shape *s) {
-  dw_geom g = {s->n,        s->in_h,     s->in_w,    s->in_c,     s->k_h,   s->k_w,
-               s->stride_h, s->stride_w, s->pad_top, s->pad_left, s->out_h, s->out_w};
-  return g;
+/* wt[KH, KW, C] = w[C, KH, KW] (taps = KH*KW). */
+static void to_taps_last(const float *w, float *wt, int c, size_t taps) {
+  for (int k = 0; k < c; k++)
+    for (size_t t = 0; t < taps; t++) wt[t * c + k] = w[k * taps + t];
 }
 
 int cpu_depthwise_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
                                  const float *w, const float *bias, float *y) {
   if (cpu_check_window(s, 0) != 0 || x == NULL || w == NULL || y == NULL) return -EINVAL;
-  const dw_geom g = geom(s);
+  const cpu_window_geom g = cpu_window_geom_of(s);
   const size_t taps = (size_t)g.k_h * g.k_w;
   float *wt = cpu_scratch(b, CPU_SCRATCH_DW, taps * g.c);
   if (wt == NULL) return -ENOMEM;
-  for (int c = 0; c < g.c; c++)
-    for (size_t t = 0; t < taps; t++) wt[t * g.c + c] = w[c * taps + t];
+  to_taps_last(w, wt, g.c, taps);
   const size_t row = (size_t)g.in_w * g.c;
   float *yo = y;
   for (int n = 0; n < g.n; n++) {
@@ -60,14 +55,13 @@ int cpu_depthwise_conv2d_backward(pst_backend *b, const pst_window_shape *s, con
                                   float *db) {
   if (cpu_check_window(s, 0) != 0 || x == NULL || w == NULL || dy == NULL || dw == NULL)
     return -EINVAL;
-  const dw_geom g = geom(s);
+  const cpu_window_geom g = cpu_window_geom_of(s);
   const size_t taps = (size_t)g.k_h * g.k_w;
   /* One scratch holds both the transposed filters [KH, KW, C] and their gradient. */
   float *wt = cpu_scratch(b, CPU_SCRATCH_DW, 2 * taps * g.c);
   if (wt == NULL) return -ENOMEM;
   float *dwt = wt + taps * g.c;
-  for (int c = 0; c < g.c; c++)
-    for (size_t t = 0; t < taps; t++) wt[t * g.c + c] = w[c * taps + t];
+  to_taps_last(w, wt, g.c, taps);
   memset(dwt, 0, taps * g.c * sizeof(float));
   if (db != NULL) memset(db, 0, (size_t)g.c * sizeof(float));
   const size_t row = (size_t)g.in_w * g.c;

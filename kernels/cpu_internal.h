@@ -63,6 +63,19 @@ int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float 
 int cpu_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int cpu_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy, float *dx);
 
+/* A window shape in locals-friendly form (c = channels, in and out alike): the loops of
+ * cpu_pool.c and cpu_depthwise.c copy it first, because with -fno-strict-aliasing the
+ * compiler would otherwise reload every field after each float store. */
+typedef struct {
+  int n, in_h, in_w, c, k_h, k_w, sh, sw, pt, pl, out_h, out_w;
+} cpu_window_geom;
+
+static inline cpu_window_geom cpu_window_geom_of(const pst_window_shape *s) {
+  cpu_window_geom g = {s->n,        s->in_h,     s->in_w,    s->in_c,     s->k_h,   s->k_w,
+                       s->stride_h, s->stride_w, s->pad_top, s->pad_left, s->out_h, s->out_w};
+  return g;
+}
+
 /* Checks a window shape for consistency (positive sizes, output matching the input,
  * padding smaller than the window); 0 or -EINVAL. */
 int cpu_check_window(const pst_window_shape *s, int conv);

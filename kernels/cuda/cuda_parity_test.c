@@ -327,9 +327,10 @@ static void test_conv_kind(pst_window_shape s, int depthwise) {
 static void test_conv(pst_window_shape s) { test_conv_kind(s, 0); }
 static void test_depthwise(pst_window_shape s) { test_conv_kind(s, 1); }
 
-static void test_pool(pst_window_shape s) {
+/* Max pooling, or with avg set average pooling (padding excluded from the mean). */
+static void test_pool_kind(pst_window_shape s, int avg) {
   char what[128];
-  describe_shape(&s, "maxpool", what, sizeof what);
+  describe_shape(&s, avg ? "avgpool" : "maxpool", what, sizeof what);
   size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
   size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
   /* Distinct values, so that every window has a single maximum. */
@@ -340,9 +341,11 @@ static void test_pool(pst_window_shape s) {
     y[k] = zeros(ny), dx[k] = zeros(nx);
     float *dxx = up(b, x, nx * 4), *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4);
     float *dgx = up(b, NULL, nx * 4);
-    int rc = b->maxpool_forward(b, &s, dxx, dyy);
+    int rc = avg ? b->avgpool_forward(b, &s, dxx, dyy) : b->maxpool_forward(b, &s, dxx, dyy);
     if (!rc) rc = down(b, y[k], dyy, ny * 4);
-    if (!rc) rc = b->maxpool_backward(b, &s, dxx, dyy, ddy, dgx);
+    if (!rc)
+      rc = avg ? b->avgpool_backward(b, &s, ddy, dgx)
+               : b->maxpool_backward(b, &s, dxx, dyy, ddy, dgx);
     if (!rc) rc = down(b, dx[k], dgx, nx * 4);
     CHECK(rc == 0);
     if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
@@ -354,31 +357,8 @@ static void test_pool(pst_window_shape s) {
   free(x), free(dy);
 }
 
-static void test_avgpool(pst_window_shape s) {
-  char what[128];
-  describe_shape(&s, "avgpool", what, sizeof what);
-  size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
-  size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
-  float *x = rand_floats(nx, -1, 1), *dy = rand_floats(ny, -1, 1);
-  float *y[2], *dx[2];
-  for (int k = 0; k < 2; k++) {
-    pst_backend *b = k ? g_dut : g_ref;
-    y[k] = zeros(ny), dx[k] = zeros(nx);
-    float *dxx = up(b, x, nx * 4), *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4);
-    float *dgx = up(b, NULL, nx * 4);
-    int rc = b->avgpool_forward(b, &s, dxx, dyy);
-    if (!rc) rc = down(b, y[k], dyy, ny * 4);
-    if (!rc) rc = b->avgpool_backward(b, &s, ddy, dgx);
-    if (!rc) rc = down(b, dx[k], dgx, nx * 4);
-    CHECK(rc == 0);
-    if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
-    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy), b->free(b, dgx);
-  }
-  compare(what, "y", y[1], y[0], ny);
-  compare(what, "dx", dx[1], dx[0], nx);
-  for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]);
-  free(x), free(dy);
-}
+static void test_pool(pst_window_shape s) { test_pool_kind(s, 0); }
+static void test_avgpool(pst_window_shape s) { test_pool_kind(s, 1); }
 
 /* Global average pooling: one valid window over the whole map, as kernels/model.c lays
  * it out. */
