@@ -10,6 +10,7 @@
  *   activations of conv layers   [B, H, W, C]   (NHWC, as TensorFlow/Keras)
  *   dense weights                [in, out], bias [out]
  *   conv2d weights               [Cout, KH, KW, Cin] (OHWI, cuDNN's NHWC filter layout), bias [Cout]
+ *   depthwise_conv2d weights     [C, KH, KW] (OHWI with I = 1), bias [C]
  *   labels                       [B] int32 class indices
  * All functions return 0 or a negative errno-style code. */
 #ifndef PSTRAIN_KERNELS_BACKEND_H
@@ -59,6 +60,22 @@ struct pst_backend {
   /* dx = dy where y > 0, else 0; dx == dy is allowed. */
   int (*relu_backward)(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
 
+  /* y = min(max(x, 0), 6) over n elements (Keras/MobileNet ReLU6); in place allowed. */
+  int (*relu6_forward)(pst_backend *b, const float *x, float *y, size_t n);
+  /* dx = dy where 0 < y < 6, else 0 (the derivative at the kinks is taken as 0, as TF
+   * does); dx == dy is allowed. */
+  int (*relu6_backward)(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+
+  /* Inverted dropout over n elements: y = x * keep / (1 - rate), where keep for element i
+   * is pst_dropout_keep(seed, i, rate) (kernels/dropout_mask.h), the same pure function of
+   * (seed, i) on every backend, so that the mask needs no storage between forward and
+   * backward and a GPU worker drops exactly the cells a CPU worker would. rate in [0, 1).
+   * Backward: dx = dy * keep / (1 - rate). In place allowed for both. */
+  int (*dropout_forward)(pst_backend *b, const float *x, float *y, size_t n, float rate,
+                         uint64_t seed);
+  int (*dropout_backward)(pst_backend *b, const float *dy, float *dx, size_t n, float rate,
+                          uint64_t seed);
+
   /* Softmax cross-entropy over logits[B,C] with labels[B] (device int32).
    * dlogits[B,C] = (softmax(logits) - onehot(labels)) * scale  (dlogits may be NULL: eval only).
    * Host outputs: *loss_sum = sum over the batch of -log softmax[label] (double),
@@ -74,10 +91,27 @@ struct pst_backend {
   int (*conv2d_backward)(pst_backend *b, const pst_window_shape *s, const float *x,
                          const float *w, const float *dy, float *dx, float *dw, float *db);
 
+  /* Depthwise convolution with depth multiplier 1: channel c of y is channel c of x
+   * cross-correlated with its own KHxKW filter, plus bias[c]. s->out_c == s->in_c = C;
+   * w is [C, KH, KW] (OHWI with one input channel, cuDNN's grouped-convolution filter with
+   * groupCount = C), bias [C]. Backward as conv2d: dw, db overwritten; dx may be NULL. */
+  int (*depthwise_conv2d_forward)(pst_backend *b, const pst_window_shape *s, const float *x,
+                                  const float *w, const float *bias, float *y);
+  int (*depthwise_conv2d_backward)(pst_backend *b, const pst_window_shape *s, const float *x,
+                                   const float *w, const float *dy, float *dx, float *dw,
+                                   float *db);
+
   /* Max pooling, NHWC; padding cells never win. Backward routes dy to the first maximum. */
   int (*maxpool_forward)(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
   int (*maxpool_backward)(pst_backend *b, const pst_window_shape *s, const float *x,
                           const float *y, const float *dy, float *dx);
+
+  /* Average pooling, NHWC: the mean over the window's cells that lie inside the input
+   * (padding cells count neither in the sum nor in the divisor, as TF/Keras "same" pooling
+   * and cuDNN's COUNT_EXCLUDE_PADDING). Global average pooling is the window = input case.
+   * Backward spreads each dy evenly over its window's real cells; dx is overwritten. */
+  int (*avgpool_forward)(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
+  int (*avgpool_backward)(pst_backend *b, const pst_window_shape *s, const float *dy, float *dx);
 
   /* Optional (may be NULL): a one-line description of how layer `layer` of kind `what`
    * runs (device, algorithm), for --log-placement. */

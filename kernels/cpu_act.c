@@ -3,6 +3,7 @@
 #include <math.h>
 
 #include "kernels/cpu_internal.h"
+#include "kernels/dropout_mask.h"
 
 int cpu_relu_forward(pst_backend *b, const float *x, float *y, size_t n) {
   (void)b;
@@ -18,6 +19,45 @@ int cpu_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx
   if (n > 0 && (y == NULL || dy == NULL || dx == NULL)) return -EINVAL;
   for (size_t i = 0; i < n; i++) dx[i] = y[i] > 0.0f ? dy[i] : 0.0f;
   return 0;
+}
+
+int cpu_relu6_forward(pst_backend *b, const float *x, float *y, size_t n) {
+  (void)b;
+  if (n > 0 && (x == NULL || y == NULL)) return -EINVAL;
+  for (size_t i = 0; i < n; i++) {
+    float v = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = v < 6.0f ? v : 6.0f;
+  }
+  return 0;
+}
+
+int cpu_relu6_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n) {
+  (void)b;
+  if (n > 0 && (y == NULL || dy == NULL || dx == NULL)) return -EINVAL;
+  for (size_t i = 0; i < n; i++) dx[i] = (y[i] > 0.0f && y[i] < 6.0f) ? dy[i] : 0.0f;
+  return 0;
+}
+
+/* Forward and backward are the same map (multiply by the scaled mask), so one loop serves
+ * both. */
+static int dropout_apply(const float *x, float *y, size_t n, float rate, uint64_t seed) {
+  if ((n > 0 && (x == NULL || y == NULL)) || !(rate >= 0.0f && rate < 1.0f)) return -EINVAL;
+  const uint32_t threshold = pst_dropout_threshold(rate);
+  const float scale = 1.0f / (1.0f - rate);
+  for (size_t i = 0; i < n; i++) y[i] = pst_dropout_keep(seed, i, threshold) ? x[i] * scale : 0.0f;
+  return 0;
+}
+
+int cpu_dropout_forward(pst_backend *b, const float *x, float *y, size_t n, float rate,
+                        uint64_t seed) {
+  (void)b;
+  return dropout_apply(x, y, n, rate, seed);
+}
+
+int cpu_dropout_backward(pst_backend *b, const float *dy, float *dx, size_t n, float rate,
+                         uint64_t seed) {
+  (void)b;
+  return dropout_apply(dy, dx, n, rate, seed);
 }
 
 int cpu_softmax_xent(pst_backend *b, const float *logits, const int32_t *labels, float *dlogits,

@@ -87,7 +87,10 @@ static void cpu_describe(pst_backend *b, const char *what, int layer, char *out,
     how = "OpenBLAS sgemm";
   else if (strcmp(what, "conv2d") == 0)
     how = "im2col + OpenBLAS sgemm, NHWC/OHWI";
-  else if (strcmp(what, "maxpool") == 0)
+  else if (strcmp(what, "depthwise_conv2d") == 0)
+    how = "direct loops, NHWC, channels innermost";
+  else if (strcmp(what, "maxpool") == 0 || strcmp(what, "avgpool") == 0 ||
+           strcmp(what, "global_avgpool") == 0)
     how = "direct loops, NHWC";
   else if (strcmp(what, "flatten") == 0)
     how = "no-op (NHWC is already flat)";
@@ -134,11 +137,19 @@ int pst_cpu_backend_create(int threads, pst_backend **out) {
   b->dense_backward = cpu_dense_backward;
   b->relu_forward = cpu_relu_forward;
   b->relu_backward = cpu_relu_backward;
+  b->relu6_forward = cpu_relu6_forward;
+  b->relu6_backward = cpu_relu6_backward;
+  b->dropout_forward = cpu_dropout_forward;
+  b->dropout_backward = cpu_dropout_backward;
   b->softmax_xent = cpu_softmax_xent;
   b->conv2d_forward = cpu_conv2d_forward;
   b->conv2d_backward = cpu_conv2d_backward;
+  b->depthwise_conv2d_forward = cpu_depthwise_conv2d_forward;
+  b->depthwise_conv2d_backward = cpu_depthwise_conv2d_backward;
   b->maxpool_forward = cpu_maxpool_forward;
   b->maxpool_backward = cpu_maxpool_backward;
+  b->avgpool_forward = cpu_avgpool_forward;
+  b->avgpool_backward = cpu_avgpool_backward;
   b->describe = cpu_describe;
   b->destroy = cpu_destroy;
   *out = b;

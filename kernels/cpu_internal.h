@@ -1,5 +1,6 @@
 /* Private to the CPU backend: its state and the operations of each op family
- * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_pool.c), wired into the vtable by
+ * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_depthwise.c, cpu_pool.c; dropout lives with the
+ * activations), wired into the vtable by
  * cpu_backend.c. */
 #ifndef PSTRAIN_KERNELS_CPU_INTERNAL_H
 #define PSTRAIN_KERNELS_CPU_INTERNAL_H
@@ -11,7 +12,13 @@
 
 /* Scratch buffers, each grown on demand and kept, so the hot path never allocates once
  * the first step has run. Slots are named by use so two ops never share one at once. */
-enum { CPU_SCRATCH_COL = 0, CPU_SCRATCH_DCOL, CPU_SCRATCH_WAUG, CPU_SCRATCH_COUNT };
+enum {
+  CPU_SCRATCH_COL = 0,
+  CPU_SCRATCH_DCOL,
+  CPU_SCRATCH_WAUG,
+  CPU_SCRATCH_DW, /* depthwise filters transposed to [KH, KW, C] */
+  CPU_SCRATCH_COUNT
+};
 
 typedef struct {
   int threads;                        /* OpenBLAS threads */
@@ -29,6 +36,12 @@ int cpu_dense_backward(pst_backend *b, const float *x, const float *w, const flo
 
 int cpu_relu_forward(pst_backend *b, const float *x, float *y, size_t n);
 int cpu_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int cpu_relu6_forward(pst_backend *b, const float *x, float *y, size_t n);
+int cpu_relu6_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int cpu_dropout_forward(pst_backend *b, const float *x, float *y, size_t n, float rate,
+                        uint64_t seed);
+int cpu_dropout_backward(pst_backend *b, const float *dy, float *dx, size_t n, float rate,
+                         uint64_t seed);
 int cpu_softmax_xent(pst_backend *b, const float *logits, const int32_t *labels, float *dlogits,
                      int batch, int classes, float scale, double *loss_sum, int *correct);
 
@@ -37,9 +50,31 @@ int cpu_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x
 int cpu_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *w,
                         const float *dy, float *dx, float *dw, float *db);
 
+int cpu_depthwise_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                 const float *w, const float *bias, float *y);
+int cpu_depthwise_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                  const float *w, const float *dy, float *dx, float *dw,
+                                  float *db);
+
 int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *y,
                          const float *dy, float *dx);
+
+int cpu_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
+int cpu_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy, float *dx);
+
+/* A window shape in locals-friendly form (c = channels, in and out alike): the loops of
+ * cpu_pool.c and cpu_depthwise.c copy it first, because with -fno-strict-aliasing the
+ * compiler would otherwise reload every field after each float store. */
+typedef struct {
+  int n, in_h, in_w, c, k_h, k_w, sh, sw, pt, pl, out_h, out_w;
+} cpu_window_geom;
+
+static inline cpu_window_geom cpu_window_geom_of(const pst_window_shape *s) {
+  cpu_window_geom g = {s->n,        s->in_h,     s->in_w,    s->in_c,     s->k_h,   s->k_w,
+                       s->stride_h, s->stride_w, s->pad_top, s->pad_left, s->out_h, s->out_w};
+  return g;
+}
 
 /* Checks a window shape for consistency (positive sizes, output matching the input,
  * padding smaller than the window); 0 or -EINVAL. */

@@ -1,7 +1,8 @@
-/* Max pooling on the CPU, NHWC. The channel loop is innermost everywhere, so that each
- * window position is one contiguous run of C floats and the loops vectorise. Shapes are
- * copied into locals first: the build has -fno-strict-aliasing, so the compiler would
- * otherwise reload every field after each float store. */
+/* Max and average pooling on the CPU, NHWC. The channel loop is innermost everywhere, so
+ * that each window position is one contiguous run of C floats and the loops vectorise.
+ * Shapes are copied into locals first (cpu_window_geom): the build has
+ * -fno-strict-aliasing, so the compiler would otherwise reload every field after each
+ * float store. */
 #include <errno.h>
 #include <string.h>
 
@@ -10,16 +11,6 @@
 /* Channels handled per pass of the backward loop (the stack buffer's size). */
 #define CBLOCK 256
 
-typedef struct {
-  int n, in_h, in_w, c, k_h, k_w, sh, sw, pt, pl, out_h, out_w;
-} pool_geom;
-
-static pool_geom geom(const pst_window_shape *s) {
-  pool_geom g = {s->n,        s->in_h,     s->in_w,   s->in_c,  s->k_h,  s->k_w,
-                 s->stride_h, s->stride_w, s->pad_top, s->pad_left, s->out_h, s->out_w};
-  return g;
-}
-
 static inline void max_into(float *restrict yo, const float *restrict xp, int c) {
   for (int k = 0; k < c; k++) yo[k] = xp[k] > yo[k] ? xp[k] : yo[k];
 }
@@ -27,7 +18,7 @@ static inline void max_into(float *restrict yo, const float *restrict xp, int c)
 int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y) {
   (void)b;
   if (cpu_check_window(s, 0) != 0 || x == NULL || y == NULL) return -EINVAL;
-  const pool_geom g = geom(s);
+  const cpu_window_geom g = cpu_window_geom_of(s);
   const size_t row = (size_t)g.in_w * g.c;
   float *yo = y;
   for (int n = 0; n < g.n; n++) {
@@ -83,7 +74,7 @@ int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float 
   (void)b;
   if (cpu_check_window(s, 0) != 0 || x == NULL || y == NULL || dy == NULL || dx == NULL)
     return -EINVAL;
-  const pool_geom g = geom(s);
+  const cpu_window_geom g = cpu_window_geom_of(s);
   const size_t row = (size_t)g.in_w * g.c;
   /* Windows tile the input without overlap or padding (the usual 2x2 stride 2): each
    * covered cell is written exactly once, and only the uncovered edge is zeroed. */
@@ -120,6 +111,76 @@ int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float 
             }
           }
         }
+      }
+    }
+  }
+  return 0;
+}
+
+/* The real (unpadded) rows [*h0, *h1) and columns [*w0, *w1) of output cell (oh, ow). */
+static inline void window_cells(const cpu_window_geom *g, int oh, int ow, int *h0, int *h1, int *w0,
+                                int *w1) {
+  *h0 = oh * g->sh - g->pt;
+  *h1 = *h0 + g->k_h;
+  *w0 = ow * g->sw - g->pl;
+  *w1 = *w0 + g->k_w;
+  if (*h0 < 0) *h0 = 0;
+  if (*h1 > g->in_h) *h1 = g->in_h;
+  if (*w0 < 0) *w0 = 0;
+  if (*w1 > g->in_w) *w1 = g->in_w;
+}
+
+int cpu_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y) {
+  (void)b;
+  if (cpu_check_window(s, 0) != 0 || x == NULL || y == NULL) return -EINVAL;
+  const cpu_window_geom g = cpu_window_geom_of(s);
+  const size_t row = (size_t)g.in_w * g.c;
+  float *yo = y;
+  for (int n = 0; n < g.n; n++) {
+    const float *xn = x + (size_t)n * g.in_h * row;
+    for (int oh = 0; oh < g.out_h; oh++) {
+      for (int ow = 0; ow < g.out_w; ow++, yo += g.c) {
+        int h0, h1, w0, w1;
+        window_cells(&g, oh, ow, &h0, &h1, &w0, &w1);
+        for (int k = 0; k < g.c; k++) yo[k] = 0.0f;
+        /* Padding cells are left out of the divisor too (a window with no real cell,
+         * possible only with unusual strides, gives 0). */
+        const int cells = (h1 - h0) * (w1 - w0);
+        if (cells <= 0) continue;
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            const float *restrict xp = xn + ih * row + (size_t)iw * g.c;
+            for (int k = 0; k < g.c; k++) yo[k] += xp[k];
+          }
+        const float inv = 1.0f / (float)cells;
+        for (int k = 0; k < g.c; k++) yo[k] *= inv;
+      }
+    }
+  }
+  return 0;
+}
+
+int cpu_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy, float *dx) {
+  (void)b;
+  if (cpu_check_window(s, 0) != 0 || dy == NULL || dx == NULL) return -EINVAL;
+  const cpu_window_geom g = cpu_window_geom_of(s);
+  const size_t row = (size_t)g.in_w * g.c;
+  memset(dx, 0, (size_t)g.n * g.in_h * row * sizeof(float));
+  const float *dyo = dy;
+  for (int n = 0; n < g.n; n++) {
+    float *dn = dx + (size_t)n * g.in_h * row;
+    for (int oh = 0; oh < g.out_h; oh++) {
+      for (int ow = 0; ow < g.out_w; ow++, dyo += g.c) {
+        int h0, h1, w0, w1;
+        window_cells(&g, oh, ow, &h0, &h1, &w0, &w1);
+        const int cells = (h1 - h0) * (w1 - w0);
+        if (cells <= 0) continue;
+        const float inv = 1.0f / (float)cells;
+        for (int ih = h0; ih < h1; ih++)
+          for (int iw = w0; iw < w1; iw++) {
+            float *restrict dp = dn + ih * row + (size_t)iw * g.c;
+            for (int k = 0; k < g.c; k++) dp[k] += dyo[k] * inv;
+          }
       }
     }
   }

@@ -1,5 +1,6 @@
-/* Max pooling on the CPU backend: forward against naive loops, backward against finite
- * differences (on inputs without near-ties), tie routing and same padding. */
+/* Max and average pooling on the CPU backend: forward against naive loops, backward
+ * against finite differences (on inputs without near-ties for max), tie routing and same
+ * padding; average pooling's padding cells are left out of the mean. */
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -126,6 +127,73 @@ static void test_ties_and_padding(pst_backend *be) {
   CHECK(be->maxpool_forward(be, &bad, x, y) == -EINVAL);
 }
 
+static void ref_avg(const pst_window_shape *s, const float *x, float *y) {
+  for (int n = 0; n < s->n; n++)
+    for (int oh = 0; oh < s->out_h; oh++)
+      for (int ow = 0; ow < s->out_w; ow++)
+        for (int c = 0; c < s->in_c; c++) {
+          double sum = 0.0;
+          int cells = 0;
+          for (int i = 0; i < s->k_h; i++)
+            for (int j = 0; j < s->k_w; j++) {
+              int ih = oh * s->stride_h - s->pad_top + i, iw = ow * s->stride_w - s->pad_left + j;
+              if (ih < 0 || ih >= s->in_h || iw < 0 || iw >= s->in_w) continue;
+              sum += x[((n * s->in_h + ih) * s->in_w + iw) * s->in_c + c];
+              cells++;
+            }
+          y[((n * s->out_h + oh) * s->out_w + ow) * s->in_c + c] = (float)(sum / cells);
+        }
+}
+
+static double avg_loss(void *ctx) {
+  pool_case *c = ctx;
+  c->be->avgpool_forward(c->be, &c->s, c->x, c->y);
+  double l = 0.0;
+  for (size_t i = 0; i < c->ny; i++) l += (double)c->r[i] * c->y[i];
+  return l;
+}
+
+static void run_avg_case(pst_backend *be, pst_window_shape s, uint64_t seed) {
+  pool_case c = {.be = be, .s = s};
+  size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
+  c.ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
+  c.x = malloc(nx * 4), c.y = malloc(c.ny * 4), c.r = malloc(c.ny * 4);
+  float *ry = malloc(c.ny * 4), *dx = malloc(nx * 4);
+  t_fill(c.x, nx, seed, -1, 1);
+  t_fill(c.r, c.ny, seed + 1, -1, 1);
+  CHECK(be->avgpool_forward(be, &s, c.x, c.y) == 0);
+  ref_avg(&s, c.x, ry);
+  int bad = 0;
+  for (size_t i = 0; i < c.ny; i++) bad += !t_close(c.y[i], ry[i], 1e-5, 1e-6);
+  CHECK(bad == 0);
+  memset(dx, 0x7f, nx * 4); /* dx is overwritten, not added to */
+  CHECK(be->avgpool_backward(be, &s, c.r, dx) == 0);
+  CHECK(t_gradcheck("avgpool dx", c.x, dx, nx, avg_loss, &c) == 0);
+  free(c.x), free(c.y), free(c.r), free(ry), free(dx);
+}
+
+static void test_avg_padding(pst_backend *be) {
+  /* 3x3 same on a 3x3 of ones: every mean is 1 (padding excluded from the count); with
+   * the padding counted the corners would be 4/9. */
+  pst_window_shape s = make_shape(1, 3, 3, 1, 3, 1, 1);
+  float x[9], y[9];
+  for (int i = 0; i < 9; i++) x[i] = 1.0f;
+  CHECK(be->avgpool_forward(be, &s, x, y) == 0);
+  int ok = 1;
+  for (int i = 0; i < 9; i++) ok &= fabsf(y[i] - 1.0f) < 1e-6f;
+  CHECK(ok);
+  /* Global average pooling: the window is the whole map. */
+  pst_window_shape g = make_shape(2, 3, 2, 2, 1, 1, 0);
+  g.k_h = 3, g.k_w = 2, g.out_h = g.out_w = 1;
+  float gx[24], gy[4];
+  for (int i = 0; i < 24; i++) gx[i] = (float)i;
+  CHECK(be->avgpool_forward(be, &g, gx, gy) == 0);
+  CHECK(gy[0] == 5.0f && gy[1] == 6.0f && gy[2] == 17.0f && gy[3] == 18.0f);
+  pst_window_shape bad = g;
+  bad.out_c = 3;
+  CHECK(be->avgpool_forward(be, &bad, gx, gy) == -EINVAL);
+}
+
 int main(void) {
   pst_backend *be = NULL;
   CHECK(pst_cpu_backend_create(1, &be) == 0);
@@ -135,6 +203,14 @@ int main(void) {
   run_case(be, make_shape(2, 6, 6, 2, 3, 2, 0), 4);    /* overlapping 3x3 stride 2 */
   run_case(be, make_shape(1, 7, 7, 300, 3, 3, 1), 5);  /* more channels than a block */
   test_ties_and_padding(be);
+  run_avg_case(be, make_shape(2, 4, 4, 3, 2, 2, 0), 11);   /* 2x2, the usual */
+  run_avg_case(be, make_shape(1, 5, 6, 3, 2, 2, 1), 12);   /* same, odd sizes */
+  run_avg_case(be, make_shape(2, 6, 6, 2, 3, 2, 1), 13);   /* overlapping, padded */
+  run_avg_case(be, make_shape(1, 7, 7, 5, 3, 1, 1), 14);   /* stride 1 same */
+  pst_window_shape gs = make_shape(2, 5, 4, 3, 1, 1, 0);  /* global: window = map */
+  gs.k_h = 5, gs.k_w = 4, gs.out_h = gs.out_w = 1;
+  run_avg_case(be, gs, 15);
+  test_avg_padding(be);
   be->destroy(be);
   return t_summary();
 }

@@ -164,10 +164,13 @@ static int parse_opts(parse_ctx *p, const char *kind, char **tok, int ntok, int 
         return fail(p, "%s: bad padding '%s' (want valid or same)", kind,
                     shown(t + 8, b, sizeof b));
       o->have_padding = 1;
-    } else if (allow_act &&
-               (strcmp(t, "relu") == 0 || strcmp(t, "linear") == 0 || strcmp(t, "softmax") == 0)) {
+    } else if (allow_act && (strcmp(t, "relu") == 0 || strcmp(t, "relu6") == 0 ||
+                             strcmp(t, "linear") == 0 || strcmp(t, "softmax") == 0)) {
       if (o->have_act) return fail(p, "%s: activation given twice", kind);
-      o->act = t[0] == 'r' ? PST_ACT_RELU : t[0] == 'l' ? PST_ACT_LINEAR : PST_ACT_SOFTMAX;
+      o->act = strcmp(t, "relu6") == 0 ? PST_ACT_RELU6
+               : t[0] == 'r'           ? PST_ACT_RELU
+               : t[0] == 'l'           ? PST_ACT_LINEAR
+                                       : PST_ACT_SOFTMAX;
       o->have_act = 1;
     } else {
       return fail(p, "%s: unknown option '%s'", kind, shown(t, b, sizeof b));
@@ -191,7 +194,10 @@ static int window_out(int in, int k, int stride, int same, int *pad_before) {
 }
 
 static const char *act_name(pst_activation a) {
-  return a == PST_ACT_RELU ? "relu" : a == PST_ACT_SOFTMAX ? "softmax" : "linear";
+  return a == PST_ACT_RELU    ? "relu"
+         : a == PST_ACT_RELU6 ? "relu6"
+         : a == PST_ACT_SOFTMAX ? "softmax"
+                                : "linear";
 }
 
 /* Parses one non-empty line into m->layers[m->n_layers]. `flat` says whether the
@@ -266,17 +272,54 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     L->out_c = L->filters;
     L->w_count = (size_t)L->filters * L->k_h * L->k_w * L->in_c;
     L->b_count = (size_t)L->filters;
-  } else if (strcmp(kind, "maxpool") == 0) {
+  } else if (strcmp(kind, "depthwise_conv2d") == 0) {
     int d[2];
     if (ntok < 2 || parse_dims(tok[1], 2, MAX_KERNEL, d) != 2)
-      return fail(p, "maxpool needs a window like 2x2");
+      return fail(p, "depthwise_conv2d needs a kernel like 3x3");
+    L->k_h = d[0];
+    L->k_w = d[1];
+    if (parse_opts(p, kind, tok + 2, ntok - 2, 1, 1, &o) != 0) return -EINVAL;
+    if (o.act == PST_ACT_SOFTMAX) return fail(p, "depthwise_conv2d cannot use softmax");
+    if (*flat)
+      return fail(p, "depthwise_conv2d needs an image input (HxWxC), not a flat vector");
+    L->kind = PST_LAYER_DEPTHWISE_CONV2D;
+    L->filters = L->in_c;
+    L->out_c = L->in_c;
+    L->w_count = (size_t)L->in_c * L->k_h * L->k_w;
+    L->b_count = (size_t)L->in_c;
+  } else if (strcmp(kind, "maxpool") == 0 || strcmp(kind, "avgpool") == 0) {
+    int d[2];
+    if (ntok < 2 || parse_dims(tok[1], 2, MAX_KERNEL, d) != 2)
+      return fail(p, "%s needs a window like 2x2", kind);
     L->k_h = d[0];
     L->k_w = d[1];
     o.stride_h = d[0];
     o.stride_w = d[1];
-    if (parse_opts(p, "maxpool", tok + 2, ntok - 2, 1, 0, &o) != 0) return -EINVAL;
-    if (*flat) return fail(p, "maxpool needs an image input (HxWxC), not a flat vector");
-    L->kind = PST_LAYER_MAXPOOL;
+    if (parse_opts(p, kind, tok + 2, ntok - 2, 1, 0, &o) != 0) return -EINVAL;
+    if (*flat) return fail(p, "%s needs an image input (HxWxC), not a flat vector", kind);
+    L->kind = kind[0] == 'm' ? PST_LAYER_MAXPOOL : PST_LAYER_AVGPOOL;
+    L->out_c = L->in_c;
+  } else if (strcmp(kind, "global_avgpool") == 0) {
+    if (ntok != 1) return fail(p, "global_avgpool takes no options");
+    if (*flat) return fail(p, "global_avgpool needs an image input (HxWxC), not a flat vector");
+    /* One valid window over the whole map, so that the backends' average pooling (and
+     * pst_window_shape) serve it unchanged; the output is read as a flat vector [C]. */
+    L->kind = PST_LAYER_GLOBAL_AVGPOOL;
+    L->k_h = L->in_h;
+    L->k_w = L->in_w;
+    L->out_h = L->out_w = 1;
+    L->out_c = L->in_c;
+    *flat = 1;
+  } else if (strcmp(kind, "dropout") == 0) {
+    char *end = NULL;
+    double r = ntok == 2 ? strtod(tok[1], &end) : -1.0;
+    if (ntok != 2 || end == tok[1] || *end != '\0' || !(r >= 0.0 && r < 1.0))
+      return fail(p, "dropout needs one rate in [0, 1) like 0.5%s%s%s", ntok >= 2 ? " (got '" : "",
+                  ntok >= 2 ? shown(tok[1], b, sizeof b) : "", ntok >= 2 ? "')" : "");
+    L->kind = PST_LAYER_DROPOUT;
+    L->rate = (float)r;
+    L->out_h = L->in_h;
+    L->out_w = L->in_w;
     L->out_c = L->in_c;
   } else if (strcmp(kind, "flatten") == 0) {
     if (ntok != 1) return fail(p, "flatten takes no options");
@@ -285,11 +328,13 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     L->out_c = L->in_h * L->in_w * L->in_c;
     *flat = 1;
   } else {
-    return fail(p, "unknown layer '%s' (want input, conv2d, maxpool, flatten or dense)",
+    return fail(p, "unknown layer '%s' (want input, conv2d, depthwise_conv2d, maxpool, avgpool, "
+                   "global_avgpool, flatten, dropout or dense)",
                 shown(kind, b, sizeof b));
   }
 
-  if (L->kind == PST_LAYER_CONV2D || L->kind == PST_LAYER_MAXPOOL) {
+  if (L->kind == PST_LAYER_CONV2D || L->kind == PST_LAYER_DEPTHWISE_CONV2D ||
+      L->kind == PST_LAYER_MAXPOOL || L->kind == PST_LAYER_AVGPOOL) {
     L->stride_h = o.stride_h;
     L->stride_w = o.stride_w;
     L->same_padding = o.same;
@@ -416,7 +461,9 @@ static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *l
       n = snprintf(line, sizeof line, "dense %d %s\n", L->units, act_name(L->act));
       break;
     case PST_LAYER_CONV2D:
-    case PST_LAYER_MAXPOOL: {
+    case PST_LAYER_DEPTHWISE_CONV2D:
+    case PST_LAYER_MAXPOOL:
+    case PST_LAYER_AVGPOOL: {
       char stride[32];
       if (L->stride_h == L->stride_w)
         snprintf(stride, sizeof stride, "%d", L->stride_h);
@@ -426,11 +473,23 @@ static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *l
         n = snprintf(line, sizeof line, "conv2d %d %dx%d stride=%s padding=%s %s\n", L->filters,
                      L->k_h, L->k_w, stride, L->same_padding ? "same" : "valid",
                      act_name(L->act));
+      else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D)
+        n = snprintf(line, sizeof line, "depthwise_conv2d %dx%d stride=%s padding=%s %s\n",
+                     L->k_h, L->k_w, stride, L->same_padding ? "same" : "valid",
+                     act_name(L->act));
       else
-        n = snprintf(line, sizeof line, "maxpool %dx%d stride=%s padding=%s\n", L->k_h, L->k_w,
+        n = snprintf(line, sizeof line, "%s %dx%d stride=%s padding=%s\n",
+                     L->kind == PST_LAYER_MAXPOOL ? "maxpool" : "avgpool", L->k_h, L->k_w,
                      stride, L->same_padding ? "same" : "valid");
       break;
     }
+    case PST_LAYER_GLOBAL_AVGPOOL:
+      n = snprintf(line, sizeof line, "global_avgpool\n");
+      break;
+    case PST_LAYER_DROPOUT:
+      /* %.9g gives back the float exactly, so the text means the rate the net uses. */
+      n = snprintf(line, sizeof line, "dropout %.9g\n", (double)L->rate);
+      break;
     case PST_LAYER_FLATTEN:
       n = snprintf(line, sizeof line, "flatten\n");
       break;
@@ -572,11 +631,15 @@ void pst_model_init_params(const pst_model *m, uint64_t seed, float *params) {
     if (L->kind == PST_LAYER_CONV2D) {
       fan_in = (double)L->k_h * L->k_w * L->in_c;
       fan_out = (double)L->k_h * L->k_w * L->filters;
+    } else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D) {
+      /* Each output sees KHxKW inputs of its own channel: that is its true fan (Keras
+       * counts the channels in as well, which would shrink the initial weights C-fold). */
+      fan_in = fan_out = (double)L->k_h * L->k_w;
     } else {
       fan_in = L->in_c;
       fan_out = L->units;
     }
-    double limit = L->act == PST_ACT_RELU ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
+    double limit = (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) ? sqrt(6.0 / fan_in) : sqrt(6.0 / (fan_in + fan_out));
     /* One stream per layer, so a layer's initial weights depend only on the seed and
      * its position, not on the sizes of the layers before it. */
     uint64_t state = seed ^ (0x632be59bd9b4e019ull * (uint64_t)i);
@@ -609,17 +672,32 @@ static int input_is_flat(const pst_model *m) {
   return x == NULL || (eol != NULL && x > eol);
 }
 
+/* Whether layer i's output is a flat vector: dropout keeps what it is given. */
+static int output_is_flat(const pst_model *m, int i) {
+  while (i > 0 && m->layers[i].kind == PST_LAYER_DROPOUT) i--;
+  pst_layer_kind k = m->layers[i].kind;
+  return k == PST_LAYER_DENSE || k == PST_LAYER_FLATTEN || k == PST_LAYER_GLOBAL_AVGPOOL ||
+         (k == PST_LAYER_INPUT && input_is_flat(m));
+}
+
 void pst_model_summary(const pst_model *m, FILE *out) {
-  static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten"};
-  static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten"};
-  int seen[5] = {0};
-  char rule[66], dbl[66], b[32];
-  memset(rule, '_', 65);
-  rule[65] = '\0';
-  memset(dbl, '=', 65);
-  dbl[65] = '\0';
+  /* Indexed by pst_layer_kind. */
+  static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten",
+                                "average_pooling2d", "global_average_pooling2d", "dropout",
+                                "depthwise_conv2d"};
+  static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten",
+                                "AveragePooling2D", "GlobalAveragePooling2D", "Dropout",
+                                "DepthwiseConv2D"};
+  int seen[sizeof names / sizeof names[0]] = {0};
+  /* The name column fits the longest name, "global_average_pooling2d_N
+   * (GlobalAveragePooling2D)", as Keras's own table does. */
+  char rule[92], dbl[92], b[32];
+  memset(rule, '_', 91);
+  rule[91] = '\0';
+  memset(dbl, '=', 91);
+  dbl[91] = '\0';
   fprintf(out, "Model: fingerprint %016llx\n%s\n", (unsigned long long)m->fingerprint, rule);
-  fprintf(out, " %-28s %-20s %-8s %s\n%s\n", "Layer (type)", "Output Shape", "Act", "Param #",
+  fprintf(out, " %-54s %-20s %-8s %s\n%s\n", "Layer (type)", "Output Shape", "Act", "Param #",
           dbl);
   for (int i = 0; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
@@ -629,16 +707,16 @@ void pst_model_summary(const pst_model *m, FILE *out) {
       snprintf(name, sizeof name, "%s (%s)", names[k], types[k]);
     else
       snprintf(name, sizeof name, "%s_%d (%s)", names[k], seen[k] - 1, types[k]);
-    int flat = L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_FLATTEN ||
-               (L->kind == PST_LAYER_INPUT && input_is_flat(m));
+    int flat = output_is_flat(m, i);
     if (flat)
       snprintf(shape, sizeof shape, "(None, %d)", L->out_c);
     else
       snprintf(shape, sizeof shape, "(None, %d, %d, %d)", L->out_h, L->out_w, L->out_c);
-    const char *act = (L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D)
+    const char *act = (L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D ||
+                       L->kind == PST_LAYER_DEPTHWISE_CONV2D)
                           ? act_name(L->act)
                           : "";
-    fprintf(out, " %-28s %-20s %-8s %s\n", name, shape, act,
+    fprintf(out, " %-54s %-20s %-8s %s\n", name, shape, act,
             commas(L->w_count + L->b_count, b, sizeof b));
   }
   fprintf(out, "%s\n", dbl);

@@ -5,7 +5,15 @@
  *   conv2d 32 3x3 relu     (filters, kernel; options: stride=S, padding=valid|same; default valid, 1)
  *   maxpool 2x2            (window; option stride=S, default = window)
  *   flatten
- *   dense 128 relu         (units, optional activation relu|softmax|linear)
+ *   avgpool 2x2            (average pooling; options stride=S, padding=valid|same; with
+ *                           same padding the padding cells are left out of the mean)
+ *   global_avgpool         (mean over H and W: HxWxC -> C, a flat vector)
+ *   dropout 0.25           (rate in [0, 1): training zeroes that fraction and scales the
+ *                           rest by 1/(1-rate); identity at evaluation)
+ *   depthwise_conv2d 3x3 relu6 (one filter per channel, depth multiplier 1; options
+ *                           stride=S, padding=valid|same and an activation, as conv2d)
+ *   dense 128 relu         (units, optional activation relu|relu6|softmax|linear; conv2d
+ *                           takes relu, relu6 and linear)
  *   dense 10 softmax       (the last layer must be dense with softmax: training uses
  *                           softmax cross-entropy on its logits)
  *   optimizer adam lr=0.002  (optional, anywhere, at most once: the optimizer this model
@@ -34,25 +42,32 @@ typedef enum {
   PST_LAYER_CONV2D,
   PST_LAYER_MAXPOOL,
   PST_LAYER_FLATTEN,
+  PST_LAYER_AVGPOOL,
+  PST_LAYER_GLOBAL_AVGPOOL,  /* stored as an avgpool whose window is the whole input */
+  PST_LAYER_DROPOUT,
+  PST_LAYER_DEPTHWISE_CONV2D, /* depth multiplier 1: one KHxKW filter per channel */
 } pst_layer_kind;
 
-typedef enum { PST_ACT_LINEAR = 0, PST_ACT_RELU, PST_ACT_SOFTMAX } pst_activation;
+typedef enum { PST_ACT_LINEAR = 0, PST_ACT_RELU, PST_ACT_SOFTMAX, PST_ACT_RELU6 } pst_activation;
 
 typedef struct {
   pst_layer_kind kind;
   pst_activation act;
   int units;                 /* dense: output features */
   int filters;               /* conv2d: output channels */
-  int k_h, k_w;              /* conv2d kernel / maxpool window */
+  int k_h, k_w;              /* conv2d kernel / pooling window */
   int stride_h, stride_w;
-  int same_padding;          /* conv2d/maxpool: 1 = "same", 0 = "valid" */
+  int same_padding;          /* conv2d/pooling: 1 = "same", 0 = "valid" */
+  float rate;                /* dropout: the fraction of activations zeroed in training */
   int pad_top, pad_left;     /* derived from same_padding */
   /* Per-sample shapes, derived by pst_model_parse: dense/flatten use h = w = 1. */
   int in_h, in_w, in_c;
   int out_h, out_w, out_c;
   /* Parameters inside the flat parameter vector (float offsets); counts are 0 if none. */
-  size_t w_offset, w_count;  /* dense [in, out]; conv2d [Cout, KH, KW, Cin] */
-  size_t b_offset, b_count;  /* [out] / [Cout] */
+  size_t w_offset, w_count;  /* dense [in, out]; conv2d [Cout, KH, KW, Cin];
+                                depthwise_conv2d [C, KH, KW] (OHWI with I = 1, the layout
+                                cuDNN's grouped convolution reads) */
+  size_t b_offset, b_count;  /* [out] / [Cout] / [C] */
 } pst_layer;
 
 /* One training default from the spec's optimizer line, named after the ps option it sets

@@ -156,6 +156,31 @@ static void test_errors(void) {
       {"input 99999999\ndense 2 softmax\n", "s:1: bad input shape"},
       {"input 784\ndense 65536\ndense 65536\ndense 2 softmax\n", "s:3: too many parameters"},
       {"input 784\n\x01\x02zz\ndense 2 softmax\n", "s:2: unknown layer '??zz'"},
+      /* relu6, avgpool, global_avgpool, dropout. */
+      {"input 8x8x1\nconv2d 4 3x3 relu6 relu\n", "s:2: conv2d: activation given twice"},
+      {"input 784\ndense 10 relu7\ndense 2 softmax\n", "s:2: dense: unknown option 'relu7'"},
+      {"input 784\navgpool 2x2\n", "s:2: avgpool needs an image input"},
+      {"input 8x8x1\navgpool 2\n", "s:2: avgpool needs a window like 2x2"},
+      {"input 8x8x1\navgpool 2x2 padding=full\n", "s:2: avgpool: bad padding 'full'"},
+      {"input 8x8x1\navgpool 2x2 relu\n", "s:2: avgpool: unknown option 'relu'"},
+      {"input 2x2x1\navgpool 3x3\n", "s:2: avgpool 3x3 on a 2x2x1 input leaves no output"},
+      {"input 784\nglobal_avgpool\n", "s:2: global_avgpool needs an image input"},
+      {"input 8x8x1\nglobal_avgpool 2x2\n", "s:2: global_avgpool takes no options"},
+      {"input 8x8x1\nglobal_avgpool\nglobal_avgpool\n", "s:3: global_avgpool needs an image input"},
+      {"input 784\ndropout\ndense 2 softmax\n", "s:2: dropout needs one rate in [0, 1) like 0.5"},
+      {"input 784\ndropout 1\ndense 2 softmax\n", "s:2: dropout needs one rate in [0, 1) like 0.5 (got '1')"},
+      {"input 784\ndropout -0.1\ndense 2 softmax\n", "s:2: dropout needs one rate in [0, 1) like 0.5 (got '-0.1')"},
+      {"input 784\ndropout 0.5x\ndense 2 softmax\n", "s:2: dropout needs one rate in [0, 1) like 0.5 (got '0.5x')"},
+      {"input 784\ndropout nan\ndense 2 softmax\n", "s:2: dropout needs one rate"},
+      {"input 784\ndropout 0.5 0.5\ndense 2 softmax\n", "s:2: dropout needs one rate"},
+      {"input 784\ndepthwise_conv2d 3x3\n", "s:2: depthwise_conv2d needs an image input"},
+      {"input 8x8x2\ndepthwise_conv2d 3\n", "s:2: depthwise_conv2d needs a kernel like 3x3"},
+      {"input 8x8x2\ndepthwise_conv2d 4 3x3\n", "s:2: depthwise_conv2d needs a kernel like 3x3"},
+      {"input 8x8x2\ndepthwise_conv2d 3x3 softmax\n", "s:2: depthwise_conv2d cannot use softmax"},
+      {"input 8x8x2\ndepthwise_conv2d 3x3 stride=0\n", "s:2: depthwise_conv2d: bad stride '0'"},
+      {"input 8x8x2\ndepthwise_conv2d 3x3 filters=2\n", "s:2: depthwise_conv2d: unknown option 'filters=2'"},
+      {"input 2x2x2\ndepthwise_conv2d 3x3\n", "s:2: depthwise_conv2d 3x3 on a 2x2x2 input leaves no output"},
+      {"input 784\ndense 2 softmax\ndropout 0.5\n", "s:2: softmax is only allowed on the last layer"},
       /* The optimizer line, after the two lines of HEAD2. */
       {HEAD2 "optimizer\n", "s:3: optimizer needs a kind: sgd, momentum or adam"},
       {HEAD2 "optimizer rmsprop\n", "s:3: optimizer needs a kind: sgd, momentum or adam (got 'rmsprop')"},
@@ -267,8 +292,64 @@ static void test_init(void) {
   free(b);
 }
 
+/* relu6, avgpool, global_avgpool and dropout: shapes, no parameters, canonical text,
+ * summary rows. */
+static void test_new_layers(void) {
+  pst_model m, c;
+  char err[256];
+  const char *spec =
+      "input 28x28x1\n"
+      "conv2d 8 3x3 relu6 padding=same\n"
+      "avgpool 2x2\n"
+      "avgpool 3x3 stride=2 padding=same\n"
+      "dropout 0.25\n"
+      "global_avgpool\n"
+      "dropout 0.1\n"
+      "dense 16 relu6\n"
+      "dense 10 softmax\n";
+  CHECK(pst_model_parse(spec, "s", &m, err, sizeof err) == 0);
+  if (err[0]) fprintf(stderr, "%s\n", err);
+  CHECK(m.n_layers == 9);
+  CHECK(m.layers[1].act == PST_ACT_RELU6 && m.layers[1].out_h == 28);
+  CHECK(m.layers[2].kind == PST_LAYER_AVGPOOL && m.layers[2].out_h == 14 &&
+        m.layers[2].out_c == 8);
+  /* Same padding, stride 2 on 14: ceil(14 / 2) = 7, padding 2 split 0 before, 1... as TF. */
+  CHECK(m.layers[3].out_h == 7 && m.layers[3].out_w == 7 && m.layers[3].pad_top == 0);
+  CHECK(m.layers[4].kind == PST_LAYER_DROPOUT && m.layers[4].rate == 0.25f &&
+        m.layers[4].out_h == 7 && m.layers[4].out_c == 8);
+  CHECK(m.layers[5].kind == PST_LAYER_GLOBAL_AVGPOOL && m.layers[5].out_h == 1 &&
+        m.layers[5].out_w == 1 && m.layers[5].out_c == 8 && m.layers[5].k_h == 7);
+  CHECK(m.layers[7].act == PST_ACT_RELU6 && m.layers[7].in_c == 8);
+  /* Only conv2d and the two dense layers have parameters. */
+  CHECK(m.n_params == (8 * 9 + 8) + (8 * 16 + 16) + (16 * 10 + 10));
+  for (int i = 2; i <= 6; i++) CHECK(m.layers[i].w_count + m.layers[i].b_count == 0);
+  CHECK(strstr(m.text, "conv2d 8 3x3 stride=1 padding=same relu6\n") != NULL);
+  CHECK(strstr(m.text, "avgpool 2x2 stride=2 padding=valid\n") != NULL);
+  CHECK(strstr(m.text, "avgpool 3x3 stride=2 padding=same\n") != NULL);
+  CHECK(strstr(m.text, "dropout 0.25\nglobal_avgpool\ndropout 0.100000001\n") != NULL);
+  CHECK(strstr(m.text, "dense 16 relu6\n") != NULL);
+  CHECK(pst_model_parse(m.text, "canon", &c, err, sizeof err) == 0);
+  CHECK(c.fingerprint == m.fingerprint && strcmp(c.text, m.text) == 0);
+  CHECK(c.layers[6].rate == m.layers[6].rate);
+
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  pst_model_summary(&m, f);
+  fclose(f);
+  fputs(buf, stdout);
+  CHECK(strstr(buf, "average_pooling2d (AveragePooling2D)") != NULL);
+  CHECK(strstr(buf, "average_pooling2d_1 (AveragePooling2D)") != NULL);
+  CHECK(strstr(buf, "global_average_pooling2d (GlobalAveragePooling2D)      (None, 8) ") != NULL);
+  CHECK(strstr(buf, "dropout (Dropout)") != NULL && strstr(buf, "dropout_1 (Dropout)") != NULL);
+  CHECK(strstr(buf, "relu6") != NULL);
+  CHECK(strstr(buf, "(None, 7, 7, 8)") != NULL);
+  CHECK(strstr(buf, "Total params: 394") != NULL);
+  free(buf);
+}
+
 static void test_summary(void) {
-  pst_model m;
+  pst_model m, c;
   char err[256];
   char *buf = NULL;
   size_t len = 0;
@@ -293,6 +374,35 @@ static void test_summary(void) {
   CHECK(strstr(buf, "dense_2 (Dense)") != NULL);
   CHECK(strstr(buf, "(None, 784)") != NULL);
   free(buf);
+
+  /* depthwise_conv2d: KH*KW*C + C parameters, channels kept, its own summary row. */
+  CHECK(pst_model_parse("input 10x10x6\ndepthwise_conv2d 3x3 relu6 stride=2 padding=same\n"
+                        "depthwise_conv2d 3x2\nflatten\ndense 2 softmax\n",
+                        "s", &m, err, sizeof err) == 0);
+  const pst_layer *d = &m.layers[1];
+  CHECK(d->kind == PST_LAYER_DEPTHWISE_CONV2D && d->out_h == 5 && d->out_w == 5 &&
+        d->out_c == 6 && d->act == PST_ACT_RELU6);
+  CHECK(d->w_count == 3 * 3 * 6 && d->b_count == 6 && d->w_offset == 0 && d->b_offset == 54);
+  CHECK(m.layers[2].out_h == 3 && m.layers[2].out_w == 4 && m.layers[2].w_count == 36);
+  CHECK(strstr(m.text, "depthwise_conv2d 3x3 stride=2 padding=same relu6\n"
+                       "depthwise_conv2d 3x2 stride=1 padding=valid linear\n") != NULL);
+  CHECK(pst_model_parse(m.text, "canon", &c, err, sizeof err) == 0 &&
+        c.fingerprint == m.fingerprint);
+  buf = NULL;
+  f = open_memstream(&buf, &len);
+  pst_model_summary(&m, f);
+  fclose(f);
+  CHECK(strstr(buf, "depthwise_conv2d (DepthwiseConv2D)") != NULL);
+  CHECK(strstr(buf, "depthwise_conv2d_1 (DepthwiseConv2D)") != NULL);
+  CHECK(strstr(buf, "Total params: " /* 60 + 42 + (3*4*6)*2 + 2 */ "248") != NULL);
+  /* He-uniform over the true fan-in KH*KW: limit sqrt(6/9) for the relu6 layer. */
+  float *params = malloc(m.n_params * sizeof(float));
+  pst_model_init_params(&m, 3, params);
+  float mx = 0;
+  for (size_t i = 0; i < d->w_count; i++) mx = fabsf(params[i]) > mx ? fabsf(params[i]) : mx;
+  CHECK(mx > 0.4f && mx <= 0.8165f);
+  free(params);
+  free(buf);
 }
 
 int main(void) {
@@ -303,5 +413,6 @@ int main(void) {
   test_load_file();
   test_init();
   test_summary();
+  test_new_layers();
   return t_summary();
 }

@@ -2,7 +2,8 @@
  * only, so that the same code drives the CPU and CUDA backends.
  *
  * Each non-flatten layer owns an output buffer [max_batch, out_size]; flatten aliases its
- * input (NHWC is already the row-major flat order). Backward walks the layers in reverse
+ * input (NHWC is already the row-major flat order), and so does dropout at evaluation,
+ * where it is the identity. Backward walks the layers in reverse
  * with two ping-pong gradient buffers, applying each ReLU's derivative in place before
  * the layer's own backward. Parameter gradients go straight to their offsets in one flat
  * gradient vector, which for a host-memory backend is the caller's own array. */
@@ -21,6 +22,7 @@ struct pst_net {
   int max_batch;
   int first_param_layer;            /* lowest layer index holding parameters */
   int params_loaded;
+  uint64_t seed;                    /* dropout seed of the next training steps */
   float *params;                    /* device [n_params] */
   float *grad;                      /* device [n_params]; NULL on host-memory backends */
   float *x;                         /* device [max_batch, input_size]; NULL on host memory */
@@ -40,6 +42,10 @@ static const char *kind_name(pst_layer_kind k) {
     case PST_LAYER_CONV2D: return "conv2d";
     case PST_LAYER_MAXPOOL: return "maxpool";
     case PST_LAYER_FLATTEN: return "flatten";
+    case PST_LAYER_AVGPOOL: return "avgpool";
+    case PST_LAYER_GLOBAL_AVGPOOL: return "global_avgpool";
+    case PST_LAYER_DROPOUT: return "dropout";
+    case PST_LAYER_DEPTHWISE_CONV2D: return "depthwise_conv2d";
   }
   return "?";
 }
@@ -134,9 +140,29 @@ static int upload(pst_net *net, const float *x, const int32_t *labels, int batch
   return rc;
 }
 
+void pst_net_set_seed(pst_net *net, uint64_t seed) {
+  if (net != NULL) net->seed = seed;
+}
+
+/* Layer i's dropout seed: the step's seed and the layer index through one splitmix64
+ * round, so that two dropout layers of one step draw unrelated masks. */
+static uint64_t layer_seed(const pst_net *net, int i) {
+  uint64_t z = net->seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Applies layer L's activation to y in place. */
+static int activate(pst_backend *be, const pst_layer *L, float *y, size_t n) {
+  if (L->act == PST_ACT_RELU) return be->relu_forward(be, y, y, n);
+  if (L->act == PST_ACT_RELU6) return be->relu6_forward(be, y, y, n);
+  return 0;
+}
+
 /* Runs every layer; the last layer's output is left as logits (its softmax belongs to
- * the loss). */
-static int forward(pst_net *net, int batch) {
+ * the loss). `training` turns dropout on. */
+static int forward(pst_net *net, int batch, int training) {
   pst_backend *be = net->be;
   const pst_model *m = &net->m;
   int rc = 0;
@@ -154,11 +180,30 @@ static int forward(pst_net *net, int batch) {
         rc = be->conv2d_forward(be, &s, in, w, bias, y);
         break;
       }
+      case PST_LAYER_DEPTHWISE_CONV2D: {
+        pst_window_shape s = window_of(L, batch);
+        rc = be->depthwise_conv2d_forward(be, &s, in, w, bias, y);
+        break;
+      }
       case PST_LAYER_MAXPOOL: {
         pst_window_shape s = window_of(L, batch);
         rc = be->maxpool_forward(be, &s, in, y);
         break;
       }
+      case PST_LAYER_AVGPOOL:
+      case PST_LAYER_GLOBAL_AVGPOOL: {
+        pst_window_shape s = window_of(L, batch);
+        rc = be->avgpool_forward(be, &s, in, y);
+        break;
+      }
+      case PST_LAYER_DROPOUT:
+        if (!training || L->rate == 0.0f) {
+          net->out[i] = in;
+          continue;
+        }
+        rc = be->dropout_forward(be, in, y, (size_t)batch * out_size(L), L->rate,
+                                 layer_seed(net, i));
+        break;
       case PST_LAYER_FLATTEN:
         net->out[i] = in;
         continue;
@@ -166,8 +211,7 @@ static int forward(pst_net *net, int batch) {
         rc = -EINVAL;
         break;
     }
-    if (rc == 0 && L->act == PST_ACT_RELU)
-      rc = be->relu_forward(be, y, y, (size_t)batch * out_size(L));
+    if (rc == 0) rc = activate(be, L, y, (size_t)batch * out_size(L));
     net->out[i] = y;
   }
   return rc;
@@ -184,8 +228,9 @@ static int backward(pst_net *net, int batch, float *grad) {
     const float *in = net->out[i - 1], *y = net->out[i];
     const float *w = net->params + L->w_offset;
     float *dx = i > net->first_param_layer ? other : NULL;
-    if (L->act == PST_ACT_RELU) {
-      rc = be->relu_backward(be, y, d, d, (size_t)batch * out_size(L));
+    if (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) {
+      rc = L->act == PST_ACT_RELU ? be->relu_backward(be, y, d, d, (size_t)batch * out_size(L))
+                                  : be->relu6_backward(be, y, d, d, (size_t)batch * out_size(L));
       if (rc != 0) break;
     }
     switch (L->kind) {
@@ -198,11 +243,30 @@ static int backward(pst_net *net, int batch, float *grad) {
         rc = be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, grad + L->b_offset);
         break;
       }
+      case PST_LAYER_DEPTHWISE_CONV2D: {
+        pst_window_shape s = window_of(L, batch);
+        rc = be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset,
+                                           grad + L->b_offset);
+        break;
+      }
       case PST_LAYER_MAXPOOL: {
         pst_window_shape s = window_of(L, batch);
         if (dx != NULL) rc = be->maxpool_backward(be, &s, in, y, d, dx);
         break;
       }
+      case PST_LAYER_AVGPOOL:
+      case PST_LAYER_GLOBAL_AVGPOOL: {
+        pst_window_shape s = window_of(L, batch);
+        if (dx != NULL) rc = be->avgpool_backward(be, &s, d, dx);
+        break;
+      }
+      case PST_LAYER_DROPOUT:
+        /* In place: the same scaled mask as forward, recomputed from the seed. */
+        if (dx != NULL && L->rate != 0.0f)
+          rc = be->dropout_backward(be, d, d, (size_t)batch * out_size(L), L->rate,
+                                    layer_seed(net, i));
+        dx = NULL;
+        break;
       case PST_LAYER_FLATTEN:
         dx = NULL; /* the gradient passes through unchanged */
         break;
@@ -236,7 +300,7 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
   int right = 0;
   float *dgrad = be->host_memory ? grad : net->grad;
   if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0) return rc;
-  if ((rc = forward(net, batch)) != 0) return rc;
+  if ((rc = forward(net, batch, 1)) != 0) return rc;
   rc = be->softmax_xent(be, net->out[m->n_layers - 1], dev_labels, net->dbuf[0], batch, m->classes,
                         loss_scale, &loss, &right);
   if (rc != 0) return rc;
@@ -259,7 +323,7 @@ int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int ba
   double loss = 0.0;
   int right = 0;
   if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0) return rc;
-  if ((rc = forward(net, batch)) != 0) return rc;
+  if ((rc = forward(net, batch, 0)) != 0) return rc;
   rc = be->softmax_xent(be, net->out[net->m.n_layers - 1], dev_labels, NULL, batch,
                         net->m.classes, 1.0f, &loss, &right);
   if (rc == 0) rc = be->synchronize(be);
@@ -282,6 +346,7 @@ void pst_net_log_placement(pst_net *net) {
       snprintf(how, sizeof how, "%s", be->name);
     LOG_INFO("layer %d %s -> %dx%dx%d%s: %s", i, what, L->out_h, L->out_w, L->out_c,
              L->act == PST_ACT_RELU      ? " + relu"
+             : L->act == PST_ACT_RELU6   ? " + relu6"
              : L->act == PST_ACT_SOFTMAX ? " + softmax cross-entropy"
                                          : "",
              how);

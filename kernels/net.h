@@ -14,6 +14,11 @@ typedef struct pst_net pst_net;
 int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net **out);
 /* Copies the flat parameter vector (host, n_params floats) to the device. */
 int pst_net_load_params(pst_net *net, const float *params);
+/* Seeds the dropout masks of the following training steps (evaluation never drops).
+ * Each dropout layer draws from seed mixed with its layer index; the worker passes a seed
+ * derived from the job seed, its index and the step (worker/trainer.c), so a sync run is
+ * bit-reproducible and no two workers or steps share a mask. Default 0. */
+void pst_net_set_seed(pst_net *net, uint64_t seed);
 /* One training step on x[batch, input_size] (host) and labels[batch] (host).
  * grad (host, n_params floats) receives d(loss)/d(params) where
  * loss = loss_scale * sum over the batch of cross-entropy; so loss_scale = 1/(b*N) gives

@@ -1,5 +1,6 @@
 /* The network over the CPU backend: whole-net gradients against finite differences on a
- * tiny conv model, the same through a backend that pretends its memory is not host
+ * tiny conv model and on one with relu6, average pooling, dropout, depthwise convolution
+ * and global average pooling, the same through a backend that pretends its memory is not host
  * memory (the path the CUDA backend takes), and training on toy problems. */
 #include <errno.h>
 #include <stdlib.h>
@@ -94,6 +95,69 @@ static void test_gradients(pst_backend *cpu) {
   free(params), free(grad), free(grad2);
 }
 
+/* The training loss (dropout on, with the net's fixed seed), for finite differences of a
+ * net with dropout: the same seed draws the same mask on every call. */
+static double net_train_loss(void *ctx) {
+  net_case *c = ctx;
+  double loss = 0;
+  int correct;
+  static float scratch[4096];
+  pst_net_load_params(c->net, c->params);
+  pst_net_train_step(c->net, c->x, c->labels, c->batch, c->scale, scratch, &loss, &correct);
+  return loss * c->scale;
+}
+
+static const char *new_layers_spec =
+    "input 6x5x2\n"
+    "conv2d 3 3x3 padding=same relu6\n"
+    "avgpool 2x2 stride=1 padding=same\n"
+    "dropout 0.3\n"
+    "depthwise_conv2d 3x3 stride=2 padding=same relu6\n"
+    "conv2d 4 2x2 relu\n"
+    "global_avgpool\n"
+    "dense 5 relu6\n"
+    "dropout 0.2\n"
+    "dense 3 softmax\n";
+
+static void test_new_layer_gradients(pst_backend *cpu) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse(new_layers_spec, "new", &m, err, sizeof err) == 0);
+  CHECK(m.n_params < 4096);
+  enum { B = 3 };
+  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float *grad2 = malloc(m.n_params * 4);
+  float x[B * 60];
+  int32_t labels[B] = {2, 0, 1};
+  pst_model_init_params(&m, 7, params);
+  for (int l = 1; l < m.n_layers; l++)
+    t_fill(params + m.layers[l].b_offset, m.layers[l].b_count, 70 + l, 0.05, 0.2);
+  t_fill(x, B * 60, 19, -1, 1);
+  pst_net *net = NULL;
+  CHECK(pst_net_create(&m, cpu, B, &net) == 0);
+  CHECK(pst_net_load_params(net, params) == 0);
+  pst_net_set_seed(net, 12345);
+  double loss = 0, loss2 = 0, eloss = 0;
+  int correct = 0, correct2 = 0;
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+  net_case c = {net, &m, params, x, labels, B, 0.5f};
+  CHECK(t_gradcheck("net grad (relu6, avgpool, dropout)", params, grad, m.n_params,
+                    net_train_loss, &c) == 0);
+  /* Dropout is seeded: the same seed gives the same step, another seed another one, and
+   * evaluation (no dropout) differs from both. */
+  CHECK(pst_net_load_params(net, params) == 0);
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad2, &loss2, &correct2) == 0);
+  CHECK(loss == loss2 && memcmp(grad, grad2, m.n_params * 4) == 0);
+  pst_net_set_seed(net, 12346);
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad2, &loss2, &correct2) == 0);
+  CHECK(loss != loss2 && memcmp(grad, grad2, m.n_params * 4) != 0);
+  CHECK(pst_net_evaluate(net, x, labels, B, &eloss, &correct2) == 0);
+  CHECK(eloss != loss && eloss != loss2);
+  pst_net_log_placement(net);
+  pst_net_destroy(net);
+  free(params), free(grad), free(grad2);
+}
+
 /* Trains `spec` with plain SGD on a toy problem; returns the first and last losses. */
 static void train_toy(pst_backend *be, const char *spec, int image, double *first, double *last,
                       double *acc) {
@@ -152,6 +216,7 @@ int main(void) {
   pst_backend *cpu = NULL;
   CHECK(pst_cpu_backend_create(1, &cpu) == 0);
   test_gradients(cpu);
+  test_new_layer_gradients(cpu);
 
   double first, last, acc;
   train_toy(cpu, "input 4\ndense 16 relu\ndense 3 softmax\n", 0, &first, &last, &acc);
@@ -163,6 +228,13 @@ int main(void) {
             1, &first, &last, &acc);
   printf("cnn toy: loss %.3f -> %.3f, accuracy %.2f\n", first, last, acc);
   CHECK(last < 0.5 * first && acc > 0.9);
+  /* The new layers learn too (dropout on in training, off in the accuracy). */
+  train_toy(cpu,
+            "input 6x6x1\nconv2d 8 3x3 padding=same relu6\navgpool 3x3\nflatten\n"
+            "dropout 0.2\ndense 4 softmax\n",
+            1, &first, &last, &acc);
+  printf("relu6/avgpool/dropout toy: loss %.3f -> %.3f, accuracy %.2f\n", first, last, acc);
+  CHECK(last < 0.5 * first && acc > 0.85);
   cpu->destroy(cpu);
   return t_summary();
 }

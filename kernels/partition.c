@@ -36,10 +36,13 @@ int pst_partition_parse(const char *text, int *i, int *k) {
   return 0;
 }
 
-/* The Keras-style name of layer l's tensors ("dense", "dense_1", "conv2d"), as checkpoints
- * name them (ps/checkpoint.h). */
+/* The Keras-style name of layer l's tensors ("dense", "dense_1", "conv2d",
+ * "depthwise_conv2d"), as checkpoints name them (ps/checkpoint.h). */
 static void layer_name(const pst_model *m, int l, char *buf, size_t len) {
-  const char *base = m->layers[l].kind == PST_LAYER_DENSE ? "dense" : "conv2d";
+  const pst_layer_kind k = m->layers[l].kind;
+  const char *base = k == PST_LAYER_DENSE                ? "dense"
+                     : k == PST_LAYER_DEPTHWISE_CONV2D ? "depthwise_conv2d"
+                                                       : "conv2d";
   int nth = 0;
   for (int j = 1; j < l; j++) nth += m->layers[j].kind == m->layers[l].kind;
   if (nth)
@@ -58,14 +61,16 @@ void pst_partition_describe(const pst_model *m, size_t lo, size_t count, char *b
       if (n == 0 || off + n <= lo || off >= hi) continue;
       char name[48];
       layer_name(m, l, name, sizeof name);
+      const char *tensor = part                                        ? "bias"
+                           : L->kind == PST_LAYER_DEPTHWISE_CONV2D ? "depthwise_kernel"
+                                                                   : "kernel";
       size_t a = off > lo ? 0 : lo - off, b = off + n < hi ? n : hi - off;
       int w;
       if (a == 0 && b == n)
-        w = snprintf(buf + used, len - used, "%s%s/%s", used ? ", " : "", name,
-                     part ? "bias" : "kernel");
+        w = snprintf(buf + used, len - used, "%s%s/%s", used ? ", " : "", name, tensor);
       else
         w = snprintf(buf + used, len - used, "%s%s/%s[%zu:%zu) of %zu", used ? ", " : "", name,
-                     part ? "bias" : "kernel", a, b, n);
+                     tensor, a, b, n);
       if (w < 0 || (size_t)w >= len - used) return; /* cut short: still one line */
       used += (size_t)w;
     }

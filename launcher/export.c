@@ -40,7 +40,8 @@ static void usage(FILE *out) {
           "               numpy.load\n"
           "--out defaults to the checkpoint's base name with the format's extension, in the\n"
           "current directory. Shapes are pstrain's layouts: dense kernel [in, out], conv2d\n"
-          "kernel [Cout, KH, KW, Cin], bias [out].\n");
+          "kernel [Cout, KH, KW, Cin], depthwise_conv2d depthwise_kernel [C, KH, KW, 1],\n"
+          "bias [out].\n");
 }
 
 static void put16(unsigned char *p, unsigned v) {

@@ -106,7 +106,7 @@ static const char *base_name(const char *path) {
 
 static int model_tensors(const pst_model *m, const float *vec, const char *prefix,
                          pst_ckpt_tensor *out, size_t *offs, int max) {
-  int n = 0, n_dense = 0, n_conv = 0;
+  int n = 0, n_dense = 0, n_conv = 0, n_dw = 0;
   size_t next = 0;
   for (int i = 1; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
@@ -118,6 +118,9 @@ static int model_tensors(const pst_model *m, const float *vec, const char *prefi
     } else if (L->kind == PST_LAYER_CONV2D) {
       kind = "conv2d";
       idx = n_conv++;
+    } else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D) {
+      kind = "depthwise_conv2d";
+      idx = n_dw++;
     } else {
       continue;
     }
@@ -134,8 +137,11 @@ static int model_tensors(const pst_model *m, const float *vec, const char *prefi
       if (n >= max) return -ENOSPC;
       pst_ckpt_tensor *t = &out[n];
       memset(t, 0, sizeof *t);
+      /* Keras names a depthwise layer's weights depthwise_kernel. */
       int len = snprintf(t->name, sizeof t->name, "%s%s/%s", prefix, layer,
-                         part ? "bias" : "kernel");
+                         part                                        ? "bias"
+                         : L->kind == PST_LAYER_DEPTHWISE_CONV2D ? "depthwise_kernel"
+                                                                 : "kernel");
       if (len < 0 || (size_t)len >= sizeof t->name) return -ENAMETOOLONG;
       t->data = vec ? vec + off : NULL;
       t->count = count;
@@ -146,6 +152,13 @@ static int model_tensors(const pst_model *m, const float *vec, const char *prefi
         t->ndim = 2;
         t->shape[0] = (int64_t)(count / (size_t)L->units);
         t->shape[1] = L->units;
+      } else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D) {
+        /* [C, KH, KW, 1]: the conv2d layout (OHWI) with one input channel per filter. */
+        t->ndim = 4;
+        t->shape[0] = L->in_c;
+        t->shape[1] = L->k_h;
+        t->shape[2] = L->k_w;
+        t->shape[3] = 1;
       } else {
         t->ndim = 4;
         t->shape[0] = L->filters;

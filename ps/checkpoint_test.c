@@ -606,6 +606,29 @@ static void test_crashes(void) {
   fixture_free(&b);
 }
 
+/* Layers without parameters (relu6, avgpool, global_avgpool, dropout) leave no tensors and
+ * do not shift the names of the others; depthwise_conv2d is named as Keras names it. */
+static void test_new_layer_names(void) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse("input 8x8x3\nconv2d 4 3x3 relu6\ndepthwise_conv2d 3x3 relu6\n"
+                        "avgpool 2x2\ndepthwise_conv2d 2x2 stride=2 padding=same\n"
+                        "dropout 0.5\nglobal_avgpool\ndense 2 softmax\n",
+                        "s", &m, err, sizeof err) == 0);
+  pst_ckpt_tensor t[MAXT];
+  CHECK(pst_ckpt_model_tensors(&m, NULL, "", t, MAXT) == 8);
+  CHECK(!strcmp(t[0].name, "conv2d/kernel") && !strcmp(t[1].name, "conv2d/bias"));
+  CHECK(!strcmp(t[2].name, "depthwise_conv2d/depthwise_kernel"));
+  CHECK(t[2].ndim == 4 && t[2].shape[0] == 4 && t[2].shape[1] == 3 && t[2].shape[2] == 3 &&
+        t[2].shape[3] == 1);
+  CHECK(!strcmp(t[3].name, "depthwise_conv2d/bias") && t[3].count == 4);
+  CHECK(!strcmp(t[4].name, "depthwise_conv2d_1/depthwise_kernel") && t[4].count == 16);
+  CHECK(!strcmp(t[5].name, "depthwise_conv2d_1/bias"));
+  CHECK(!strcmp(t[6].name, "dense/kernel") && t[6].shape[0] == 4 && t[6].shape[1] == 2);
+  CHECK(pst_ckpt_model_tensors(&m, NULL, "optimizer/m/", t, MAXT) == 8 &&
+        !strcmp(t[4].name, "optimizer/m/depthwise_conv2d_1/depthwise_kernel"));
+}
+
 int main(void) {
   const char *base = getenv("TEST_TMPDIR");
   snprintf(g_root, sizeof g_root, "%s/ckpt-test-XXXXXX", base && *base ? base : "/tmp");
@@ -619,6 +642,7 @@ int main(void) {
     perror(g_tiny);
     return 1;
   }
+  test_new_layer_names();
   test_round_trip("mlp");
   test_round_trip("cnn2");
   test_api_edges();

@@ -19,4 +19,17 @@ train sync 2 "$OUT/run3.json" --model mlp --epochs 1 --batch-size 256 --seed 8
 c3=$(json_field "$OUT/run3.json" weights_checksum)
 [ "$c3" != "$c1" ] || fail "another seed gave the same checksum $c3: the check proves nothing"
 pass "same seed, different arrival orders, 1 and 3 ps threads: checksum $c1 twice; seed 8: $c3"
-echo "1 passed, 0 failed"
+
+# (d) Dropout keeps it so: each worker's masks come from the job seed, its index and the
+# step (worker/trainer.c), not from the order anything arrives in.
+printf 'input 784\ndense 64 relu6\ndropout 0.5\ndense 10 softmax\n' >"$OUT/drop.spec"
+WORKER_EXTRA=("" "--slow-factor 3")
+train sync 2 "$OUT/drop1.json" --model "$OUT/drop.spec" --epochs 1 --batch-size 256 --seed 7
+WORKER_EXTRA=("--slow-factor 3" "")
+train sync 2 "$OUT/drop2.json" --model "$OUT/drop.spec" --epochs 1 --batch-size 256 --seed 7
+WORKER_EXTRA=()
+d1=$(json_field "$OUT/drop1.json" weights_checksum)
+d2=$(json_field "$OUT/drop2.json" weights_checksum)
+[ "$d1" = "$d2" ] || fail "with dropout, checksums differ: $d1 vs $d2"
+pass "with dropout, same seed, different arrival orders: checksum $d1 twice"
+echo "2 passed, 0 failed"

@@ -175,6 +175,12 @@ static void work_run(uv_work_t *req) {
       wk_prefetch_ask(&t->prefetch, t->steps + 1, idx + t->batch);
     /* The loss is the sum over this worker's batch divided by the global batch b x N. */
     float scale = 1.0f / ((float)t->batch * (float)t->world);
+    /* Dropout masks: a pure function of the job seed, this worker's index and the global
+     * step, so that a sync run (or a resumed one, which replays the same steps) draws the
+     * same masks, while workers and steps all draw different ones. */
+    pst_net_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
+                                     0xbf58476d1ce4e5b9ull +
+                                 t->steps);
     t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
                                  &t->w_correct);
     t->w_samples = t->batch;

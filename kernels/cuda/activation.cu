@@ -1,4 +1,4 @@
-/* ReLU and softmax cross-entropy as CUDA kernels. */
+/* ReLU, ReLU6 and softmax cross-entropy as CUDA kernels. */
 #include <limits.h>
 #include <math.h>
 
@@ -35,6 +35,41 @@ int pst_cuda_relu_backward(pst_backend *b, const float *y, const float *dy, floa
   PST_CUDA_REQUIRE(y && dy && dx, "%s: relu_backward: NULL tensor", c->name);
   PST_CUDA_ENTER(c);
   relu_backward_kernel<<<pst_cuda_blocks(n), PST_CUDA_THREADS, 0, c->stream>>>(y, dy, dx, n);
+  CUDA_CHECK_LAUNCH();
+  return 0;
+}
+
+__global__ static void relu6_forward_kernel(const float *x, float *y, size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x) {
+    float v = x[i] > 0.0f ? x[i] : 0.0f;
+    y[i] = v < 6.0f ? v : 6.0f;
+  }
+}
+
+__global__ static void relu6_backward_kernel(const float *y, const float *dy, float *dx,
+                                             size_t n) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    dx[i] = (y[i] > 0.0f && y[i] < 6.0f) ? dy[i] : 0.0f;
+}
+
+int pst_cuda_relu6_forward(pst_backend *b, const float *x, float *y, size_t n) {
+  pst_cuda *c = pst_cuda_of(b);
+  if (n == 0) return 0;
+  PST_CUDA_REQUIRE(x && y, "%s: relu6_forward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  relu6_forward_kernel<<<pst_cuda_blocks(n), PST_CUDA_THREADS, 0, c->stream>>>(x, y, n);
+  CUDA_CHECK_LAUNCH();
+  return 0;
+}
+
+int pst_cuda_relu6_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n) {
+  pst_cuda *c = pst_cuda_of(b);
+  if (n == 0) return 0;
+  PST_CUDA_REQUIRE(y && dy && dx, "%s: relu6_backward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  relu6_backward_kernel<<<pst_cuda_blocks(n), PST_CUDA_THREADS, 0, c->stream>>>(y, dy, dx, n);
   CUDA_CHECK_LAUNCH();
   return 0;
 }

@@ -6,7 +6,12 @@
  * cuDNN heuristics (cudnnGet*_v7) rank first among those that succeed, are deterministic
  * and fit the memory cap. The single cuDNN workspace grows to the largest plan's need.
  * Padding cuDNN cannot express (TF's "same" with the odd extra row at the bottom) is done
- * by copying the input into a zero-padded scratch buffer (pad.cu). */
+ * by copying the input into a zero-padded scratch buffer (pad.cu).
+ *
+ * Depthwise convolution (depth multiplier 1) is the same code with cuDNN's grouped
+ * convolution, groupCount = C: the filter is then [C, KH, KW, 1] in KRSC order, which is
+ * the backend's depthwise layout [C, KH, KW]. Plans are keyed by geometry and group count,
+ * so a depthwise layer and a full convolution of the same shape never share one. */
 #include <stdio.h>
 #include <string.h>
 
@@ -79,8 +84,10 @@ static int no_algo(const pst_cuda *c, const pst_window_shape *s, const char *whi
   return -ENOTSUP;
 }
 
-static int plan_build(pst_cuda *c, const pst_window_shape *s, pst_cuda_conv_plan *p) {
+static int plan_build(pst_cuda *c, const pst_window_shape *s, int groups,
+                      pst_cuda_conv_plan *p) {
   p->s = *s;
+  p->groups = groups;
   /* cuDNN pads symmetrically: usable as is when its output size formula gives ours. */
   int direct = s->in_h + 2 * s->pad_top >= s->k_h && s->in_w + 2 * s->pad_left >= s->k_w &&
                1 + (s->in_h + 2 * s->pad_top - s->k_h) / s->stride_h == s->out_h &&
@@ -97,11 +104,12 @@ static int plan_build(pst_cuda *c, const pst_window_shape *s, pst_cuda_conv_plan
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
                                          s->out_c, s->out_h, s->out_w));
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, s->out_c,
-                                         s->in_c, s->k_h, s->k_w));
+                                         s->in_c / groups, s->k_h, s->k_w));
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv_desc, direct ? s->pad_top : 0,
                                               direct ? s->pad_left : 0, s->stride_h, s->stride_w,
                                               1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
   CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv_desc, CUDNN_FMA_MATH));
+  if (groups > 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv_desc, groups));
   int on, oc, oh, ow;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv_desc, p->x_desc, p->w_desc, &on, &oc,
                                                     &oh, &ow));
@@ -156,12 +164,14 @@ static int plan_build(pst_cuda *c, const pst_window_shape *s, pst_cuda_conv_plan
   return 0;
 }
 
-/* The plan for s: cached, or built in a free slot, else in the least recently used one. */
-static int conv_plan(pst_cuda *c, const pst_window_shape *s, pst_cuda_conv_plan **out) {
+/* The plan for (s, groups): cached, or built in a free slot, else in the least recently
+ * used one. */
+static int conv_plan(pst_cuda *c, const pst_window_shape *s, int groups,
+                     pst_cuda_conv_plan **out) {
   pst_cuda_conv_plan *victim = NULL;
   for (int i = 0; i < PST_CUDA_MAX_PLANS; i++) {
     pst_cuda_conv_plan *p = &c->conv[i];
-    if (p->used && memcmp(&p->s, s, sizeof *s) == 0) {
+    if (p->used && p->groups == groups && memcmp(&p->s, s, sizeof *s) == 0) {
       p->last_use = ++c->use_clock;
       *out = p;
       return 0;
@@ -169,7 +179,7 @@ static int conv_plan(pst_cuda *c, const pst_window_shape *s, pst_cuda_conv_plan 
     if (!victim || (victim->used && (!p->used || p->last_use < victim->last_use))) victim = p;
   }
   if (victim->used) plan_release(victim);
-  int rc = plan_build(c, s, victim);
+  int rc = plan_build(c, s, groups, victim);
   if (rc != 0) {
     plan_release(victim);
     return rc;
@@ -194,16 +204,17 @@ static int conv_input(pst_cuda *c, const pst_cuda_conv_plan *p, const float *x,
   return rc;
 }
 
-int pst_cuda_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
-                            const float *w, const float *bias, float *y) {
+/* groups = 1: conv2d; groups = C (= in_c = out_c): depthwise. */
+static int conv_forward(pst_backend *b, const char *op, int groups, const pst_window_shape *s,
+                        const float *x, const float *w, const float *bias, float *y) {
   pst_cuda *c = pst_cuda_of(b);
-  int rc = pst_cuda_check_window(s, "conv2d_forward", 0);
+  int rc = pst_cuda_check_window(s, op, groups > 1);
   if (rc != 0) return rc;
-  PST_CUDA_REQUIRE(x && w && y, "%s: conv2d_forward: NULL tensor", c->name);
+  PST_CUDA_REQUIRE(x && w && y, "%s: %s: NULL tensor", c->name, op);
   PST_CUDA_ENTER(c);
   pst_cuda_conv_plan *p;
   const float *xin;
-  if ((rc = conv_plan(c, s, &p)) != 0 || (rc = conv_input(c, p, x, &xin)) != 0) return rc;
+  if ((rc = conv_plan(c, s, groups, &p)) != 0 || (rc = conv_input(c, p, x, &xin)) != 0) return rc;
   const float one = 1.0f, zero = 0.0f;
   CUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, p->x_desc, xin, p->w_desc, w, p->conv_desc,
                                       p->fwd_algo, c->workspace.p, c->workspace.bytes, &zero,
@@ -213,16 +224,17 @@ int pst_cuda_conv2d_forward(pst_backend *b, const pst_window_shape *s, const flo
   return 0;
 }
 
-int pst_cuda_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
-                             const float *w, const float *dy, float *dx, float *dw, float *db) {
+static int conv_backward(pst_backend *b, const char *op, int groups, const pst_window_shape *s,
+                         const float *x, const float *w, const float *dy, float *dx, float *dw,
+                         float *db) {
   pst_cuda *c = pst_cuda_of(b);
-  int rc = pst_cuda_check_window(s, "conv2d_backward", 0);
+  int rc = pst_cuda_check_window(s, op, groups > 1);
   if (rc != 0) return rc;
-  PST_CUDA_REQUIRE(x && w && dy && dw, "%s: conv2d_backward: NULL tensor", c->name);
+  PST_CUDA_REQUIRE(x && w && dy && dw, "%s: %s: NULL tensor", c->name, op);
   PST_CUDA_ENTER(c);
   pst_cuda_conv_plan *p;
   const float *xin;
-  if ((rc = conv_plan(c, s, &p)) != 0) return rc;
+  if ((rc = conv_plan(c, s, groups, &p)) != 0) return rc;
   float *dxin = dx;
   if (dx && p->explicit_pad) {
     size_t bytes = (size_t)s->n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
@@ -247,13 +259,36 @@ int pst_cuda_conv2d_backward(pst_backend *b, const pst_window_shape *s, const fl
   return 0;
 }
 
+int pst_cuda_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                            const float *w, const float *bias, float *y) {
+  return conv_forward(b, "conv2d_forward", 1, s, x, w, bias, y);
+}
+
+int pst_cuda_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                             const float *w, const float *dy, float *dx, float *dw, float *db) {
+  return conv_backward(b, "conv2d_backward", 1, s, x, w, dy, dx, dw, db);
+}
+
+/* The window check (pooling = 1) makes sure out_c == in_c before the group count is set. */
+int pst_cuda_depthwise_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                      const float *w, const float *bias, float *y) {
+  return conv_forward(b, "depthwise_conv2d_forward", s ? s->in_c : 1, s, x, w, bias, y);
+}
+
+int pst_cuda_depthwise_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                       const float *w, const float *dy, float *dx, float *dw,
+                                       float *db) {
+  return conv_backward(b, "depthwise_conv2d_backward", s ? s->in_c : 1, s, x, w, dy, dx, dw,
+                       db);
+}
+
 /* Describes the plan of the ordinal-th distinct geometry (batch size aside) in order of
  * first use, which is layer order since the worker runs the forward pass first. */
 int pst_cuda_conv_describe(pst_cuda *c, int ordinal, char *out, size_t outlen) {
   const pst_cuda_conv_plan *order[PST_CUDA_MAX_PLANS];
   int n = 0;
   for (int i = 0; i < PST_CUDA_MAX_PLANS; i++) {
-    if (!c->conv[i].used) continue;
+    if (!c->conv[i].used || c->conv[i].groups != 1) continue; /* depthwise: described apart */
     int j = n++;
     for (; j > 0 && order[j - 1]->first_use > c->conv[i].first_use; j--) order[j] = order[j - 1];
     order[j] = &c->conv[i];

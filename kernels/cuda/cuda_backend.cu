@@ -198,6 +198,12 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
   } else if (strcmp(what, "maxpool") == 0) {
     if (pst_cuda_pool_describe(c, c->describe_seen_pool++, rest, restlen) != 0)
       snprintf(rest, restlen, "cuDNN max pooling NHWC");
+  } else if (strcmp(what, "depthwise_conv2d") == 0) {
+    snprintf(rest, restlen, "cuDNN grouped convolution (groupCount = channels) NHWC FP32");
+  } else if (strcmp(what, "avgpool") == 0 || strcmp(what, "global_avgpool") == 0) {
+    snprintf(rest, restlen, "average pooling kernels NHWC (padding excluded from the mean)");
+  } else if (strcmp(what, "dropout") == 0) {
+    snprintf(rest, restlen, "dropout kernel (counter-based mask, same as the CPU's)");
   } else if (strcmp(what, "flatten") == 0) {
     snprintf(rest, restlen, "no-op (NHWC is already flat)");
   } else {
@@ -373,11 +379,19 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->dense_backward = pst_cuda_dense_backward;
   b->relu_forward = pst_cuda_relu_forward;
   b->relu_backward = pst_cuda_relu_backward;
+  b->relu6_forward = pst_cuda_relu6_forward;
+  b->relu6_backward = pst_cuda_relu6_backward;
+  b->dropout_forward = pst_cuda_dropout_forward;
+  b->dropout_backward = pst_cuda_dropout_backward;
   b->softmax_xent = pst_cuda_softmax_xent;
   b->conv2d_forward = pst_cuda_conv2d_forward;
   b->conv2d_backward = pst_cuda_conv2d_backward;
+  b->depthwise_conv2d_forward = pst_cuda_depthwise_conv2d_forward;
+  b->depthwise_conv2d_backward = pst_cuda_depthwise_conv2d_backward;
   b->maxpool_forward = pst_cuda_maxpool_forward;
   b->maxpool_backward = pst_cuda_maxpool_backward;
+  b->avgpool_forward = pst_cuda_avgpool_forward;
+  b->avgpool_backward = pst_cuda_avgpool_backward;
   b->describe = cuda_describe;
   b->destroy = cuda_destroy;
   int rc = cuda_setup(c, device, err, errlen);

@@ -88,7 +88,8 @@ typedef struct {
 /* One cached conv2d geometry: descriptors and the algorithms chosen for it. */
 typedef struct {
   int used;
-  pst_window_shape s;        /* the key (batch size included) */
+  pst_window_shape s;        /* the key (batch size included), with groups */
+  int groups;                /* 1: conv2d; C: depthwise (cuDNN group count) */
   int explicit_pad;          /* 1: input copied into a zero-padded buffer, cuDNN pad 0 */
   int pad_h, pad_w;          /* input dims as cuDNN sees them */
   cudnnTensorDescriptor_t x_desc, y_desc;
@@ -199,6 +200,12 @@ int pst_cuda_dense_backward(pst_backend *b, const float *x, const float *w, cons
                             float *dx, float *dw, float *db, int batch, int in, int out);
 int pst_cuda_relu_forward(pst_backend *b, const float *x, float *y, size_t n);
 int pst_cuda_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int pst_cuda_relu6_forward(pst_backend *b, const float *x, float *y, size_t n);
+int pst_cuda_relu6_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
+int pst_cuda_dropout_forward(pst_backend *b, const float *x, float *y, size_t n, float rate,
+                             uint64_t seed);
+int pst_cuda_dropout_backward(pst_backend *b, const float *dy, float *dx, size_t n, float rate,
+                              uint64_t seed);
 int pst_cuda_softmax_xent(pst_backend *b, const float *logits, const int32_t *labels,
                           float *dlogits, int batch, int classes, float scale, double *loss_sum,
                           int *correct);
@@ -206,9 +213,18 @@ int pst_cuda_conv2d_forward(pst_backend *b, const pst_window_shape *s, const flo
                             const float *w, const float *bias, float *y);
 int pst_cuda_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
                              const float *w, const float *dy, float *dx, float *dw, float *db);
+int pst_cuda_depthwise_conv2d_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                      const float *w, const float *bias, float *y);
+int pst_cuda_depthwise_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
+                                       const float *w, const float *dy, float *dx, float *dw,
+                                       float *db);
 int pst_cuda_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int pst_cuda_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x,
                               const float *y, const float *dy, float *dx);
+
+int pst_cuda_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
+int pst_cuda_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy,
+                              float *dx);
 
 /* Plan caches (conv.cu, pool.cu): release every cached descriptor. */
 void pst_cuda_conv_plans_destroy(pst_cuda *c);

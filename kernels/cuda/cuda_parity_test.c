@@ -1,5 +1,6 @@
 /* Parity of the CUDA backend with the CPU backend: every operation, forward and backward,
- * on the same random inputs; outputs must agree to a relative error of 1e-4 on the norm.
+ * on the same random inputs; outputs must agree to a relative error of 1e-4 on the norm
+ * (dropout exactly: its mask is one function on both sides).
  *
  * Without a usable GPU (no driver, no device, library not loadable) the test prints
  * "SKIP: <reason>" and passes, unless PSTRAIN_REQUIRE_GPU=1 (for GPU CI, where a skip
@@ -156,6 +157,50 @@ static void test_relu(size_t n) {
   free(x), free(dy);
 }
 
+/* ---- relu6 and dropout ------------------------------------------------------------ */
+
+static void test_relu6(size_t n) {
+  /* [-3, 9): both kinks (0 and 6) are inside the range. */
+  float *x = rand_floats(n, -3, 9), *dy = rand_floats(n, -1, 1);
+  float *y[2] = {zeros(n), zeros(n)}, *dx[2] = {zeros(n), zeros(n)};
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
+    int rc = b->relu6_forward(b, dxx, dyy, n);
+    if (!rc) rc = down(b, y[k], dyy, n * 4);
+    /* In place backward, as the net runs it. */
+    if (!rc) rc = b->relu6_backward(b, dyy, ddy, ddy, n);
+    if (!rc) rc = down(b, dx[k], ddy, n * 4);
+    CHECK(rc == 0);
+    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy);
+  }
+  compare("relu6", "y", y[1], y[0], n);
+  compare("relu6", "dx", dx[1], dx[0], n);
+  free(y[0]), free(y[1]), free(dx[0]), free(dx[1]), free(x), free(dy);
+}
+
+static void test_dropout(size_t n, float rate, uint64_t seed) {
+  float *x = rand_floats(n, -1, 1), *dy = rand_floats(n, -1, 1);
+  float *y[2] = {zeros(n), zeros(n)}, *dx[2] = {zeros(n), zeros(n)};
+  for (int k = 0; k < 2; k++) {
+    pst_backend *b = k ? g_dut : g_ref;
+    float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
+    int rc = b->dropout_forward(b, dxx, dyy, n, rate, seed);
+    if (!rc) rc = down(b, y[k], dyy, n * 4);
+    if (!rc) rc = b->dropout_backward(b, ddy, ddy, n, rate, seed);
+    if (!rc) rc = down(b, dx[k], ddy, n * 4);
+    CHECK(rc == 0);
+    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy);
+  }
+  /* The mask is the same function on both sides: the results must be identical, not
+   * merely close (one float multiply per kept cell). */
+  CHECK(memcmp(y[0], y[1], n * 4) == 0);
+  CHECK(memcmp(dx[0], dx[1], n * 4) == 0);
+  compare("dropout", "y", y[1], y[0], n);
+  compare("dropout", "dx", dx[1], dx[0], n);
+  free(y[0]), free(y[1]), free(dx[0]), free(dx[1]), free(x), free(dy);
+}
+
 /* ---- softmax cross-entropy --------------------------------------------------------- */
 
 static void test_xent(int B, int C) {
@@ -233,12 +278,18 @@ static void describe_shape(const pst_window_shape *s, const char *op, char *out,
            s->pad_left, s->out_h, s->out_w, s->out_c);
 }
 
-static void test_conv(pst_window_shape s) {
+typedef int (*conv_fwd_fn)(pst_backend *, const pst_window_shape *, const float *, const float *,
+                           const float *, float *);
+typedef int (*conv_bwd_fn)(pst_backend *, const pst_window_shape *, const float *, const float *,
+                           const float *, float *, float *, float *);
+
+/* conv2d, or with depthwise set depthwise_conv2d (s.out_c == s.in_c, w [C, KH, KW]). */
+static void test_conv_kind(pst_window_shape s, int depthwise) {
   char what[128];
-  describe_shape(&s, "conv2d", what, sizeof what);
+  describe_shape(&s, depthwise ? "depthwise_conv2d" : "conv2d", what, sizeof what);
   size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
   size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
-  size_t nw = (size_t)s.out_c * s.k_h * s.k_w * s.in_c;
+  size_t nw = (size_t)s.out_c * s.k_h * s.k_w * (depthwise ? 1 : s.in_c);
   float *x = rand_floats(nx, -1, 1), *w = rand_floats(nw, -0.5, 0.5);
   float *bias = rand_floats((size_t)s.out_c, -0.5, 0.5), *dy = rand_floats(ny, -1, 1);
   float *y[2], *dx[2], *dw[2], *db[2], *dw2[2];
@@ -249,13 +300,15 @@ static void test_conv(pst_window_shape s) {
     float *dxx = up(b, x, nx * 4), *dww = up(b, w, nw * 4), *dbias = up(b, bias, s.out_c * 4ul);
     float *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4), *dgx = up(b, NULL, nx * 4);
     float *dgw = up(b, NULL, nw * 4), *dgb = up(b, NULL, s.out_c * 4ul);
-    int rc = b->conv2d_forward(b, &s, dxx, dww, dbias, dyy);
+    conv_fwd_fn fwd = depthwise ? b->depthwise_conv2d_forward : b->conv2d_forward;
+    conv_bwd_fn bwd = depthwise ? b->depthwise_conv2d_backward : b->conv2d_backward;
+    int rc = fwd(b, &s, dxx, dww, dbias, dyy);
     if (!rc) rc = down(b, y[k], dyy, ny * 4);
-    if (!rc) rc = b->conv2d_backward(b, &s, dxx, dww, ddy, dgx, dgw, dgb);
+    if (!rc) rc = bwd(b, &s, dxx, dww, ddy, dgx, dgw, dgb);
     if (!rc) rc = down(b, dx[k], dgx, nx * 4);
     if (!rc) rc = down(b, dw[k], dgw, nw * 4);
     if (!rc) rc = down(b, db[k], dgb, s.out_c * 4ul);
-    if (!rc) rc = b->conv2d_backward(b, &s, dxx, dww, ddy, NULL, dgw, dgb);
+    if (!rc) rc = bwd(b, &s, dxx, dww, ddy, NULL, dgw, dgb);
     if (!rc) rc = down(b, dw2[k], dgw, nw * 4);
     CHECK(rc == 0);
     if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
@@ -271,9 +324,13 @@ static void test_conv(pst_window_shape s) {
   free(x), free(w), free(bias), free(dy);
 }
 
-static void test_pool(pst_window_shape s) {
+static void test_conv(pst_window_shape s) { test_conv_kind(s, 0); }
+static void test_depthwise(pst_window_shape s) { test_conv_kind(s, 1); }
+
+/* Max pooling, or with avg set average pooling (padding excluded from the mean). */
+static void test_pool_kind(pst_window_shape s, int avg) {
   char what[128];
-  describe_shape(&s, "maxpool", what, sizeof what);
+  describe_shape(&s, avg ? "avgpool" : "maxpool", what, sizeof what);
   size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
   size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
   /* Distinct values, so that every window has a single maximum. */
@@ -284,9 +341,11 @@ static void test_pool(pst_window_shape s) {
     y[k] = zeros(ny), dx[k] = zeros(nx);
     float *dxx = up(b, x, nx * 4), *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4);
     float *dgx = up(b, NULL, nx * 4);
-    int rc = b->maxpool_forward(b, &s, dxx, dyy);
+    int rc = avg ? b->avgpool_forward(b, &s, dxx, dyy) : b->maxpool_forward(b, &s, dxx, dyy);
     if (!rc) rc = down(b, y[k], dyy, ny * 4);
-    if (!rc) rc = b->maxpool_backward(b, &s, dxx, dyy, ddy, dgx);
+    if (!rc)
+      rc = avg ? b->avgpool_backward(b, &s, ddy, dgx)
+               : b->maxpool_backward(b, &s, dxx, dyy, ddy, dgx);
     if (!rc) rc = down(b, dx[k], dgx, nx * 4);
     CHECK(rc == 0);
     if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
@@ -296,6 +355,16 @@ static void test_pool(pst_window_shape s) {
   compare(what, "dx", dx[1], dx[0], nx);
   for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]);
   free(x), free(dy);
+}
+
+static void test_pool(pst_window_shape s) { test_pool_kind(s, 0); }
+static void test_avgpool(pst_window_shape s) { test_pool_kind(s, 1); }
+
+/* Global average pooling: one valid window over the whole map, as kernels/model.c lays
+ * it out. */
+static pst_window_shape global_window(int n, int h, int w, int c) {
+  pst_window_shape s = window2(n, h, w, c, h, w, 1, 1, 0, c);
+  return s;
 }
 
 /* ---- the memory cap and describe() ------------------------------------------------- */
@@ -357,6 +426,10 @@ int main(void) {
   test_dense(128, 128, 10);
   test_dense(300, 40, 300); /* more rows than one bias-gradient chunk */
   test_relu(10007);
+  test_relu6(10007);
+  test_dropout(10007, 0.3f, 42);
+  test_dropout(4096, 0.5f, 0xfeedfacecafebeefull);
+  test_dropout(1000, 0.0f, 7);
   test_xent(37, 10);
   test_xent(5, 100); /* more classes than a warp has lanes */
   test_xent(1000, 10);
@@ -375,6 +448,17 @@ int main(void) {
   test_conv(window2(2, 10, 7, 3, 5, 3, 1, 1, 1, 4)); /* symmetric pads 2 and 1 */
   test_conv(window2(2, 8, 11, 2, 2, 4, 2, 3, 0, 3)); /* valid */
 
+  /* depthwise_conv2d (cuDNN grouped convolution): valid, symmetric same, asymmetric same
+   * (explicit padding), stride 2, rectangular, many channels; and a full convolution of
+   * the same geometry right after one, which must not reuse the grouped plan. */
+  test_depthwise(window(3, 14, 14, 8, 3, 1, 0, 8));
+  test_depthwise(window(3, 14, 14, 8, 3, 1, 1, 8));
+  test_depthwise(window(2, 14, 14, 16, 3, 2, 1, 16)); /* pad 0 top, 1 bottom */
+  test_depthwise(window(2, 9, 9, 3, 5, 1, 1, 3));
+  test_depthwise(window2(2, 9, 6, 4, 3, 2, 2, 1, 1, 4));
+  test_depthwise(window(2, 8, 8, 96, 3, 1, 1, 96));
+  test_conv(window(3, 14, 14, 8, 3, 1, 1, 8));
+
   /* maxpool: valid (cuDNN direct) and every padded case (explicit -inf padding). */
   test_pool(window(3, 28, 28, 8, 2, 2, 0, 8));
   test_pool(window(3, 7, 7, 4, 2, 2, 1, 4));
@@ -383,6 +467,16 @@ int main(void) {
   test_pool(window(2, 7, 7, 2, 2, 2, 0, 2));
   test_pool(window2(2, 7, 10, 3, 3, 2, 2, 2, 1, 3));
   test_pool(window2(2, 9, 6, 2, 2, 3, 2, 3, 0, 2));
+
+  /* avgpool: valid, asymmetric same (padding excluded from the mean), overlapping,
+   * rectangular, and global average pooling. */
+  test_avgpool(window(3, 28, 28, 8, 2, 2, 0, 8));
+  test_avgpool(window(3, 7, 7, 4, 2, 2, 1, 4));
+  test_avgpool(window(2, 8, 8, 3, 3, 2, 1, 3));
+  test_avgpool(window(2, 6, 6, 2, 3, 1, 1, 2));
+  test_avgpool(window2(2, 7, 10, 3, 3, 2, 2, 2, 1, 3));
+  test_avgpool(global_window(4, 7, 7, 32));
+  test_avgpool(global_window(2, 5, 3, 300));
 
   test_describe();
   test_cap(spec);

@@ -1,4 +1,5 @@
-/* Max pooling forward and backward through cuDNN's pooling API, NHWC.
+/* Max pooling forward and backward through cuDNN's pooling API, NHWC; average pooling
+ * (and global average pooling) as direct kernels, at the end of this file.
  *
  * cuDNN is only ever asked to pool without padding: a layer with padding (or whose output
  * size cuDNN's formula would not give) first copies its input into a scratch buffer padded
@@ -159,4 +160,107 @@ int pst_cuda_pool_describe(pst_cuda *c, int ordinal, char *out, size_t outlen) {
     return 0;
   }
   return -ENOENT;
+}
+
+/* ---- average pooling ---------------------------------------------------------------
+ *
+ * Not cuDNN here, deliberately: (1) TF/Keras "same" padding puts the odd padding cell after
+ * the data, which cuDNN's symmetric padding cannot express, and the explicit padded copy
+ * that maxpool uses would count the padding cells in the mean, which COUNT_EXCLUDE_PADDING
+ * is meant to avoid; (2) cuDNN's pooling backward wants x and y, which the backend
+ * interface does not pass for average pooling (it needs neither). Two direct kernels cover
+ * every geometry: forward, one thread per output cell and channel, sums its window in the
+ * CPU backend's order (rows, then columns) and multiplies by 1/count; backward, one thread
+ * per input cell and channel, gathers dy/count from every window that covers it, so no
+ * atomics are needed and the result does not depend on scheduling. */
+
+/* The real (unpadded) cells of the window of output (oh, ow): rows [h0, h1), cols [w0, w1). */
+__device__ static inline void avg_window(const pst_window_shape &s, int oh, int ow, int *h0,
+                                         int *h1, int *w0, int *w1) {
+  *h0 = oh * s.stride_h - s.pad_top;
+  *w0 = ow * s.stride_w - s.pad_left;
+  *h1 = min(*h0 + s.k_h, s.in_h);
+  *w1 = min(*w0 + s.k_w, s.in_w);
+  *h0 = max(*h0, 0);
+  *w0 = max(*w0, 0);
+}
+
+__global__ static void avgpool_forward_kernel(pst_window_shape s, const float *x, float *y,
+                                              size_t total) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (size_t)gridDim.x * blockDim.x) {
+    const int ch = (int)(i % (size_t)s.in_c);
+    size_t t = i / (size_t)s.in_c;
+    const int ow = (int)(t % (size_t)s.out_w);
+    t /= (size_t)s.out_w;
+    const int oh = (int)(t % (size_t)s.out_h);
+    const size_t n = t / (size_t)s.out_h;
+    int h0, h1, w0, w1;
+    avg_window(s, oh, ow, &h0, &h1, &w0, &w1);
+    const int cells = (h1 - h0) * (w1 - w0);
+    float sum = 0.0f;
+    for (int ih = h0; ih < h1; ih++)
+      for (int iw = w0; iw < w1; iw++)
+        sum += x[((n * (size_t)s.in_h + (size_t)ih) * (size_t)s.in_w + (size_t)iw) *
+                     (size_t)s.in_c + (size_t)ch];
+    y[i] = cells > 0 ? sum * (1.0f / (float)cells) : 0.0f;
+  }
+}
+
+__global__ static void avgpool_backward_kernel(pst_window_shape s, const float *dy, float *dx,
+                                               size_t total) {
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (size_t)gridDim.x * blockDim.x) {
+    const int ch = (int)(i % (size_t)s.in_c);
+    size_t t = i / (size_t)s.in_c;
+    const int iw = (int)(t % (size_t)s.in_w);
+    t /= (size_t)s.in_w;
+    const int ih = (int)(t % (size_t)s.in_h);
+    const size_t n = t / (size_t)s.in_h;
+    /* Output rows whose window covers ih: oh*stride - pad <= ih < oh*stride - pad + k. */
+    const int ph = ih + s.pad_top, pw = iw + s.pad_left;
+    const int oh0 = ph < s.k_h ? 0 : (ph - s.k_h) / s.stride_h + 1;
+    const int oh1 = min(ph / s.stride_h, s.out_h - 1);
+    const int ow0 = pw < s.k_w ? 0 : (pw - s.k_w) / s.stride_w + 1;
+    const int ow1 = min(pw / s.stride_w, s.out_w - 1);
+    float g = 0.0f;
+    for (int oh = oh0; oh <= oh1; oh++)
+      for (int ow = ow0; ow <= ow1; ow++) {
+        int h0, h1, w0, w1;
+        avg_window(s, oh, ow, &h0, &h1, &w0, &w1);
+        const int cells = (h1 - h0) * (w1 - w0);
+        g += dy[((n * (size_t)s.out_h + (size_t)oh) * (size_t)s.out_w + (size_t)ow) *
+                    (size_t)s.in_c + (size_t)ch] *
+             (1.0f / (float)cells);
+      }
+    dx[i] = g;
+  }
+}
+
+int pst_cuda_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x,
+                             float *y) {
+  pst_cuda *c = pst_cuda_of(b);
+  int rc = pst_cuda_check_window(s, "avgpool_forward", 1);
+  if (rc != 0) return rc;
+  PST_CUDA_REQUIRE(x && y, "%s: avgpool_forward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  const size_t total = (size_t)s->n * s->out_h * s->out_w * s->out_c;
+  avgpool_forward_kernel<<<pst_cuda_blocks(total), PST_CUDA_THREADS, 0, c->stream>>>(*s, x, y,
+                                                                                    total);
+  CUDA_CHECK_LAUNCH();
+  return 0;
+}
+
+int pst_cuda_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy,
+                              float *dx) {
+  pst_cuda *c = pst_cuda_of(b);
+  int rc = pst_cuda_check_window(s, "avgpool_backward", 1);
+  if (rc != 0) return rc;
+  PST_CUDA_REQUIRE(dy && dx, "%s: avgpool_backward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  const size_t total = (size_t)s->n * s->in_h * s->in_w * s->in_c;
+  avgpool_backward_kernel<<<pst_cuda_blocks(total), PST_CUDA_THREADS, 0, c->stream>>>(*s, dy, dx,
+                                                                                     total);
+  CUDA_CHECK_LAUNCH();
+  return 0;
 }
