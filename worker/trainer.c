@@ -547,10 +547,13 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
 }
 
 /* Every shard has welcomed this worker: start where the slot stands. Shards can disagree
- * by a step when a push reached some of them and not the others before a connection broke;
- * the earliest position is taken, and the shards that are ahead drop the repeated step's
- * gradient as late (async and ssp: they apply it, as any other). In sync mode a larger gap
- * means a shard resumed from an older checkpoint than the others stand at: its part would
+ * by a step when a push reached some of them and not the others before a connection broke,
+ * or when one closed a step without this worker (--on-worker-loss continue) and another
+ * waited for it; the earliest position is taken, and each shard's part of every push is
+ * marked with the version pulled from that shard, so the shard ahead stays that step ahead
+ * (its extra step is one without this worker, as under continue with one ps; async and
+ * ssp: positions only order the data, and repeats are applied as any gradient). A larger
+ * gap in sync mode means a shard resumed from an older checkpoint than the others stand at: its part would
  * stay steps behind theirs for the rest of the run, and the shards' epochs and positions
  * would no longer line up (a run was seen to stall so). The worker asks the shards ahead to
  * go back to their own checkpoints of the oldest version (ROLLBACK; each starts itself
