@@ -46,6 +46,9 @@ struct pst_backend {
    * gradients move between host and GPU asynchronously. */
   void *(*host_alloc)(pst_backend *b, size_t bytes);
   void (*host_free)(pst_backend *b, void *p);
+  /* Optional (may be NULL: not known, as for the CPU backend, whose "device" is host memory):
+   * the device memory this backend holds now, in bytes (the workers' /metrics). */
+  size_t (*memory_in_use)(pst_backend *b);
 
   /* y[B,out] = x[B,in] . w[in,out] + bias[out] */
   int (*dense_forward)(pst_backend *b, const float *x, const float *w, const float *bias,

@@ -4,8 +4,8 @@
 # points (the test curve equal to the metrics file's eval records), and in headless
 # Chromium the page fills in its status line and worker rows from /status.json and draws
 # the curves (pixels of the train curve's colour in a screenshot). Without Chromium
-# (Debian's chromium package, which ./pstrain does not install: a browser is too much to put
-# on every machine that runs the tests) the browser part is skipped with a notice.
+# (Debian's chromium package, which `./pstrain test` installs and `./pstrain demo` does
+# not) the browser part is skipped with a notice.
 source "$(dirname "$0")/lib.sh"
 CHECK="$RUNFILES/tests/dashboard_check.py"
 port=$(free_port)

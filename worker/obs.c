@@ -145,6 +145,10 @@ void wk_obs_render(const void *arg, pst_text *out) {
   pst_prom_hist(out, "pstrain_push_seconds", "Seconds to send a gradient.", &o->push_seconds);
   pst_prom_hist(out, "pstrain_step_seconds", "Seconds from one step's end to the next's.",
                 &o->step_seconds);
+  if (t->backend && t->backend->memory_in_use)
+    pst_prom_gauge(out, "pstrain_device_memory_bytes",
+                   "Device (GPU) memory this worker's backend holds.",
+                   (double)t->backend->memory_in_use(t->backend));
   pst_prom_gauge(out, "pstrain_open_connections", "Open connections to the ps (one per shard).",
                  open_connections(t));
 }

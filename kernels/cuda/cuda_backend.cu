@@ -329,6 +329,9 @@ static int cuda_setup(pst_cuda *c, int device, char *err, size_t errlen) {
   return 0;
 }
 
+/* Bytes held through pst_cuda_dev_alloc: the net's tensors and the backend's scratch buffers. */
+static size_t cuda_memory_in_use(pst_backend *b) { return ((pst_cuda *)b->impl)->mem_used; }
+
 PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, pst_backend **out,
                                             char *err, size_t errlen) {
   char errbuf[256];
@@ -372,6 +375,7 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->free = cuda_free;
   b->host_alloc = cuda_host_alloc;
   b->host_free = cuda_host_free;
+  b->memory_in_use = cuda_memory_in_use;
   b->to_device = cuda_to_device;
   b->to_host = cuda_to_host;
   b->synchronize = cuda_synchronize;
