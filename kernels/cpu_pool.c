@@ -15,6 +15,19 @@ static inline void max_into(float *restrict yo, const float *restrict xp, int c)
   for (int k = 0; k < c; k++) yo[k] = xp[k] > yo[k] ? xp[k] : yo[k];
 }
 
+/* The real (unpadded) rows [*h0, *h1) and columns [*w0, *w1) of output cell (oh, ow). */
+static inline void window_cells(const cpu_window_geom *g, int oh, int ow, int *h0, int *h1, int *w0,
+                                int *w1) {
+  *h0 = oh * g->sh - g->pt;
+  *h1 = *h0 + g->k_h;
+  *w0 = ow * g->sw - g->pl;
+  *w1 = *w0 + g->k_w;
+  if (*h0 < 0) *h0 = 0;
+  if (*h1 > g->in_h) *h1 = g->in_h;
+  if (*w0 < 0) *w0 = 0;
+  if (*w1 > g->in_w) *w1 = g->in_w;
+}
+
 int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y) {
   (void)b;
   if (cpu_check_window(s, 0) != 0 || x == NULL || y == NULL) return -EINVAL;
@@ -24,13 +37,9 @@ int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *
   for (int n = 0; n < g.n; n++) {
     const float *xn = x + (size_t)n * g.in_h * row;
     for (int oh = 0; oh < g.out_h; oh++) {
-      int h0 = oh * g.sh - g.pt, h1 = h0 + g.k_h;
-      if (h0 < 0) h0 = 0;
-      if (h1 > g.in_h) h1 = g.in_h;
       for (int ow = 0; ow < g.out_w; ow++, yo += g.c) {
-        int w0 = ow * g.sw - g.pl, w1 = w0 + g.k_w;
-        if (w0 < 0) w0 = 0;
-        if (w1 > g.in_w) w1 = g.in_w;
+        int h0, h1, w0, w1;
+        window_cells(&g, oh, ow, &h0, &h1, &w0, &w1);
         /* Padding cells never win: the maximum is over real cells only. A window with
          * none (possible only with unusual strides) gives 0. */
         if (h0 >= h1 || w0 >= w1) {
@@ -115,19 +124,6 @@ int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float 
     }
   }
   return 0;
-}
-
-/* The real (unpadded) rows [*h0, *h1) and columns [*w0, *w1) of output cell (oh, ow). */
-static inline void window_cells(const cpu_window_geom *g, int oh, int ow, int *h0, int *h1, int *w0,
-                                int *w1) {
-  *h0 = oh * g->sh - g->pt;
-  *h1 = *h0 + g->k_h;
-  *w0 = ow * g->sw - g->pl;
-  *w1 = *w0 + g->k_w;
-  if (*h0 < 0) *h0 = 0;
-  if (*h1 > g->in_h) *h1 = g->in_h;
-  if (*w0 < 0) *w0 = 0;
-  if (*w1 > g->in_w) *w1 = g->in_w;
 }
 
 int cpu_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y) {

@@ -457,15 +457,17 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
     hello.shard_index = (uint32_t)shard_index(t, sh);
     hello.shard_count = (uint32_t)t->n_ps;
   }
-  if (t->opt.model && t->opt.model[0]) {
-    pst_model mine;
+  if (t->opt.model && t->opt.model[0] && !t->model_fp) {
+    /* Read once: every shard and every reconnection is told the same. */
+    static pst_model mine;
     char err[512];
     if (pst_model_load(t->opt.model, &mine, err, sizeof err) < 0) {
       fail(t, "%s", err);
       return;
     }
-    hello.model_fingerprint = mine.fingerprint;
+    t->model_fp = mine.fingerprint;
   }
+  hello.model_fingerprint = t->model_fp;
   h.type = PSTRAIN__MSG_TYPE__HELLO;
   h.hello = &hello;
   t->state = WK_REGISTERING;

@@ -110,6 +110,7 @@ typedef struct wk_trainer {
   uint32_t chunk_floats;
   int report_every;
   pst_model model;
+  uint64_t model_fp;              /* --model's fingerprint, once read (0: none given yet) */
   /* Compute. */
   pst_backend *backend;
   pst_net *net;
