@@ -38,6 +38,12 @@ typedef struct {
  * on. Past this many restarts of one worker, its failure ends the job. */
 #define PL_WORKER_RESTARTS 3
 
+/* Once every ps has finished the run, its workers are told so and exit by themselves; only
+ * one still running after this long is stopped. (Stopping them at once raced with their own
+ * exit: a worker that had just read "training complete" could take the SIGTERM first and exit
+ * as stopped.) */
+#define PL_DRAIN_S 10.0
+
 typedef struct {
   const pl_run_options *o;
   uv_loop_t loop;
@@ -51,6 +57,7 @@ typedef struct {
   int failed;              /* some process failed: everything is being stopped */
   int interrupted;
   int stopping;
+  double drain_deadline;   /* every ps finished: workers still running then are stopped */
   char first_failure[512];
   int failure_rank;        /* how telling first_failure is: see on_child_exit */
   FILE *metrics;
@@ -148,6 +155,13 @@ static int ps_running(const run_ctx *r) {
   return 1;
 }
 
+/* Every ps shard has exited, each with status 0: the run is over. */
+static int ps_finished(const run_ctx *r) {
+  for (int i = 0; i < r->n_ps; i++)
+    if (!r->ps[i].exited || r->ps[i].status != 0 || r->ps[i].term_signal != 0) return 0;
+  return 1;
+}
+
 static int is_ps(const run_ctx *r, const child *c) { return c >= r->ps && c < r->ps + r->n_ps; }
 
 static void stop_all(run_ctx *r, int sig) {
@@ -228,11 +242,15 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     }
     r->failed = 1;
   }
-  if (bad || (is_ps(r, c) && !r->stopping && r->n_ps == 1)) {
-    /* One failure, or the ps gone, ends the job: nobody is left behind. (Shards end one by
-     * one at a job's end, each once every worker is done with it.) */
+  if (bad) {
+    /* One failure ends the job: nobody is left behind. */
     r->stopping = 1;
     stop_all(r, SIGTERM);
+  } else if (is_ps(r, c) && !r->stopping && ps_finished(r)) {
+    /* Every ps finished the run (shards end one by one, each once every worker is done with
+     * it): the workers have been told and get PL_DRAIN_S to exit by themselves. */
+    r->stopping = 1;
+    r->drain_deadline = pst_now() + PL_DRAIN_S;
   }
   if (r->alive == 0) {
     uv_timer_stop(&r->tick);
@@ -320,6 +338,10 @@ static void read_metrics(run_ctx *r) {
 static void on_tick(uv_timer_t *t) {
   run_ctx *r = t->data;
   read_metrics(r);
+  if (r->drain_deadline > 0 && pst_now() > r->drain_deadline) {
+    r->drain_deadline = 0;
+    stop_all(r, SIGTERM);
+  }
   if (r->tty && !r->o->quiet && r->total_steps > 0 && !r->stopping) {
     double frac = (double)r->steps_seen / (double)r->total_steps;
     if (frac > 1) frac = 1;

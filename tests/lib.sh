@@ -23,7 +23,7 @@ trap cleanup EXIT
 
 fail() {
   echo "FAIL: $*" >&2
-  for f in "$OUT"/*.log; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }; done
+  for f in "$OUT"/*.log "$OUT"/*.out; do [ -f "$f" ] && { echo "--- $f" >&2; tail -n 15 "$f" >&2; }; done
   echo "0 passed, 1 failed"
   exit 1
 }

@@ -853,7 +853,10 @@ static const wk_client_cbs client_cbs = {on_connected, on_payload, on_frame, on_
 
 static void on_signal(uv_signal_t *h, int signum) {
   wk_trainer *t = h->data;
-  if (t->stop_requested) return;
+  /* Once the worker has stopped (the ps said training is complete, or a failure was
+   * decided), a late signal, e.g. the launcher's as it reaps a finished job, changes nothing:
+   * the handles are already closing and the exit status is settled. */
+  if (t->stop_requested || t->state == WK_STOPPED) return;
   LOG_INFO("%s received: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
   t->stop_requested = 1;
   t->exit_code = PST_EXIT_STOPPED;
