@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <cjson/cJSON.h>
 #include <uv.h>
 
 #include "common/clock.h"
@@ -228,31 +229,39 @@ static char *read_file(const char *path) {
   return s;
 }
 
-/* One client's figures file into c (lat allocated). */
+/* A number from a figures object, or -1 where it is missing (as a client that failed
+ * before writing it leaves it). */
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+/* One client's figures file (tools/benchclient.c, write_out) into c (lat allocated). */
 static int load_client(const char *path, pl_bench_client *c, long *hwm_kib) {
   char *s = read_file(path);
   if (!s) return -ENOENT;
-  c->t_first = pl_json_num(s, "t_first");
-  c->t_last = pl_json_num(s, "t_last");
-  c->push_s = pl_json_num(s, "push_s");
-  c->pull_s = pl_json_num(s, "pull_s");
-  c->rounds = (long)pl_json_num(s, "rounds");
-  c->server_cpu_s = pl_json_num(s, "ps_cpu_s");
-  c->cpu_s = pl_json_num(s, "cpu_s");
-  long hwm = (long)pl_json_num(s, "ps_hwm_kib");
-  if (hwm > *hwm_kib) *hwm_kib = hwm;
-  int ok = strstr(s, "\"ok\":true") != NULL && c->rounds > 0;
-  c->lat = ok ? calloc((size_t)c->rounds, sizeof *c->lat) : NULL;
-  const char *p = strstr(s, "\"lat_s\":[");
-  if (c->lat && p) {
-    p += 9;
-    for (long r = 0; r < c->rounds; r++) {
-      char *end;
-      c->lat[r] = strtod(p, &end);
-      p = *end == ',' ? end + 1 : end;
-    }
-  }
+  cJSON *o = cJSON_Parse(s);
   free(s);
+  if (!o) return -EPROTO;
+  c->t_first = num(o, "t_first");
+  c->t_last = num(o, "t_last");
+  c->push_s = num(o, "push_s");
+  c->pull_s = num(o, "pull_s");
+  c->rounds = (long)num(o, "rounds");
+  c->server_cpu_s = num(o, "ps_cpu_s");
+  c->cpu_s = num(o, "cpu_s");
+  long hwm = (long)num(o, "ps_hwm_kib");
+  if (hwm > *hwm_kib) *hwm_kib = hwm;
+  const cJSON *lat = cJSON_GetObjectItemCaseSensitive(o, "lat_s");
+  int ok = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, "ok")) && c->rounds > 0 &&
+           cJSON_IsArray(lat) && cJSON_GetArraySize(lat) == c->rounds;
+  c->lat = ok ? calloc((size_t)c->rounds, sizeof *c->lat) : NULL;
+  if (c->lat) {
+    long r = 0;
+    const cJSON *v;
+    cJSON_ArrayForEach(v, lat) c->lat[r++] = cJSON_IsNumber(v) ? v->valuedouble : 0;
+  }
+  cJSON_Delete(o);
   return ok && c->lat ? 0 : -EPROTO;
 }
 
@@ -407,14 +416,18 @@ static void print_cell(const cell *c) {
   fflush(stdout);
 }
 
-static void json_figs(FILE *f, const char *name, const pl_bench_figs *x) {
-  fprintf(f,
-          "\"%s\":{\"rounds\":%ld,\"wall_s\":%.6f,\"push_gbps\":%.4f,\"pull_gbps\":%.4f,"
-          "\"combined_gbps\":%.4f,\"p50_us\":%.2f,\"p99_us\":%.2f,\"peak_rss_kib\":%ld,"
-          "\"server_cpu_s\":%.3f,\"clients_cpu_s\":%.3f}",
-          name, x->rounds, x->wall_s, x->push_rate / 1e9, x->pull_rate / 1e9,
-          x->combined_rate / 1e9, x->p50_s * 1e6, x->p99_s * 1e6, x->peak_rss_kib,
-          x->server_cpu_s, x->clients_cpu_s);
+static void json_figs(cJSON *parent, const char *name, const pl_bench_figs *x) {
+  cJSON *o = cJSON_AddObjectToObject(parent, name);
+  cJSON_AddNumberToObject(o, "rounds", (double)x->rounds);
+  cJSON_AddNumberToObject(o, "wall_s", x->wall_s);
+  cJSON_AddNumberToObject(o, "push_gbps", x->push_rate / 1e9);
+  cJSON_AddNumberToObject(o, "pull_gbps", x->pull_rate / 1e9);
+  cJSON_AddNumberToObject(o, "combined_gbps", x->combined_rate / 1e9);
+  cJSON_AddNumberToObject(o, "p50_us", x->p50_s * 1e6);
+  cJSON_AddNumberToObject(o, "p99_us", x->p99_s * 1e6);
+  cJSON_AddNumberToObject(o, "peak_rss_kib", (double)x->peak_rss_kib);
+  cJSON_AddNumberToObject(o, "server_cpu_s", x->server_cpu_s);
+  cJSON_AddNumberToObject(o, "clients_cpu_s", x->clients_cpu_s);
 }
 
 /* --tls: the libuv echo of cell c, plain and with each suite; each keeps its best run. */
@@ -479,49 +492,67 @@ static void print_tls(const cell *cells, int n) {
   fflush(stdout);
 }
 
+static double ratio(double a, double b) { return b > 0 ? a / b : 0; }
+
 static int write_json(const char *path, const cell *cells, int n, const char *machine,
                       const char *command, const char *date, double load0, double load1) {
-  FILE *f = fopen(path, "w");
-  if (!f) return -errno;
-  fprintf(f,
-          "{\"date\":\"%s\",\"machine\":\"%s\",\"command\":\"%s\",\"load_start\":%.2f,"
-          "\"load_end\":%.2f,\"repeat\":%lld,\"mode\":\"sync\","
-          "\"optimizer\":\"sgd\",\"optimizer_slots\":0,\"chunk_kib\":%lld,"
-          "\"ps_shards\":%lld,\"ps_threads\":%lld,"
-          "\"memory_bound\":\"weights x (2 + 0 slots) + 32 MiB\",\"cells\":[",
-          date, machine, command, load0, load1, (long long)f_repeat, (long long)f_chunk,
-          (long long)f_shards, (long long)f_ps_threads);
+  cJSON *doc = cJSON_CreateObject();
+  cJSON_AddStringToObject(doc, "date", date);
+  cJSON_AddStringToObject(doc, "machine", machine);
+  cJSON_AddStringToObject(doc, "command", command);
+  cJSON_AddNumberToObject(doc, "load_start", load0);
+  cJSON_AddNumberToObject(doc, "load_end", load1);
+  cJSON_AddNumberToObject(doc, "repeat", (double)f_repeat);
+  cJSON_AddStringToObject(doc, "mode", "sync");
+  cJSON_AddStringToObject(doc, "optimizer", "sgd");
+  cJSON_AddNumberToObject(doc, "optimizer_slots", 0);
+  cJSON_AddNumberToObject(doc, "chunk_kib", (double)f_chunk);
+  cJSON_AddNumberToObject(doc, "ps_shards", (double)f_shards);
+  cJSON_AddNumberToObject(doc, "ps_threads", (double)f_ps_threads);
+  cJSON_AddStringToObject(doc, "memory_bound", "weights x (2 + 0 slots) + 32 MiB");
+  cJSON *arr = cJSON_AddArrayToObject(doc, "cells");
   for (int i = 0; i < n; i++) {
     const cell *c = &cells[i];
-    fprintf(f, "%s\n{\"bytes\":%zu,\"clients\":%d,\"model\":\"input %d / dense %d softmax\",",
-            i ? "," : "", c->bytes, c->clients, c->input, c->units);
-    fprintf(f, "\"ok\":%s,", c->ps_ok && c->raw_ok ? "true" : "false");
-    json_figs(f, "pstrain", &c->ps);
-    fputc(',', f);
-    json_figs(f, "raw_tcp", &c->raw);
-    fprintf(f, ",\"ratio\":%.4f,\"ps_peak_rss_kib\":%ld,\"memory_bound_kib\":%ld,"
-               "\"within_bound\":%s",
-            c->raw.combined_rate > 0 ? c->ps.combined_rate / c->raw.combined_rate : 0,
-            c->ps.peak_rss_kib, c->bound_kib,
-            c->ps.peak_rss_kib <= c->bound_kib ? "true" : "false");
+    char model[64];
+    snprintf(model, sizeof model, "input %d / dense %d softmax", c->input, c->units);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddItemToArray(arr, o);
+    cJSON_AddNumberToObject(o, "bytes", (double)c->bytes);
+    cJSON_AddNumberToObject(o, "clients", c->clients);
+    cJSON_AddStringToObject(o, "model", model);
+    cJSON_AddBoolToObject(o, "ok", c->ps_ok && c->raw_ok);
+    json_figs(o, "pstrain", &c->ps);
+    json_figs(o, "raw_tcp", &c->raw);
+    cJSON_AddNumberToObject(o, "ratio", ratio(c->ps.combined_rate, c->raw.combined_rate));
+    cJSON_AddNumberToObject(o, "ps_peak_rss_kib", (double)c->ps.peak_rss_kib);
+    cJSON_AddNumberToObject(o, "memory_bound_kib", (double)c->bound_kib);
+    cJSON_AddBoolToObject(o, "within_bound", c->ps.peak_rss_kib <= c->bound_kib);
     if (f_tls && c->uv_ok) {
-      fputc(',', f);
-      json_figs(f, "uv_plain", &c->uv);
-      fprintf(f, ",\"tls\":[");
+      json_figs(o, "uv_plain", &c->uv);
+      cJSON *tls = cJSON_AddArrayToObject(o, "tls");
       for (int k = 0; k < g_n_suites; k++) {
-        fprintf(f, "%s{\"asked\":\"%s\",\"suite\":\"%s\",", k ? "," : "", g_suite_name[k],
-                c->suite[k]);
-        json_figs(f, "figures", &c->tls[k]);
-        fprintf(f, ",\"ratio_uv_plain\":%.4f,\"ratio_raw\":%.4f}",
-                c->uv.combined_rate > 0 ? c->tls[k].combined_rate / c->uv.combined_rate : 0,
-                c->raw.combined_rate > 0 ? c->tls[k].combined_rate / c->raw.combined_rate : 0);
+        cJSON *t = cJSON_CreateObject();
+        cJSON_AddItemToArray(tls, t);
+        cJSON_AddStringToObject(t, "asked", g_suite_name[k]);
+        cJSON_AddStringToObject(t, "suite", c->suite[k]);
+        json_figs(t, "figures", &c->tls[k]);
+        cJSON_AddNumberToObject(t, "ratio_uv_plain",
+                                ratio(c->tls[k].combined_rate, c->uv.combined_rate));
+        cJSON_AddNumberToObject(t, "ratio_raw", ratio(c->tls[k].combined_rate, c->raw.combined_rate));
       }
-      fputc(']', f);
     }
-    fputc('}', f);
   }
-  fprintf(f, "\n]}\n");
-  return fclose(f) == 0 ? 0 : -errno;
+  char *text = cJSON_Print(doc);
+  cJSON_Delete(doc);
+  if (!text) return -ENOMEM;
+  FILE *f = fopen(path, "w");
+  int rc = f ? 0 : -errno;
+  if (f) {
+    fprintf(f, "%s\n", text);
+    if (fclose(f) != 0) rc = -errno;
+  }
+  free(text);
+  return rc;
 }
 
 int pl_cmd_bench(int argc, char **argv) {

@@ -26,6 +26,7 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+#include <cjson/cJSON.h>
 #include <uv.h>
 
 #include "common/clock.h"
@@ -421,22 +422,41 @@ static void on_closed(wk_client *c, const char *why) {
 static const wk_client_cbs client_cbs = {on_connected, on_payload, on_frame, on_push_sent,
                                          on_closed};
 
+/* The figures file `pstrain bench` reads (launcher/bench.c, load_client). */
 static int write_out(const bench *b, const char *path) {
-  FILE *f = fopen(path, "w");
-  if (!f) return -errno;
   long timed = b->total - o_warmup;
-  fprintf(f,
-          "{\"index\":%d,\"world\":%d,\"n_params\":%zu,\"bytes\":%zu,\"rounds\":%ld,"
-          "\"pull_only\":%d,\"t_first\":%.9f,\"t_last\":%.9f,\"push_s\":%.9f,\"pull_s\":%.9f,"
-          "\"pulls\":%" PRIu64 ",\"distinct_versions\":%" PRIu64 ",\"ps_rss_warm_kib\":%ld,"
-          "\"ps_rss_end_kib\":%ld,\"ps_hwm_kib\":%ld,\"ps_cpu_s\":%.3f,\"cpu_s\":%.3f,"
-          "\"ok\":%s,\"lat_s\":[",
-          b->index, b->world, b->n, b->n * sizeof(float), timed, b->pull_only, b->t_first,
-          b->t_last, b->push_s, b->pull_s, b->pulls, b->distinct, b->rss_warm_kib,
-          b->rss_end_kib, b->hwm_kib, b->ps_cpu_s, b->cpu_s, b->exit_code == 0 ? "true" : "false");
-  for (long k = 0; k < timed && b->lat; k++) fprintf(f, "%s%.9f", k ? "," : "", b->lat[k]);
-  fprintf(f, "]}\n");
-  return fclose(f) == 0 ? 0 : -errno;
+  cJSON *o = cJSON_CreateObject();
+  cJSON_AddNumberToObject(o, "index", b->index);
+  cJSON_AddNumberToObject(o, "world", b->world);
+  cJSON_AddNumberToObject(o, "n_params", (double)b->n);
+  cJSON_AddNumberToObject(o, "bytes", (double)(b->n * sizeof(float)));
+  cJSON_AddNumberToObject(o, "rounds", (double)timed);
+  cJSON_AddNumberToObject(o, "pull_only", b->pull_only);
+  cJSON_AddNumberToObject(o, "t_first", b->t_first);
+  cJSON_AddNumberToObject(o, "t_last", b->t_last);
+  cJSON_AddNumberToObject(o, "push_s", b->push_s);
+  cJSON_AddNumberToObject(o, "pull_s", b->pull_s);
+  cJSON_AddNumberToObject(o, "pulls", (double)b->pulls);
+  cJSON_AddNumberToObject(o, "distinct_versions", (double)b->distinct);
+  cJSON_AddNumberToObject(o, "ps_rss_warm_kib", (double)b->rss_warm_kib);
+  cJSON_AddNumberToObject(o, "ps_rss_end_kib", (double)b->rss_end_kib);
+  cJSON_AddNumberToObject(o, "ps_hwm_kib", (double)b->hwm_kib);
+  cJSON_AddNumberToObject(o, "ps_cpu_s", b->ps_cpu_s);
+  cJSON_AddNumberToObject(o, "cpu_s", b->cpu_s);
+  cJSON_AddBoolToObject(o, "ok", b->exit_code == 0);
+  cJSON *lat = cJSON_AddArrayToObject(o, "lat_s");
+  for (long k = 0; k < timed && b->lat; k++) cJSON_AddItemToArray(lat, cJSON_CreateNumber(b->lat[k]));
+  char *text = cJSON_PrintUnformatted(o);
+  cJSON_Delete(o);
+  if (!text) return -ENOMEM;
+  FILE *f = fopen(path, "w");
+  int rc = f ? 0 : -errno;
+  if (f) {
+    fprintf(f, "%s\n", text);
+    if (fclose(f) != 0) rc = -errno;
+  }
+  free(text);
+  return rc;
 }
 
 int main(int argc, char **argv) {
