@@ -525,11 +525,16 @@ void pst_net_log_placement(pst_net *net) {
       be->describe(be, what, i, how, sizeof how);
     else
       snprintf(how, sizeof how, "%s", be->name);
-    /* A graph's layers say what they take: "<- 3,5" (layer indices). */
-    char from[64] = "";
+    /* A graph's layers say what they take: "<- stem,3" (names, or indices of unnamed
+     * layers). */
+    char from[PST_LAYER_MAX_INPUTS * PST_MODEL_MAX_NAME + 8] = "";
     for (int t = 0; net->m.graph && t < L->n_inputs; t++) {
+      const pst_layer *in = &net->m.layers[L->inputs[t]];
       size_t used = strlen(from);
-      snprintf(from + used, sizeof from - used, "%s%d", t ? "," : " <- ", L->inputs[t]);
+      if (in->name[0] != '\0')
+        snprintf(from + used, sizeof from - used, "%s%s", t ? "," : " <- ", in->name);
+      else
+        snprintf(from + used, sizeof from - used, "%s%d", t ? "," : " <- ", L->inputs[t]);
     }
     LOG_INFO("layer %d %s%s -> %dx%dx%d%s: %s", i, what, from, L->out_h, L->out_w, L->out_c,
              L->act == PST_ACT_RELU      ? " + relu"
