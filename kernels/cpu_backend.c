@@ -1,7 +1,8 @@
 /* The CPU backend: "device" memory is host memory, GEMMs go to OpenBLAS and the rest
  * are plain loops written so that the compiler vectorises them (AVX2 with
- * -march=x86-64-v3). The op families live in cpu_dense.c, cpu_act.c, cpu_conv.c and
- * cpu_pool.c; this file owns memory, scratch buffers and the vtable. */
+ * -march=x86-64-v3). The op families live in cpu_dense.c, cpu_act.c, cpu_conv.c,
+ * cpu_depthwise.c, cpu_pool.c and cpu_merge.c; this file owns memory, scratch buffers and
+ * the vtable. */
 #include <cblas.h>
 #include <errno.h>
 #include <limits.h>

@@ -1,6 +1,6 @@
 /* Private to the CPU backend: its state and the operations of each op family
- * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_depthwise.c, cpu_pool.c; dropout lives with the
- * activations), wired into the vtable by
+ * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_depthwise.c, cpu_pool.c, cpu_merge.c; dropout
+ * lives with the activations), wired into the vtable by
  * cpu_backend.c. */
 #ifndef PSTRAIN_KERNELS_CPU_INTERNAL_H
 #define PSTRAIN_KERNELS_CPU_INTERNAL_H

@@ -1,4 +1,4 @@
-/* Models as data: a Keras-like layer stack read from a small text format.
+/* Models as data: a Keras-like layer stack, or graph, read from a small text format.
  *
  *   # comment
  *   input 28x28x1          (H x W x C; "input 784" means a flat vector)
@@ -44,11 +44,10 @@
  *
  * Presets: "mlp" (784-256-128-10 ReLU), "cnn", "cnn2" (see model.c).
  * The canonical text (one normalised layer a line) is what travels to the workers; its
- * 64-bit FNV-1a hash is the model fingerprint. A layer's name stays in it (name=, after the
- * layer's options) as does inputs= where the inputs are not just the line above; names are
- * part of the model, as Keras keeps them. The optimizer line is not part of it: it
+ * 64-bit FNV-1a hash is the model fingerprint. The optimizer line is not part of it: it
  * describes training, not the network, so it changes neither the weights' layout nor the
- * fingerprint. */
+ * fingerprint. A layer's name= is (after the layer's options), and so is inputs= where the
+ * inputs are not just the line above: names are part of the model, as Keras keeps them. */
 #ifndef PSTRAIN_KERNELS_MODEL_H
 #define PSTRAIN_KERNELS_MODEL_H
 
