@@ -116,6 +116,21 @@ struct pst_backend {
   int (*avgpool_forward)(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
   int (*avgpool_backward)(pst_backend *b, const pst_window_shape *s, const float *dy, float *dx);
 
+  /* Element-wise sum, the add layer's forward and the gradients' fan-in: y = x0 + x1 over n
+   * elements; x1 may be NULL, which makes it a copy (y = x0). y may be x0 or x1 (in place).
+   * The sum of k tensors is k - 1 calls, in the same order on every backend, so that both
+   * round alike. */
+  int (*add)(pst_backend *b, const float *x0, const float *x1, float *y, size_t n);
+
+  /* Channel concatenation, one input at a time: x[rows, c] is written to the channels
+   * [offset, offset + c) of y[rows, y_c], where rows = B*H*W (or B for flat vectors). The
+   * concatenate layer calls it once per input; the other channels of y are left alone.
+   * Backward is the slice: dx[rows, c] = dy[rows, offset .. offset + c), overwritten. */
+  int (*concat_forward)(pst_backend *b, const float *x, float *y, size_t rows, int c, int y_c,
+                        int offset);
+  int (*concat_backward)(pst_backend *b, const float *dy, float *dx, size_t rows, int c,
+                         int y_c, int offset);
+
   /* Optional (may be NULL): a one-line description of how layer `layer` of kind `what`
    * runs (device, algorithm), for --log-placement. */
   void (*describe)(pst_backend *b, const char *what, int layer, char *out, size_t outlen);

@@ -1,7 +1,8 @@
 /* The CPU backend: "device" memory is host memory, GEMMs go to OpenBLAS and the rest
  * are plain loops written so that the compiler vectorises them (AVX2 with
- * -march=x86-64-v3). The op families live in cpu_dense.c, cpu_act.c, cpu_conv.c and
- * cpu_pool.c; this file owns memory, scratch buffers and the vtable. */
+ * -march=x86-64-v3). The op families live in cpu_dense.c, cpu_act.c, cpu_conv.c,
+ * cpu_depthwise.c, cpu_pool.c and cpu_merge.c; this file owns memory, scratch buffers and
+ * the vtable. */
 #include <cblas.h>
 #include <errno.h>
 #include <limits.h>
@@ -92,6 +93,8 @@ static void cpu_describe(pst_backend *b, const char *what, int layer, char *out,
   else if (strcmp(what, "maxpool") == 0 || strcmp(what, "avgpool") == 0 ||
            strcmp(what, "global_avgpool") == 0)
     how = "direct loops, NHWC";
+  else if (strcmp(what, "concatenate") == 0)
+    how = "strided row copies, NHWC";
   else if (strcmp(what, "flatten") == 0)
     how = "no-op (NHWC is already flat)";
   else
@@ -150,6 +153,9 @@ int pst_cpu_backend_create(int threads, pst_backend **out) {
   b->maxpool_backward = cpu_maxpool_backward;
   b->avgpool_forward = cpu_avgpool_forward;
   b->avgpool_backward = cpu_avgpool_backward;
+  b->add = cpu_add;
+  b->concat_forward = cpu_concat_forward;
+  b->concat_backward = cpu_concat_backward;
   b->describe = cpu_describe;
   b->destroy = cpu_destroy;
   *out = b;

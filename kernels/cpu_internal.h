@@ -1,6 +1,6 @@
 /* Private to the CPU backend: its state and the operations of each op family
- * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_depthwise.c, cpu_pool.c; dropout lives with the
- * activations), wired into the vtable by
+ * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_depthwise.c, cpu_pool.c, cpu_merge.c; dropout
+ * lives with the activations), wired into the vtable by
  * cpu_backend.c. */
 #ifndef PSTRAIN_KERNELS_CPU_INTERNAL_H
 #define PSTRAIN_KERNELS_CPU_INTERNAL_H
@@ -62,6 +62,13 @@ int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float 
 
 int cpu_avgpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int cpu_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy, float *dx);
+
+/* cpu_merge.c: the add and concatenate layers (backend.h). */
+int cpu_add(pst_backend *b, const float *x0, const float *x1, float *y, size_t n);
+int cpu_concat_forward(pst_backend *b, const float *x, float *y, size_t rows, int c, int y_c,
+                       int offset);
+int cpu_concat_backward(pst_backend *b, const float *dy, float *dx, size_t rows, int c, int y_c,
+                        int offset);
 
 /* A window shape in locals-friendly form (c = channels, in and out alike): the loops of
  * cpu_pool.c and cpu_depthwise.c copy it first, because with -fno-strict-aliasing the

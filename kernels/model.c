@@ -21,7 +21,9 @@
 #define MAX_KERNEL 64          /* conv kernel, pool window, strides */
 #define MAX_ACT ((size_t)1 << 24)    /* floats per sample in one layer's output */
 #define MAX_PARAMS ((size_t)1 << 28) /* floats in the whole parameter vector (1 GiB) */
-#define MAX_LINE 256
+/* A line holds any canonical line (at most about 400 characters: the longest options, a
+ * name and eight inputs of 31 characters), so that the canonical text always parses again. */
+#define MAX_LINE 1024
 #define MAX_TOKENS 12
 #define MAX_FILE (64 * 1024)
 
@@ -200,9 +202,48 @@ static const char *act_name(pst_activation a) {
                                 : "linear";
 }
 
-/* Parses one non-empty line into m->layers[m->n_layers]. `flat` says whether the
- * current output is a flat vector (dense may follow) or an image (conv2d, maxpool). */
-static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *flat) {
+/* A layer's output shape as the spec writes it: "784" (flat) or "28x28x1". */
+static const char *shape_of(const pst_layer *L, char *buf, size_t len) {
+  if (L->flat)
+    snprintf(buf, len, "%d", L->out_c);
+  else
+    snprintf(buf, len, "%dx%dx%d", L->out_h, L->out_w, L->out_c);
+  return buf;
+}
+
+/* The shapes of add and concatenate from their inputs (all named: merges take no
+ * implicit input). add: all equal; concatenate: all flat, or all images of one H and W. */
+static int merge_shape(parse_ctx *p, const char *kind, const pst_model *m, const int *inputs,
+                       int n_inputs, pst_layer *L) {
+  const pst_layer *a = &m->layers[inputs[0]];
+  char sa[48], sb[48];
+  L->out_h = a->out_h;
+  L->out_w = a->out_w;
+  L->out_c = a->out_c;
+  for (int t = 1; t < n_inputs; t++) {
+    const pst_layer *x = &m->layers[inputs[t]];
+    if (kind[0] == 'a') {
+      if (x->flat != a->flat || x->out_h != a->out_h || x->out_w != a->out_w ||
+          x->out_c != a->out_c)
+        return fail(p, "add: input '%s' is %s but '%s' is %s (add needs equal shapes)", x->name,
+                    shape_of(x, sb, sizeof sb), a->name, shape_of(a, sa, sizeof sa));
+    } else {
+      if (x->flat != a->flat || x->out_h != a->out_h || x->out_w != a->out_w)
+        return fail(p, "concatenate: input '%s' is %s but '%s' is %s (concatenate needs %s)",
+                    x->name, shape_of(x, sb, sizeof sb), a->name, shape_of(a, sa, sizeof sa),
+                    a->flat ? "flat vectors" : "images of the same height and width");
+      L->out_c += x->out_c;
+    }
+  }
+  return 0;
+}
+
+/* Parses one non-empty line into m->layers[m->n_layers], whose inputs are the layers
+ * inputs[0 .. n_inputs) (none for the input layer). `flat` says whether inputs[0]'s output
+ * is a flat vector (dense may follow) or an image (conv2d, maxpool), and is set to what
+ * this layer's output is. */
+static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const int *inputs,
+                       int n_inputs, int *flat) {
   char b[32];
   const char *kind = tok[0];
   int first = m->n_layers == 0;
@@ -210,12 +251,19 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     return fail(p, "the model must start with an input layer, got '%s'", shown(kind, b, sizeof b));
   if (m->n_layers == PST_MODEL_MAX_LAYERS)
     return fail(p, "too many layers (at most %d, input included)", PST_MODEL_MAX_LAYERS);
+  int merge = strcmp(kind, "add") == 0 || strcmp(kind, "concatenate") == 0;
+  if (merge && n_inputs < 2)
+    return fail(p, "%s needs inputs= naming two or more layers, like inputs=a,b", kind);
+  if (!merge && n_inputs > 1)
+    return fail(p, "%s takes one input (inputs= names %d)", shown(kind, b, sizeof b), n_inputs);
 
   pst_layer *L = &m->layers[m->n_layers];
   memset(L, 0, sizeof *L);
   L->stride_h = L->stride_w = 1;
+  L->n_inputs = n_inputs;
+  memcpy(L->inputs, inputs, (size_t)n_inputs * sizeof inputs[0]);
   if (!first) {
-    const pst_layer *prev = &m->layers[m->n_layers - 1];
+    const pst_layer *prev = &m->layers[inputs[0]];
     L->in_h = prev->out_h;
     L->in_w = prev->out_w;
     L->in_c = prev->out_c;
@@ -321,6 +369,11 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     L->out_h = L->in_h;
     L->out_w = L->in_w;
     L->out_c = L->in_c;
+  } else if (merge) {
+    if (parse_opts(p, kind, tok + 1, ntok - 1, 0, kind[0] == 'a', &o) != 0) return -EINVAL;
+    if (o.act == PST_ACT_SOFTMAX) return fail(p, "add cannot use softmax");
+    L->kind = kind[0] == 'a' ? PST_LAYER_ADD : PST_LAYER_CONCATENATE;
+    if (merge_shape(p, kind, m, inputs, n_inputs, L) != 0) return -EINVAL;
   } else if (strcmp(kind, "flatten") == 0) {
     if (ntok != 1) return fail(p, "flatten takes no options");
     L->kind = PST_LAYER_FLATTEN;
@@ -329,7 +382,7 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     *flat = 1;
   } else {
     return fail(p, "unknown layer '%s' (want input, conv2d, depthwise_conv2d, maxpool, avgpool, "
-                   "global_avgpool, flatten, dropout or dense)",
+                   "global_avgpool, flatten, dropout, dense, add or concatenate)",
                 shown(kind, b, sizeof b));
   }
 
@@ -446,9 +499,16 @@ int pst_model_defaults(const pst_model *m, const char *kind, const char **names,
   return m->n_settings;
 }
 
-/* Appends the canonical line of one layer; -1 when the text buffer is full. */
-static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *len) {
-  char line[160];
+/* Whether layer i takes just the output of the line above it (the sequential default). */
+static int takes_previous(const pst_model *m, int i) {
+  const pst_layer *L = &m->layers[i];
+  return i > 0 && L->n_inputs == 1 && L->inputs[0] == i - 1;
+}
+
+/* Appends the canonical line of layer i; -1 when the text buffer is full. */
+static int canon_layer(const pst_model *m, int i, int flat_input, char *text, size_t *len) {
+  const pst_layer *L = &m->layers[i];
+  char line[MAX_LINE];
   int n = 0;
   switch (L->kind) {
     case PST_LAYER_INPUT:
@@ -493,6 +553,22 @@ static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *l
     case PST_LAYER_FLATTEN:
       n = snprintf(line, sizeof line, "flatten\n");
       break;
+    case PST_LAYER_ADD:
+      n = snprintf(line, sizeof line, "add %s\n", act_name(L->act));
+      break;
+    case PST_LAYER_CONCATENATE:
+      n = snprintf(line, sizeof line, "concatenate\n");
+      break;
+  }
+  /* The graph options go last, in place of the newline: the name, and the inputs where
+   * they are not the line above (so a sequential spec keeps its text and fingerprint). */
+  if (n > 0 && (L->name[0] != '\0' || (i > 0 && !takes_previous(m, i)))) {
+    n--;
+    if (L->name[0] != '\0') n += snprintf(line + n, sizeof line - n, " name=%s", L->name);
+    for (int t = 0; i > 0 && !takes_previous(m, i) && t < L->n_inputs; t++)
+      n += snprintf(line + n, sizeof line - n, "%s%s", t ? "," : " inputs=",
+                    m->layers[L->inputs[t]].name);
+    n += snprintf(line + n, sizeof line - n, "\n");
   }
   if (n <= 0 || *len + (size_t)n + 1 > PST_MODEL_MAX_TEXT) return -1;
   memcpy(text + *len, line, (size_t)n + 1);
@@ -501,45 +577,200 @@ static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *l
 }
 
 
+/* Splits the next line of *s into buf and its words (a comment cut off); advances *s.
+ * Returns 1 with *ntok words (0: a blank line), 0 at the end of the text, or -EINVAL for
+ * a line too long or with too many words, reported through p. *at is where the line
+ * starts in the text, so that a word's place in the text is at + (word - buf). */
+static int next_line(parse_ctx *p, const char **s, char *buf, const char **at, char **tok,
+                     int *ntok) {
+  if (**s == '\0') return 0;
+  const char *eol = strchr(*s, '\n');
+  size_t n = eol ? (size_t)(eol - *s) : strlen(*s);
+  *at = *s;
+  *s = eol ? eol + 1 : *s + n;
+  p->line++;
+  if (n >= MAX_LINE) return fail(p, "line too long (at most %d characters)", MAX_LINE - 1);
+  memcpy(buf, *at, n);
+  buf[n] = '\0';
+  char *hash = strchr(buf, '#');
+  if (hash != NULL) *hash = '\0';
+  *ntok = 0;
+  for (char *save = NULL, *t = strtok_r(buf, " \t\r\v\f", &save); t != NULL;
+       t = strtok_r(NULL, " \t\r\v\f", &save)) {
+    if (*ntok == MAX_TOKENS) return fail(p, "too many words on one line");
+    tok[(*ntok)++] = t;
+  }
+  return 1;
+}
+
+/* What a first look over the whole spec finds about every layer line, so that a reference
+ * to a layer further down is reported as such (or as the cycle it closes) rather than as
+ * an unknown name. */
+typedef struct {
+  char name[PST_MODEL_MAX_NAME]; /* "" when none (or not a valid one) */
+  int line;
+  const char *inputs;            /* the inputs= value in the text, or NULL */
+  size_t inputs_len;
+} spec_line;
+
+static int find_ahead(const spec_line *ahead, int n, const char *name, size_t len) {
+  for (int k = 0; k < n; k++)
+    if (strlen(ahead[k].name) == len && strncmp(ahead[k].name, name, len) == 0) return k;
+  return -1;
+}
+
+/* Whether layer line k computes from layer line `target` (k > target): its inputs, or the
+ * line above it, followed upwards through the lines' own references. */
+static int reaches(const spec_line *ahead, int n, int k, int target, unsigned char *seen) {
+  if (k == target) return 1;
+  if (k < 0 || k >= n || seen[k]) return 0;
+  seen[k] = 1;
+  if (ahead[k].inputs == NULL) return reaches(ahead, n, k - 1, target, seen);
+  const char *s = ahead[k].inputs, *end = s + ahead[k].inputs_len;
+  while (s < end) {
+    const char *c = memchr(s, ',', (size_t)(end - s));
+    size_t len = c ? (size_t)(c - s) : (size_t)(end - s);
+    if (reaches(ahead, n, find_ahead(ahead, n, s, len), target, seen)) return 1;
+    s += len + 1;
+  }
+  return 0;
+}
+
+static int valid_name(const char *s) {
+  size_t n = strlen(s);
+  if (n == 0 || n >= PST_MODEL_MAX_NAME || isdigit((unsigned char)s[0])) return 0;
+  for (size_t i = 0; i < n; i++)
+    if (!isalnum((unsigned char)s[i]) && s[i] != '_') return 0;
+  return 1;
+}
+
+static int find_layer(const pst_model *m, const char *name) {
+  for (int i = 0; i < m->n_layers; i++)
+    if (strcmp(m->layers[i].name, name) == 0) return i;
+  return -1;
+}
+
+/* Resolves the names of an inputs= value into layer indices above layer `self`. */
+static int parse_inputs(parse_ctx *p, const pst_model *m, const char *value, const char *self_name,
+                        const spec_line *ahead, int n_ahead, int *inputs, int *n_inputs) {
+  char b[32];
+  char names[MAX_LINE];
+  snprintf(names, sizeof names, "%s", value);
+  *n_inputs = 0;
+  if (names[0] == '\0') return fail(p, "inputs= needs layer names, like inputs=a,b");
+  for (char *s = names;;) {
+    char *c = strchr(s, ',');
+    if (c != NULL) *c = '\0';
+    if (s[0] == '\0') return fail(p, "inputs: an empty name (want inputs=a,b)");
+    if (*n_inputs == PST_LAYER_MAX_INPUTS)
+      return fail(p, "inputs: too many (at most %d)", PST_LAYER_MAX_INPUTS);
+    int j = find_layer(m, s);
+    if (j < 0) {
+      int k = find_ahead(ahead, n_ahead, s, strlen(s));
+      unsigned char seen[PST_MODEL_MAX_LAYERS + 1] = {0};
+      if (self_name != NULL && strcmp(s, self_name) == 0)
+        return fail(p, "inputs: '%s' is this layer itself (a cycle)", shown(s, b, sizeof b));
+      if (k >= 0 && k > m->n_layers && reaches(ahead, n_ahead, k, m->n_layers, seen))
+        return fail(p, "inputs: '%s' (line %d) is computed from this layer (a cycle)",
+                    shown(s, b, sizeof b), ahead[k].line);
+      if (k >= 0 && k > m->n_layers)
+        return fail(p, "inputs: '%s' is defined below, on line %d (a layer's inputs must be "
+                       "above it)", shown(s, b, sizeof b), ahead[k].line);
+      return fail(p, "inputs: unknown layer '%s'", shown(s, b, sizeof b));
+    }
+    inputs[(*n_inputs)++] = j;
+    if (c == NULL) break;
+    s = c + 1;
+  }
+  return 0;
+}
+
 int pst_model_parse(const char *text, const char *source, pst_model *m, char *err,
                     size_t errlen) {
   parse_ctx p = {source ? source : "model", 0, err, errlen};
   int line_of[PST_MODEL_MAX_LAYERS];
-  int flat = 1, flat_input = 1;
+  int flat_input = 1;
+  char buf[MAX_LINE];
+  char *tok[MAX_TOKENS];
+  int ntok;
+  const char *at;
   if (err != NULL && errlen > 0) err[0] = '\0';
   memset(m, 0, sizeof *m);
   if (text == NULL) return fail(&p, "no model text");
 
-  const char *s = text;
-  while (*s != '\0') {
-    const char *eol = strchr(s, '\n');
-    size_t n = eol ? (size_t)(eol - s) : strlen(s);
-    p.line++;
-    char buf[MAX_LINE];
-    if (n >= sizeof buf) return fail(&p, "line too long (at most %d characters)", MAX_LINE - 1);
-    memcpy(buf, s, n);
-    buf[n] = '\0';
-    s = eol ? eol + 1 : s + n;
-
-    char *hash = strchr(buf, '#');
-    if (hash != NULL) *hash = '\0';
-    char *tok[MAX_TOKENS];
-    int ntok = 0;
-    for (char *save = NULL, *t = strtok_r(buf, " \t\r\v\f", &save); t != NULL;
-         t = strtok_r(NULL, " \t\r\v\f", &save)) {
-      if (ntok == MAX_TOKENS) return fail(&p, "too many words on one line");
-      tok[ntok++] = t;
+  /* The first look: every layer line's name= and inputs=, errors left to the second. */
+  spec_line ahead[PST_MODEL_MAX_LAYERS + 1];
+  int n_ahead = 0;
+  parse_ctx quiet = {p.source, 0, NULL, 0};
+  for (const char *s = text; n_ahead <= PST_MODEL_MAX_LAYERS;) {
+    int rc = next_line(&quiet, &s, buf, &at, tok, &ntok);
+    if (rc <= 0) break;
+    if (ntok == 0 || strcmp(tok[0], "optimizer") == 0) continue;
+    spec_line *a = &ahead[n_ahead++];
+    memset(a, 0, sizeof *a);
+    a->line = quiet.line;
+    for (int t = 1; t < ntok; t++) {
+      if (strncmp(tok[t], "name=", 5) == 0 && valid_name(tok[t] + 5))
+        snprintf(a->name, sizeof a->name, "%s", tok[t] + 5);
+      else if (strncmp(tok[t], "inputs=", 7) == 0) {
+        a->inputs = at + (tok[t] + 7 - buf);
+        a->inputs_len = strlen(tok[t] + 7);
+      }
     }
+  }
+
+  const char *s = text;
+  int rc;
+  while ((rc = next_line(&p, &s, buf, &at, tok, &ntok)) > 0) {
     if (ntok == 0) continue;
     if (strcmp(tok[0], "optimizer") == 0) {
       if (parse_optimizer(&p, tok, ntok, m) != 0) return -EINVAL;
       continue;
     }
-    int is_first = m->n_layers == 0;
-    if (parse_layer(&p, tok, ntok, m, &flat) != 0) return -EINVAL;
-    if (is_first) flat_input = flat;
-    line_of[m->n_layers - 1] = p.line;
+    /* name= and inputs= belong to the graph: taken out before the layer's own options. */
+    const char *name = NULL, *inputs_s = NULL;
+    int k = 1;
+    for (int t = 1; t < ntok; t++) {
+      if (strncmp(tok[t], "name=", 5) == 0) {
+        if (name != NULL) return fail(&p, "name given twice");
+        name = tok[t] + 5;
+      } else if (strncmp(tok[t], "inputs=", 7) == 0) {
+        if (inputs_s != NULL) return fail(&p, "inputs given twice");
+        inputs_s = tok[t] + 7;
+      } else {
+        tok[k++] = tok[t];
+      }
+    }
+    ntok = k;
+    int idx = m->n_layers;
+    char b[32];
+    if (name != NULL) {
+      if (!valid_name(name))
+        return fail(&p, "bad name '%s' (letters, digits and _, not starting with a digit, at "
+                        "most %d characters)", shown(name, b, sizeof b), PST_MODEL_MAX_NAME - 1);
+      int j = find_layer(m, name);
+      if (j >= 0) return fail(&p, "name '%s' already used on line %d", name, line_of[j]);
+    }
+    int inputs[PST_LAYER_MAX_INPUTS], n_inputs = 0;
+    if (idx > 0 && inputs_s != NULL) {
+      if (strcmp(tok[0], "input") == 0) return fail(&p, "input takes no inputs=");
+      if (parse_inputs(&p, m, inputs_s, name, ahead, n_ahead, inputs, &n_inputs) != 0)
+        return -EINVAL;
+    } else if (idx > 0) {
+      inputs[n_inputs++] = idx - 1;
+    } else if (inputs_s != NULL && strcmp(tok[0], "input") == 0) {
+      return fail(&p, "input takes no inputs=");
+    }
+    int flat = idx > 0 ? m->layers[inputs[0]].flat : 1;
+    if (parse_layer(&p, tok, ntok, m, inputs, n_inputs, &flat) != 0) return -EINVAL;
+    pst_layer *L = &m->layers[idx];
+    L->flat = flat;
+    if (name != NULL) snprintf(L->name, sizeof L->name, "%s", name);
+    if (idx == 0) flat_input = flat;
+    if (idx > 0 && !takes_previous(m, idx)) m->graph = 1;
+    line_of[idx] = p.line;
   }
+  if (rc < 0) return -EINVAL;
 
   if (p.line == 0) p.line = 1;
   if (m->n_layers == 0) return fail(&p, "the model is empty (it needs an input layer)");
@@ -560,10 +791,22 @@ int pst_model_parse(const char *text, const char *source, pst_model *m, char *er
     p.line = line_of[m->n_layers - 1];
     return fail(&p, "the last layer needs at least 2 classes");
   }
+  /* The last layer is the only output: a layer nothing takes would be computed for
+   * nothing (and is most likely a misspelt inputs=). */
+  unsigned char used[PST_MODEL_MAX_LAYERS] = {0};
+  for (int i = 1; i < m->n_layers; i++)
+    for (int t = 0; t < m->layers[i].n_inputs; t++) used[m->layers[i].inputs[t]] = 1;
+  for (int i = 0; i < m->n_layers - 1; i++) {
+    if (!used[i]) {
+      p.line = line_of[i];
+      return fail(&p, "no layer takes this layer's output (only the last layer may be the "
+                      "model's output)");
+    }
+  }
 
   size_t len = 0;
   for (int i = 0; i < m->n_layers; i++) {
-    if (canon_layer(&m->layers[i], flat_input, m->text, &len) != 0) {
+    if (canon_layer(m, i, flat_input, m->text, &len) != 0) {
       p.line = line_of[i];
       return fail(&p, "the model text is too long (at most %d bytes)", PST_MODEL_MAX_TEXT - 1);
     }
@@ -665,59 +908,65 @@ static const char *commas(size_t n, char *buf, size_t len) {
   return buf;
 }
 
-/* The canonical input line is "input N" for a flat vector and "input HxWxC" otherwise. */
-static int input_is_flat(const pst_model *m) {
-  const char *eol = strchr(m->text, '\n');
-  const char *x = strchr(m->text, 'x');
-  return x == NULL || (eol != NULL && x > eol);
-}
-
-/* Whether layer i's output is a flat vector: dropout keeps what it is given. */
-static int output_is_flat(const pst_model *m, int i) {
-  while (i > 0 && m->layers[i].kind == PST_LAYER_DROPOUT) i--;
-  pst_layer_kind k = m->layers[i].kind;
-  return k == PST_LAYER_DENSE || k == PST_LAYER_FLATTEN || k == PST_LAYER_GLOBAL_AVGPOOL ||
-         (k == PST_LAYER_INPUT && input_is_flat(m));
-}
-
 void pst_model_summary(const pst_model *m, FILE *out) {
   /* Indexed by pst_layer_kind. */
   static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten",
                                 "average_pooling2d", "global_average_pooling2d", "dropout",
-                                "depthwise_conv2d"};
+                                "depthwise_conv2d", "add", "concatenate"};
   static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten",
                                 "AveragePooling2D", "GlobalAveragePooling2D", "Dropout",
-                                "DepthwiseConv2D"};
+                                "DepthwiseConv2D", "Add", "Concatenate"};
   int seen[sizeof names / sizeof names[0]] = {0};
+  /* Each layer's name as the table shows it: its name= or Keras's automatic one. */
+  char shown_as[PST_MODEL_MAX_LAYERS][48];
+  for (int i = 0; i < m->n_layers; i++) {
+    int k = (int)m->layers[i].kind;
+    if (m->layers[i].name[0] != '\0')
+      snprintf(shown_as[i], sizeof shown_as[i], "%s", m->layers[i].name);
+    else if (seen[k] == 0)
+      snprintf(shown_as[i], sizeof shown_as[i], "%s", names[k]);
+    else
+      snprintf(shown_as[i], sizeof shown_as[i], "%s_%d", names[k], seen[k]);
+    seen[k]++;
+  }
   /* The name column fits the longest name, "global_average_pooling2d_N
-   * (GlobalAveragePooling2D)", as Keras's own table does. */
-  char rule[92], dbl[92], b[32];
-  memset(rule, '_', 91);
-  rule[91] = '\0';
-  memset(dbl, '=', 91);
-  dbl[91] = '\0';
+   * (GlobalAveragePooling2D)", as Keras's own table does. A graph gets Keras's "Connected
+   * to" column as well: the inputs of each layer, one a row. */
+  int width = m->graph ? 116 : 91;
+  char rule[120], dbl[120], b[32];
+  memset(rule, '_', (size_t)width);
+  rule[width] = '\0';
+  memset(dbl, '=', (size_t)width);
+  dbl[width] = '\0';
   fprintf(out, "Model: fingerprint %016llx\n%s\n", (unsigned long long)m->fingerprint, rule);
-  fprintf(out, " %-54s %-20s %-8s %s\n%s\n", "Layer (type)", "Output Shape", "Act", "Param #",
-          dbl);
+  if (m->graph)
+    fprintf(out, " %-54s %-20s %-8s %-10s %s\n%s\n", "Layer (type)", "Output Shape", "Act",
+            "Param #", "Connected to", dbl);
+  else
+    fprintf(out, " %-54s %-20s %-8s %s\n%s\n", "Layer (type)", "Output Shape", "Act",
+            "Param #", dbl);
   for (int i = 0; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
-    char name[64], shape[64];
-    int k = (int)L->kind;
-    if (seen[k]++ == 0)
-      snprintf(name, sizeof name, "%s (%s)", names[k], types[k]);
-    else
-      snprintf(name, sizeof name, "%s_%d (%s)", names[k], seen[k] - 1, types[k]);
-    int flat = output_is_flat(m, i);
-    if (flat)
+    char name[96], shape[64];
+    snprintf(name, sizeof name, "%s (%s)", shown_as[i], types[L->kind]);
+    if (L->flat)
       snprintf(shape, sizeof shape, "(None, %d)", L->out_c);
     else
       snprintf(shape, sizeof shape, "(None, %d, %d, %d)", L->out_h, L->out_w, L->out_c);
     const char *act = (L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D ||
-                       L->kind == PST_LAYER_DEPTHWISE_CONV2D)
+                       L->kind == PST_LAYER_DEPTHWISE_CONV2D || L->kind == PST_LAYER_ADD)
                           ? act_name(L->act)
                           : "";
-    fprintf(out, " %-54s %-20s %-8s %s\n", name, shape, act,
-            commas(L->w_count + L->b_count, b, sizeof b));
+    if (!m->graph) {
+      fprintf(out, " %-54s %-20s %-8s %s\n", name, shape, act,
+              commas(L->w_count + L->b_count, b, sizeof b));
+      continue;
+    }
+    fprintf(out, " %-54s %-20s %-8s %-10s %s\n", name, shape, act,
+            commas(L->w_count + L->b_count, b, sizeof b),
+            L->n_inputs > 0 ? shown_as[L->inputs[0]] : "-");
+    for (int t = 1; t < L->n_inputs; t++)
+      fprintf(out, " %-54s %-20s %-8s %-10s %s\n", "", "", "", "", shown_as[L->inputs[t]]);
   }
   fprintf(out, "%s\n", dbl);
   fprintf(out, "Total params: %s (%.2f KB)\n", commas(m->n_params, b, sizeof b),

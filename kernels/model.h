@@ -1,4 +1,4 @@
-/* Models as data: a Keras-like layer stack read from a small text format.
+/* Models as data: a Keras-like layer stack, or graph, read from a small text format.
  *
  *   # comment
  *   input 28x28x1          (H x W x C; "input 784" means a flat vector)
@@ -20,11 +20,34 @@
  *                           trains with by default; options lr=, momentum= (momentum),
  *                           beta1=, beta2=, eps= (adam), weight_decay= (all))
  *
+ * A graph, not only a stack: any layer line may carry name=NAME (letters, digits and '_',
+ * not starting with a digit, at most 31 characters, unique) and every layer but input may
+ * carry inputs=A,B,... naming the layers whose outputs it takes. A layer without inputs=
+ * takes the output of the layer on the line above it, so a spec without names is the
+ * sequential stack it always was (same canonical text, same fingerprint). Two merge layers
+ * take two or more named inputs (at most 8) and no implicit one:
+ *   add inputs=a,b [relu]  (element-wise sum of equal shapes, the residual connection;
+ *                           optional activation relu|relu6|linear after the sum)
+ *   concatenate inputs=a,b (joins along the channels: equal H and W for images, any
+ *                           lengths for flat vectors)
+ * A residual block:
+ *   input 8x8x16 name=x
+ *   conv2d 16 3x3 padding=same relu
+ *   conv2d 16 3x3 padding=same name=f
+ *   add inputs=x,f relu
+ * Inputs must be defined above the layer that takes them, so that the spec order is an
+ * order to compute the layers in (and the parameters are laid out in it, as before); a
+ * reference to the layer itself or to one below it is an error (a cycle, when that layer
+ * depends on this one), as are unknown names, shapes that do not match and a layer whose
+ * output nothing takes (every layer must lead to the last one, the model's only output).
+ * Parameters stay one flat vector, assigned layer by layer in spec order.
+ *
  * Presets: "mlp" (784-256-128-10 ReLU), "cnn", "cnn2" (see model.c).
  * The canonical text (one normalised layer a line) is what travels to the workers; its
  * 64-bit FNV-1a hash is the model fingerprint. The optimizer line is not part of it: it
  * describes training, not the network, so it changes neither the weights' layout nor the
- * fingerprint. */
+ * fingerprint. A layer's name= is (after the layer's options), and so is inputs= where the
+ * inputs are not just the line above: names are part of the model, as Keras keeps them. */
 #ifndef PSTRAIN_KERNELS_MODEL_H
 #define PSTRAIN_KERNELS_MODEL_H
 
@@ -32,8 +55,14 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#define PST_MODEL_MAX_LAYERS 32
-#define PST_MODEL_MAX_TEXT 4096
+/* Room for MobileNetV2-sized graphs (about 150 layers with batch normalisation). */
+#define PST_MODEL_MAX_LAYERS 256
+/* The canonical text travels in the ps's WELCOME header, whose protobuf is capped at 64 KiB
+ * (PST_WIRE_MAX_HEADER, proto/wire.h): half of it leaves ample room for the other fields.
+ * 256 layers of 128 characters fit. */
+#define PST_MODEL_MAX_TEXT (32 * 1024)
+#define PST_MODEL_MAX_NAME 32   /* a layer name's bytes, NUL included */
+#define PST_LAYER_MAX_INPUTS 8  /* inputs of one add or concatenate */
 #define PST_MODEL_MAX_SETTINGS 7 /* the optimizer's kind and its six numbers */
 
 typedef enum {
@@ -46,6 +75,8 @@ typedef enum {
   PST_LAYER_GLOBAL_AVGPOOL,  /* stored as an avgpool whose window is the whole input */
   PST_LAYER_DROPOUT,
   PST_LAYER_DEPTHWISE_CONV2D, /* depth multiplier 1: one KHxKW filter per channel */
+  PST_LAYER_ADD,             /* element-wise sum of its inputs */
+  PST_LAYER_CONCATENATE,     /* its inputs joined along the channels */
 } pst_layer_kind;
 
 typedef enum { PST_ACT_LINEAR = 0, PST_ACT_RELU, PST_ACT_SOFTMAX, PST_ACT_RELU6 } pst_activation;
@@ -68,6 +99,13 @@ typedef struct {
                                 depthwise_conv2d [C, KH, KW] (OHWI with I = 1, the layout
                                 cuDNN's grouped convolution reads) */
   size_t b_offset, b_count;  /* [out] / [Cout] / [C] */
+  /* The graph. inputs[] are indices of layers above this one whose outputs it takes, in
+   * order: one for every kind but add and concatenate (two or more), none for input. in_h,
+   * in_w and in_c are inputs[0]'s output shape. */
+  int n_inputs;
+  int inputs[PST_LAYER_MAX_INPUTS];
+  char name[PST_MODEL_MAX_NAME]; /* as given by name=, or "" */
+  int flat;                  /* 1: the output is a flat vector [C]; 0: an image [H, W, C] */
 } pst_layer;
 
 /* One training default from the spec's optimizer line, named after the ps option it sets
@@ -85,6 +123,7 @@ typedef struct {
   size_t n_params;           /* total floats in the flat parameter vector */
   int input_size;            /* floats per sample */
   int classes;               /* outputs of the last layer */
+  int graph;                 /* 1 when some layer takes other inputs than the line above */
   uint64_t fingerprint;      /* FNV-1a 64 of text */
   char text[PST_MODEL_MAX_TEXT]; /* canonical spec */
   int n_settings;            /* 0 when the spec has no optimizer line */
@@ -108,7 +147,9 @@ const char *pst_model_preset(const char *name);
 /* Deterministic initialisation from seed: He-uniform for ReLU layers, Glorot-uniform
  * otherwise, zero biases. params has n_params floats. */
 void pst_model_init_params(const pst_model *m, uint64_t seed, float *params);
-/* Keras-style summary table: layer, output shape, parameter count, totals. */
+/* Keras-style summary table: layer, output shape, parameter count, totals; for a graph
+ * also each layer's inputs (Keras's "Connected to"). Layers show their name= or else
+ * Keras's automatic name ("conv2d_1"). */
 void pst_model_summary(const pst_model *m, FILE *out);
 
 #endif

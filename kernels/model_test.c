@@ -1,5 +1,6 @@
 /* Tests of the model spec: presets, parsing, errors, canonical text, init, summary. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -211,17 +212,25 @@ static void test_errors(void) {
     CHECK(ok);
   }
 
-  /* Too many layers: input + 32 flattens. */
-  char spec[1024] = "input 10\n";
-  for (int i = 0; i < 32; i++) strcat(spec, "flatten\n");
+  /* Too many layers: input + PST_MODEL_MAX_LAYERS flattens; one fewer fits. */
+  static char spec[16 * PST_MODEL_MAX_LAYERS];
+  strcpy(spec, "input 10\n");
+  for (int i = 0; i < PST_MODEL_MAX_LAYERS - 2; i++) strcat(spec, "flatten\n");
   strcat(spec, "dense 2 softmax\n");
-  pst_model m;
+  static pst_model m;
   char err[256];
+  CHECK(pst_model_parse(spec, "s", &m, err, sizeof err) == 0);
+  CHECK(m.n_layers == PST_MODEL_MAX_LAYERS);
+  strcpy(spec, "input 10\n");
+  for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++) strcat(spec, "flatten\n");
+  strcat(spec, "dense 2 softmax\n");
   CHECK(pst_model_parse(spec, "s", &m, err, sizeof err) == -EINVAL);
-  CHECK(strncmp(err, "s:33: too many layers", 21) == 0);
+  char want[64];
+  snprintf(want, sizeof want, "s:%d: too many layers", PST_MODEL_MAX_LAYERS + 1);
+  CHECK(strncmp(err, want, strlen(want)) == 0);
 
   /* An over-long line. */
-  char longline[400];
+  char longline[1100];
   memset(longline, 'a', sizeof longline - 1);
   longline[sizeof longline - 1] = '\0';
   CHECK(pst_model_parse(longline, "s", &m, err, sizeof err) == -EINVAL);
@@ -405,6 +414,261 @@ static void test_summary(void) {
   free(buf);
 }
 
+/* Sequential specs keep the canonical text and fingerprint they had before graphs: these
+ * fingerprints were computed by the parser before name= and inputs= existed (checkpoints
+ * and running clusters match on them). */
+static void test_sequential_unchanged(void) {
+  static const struct {
+    const char *spec;
+    uint64_t fp;
+  } cases[] = {
+      {"mlp", 0xc2fb6c9555c32388ull},
+      {"cnn", 0xe5e1057fc4d7a89aull},
+      {"cnn2", 0x57bf1158ce656798ull},
+      {"input 28x28x1\nconv2d 8 3x3 stride=2 padding=same relu6\n"
+       "depthwise_conv2d 3x3 padding=same relu\navgpool 2x2 stride=1\n"
+       "maxpool 3x2 stride=2x1 padding=same\ndropout 0.25\nconv2d 4 1x1\nglobal_avgpool\n"
+       "dense 16 relu6\ndropout 0.5\ndense 10 softmax\noptimizer adam lr=0.001\n",
+       0xf2db190cb66cdea4ull},
+      {"input 784\nflatten\ndense 32 linear\ndense 3 softmax\n", 0xb39f8310ecf9c89full},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    static pst_model m;
+    char err[256];
+    const char *text = pst_model_preset(cases[i].spec);
+    CHECK(pst_model_parse(text ? text : cases[i].spec, "s", &m, err, sizeof err) == 0);
+    if (m.fingerprint != cases[i].fp)
+      fprintf(stderr, "  case %zu: fingerprint %016llx, want %016llx\n", i,
+              (unsigned long long)m.fingerprint, (unsigned long long)cases[i].fp);
+    CHECK(m.fingerprint == cases[i].fp);
+    CHECK(!m.graph && strstr(m.text, "name=") == NULL && strstr(m.text, "inputs=") == NULL);
+    for (int l = 1; l < m.n_layers; l++)
+      CHECK(m.layers[l].n_inputs == 1 && m.layers[l].inputs[0] == l - 1);
+  }
+  /* inputs= naming the line above is the sequential default, and says nothing more. */
+  static pst_model a, b;
+  char err[256];
+  CHECK(pst_model_parse("input 784 name=in\ndense 32 relu inputs=in name=h\n"
+                        "dense 10 softmax inputs=h\n", "s", &a, err, sizeof err) == 0);
+  CHECK(!a.graph);
+  CHECK(strcmp(a.text, "input 784 name=in\ndense 32 relu name=h\ndense 10 softmax\n") == 0);
+  CHECK(pst_model_parse(a.text, "s", &b, err, sizeof err) == 0 && b.fingerprint == a.fingerprint);
+}
+
+/* Parses spec, checks that its canonical text is `canon` and parses again to itself. */
+static void parse_graph(const char *spec, const char *canon, pst_model *m) {
+  static pst_model again;
+  char err[256] = "";
+  int rc = pst_model_parse(spec, "g", m, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "  %s\n", err);
+  CHECK(rc == 0);
+  if (strcmp(m->text, canon) != 0) fprintf(stderr, "  canonical text:\n%s", m->text);
+  CHECK(strcmp(m->text, canon) == 0);
+  CHECK(pst_model_parse(m->text, "g", &again, err, sizeof err) == 0);
+  CHECK(again.fingerprint == m->fingerprint && again.n_params == m->n_params &&
+        strcmp(again.text, m->text) == 0);
+}
+
+static void test_graph(void) {
+  static pst_model m;
+  /* A residual block: the block's input is added to its output. */
+  parse_graph("# residual\n"
+              "input 8x8x3\n"
+              "conv2d 4 3x3 padding=same relu name=stem\n"
+              "conv2d 4 3x3 padding=same relu   # takes stem\n"
+              "conv2d 4 3x3 padding=same name=f\n"
+              "add relu inputs=stem,f name=sum\n"
+              "global_avgpool\n"
+              "dense 3 softmax\n",
+              "input 8x8x3\n"
+              "conv2d 4 3x3 stride=1 padding=same relu name=stem\n"
+              "conv2d 4 3x3 stride=1 padding=same relu\n"
+              "conv2d 4 3x3 stride=1 padding=same linear name=f\n"
+              "add relu name=sum inputs=stem,f\n"
+              "global_avgpool\n"
+              "dense 3 softmax\n",
+              &m);
+  CHECK(m.graph && m.n_layers == 7);
+  const pst_layer *add = &m.layers[4];
+  CHECK(add->kind == PST_LAYER_ADD && add->act == PST_ACT_RELU && add->n_inputs == 2);
+  CHECK(add->inputs[0] == 1 && add->inputs[1] == 3 && strcmp(add->name, "sum") == 0);
+  CHECK(add->out_h == 8 && add->out_w == 8 && add->out_c == 4 && !add->flat);
+  CHECK(add->w_count == 0 && add->b_count == 0);
+  CHECK(m.layers[2].inputs[0] == 1 && m.layers[5].inputs[0] == 4);
+  /* Parameters in spec order, as for a stack. */
+  CHECK(m.layers[1].w_offset == 0 && m.layers[2].w_offset == 3 * 9 * 4 + 4);
+  CHECK(m.n_params == (3 * 9 * 4 + 4) + 2 * (4 * 9 * 4 + 4) + 4 * 3 + 3);
+
+  /* Two towers from the same input, joined along the channels (images), then two flat
+   * towers joined (vectors). */
+  parse_graph("input 8x8x2 name=img\n"
+              "conv2d 3 3x3 padding=same relu name=left\n"
+              "conv2d 5 1x1 relu6 inputs=img\n"
+              "maxpool 2x2 stride=1 padding=same name=right\n"
+              "concatenate inputs=left,right,img name=cat\n"
+              "flatten name=flat\n"
+              "dense 6 relu name=a\n"
+              "dense 2 relu inputs=flat name=b\n"
+              "concatenate inputs=a,b\n"
+              "dropout 0.5\n"
+              "dense 4 softmax\n",
+              "input 8x8x2 name=img\n"
+              "conv2d 3 3x3 stride=1 padding=same relu name=left\n"
+              "conv2d 5 1x1 stride=1 padding=valid relu6 inputs=img\n"
+              "maxpool 2x2 stride=1 padding=same name=right\n"
+              "concatenate name=cat inputs=left,right,img\n"
+              "flatten name=flat\n"
+              "dense 6 relu name=a\n"
+              "dense 2 relu name=b inputs=flat\n"
+              "concatenate inputs=a,b\n"
+              "dropout 0.5\n"
+              "dense 4 softmax\n",
+              &m);
+  const pst_layer *cat = &m.layers[4];
+  CHECK(cat->kind == PST_LAYER_CONCATENATE && cat->n_inputs == 3 && cat->out_c == 3 + 5 + 2);
+  CHECK(cat->out_h == 8 && cat->out_w == 8 && cat->inputs[2] == 0);
+  CHECK(m.layers[5].out_c == 8 * 8 * 10 && m.layers[7].in_c == 640);
+  CHECK(m.layers[8].flat && m.layers[8].out_c == 8 && m.layers[10].in_c == 8);
+
+  /* The summary shows the names and a "Connected to" column. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  pst_model_summary(&m, f);
+  fclose(f);
+  printf("%s", buf);
+  CHECK(strstr(buf, "Connected to") != NULL);
+  CHECK(strstr(buf, " img (InputLayer) ") != NULL);
+  CHECK(strstr(buf, " cat (Concatenate) ") != NULL);
+  CHECK(strstr(buf, " concatenate_1 (Concatenate) ") != NULL);
+  CHECK(strstr(buf, "(None, 8, 8, 10)") != NULL);
+  /* cat's three inputs, one a row, and the unnamed conv2d shown by its Keras name. */
+  const char *row = strstr(buf, " cat (Concatenate) ");
+  CHECK(row != NULL && strstr(row, "left\n") != NULL);
+  CHECK(row != NULL && strstr(row, "conv2d_1") == NULL);
+  CHECK(strstr(buf, "right\n") != NULL && strstr(buf, " conv2d_1 (Conv2D) ") != NULL);
+  free(buf);
+
+  /* add x,x is 2x (a tensor taken twice), and an add of flat vectors. */
+  parse_graph("input 5 name=x\nadd inputs=x,x\ndense 2 softmax\n",
+              "input 5 name=x\nadd linear inputs=x,x\ndense 2 softmax\n", &m);
+  CHECK(m.layers[1].flat && m.layers[1].out_c == 5);
+}
+
+static void test_graph_errors(void) {
+  static const struct {
+    const char *spec, *want;
+  } cases[] = {
+      {"input 4 name=x\ndense 4 inputs=nope\ndense 2 softmax\n",
+       "s:2: inputs: unknown layer 'nope'"},
+      {"input 4 name=x\ndense 4 inputs=later\ndense 3 name=later inputs=x\ndense 2 softmax\n",
+       "s:2: inputs: 'later' is defined below, on line 3 (a layer's inputs must be above it)"},
+      {"input 4 name=x\ndense 4 name=a inputs=c\n\ndense 4 name=b\ndense 4 name=c\n"
+       "dense 2 softmax\n",
+       "s:2: inputs: 'c' (line 5) is computed from this layer (a cycle)"},
+      {"input 4 name=x\ndense 4 name=a inputs=b\nadd inputs=x,a name=b\ndense 2 softmax\n",
+       "s:2: inputs: 'b' (line 3) is computed from this layer (a cycle)"},
+      {"input 4\ndense 4 name=a inputs=a\ndense 2 softmax\n",
+       "s:2: inputs: 'a' is this layer itself (a cycle)"},
+      {"input 8x8x1 name=x\nconv2d 4 3x3 name=c\nadd inputs=x,c\nflatten\ndense 2 softmax\n",
+       "s:3: add: input 'c' is 6x6x4 but 'x' is 8x8x1 (add needs equal shapes)"},
+      {"input 8x8x1 name=x\nconv2d 4 3x3 padding=same name=c\nadd inputs=x,c\n",
+       "s:3: add: input 'c' is 8x8x4 but 'x' is 8x8x1"},
+      {"input 8x8x1 name=x\nconv2d 4 3x3 name=c\nconcatenate inputs=x,c\n",
+       "s:3: concatenate: input 'c' is 6x6x4 but 'x' is 8x8x1 (concatenate needs images of the "
+       "same height and width)"},
+      {"input 4x4x1 name=x\nflatten name=f\nconcatenate inputs=x,f\n",
+       "s:3: concatenate: input 'f' is 16 but 'x' is 4x4x1"},
+      {"input 16 name=x\ndense 4 name=d\nadd inputs=x,d\ndense 2 softmax\n",
+       "s:3: add: input 'd' is 4 but 'x' is 16 (add needs equal shapes)"},
+      {"input 4 name=x\nadd\ndense 2 softmax\n",
+       "s:2: add needs inputs= naming two or more layers, like inputs=a,b"},
+      {"input 4 name=x\nconcatenate inputs=x\ndense 2 softmax\n",
+       "s:2: concatenate needs inputs= naming two or more layers"},
+      {"input 4 name=x\ndense 4 name=a\ndense 4 inputs=x,a\ndense 2 softmax\n",
+       "s:3: dense takes one input (inputs= names 2)"},
+      {"input 4 name=x\ndense 4 name=x\ndense 2 softmax\n", "s:2: name 'x' already used on line 1"},
+      {"input 4 name=1x\ndense 2 softmax\n", "s:1: bad name '1x' (letters, digits and _"},
+      {"input 4 name=a-b\ndense 2 softmax\n", "s:1: bad name 'a-b'"},
+      {"input 4 name=\ndense 2 softmax\n", "s:1: bad name ''"},
+      {"input 4 name=abcdefghijklmnopqrstuvwxyz012345\ndense 2 softmax\n", "s:1: bad name"},
+      {"input 4 name=a name=b\ndense 2 softmax\n", "s:1: name given twice"},
+      {"input 4 name=a\ndense 2 softmax inputs=a inputs=a\n", "s:2: inputs given twice"},
+      {"input 4 inputs=a\ndense 2 softmax\n", "s:1: input takes no inputs="},
+      {"input 4 name=a\ndense 2 softmax inputs=\n", "s:2: inputs= needs layer names"},
+      {"input 4 name=a\ndense 2 softmax inputs=a,\n", "s:2: inputs: an empty name"},
+      {"input 4 name=a\nadd inputs=a,a,a,a,a,a,a,a,a\ndense 2 softmax\n",
+       "s:2: inputs: too many (at most 8)"},
+      {"input 4 name=x\nadd inputs=x,x softmax\ndense 2 softmax\n", "s:2: add cannot use softmax"},
+      {"input 4 name=x\nconcatenate inputs=x,x relu\ndense 2 softmax\n",
+       "s:2: concatenate: unknown option 'relu'"},
+      {"input 4 name=x\nadd inputs=x,x stride=2\ndense 2 softmax\n",
+       "s:2: add: unknown option 'stride=2'"},
+      /* A layer nothing takes: the dense on line 2 leads nowhere. */
+      {"input 4 name=x\ndense 8 relu\ndense 2 softmax inputs=x\n",
+       "s:2: no layer takes this layer's output (only the last layer may be the model's output)"},
+      {"input 4 name=x\ndense 8 relu name=a\nadd inputs=a,a\ndense 2 softmax inputs=a\n",
+       "s:3: no layer takes this layer's output"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    static pst_model m;
+    char err[256] = "";
+    int rc = pst_model_parse(cases[i].spec, "s", &m, err, sizeof err);
+    int ok = rc == -EINVAL && strncmp(err, cases[i].want, strlen(cases[i].want)) == 0 &&
+             strchr(err, '\n') == NULL;
+    if (!ok) fprintf(stderr, "  graph case %zu: rc %d, got '%s', want '%s...'\n", i, rc, err,
+                     cases[i].want);
+    CHECK(ok);
+  }
+}
+
+/* The caps hold for a big graph: PST_MODEL_MAX_LAYERS layers of long names and 8-input
+ * concatenations either fit the canonical text or get a one-line error, and a canonical
+ * line of the longest kind parses again. */
+static void test_graph_limits(void) {
+  static pst_model m, again;
+  static char spec[64 * 1024];
+  char err[256];
+  /* The longest canonical line: 8 inputs of 31-character names. */
+  size_t n = (size_t)snprintf(spec, sizeof spec, "input 4 name=%.31s\n",
+                              "n0_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa");
+  for (int i = 1; i < 8; i++)
+    n += (size_t)snprintf(spec + n, sizeof spec - n, "dense 4 inputs=n0_aaaaaaaaaaaaaaaaaaaaaaaaaaaa name=n%d_aaaaaaaaaaaaaaaaaaaaaaaaaaaa\n", i);
+  n += (size_t)snprintf(spec + n, sizeof spec - n, "concatenate name=cat_bbbbbbbbbbbbbbbbbbbbbbbbbbb inputs=");
+  for (int i = 0; i < 8; i++)
+    n += (size_t)snprintf(spec + n, sizeof spec - n, "%sn%d_aaaaaaaaaaaaaaaaaaaaaaaaaaaa", i ? "," : "",
+                          i);
+  snprintf(spec + n, sizeof spec - n, "\ndense 2 softmax\n");
+  int rc = pst_model_parse(spec, "s", &m, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "  %s\n", err);
+  CHECK(rc == 0);
+  CHECK(m.layers[8].out_c == 32 && m.layers[8].n_inputs == 8);
+  CHECK(pst_model_parse(m.text, "s", &again, err, sizeof err) == 0 &&
+        strcmp(again.text, m.text) == 0);
+
+  /* A residual tower of PST_MODEL_MAX_LAYERS layers with 31-character names: it must fit
+   * the canonical text (the cap is sized for it). */
+  n = (size_t)snprintf(spec, sizeof spec, "input 4x4x2 name=l000_aaaaaaaaaaaaaaaaaaaaaaaaaa\n");
+  int layers = 1;
+  while (layers + 3 <= PST_MODEL_MAX_LAYERS - 2) {
+    n += (size_t)snprintf(spec + n, sizeof spec - n,
+                          "conv2d 2 3x3 padding=same relu6 name=l%03d_aaaaaaaaaaaaaaaaaaaaaaaaaa\n"
+                          "depthwise_conv2d 3x3 padding=same name=l%03d_aaaaaaaaaaaaaaaaaaaaaaaaaa\n"
+                          "add relu inputs=l%03d_aaaaaaaaaaaaaaaaaaaaaaaaaa,l%03d_aaaaaaaaaaaaaaaaaaaaaaaaaa name=l%03d_aaaaaaaaaaaaaaaaaaaaaaaaaa\n",
+                          layers, layers + 1, layers - 1, layers + 1, layers + 2);
+    layers += 3;
+  }
+  snprintf(spec + n, sizeof spec - n, "global_avgpool\ndense 2 softmax\n");
+  rc = pst_model_parse(spec, "s", &m, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "  %s\n", err);
+  CHECK(rc == 0);
+  printf("a %d-layer residual tower: canonical text of %zu bytes (cap %d)\n", m.n_layers,
+         strlen(m.text), PST_MODEL_MAX_TEXT);
+  CHECK(m.n_layers > PST_MODEL_MAX_LAYERS - 5 && m.graph);
+  CHECK(pst_model_parse(m.text, "s", &again, err, sizeof err) == 0 &&
+        again.fingerprint == m.fingerprint);
+}
+
 int main(void) {
   test_presets();
   test_canonical();
@@ -414,5 +678,9 @@ int main(void) {
   test_init();
   test_summary();
   test_new_layers();
+  test_sequential_unchanged();
+  test_graph();
+  test_graph_errors();
+  test_graph_limits();
   return t_summary();
 }

@@ -3,10 +3,20 @@
  *
  * Each non-flatten layer owns an output buffer [max_batch, out_size]; flatten aliases its
  * input (NHWC is already the row-major flat order), and so does dropout at evaluation,
- * where it is the identity. Backward walks the layers in reverse
- * with two ping-pong gradient buffers, applying each ReLU's derivative in place before
- * the layer's own backward. Parameter gradients go straight to their offsets in one flat
- * gradient vector, which for a host-memory backend is the caller's own array. */
+ * where it is the identity. The layers run in spec order, which the parser guarantees is
+ * an order of the graph (every input is above the layer that takes it).
+ *
+ * Backward walks the layers in reverse, applying each ReLU's derivative in place before
+ * the layer's own backward. Output gradients live in a small pool of buffers of the
+ * largest layer size: a layer's gradient buffer is taken when the first of its consumers
+ * (in reverse order) delivers to it and goes back to the pool once the layer itself has
+ * run backward. A second consumer of the same tensor (a fan-in: a residual connection, two
+ * towers from one input) writes into a scratch buffer that is then added on, so the tensor
+ * gets the sum of its consumers' gradients; pass-through layers (flatten, dropout, the last
+ * input of add) hand their buffer down instead of copying it. For a stack this is the two
+ * ping-pong buffers of old. The pool's size is found at creation by a dry run of backward.
+ * Parameter gradients go straight to their offsets in one flat gradient vector, which for
+ * a host-memory backend is the caller's own array. */
 #include "kernels/net.h"
 
 #include <errno.h>
@@ -20,8 +30,8 @@ struct pst_net {
   pst_model m;
   pst_backend *be;
   int max_batch;
-  int first_param_layer;            /* lowest layer index holding parameters */
   int params_loaded;
+  int dry;                          /* backward only counts its gradient buffers */
   uint64_t seed;                    /* dropout seed of the next training steps */
   float *params;                    /* device [n_params] */
   float *grad;                      /* device [n_params]; NULL on host-memory backends */
@@ -29,7 +39,13 @@ struct pst_net {
   int32_t *labels;                  /* device [max_batch]; NULL on host memory */
   float *act[PST_MODEL_MAX_LAYERS]; /* device [max_batch, out_size] per layer; NULL for
                                        input and flatten */
-  float *dbuf[2];                   /* device [max_batch, largest out_size] */
+  /* Whether a layer's output needs its gradient: some layer at or above it in the graph's
+   * ancestry (it included) holds parameters. */
+  unsigned char needs_grad[PST_MODEL_MAX_LAYERS];
+  int n_dbuf;                       /* gradient buffers in the pool */
+  float *dbuf[PST_MODEL_MAX_LAYERS + 2]; /* device [max_batch, largest out_size] each */
+  unsigned char dbuf_busy[PST_MODEL_MAX_LAYERS + 2];
+  int grad_of[PST_MODEL_MAX_LAYERS];     /* the pool buffer holding a layer's output gradient */
   const float *out[PST_MODEL_MAX_LAYERS]; /* this step's output of each layer */
 };
 
@@ -46,6 +62,8 @@ static const char *kind_name(pst_layer_kind k) {
     case PST_LAYER_GLOBAL_AVGPOOL: return "global_avgpool";
     case PST_LAYER_DROPOUT: return "dropout";
     case PST_LAYER_DEPTHWISE_CONV2D: return "depthwise_conv2d";
+    case PST_LAYER_ADD: return "add";
+    case PST_LAYER_CONCATENATE: return "concatenate";
   }
   return "?";
 }
@@ -71,10 +89,12 @@ void pst_net_destroy(pst_net *net) {
   if (net->labels) be->free(be, net->labels);
   for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++)
     if (net->act[i]) be->free(be, net->act[i]);
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < net->n_dbuf; i++)
     if (net->dbuf[i]) be->free(be, net->dbuf[i]);
   free(net);
 }
+
+static int backward(pst_net *net, int batch, float *grad);
 
 int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net **out) {
   if (out == NULL) return -EINVAL;
@@ -87,15 +107,31 @@ int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net *
   net->m = *m;
   net->be = be;
   net->max_batch = max_batch;
-  net->first_param_layer = m->n_layers;
   size_t largest = 0;
-  for (int i = m->n_layers - 1; i >= 1; i--) {
+  for (int i = 1; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
-    if (L->w_count + L->b_count > 0) net->first_param_layer = i;
+    int need = L->w_count + L->b_count > 0;
+    for (int t = 0; t < L->n_inputs; t++) {
+      if (L->inputs[t] < 0 || L->inputs[t] >= i) {
+        free(net);
+        return -EINVAL;
+      }
+      need |= net->needs_grad[L->inputs[t]];
+    }
+    net->needs_grad[i] = (unsigned char)need;
     if (out_size(L) > largest) largest = out_size(L);
   }
+  /* The dry run: the same walk as every training step, counting the buffers it holds at
+   * once. */
+  net->dry = 1;
+  int rc = backward(net, 1, NULL);
+  net->dry = 0;
+  if (rc != 0) {
+    free(net);
+    return rc;
+  }
 
-  int rc = -ENOMEM;
+  rc = -ENOMEM;
   size_t B = (size_t)max_batch;
   if ((net->params = be->alloc(be, m->n_params * sizeof(float))) == NULL) goto fail;
   if (!be->host_memory) {
@@ -108,7 +144,7 @@ int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net *
     if (L->kind == PST_LAYER_FLATTEN) continue;
     if ((net->act[i] = be->alloc(be, B * out_size(L) * sizeof(float))) == NULL) goto fail;
   }
-  for (int i = 0; i < 2; i++)
+  for (int i = 0; i < net->n_dbuf; i++)
     if ((net->dbuf[i] = be->alloc(be, B * largest * sizeof(float))) == NULL) goto fail;
   *out = net;
   return 0;
@@ -168,7 +204,7 @@ static int forward(pst_net *net, int batch, int training) {
   int rc = 0;
   for (int i = 1; i < m->n_layers && rc == 0; i++) {
     const pst_layer *L = &m->layers[i];
-    const float *in = net->out[i - 1];
+    const float *in = net->out[L->inputs[0]];
     float *y = net->act[i];
     const float *w = net->params + L->w_offset, *bias = net->params + L->b_offset;
     switch (L->kind) {
@@ -207,6 +243,24 @@ static int forward(pst_net *net, int batch, int training) {
       case PST_LAYER_FLATTEN:
         net->out[i] = in;
         continue;
+      case PST_LAYER_ADD: {
+        /* Left to right, one addition at a time: the same rounding on every backend. */
+        size_t n = (size_t)batch * out_size(L);
+        rc = be->add(be, in, net->out[L->inputs[1]], y, n);
+        for (int t = 2; t < L->n_inputs && rc == 0; t++)
+          rc = be->add(be, y, net->out[L->inputs[t]], y, n);
+        break;
+      }
+      case PST_LAYER_CONCATENATE: {
+        size_t rows = (size_t)batch * L->out_h * L->out_w;
+        int offset = 0;
+        for (int t = 0; t < L->n_inputs && rc == 0; t++) {
+          int c = m->layers[L->inputs[t]].out_c;
+          rc = be->concat_forward(be, net->out[L->inputs[t]], y, rows, c, L->out_c, offset);
+          offset += c;
+        }
+        break;
+      }
       case PST_LAYER_INPUT:
         rc = -EINVAL;
         break;
@@ -217,70 +271,195 @@ static int forward(pst_net *net, int batch, int training) {
   return rc;
 }
 
-/* Backpropagates dlogits (in dbuf[0]) down to the first layer with parameters. */
+/* Backend calls of backward, skipped by the dry run at creation (which only counts the
+ * gradient buffers the walk holds). */
+#define RUN(call) (net->dry ? 0 : (call))
+
+/* Takes a free gradient buffer from the pool; its index. */
+static int take_buf(pst_net *net) {
+  int k = 0;
+  while (net->dbuf_busy[k]) k++; /* the pool has room for every layer at once, and two */
+  net->dbuf_busy[k] = 1;
+  if (k >= net->n_dbuf) {
+    if (!net->dry) return -1; /* cannot happen: the dry run walked the same way */
+    net->n_dbuf = k + 1;
+  }
+  return k;
+}
+
+static void give_buf(pst_net *net, int k) { net->dbuf_busy[k] = 0; }
+
+/* Where a consumer should write layer j's gradient [batch, out_size(j)], in *target: j's
+ * own buffer when nothing was delivered to it yet (*acc = -1), else a scratch buffer
+ * (*acc = its index) to be added on with finish_delivery. 0 or -EINVAL. */
+static int delivery_target(pst_net *net, int j, float **target, int *acc) {
+  *acc = -1;
+  if (net->grad_of[j] < 0) {
+    int k = take_buf(net);
+    if (k < 0) return -EINVAL;
+    net->grad_of[j] = k;
+    *target = net->dbuf[k];
+    return 0;
+  }
+  if ((*acc = take_buf(net)) < 0) return -EINVAL;
+  *target = net->dbuf[*acc];
+  return 0;
+}
+
+static int finish_delivery(pst_net *net, int j, int acc, int batch) {
+  if (acc < 0) return 0;
+  float *g = net->dbuf[net->grad_of[j]];
+  size_t n = (size_t)batch * out_size(&net->m.layers[j]);
+  int rc = RUN(net->be->add(net->be, g, net->dbuf[acc], g, n));
+  give_buf(net, acc);
+  return rc;
+}
+
+/* Delivers the gradient in buffer k unchanged to input j (flatten, dropout, add): handed
+ * over when `give` and j has none yet, else copied or added on. Returns 1 when handed over
+ * (k is then j's), 0 when not, or a negative error. */
+static int pass_down(pst_net *net, int k, int j, int give, int batch) {
+  pst_backend *be = net->be;
+  size_t n = (size_t)batch * out_size(&net->m.layers[j]);
+  if (net->grad_of[j] < 0 && give) {
+    net->grad_of[j] = k;
+    return 1;
+  }
+  if (net->grad_of[j] < 0) {
+    int g = take_buf(net);
+    if (g < 0) return -EINVAL;
+    net->grad_of[j] = g;
+    int rc = RUN(be->add(be, net->dbuf[k], NULL, net->dbuf[g], n));
+    return rc < 0 ? rc : 0;
+  }
+  float *g = net->dbuf[net->grad_of[j]];
+  int rc = RUN(be->add(be, g, net->dbuf[k], g, n));
+  return rc < 0 ? rc : 0;
+}
+
+/* Backpropagates dlogits (in dbuf[0]) to every layer output that leads to parameters. */
 static int backward(pst_net *net, int batch, float *grad) {
   pst_backend *be = net->be;
   const pst_model *m = &net->m;
-  float *d = net->dbuf[0], *other = net->dbuf[1];
+  int last = m->n_layers - 1;
+  for (int i = 0; i < m->n_layers; i++) net->grad_of[i] = -1;
+  memset(net->dbuf_busy, 0, sizeof net->dbuf_busy);
+  if (net->dry) net->n_dbuf = 0;
+  if (take_buf(net) != 0) return -EINVAL; /* dlogits: softmax_xent wrote them to dbuf[0] */
+  net->grad_of[last] = 0;
   int rc = 0;
-  for (int i = m->n_layers - 1; i >= net->first_param_layer && rc == 0; i--) {
+  for (int i = last; i >= 1 && rc == 0; i--) {
     const pst_layer *L = &m->layers[i];
-    const float *in = net->out[i - 1], *y = net->out[i];
-    const float *w = net->params + L->w_offset;
-    float *dx = i > net->first_param_layer ? other : NULL;
+    if (!net->needs_grad[i]) continue;
+    int k = net->grad_of[i];
+    if (k < 0) return -EINVAL; /* a layer nothing takes: the parser refuses those */
+    float *d = net->dbuf[k];
+    int kept = 0; /* 1 once d has been handed down to an input */
+    const float *y = net->out[i];
+    const float *w = net->dry ? NULL : net->params + L->w_offset;
+    size_t n = (size_t)batch * out_size(L);
     if (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) {
-      rc = L->act == PST_ACT_RELU ? be->relu_backward(be, y, d, d, (size_t)batch * out_size(L))
-                                  : be->relu6_backward(be, y, d, d, (size_t)batch * out_size(L));
+      rc = L->act == PST_ACT_RELU ? RUN(be->relu_backward(be, y, d, d, n))
+                                  : RUN(be->relu6_backward(be, y, d, d, n));
       if (rc != 0) break;
+    }
+    int j = L->inputs[0];
+    const float *in = net->out[j];
+    int need = net->needs_grad[j], acc = -1;
+    float *dx = NULL;
+    switch (L->kind) {
+      case PST_LAYER_DENSE:
+      case PST_LAYER_CONV2D:
+      case PST_LAYER_DEPTHWISE_CONV2D:
+      case PST_LAYER_MAXPOOL:
+      case PST_LAYER_AVGPOOL:
+      case PST_LAYER_GLOBAL_AVGPOOL:
+        if (need && delivery_target(net, j, &dx, &acc) != 0) return -EINVAL;
+        break;
+      default:
+        break;
     }
     switch (L->kind) {
       case PST_LAYER_DENSE:
-        rc = be->dense_backward(be, in, w, d, dx, grad + L->w_offset, grad + L->b_offset, batch,
-                                L->in_c, L->units);
+        rc = RUN(be->dense_backward(be, in, w, d, dx, grad + L->w_offset, grad + L->b_offset,
+                                    batch, L->in_c, L->units));
         break;
       case PST_LAYER_CONV2D: {
         pst_window_shape s = window_of(L, batch);
-        rc = be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, grad + L->b_offset);
+        rc = RUN(be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset,
+                                     grad + L->b_offset));
         break;
       }
       case PST_LAYER_DEPTHWISE_CONV2D: {
         pst_window_shape s = window_of(L, batch);
-        rc = be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset,
-                                           grad + L->b_offset);
+        rc = RUN(be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset,
+                                               grad + L->b_offset));
         break;
       }
       case PST_LAYER_MAXPOOL: {
         pst_window_shape s = window_of(L, batch);
-        if (dx != NULL) rc = be->maxpool_backward(be, &s, in, y, d, dx);
+        if (dx != NULL) rc = RUN(be->maxpool_backward(be, &s, in, y, d, dx));
         break;
       }
       case PST_LAYER_AVGPOOL:
       case PST_LAYER_GLOBAL_AVGPOOL: {
         pst_window_shape s = window_of(L, batch);
-        if (dx != NULL) rc = be->avgpool_backward(be, &s, d, dx);
+        if (dx != NULL) rc = RUN(be->avgpool_backward(be, &s, d, dx));
         break;
       }
       case PST_LAYER_DROPOUT:
         /* In place: the same scaled mask as forward, recomputed from the seed. */
-        if (dx != NULL && L->rate != 0.0f)
-          rc = be->dropout_backward(be, d, d, (size_t)batch * out_size(L), L->rate,
-                                    layer_seed(net, i));
-        dx = NULL;
+        if (need && L->rate != 0.0f)
+          rc = RUN(be->dropout_backward(be, d, d, n, L->rate, layer_seed(net, i)));
+        if (rc == 0 && need) rc = pass_down(net, k, j, 1, batch);
+        kept = rc == 1;
+        rc = rc < 0 ? rc : 0;
         break;
       case PST_LAYER_FLATTEN:
-        dx = NULL; /* the gradient passes through unchanged */
+        /* The gradient passes through unchanged. */
+        if (need) rc = pass_down(net, k, j, 1, batch);
+        kept = rc == 1;
+        rc = rc < 0 ? rc : 0;
         break;
+      case PST_LAYER_ADD: {
+        /* Every input gets d itself; the last one that needs it may keep the buffer. */
+        int last_need = -1;
+        for (int t = 0; t < L->n_inputs; t++)
+          if (net->needs_grad[L->inputs[t]]) last_need = t;
+        for (int t = 0; t <= last_need && rc == 0; t++) {
+          if (!net->needs_grad[L->inputs[t]]) continue;
+          rc = pass_down(net, k, L->inputs[t], t == last_need, batch);
+          kept |= rc == 1;
+          rc = rc < 0 ? rc : 0;
+        }
+        break;
+      }
+      case PST_LAYER_CONCATENATE: {
+        size_t rows = (size_t)batch * L->out_h * L->out_w;
+        int offset = 0;
+        for (int t = 0; t < L->n_inputs && rc == 0; t++) {
+          int jt = L->inputs[t], c = m->layers[jt].out_c, a = -1;
+          if (net->needs_grad[jt]) {
+            float *target = NULL;
+            if (delivery_target(net, jt, &target, &a) != 0) return -EINVAL;
+            rc = RUN(be->concat_backward(be, d, target, rows, c, L->out_c, offset));
+            if (rc == 0) rc = finish_delivery(net, jt, a, batch);
+          }
+          offset += c;
+        }
+        break;
+      }
       case PST_LAYER_INPUT:
         rc = -EINVAL;
         break;
     }
-    if (dx != NULL) {
-      other = d;
-      d = dx;
-    }
+    if (rc == 0) rc = finish_delivery(net, j, acc, batch);
+    if (!kept) give_buf(net, k);
   }
   return rc;
 }
+
+#undef RUN
 
 static int check_args(pst_net *net, const float *x, const int32_t *labels, int batch) {
   if (net == NULL || x == NULL || labels == NULL || batch <= 0 || batch > net->max_batch ||
@@ -336,6 +515,8 @@ int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int ba
 void pst_net_log_placement(pst_net *net) {
   if (net == NULL) return;
   pst_backend *be = net->be;
+  LOG_INFO("backward holds %d gradient buffer%s of the largest layer's size", net->n_dbuf,
+           net->n_dbuf == 1 ? "" : "s");
   for (int i = 1; i < net->m.n_layers; i++) {
     const pst_layer *L = &net->m.layers[i];
     const char *what = kind_name(L->kind);
@@ -344,7 +525,18 @@ void pst_net_log_placement(pst_net *net) {
       be->describe(be, what, i, how, sizeof how);
     else
       snprintf(how, sizeof how, "%s", be->name);
-    LOG_INFO("layer %d %s -> %dx%dx%d%s: %s", i, what, L->out_h, L->out_w, L->out_c,
+    /* A graph's layers say what they take: "<- stem,3" (names, or indices of unnamed
+     * layers). */
+    char from[PST_LAYER_MAX_INPUTS * PST_MODEL_MAX_NAME + 8] = "";
+    for (int t = 0; net->m.graph && t < L->n_inputs; t++) {
+      const pst_layer *in = &net->m.layers[L->inputs[t]];
+      size_t used = strlen(from);
+      if (in->name[0] != '\0')
+        snprintf(from + used, sizeof from - used, "%s%s", t ? "," : " <- ", in->name);
+      else
+        snprintf(from + used, sizeof from - used, "%s%d", t ? "," : " <- ", L->inputs[t]);
+    }
+    LOG_INFO("layer %d %s%s -> %dx%dx%d%s: %s", i, what, from, L->out_h, L->out_w, L->out_c,
              L->act == PST_ACT_RELU      ? " + relu"
              : L->act == PST_ACT_RELU6   ? " + relu6"
              : L->act == PST_ACT_SOFTMAX ? " + softmax cross-entropy"

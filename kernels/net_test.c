@@ -3,6 +3,7 @@
  * and global average pooling, the same through a backend that pretends its memory is not host
  * memory (the path the CUDA backend takes), and training on toy problems. */
 #include <errno.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -158,6 +159,120 @@ static void test_new_layer_gradients(pst_backend *cpu) {
   free(params), free(grad), free(grad2);
 }
 
+/* A graph with every kind of fan-in: `a` is taken by four layers (two convolutions, the
+ * 3-input add and a depthwise convolution), `f` by two dense layers (through flatten,
+ * which hands its gradient down), `m` twice by one add; the input feeds a concatenation
+ * but needs no gradient. Each tensor must get the sum of its consumers' gradients. */
+static const char *graph_spec =
+    "input 6x5x2 name=x\n"
+    "conv2d 3 3x3 padding=same relu name=a\n"
+    "conv2d 3 3x3 padding=same relu6 name=b\n"
+    "conv2d 3 1x1 inputs=a name=c\n"
+    "add relu inputs=a,b,c name=s\n"
+    "depthwise_conv2d 3x3 padding=same inputs=a name=dw\n"
+    "concatenate inputs=s,dw,x name=cat\n"
+    "avgpool 2x2 stride=1 padding=same\n"
+    "flatten name=f\n"
+    "dense 4 relu name=d1\n"
+    "dense 3 relu inputs=f name=d2\n"
+    "concatenate inputs=d1,d2 name=m\n"
+    "add inputs=m,m\n"
+    "dropout 0.3\n"
+    "dense 3 softmax\n";
+
+static void test_graph_gradients(pst_backend *cpu) {
+  static pst_model m;
+  char err[256];
+  int rc = pst_model_parse(graph_spec, "graph", &m, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "  %s\n", err);
+  CHECK(rc == 0);
+  CHECK(m.n_params < 4096 && m.graph);
+  enum { B = 3 };
+  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float *grad2 = malloc(m.n_params * 4);
+  float x[B * 60];
+  int32_t labels[B] = {2, 0, 1};
+  pst_model_init_params(&m, 11, params);
+  for (int l = 1; l < m.n_layers; l++)
+    t_fill(params + m.layers[l].b_offset, m.layers[l].b_count, 90 + l, 0.05, 0.2);
+  t_fill(x, B * 60, 29, -1, 1);
+  pst_net *net = NULL;
+  CHECK(pst_net_create(&m, cpu, B, &net) == 0);
+  CHECK(pst_net_load_params(net, params) == 0);
+  pst_net_set_seed(net, 777);
+  double loss = 0, loss2 = 0;
+  int correct = 0, correct2 = 0;
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+  net_case c = {net, &m, params, x, labels, B, 0.5f};
+  CHECK(t_gradcheck("graph grad (add, concatenate, fan-in)", params, grad, m.n_params,
+                    net_train_loss, &c) == 0);
+  /* Every layer with parameters got a gradient (none was left out of the walk). */
+  for (int l = 1; l < m.n_layers; l++) {
+    double sum = 0;
+    for (size_t i = 0; i < m.layers[l].w_count; i++) sum += fabs(grad[m.layers[l].w_offset + i]);
+    CHECK(m.layers[l].w_count == 0 || sum > 0);
+  }
+  pst_net_log_placement(net);
+  pst_net_destroy(net);
+
+  /* The device-memory path gives the very same numbers. */
+  as_device = *cpu;
+  as_device.host_memory = 0;
+  as_device.alloc = dev_alloc;
+  as_device.free = dev_free;
+  as_device.describe = NULL;
+  CHECK(pst_net_create(&m, &as_device, B, &net) == 0);
+  CHECK(pst_net_load_params(net, params) == 0);
+  pst_net_set_seed(net, 777);
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad2, &loss2, &correct2) == 0);
+  CHECK(loss == loss2 && correct == correct2 && memcmp(grad, grad2, m.n_params * 4) == 0);
+  pst_net_destroy(net);
+  free(params), free(grad), free(grad2);
+}
+
+/* A tensor taken by two layers gets the sum of both gradients: input -> h, and h feeds
+ * two dense heads that are added. With both heads' weights equal, h's gradient is twice a
+ * single head's, so the first layer's weight gradient doubles. */
+static void test_fan_in_sum(pst_backend *cpu) {
+  static pst_model one, two;
+  char err[256];
+  CHECK(pst_model_parse("input 4\ndense 5 name=h\ndense 3 name=p\ndense 2 softmax\n", "one",
+                        &one, err, sizeof err) == 0);
+  CHECK(pst_model_parse("input 4\ndense 5 name=h\ndense 3 name=p\ndense 3 inputs=h name=q\n"
+                        "add inputs=p,q\ndense 2 softmax\n",
+                        "two", &two, err, sizeof err) == 0);
+  enum { B = 2 };
+  float x[B * 4];
+  int32_t labels[B] = {1, 0};
+  t_fill(x, B * 4, 5, -1, 1);
+  float p1[64], g1[64], p2[128], g2[128];
+  CHECK(one.n_params <= 64 && two.n_params <= 128);
+  pst_model_init_params(&one, 3, p1);
+  /* two = one's h and p, q = p, and the last layer takes p + q = 2p: halve its weights. */
+  const pst_layer *h1 = &one.layers[1], *pl1 = &one.layers[2], *o1 = &one.layers[3];
+  const pst_layer *q2 = &two.layers[3], *o2 = &two.layers[5];
+  memcpy(p2, p1, (pl1->b_offset + pl1->b_count) * 4);
+  memcpy(p2 + q2->w_offset, p1 + pl1->w_offset, (pl1->w_count + pl1->b_count) * 4);
+  for (size_t i = 0; i < o1->w_count; i++) p2[o2->w_offset + i] = 0.5f * p1[o1->w_offset + i];
+  memcpy(p2 + o2->b_offset, p1 + o1->b_offset, o1->b_count * 4);
+  pst_net *n1 = NULL, *n2 = NULL;
+  CHECK(pst_net_create(&one, cpu, B, &n1) == 0 && pst_net_create(&two, cpu, B, &n2) == 0);
+  double l1 = 0, l2 = 0;
+  int c1, c2;
+  CHECK(pst_net_load_params(n1, p1) == 0 && pst_net_load_params(n2, p2) == 0);
+  CHECK(pst_net_train_step(n1, x, labels, B, 1.0f, g1, &l1, &c1) == 0);
+  CHECK(pst_net_train_step(n2, x, labels, B, 1.0f, g2, &l2, &c2) == 0);
+  CHECK(fabs(l1 - l2) < 1e-5);
+  /* The logits are the same; dL/dp and dL/dq are each half of one's dL/dp, so h's
+   * gradient, the sum of both, equals one's: so do h's weight gradients. */
+  for (size_t i = 0; i < h1->w_count + h1->b_count; i++)
+    CHECK(t_close(g2[i], g1[i], 1e-4, 1e-6));
+  for (size_t i = 0; i < pl1->w_count; i++)
+    CHECK(t_close(g2[q2->w_offset + i], 0.5 * g1[pl1->w_offset + i], 1e-4, 1e-6));
+  pst_net_destroy(n1);
+  pst_net_destroy(n2);
+}
+
 /* Trains `spec` with plain SGD on a toy problem; returns the first and last losses. */
 static void train_toy(pst_backend *be, const char *spec, int image, double *first, double *last,
                       double *acc) {
@@ -217,6 +332,8 @@ int main(void) {
   CHECK(pst_cpu_backend_create(1, &cpu) == 0);
   test_gradients(cpu);
   test_new_layer_gradients(cpu);
+  test_graph_gradients(cpu);
+  test_fan_in_sum(cpu);
 
   double first, last, acc;
   train_toy(cpu, "input 4\ndense 16 relu\ndense 3 softmax\n", 0, &first, &last, &acc);
@@ -235,6 +352,15 @@ int main(void) {
             1, &first, &last, &acc);
   printf("relu6/avgpool/dropout toy: loss %.3f -> %.3f, accuracy %.2f\n", first, last, acc);
   CHECK(last < 0.5 * first && acc > 0.85);
+  /* A residual block and two concatenated towers learn as well. */
+  train_toy(cpu,
+            "input 6x6x1 name=x\nconv2d 4 3x3 padding=same relu name=a\n"
+            "conv2d 4 3x3 padding=same name=b\nadd relu inputs=a,b name=r\n"
+            "conv2d 2 1x1 relu inputs=x name=t\nconcatenate inputs=r,t\nmaxpool 2x2\nflatten\n"
+            "dense 4 softmax\n",
+            1, &first, &last, &acc);
+  printf("residual/concatenate toy: loss %.3f -> %.3f, accuracy %.2f\n", first, last, acc);
+  CHECK(last < 0.5 * first && acc > 0.9);
   cpu->destroy(cpu);
   return t_summary();
 }

@@ -261,6 +261,9 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.worker_index = (uint32_t)idx;
   wl.world_size = (uint32_t)s->opt.workers;
   wl.mode = (Pstrain__Mode)s->opt.mode;
+  /* The canonical text must fit the header with the other fields, whatever the spec. */
+  _Static_assert(PST_MODEL_MAX_TEXT <= PST_WIRE_MAX_HEADER / 2,
+                 "the model's canonical text must fit a WELCOME header");
   wl.model_spec = (char *)s->model->text;
   wl.model_fingerprint = s->model->fingerprint;
   wl.n_params = s->model->n_params;

@@ -204,6 +204,10 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
     snprintf(rest, restlen, "average pooling kernels NHWC (padding excluded from the mean)");
   } else if (strcmp(what, "dropout") == 0) {
     snprintf(rest, restlen, "dropout kernel (counter-based mask, same as the CPU's)");
+  } else if (strcmp(what, "add") == 0) {
+    snprintf(rest, restlen, "element-wise add kernel");
+  } else if (strcmp(what, "concatenate") == 0) {
+    snprintf(rest, restlen, "strided cudaMemcpy2DAsync per input (channels, NHWC)");
   } else if (strcmp(what, "flatten") == 0) {
     snprintf(rest, restlen, "no-op (NHWC is already flat)");
   } else {
@@ -396,6 +400,9 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->maxpool_backward = pst_cuda_maxpool_backward;
   b->avgpool_forward = pst_cuda_avgpool_forward;
   b->avgpool_backward = pst_cuda_avgpool_backward;
+  b->add = pst_cuda_add;
+  b->concat_forward = pst_cuda_concat_forward;
+  b->concat_backward = pst_cuda_concat_backward;
   b->describe = cuda_describe;
   b->destroy = cuda_destroy;
   int rc = cuda_setup(c, device, err, errlen);

@@ -226,6 +226,13 @@ int pst_cuda_avgpool_forward(pst_backend *b, const pst_window_shape *s, const fl
 int pst_cuda_avgpool_backward(pst_backend *b, const pst_window_shape *s, const float *dy,
                               float *dx);
 
+/* merge.cu: the add and concatenate layers (backend.h). */
+int pst_cuda_add(pst_backend *b, const float *x0, const float *x1, float *y, size_t n);
+int pst_cuda_concat_forward(pst_backend *b, const float *x, float *y, size_t rows, int c,
+                            int y_c, int offset);
+int pst_cuda_concat_backward(pst_backend *b, const float *dy, float *dx, size_t rows, int c,
+                             int y_c, int offset);
+
 /* Plan caches (conv.cu, pool.cu): release every cached descriptor. */
 void pst_cuda_conv_plans_destroy(pst_cuda *c);
 void pst_cuda_pool_plans_destroy(pst_cuda *c);

@@ -6,7 +6,8 @@
  *  - a refused spec gets -EINVAL and one printable line (the error goes to a log or a
  *    terminal as is);
  *  - an accepted spec is consistent: an input layer first, a dense softmax of >= 2 units
- *    last, each layer's input shape the previous layer's output, parameters laid out one
+ *    last, each layer's inputs above it and its input shape its first input's output (add
+ *    and concatenate: all inputs alike but for concatenate's channels), parameters laid out one
  *    after the other without gaps, the fingerprint the FNV-1a of the canonical text;
  *  - the canonical text parses again to the same layers, text and fingerprint (the
  *    workers rebuild the model from it);
@@ -63,9 +64,27 @@ static void check_model(const pst_model *m) {
     CHECK(L->out_h > 0 && L->out_w > 0 && L->out_c > 0, "layer %d output %dx%dx%d", i, L->out_h,
           L->out_w, L->out_c);
     if (i > 0) {
-      const pst_layer *P = &m->layers[i - 1];
+      CHECK(L->n_inputs >= 1 && L->n_inputs <= PST_LAYER_MAX_INPUTS, "layer %d has %d inputs", i,
+            L->n_inputs);
+      for (int t = 0; t < L->n_inputs; t++)
+        CHECK(L->inputs[t] >= 0 && L->inputs[t] < i, "layer %d input %d is layer %d", i, t,
+              L->inputs[t]);
+      CHECK(L->n_inputs == 1 || L->kind == PST_LAYER_ADD || L->kind == PST_LAYER_CONCATENATE,
+            "layer %d of kind %d has %d inputs", i, L->kind, L->n_inputs);
+      const pst_layer *P = &m->layers[L->inputs[0]];
       CHECK(L->in_h == P->out_h && L->in_w == P->out_w && L->in_c == P->out_c,
-            "layer %d input differs from layer %d's output", i, i - 1);
+            "layer %d input differs from layer %d's output", i, L->inputs[0]);
+      if (L->kind == PST_LAYER_ADD || L->kind == PST_LAYER_CONCATENATE) {
+        int c = 0;
+        for (int t = 0; t < L->n_inputs; t++) {
+          const pst_layer *X = &m->layers[L->inputs[t]];
+          CHECK(X->out_h == L->out_h && X->out_w == L->out_w && X->flat == L->flat,
+                "layer %d input %d has another height, width or flatness", i, t);
+          c += X->out_c;
+        }
+        CHECK(L->kind == PST_LAYER_ADD ? P->out_c == L->out_c : c == L->out_c,
+              "layer %d has %d channels", i, L->out_c);
+      }
       CHECK(L->act != PST_ACT_SOFTMAX || i == m->n_layers - 1, "softmax on layer %d", i);
     }
     if (L->w_count) {

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "kernels/model.h"
 #include "proto/wire.h"
 
 static const char *root;
@@ -321,11 +322,25 @@ static void model_seeds(void) {
   save_str(t, "too_large", "input 4096x4096x1\nconv2d 65536 64x64 padding=same\nflatten\n"
                            "dense 65536 softmax\n");
   save_str(t, "bad_numbers", "input 0784\ndense -1 relu\n");
-  char many[2048] = "input 8\n";
-  for (int i = 0; i < 33; i++) strcat(many, "dense 8 relu\n");
+  static char many[16 * (PST_MODEL_MAX_LAYERS + 2)];
+  strcpy(many, "input 8\n");
+  for (int i = 0; i < PST_MODEL_MAX_LAYERS + 1; i++) strcat(many, "dense 8 relu\n");
   strcat(many, "dense 2 softmax\n");
   save_str(t, "too_many_layers", many);
-  char longline[400];
+  /* Graphs: a residual block, two towers joined by concatenate (images and vectors), and
+   * the graph's errors (a cycle, a name below, a dead end, mismatched shapes). */
+  save_str(t, "graph_residual", "input 8x8x3 name=x\nconv2d 4 3x3 padding=same relu name=s\n"
+                                "conv2d 4 3x3 padding=same relu\nconv2d 4 3x3 padding=same name=f\n"
+                                "add relu inputs=s,f\nglobal_avgpool\ndense 3 softmax\n");
+  save_str(t, "graph_towers", "input 8x8x2 name=img\nconv2d 3 3x3 padding=same name=l\n"
+                              "maxpool 2x2 stride=1 padding=same inputs=img name=r\n"
+                              "concatenate inputs=l,r,img\nflatten name=f\ndense 4 name=a\n"
+                              "dense 2 inputs=f name=b\nconcatenate inputs=a,b,a\n"
+                              "dense 2 softmax\n");
+  save_str(t, "graph_errors", "input 4 name=x\ndense 4 name=a inputs=c\ndense 4 name=b\n"
+                              "dense 4 name=c\nadd inputs=x,a\ndense 9 inputs=zz\n"
+                              "dense 2 softmax\n");
+  char longline[1100];
   memset(longline, 'x', sizeof longline - 1);
   longline[sizeof longline - 1] = '\0';
   save_str(t, "line_too_long", longline);
