@@ -7,6 +7,7 @@
 #include "kernels/model.h"
 
 #include "common/fnv.h"
+#include "kernels/presets.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -140,6 +141,7 @@ typedef struct {
   int same, have_padding;
   pst_activation act;
   int have_act;
+  int no_bias, have_bias;  /* bias=no|yes: dense, conv2d and depthwise_conv2d */
 } layer_opts;
 
 static int parse_opts(parse_ctx *p, const char *kind, char **tok, int ntok, int allow_window,
@@ -174,6 +176,14 @@ static int parse_opts(parse_ctx *p, const char *kind, char **tok, int ntok, int 
                : t[0] == 'l'           ? PST_ACT_LINEAR
                                        : PST_ACT_SOFTMAX;
       o->have_act = 1;
+    } else if (allow_act && strncmp(t, "bias=", 5) == 0) {
+      /* Keras's use_bias=False, for a convolution that a batch norm follows (its beta is
+       * the bias), as in MobileNetV2. */
+      if (o->have_bias) return fail(p, "%s: bias given twice", kind);
+      if (strcmp(t + 5, "no") != 0 && strcmp(t + 5, "yes") != 0)
+        return fail(p, "%s: bad bias '%s' (want yes or no)", kind, shown(t + 5, b, sizeof b));
+      o->no_bias = t[5] == 'n';
+      o->have_bias = 1;
     } else {
       return fail(p, "%s: unknown option '%s'", kind, shown(t, b, sizeof b));
     }
@@ -304,7 +314,7 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const i
     L->out_h = L->out_w = 1;
     L->out_c = L->units;
     L->w_count = (size_t)L->in_c * L->units;
-    L->b_count = (size_t)L->units;
+    L->b_count = o.no_bias ? 0 : (size_t)L->units;
   } else if (strcmp(kind, "conv2d") == 0) {
     int d[2];
     if (ntok < 2 || parse_num(tok[1], strlen(tok[1]), MAX_UNITS, &L->filters) != 0)
@@ -319,7 +329,7 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const i
     L->kind = PST_LAYER_CONV2D;
     L->out_c = L->filters;
     L->w_count = (size_t)L->filters * L->k_h * L->k_w * L->in_c;
-    L->b_count = (size_t)L->filters;
+    L->b_count = o.no_bias ? 0 : (size_t)L->filters;
   } else if (strcmp(kind, "depthwise_conv2d") == 0) {
     int d[2];
     if (ntok < 2 || parse_dims(tok[1], 2, MAX_KERNEL, d) != 2)
@@ -334,7 +344,7 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const i
     L->filters = L->in_c;
     L->out_c = L->in_c;
     L->w_count = (size_t)L->in_c * L->k_h * L->k_w;
-    L->b_count = (size_t)L->in_c;
+    L->b_count = o.no_bias ? 0 : (size_t)L->in_c;
   } else if (strcmp(kind, "maxpool") == 0 || strcmp(kind, "avgpool") == 0) {
     int d[2];
     if (ntok < 2 || parse_dims(tok[1], 2, MAX_KERNEL, d) != 2)
@@ -372,8 +382,19 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const i
   } else if (merge) {
     if (parse_opts(p, kind, tok + 1, ntok - 1, 0, kind[0] == 'a', &o) != 0) return -EINVAL;
     if (o.act == PST_ACT_SOFTMAX) return fail(p, "add cannot use softmax");
+    if (o.have_bias) return fail(p, "%s has no bias", kind);
     L->kind = kind[0] == 'a' ? PST_LAYER_ADD : PST_LAYER_CONCATENATE;
     if (merge_shape(p, kind, m, inputs, n_inputs, L) != 0) return -EINVAL;
+  } else if (strcmp(kind, "activation") == 0) {
+    /* Keras's Activation/ReLU layer: what follows a batch norm (conv2d, batchnorm, relu6). */
+    if (ntok != 2 || (strcmp(tok[1], "relu") != 0 && strcmp(tok[1], "relu6") != 0))
+      return fail(p, "activation needs relu or relu6%s%s%s", ntok >= 2 ? " (got '" : "",
+                  ntok >= 2 ? shown(tok[1], b, sizeof b) : "", ntok >= 2 ? "')" : "");
+    L->kind = PST_LAYER_ACTIVATION;
+    o.act = tok[1][4] == '6' ? PST_ACT_RELU6 : PST_ACT_RELU;
+    L->out_h = L->in_h;
+    L->out_w = L->in_w;
+    L->out_c = L->in_c;
   } else if (strcmp(kind, "flatten") == 0) {
     if (ntok != 1) return fail(p, "flatten takes no options");
     L->kind = PST_LAYER_FLATTEN;
@@ -382,7 +403,7 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const i
     *flat = 1;
   } else {
     return fail(p, "unknown layer '%s' (want input, conv2d, depthwise_conv2d, maxpool, avgpool, "
-                   "global_avgpool, flatten, dropout, dense, add or concatenate)",
+                   "global_avgpool, flatten, dropout, activation, dense, add or concatenate)",
                 shown(kind, b, sizeof b));
   }
 
@@ -518,7 +539,8 @@ static int canon_layer(const pst_model *m, int i, int flat_input, char *text, si
         n = snprintf(line, sizeof line, "input %dx%dx%d\n", L->out_h, L->out_w, L->out_c);
       break;
     case PST_LAYER_DENSE:
-      n = snprintf(line, sizeof line, "dense %d %s\n", L->units, act_name(L->act));
+      n = snprintf(line, sizeof line, "dense %d %s%s\n", L->units, act_name(L->act),
+                   L->b_count ? "" : " bias=no");
       break;
     case PST_LAYER_CONV2D:
     case PST_LAYER_DEPTHWISE_CONV2D:
@@ -530,13 +552,13 @@ static int canon_layer(const pst_model *m, int i, int flat_input, char *text, si
       else
         snprintf(stride, sizeof stride, "%dx%d", L->stride_h, L->stride_w);
       if (L->kind == PST_LAYER_CONV2D)
-        n = snprintf(line, sizeof line, "conv2d %d %dx%d stride=%s padding=%s %s\n", L->filters,
-                     L->k_h, L->k_w, stride, L->same_padding ? "same" : "valid",
-                     act_name(L->act));
+        n = snprintf(line, sizeof line, "conv2d %d %dx%d stride=%s padding=%s %s%s\n",
+                     L->filters, L->k_h, L->k_w, stride, L->same_padding ? "same" : "valid",
+                     act_name(L->act), L->b_count ? "" : " bias=no");
       else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D)
-        n = snprintf(line, sizeof line, "depthwise_conv2d %dx%d stride=%s padding=%s %s\n",
+        n = snprintf(line, sizeof line, "depthwise_conv2d %dx%d stride=%s padding=%s %s%s\n",
                      L->k_h, L->k_w, stride, L->same_padding ? "same" : "valid",
-                     act_name(L->act));
+                     act_name(L->act), L->b_count ? "" : " bias=no");
       else
         n = snprintf(line, sizeof line, "%s %dx%d stride=%s padding=%s\n",
                      L->kind == PST_LAYER_MAXPOOL ? "maxpool" : "avgpool", L->k_h, L->k_w,
@@ -552,6 +574,9 @@ static int canon_layer(const pst_model *m, int i, int flat_input, char *text, si
       break;
     case PST_LAYER_FLATTEN:
       n = snprintf(line, sizeof line, "flatten\n");
+      break;
+    case PST_LAYER_ACTIVATION:
+      n = snprintf(line, sizeof line, "activation %s\n", act_name(L->act));
       break;
     case PST_LAYER_ADD:
       n = snprintf(line, sizeof line, "add %s\n", act_name(L->act));
@@ -821,14 +846,27 @@ int pst_model_load(const char *name_or_path, pst_model *m, char *err, size_t err
   const char *preset = pst_model_preset(name_or_path);
   if (preset != NULL) return pst_model_parse(preset, name_or_path, m, err, errlen);
   if (name_or_path == NULL || name_or_path[0] == '\0') {
-    snprintf(err, errlen, "no model given (want mlp, cnn, cnn2 or a spec file)");
+    snprintf(err, errlen, "no model given (want mlp, cnn, cnn2, mobilenetv2, resnet20 or a "
+             "spec file)");
     return -EINVAL;
   }
+  char *generated = malloc(MAX_FILE);
+  if (generated == NULL) {
+    snprintf(err, errlen, "%s: out of memory", name_or_path);
+    return -ENOMEM;
+  }
+  int g = pst_preset_generate(name_or_path, generated, MAX_FILE, err, errlen);
+  if (g != 0) {
+    int rc = g < 0 ? g : pst_model_parse(generated, name_or_path, m, err, errlen);
+    free(generated);
+    return rc;
+  }
+  free(generated);
   FILE *f = fopen(name_or_path, "rb");
   if (f == NULL) {
     int e = errno;
-    snprintf(err, errlen, "%s: cannot read model file: %s (presets are mlp, cnn, cnn2)",
-             name_or_path, strerror(e));
+    snprintf(err, errlen, "%s: cannot read model file: %s (presets are mlp, cnn, cnn2, %s)",
+             name_or_path, strerror(e), PST_GENERATED_PRESETS);
     return -e;
   }
   char *buf = malloc(MAX_FILE + 1);
@@ -912,10 +950,10 @@ void pst_model_summary(const pst_model *m, FILE *out) {
   /* Indexed by pst_layer_kind. */
   static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten",
                                 "average_pooling2d", "global_average_pooling2d", "dropout",
-                                "depthwise_conv2d", "add", "concatenate"};
+                                "depthwise_conv2d", "add", "concatenate", "activation"};
   static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten",
                                 "AveragePooling2D", "GlobalAveragePooling2D", "Dropout",
-                                "DepthwiseConv2D", "Add", "Concatenate"};
+                                "DepthwiseConv2D", "Add", "Concatenate", "Activation"};
   int seen[sizeof names / sizeof names[0]] = {0};
   /* Each layer's name as the table shows it: its name= or Keras's automatic one. */
   char shown_as[PST_MODEL_MAX_LAYERS][48];
@@ -948,13 +986,14 @@ void pst_model_summary(const pst_model *m, FILE *out) {
   for (int i = 0; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
     char name[96], shape[64];
-    snprintf(name, sizeof name, "%s (%s)", shown_as[i], types[L->kind]);
+    snprintf(name, sizeof name, "%.47s (%s)", shown_as[i], types[L->kind]);
     if (L->flat)
       snprintf(shape, sizeof shape, "(None, %d)", L->out_c);
     else
       snprintf(shape, sizeof shape, "(None, %d, %d, %d)", L->out_h, L->out_w, L->out_c);
     const char *act = (L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D ||
-                       L->kind == PST_LAYER_DEPTHWISE_CONV2D || L->kind == PST_LAYER_ADD)
+                       L->kind == PST_LAYER_DEPTHWISE_CONV2D || L->kind == PST_LAYER_ADD ||
+                       L->kind == PST_LAYER_ACTIVATION)
                           ? act_name(L->act)
                           : "";
     if (!m->graph) {

@@ -12,8 +12,11 @@
  *                           rest by 1/(1-rate); identity at evaluation)
  *   depthwise_conv2d 3x3 relu6 (one filter per channel, depth multiplier 1; options
  *                           stride=S, padding=valid|same and an activation, as conv2d)
+ *   activation relu6       (relu or relu6 as a layer of its own, Keras's Activation: what
+ *                           follows a batch norm)
  *   dense 128 relu         (units, optional activation relu|relu6|softmax|linear; conv2d
- *                           takes relu, relu6 and linear)
+ *                           takes relu, relu6 and linear. dense, conv2d and depthwise_conv2d
+ *                           take bias=no for no bias, Keras's use_bias=False)
  *   dense 10 softmax       (the last layer must be dense with softmax: training uses
  *                           softmax cross-entropy on its logits)
  *   optimizer adam lr=0.002  (optional, anywhere, at most once: the optimizer this model
@@ -77,6 +80,7 @@ typedef enum {
   PST_LAYER_DEPTHWISE_CONV2D, /* depth multiplier 1: one KHxKW filter per channel */
   PST_LAYER_ADD,             /* element-wise sum of its inputs */
   PST_LAYER_CONCATENATE,     /* its inputs joined along the channels */
+  PST_LAYER_ACTIVATION,      /* relu or relu6 alone (act), the shape unchanged */
 } pst_layer_kind;
 
 typedef enum { PST_ACT_LINEAR = 0, PST_ACT_RELU, PST_ACT_SOFTMAX, PST_ACT_RELU6 } pst_activation;

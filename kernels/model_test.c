@@ -357,6 +357,54 @@ static void test_new_layers(void) {
   free(buf);
 }
 
+/* The activation layer and bias=no: shapes, counts, the canonical text (bias=no stays in
+ * it, nothing is added where a bias is kept) and each error. */
+static void test_activation_and_bias(void) {
+  pst_model m, c;
+  char err[256];
+  const char *spec =
+      "input 8x8x3\n"
+      "conv2d 8 3x3 padding=same bias=no\n"
+      "activation relu6\n"
+      "depthwise_conv2d 3x3 padding=same bias=no\n"
+      "activation relu\n"
+      "global_avgpool\n"
+      "dense 4 bias=yes softmax\n";
+  CHECK(pst_model_parse(spec, "s", &m, err, sizeof err) == 0);
+  CHECK(m.layers[1].b_count == 0 && m.layers[1].w_count == 8 * 9 * 3);
+  CHECK(m.layers[2].kind == PST_LAYER_ACTIVATION && m.layers[2].act == PST_ACT_RELU6 &&
+        m.layers[2].out_h == 8 && m.layers[2].out_c == 8 && !m.layers[2].flat);
+  CHECK(m.layers[3].b_count == 0 && m.layers[4].act == PST_ACT_RELU);
+  CHECK(m.layers[6].b_count == 4 && m.n_params == 216 + 72 + 32 + 4);
+  CHECK(strstr(m.text, "conv2d 8 3x3 stride=1 padding=same linear bias=no\n") != NULL);
+  CHECK(strstr(m.text, "activation relu6\nactivation") == NULL &&
+        strstr(m.text, "activation relu6\n") != NULL);
+  CHECK(strstr(m.text, "dense 4 softmax\n") != NULL); /* bias=yes is the default */
+  CHECK(pst_model_parse(m.text, "c", &c, err, sizeof err) == 0 &&
+        c.fingerprint == m.fingerprint && c.n_params == m.n_params);
+  static const struct {
+    const char *spec, *want;
+  } cases[] = {
+      {"input 4\nactivation\ndense 2 softmax\n", "s:2: activation needs relu or relu6"},
+      {"input 4\nactivation softmax\ndense 2 softmax\n",
+       "s:2: activation needs relu or relu6 (got 'softmax')"},
+      {"input 4\nactivation relu relu6\ndense 2 softmax\n", "s:2: activation needs relu"},
+      {"input 4\ndense 3 bias=maybe\ndense 2 softmax\n", "s:2: dense: bad bias 'maybe'"},
+      {"input 4\ndense 3 bias=no bias=no\ndense 2 softmax\n", "s:2: dense: bias given twice"},
+      {"input 4x4x1\nmaxpool 2x2 bias=no\nflatten\ndense 2 softmax\n",
+       "s:2: maxpool: unknown option 'bias=no'"},
+      {"input 4 name=x\ndense 4 name=y\nadd inputs=x,y bias=no\ndense 2 softmax\n",
+       "s:3: add has no bias"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    err[0] = '\0';
+    int rc = pst_model_parse(cases[i].spec, "s", &m, err, sizeof err);
+    if (rc == 0 || strncmp(err, cases[i].want, strlen(cases[i].want)) != 0)
+      fprintf(stderr, "case %zu: got '%s', want '%s'\n", i, err, cases[i].want);
+    CHECK(rc != 0 && strncmp(err, cases[i].want, strlen(cases[i].want)) == 0);
+  }
+}
+
 static void test_summary(void) {
   pst_model m, c;
   char err[256];
@@ -678,6 +726,7 @@ int main(void) {
   test_init();
   test_summary();
   test_new_layers();
+  test_activation_and_bias();
   test_sequential_unchanged();
   test_graph();
   test_graph_errors();

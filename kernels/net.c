@@ -37,6 +37,10 @@ struct pst_net {
   float *grad;                      /* device [n_params]; NULL on host-memory backends */
   float *x;                         /* device [max_batch, input_size]; NULL on host memory */
   int32_t *labels;                  /* device [max_batch]; NULL on host memory */
+  /* Layers without a bias (bias=no) run the backends' biased kernels with these: zeros in
+   * place of the bias and a sink for its gradient, so no backend needs a bias-less
+   * variant. device [largest channel count of such a layer]; NULL when there is none. */
+  float *zero_bias, *bias_sink;
   float *act[PST_MODEL_MAX_LAYERS]; /* device [max_batch, out_size] per layer; NULL for
                                        input and flatten */
   /* Whether a layer's output needs its gradient: some layer at or above it in the graph's
@@ -58,6 +62,7 @@ static const char *kind_name(pst_layer_kind k) {
     case PST_LAYER_CONV2D: return "conv2d";
     case PST_LAYER_MAXPOOL: return "maxpool";
     case PST_LAYER_FLATTEN: return "flatten";
+    case PST_LAYER_ACTIVATION: return "activation";
     case PST_LAYER_AVGPOOL: return "avgpool";
     case PST_LAYER_GLOBAL_AVGPOOL: return "global_avgpool";
     case PST_LAYER_DROPOUT: return "dropout";
@@ -87,6 +92,8 @@ void pst_net_destroy(pst_net *net) {
   if (net->grad) be->free(be, net->grad);
   if (net->x) be->free(be, net->x);
   if (net->labels) be->free(be, net->labels);
+  if (net->zero_bias) be->free(be, net->zero_bias);
+  if (net->bias_sink) be->free(be, net->bias_sink);
   for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++)
     if (net->act[i]) be->free(be, net->act[i]);
   for (int i = 0; i < net->n_dbuf; i++)
@@ -146,6 +153,27 @@ int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net *
   }
   for (int i = 0; i < net->n_dbuf; i++)
     if ((net->dbuf[i] = be->alloc(be, B * largest * sizeof(float))) == NULL) goto fail;
+  size_t no_bias = 0;
+  for (int i = 1; i < m->n_layers; i++) {
+    const pst_layer *L = &m->layers[i];
+    int biased_kind = L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D ||
+                      L->kind == PST_LAYER_DEPTHWISE_CONV2D;
+    if (biased_kind && L->b_count == 0 && (size_t)L->out_c > no_bias) no_bias = (size_t)L->out_c;
+  }
+  if (no_bias > 0) {
+    float *zeros = calloc(no_bias, sizeof(float));
+    if (zeros == NULL) goto fail;
+    net->zero_bias = be->alloc(be, no_bias * sizeof(float));
+    net->bias_sink = be->alloc(be, no_bias * sizeof(float));
+    int up = net->zero_bias && net->bias_sink
+                 ? be->to_device(be, net->zero_bias, zeros, no_bias * sizeof(float))
+                 : -ENOMEM;
+    free(zeros);
+    if (up != 0) {
+      rc = up;
+      goto fail;
+    }
+  }
   *out = net;
   return 0;
 fail:
@@ -206,7 +234,8 @@ static int forward(pst_net *net, int batch, int training) {
     const pst_layer *L = &m->layers[i];
     const float *in = net->out[L->inputs[0]];
     float *y = net->act[i];
-    const float *w = net->params + L->w_offset, *bias = net->params + L->b_offset;
+    const float *w = net->params + L->w_offset;
+    const float *bias = L->b_count ? net->params + L->b_offset : net->zero_bias;
     switch (L->kind) {
       case PST_LAYER_DENSE:
         rc = be->dense_forward(be, in, w, bias, y, batch, L->in_c, L->units);
@@ -243,6 +272,13 @@ static int forward(pst_net *net, int batch, int training) {
       case PST_LAYER_FLATTEN:
         net->out[i] = in;
         continue;
+      case PST_LAYER_ACTIVATION: {
+        size_t n = (size_t)batch * out_size(L);
+        rc = L->act == PST_ACT_RELU6 ? be->relu6_forward(be, in, y, n)
+                                     : be->relu_forward(be, in, y, n);
+        net->out[i] = y;
+        continue;
+      }
       case PST_LAYER_ADD: {
         /* Left to right, one addition at a time: the same rounding on every backend. */
         size_t n = (size_t)batch * out_size(L);
@@ -357,6 +393,7 @@ static int backward(pst_net *net, int batch, float *grad) {
     int kept = 0; /* 1 once d has been handed down to an input */
     const float *y = net->out[i];
     const float *w = net->dry ? NULL : net->params + L->w_offset;
+    float *gb = net->dry ? NULL : L->b_count ? grad + L->b_offset : net->bias_sink;
     size_t n = (size_t)batch * out_size(L);
     if (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) {
       rc = L->act == PST_ACT_RELU ? RUN(be->relu_backward(be, y, d, d, n))
@@ -381,19 +418,17 @@ static int backward(pst_net *net, int batch, float *grad) {
     }
     switch (L->kind) {
       case PST_LAYER_DENSE:
-        rc = RUN(be->dense_backward(be, in, w, d, dx, grad + L->w_offset, grad + L->b_offset,
+        rc = RUN(be->dense_backward(be, in, w, d, dx, grad + L->w_offset, gb,
                                     batch, L->in_c, L->units));
         break;
       case PST_LAYER_CONV2D: {
         pst_window_shape s = window_of(L, batch);
-        rc = RUN(be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset,
-                                     grad + L->b_offset));
+        rc = RUN(be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, gb));
         break;
       }
       case PST_LAYER_DEPTHWISE_CONV2D: {
         pst_window_shape s = window_of(L, batch);
-        rc = RUN(be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset,
-                                               grad + L->b_offset));
+        rc = RUN(be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, gb));
         break;
       }
       case PST_LAYER_MAXPOOL: {
@@ -415,6 +450,7 @@ static int backward(pst_net *net, int batch, float *grad) {
         kept = rc == 1;
         rc = rc < 0 ? rc : 0;
         break;
+      case PST_LAYER_ACTIVATION: /* its derivative was applied to d above */
       case PST_LAYER_FLATTEN:
         /* The gradient passes through unchanged. */
         if (need) rc = pass_down(net, k, j, 1, batch);

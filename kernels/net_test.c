@@ -230,6 +230,61 @@ static void test_graph_gradients(pst_backend *cpu) {
   free(params), free(grad), free(grad2);
 }
 
+/* activation layers and bias-less layers (bias=no), MobileNetV2's building blocks short
+ * of batch norm: the gradients against finite differences, on host memory and through the
+ * device-memory path (whose zero bias and bias sink are device buffers). */
+static const char *activation_spec =
+    "input 6x5x2 name=x\n"
+    "conv2d 4 3x3 padding=same bias=no\n"
+    "activation relu6\n"
+    "depthwise_conv2d 3x3 stride=2 padding=same bias=no\n"
+    "activation relu name=a\n"
+    "conv2d 4 1x1 bias=no name=p\n"
+    "add inputs=a,p\n"
+    "flatten\n"
+    "dense 5 bias=no\n"
+    "activation relu6\n"
+    "dense 3 softmax\n";
+
+static void test_activation_and_no_bias(pst_backend *cpu) {
+  static pst_model m;
+  char err[256];
+  int rc = pst_model_parse(activation_spec, "act", &m, err, sizeof err);
+  if (rc != 0) fprintf(stderr, "  %s\n", err);
+  CHECK(rc == 0);
+  /* Only the last dense layer has a bias: 72 + 36 + 16 + 3*3*4*5 + 5*3 weights, 3 biases. */
+  CHECK(m.n_params == 72 + 36 + 16 + 180 + 15 + 3);
+  CHECK(m.layers[1].b_count == 0 && m.layers[3].b_count == 0 && m.layers[8].b_count == 0);
+  enum { B = 3 };
+  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float *grad2 = malloc(m.n_params * 4);
+  float x[B * 60];
+  int32_t labels[B] = {1, 2, 0};
+  pst_model_init_params(&m, 5, params);
+  t_fill(x, B * 60, 41, -1, 1);
+  pst_net *net = NULL;
+  CHECK(pst_net_create(&m, cpu, B, &net) == 0);
+  CHECK(pst_net_load_params(net, params) == 0);
+  double loss = 0, loss2 = 0;
+  int correct = 0, correct2 = 0;
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+  net_case c = {net, &m, params, x, labels, B, 0.5f};
+  CHECK(t_gradcheck("net grad (activation layers, bias=no)", params, grad, m.n_params,
+                    net_train_loss, &c) == 0);
+  pst_net_destroy(net);
+  as_device = *cpu;
+  as_device.host_memory = 0;
+  as_device.alloc = dev_alloc;
+  as_device.free = dev_free;
+  as_device.describe = NULL;
+  CHECK(pst_net_create(&m, &as_device, B, &net) == 0);
+  CHECK(pst_net_load_params(net, params) == 0);
+  CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad2, &loss2, &correct2) == 0);
+  CHECK(loss == loss2 && correct == correct2 && memcmp(grad, grad2, m.n_params * 4) == 0);
+  pst_net_destroy(net);
+  free(params), free(grad), free(grad2);
+}
+
 /* A tensor taken by two layers gets the sum of both gradients: input -> h, and h feeds
  * two dense heads that are added. With both heads' weights equal, h's gradient is twice a
  * single head's, so the first layer's weight gradient doubles. */
@@ -334,6 +389,7 @@ int main(void) {
   test_new_layer_gradients(cpu);
   test_graph_gradients(cpu);
   test_fan_in_sum(cpu);
+  test_activation_and_no_bias(cpu);
 
   double first, last, acc;
   train_toy(cpu, "input 4\ndense 16 relu\ndense 3 softmax\n", 0, &first, &last, &acc);

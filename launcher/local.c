@@ -29,7 +29,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("mode", PST_CFG_STRING, f_mode, "sync", "sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &f_staleness, "2", "ssp bound", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &f_backup, "0", "sync: steps need N-K gradients", 0, PL_MAX_WORKERS),
-    PST_OPT("model", PST_CFG_STRING, f_model, "mlp", "preset (mlp, cnn, cnn2) or spec file", 0, 0),
+    PST_OPT("model", PST_CFG_STRING, f_model, "mlp", "preset (mlp, cnn, cnn2, mobilenetv2, resnet20) or spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &f_epochs, "2", "passes over the training set", 1, 10000),
     PST_OPT("batch-size", PST_CFG_INT, &f_batch, "64", "samples per worker per step", 1, 65536),
     PST_OPT("lr", PST_CFG_DOUBLE, &f_lr, "0.001", "learning rate (a model spec may set its own)", 0, 0),

@@ -96,12 +96,17 @@ static void check_model(const pst_model *m) {
       at += L->b_count;
     }
     if (L->kind == PST_LAYER_DENSE)
-      CHECK(L->w_count == (size_t)L->in_c * L->units && L->b_count == (size_t)L->units,
+      CHECK(L->w_count == (size_t)L->in_c * L->units &&
+                (L->b_count == (size_t)L->units || L->b_count == 0), /* bias=no */
             "dense %d counts", i);
     if (L->kind == PST_LAYER_CONV2D)
       CHECK(L->w_count == (size_t)L->filters * L->k_h * L->k_w * L->in_c &&
-                L->b_count == (size_t)L->filters,
+                (L->b_count == (size_t)L->filters || L->b_count == 0),
             "conv2d %d counts", i);
+    if (L->kind == PST_LAYER_ACTIVATION)
+      CHECK((L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) && L->out_c == L->in_c &&
+                L->w_count + L->b_count == 0,
+            "activation %d", i);
   }
   CHECK(at == m->n_params, "layers hold %zu parameters, the model says %zu", at, m->n_params);
   size_t len = strnlen(m->text, sizeof m->text);
