@@ -92,6 +92,8 @@ static void cpu_describe(pst_backend *b, const char *what, int layer, char *out,
   else if (strcmp(what, "maxpool") == 0 || strcmp(what, "avgpool") == 0 ||
            strcmp(what, "global_avgpool") == 0)
     how = "direct loops, NHWC";
+  else if (strcmp(what, "batchnorm") == 0)
+    how = "direct loops, channels innermost, double sums";
   else if (strcmp(what, "flatten") == 0)
     how = "no-op (NHWC is already flat)";
   else
@@ -150,6 +152,9 @@ int pst_cpu_backend_create(int threads, pst_backend **out) {
   b->maxpool_backward = cpu_maxpool_backward;
   b->avgpool_forward = cpu_avgpool_forward;
   b->avgpool_backward = cpu_avgpool_backward;
+  b->batchnorm_forward_train = cpu_batchnorm_forward_train;
+  b->batchnorm_forward_infer = cpu_batchnorm_forward_infer;
+  b->batchnorm_backward = cpu_batchnorm_backward;
   b->describe = cpu_describe;
   b->destroy = cpu_destroy;
   *out = b;

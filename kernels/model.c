@@ -200,6 +200,40 @@ static const char *act_name(pst_activation a) {
                                 : "linear";
 }
 
+/* "momentum=M eps=E", both optional, into L (defaults as Keras). The canonical text writes
+ * both, so a spec that names the defaults and one that does not are the same model. */
+static int parse_batchnorm(parse_ctx *p, char **tok, int ntok, pst_layer *L) {
+  char b[32];
+  int have_m = 0, have_e = 0;
+  L->momentum = PST_BATCHNORM_MOMENTUM;
+  L->eps = PST_BATCHNORM_EPS;
+  for (int i = 0; i < ntok; i++) {
+    int is_m = strncmp(tok[i], "momentum=", 9) == 0, is_e = strncmp(tok[i], "eps=", 4) == 0;
+    if (!is_m && !is_e)
+      return fail(p, "batchnorm: unknown option '%s' (want momentum= or eps=)",
+                  shown(tok[i], b, sizeof b));
+    if ((is_m && have_m) || (is_e && have_e))
+      return fail(p, "batchnorm: %s given twice", is_m ? "momentum" : "eps");
+    const char *val = tok[i] + (is_m ? 9 : 4);
+    char *end = NULL;
+    double v = strtod(val, &end);
+    /* The float must keep the range too: a momentum just below 1 may round to 1. */
+    float f = (float)v;
+    if (val[0] == '\0' || *end != '\0' || !isfinite(v) ||
+        (is_m && !(v >= 0.0 && f < 1.0f)) || (is_e && !(f > 0.0f && v <= 1.0)))
+      return fail(p, "batchnorm: bad %s '%s' (want %s)", is_m ? "momentum" : "eps",
+                  shown(val, b, sizeof b), is_m ? "a number in [0, 1)" : "a number in (0, 1]");
+    if (is_m) {
+      L->momentum = f;
+      have_m = 1;
+    } else {
+      L->eps = f;
+      have_e = 1;
+    }
+  }
+  return 0;
+}
+
 /* Parses one non-empty line into m->layers[m->n_layers]. `flat` says whether the
  * current output is a flat vector (dense may follow) or an image (conv2d, maxpool). */
 static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *flat) {
@@ -321,6 +355,14 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     L->out_h = L->in_h;
     L->out_w = L->in_w;
     L->out_c = L->in_c;
+  } else if (strcmp(kind, "batchnorm") == 0) {
+    if (parse_batchnorm(p, tok + 1, ntok - 1, L) != 0) return -EINVAL;
+    L->kind = PST_LAYER_BATCHNORM;
+    L->out_h = L->in_h;
+    L->out_w = L->in_w;
+    L->out_c = L->in_c;
+    L->w_count = L->b_count = (size_t)L->in_c;
+    L->s_count = 2 * (size_t)L->in_c;
   } else if (strcmp(kind, "flatten") == 0) {
     if (ntok != 1) return fail(p, "flatten takes no options");
     L->kind = PST_LAYER_FLATTEN;
@@ -329,7 +371,7 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
     *flat = 1;
   } else {
     return fail(p, "unknown layer '%s' (want input, conv2d, depthwise_conv2d, maxpool, avgpool, "
-                   "global_avgpool, flatten, dropout or dense)",
+                   "global_avgpool, flatten, dropout, batchnorm or dense)",
                 shown(kind, b, sizeof b));
   }
 
@@ -351,7 +393,9 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, int *fl
   L->b_offset = m->n_params + L->w_count;
   if (L->w_count == 0) L->w_offset = 0;
   if (L->b_count == 0) L->b_offset = 0;
-  m->n_params += L->w_count + L->b_count;
+  /* Model state (batchnorm's moving statistics) follows the layer's trained parameters. */
+  L->s_offset = L->s_count ? m->n_params + L->w_count + L->b_count : 0;
+  m->n_params += L->w_count + L->b_count + L->s_count;
   if (m->n_params > MAX_PARAMS) return fail(p, "too many parameters (at most %zu)", MAX_PARAMS);
   m->n_layers++;
   return 0;
@@ -446,6 +490,16 @@ int pst_model_defaults(const pst_model *m, const char *kind, const char **names,
   return m->n_settings;
 }
 
+/* The shortest decimal text that reads back as exactly f ("0.99", not "0.99000001"), so
+ * that the canonical line is both exact and the way a person writes it. */
+static const char *float_text(float f, char *buf, size_t len) {
+  for (int prec = 1; prec <= 9; prec++) {
+    snprintf(buf, len, "%.*g", prec, (double)f);
+    if ((float)strtod(buf, NULL) == f) break; /* as the parser reads it back */
+  }
+  return buf;
+}
+
 /* Appends the canonical line of one layer; -1 when the text buffer is full. */
 static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *len) {
   char line[160];
@@ -493,6 +547,12 @@ static int canon_layer(const pst_layer *L, int flat_input, char *text, size_t *l
     case PST_LAYER_FLATTEN:
       n = snprintf(line, sizeof line, "flatten\n");
       break;
+    case PST_LAYER_BATCHNORM: {
+      char mom[32], eps[32];
+      n = snprintf(line, sizeof line, "batchnorm momentum=%s eps=%s\n",
+                   float_text(L->momentum, mom, sizeof mom), float_text(L->eps, eps, sizeof eps));
+      break;
+    }
   }
   if (n <= 0 || *len + (size_t)n + 1 > PST_MODEL_MAX_TEXT) return -1;
   memcpy(text + *len, line, (size_t)n + 1);
@@ -623,9 +683,32 @@ static uint64_t splitmix64(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
+int pst_model_state_ranges(const pst_model *m, size_t *off, size_t *count) {
+  int n = 0;
+  for (int i = 1; i < m->n_layers; i++) {
+    const pst_layer *L = &m->layers[i];
+    if (L->s_count == 0) continue;
+    off[n] = L->s_offset;
+    count[n] = L->s_count;
+    n++;
+  }
+  return n;
+}
+
 void pst_model_init_params(const pst_model *m, uint64_t seed, float *params) {
   for (int i = 1; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
+    if (L->kind == PST_LAYER_BATCHNORM) {
+      /* Keras's initialisers: the identity transform, and moving statistics of a
+       * standardised input. */
+      for (size_t j = 0; j < L->w_count; j++) {
+        params[L->w_offset + j] = 1.0f;
+        params[L->b_offset + j] = 0.0f;
+        params[L->s_offset + j] = 0.0f;
+        params[L->s_offset + L->w_count + j] = 1.0f;
+      }
+      continue;
+    }
     if (L->w_count == 0) continue;
     double fan_in, fan_out;
     if (L->kind == PST_LAYER_CONV2D) {
@@ -672,9 +755,12 @@ static int input_is_flat(const pst_model *m) {
   return x == NULL || (eol != NULL && x > eol);
 }
 
-/* Whether layer i's output is a flat vector: dropout keeps what it is given. */
+/* Whether layer i's output is a flat vector: dropout and batchnorm keep what they are
+ * given. */
 static int output_is_flat(const pst_model *m, int i) {
-  while (i > 0 && m->layers[i].kind == PST_LAYER_DROPOUT) i--;
+  while (i > 0 && (m->layers[i].kind == PST_LAYER_DROPOUT ||
+                   m->layers[i].kind == PST_LAYER_BATCHNORM))
+    i--;
   pst_layer_kind k = m->layers[i].kind;
   return k == PST_LAYER_DENSE || k == PST_LAYER_FLATTEN || k == PST_LAYER_GLOBAL_AVGPOOL ||
          (k == PST_LAYER_INPUT && input_is_flat(m));
@@ -684,11 +770,12 @@ void pst_model_summary(const pst_model *m, FILE *out) {
   /* Indexed by pst_layer_kind. */
   static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten",
                                 "average_pooling2d", "global_average_pooling2d", "dropout",
-                                "depthwise_conv2d"};
+                                "depthwise_conv2d", "batch_normalization"};
   static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten",
                                 "AveragePooling2D", "GlobalAveragePooling2D", "Dropout",
-                                "DepthwiseConv2D"};
+                                "DepthwiseConv2D", "BatchNormalization"};
   int seen[sizeof names / sizeof names[0]] = {0};
+  size_t state = 0; /* non-trainable parameters */
   /* The name column fits the longest name, "global_average_pooling2d_N
    * (GlobalAveragePooling2D)", as Keras's own table does. */
   char rule[92], dbl[92], b[32];
@@ -717,11 +804,13 @@ void pst_model_summary(const pst_model *m, FILE *out) {
                           ? act_name(L->act)
                           : "";
     fprintf(out, " %-54s %-20s %-8s %s\n", name, shape, act,
-            commas(L->w_count + L->b_count, b, sizeof b));
+            commas(L->w_count + L->b_count + L->s_count, b, sizeof b));
+    state += L->s_count;
   }
   fprintf(out, "%s\n", dbl);
   fprintf(out, "Total params: %s (%.2f KB)\n", commas(m->n_params, b, sizeof b),
           (double)m->n_params * 4.0 / 1024.0);
-  fprintf(out, "Trainable params: %s\nNon-trainable params: 0\n%s\n",
-          commas(m->n_params, b, sizeof b), rule);
+  char b2[32];
+  fprintf(out, "Trainable params: %s\nNon-trainable params: %s\n%s\n",
+          commas(m->n_params - state, b, sizeof b), commas(state, b2, sizeof b2), rule);
 }

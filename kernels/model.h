@@ -12,6 +12,15 @@
  *                           rest by 1/(1-rate); identity at evaluation)
  *   depthwise_conv2d 3x3 relu6 (one filter per channel, depth multiplier 1; options
  *                           stride=S, padding=valid|same and an activation, as conv2d)
+ *   batchnorm              (batch normalisation over the last axis, the channels of an
+ *                           image or the features of a flat vector; options momentum=M in
+ *                           [0, 1), default 0.99, and eps=E in (0, 1], default 1e-3, as
+ *                           Keras. Training normalises with the batch's own mean and
+ *                           (biased) variance; evaluation with the moving mean and variance.
+ *                           Parameters gamma [C], beta [C] (trained) and moving_mean [C],
+ *                           moving_var [C]: model state that the ps holds and serves like
+ *                           weights but the optimizer never touches; see
+ *                           pst_model_state_ranges and kernels/net.h for how it moves)
  *   dense 128 relu         (units, optional activation relu|relu6|softmax|linear; conv2d
  *                           takes relu, relu6 and linear)
  *   dense 10 softmax       (the last layer must be dense with softmax: training uses
@@ -46,7 +55,13 @@ typedef enum {
   PST_LAYER_GLOBAL_AVGPOOL,  /* stored as an avgpool whose window is the whole input */
   PST_LAYER_DROPOUT,
   PST_LAYER_DEPTHWISE_CONV2D, /* depth multiplier 1: one KHxKW filter per channel */
+  PST_LAYER_BATCHNORM,       /* per-channel batch normalisation; its moving statistics are
+                                state (s_offset), not trained */
 } pst_layer_kind;
+
+/* Keras's BatchNormalization defaults, the batchnorm line's when it names none. */
+#define PST_BATCHNORM_MOMENTUM 0.99f
+#define PST_BATCHNORM_EPS 1e-3f
 
 typedef enum { PST_ACT_LINEAR = 0, PST_ACT_RELU, PST_ACT_SOFTMAX, PST_ACT_RELU6 } pst_activation;
 
@@ -67,7 +82,11 @@ typedef struct {
   size_t w_offset, w_count;  /* dense [in, out]; conv2d [Cout, KH, KW, Cin];
                                 depthwise_conv2d [C, KH, KW] (OHWI with I = 1, the layout
                                 cuDNN's grouped convolution reads) */
-  size_t b_offset, b_count;  /* [out] / [Cout] / [C] */
+  size_t b_offset, b_count;  /* [out] / [Cout] / [C]; batchnorm: w is gamma [C], b beta [C] */
+  /* batchnorm only: moving_mean [C] then moving_var [C] right after beta, so s_count = 2C;
+   * model state, not trainable (pst_model_state_ranges). 0 for every other layer. */
+  size_t s_offset, s_count;
+  float momentum, eps;       /* batchnorm: moving-average momentum, variance epsilon */
 } pst_layer;
 
 /* One training default from the spec's optimizer line, named after the ps option it sets
@@ -103,10 +122,17 @@ int pst_model_load(const char *name_or_path, pst_model *m, char *err, size_t err
  * chosen for that optimizer (an SGD learning rate is no Adam one). */
 int pst_model_defaults(const pst_model *m, const char *kind, const char **names,
                        const char **values);
+/* The ranges of the flat parameter vector that hold model state (batchnorm's moving
+ * statistics) rather than trainable weights, in increasing order: off[i], count[i] for i
+ * below the return value (at most PST_MODEL_MAX_LAYERS). For these the workers push, in the
+ * gradient's place, the change they want (kernels/net.h), which the ps adds without the
+ * optimizer (ps/optim.h). 0 for a model without batchnorm. */
+int pst_model_state_ranges(const pst_model *m, size_t *off, size_t *count);
 /* The text of a preset, or NULL. */
 const char *pst_model_preset(const char *name);
 /* Deterministic initialisation from seed: He-uniform for ReLU layers, Glorot-uniform
- * otherwise, zero biases. params has n_params floats. */
+ * otherwise, zero biases; batchnorm as Keras: gamma 1, beta 0, moving mean 0, moving
+ * variance 1. params has n_params floats. */
 void pst_model_init_params(const pst_model *m, uint64_t seed, float *params);
 /* Keras-style summary table: layer, output shape, parameter count, totals. */
 void pst_model_summary(const pst_model *m, FILE *out);
