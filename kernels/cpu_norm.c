@@ -40,26 +40,30 @@ int cpu_batchnorm_forward_train(pst_backend *b, const float *x, const float *gam
   if (acc == NULL) return -ENOMEM;
   double *acc2 = acc + C;
   float *mean = saved, *inv = saved + C;
+  /* The mean stays in double (acc) until the output is written: rounded to float first, it
+   * would be off by up to 3e-8 of itself, which for data far from zero is a visible part of
+   * the deviations. */
   column_sums(x, acc, rows, C);
-  for (int c = 0; c < C; c++) mean[c] = (float)(acc[c] / rows);
+  for (int c = 0; c < C; c++) acc[c] /= rows;
   memset(acc2, 0, (size_t)C * sizeof *acc2);
   for (int r = 0; r < rows; r++) {
     const float *xr = x + (size_t)r * C;
     for (int c = 0; c < C; c++) {
-      double d = (double)xr[c] - mean[c];
+      double d = (double)xr[c] - acc[c];
       acc2[c] += d * d;
     }
   }
   for (int c = 0; c < C; c++) {
-    double var = acc2[c] / rows;
-    inv[c] = (float)(1.0 / sqrt(var + (double)eps));
+    double m = acc[c], var = acc2[c] / rows, is = 1.0 / sqrt(var + (double)eps);
+    mean[c] = (float)m;
+    inv[c] = (float)is;
     if (dmoving != NULL && moving != NULL) {
-      dmoving[c] = (mean[c] - moving[c]) * k;
-      dmoving[C + c] = ((float)var - moving[C + c]) * k;
+      dmoving[c] = (float)((m - moving[c]) * k);
+      dmoving[C + c] = (float)((var - moving[C + c]) * k);
     }
     /* y = x * scale + shift, per channel: one multiply-add per element below. */
-    acc[c] = (double)gamma[c] * inv[c];
-    acc2[c] = (double)beta[c] - (double)mean[c] * acc[c];
+    acc[c] = (double)gamma[c] * is;
+    acc2[c] = (double)beta[c] - m * acc[c];
   }
   for (int r = 0; r < rows; r++) {
     const float *xr = x + (size_t)r * C;
