@@ -128,7 +128,8 @@ struct pst_backend {
    * Backward (of the training forward, from its saved[]): with xhat = (x - mean) * inv_std,
    *   dgamma[c] = sum over rows of dy * xhat, dbeta[c] = sum of dy (both overwritten) and
    *   dx = gamma * inv_std / rows * (rows * dy - dbeta - xhat * dgamma); dx may be NULL
-   *   (first layer). gamma, beta [C]; y and dx may not alias x or dy. */
+   *   (first layer); eps is the forward's (cuDNN wants it again). gamma, beta [C]; y and dx
+   *   may not alias x or dy. */
   int (*batchnorm_forward_train)(pst_backend *b, const float *x, const float *gamma,
                                  const float *beta, float *y, int rows, int channels, float eps,
                                  const float *moving, float k, float *saved, float *dmoving);
@@ -137,7 +138,7 @@ struct pst_backend {
                                  int channels, float eps);
   int (*batchnorm_backward)(pst_backend *b, const float *x, const float *gamma,
                             const float *saved, const float *dy, float *dx, float *dgamma,
-                            float *dbeta, int rows, int channels);
+                            float *dbeta, int rows, int channels, float eps);
 
   /* Optional (may be NULL): a one-line description of how layer `layer` of kind `what`
    * runs (device, algorithm), for --log-placement. */

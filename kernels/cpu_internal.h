@@ -65,7 +65,7 @@ int cpu_batchnorm_forward_infer(pst_backend *b, const float *x, const float *gam
                                 int channels, float eps);
 int cpu_batchnorm_backward(pst_backend *b, const float *x, const float *gamma, const float *saved,
                            const float *dy, float *dx, float *dgamma, float *dbeta, int rows,
-                           int channels);
+                           int channels, float eps);
 
 int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *y,

@@ -94,7 +94,8 @@ int cpu_batchnorm_forward_infer(pst_backend *b, const float *x, const float *gam
 
 int cpu_batchnorm_backward(pst_backend *b, const float *x, const float *gamma, const float *saved,
                            const float *dy, float *dx, float *dgamma, float *dbeta, int rows,
-                           int C) {
+                           int C, float eps) {
+  (void)eps; /* the saved inverse standard deviation has it already */
   if (check(rows, C) != 0) return -EINVAL;
   double *acc = bn_scratch(b, C);
   if (acc == NULL) return -ENOMEM;

@@ -89,7 +89,7 @@ static void test_case(pst_backend *be, int rows, int C, double offset, uint64_t 
    * far from zero: a float step of 1e-2 on x = 100 cannot resolve its effect). */
   bn_case bc = {be, rows, C, eps, x, gamma, beta, r, y, saved};
   bn_loss(&bc);
-  CHECK(be->batchnorm_backward(be, x, gamma, saved, r, dx, dgamma, dbeta, rows, C) == 0);
+  CHECK(be->batchnorm_backward(be, x, gamma, saved, r, dx, dgamma, dbeta, rows, C, eps) == 0);
   if (offset == 0) {
     CHECK(t_gradcheck("bn dx", x, dx, n, bn_loss, &bc) == 0);
     CHECK(t_gradcheck("bn dgamma", gamma, dgamma, C, bn_loss, &bc) == 0);
@@ -103,7 +103,7 @@ static void test_case(pst_backend *be, int rows, int C, double offset, uint64_t 
     CHECK(fabs(s) <= 1e-4 * (a + 1e-6));
   }
   float *dg2 = malloc(C * 4), *db2 = malloc(C * 4);
-  CHECK(be->batchnorm_backward(be, x, gamma, saved, r, NULL, dg2, db2, rows, C) == 0);
+  CHECK(be->batchnorm_backward(be, x, gamma, saved, r, NULL, dg2, db2, rows, C, eps) == 0);
   CHECK(memcmp(dg2, dgamma, C * 4) == 0 && memcmp(db2, dbeta, C * 4) == 0);
   free(dg2), free(db2);
   free(x), free(y), free(r), free(dx), free(gamma), free(beta), free(saved), free(moving);
@@ -120,7 +120,7 @@ int main(void) {
   float x[4] = {1, 2, 3, 4}, g[2] = {1, 1}, b[2] = {0, 0}, y[4], s[4];
   CHECK(be->batchnorm_forward_train(be, x, g, b, y, 0, 2, 1e-3f, NULL, 0, s, NULL) == -EINVAL);
   CHECK(be->batchnorm_forward_train(be, x, g, b, y, 2, 2, 0.0f, NULL, 0, s, NULL) == -EINVAL);
-  CHECK(be->batchnorm_backward(be, x, g, s, x, y, g, b, 2, 0) == -EINVAL);
+  CHECK(be->batchnorm_backward(be, x, g, s, x, y, g, b, 2, 0, 1e-3f) == -EINVAL);
   be->destroy(be);
   return t_summary();
 }

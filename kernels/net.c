@@ -301,7 +301,8 @@ static int backward(pst_net *net, int batch, float *grad) {
         break;
       case PST_LAYER_BATCHNORM:
         rc = be->batchnorm_backward(be, in, w, net->bn_saved[i], d, dx, grad + L->w_offset,
-                                    grad + L->b_offset, batch * L->out_h * L->out_w, L->out_c);
+                                    grad + L->b_offset, batch * L->out_h * L->out_w, L->out_c,
+                                    L->eps);
         break;
       case PST_LAYER_FLATTEN:
         dx = NULL; /* the gradient passes through unchanged */

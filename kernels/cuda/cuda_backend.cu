@@ -1,6 +1,6 @@
 /* The CUDA backend's life cycle: device discovery, creation, capped device memory,
  * host <-> device copies on the backend's stream, describe() and destroy(). The
- * operations themselves live in dense.cu, activation.cu, conv.cu and pool.cu. */
+ * operations themselves live in dense.cu, activation.cu, conv.cu, pool.cu and norm.cu. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +206,8 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
     snprintf(rest, restlen, "dropout kernel (counter-based mask, same as the CPU's)");
   } else if (strcmp(what, "flatten") == 0) {
     snprintf(rest, restlen, "no-op (NHWC is already flat)");
+  } else if (strcmp(what, "batchnorm") == 0) {
+    snprintf(rest, restlen, "cuDNN batch normalization (spatial: [rows, C] as NCHW rows x C x 1 x 1)");
   } else {
     snprintf(rest, restlen, "CUDA kernels");
   }
@@ -396,6 +398,9 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->maxpool_backward = pst_cuda_maxpool_backward;
   b->avgpool_forward = pst_cuda_avgpool_forward;
   b->avgpool_backward = pst_cuda_avgpool_backward;
+  b->batchnorm_forward_train = pst_cuda_batchnorm_forward_train;
+  b->batchnorm_forward_infer = pst_cuda_batchnorm_forward_infer;
+  b->batchnorm_backward = pst_cuda_batchnorm_backward;
   b->describe = cuda_describe;
   b->destroy = cuda_destroy;
   int rc = cuda_setup(c, device, err, errlen);
