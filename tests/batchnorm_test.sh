@@ -33,6 +33,13 @@ c2=$(json_field "$OUT/run2.json" weights_checksum)
 [ "$c1" = "$c2" ] || fail "checksums differ: $c1 vs $c2"
 acc1=$(json_field "$OUT/run1.json" test_accuracy)
 at_least "$acc1" 0.80 || fail "test accuracy $acc1 < 0.80"
+# conv 4*9+4, 4 x 4 batchnorm, dense 676*32+32, 4 x 32 batchnorm, dense 33*10: 72 of them state.
+grep -q "Total params: 22,178" "$OUT/ps-sync.log" && grep -q "Non-trainable params: 72" "$OUT/ps-sync.log" ||
+  fail "the ps's model summary does not count the moving statistics as non-trainable"
+printf 'input 784\nbatchnorm momentum=1\ndense 10 softmax\n' >"$OUT/bad.spec"
+rc=0; "$PS_BIN" --model "$OUT/bad.spec" >"$OUT/bad.out" 2>&1 || rc=$?
+[ $rc -eq 2 ] && grep -q "bad.spec:2: batchnorm: bad momentum '1' (want a number in \[0, 1))" "$OUT/bad.out" ||
+  fail "bad batchnorm spec: rc $rc, $(head -c 300 "$OUT/bad.out")"
 pass "(a) sync, 2 workers, opposite arrival orders: checksum $c1 twice; test accuracy $acc1"
 
 ck1="$OUT/ck1/$(basename "$(json_field "$OUT/run1.json" checkpoint)")"
