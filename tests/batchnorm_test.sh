@@ -11,6 +11,7 @@
 #      never reads them, so every trained tensor ends bit-identical to run 1's, and only the
 #      moving statistics and the test accuracy (evaluated with them) differ.
 #  (d) The same model trains in async mode, each push's change applied as it arrives.
+#  (e) Over two ps shards whose cut falls inside a moving variance, the same bits as one ps.
 source "$(dirname "$0")/lib.sh"
 spec() {
   printf 'input 28x28x1\nconv2d 4 3x3 relu\nbatchnorm%s\nmaxpool 2x2\nflatten\n' "$1"
@@ -97,4 +98,28 @@ train async 2 "$OUT/async.json" --model "$OUT/bn.spec" "${args[@]}"
 acc4=$(json_field "$OUT/async.json" test_accuracy)
 at_least "$acc4" 0.80 || fail "async test accuracy $acc4 < 0.80"
 pass "(d) async, 2 workers: test accuracy $acc4"
-echo "4 passed, 0 failed"
+
+# (e) Two ps shards: the cut between them (float 2752 of 5531) falls inside the moving
+# variance of a batchnorm on the flat input ([2352, 3136)), and each shard adds its own part
+# of the state in its own coordinates: the same bits as one ps.
+printf 'input 784\nbatchnorm\ndense 3 relu\ndense 10 softmax\n' >"$OUT/flat.spec"
+flat=(--model "$OUT/flat.spec" --epochs 1 --batch-size 128 --seed 7 --mode sync --workers 2)
+train sync 2 "$OUT/flat1.json" "${flat[@]:0:8}"
+f1=$(json_field "$OUT/flat1.json" weights_checksum)
+list="" spids=() wpids=()
+for i in 0 1; do
+  port=$(free_port)
+  start_ps "shard$i" --listen "127.0.0.1:$port" --shard "$i/2" "${flat[@]}"
+  spids+=("$LAST_PID")
+  list+="${list:+,}127.0.0.1:$port"
+done
+for i in 0 1; do wait_for "$OUT/shard$i.log" "listening on" 20; done
+grep -q "moving_variance\[0:400) of 784" "$OUT/shard0.log" ||
+  fail "shard 0 does not hold the first 400 moving variances"
+for i in 0 1; do start_worker "shardw$i" --ps "$list" --index "$i"; wpids+=("$LAST_PID"); done
+for p in "${wpids[@]}"; do wait_pid "$p" 120 || fail "a worker over 2 shards exited non-zero"; done
+for p in "${spids[@]}"; do wait_pid "$p" 30 || fail "a ps shard exited non-zero"; done
+f2=$(grep -o 'final weights: version [0-9]*, checksum [0-9a-f]*' "$OUT/shardw0.log" | awk '{print $NF}')
+[ "$f1" = "$f2" ] || fail "over 2 shards the checksum is $f2, over one ps $f1"
+pass "(e) a shard cut inside the moving variance: checksum $f1 over one ps and over 2 shards"
+echo "5 passed, 0 failed"
