@@ -27,9 +27,61 @@ static void column_sums(const float *restrict x, double *restrict acc, int rows,
   }
 }
 
-/* Two double accumulators per channel, as 4C floats of the backend's scratch. */
+/* acc[c] += (x[r, c] - mean[c])^2 over the rows. The loops over [rows, C] live in small
+ * functions whose pointers are restrict: the project builds with -fno-strict-aliasing, so
+ * without it every float store would force the per-channel doubles to be reloaded and the
+ * loop would stay scalar. */
+static void squared_deviations(const float *restrict x, const double *restrict mean,
+                               double *restrict acc, int rows, int C) {
+  memset(acc, 0, (size_t)C * sizeof *acc);
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * C;
+    for (int c = 0; c < C; c++) {
+      double d = (double)xr[c] - mean[c];
+      acc[c] += d * d;
+    }
+  }
+}
+
+/* y[r, c] = x[r, c] * scale[c] + shift[c], in double, rounded once. */
+static void affine(const float *restrict x, const double *restrict scale,
+                   const double *restrict shift, float *restrict y, int rows, int C) {
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * C;
+    float *yr = y + (size_t)r * C;
+    for (int c = 0; c < C; c++) yr[c] = (float)(xr[c] * scale[c] + shift[c]);
+  }
+}
+
+/* sdy[c] = sum of dy, sdyx[c] = sum of dy * (x - mean) * inv, over the rows. */
+static void backward_sums(const float *restrict x, const float *restrict dy,
+                          const float *restrict mean, const float *restrict inv,
+                          double *restrict sdy, double *restrict sdyx, int rows, int C) {
+  memset(sdy, 0, (size_t)C * sizeof *sdy);
+  memset(sdyx, 0, (size_t)C * sizeof *sdyx);
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
+    for (int c = 0; c < C; c++) {
+      sdy[c] += dr[c];
+      sdyx[c] += (double)dr[c] * (((double)xr[c] - mean[c]) * inv[c]);
+    }
+  }
+}
+
+/* dx[r, c] = g[c] * dy[r, c] + bx[c] * x[r, c] + c0[c]. */
+static void backward_dx(const float *restrict x, const float *restrict dy,
+                        const double *restrict g, const double *restrict bx,
+                        const double *restrict c0, float *restrict dx, int rows, int C) {
+  for (int r = 0; r < rows; r++) {
+    const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
+    float *o = dx + (size_t)r * C;
+    for (int c = 0; c < C; c++) o[c] = (float)(g[c] * dr[c] + bx[c] * xr[c] + c0[c]);
+  }
+}
+
+/* Per-channel double accumulators: three of them, as 6C floats of the backend's scratch. */
 static double *bn_scratch(pst_backend *b, int C) {
-  return (double *)cpu_scratch(b, CPU_SCRATCH_BN, 4 * (size_t)C);
+  return (double *)cpu_scratch(b, CPU_SCRATCH_BN, 6 * (size_t)C);
 }
 
 int cpu_batchnorm_forward_train(pst_backend *b, const float *x, const float *gamma,
@@ -45,14 +97,7 @@ int cpu_batchnorm_forward_train(pst_backend *b, const float *x, const float *gam
    * the deviations. */
   column_sums(x, acc, rows, C);
   for (int c = 0; c < C; c++) acc[c] /= rows;
-  memset(acc2, 0, (size_t)C * sizeof *acc2);
-  for (int r = 0; r < rows; r++) {
-    const float *xr = x + (size_t)r * C;
-    for (int c = 0; c < C; c++) {
-      double d = (double)xr[c] - acc[c];
-      acc2[c] += d * d;
-    }
-  }
+  squared_deviations(x, acc, acc2, rows, C);
   for (int c = 0; c < C; c++) {
     double m = acc[c], var = acc2[c] / rows, is = 1.0 / sqrt(var + (double)eps);
     mean[c] = (float)m;
@@ -65,11 +110,7 @@ int cpu_batchnorm_forward_train(pst_backend *b, const float *x, const float *gam
     acc[c] = (double)gamma[c] * is;
     acc2[c] = (double)beta[c] - m * acc[c];
   }
-  for (int r = 0; r < rows; r++) {
-    const float *xr = x + (size_t)r * C;
-    float *yr = y + (size_t)r * C;
-    for (int c = 0; c < C; c++) yr[c] = (float)(xr[c] * acc[c] + acc2[c]);
-  }
+  affine(x, acc, acc2, y, rows, C);
   return 0;
 }
 
@@ -84,11 +125,7 @@ int cpu_batchnorm_forward_infer(pst_backend *b, const float *x, const float *gam
     scale[c] = (double)gamma[c] / sqrt((double)moving[C + c] + (double)eps);
     shift[c] = (double)beta[c] - (double)moving[c] * scale[c];
   }
-  for (int r = 0; r < rows; r++) {
-    const float *xr = x + (size_t)r * C;
-    float *yr = y + (size_t)r * C;
-    for (int c = 0; c < C; c++) yr[c] = (float)(xr[c] * scale[c] + shift[c]);
-  }
+  affine(x, scale, shift, y, rows, C);
   return 0;
 }
 
@@ -99,16 +136,9 @@ int cpu_batchnorm_backward(pst_backend *b, const float *x, const float *gamma, c
   if (check(rows, C) != 0) return -EINVAL;
   double *acc = bn_scratch(b, C);
   if (acc == NULL) return -ENOMEM;
-  double *sdy = acc, *sdyx = acc + C;
+  double *sdy = acc, *sdyx = acc + C, *g = acc + 2 * C;
   const float *mean = saved, *inv = saved + C;
-  memset(acc, 0, 2 * (size_t)C * sizeof *acc);
-  for (int r = 0; r < rows; r++) {
-    const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
-    for (int c = 0; c < C; c++) {
-      sdy[c] += dr[c];
-      sdyx[c] += (double)dr[c] * (((double)xr[c] - mean[c]) * inv[c]);
-    }
-  }
+  backward_sums(x, dy, mean, inv, sdy, sdyx, rows, C);
   for (int c = 0; c < C; c++) {
     dbeta[c] = (float)sdy[c];
     dgamma[c] = (float)sdyx[c];
@@ -118,16 +148,11 @@ int cpu_batchnorm_backward(pst_backend *b, const float *x, const float *gamma, c
    * channel into G*dy + bx*x + c0 with G = gamma*inv, bx = -G*inv*sdyx/rows and
    * c0 = -G*sdy/rows - bx*mean: one pass of multiply-adds. */
   for (int c = 0; c < C; c++) {
-    double g = (double)gamma[c] * inv[c];
-    double bx = -g * inv[c] * sdyx[c] / rows;
+    g[c] = (double)gamma[c] * inv[c];
+    double bx = -g[c] * inv[c] * sdyx[c] / rows;
     sdyx[c] = bx;
-    sdy[c] = -g * sdy[c] / rows - bx * mean[c];
+    sdy[c] = -g[c] * sdy[c] / rows - bx * mean[c];
   }
-  for (int r = 0; r < rows; r++) {
-    const float *xr = x + (size_t)r * C, *dr = dy + (size_t)r * C;
-    float *o = dx + (size_t)r * C;
-    for (int c = 0; c < C; c++)
-      o[c] = (float)((double)gamma[c] * inv[c] * dr[c] + sdyx[c] * xr[c] + sdy[c]);
-  }
+  backward_dx(x, dy, g, sdyx, sdy, dx, rows, C);
   return 0;
 }
