@@ -11,7 +11,11 @@
  * gradient but the change the workers ask for, and a step adds it, scaled like a gradient,
  * with no learning rate, no weight decay and no optimizer state: w += g * gscale. In sync
  * mode that sum is the mean of the step's workers' changes (kernels/net.h), in async mode
- * one worker's change. */
+ * one worker's change. For the variance, the sync mean is the Keras update with the mean of
+ * the workers' batch variances: the spread between the workers' batch means is left out, as
+ * TensorFlow's per-replica batch normalisation leaves it out (each worker normalised with its
+ * own statistics), and because the ps's chunked, sharded sum can only form means of what the
+ * workers push (a mean and its variance may sit in different chunks or shards). */
 #ifndef PSTRAIN_PS_OPTIM_H
 #define PSTRAIN_PS_OPTIM_H
 
