@@ -130,6 +130,29 @@ struct pst_backend {
                         int offset);
   int (*concat_backward)(pst_backend *b, const float *dy, float *dx, size_t rows, int c,
                          int y_c, int offset);
+  /* Batch normalisation over the last axis of x[rows, C]: rows = B*H*W for an NHWC image
+   * (the channels are innermost), B for a flat [B, C] input. Per channel c:
+   * Training forward: mean[c] and var[c], the biased (divide by rows) variance of column c,
+   *   as Keras computes them; y = gamma * (x - mean) * inv_std + beta with
+   *   inv_std = 1 / sqrt(var + eps). saved[2C] gets mean then inv_std, for backward.
+   *   dmoving[2C] gets (mean - moving[c]) * k then (var - moving[C + c]) * k: the change of
+   *   the moving statistics moving[2C] (mean then variance) that the worker asks the ps
+   *   for (kernels/net.h says what k is). moving and dmoving may be NULL (no statistics).
+   * Inference forward: y = gamma * (x - moving[c]) / sqrt(moving[C + c] + eps) + beta.
+   * Backward (of the training forward, from its saved[]): with xhat = (x - mean) * inv_std,
+   *   dgamma[c] = sum over rows of dy * xhat, dbeta[c] = sum of dy (both overwritten) and
+   *   dx = gamma * inv_std / rows * (rows * dy - dbeta - xhat * dgamma); dx may be NULL
+   *   (first layer); eps is the forward's (cuDNN wants it again). gamma, beta [C]; y and dx
+   *   may not alias x or dy. */
+  int (*batchnorm_forward_train)(pst_backend *b, const float *x, const float *gamma,
+                                 const float *beta, float *y, int rows, int channels, float eps,
+                                 const float *moving, float k, float *saved, float *dmoving);
+  int (*batchnorm_forward_infer)(pst_backend *b, const float *x, const float *gamma,
+                                 const float *beta, const float *moving, float *y, int rows,
+                                 int channels, float eps);
+  int (*batchnorm_backward)(pst_backend *b, const float *x, const float *gamma,
+                            const float *saved, const float *dy, float *dx, float *dgamma,
+                            float *dbeta, int rows, int channels, float eps);
 
   /* Optional (may be NULL): a one-line description of how layer `layer` of kind `what`
    * runs (device, algorithm), for --log-placement. */

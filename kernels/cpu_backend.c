@@ -95,6 +95,8 @@ static void cpu_describe(pst_backend *b, const char *what, int layer, char *out,
     how = "direct loops, NHWC";
   else if (strcmp(what, "concatenate") == 0)
     how = "strided row copies, NHWC";
+  else if (strcmp(what, "batchnorm") == 0)
+    how = "direct loops, channels innermost, double sums";
   else if (strcmp(what, "flatten") == 0)
     how = "no-op (NHWC is already flat)";
   else
@@ -156,6 +158,9 @@ int pst_cpu_backend_create(int threads, pst_backend **out) {
   b->add = cpu_add;
   b->concat_forward = cpu_concat_forward;
   b->concat_backward = cpu_concat_backward;
+  b->batchnorm_forward_train = cpu_batchnorm_forward_train;
+  b->batchnorm_forward_infer = cpu_batchnorm_forward_infer;
+  b->batchnorm_backward = cpu_batchnorm_backward;
   b->describe = cpu_describe;
   b->destroy = cpu_destroy;
   *out = b;

@@ -1,6 +1,6 @@
 /* Private to the CPU backend: its state and the operations of each op family
- * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_depthwise.c, cpu_pool.c, cpu_merge.c; dropout
- * lives with the activations), wired into the vtable by
+ * (cpu_dense.c, cpu_act.c, cpu_conv.c, cpu_depthwise.c, cpu_pool.c, cpu_merge.c,
+ * cpu_norm.c; dropout lives with the activations), wired into the vtable by
  * cpu_backend.c. */
 #ifndef PSTRAIN_KERNELS_CPU_INTERNAL_H
 #define PSTRAIN_KERNELS_CPU_INTERNAL_H
@@ -17,6 +17,7 @@ enum {
   CPU_SCRATCH_DCOL,
   CPU_SCRATCH_WAUG,
   CPU_SCRATCH_DW, /* depthwise filters transposed to [KH, KW, C] */
+  CPU_SCRATCH_BN, /* batchnorm's per-channel double sums, [2C] doubles */
   CPU_SCRATCH_COUNT
 };
 
@@ -55,6 +56,16 @@ int cpu_depthwise_conv2d_forward(pst_backend *b, const pst_window_shape *s, cons
 int cpu_depthwise_conv2d_backward(pst_backend *b, const pst_window_shape *s, const float *x,
                                   const float *w, const float *dy, float *dx, float *dw,
                                   float *db);
+
+int cpu_batchnorm_forward_train(pst_backend *b, const float *x, const float *gamma,
+                                const float *beta, float *y, int rows, int channels, float eps,
+                                const float *moving, float k, float *saved, float *dmoving);
+int cpu_batchnorm_forward_infer(pst_backend *b, const float *x, const float *gamma,
+                                const float *beta, const float *moving, float *y, int rows,
+                                int channels, float eps);
+int cpu_batchnorm_backward(pst_backend *b, const float *x, const float *gamma, const float *saved,
+                           const float *dy, float *dx, float *dgamma, float *dbeta, int rows,
+                           int channels, float eps);
 
 int cpu_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x, float *y);
 int cpu_maxpool_backward(pst_backend *b, const pst_window_shape *s, const float *x, const float *y,

@@ -248,6 +248,40 @@ static int merge_shape(parse_ctx *p, const char *kind, const pst_model *m, const
   return 0;
 }
 
+/* "momentum=M eps=E", both optional, into L (defaults as Keras). The canonical text writes
+ * both, so a spec that names the defaults and one that does not are the same model. */
+static int parse_batchnorm(parse_ctx *p, char **tok, int ntok, pst_layer *L) {
+  char b[32];
+  int have_m = 0, have_e = 0;
+  L->momentum = PST_BATCHNORM_MOMENTUM;
+  L->eps = PST_BATCHNORM_EPS;
+  for (int i = 0; i < ntok; i++) {
+    int is_m = strncmp(tok[i], "momentum=", 9) == 0, is_e = strncmp(tok[i], "eps=", 4) == 0;
+    if (!is_m && !is_e)
+      return fail(p, "batchnorm: unknown option '%s' (want momentum= or eps=)",
+                  shown(tok[i], b, sizeof b));
+    if ((is_m && have_m) || (is_e && have_e))
+      return fail(p, "batchnorm: %s given twice", is_m ? "momentum" : "eps");
+    const char *val = tok[i] + (is_m ? 9 : 4);
+    char *end = NULL;
+    double v = strtod(val, &end);
+    /* The float must keep the range too: a momentum just below 1 may round to 1. */
+    float f = (float)v;
+    if (val[0] == '\0' || *end != '\0' || !isfinite(v) ||
+        (is_m && !(v >= 0.0 && f < 1.0f)) || (is_e && !(f > 0.0f && v <= 1.0)))
+      return fail(p, "batchnorm: bad %s '%s' (want %s)", is_m ? "momentum" : "eps",
+                  shown(val, b, sizeof b), is_m ? "a number in [0, 1)" : "a number in (0, 1]");
+    if (is_m) {
+      L->momentum = f;
+      have_m = 1;
+    } else {
+      L->eps = f;
+      have_e = 1;
+    }
+  }
+  return 0;
+}
+
 /* Parses one non-empty line into m->layers[m->n_layers], whose inputs are the layers
  * inputs[0 .. n_inputs) (none for the input layer). `flat` says whether inputs[0]'s output
  * is a flat vector (dense may follow) or an image (conv2d, maxpool), and is set to what
@@ -395,6 +429,14 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const i
     L->out_h = L->in_h;
     L->out_w = L->in_w;
     L->out_c = L->in_c;
+  } else if (strcmp(kind, "batchnorm") == 0) {
+    if (parse_batchnorm(p, tok + 1, ntok - 1, L) != 0) return -EINVAL;
+    L->kind = PST_LAYER_BATCHNORM;
+    L->out_h = L->in_h;
+    L->out_w = L->in_w;
+    L->out_c = L->in_c;
+    L->w_count = L->b_count = (size_t)L->in_c;
+    L->s_count = 2 * (size_t)L->in_c;
   } else if (strcmp(kind, "flatten") == 0) {
     if (ntok != 1) return fail(p, "flatten takes no options");
     L->kind = PST_LAYER_FLATTEN;
@@ -403,7 +445,7 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const i
     *flat = 1;
   } else {
     return fail(p, "unknown layer '%s' (want input, conv2d, depthwise_conv2d, maxpool, avgpool, "
-                   "global_avgpool, flatten, dropout, activation, dense, add or concatenate)",
+                   "global_avgpool, flatten, dropout, activation, batchnorm, dense, add or concatenate)",
                 shown(kind, b, sizeof b));
   }
 
@@ -425,7 +467,9 @@ static int parse_layer(parse_ctx *p, char **tok, int ntok, pst_model *m, const i
   L->b_offset = m->n_params + L->w_count;
   if (L->w_count == 0) L->w_offset = 0;
   if (L->b_count == 0) L->b_offset = 0;
-  m->n_params += L->w_count + L->b_count;
+  /* Model state (batchnorm's moving statistics) follows the layer's trained parameters. */
+  L->s_offset = L->s_count ? m->n_params + L->w_count + L->b_count : 0;
+  m->n_params += L->w_count + L->b_count + L->s_count;
   if (m->n_params > MAX_PARAMS) return fail(p, "too many parameters (at most %zu)", MAX_PARAMS);
   m->n_layers++;
   return 0;
@@ -520,6 +564,16 @@ int pst_model_defaults(const pst_model *m, const char *kind, const char **names,
   return m->n_settings;
 }
 
+/* The shortest decimal text that reads back as exactly f ("0.99", not "0.99000001"), so
+ * that the canonical line is both exact and the way a person writes it. */
+static const char *float_text(float f, char *buf, size_t len) {
+  for (int prec = 1; prec <= 9; prec++) {
+    snprintf(buf, len, "%.*g", prec, (double)f);
+    if ((float)strtod(buf, NULL) == f) break; /* as the parser reads it back */
+  }
+  return buf;
+}
+
 /* Whether layer i takes just the output of the line above it (the sequential default). */
 static int takes_previous(const pst_model *m, int i) {
   const pst_layer *L = &m->layers[i];
@@ -584,6 +638,12 @@ static int canon_layer(const pst_model *m, int i, int flat_input, char *text, si
     case PST_LAYER_CONCATENATE:
       n = snprintf(line, sizeof line, "concatenate\n");
       break;
+    case PST_LAYER_BATCHNORM: {
+      char mom[32], eps[32];
+      n = snprintf(line, sizeof line, "batchnorm momentum=%s eps=%s\n",
+                   float_text(L->momentum, mom, sizeof mom), float_text(L->eps, eps, sizeof eps));
+      break;
+    }
   }
   /* The graph options go last, in place of the newline: the name, and the inputs where
    * they are not the line above (so a sequential spec keeps its text and fingerprint). */
@@ -904,9 +964,32 @@ static uint64_t splitmix64(uint64_t *state) {
   return z ^ (z >> 31);
 }
 
+int pst_model_state_ranges(const pst_model *m, size_t *off, size_t *count) {
+  int n = 0;
+  for (int i = 1; i < m->n_layers; i++) {
+    const pst_layer *L = &m->layers[i];
+    if (L->s_count == 0) continue;
+    off[n] = L->s_offset;
+    count[n] = L->s_count;
+    n++;
+  }
+  return n;
+}
+
 void pst_model_init_params(const pst_model *m, uint64_t seed, float *params) {
   for (int i = 1; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
+    if (L->kind == PST_LAYER_BATCHNORM) {
+      /* Keras's initialisers: the identity transform, and moving statistics of a
+       * standardised input. */
+      for (size_t j = 0; j < L->w_count; j++) {
+        params[L->w_offset + j] = 1.0f;
+        params[L->b_offset + j] = 0.0f;
+        params[L->s_offset + j] = 0.0f;
+        params[L->s_offset + L->w_count + j] = 1.0f;
+      }
+      continue;
+    }
     if (L->w_count == 0) continue;
     double fan_in, fan_out;
     if (L->kind == PST_LAYER_CONV2D) {
@@ -950,11 +1033,14 @@ void pst_model_summary(const pst_model *m, FILE *out) {
   /* Indexed by pst_layer_kind. */
   static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten",
                                 "average_pooling2d", "global_average_pooling2d", "dropout",
-                                "depthwise_conv2d", "add", "concatenate", "activation"};
+                                "depthwise_conv2d", "add", "concatenate", "activation",
+                                "batch_normalization"};
   static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten",
                                 "AveragePooling2D", "GlobalAveragePooling2D", "Dropout",
-                                "DepthwiseConv2D", "Add", "Concatenate", "Activation"};
+                                "DepthwiseConv2D", "Add", "Concatenate", "Activation",
+                                "BatchNormalization"};
   int seen[sizeof names / sizeof names[0]] = {0};
+  size_t state = 0; /* non-trainable parameters */
   /* Each layer's name as the table shows it: its name= or Keras's automatic one. */
   char shown_as[PST_MODEL_MAX_LAYERS][48];
   for (int i = 0; i < m->n_layers; i++) {
@@ -996,13 +1082,14 @@ void pst_model_summary(const pst_model *m, FILE *out) {
                        L->kind == PST_LAYER_ACTIVATION)
                           ? act_name(L->act)
                           : "";
+    state += L->s_count;
     if (!m->graph) {
       fprintf(out, " %-54s %-20s %-8s %s\n", name, shape, act,
-              commas(L->w_count + L->b_count, b, sizeof b));
+              commas(L->w_count + L->b_count + L->s_count, b, sizeof b));
       continue;
     }
     fprintf(out, " %-54s %-20s %-8s %-10s %s\n", name, shape, act,
-            commas(L->w_count + L->b_count, b, sizeof b),
+            commas(L->w_count + L->b_count + L->s_count, b, sizeof b),
             L->n_inputs > 0 ? shown_as[L->inputs[0]] : "-");
     for (int t = 1; t < L->n_inputs; t++)
       fprintf(out, " %-54s %-20s %-8s %-10s %s\n", "", "", "", "", shown_as[L->inputs[t]]);
@@ -1010,6 +1097,7 @@ void pst_model_summary(const pst_model *m, FILE *out) {
   fprintf(out, "%s\n", dbl);
   fprintf(out, "Total params: %s (%.2f KB)\n", commas(m->n_params, b, sizeof b),
           (double)m->n_params * 4.0 / 1024.0);
-  fprintf(out, "Trainable params: %s\nNon-trainable params: 0\n%s\n",
-          commas(m->n_params, b, sizeof b), rule);
+  char b2[32];
+  fprintf(out, "Trainable params: %s\nNon-trainable params: %s\n%s\n",
+          commas(m->n_params - state, b, sizeof b), commas(state, b2, sizeof b2), rule);
 }

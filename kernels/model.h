@@ -14,6 +14,15 @@
  *                           stride=S, padding=valid|same and an activation, as conv2d)
  *   activation relu6       (relu or relu6 as a layer of its own, Keras's Activation: what
  *                           follows a batch norm)
+ *   batchnorm              (batch normalisation over the last axis, the channels of an
+ *                           image or the features of a flat vector; options momentum=M in
+ *                           [0, 1), default 0.99, and eps=E in (0, 1], default 1e-3, as
+ *                           Keras. Training normalises with the batch's own mean and
+ *                           (biased) variance; evaluation with the moving mean and variance.
+ *                           Parameters gamma [C], beta [C] (trained) and moving_mean [C],
+ *                           moving_var [C]: model state that the ps holds and serves like
+ *                           weights but the optimizer never touches; see
+ *                           pst_model_state_ranges and kernels/net.h for how it moves)
  *   dense 128 relu         (units, optional activation relu|relu6|softmax|linear; conv2d
  *                           takes relu, relu6 and linear. dense, conv2d and depthwise_conv2d
  *                           take bias=no for no bias, Keras's use_bias=False)
@@ -81,7 +90,13 @@ typedef enum {
   PST_LAYER_ADD,             /* element-wise sum of its inputs */
   PST_LAYER_CONCATENATE,     /* its inputs joined along the channels */
   PST_LAYER_ACTIVATION,      /* relu or relu6 alone (act), the shape unchanged */
+  PST_LAYER_BATCHNORM,       /* per-channel batch normalisation; its moving statistics are
+                                state (s_offset), not trained */
 } pst_layer_kind;
+
+/* Keras's BatchNormalization defaults, the batchnorm line's when it names none. */
+#define PST_BATCHNORM_MOMENTUM 0.99f
+#define PST_BATCHNORM_EPS 1e-3f
 
 typedef enum { PST_ACT_LINEAR = 0, PST_ACT_RELU, PST_ACT_SOFTMAX, PST_ACT_RELU6 } pst_activation;
 
@@ -102,7 +117,7 @@ typedef struct {
   size_t w_offset, w_count;  /* dense [in, out]; conv2d [Cout, KH, KW, Cin];
                                 depthwise_conv2d [C, KH, KW] (OHWI with I = 1, the layout
                                 cuDNN's grouped convolution reads) */
-  size_t b_offset, b_count;  /* [out] / [Cout] / [C] */
+  size_t b_offset, b_count;  /* [out] / [Cout] / [C]; batchnorm: w is gamma [C], b beta [C] */
   /* The graph. inputs[] are indices of layers above this one whose outputs it takes, in
    * order: one for every kind but add and concatenate (two or more), none for input. in_h,
    * in_w and in_c are inputs[0]'s output shape. */
@@ -110,6 +125,10 @@ typedef struct {
   int inputs[PST_LAYER_MAX_INPUTS];
   char name[PST_MODEL_MAX_NAME]; /* as given by name=, or "" */
   int flat;                  /* 1: the output is a flat vector [C]; 0: an image [H, W, C] */
+  /* batchnorm only: moving_mean [C] then moving_var [C] right after beta, so s_count = 2C;
+   * model state, not trainable (pst_model_state_ranges). 0 for every other layer. */
+  size_t s_offset, s_count;
+  float momentum, eps;       /* batchnorm: moving-average momentum, variance epsilon */
 } pst_layer;
 
 /* One training default from the spec's optimizer line, named after the ps option it sets
@@ -146,10 +165,17 @@ int pst_model_load(const char *name_or_path, pst_model *m, char *err, size_t err
  * chosen for that optimizer (an SGD learning rate is no Adam one). */
 int pst_model_defaults(const pst_model *m, const char *kind, const char **names,
                        const char **values);
+/* The ranges of the flat parameter vector that hold model state (batchnorm's moving
+ * statistics) rather than trainable weights, in increasing order: off[i], count[i] for i
+ * below the return value (at most PST_MODEL_MAX_LAYERS). For these the workers push, in the
+ * gradient's place, the change they want (kernels/net.h), which the ps adds without the
+ * optimizer (ps/optim.h). 0 for a model without batchnorm. */
+int pst_model_state_ranges(const pst_model *m, size_t *off, size_t *count);
 /* The text of a preset, or NULL. */
 const char *pst_model_preset(const char *name);
 /* Deterministic initialisation from seed: He-uniform for ReLU layers, Glorot-uniform
- * otherwise, zero biases. params has n_params floats. */
+ * otherwise, zero biases; batchnorm as Keras: gamma 1, beta 0, moving mean 0, moving
+ * variance 1. params has n_params floats. */
 void pst_model_init_params(const pst_model *m, uint64_t seed, float *params);
 /* Keras-style summary table: layer, output shape, parameter count, totals; for a graph
  * also each layer's inputs (Keras's "Connected to"). Layers show their name= or else

@@ -717,8 +717,106 @@ static void test_graph_limits(void) {
         again.fingerprint == m.fingerprint);
 }
 
+/* batchnorm: options, canonical text, layout (gamma, beta, then the state), state ranges,
+ * initialisation, summary, errors; models without it keep their text and fingerprint. */
+static void test_batchnorm(void) {
+  pst_model m, c, plain;
+  char err[256];
+  CHECK(pst_model_parse("input 6x6x3\nconv2d 4 3x3\nbatchnorm\nflatten\ndense 8 relu\n"
+                        "batchnorm momentum=0.9 eps=0.01\ndense 2 softmax\n",
+                        "s", &m, err, sizeof err) == 0);
+  const pst_layer *a = &m.layers[2], *b = &m.layers[5];
+  CHECK(a->kind == PST_LAYER_BATCHNORM && a->out_h == 4 && a->out_w == 4 && a->out_c == 4);
+  CHECK(a->momentum == PST_BATCHNORM_MOMENTUM && a->eps == PST_BATCHNORM_EPS);
+  CHECK(b->kind == PST_LAYER_BATCHNORM && b->out_c == 8 && b->momentum == 0.9f && b->eps == 0.01f);
+  /* conv 4*27+4 = 112, then gamma, beta, moving mean, moving variance of 4 each. */
+  CHECK(a->w_offset == 112 && a->w_count == 4 && a->b_offset == 116 && a->b_count == 4 &&
+        a->s_offset == 120 && a->s_count == 8);
+  CHECK(m.layers[4].w_offset == 128);
+  CHECK(b->w_offset == 128 + 64 * 8 + 8 && b->s_offset == b->w_offset + 16 && b->s_count == 16);
+  CHECK(m.n_params == 128 + 520 + 32 + 18);
+  CHECK(strstr(m.text, "conv2d 4 3x3 stride=1 padding=valid linear\n"
+                       "batchnorm momentum=0.99 eps=0.001\nflatten\n") != NULL);
+  CHECK(strstr(m.text, "batchnorm momentum=0.9 eps=0.01\ndense 2 softmax\n") != NULL);
+  CHECK(pst_model_parse(m.text, "canon", &c, err, sizeof err) == 0 &&
+        c.fingerprint == m.fingerprint && strcmp(c.text, m.text) == 0 &&
+        memcmp(c.layers, m.layers, sizeof m.layers) == 0);
+  /* The defaults written out are the same model; other numbers another one. */
+  CHECK(pst_model_parse("input 6x6x3\nconv2d 4 3x3\nbatchnorm eps=1e-3 momentum=0.990\n"
+                        "flatten\ndense 8 relu\nbatchnorm momentum=.9 eps=1e-2\ndense 2 softmax\n",
+                        "s", &c, err, sizeof err) == 0 && c.fingerprint == m.fingerprint);
+  CHECK(pst_model_parse("input 6x6x3\nconv2d 4 3x3\nbatchnorm momentum=0.98\nflatten\n"
+                        "dense 8 relu\nbatchnorm momentum=0.9 eps=0.01\ndense 2 softmax\n",
+                        "s", &c, err, sizeof err) == 0 && c.fingerprint != m.fingerprint);
+  /* Without batchnorm the text and fingerprint are those of before (no state, no option). */
+  CHECK(pst_model_parse("input 6x6x3\nconv2d 4 3x3\nflatten\ndense 8 relu\ndense 2 softmax\n",
+                        "s", &plain, err, sizeof err) == 0);
+  CHECK(strcmp(plain.text, "input 6x6x3\nconv2d 4 3x3 stride=1 padding=valid linear\nflatten\n"
+                           "dense 8 relu\ndense 2 softmax\n") == 0);
+  size_t off[PST_MODEL_MAX_LAYERS], cnt[PST_MODEL_MAX_LAYERS];
+  CHECK(pst_model_state_ranges(&plain, off, cnt) == 0);
+  CHECK(pst_model_state_ranges(&m, off, cnt) == 2 && off[0] == 120 && cnt[0] == 8 &&
+        off[1] == b->s_offset && cnt[1] == 16);
+  for (int i = 0; i < m.n_layers; i++)
+    CHECK(m.layers[i].kind == PST_LAYER_BATCHNORM || m.layers[i].s_count == 0);
+
+  /* Keras's initial values. */
+  float *p = malloc(m.n_params * sizeof(float));
+  pst_model_init_params(&m, 5, p);
+  int ok = 1;
+  for (int j = 0; j < 4; j++)
+    ok &= p[a->w_offset + j] == 1.0f && p[a->b_offset + j] == 0.0f &&
+          p[a->s_offset + j] == 0.0f && p[a->s_offset + 4 + j] == 1.0f;
+  CHECK(ok);
+  free(p);
+
+  /* The summary counts the moving statistics as non-trainable. */
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  pst_model_summary(&m, f);
+  fclose(f);
+  CHECK(strstr(buf, "batch_normalization (BatchNormalization)") != NULL);
+  CHECK(strstr(buf, "batch_normalization_1 (BatchNormalization)") != NULL);
+  CHECK(strstr(buf, "(None, 4, 4, 4)") != NULL && strstr(buf, "(None, 8)") != NULL);
+  CHECK(strstr(buf, "Total params: 698") != NULL && strstr(buf, "Trainable params: 674") != NULL &&
+        strstr(buf, "Non-trainable params: 24") != NULL);
+  free(buf);
+
+  static const struct {
+    const char *line, *want;
+  } bad[] = {
+      {"batchnorm 3", "s:3: batchnorm: unknown option '3'"},
+      {"batchnorm momentum=1", "s:3: batchnorm: bad momentum '1' (want a number in [0, 1))"},
+      {"batchnorm momentum=0.99999999", "s:3: batchnorm: bad momentum"},
+      {"batchnorm momentum=-0.1", "s:3: batchnorm: bad momentum"},
+      {"batchnorm momentum=", "s:3: batchnorm: bad momentum"},
+      {"batchnorm momentum=nan", "s:3: batchnorm: bad momentum"},
+      {"batchnorm eps=0", "s:3: batchnorm: bad eps '0' (want a number in (0, 1])"},
+      {"batchnorm eps=1e-60", "s:3: batchnorm: bad eps"},
+      {"batchnorm eps=2", "s:3: batchnorm: bad eps"},
+      {"batchnorm eps=0.1 eps=0.1", "s:3: batchnorm: eps given twice"},
+      {"batchnorm momentum=0.1 momentum=0.1", "s:3: batchnorm: momentum given twice"},
+      {"batchnorm relu", "s:3: batchnorm: unknown option 'relu'"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char spec[256];
+    snprintf(spec, sizeof spec, "input 4x4x2\nflatten\n%s\ndense 2 softmax\n", bad[i].line);
+    int rc = pst_model_parse(spec, "s", &c, err, sizeof err);
+    CHECK(rc == -EINVAL && strncmp(err, bad[i].want, strlen(bad[i].want)) == 0);
+    if (rc != -EINVAL || strncmp(err, bad[i].want, strlen(bad[i].want)) != 0)
+      fprintf(stderr, "  '%s': got '%s'\n", bad[i].line, err);
+  }
+  /* On a flat input, and straight after the input layer. */
+  CHECK(pst_model_parse("input 5\nbatchnorm\ndense 2 softmax\n", "s", &c, err, sizeof err) == 0 &&
+        c.layers[1].out_c == 5 && c.layers[1].s_offset == 10 && c.n_params == 20 + 12);
+  CHECK(pst_model_parse("input 5\nbatchnorm\n", "s", &c, err, sizeof err) == -EINVAL &&
+        strstr(err, "the last layer must be dense") != NULL);
+}
+
 int main(void) {
   test_presets();
+  test_batchnorm();
   test_canonical();
   test_optimizer_line();
   test_errors();

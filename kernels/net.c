@@ -51,6 +51,12 @@ struct pst_net {
   unsigned char dbuf_busy[PST_MODEL_MAX_LAYERS + 2];
   int grad_of[PST_MODEL_MAX_LAYERS];     /* the pool buffer holding a layer's output gradient */
   const float *out[PST_MODEL_MAX_LAYERS]; /* this step's output of each layer */
+  /* batchnorm: device [2C] per such layer, the training forward's batch mean and inverse
+   * standard deviation, which its backward reads; NULL for other layers. */
+  float *bn_saved[PST_MODEL_MAX_LAYERS];
+  float *dstate;                    /* training: the gradient vector whose state ranges the
+                                       forward fills (net.h), or NULL */
+  float state_scale;                /* training: loss_scale * batch (net.h) */
 };
 
 static size_t out_size(const pst_layer *L) { return (size_t)L->out_h * L->out_w * L->out_c; }
@@ -69,6 +75,7 @@ static const char *kind_name(pst_layer_kind k) {
     case PST_LAYER_DEPTHWISE_CONV2D: return "depthwise_conv2d";
     case PST_LAYER_ADD: return "add";
     case PST_LAYER_CONCATENATE: return "concatenate";
+    case PST_LAYER_BATCHNORM: return "batchnorm";
   }
   return "?";
 }
@@ -98,6 +105,8 @@ void pst_net_destroy(pst_net *net) {
     if (net->act[i]) be->free(be, net->act[i]);
   for (int i = 0; i < net->n_dbuf; i++)
     if (net->dbuf[i]) be->free(be, net->dbuf[i]);
+  for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++)
+    if (net->bn_saved[i]) be->free(be, net->bn_saved[i]);
   free(net);
 }
 
@@ -150,6 +159,15 @@ int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net *
     const pst_layer *L = &m->layers[i];
     if (L->kind == PST_LAYER_FLATTEN) continue;
     if ((net->act[i] = be->alloc(be, B * out_size(L) * sizeof(float))) == NULL) goto fail;
+    if (L->kind == PST_LAYER_BATCHNORM) {
+      if (be->batchnorm_forward_train == NULL || be->batchnorm_forward_infer == NULL ||
+          be->batchnorm_backward == NULL) {
+        rc = -ENOTSUP;
+        goto fail;
+      }
+      if ((net->bn_saved[i] = be->alloc(be, 2 * (size_t)L->out_c * sizeof(float))) == NULL)
+        goto fail;
+    }
   }
   for (int i = 0; i < net->n_dbuf; i++)
     if ((net->dbuf[i] = be->alloc(be, B * largest * sizeof(float))) == NULL) goto fail;
@@ -269,6 +287,20 @@ static int forward(pst_net *net, int batch, int training) {
         rc = be->dropout_forward(be, in, y, (size_t)batch * out_size(L), L->rate,
                                  layer_seed(net, i));
         break;
+      case PST_LAYER_BATCHNORM: {
+        /* Images are [B*H*W, C] with the channels innermost, flat vectors [B, C]. The
+         * training forward also writes the moving statistics' share (net.h). */
+        int rows = batch * L->out_h * L->out_w;
+        const float *moving = net->params + L->s_offset;
+        if (training)
+          rc = be->batchnorm_forward_train(
+              be, in, w, bias, y, rows, L->out_c, L->eps, moving,
+              (1.0f - L->momentum) * net->state_scale, net->bn_saved[i],
+              net->dstate != NULL ? net->dstate + L->s_offset : NULL);
+        else
+          rc = be->batchnorm_forward_infer(be, in, w, bias, moving, y, rows, L->out_c, L->eps);
+        break;
+      }
       case PST_LAYER_FLATTEN:
         net->out[i] = in;
         continue;
@@ -411,6 +443,7 @@ static int backward(pst_net *net, int batch, float *grad) {
       case PST_LAYER_MAXPOOL:
       case PST_LAYER_AVGPOOL:
       case PST_LAYER_GLOBAL_AVGPOOL:
+      case PST_LAYER_BATCHNORM:
         if (need && delivery_target(net, j, &dx, &acc) != 0) return -EINVAL;
         break;
       default:
@@ -449,6 +482,11 @@ static int backward(pst_net *net, int batch, float *grad) {
         if (rc == 0 && need) rc = pass_down(net, k, j, 1, batch);
         kept = rc == 1;
         rc = rc < 0 ? rc : 0;
+        break;
+      case PST_LAYER_BATCHNORM:
+        rc = RUN(be->batchnorm_backward(be, in, w, net->bn_saved[i], d, dx, grad + L->w_offset,
+                                        grad + L->b_offset, batch * L->out_h * L->out_w,
+                                        L->out_c, L->eps));
         break;
       case PST_LAYER_ACTIVATION: /* its derivative was applied to d above */
       case PST_LAYER_FLATTEN:
@@ -515,7 +553,11 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
   int right = 0;
   float *dgrad = be->host_memory ? grad : net->grad;
   if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0) return rc;
-  if ((rc = forward(net, batch, 1)) != 0) return rc;
+  net->dstate = dgrad;
+  net->state_scale = loss_scale * (float)batch;
+  rc = forward(net, batch, 1);
+  net->dstate = NULL;
+  if (rc != 0) return rc;
   rc = be->softmax_xent(be, net->out[m->n_layers - 1], dev_labels, net->dbuf[0], batch, m->classes,
                         loss_scale, &loss, &right);
   if (rc != 0) return rc;

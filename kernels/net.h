@@ -25,10 +25,18 @@ void pst_net_set_seed(pst_net *net, uint64_t seed);
  * grad (host, n_params floats) receives d(loss)/d(params) where
  * loss = loss_scale * sum over the batch of cross-entropy; so loss_scale = 1/(b*N) gives
  * the mean over the global batch of N workers (TF's compute_average_loss).
+ * Model state (batchnorm's moving statistics, pst_model_state_ranges) has no gradient: its
+ * entries of grad receive instead the change of the moving statistic that this batch asks
+ * for, weighted like a gradient: (1 - momentum) * (batch_stat - moving) * loss_scale * batch,
+ * where batch_stat is the batch's mean, or its biased variance, of that channel. With
+ * loss_scale = 1/(b*N) that is the Keras update divided by N, so the ps's sync sum of the N
+ * workers' shares is the mean of their updates and an async push (scaled by N, ps/update.h)
+ * is one worker's own Keras update; the ps adds it without the optimizer (ps/optim.h).
  * *loss_sum gets the unscaled sum of per-sample losses, *correct the right predictions. */
 int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int batch,
                        float loss_scale, float *grad, double *loss_sum, int *correct);
-/* Forward only: sum of losses and number correct. */
+/* Forward only, in evaluation mode (no dropout; batchnorm normalises with the moving
+ * statistics of the loaded parameters): sum of losses and number correct. */
 int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int batch,
                      double *loss_sum, int *correct);
 /* Logs, one line per layer, where and how it runs (--log-placement). */

@@ -328,7 +328,126 @@ static void test_fan_in_sum(pst_backend *cpu) {
   pst_net_destroy(n2);
 }
 
-/* Trains `spec` with plain SGD on a toy problem; returns the first and last losses. */
+static const char *bn_spec =
+    "input 6x5x2\n"
+    "conv2d 3 3x3 padding=same\n"
+    "batchnorm\n"
+    "conv2d 4 2x2 relu\n"
+    "flatten\n"
+    "dense 5\n"
+    "batchnorm momentum=0.9 eps=0.01\n"
+    "dense 3 softmax\n";
+
+/* Whether parameter i of m is model state (a batchnorm moving statistic). */
+static int is_state(const pst_model *m, size_t i) {
+  size_t off[PST_MODEL_MAX_LAYERS], cnt[PST_MODEL_MAX_LAYERS];
+  int n = pst_model_state_ranges(m, off, cnt);
+  for (int r = 0; r < n; r++)
+    if (i >= off[r] && i < off[r] + cnt[r]) return 1;
+  return 0;
+}
+
+/* Batch normalisation in a net: the training-mode gradients of every trained parameter
+ * against finite differences; the state entries hold the moving statistics' change, which
+ * with momentum taken out sets them to the batch's own statistics, after which evaluation
+ * (which normalises with the moving statistics) gives the training forward's loss, and
+ * before which it does not; the device-memory path gives the same bits. */
+static void test_batchnorm(pst_backend *cpu) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse(bn_spec, "bn", &m, err, sizeof err) == 0);
+  CHECK(m.n_params < 4096);
+  enum { B = 4 };
+  const float scale = 0.5f;
+  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float *grad2 = malloc(m.n_params * 4);
+  float x[B * 60];
+  int32_t labels[B] = {2, 0, 1, 1};
+  pst_model_init_params(&m, 7, params);
+  for (int l = 1; l < m.n_layers; l++) {
+    const pst_layer *L = &m.layers[l];
+    t_fill(params + L->b_offset, L->b_count, 80 + l, 0.05, 0.2);
+    if (L->kind == PST_LAYER_BATCHNORM) {
+      t_fill(params + L->w_offset, L->w_count, 90 + l, 0.7, 1.3);
+      t_fill(params + L->s_offset, L->s_count / 2, 95 + l, -0.3, 0.3);
+      t_fill(params + L->s_offset + L->s_count / 2, L->s_count / 2, 99 + l, 0.5, 2.0);
+    }
+  }
+  t_fill(x, B * 60, 29, -1, 1);
+  pst_net *net = NULL;
+  CHECK(pst_net_create(&m, cpu, B, &net) == 0);
+  CHECK(pst_net_load_params(net, params) == 0);
+  double loss = 0, loss2 = 0, eloss = 0;
+  int correct = 0, correct2 = 0;
+  CHECK(pst_net_train_step(net, x, labels, B, scale, grad, &loss, &correct) == 0);
+  net_case c = {net, &m, params, x, labels, B, scale};
+  /* Trained parameters only: a state entry is no gradient (the training loss does not
+   * depend on the moving statistics at all). */
+  int bad = 0;
+  for (int l = 1; l < m.n_layers; l++) {
+    const pst_layer *L = &m.layers[l];
+    if (L->w_count)
+      bad += t_gradcheck("bn net w", params + L->w_offset, grad + L->w_offset, L->w_count,
+                         net_train_loss, &c);
+    if (L->b_count)
+      bad += t_gradcheck("bn net b", params + L->b_offset, grad + L->b_offset, L->b_count,
+                         net_train_loss, &c);
+  }
+  CHECK(bad == 0);
+
+  /* Evaluation normalises with the moving statistics, which are not this batch's. */
+  CHECK(pst_net_load_params(net, params) == 0);
+  CHECK(pst_net_evaluate(net, x, labels, B, &eloss, &correct2) == 0);
+  CHECK(fabs(eloss - loss) > 1e-3 * loss);
+  /* Undo the momentum and the weighting: the moving statistics become the batch's. */
+  float *moved = malloc(m.n_params * 4);
+  memcpy(moved, params, m.n_params * 4);
+  int state = 0;
+  for (int l = 1; l < m.n_layers; l++) {
+    const pst_layer *L = &m.layers[l];
+    for (size_t j = 0; j < L->s_count; j++) {
+      size_t i = L->s_offset + j;
+      moved[i] += grad[i] / ((1.0f - L->momentum) * scale * B);
+      state++;
+    }
+  }
+  CHECK(state == 2 * 3 + 2 * 5);
+  CHECK(pst_net_load_params(net, moved) == 0);
+  CHECK(pst_net_evaluate(net, x, labels, B, &eloss, &correct2) == 0);
+  CHECK(fabs(eloss - loss) <= 1e-5 * loss && correct2 == correct);
+  if (!(fabs(eloss - loss) <= 1e-5 * loss))
+    fprintf(stderr, "  eval with the batch's statistics %.9g, training %.9g\n", eloss, loss);
+  /* Training itself never reads the moving statistics. */
+  CHECK(pst_net_train_step(net, x, labels, B, scale, grad2, &loss2, &correct2) == 0);
+  CHECK(loss2 == loss);
+  for (size_t i = 0; i < m.n_params; i++)
+    if (!is_state(&m, i) && grad2[i] != grad[i]) {
+      CHECK(0);
+      break;
+    }
+  pst_net_log_placement(net);
+  pst_net_destroy(net);
+
+  /* The device-memory path gives the very same numbers, state entries included. */
+  as_device = *cpu;
+  as_device.host_memory = 0;
+  as_device.alloc = dev_alloc;
+  as_device.free = dev_free;
+  as_device.describe = NULL;
+  CHECK(pst_net_create(&m, &as_device, B, &net) == 0);
+  CHECK(pst_net_load_params(net, params) == 0);
+  CHECK(pst_net_train_step(net, x, labels, B, scale, grad2, &loss2, &correct2) == 0);
+  CHECK(memcmp(grad, grad2, m.n_params * 4) == 0 && loss == loss2);
+  pst_net_destroy(net);
+
+  /* A backend without batch normalisation cannot run this model. */
+  as_device.batchnorm_backward = NULL;
+  CHECK(pst_net_create(&m, &as_device, B, &net) == -ENOTSUP && net == NULL);
+  free(params), free(grad), free(grad2), free(moved);
+}
+
+/* Trains `spec` with plain SGD on a toy problem; returns the first and last losses. The
+ * model's state entries get the pushed change added, as the ps does (ps/optim.h). */
 static void train_toy(pst_backend *be, const char *spec, int image, double *first, double *last,
                       double *acc) {
   pst_model m;
@@ -340,6 +459,8 @@ static void train_toy(pst_backend *be, const char *spec, int image, double *firs
   float *x = malloc((size_t)B * in * 4);
   int32_t labels[B];
   pst_model_init_params(&m, 1, params);
+  char *state = calloc(m.n_params, 1);
+  for (size_t i = 0; i < m.n_params; i++) state[i] = (char)is_state(&m, i);
   pst_net *net = NULL;
   CHECK(pst_net_create(&m, be, B, &net) == 0);
   uint64_t rng = 99;
@@ -369,7 +490,8 @@ static void train_toy(pst_backend *be, const char *spec, int image, double *firs
       CHECK(0);
       break;
     }
-    for (size_t i = 0; i < m.n_params; i++) params[i] -= 0.1f * grad[i];
+    for (size_t i = 0; i < m.n_params; i++)
+      params[i] = state[i] ? params[i] + grad[i] : params[i] - 0.1f * grad[i];
     if (step < 10) *first += loss / B / 10;
     if (step >= STEPS - 10) {
       *last += loss / B / 10;
@@ -378,7 +500,7 @@ static void train_toy(pst_backend *be, const char *spec, int image, double *firs
   }
   *acc = right / (10.0 * B);
   pst_net_destroy(net);
-  free(params), free(grad), free(x);
+  free(params), free(grad), free(x), free(state);
 }
 
 int main(void) {
@@ -390,6 +512,7 @@ int main(void) {
   test_graph_gradients(cpu);
   test_fan_in_sum(cpu);
   test_activation_and_no_bias(cpu);
+  test_batchnorm(cpu);
 
   double first, last, acc;
   train_toy(cpu, "input 4\ndense 16 relu\ndense 3 softmax\n", 0, &first, &last, &acc);
@@ -408,6 +531,12 @@ int main(void) {
             1, &first, &last, &acc);
   printf("relu6/avgpool/dropout toy: loss %.3f -> %.3f, accuracy %.2f\n", first, last, acc);
   CHECK(last < 0.5 * first && acc > 0.85);
+  train_toy(cpu,
+            "input 6x6x1\nconv2d 8 3x3 padding=same relu\nbatchnorm\nmaxpool 2x2\nflatten\n"
+            "dense 8\nbatchnorm momentum=0.9\ndense 4 softmax\n",
+            1, &first, &last, &acc);
+  printf("batchnorm toy: loss %.3f -> %.3f, accuracy %.2f\n", first, last, acc);
+  CHECK(last < 0.5 * first && acc > 0.9);
   /* A residual block and two concatenated towers learn as well. */
   train_toy(cpu,
             "input 6x6x1 name=x\nconv2d 4 3x3 padding=same relu name=a\n"

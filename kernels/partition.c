@@ -42,6 +42,7 @@ static void layer_name(const pst_model *m, int l, char *buf, size_t len) {
   const pst_layer_kind k = m->layers[l].kind;
   const char *base = k == PST_LAYER_DENSE                ? "dense"
                      : k == PST_LAYER_DEPTHWISE_CONV2D ? "depthwise_conv2d"
+                     : k == PST_LAYER_BATCHNORM        ? "batch_normalization"
                                                        : "conv2d";
   int nth = 0;
   for (int j = 1; j < l; j++) nth += m->layers[j].kind == m->layers[l].kind;
@@ -56,12 +57,19 @@ void pst_partition_describe(const pst_model *m, size_t lo, size_t count, char *b
   buf[0] = 0;
   for (int l = 1; l < m->n_layers; l++) {
     const pst_layer *L = &m->layers[l];
-    for (int part = 0; part < 2; part++) {
-      size_t off = part ? L->b_offset : L->w_offset, n = part ? L->b_count : L->w_count;
+    /* As checkpoints name them: batchnorm's four, Keras's names, the other layers' two. */
+    static const char *const bn_parts[] = {"gamma", "beta", "moving_mean", "moving_variance"};
+    int bn = L->kind == PST_LAYER_BATCHNORM;
+    for (int part = 0; part < (bn ? 4 : 2); part++) {
+      size_t off = part == 0   ? L->w_offset
+                   : part == 1 ? L->b_offset
+                               : L->s_offset + (size_t)(part - 2) * (L->s_count / 2);
+      size_t n = part == 0 ? L->w_count : part == 1 ? L->b_count : L->s_count / 2;
       if (n == 0 || off + n <= lo || off >= hi) continue;
       char name[48];
       layer_name(m, l, name, sizeof name);
-      const char *tensor = part                                        ? "bias"
+      const char *tensor = bn                                      ? bn_parts[part]
+                           : part                                  ? "bias"
                            : L->kind == PST_LAYER_DEPTHWISE_CONV2D ? "depthwise_kernel"
                                                                    : "kernel";
       size_t a = off > lo ? 0 : lo - off, b = off + n < hi ? n : hi - off;

@@ -72,5 +72,17 @@ int main(void) {
   CHECK_WHY(strstr(line, "dense_1/kernel") && strstr(line, "dense/bias"), "mlp 1/2: %s", line);
   pst_partition_describe(&m, 0, m.n_params, line, sizeof line);
   CHECK_WHY(!strchr(line, '['), "mlp whole: %s", line);
+  /* batchnorm's four tensors, named as checkpoints name them, cut like any other. */
+  CHECK_WHY(pst_model_parse("input 4\ndense 3 relu\nbatchnorm\ndense 2 softmax\n", "s", &m, err,
+                            sizeof err) == 0, "bn: %s", err);
+  pst_partition_describe(&m, 0, m.n_params, line, sizeof line);
+  CHECK_WHY(strcmp(line, "dense/kernel, dense/bias, batch_normalization/gamma, "
+                         "batch_normalization/beta, batch_normalization/moving_mean, "
+                         "batch_normalization/moving_variance, dense_1/kernel, dense_1/bias") == 0,
+            "bn whole: %s", line);
+  pst_partition_describe(&m, 20, 5, line, sizeof line); /* moving_mean [21, 24) */
+  CHECK_WHY(strcmp(line, "batch_normalization/beta[2:3) of 3, batch_normalization/moving_mean, "
+                         "batch_normalization/moving_variance[0:1) of 3") == 0,
+            "bn part: %s", line);
   return t_summary();
 }

@@ -106,7 +106,7 @@ static const char *base_name(const char *path) {
 
 static int model_tensors(const pst_model *m, const float *vec, const char *prefix,
                          pst_ckpt_tensor *out, size_t *offs, int max) {
-  int n = 0, n_dense = 0, n_conv = 0, n_dw = 0;
+  int n = 0, n_dense = 0, n_conv = 0, n_dw = 0, n_bn = 0;
   size_t next = 0;
   for (int i = 1; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
@@ -121,14 +121,23 @@ static int model_tensors(const pst_model *m, const float *vec, const char *prefi
     } else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D) {
       kind = "depthwise_conv2d";
       idx = n_dw++;
+    } else if (L->kind == PST_LAYER_BATCHNORM) {
+      kind = "batch_normalization";
+      idx = n_bn++;
     } else {
       continue;
     }
     char layer[32];
     if (idx == 0) snprintf(layer, sizeof layer, "%s", kind);
     else snprintf(layer, sizeof layer, "%s_%d", kind, idx);
-    for (int part = 0; part < 2; part++) {
-      size_t off = part ? L->b_offset : L->w_offset, count = part ? L->b_count : L->w_count;
+    /* Parts: kernel, bias; batchnorm's gamma, beta, moving_mean, moving_variance (Keras's
+     * names and order), the last two the halves of its state. */
+    int bn = L->kind == PST_LAYER_BATCHNORM;
+    for (int part = 0; part < (bn ? 4 : 2); part++) {
+      size_t off = part == 0   ? L->w_offset
+                   : part == 1 ? L->b_offset
+                               : L->s_offset + (size_t)(part - 2) * (L->s_count / 2);
+      size_t count = part == 0 ? L->w_count : part == 1 ? L->b_count : L->s_count / 2;
       if (count == 0) continue;
       /* The concatenation must be the vector itself (the weights checksum of a file is then
        * the ps's checksum of its vector); model.c lays layers out so, check it anyway. */
@@ -138,14 +147,16 @@ static int model_tensors(const pst_model *m, const float *vec, const char *prefi
       pst_ckpt_tensor *t = &out[n];
       memset(t, 0, sizeof *t);
       /* Keras names a depthwise layer's weights depthwise_kernel. */
+      static const char *const bn_parts[] = {"gamma", "beta", "moving_mean", "moving_variance"};
       int len = snprintf(t->name, sizeof t->name, "%s%s/%s", prefix, layer,
-                         part                                        ? "bias"
+                         bn                                      ? bn_parts[part]
+                         : part                                  ? "bias"
                          : L->kind == PST_LAYER_DEPTHWISE_CONV2D ? "depthwise_kernel"
                                                                  : "kernel");
       if (len < 0 || (size_t)len >= sizeof t->name) return -ENAMETOOLONG;
       t->data = vec ? vec + off : NULL;
       t->count = count;
-      if (part) {
+      if (part || bn) {
         t->ndim = 1;
         t->shape[0] = (int64_t)count;
       } else if (L->kind == PST_LAYER_DENSE) {

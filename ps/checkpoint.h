@@ -31,8 +31,9 @@
 
 #define PST_CKPT_NAME_MAX 96
 #define PST_CKPT_MAX_DIMS 4
-/* Tensors pst_ckpt_model_tensors gives at most for one prefix (a kernel and a bias per layer). */
-#define PST_CKPT_MAX_MODEL_TENSORS (2 * PST_MODEL_MAX_LAYERS)
+/* Tensors pst_ckpt_model_tensors gives at most for one prefix (a kernel and a bias per layer,
+ * four for batchnorm). */
+#define PST_CKPT_MAX_MODEL_TENSORS (4 * PST_MODEL_MAX_LAYERS)
 /* pst_ckpt_load refuses larger headers before allocating anything. */
 #define PST_CKPT_MAX_HEADER ((uint64_t)16 << 20)
 
@@ -64,7 +65,8 @@ typedef struct {
 /* Tensors for one flat parameter vector `vec` laid out like `m` (each layer's
  * w_offset/w_count, b_offset/b_count), named Keras-style: the first dense layer's
  * "dense/kernel" and "dense/bias", the second's "dense_1/...", conv layers "conv2d/...",
- * "conv2d_1/..."; each name prefixed with `prefix` ("" for weights, "optimizer/m/" for an
+ * "conv2d_1/...", batchnorm layers "batch_normalization/{gamma,beta,moving_mean,
+ * moving_variance}" (the last two model state, not trained); each name prefixed with `prefix` ("" for weights, "optimizer/m/" for an
  * optimizer slot). Shapes are pstrain's own layouts: dense kernel [in, out], conv2d kernel
  * [Cout, KH, KW, Cin] (neither Keras's [KH, KW, Cin, Cout] nor PyTorch's [Cout, Cin, KH, KW]:
  * whoever loads the file elsewhere transposes), bias [out]. The tensors come in increasing

@@ -629,6 +629,36 @@ static void test_new_layer_names(void) {
         !strcmp(t[4].name, "optimizer/m/depthwise_conv2d_1/depthwise_kernel"));
 }
 
+/* batchnorm: four tensors as Keras names them, gamma, beta, moving_mean and
+ * moving_variance, [C] each, tiling the vector with the layers around them. */
+static void test_batchnorm_names(void) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse("input 6x6x2\nconv2d 3 3x3\nbatchnorm\nflatten\ndense 4 relu\n"
+                        "batchnorm momentum=0.9\ndense 2 softmax\n",
+                        "s", &m, err, sizeof err) == 0);
+  float *w = calloc(m.n_params, sizeof(float));
+  pst_ckpt_tensor t[MAXT];
+  CHECK(pst_ckpt_model_tensors(&m, w, "", t, MAXT) == 14);
+  static const char *const want[] = {
+      "conv2d/kernel", "conv2d/bias", "batch_normalization/gamma", "batch_normalization/beta",
+      "batch_normalization/moving_mean", "batch_normalization/moving_variance", "dense/kernel",
+      "dense/bias", "batch_normalization_1/gamma", "batch_normalization_1/beta",
+      "batch_normalization_1/moving_mean", "batch_normalization_1/moving_variance",
+      "dense_1/kernel", "dense_1/bias"};
+  size_t at = 0;
+  for (int i = 0; i < 14; i++) {
+    CHECK(!strcmp(t[i].name, want[i]) && t[i].data == w + at);
+    at += t[i].count;
+  }
+  CHECK(at == m.n_params);
+  CHECK(t[5].ndim == 1 && t[5].shape[0] == 3 && t[11].count == 4 &&
+        t[11].data == w + m.layers[5].s_offset + 4);
+  CHECK(pst_ckpt_model_tensors(&m, NULL, "optimizer/v/", t, MAXT) == 14 &&
+        !strcmp(t[4].name, "optimizer/v/batch_normalization/moving_mean"));
+  free(w);
+}
+
 int main(void) {
   const char *base = getenv("TEST_TMPDIR");
   snprintf(g_root, sizeof g_root, "%s/ckpt-test-XXXXXX", base && *base ? base : "/tmp");
@@ -642,6 +672,7 @@ int main(void) {
     perror(g_tiny);
     return 1;
   }
+  test_batchnorm_names();
   test_new_layer_names();
   test_round_trip("mlp");
   test_round_trip("cnn2");

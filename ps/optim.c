@@ -210,12 +210,65 @@ static void adam_copy(const float *restrict wi, float *restrict wo, const float 
   ADAM_BODY(wi, wo)
 }
 
+int pst_opt_set_state(pst_optimizer *o, const size_t *off, const size_t *count, int n) {
+  if (n < 0 || n > PST_OPT_MAX_STATE) return -EINVAL;
+  int k = 0;
+  size_t prev_end = 0;
+  for (int i = 0; i < n; i++) {
+    if (off[i] < prev_end || count[i] > SIZE_MAX - off[i]) return -EINVAL;
+    prev_end = off[i] + count[i];
+    size_t a = off[i], b = off[i] + count[i];
+    if (b > o->n) b = o->n;
+    if (a >= b) continue;
+    o->state_off[k] = a;
+    o->state_end[k] = b;
+    k++;
+  }
+  o->n_state = k;
+  return 0;
+}
+
+/* Model state over [off, off + count): w_out = w_in + g * gs, the slots carried over (they
+ * stay zero: nothing else writes them), so that every step still writes every slot value. */
+static void state_apply(pst_optimizer *o, const float *w_in, float *w_out, const float *g,
+                        float gs, size_t off, size_t count) {
+  for (size_t i = 0; i < count; i++) w_out[off + i] = w_in[off + i] + g[i] * gs;
+  int rd = (int)((o->t + 1) & 1), wr = (int)(o->t & 1);
+  if (o->slot1[0]) memcpy(o->slot1[wr] + off, o->slot1[rd] + off, count * sizeof(float));
+  if (o->slot2[0]) memcpy(o->slot2[wr] + off, o->slot2[rd] + off, count * sizeof(float));
+}
+
+static void opt_apply(pst_optimizer *o, const float *w_in, float *w_out, const float *grad,
+                      float gscale, size_t off, size_t count);
+
 void pst_opt_apply(pst_optimizer *o, const float *w_in, float *w_out, const float *grad,
                    float gscale, size_t off, size_t count) {
-  const pst_opt_config *c = &o->cfg;
   /* Clamp the range to the vector, so that a bad range cannot write out of bounds. */
   if (off >= o->n || count == 0) return;
   if (count > o->n - off) count = o->n - off;
+  /* Split around the model-state ranges (none in a model without batchnorm: one call). */
+  size_t end = off + count;
+  for (int r = 0; r < o->n_state && off < end; r++) {
+    size_t a = o->state_off[r], b = o->state_end[r];
+    if (b <= off) continue;
+    if (a >= end) break;
+    if (a > off) {
+      opt_apply(o, w_in, w_out, grad, gscale, off, a - off);
+      grad += a - off;
+      off = a;
+    }
+    size_t stop = b < end ? b : end;
+    state_apply(o, w_in, w_out, grad, gscale, off, stop - off);
+    grad += stop - off;
+    off = stop;
+  }
+  if (off < end) opt_apply(o, w_in, w_out, grad, gscale, off, end - off);
+}
+
+/* The optimizer proper over [off, off + count), inside the vector. */
+static void opt_apply(pst_optimizer *o, const float *w_in, float *w_out, const float *grad,
+                      float gscale, size_t off, size_t count) {
+  const pst_opt_config *c = &o->cfg;
   const float *wi = w_in + off;
   float *wo = w_out + off;
   int inplace = (w_in == w_out);

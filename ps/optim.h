@@ -4,7 +4,18 @@
  *   Adam:      g' = g + wd*w; m = b1*m + (1-b1)*g'; v = b2*v + (1-b2)*g'^2;
  *              w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
  * An update may be applied range by range (one chunk of the parameter vector at a time),
- * so that the ps applies a step while the rest of the gradient is still arriving. */
+ * so that the ps applies a step while the rest of the gradient is still arriving.
+ *
+ * Model state (batchnorm's moving statistics, pst_model_state_ranges) lives in the same
+ * vector but is not trained: in its ranges (pst_opt_set_state) the pushed value is not a
+ * gradient but the change the workers ask for, and a step adds it, scaled like a gradient,
+ * with no learning rate, no weight decay and no optimizer state: w += g * gscale. In sync
+ * mode that sum is the mean of the step's workers' changes (kernels/net.h), in async mode
+ * one worker's change. For the variance, the sync mean is the Keras update with the mean of
+ * the workers' batch variances: the spread between the workers' batch means is left out, as
+ * TensorFlow's per-replica batch normalisation leaves it out (each worker normalised with its
+ * own statistics), and because the ps's chunked, sharded sum can only form means of what the
+ * workers push (a mean and its variance may sit in different chunks or shards). */
 #ifndef PSTRAIN_PS_OPTIM_H
 #define PSTRAIN_PS_OPTIM_H
 
@@ -12,6 +23,10 @@
 #include <stdint.h>
 
 typedef enum { PST_OPT_SGD = 0, PST_OPT_MOMENTUM, PST_OPT_ADAM } pst_opt_kind;
+
+/* Model-state ranges an optimizer can hold: one per layer at most (kernels/model.h's
+ * PST_MODEL_MAX_LAYERS, which this module does not include). */
+#define PST_OPT_MAX_STATE 256
 
 typedef struct {
   pst_opt_kind kind;
@@ -34,6 +49,8 @@ typedef struct {
   float *slot1[2];   /* momentum buffer or Adam m; [2][n] */
   float *slot2[2];   /* Adam v; [2][n] */
   uint64_t t;        /* steps begun */
+  int n_state;       /* model-state ranges, sorted, disjoint, inside [0, n) */
+  size_t state_off[PST_OPT_MAX_STATE], state_end[PST_OPT_MAX_STATE];
   float bc1, bc2;    /* Adam bias corrections for step t */
 } pst_optimizer;
 
@@ -47,6 +64,11 @@ int pst_opt_slots(pst_opt_kind kind);
 /* Allocates and zeroes the state for n parameters. Returns 0 or -ENOMEM. */
 int pst_opt_init(pst_optimizer *o, const pst_opt_config *cfg, size_t n);
 void pst_opt_free(pst_optimizer *o);
+/* Marks [off[i], off[i] + count[i]) for i < n as model state (see above), in this
+ * optimizer's own coordinates (a ps shard's: the model's offsets minus the shard's first);
+ * ranges must be sorted and disjoint and are clipped to [0, n). Replaces any earlier set.
+ * The slots of these ranges stay zero. 0, or -EINVAL (too many, unsorted or overlapping). */
+int pst_opt_set_state(pst_optimizer *o, const size_t *off, const size_t *count, int n);
 /* Starts step t+1: call once per step before any pst_opt_apply for that step. */
 void pst_opt_begin_step(pst_optimizer *o);
 /* The state after the last whole step: its step count and slot buffers (NULL for slots the

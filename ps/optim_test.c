@@ -196,6 +196,9 @@ static void test_reference(void) {
 static void test_ranges_bitwise(void) {
   enum { N = 4099, STEPS = 6 };
   static const size_t chunk_sizes[] = {1, 3, 7, 8, 13, 64, 1000, N};
+  /* With model-state ranges too, which cut the chunks at other places. */
+  static const size_t st_off[] = {0, 5, 1000, 4090}, st_cnt[] = {2, 12, 33, 9};
+  for (int with_state = 0; with_state < 2; with_state++)
   for (int kind = PST_OPT_SGD; kind <= PST_OPT_ADAM; kind++) {
     pst_opt_config c = make_cfg((pst_opt_kind)kind, 0.01f, 1e-3f);
     for (size_t cs = 0; cs < sizeof chunk_sizes / sizeof chunk_sizes[0]; cs++) {
@@ -204,6 +207,11 @@ static void test_ranges_bitwise(void) {
       CHECK(pst_opt_init(&whole, &c, N) == 0);
       CHECK(pst_opt_init(&inpl, &c, N) == 0);
       CHECK(pst_opt_init(&oop, &c, N) == 0);
+      if (with_state) {
+        CHECK(pst_opt_set_state(&whole, st_off, st_cnt, 4) == 0);
+        CHECK(pst_opt_set_state(&inpl, st_off, st_cnt, 4) == 0);
+        CHECK(pst_opt_set_state(&oop, st_off, st_cnt, 4) == 0);
+      }
       float *ww = malloc(N * sizeof(float)), *wi = malloc(N * sizeof(float));
       /* Out of place alternates between two buffers, the ps's double buffering. */
       float *wa = malloc(N * sizeof(float)), *wb = malloc(N * sizeof(float));
@@ -248,6 +256,51 @@ static void test_ranges_bitwise(void) {
       pst_opt_free(&oop);
     }
   }
+}
+
+/* Model-state ranges: the pushed value is added, scaled, with no learning rate, weight
+ * decay or optimizer state; the other entries get exactly the optimizer's update. */
+static void test_state_ranges(void) {
+  enum { N = 100 };
+  for (int kind = PST_OPT_SGD; kind <= PST_OPT_ADAM; kind++) {
+    pst_opt_config c = make_cfg((pst_opt_kind)kind, 0.1f, 0.5f);
+    pst_optimizer plain, st;
+    CHECK(pst_opt_init(&plain, &c, N) == 0 && pst_opt_init(&st, &c, N) == 0);
+    size_t off[2] = {10, 90}, cnt[2] = {20, 50}; /* the second clipped to [90, 100) */
+    CHECK(pst_opt_set_state(&st, off, cnt, 2) == 0 && st.n_state == 2 && st.state_end[1] == N);
+    float wp[N], ws[N], before[N], g[N];
+    uint64_t seed = 5;
+    for (int i = 0; i < N; i++) wp[i] = ws[i] = frand(&seed);
+    for (int step = 0; step < 3; step++) {
+      for (int i = 0; i < N; i++) g[i] = frand(&seed);
+      memcpy(before, ws, sizeof ws);
+      pst_opt_begin_step(&plain);
+      pst_opt_begin_step(&st);
+      pst_opt_apply(&plain, wp, wp, g, 0.25f, 0, N);
+      pst_opt_apply(&st, ws, ws, g, 0.25f, 0, N);
+      int ok = 1;
+      for (int i = 0; i < N; i++) {
+        int state = (i >= 10 && i < 30) || i >= 90;
+        ok &= state ? ws[i] == before[i] + g[i] * 0.25f : ws[i] == wp[i];
+        if (state && st.slot1[0]) ok &= st.slot1[st.t & 1][i] == 0.0f;
+        if (state && st.slot2[0]) ok &= st.slot2[st.t & 1][i] == 0.0f;
+      }
+      CHECK(ok);
+    }
+    pst_opt_free(&plain);
+    pst_opt_free(&st);
+  }
+  pst_opt_config c = make_cfg(PST_OPT_SGD, 0.1f, 0.0f);
+  pst_optimizer o;
+  CHECK(pst_opt_init(&o, &c, 10) == 0);
+  size_t off[2] = {4, 2}, cnt[2] = {2, 1};
+  CHECK(pst_opt_set_state(&o, off, cnt, 2) == -EINVAL); /* unsorted */
+  off[1] = 5;
+  CHECK(pst_opt_set_state(&o, off, cnt, 2) == -EINVAL); /* overlapping */
+  CHECK(pst_opt_set_state(&o, off, cnt, PST_OPT_MAX_STATE + 1) == -EINVAL);
+  CHECK(pst_opt_set_state(&o, off, cnt, 1) == 0 && o.n_state == 1);
+  CHECK(pst_opt_set_state(&o, off, cnt, 0) == 0 && o.n_state == 0);
+  pst_opt_free(&o);
 }
 
 /* A range past the end is clipped to the vector instead of writing out of bounds. */
@@ -407,6 +460,7 @@ int main(void) {
   test_known_values();
   test_reference();
   test_ranges_bitwise();
+  test_state_ranges();
   test_clipping();
   test_denormals_flushed();
   bench();

@@ -708,6 +708,25 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
              strerror(-rc));
     return rc;
   }
+  /* Batchnorm's moving statistics are model state, not weights: the optimizer adds the
+   * workers' pushed changes there instead of training them (ps/optim.h). This shard's part
+   * of each range, in the shard's own coordinates. */
+  _Static_assert(PST_OPT_MAX_STATE >= PST_MODEL_MAX_LAYERS, "one state range per layer");
+  size_t st_off[PST_MODEL_MAX_LAYERS], st_count[PST_MODEL_MAX_LAYERS];
+  int n_st = pst_model_state_ranges(model, st_off, st_count), k_st = 0;
+  size_t lo = s->opt.shard_offset, hi = lo + n;
+  for (int i = 0; i < n_st; i++) {
+    size_t a = st_off[i] > lo ? st_off[i] : lo, b = st_off[i] + st_count[i];
+    if (b > hi) b = hi;
+    if (a >= b) continue;
+    st_off[k_st] = a - lo;
+    st_count[k_st] = b - a;
+    k_st++;
+  }
+  if ((rc = pst_opt_set_state(&s->optim, st_off, st_count, k_st)) < 0) {
+    snprintf(err, errlen, "cannot mark the model's state ranges: %s", strerror(-rc));
+    return rc;
+  }
   if (opt->threads > 1) {
     if ((rc = ps_par_create(opt->threads, &s->par)) < 0) {
       snprintf(err, errlen, "cannot start %d threads: %s", opt->threads, strerror(-rc));

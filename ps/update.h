@@ -36,7 +36,13 @@
  *
  * Gradient scale: each worker sends d(loss)/dw with loss = sum over its batch / (b * N), so
  * the sync sum is the mean over the global batch (TF's compute_average_loss). An async push
- * is scaled by N, making it the mean over that worker's own batch. */
+ * is scaled by N, making it the mean over that worker's own batch.
+ *
+ * Model state (batchnorm's moving statistics): the workers push the change they want divided
+ * by N in the same way (kernels/net.h), and the optimizer adds it instead of training
+ * (ps/optim.h). The same sums and scales thus give, in sync, the mean of the step's workers'
+ * changes (of the m that arrived when workers are lost: N/m) and, in async, one worker's
+ * change. Validation is unchanged: a non-finite value anywhere in a chunk rejects it. */
 #ifndef PSTRAIN_PS_UPDATE_H
 #define PSTRAIN_PS_UPDATE_H
 

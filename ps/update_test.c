@@ -169,6 +169,65 @@ static void test_async(void) {
   teardown(&s, &o, &u);
 }
 
+/* Model state (batchnorm's moving statistics) under Adam with weight decay: a sync step
+ * adds the mean of the workers' pushed changes (each pushed as change / N), a step that lost
+ * a worker the mean of those that came, async each push's change (scaled by N) as it
+ * arrives; the ranges cross a chunk boundary and end the vector, and the optimizer still
+ * trains everything else. */
+static int offer_range(pst_update *u, int w, uint64_t version, uint32_t from, uint32_t to,
+                       int want, int *published);
+
+static void test_model_state(void) {
+  srand(5);
+  for (int w = 0; w < W; w++)
+    for (int i = 0; i < N; i++) grads[w][i] = ((float)rand() / RAND_MAX - 0.5f) * 1e-2f;
+  static const size_t off[2] = {CHUNK - 3, N - 4}, cnt[2] = {8, 4};
+  const size_t probe[4] = {CHUNK - 3, CHUNK + 4, N - 1, 5}; /* the last one trained */
+  for (int mode = 0; mode < 3; mode++) {
+    pst_store s;
+    pst_optimizer o;
+    pst_update u;
+    static float init[N];
+    for (int i = 0; i < N; i++) init[i] = (float)(i % 17) * 0.1f;
+    pst_opt_config cfg;
+    pst_opt_defaults(&cfg);
+    cfg.lr = 0.01f;
+    cfg.weight_decay = 0.1f;
+    CHECK(pst_store_init(&s, N, init) == 0);
+    CHECK(pst_opt_init(&o, &cfg, N) == 0);
+    CHECK(pst_opt_set_state(&o, off, cnt, 2) == 0);
+    CHECK(pst_update_init(&u, mode == 2 ? PST_MODE_ASYNC : PST_MODE_SYNC, W, CHUNK, &s, &o) == 0);
+    int pub = 0;
+    if (mode == 0) { /* sync, all three */
+      for (int k = 0; k < W; k++) CHECK(offer_range(&u, k, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+    } else if (mode == 1) { /* sync, worker 2 lost before its share */
+      pst_update_set_member(&u, 2, 0, &pub);
+      for (int k = 0; k < 2; k++) CHECK(offer_range(&u, k, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+    } else { /* async: worker 1's push alone */
+      CHECK(offer_range(&u, 1, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
+    }
+    CHECK(pub && s.version == 1);
+    const float *w = pst_store_front(&s);
+    for (int p = 0; p < 4; p++) {
+      size_t i = probe[p];
+      float g = mode == 2 ? grads[1][i] : grads[0][i];
+      if (mode != 2) g += grads[1][i];
+      if (mode == 0) g += grads[2][i];
+      float scale = mode == 0 ? 1.0f : mode == 1 ? 1.5f : 3.0f;
+      float want = init[i] + g * scale;
+      if (p < 3)
+        CHECK(w[i] == want);
+      else
+        CHECK(w[i] != want && w[i] != init[i]); /* Adam moved it, and differently */
+    }
+    uint64_t t;
+    const float *m1, *m2;
+    pst_opt_state(&o, 0, &t, &m1, &m2);
+    CHECK(t == 1 && m1[CHUNK] == 0.0f && m2[N - 1] == 0.0f && m1[5] != 0.0f);
+    teardown(&s, &o, &u);
+  }
+}
+
 /* Offers chunks [from, to) of worker w's gradient for `version`, expecting `want`. */
 static int offer_range(pst_update *u, int w, uint64_t version, uint32_t from, uint32_t to,
                        int want, int *published) {
@@ -412,6 +471,7 @@ int main(void) {
   test_async();
   test_threads_same_bits();
   test_par_ranges();
+  test_model_state();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

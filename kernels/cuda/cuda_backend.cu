@@ -1,6 +1,6 @@
 /* The CUDA backend's life cycle: device discovery, creation, capped device memory,
  * host <-> device copies on the backend's stream, describe() and destroy(). The
- * operations themselves live in dense.cu, activation.cu, conv.cu and pool.cu. */
+ * operations themselves live in dense.cu, activation.cu, conv.cu, pool.cu and norm.cu. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -210,6 +210,8 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
     snprintf(rest, restlen, "strided cudaMemcpy2DAsync per input (channels, NHWC)");
   } else if (strcmp(what, "flatten") == 0) {
     snprintf(rest, restlen, "no-op (NHWC is already flat)");
+  } else if (strcmp(what, "batchnorm") == 0) {
+    snprintf(rest, restlen, "cuDNN batch normalization (spatial: [rows, C] as NCHW rows x C x 1 x 1)");
   } else {
     snprintf(rest, restlen, "CUDA kernels");
   }
@@ -403,6 +405,9 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->add = pst_cuda_add;
   b->concat_forward = pst_cuda_concat_forward;
   b->concat_backward = pst_cuda_concat_backward;
+  b->batchnorm_forward_train = pst_cuda_batchnorm_forward_train;
+  b->batchnorm_forward_infer = pst_cuda_batchnorm_forward_infer;
+  b->batchnorm_backward = pst_cuda_batchnorm_backward;
   b->describe = cuda_describe;
   b->destroy = cuda_destroy;
   int rc = cuda_setup(c, device, err, errlen);

@@ -144,6 +144,8 @@ typedef struct {
   pst_cuda_buffer workspace; /* cuDNN workspace, grown to the largest plan's need */
   pst_cuda_buffer scratch[2];/* padded input / padded input gradient */
   pst_cuda_buffer reduce;    /* partial sums of the bias-gradient reduction */
+  pst_cuda_buffer bn_stats;  /* batchnorm: the batch mean and unbiased variance [2C] */
+  pst_cuda_buffer bn_dx;     /* batchnorm: the input gradient a first layer discards */
   pst_cuda_xent_stats *d_stats; /* [1] device */
   pst_cuda_xent_stats *h_stats; /* [1] pinned host */
 
@@ -232,6 +234,16 @@ int pst_cuda_concat_forward(pst_backend *b, const float *x, float *y, size_t row
                             int y_c, int offset);
 int pst_cuda_concat_backward(pst_backend *b, const float *dy, float *dx, size_t rows, int c,
                              int y_c, int offset);
+int pst_cuda_batchnorm_forward_train(pst_backend *b, const float *x, const float *gamma,
+                                     const float *beta, float *y, int rows, int channels,
+                                     float eps, const float *moving, float k, float *saved,
+                                     float *dmoving);
+int pst_cuda_batchnorm_forward_infer(pst_backend *b, const float *x, const float *gamma,
+                                     const float *beta, const float *moving, float *y, int rows,
+                                     int channels, float eps);
+int pst_cuda_batchnorm_backward(pst_backend *b, const float *x, const float *gamma,
+                                const float *saved, const float *dy, float *dx, float *dgamma,
+                                float *dbeta, int rows, int channels, float eps);
 
 /* Plan caches (conv.cu, pool.cu): release every cached descriptor. */
 void pst_cuda_conv_plans_destroy(pst_cuda *c);

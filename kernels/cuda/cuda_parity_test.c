@@ -1,6 +1,6 @@
-/* Parity of the CUDA backend with the CPU backend: every operation, forward and backward,
- * on the same random inputs; outputs must agree to a relative error of 1e-4 on the norm
- * (dropout exactly: its mask is one function on both sides).
+/* Parity of the CUDA backend with the CPU backend: every operation (batchnorm included),
+ * forward and backward, on the same random inputs; outputs must agree to a relative error
+ * of 1e-4 on the norm (dropout exactly: its mask is one function on both sides).
  *
  * Without a usable GPU (no driver, no device, library not loadable) the test prints
  * "SKIP: <reason>" and passes, unless PSTRAIN_REQUIRE_GPU=1 (for GPU CI, where a skip
@@ -477,6 +477,65 @@ static void test_pool_kind(pst_window_shape s, int avg) {
   free(x), free(dy);
 }
 
+/* ---- batchnorm ---------------------------------------------------------------------- */
+
+/* x[rows, C] with the channels innermost; `offset` moves the data away from zero. The
+ * training forward (y, the saved mean and inverse standard deviation, the moving statistics'
+ * change), the inference forward and the backward, with dx and without (a first layer). */
+static void test_batchnorm(int rows, int C, double offset) {
+  char what[96];
+  snprintf(what, sizeof what, "batchnorm %d x %d (offset %g)", rows, C, offset);
+  size_t n = (size_t)rows * C;
+  const float eps = 1e-3f, k = 0.01f * 0.5f;
+  float *x = rand_floats(n, offset - 1, offset + 2), *dy = rand_floats(n, -1, 1);
+  float *gamma = rand_floats(C, 0.5, 1.5), *beta = rand_floats(C, -0.5, 0.5);
+  float *moving = rand_floats(2 * C, 0.2, 1.5);
+  float *y[2], *yi[2], *saved[2], *dmov[2], *dx[2], *dg[2], *db[2], *dg1[2], *db1[2];
+  for (int s = 0; s < 2; s++) {
+    pst_backend *b = s ? g_dut : g_ref;
+    y[s] = zeros(n), yi[s] = zeros(n), dx[s] = zeros(n), saved[s] = zeros(2 * C);
+    dmov[s] = zeros(2 * C), dg[s] = zeros(C), db[s] = zeros(C), dg1[s] = zeros(C);
+    db1[s] = zeros(C);
+    float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
+    float *dgx = up(b, NULL, n * 4), *dga = up(b, gamma, C * 4), *dbe = up(b, beta, C * 4);
+    float *dmo = up(b, moving, 2 * C * 4), *dsa = up(b, NULL, 2 * C * 4);
+    float *ddm = up(b, NULL, 2 * C * 4), *ddg = up(b, NULL, C * 4), *ddb = up(b, NULL, C * 4);
+    int rc = b->batchnorm_forward_train(b, dxx, dga, dbe, dyy, rows, C, eps, dmo, k, dsa, ddm);
+    if (!rc) rc = down(b, y[s], dyy, n * 4);
+    if (!rc) rc = down(b, saved[s], dsa, 2 * C * 4);
+    if (!rc) rc = down(b, dmov[s], ddm, 2 * C * 4);
+    if (!rc) rc = b->batchnorm_backward(b, dxx, dga, dsa, ddy, dgx, ddg, ddb, rows, C, eps);
+    if (!rc) rc = down(b, dx[s], dgx, n * 4);
+    if (!rc) rc = down(b, dg[s], ddg, C * 4);
+    if (!rc) rc = down(b, db[s], ddb, C * 4);
+    if (!rc) rc = b->batchnorm_backward(b, dxx, dga, dsa, ddy, NULL, ddg, ddb, rows, C, eps);
+    if (!rc) rc = down(b, dg1[s], ddg, C * 4);
+    if (!rc) rc = down(b, db1[s], ddb, C * 4);
+    if (!rc) rc = b->batchnorm_forward_infer(b, dxx, dga, dbe, dmo, dyy, rows, C, eps);
+    if (!rc) rc = down(b, yi[s], dyy, n * 4);
+    CHECK(rc == 0);
+    if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
+    b->free(b, dxx), b->free(b, ddy), b->free(b, dyy), b->free(b, dgx), b->free(b, dga);
+    b->free(b, dbe), b->free(b, dmo), b->free(b, dsa), b->free(b, ddm), b->free(b, ddg);
+    b->free(b, ddb);
+  }
+  compare(what, "y", y[1], y[0], n);
+  compare(what, "saved mean, inv_std", saved[1], saved[0], 2 * C);
+  compare(what, "dmoving mean", dmov[1], dmov[0], C);
+  compare(what, "dmoving var", dmov[1] + C, dmov[0] + C, C);
+  compare(what, "dx", dx[1], dx[0], n);
+  compare(what, "dgamma", dg[1], dg[0], C);
+  compare(what, "dbeta", db[1], db[0], C);
+  compare(what, "dgamma without dx", dg1[1], dg1[0], C);
+  compare(what, "dbeta without dx", db1[1], db1[0], C);
+  compare(what, "y (inference)", yi[1], yi[0], n);
+  for (int s = 0; s < 2; s++) {
+    free(y[s]), free(yi[s]), free(saved[s]), free(dmov[s]), free(dx[s]), free(dg[s]);
+    free(db[s]), free(dg1[s]), free(db1[s]);
+  }
+  free(x), free(dy), free(gamma), free(beta), free(moving);
+}
+
 static void test_pool(pst_window_shape s) { test_pool_kind(s, 0); }
 static void test_avgpool(pst_window_shape s) { test_pool_kind(s, 1); }
 
@@ -596,6 +655,14 @@ int main(void) {
   test_pool(window(2, 7, 7, 2, 2, 2, 0, 2));
   test_pool(window2(2, 7, 10, 3, 3, 2, 2, 2, 1, 3));
   test_pool(window2(2, 9, 6, 2, 2, 3, 2, 3, 0, 2));
+
+  /* batchnorm (cuDNN spatial): flat [B, C], NHWC images as [B*H*W, C], many rows, data far
+   * from zero, one row (zero variance). */
+  test_batchnorm(32, 10, 0.0);
+  test_batchnorm(4 * 13 * 13, 16, 0.0);
+  test_batchnorm(128 * 26 * 26, 4, 0.0);
+  test_batchnorm(500, 7, 50.0);
+  test_batchnorm(1, 5, 0.0);
 
   /* avgpool: valid, asymmetric same (padding excluded from the mean), overlapping,
    * rectangular, and global average pooling. */

@@ -95,6 +95,16 @@ static void check_model(const pst_model *m) {
       CHECK(L->b_offset == at, "layer %d biases at %zu, expected %zu", i, L->b_offset, at);
       at += L->b_count;
     }
+    if (L->s_count) {
+      CHECK(L->kind == PST_LAYER_BATCHNORM, "layer %d of kind %d holds state", i, L->kind);
+      CHECK(L->s_offset == at, "layer %d state at %zu, expected %zu", i, L->s_offset, at);
+      at += L->s_count;
+    }
+    if (L->kind == PST_LAYER_BATCHNORM)
+      CHECK(L->w_count == (size_t)L->in_c && L->b_count == (size_t)L->in_c &&
+                L->s_count == 2 * (size_t)L->in_c && L->out_c == L->in_c &&
+                L->momentum >= 0.0f && L->momentum < 1.0f && L->eps > 0.0f && L->eps <= 1.0f,
+            "batchnorm %d counts or options", i);
     if (L->kind == PST_LAYER_DENSE)
       CHECK(L->w_count == (size_t)L->in_c * L->units &&
                 (L->b_count == (size_t)L->units || L->b_count == 0), /* bias=no */
@@ -164,6 +174,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         CHECK(isfinite(p[L->w_offset + j]), "layer %d weight %zu is %g", i, j, p[L->w_offset + j]);
       for (size_t j = 0; j < L->b_count; j++)
         CHECK(p[L->b_offset + j] == 0.0f, "layer %d bias %zu is %g", i, j, p[L->b_offset + j]);
+      /* batchnorm's moving statistics start at mean 0, variance 1. */
+      for (size_t j = 0; j < L->s_count; j++)
+        CHECK(p[L->s_offset + j] == (j < L->s_count / 2 ? 0.0f : 1.0f), "layer %d state %zu is %g",
+              i, j, p[L->s_offset + j]);
     }
     free(p);
   }

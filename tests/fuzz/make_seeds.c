@@ -345,6 +345,11 @@ static void model_seeds(void) {
   longline[sizeof longline - 1] = '\0';
   save_str(t, "line_too_long", longline);
   save_str(t, "binary_token", "input 4\ndense 2 \x01\xff\x7f softmax\n");
+  save_str(t, "batchnorm", "input 8x8x2\nconv2d 4 3x3 relu\nbatchnorm\nmaxpool 2x2\nflatten\n"
+                           "dense 8 relu\nbatchnorm momentum=0.9 eps=1e-2\ndense 2 softmax\n");
+  save_str(t, "batchnorm_bad", "input 4\nbatchnorm momentum=1 eps=0\n"
+                               "batchnorm eps=1e-60 momentum=0.99999999\n"
+                               "batchnorm momentum=0.5 momentum=0.5 relu\ndense 2 softmax\n");
 }
 
 /* ---- configuration ---- */
