@@ -46,6 +46,12 @@ int main(void) {
   CHECK(pst_model_load("mobilenetv2", &full, err, sizeof err) == 0);
   CHECK(small.n_params < full.n_params / 2 && small.n_layers == full.n_layers);
   printf("mobilenetv2:alpha=0.35 %zu parameters\n", small.n_params);
+  /* momentum= sets every batch norm's; the defaults are Keras's. */
+  static pst_model quick;
+  CHECK(pst_model_load("resnet20:momentum=0.9", &quick, err, sizeof err) == 0);
+  for (int i = 0; i < quick.n_layers; i++)
+    if (quick.layers[i].kind == PST_LAYER_BATCHNORM)
+      CHECK(quick.layers[i].momentum == 0.9f && full.layers[2].momentum == 0.999f);
   /* A 32x32 input keeps stride 1 in the stem (the CIFAR variant), 224 uses Keras's 2. */
   CHECK(full.layers[1].stride_h == 1);
   static pst_model big;
@@ -57,7 +63,9 @@ int main(void) {
   } bad[] = {
       {"mobilenetv2:alpha=3", "mobilenetv2: alpha=3 is not a width multiplier in [0.1, 2]"},
       {"mobilenetv2:alpha", "mobilenetv2: option 'alpha' is not key=value"},
-      {"resnet20:alpha=1", "resnet20: unknown option 'alpha' (want input=HxWxC or classes=N)"},
+      {"resnet20:alpha=1",
+       "resnet20: unknown option 'alpha' (want input=HxWxC, classes=N or momentum=M)"},
+      {"resnet20:momentum=1", "resnet20: momentum=1 is not a batch norm momentum in [0, 1)"},
       {"resnet20:classes=1", "resnet20: classes=1 is not a number of classes"},
       {"mobilenetv2:input=7x7x3", "mobilenetv2: input=7x7x3 is not an image shape"},
       {"mobilenetv2:input=32x32", "mobilenetv2: input=32x32 is not an image shape"},
