@@ -35,6 +35,8 @@ typedef struct {
   size_t shard_offset, shard_floats;
   int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's) */
   int report_every;       /* steps between the workers' loss reports */
+  int eval_every;         /* steps between evaluations on the test subset (0: off) */
+  int eval_samples;       /* test samples in that subset */
   double status_interval; /* seconds between status log lines; 0 = off */
   const char *model_name; /* as given: a preset name or a spec file */
   const char *metrics_path;
