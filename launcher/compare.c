@@ -56,7 +56,11 @@ typedef struct {
   char mode[16];
   int staleness;
   run_rec reps[MAX_REPEATS];
-  double stale_hist[MAX_STALE];   /* training reports by the staleness they carried */
+  /* The ps's staleness histogram, every seed added up: gradients per bucket, whose upper
+   * bounds are stale_bounds (the last bucket is above them). */
+  double stale_hist[MAX_STALE];
+  double stale_bounds[MAX_STALE];
+  int stale_nb;
 } mode_run;
 
 static int parse_modes(const char *s, mode_run *runs, int max) {
@@ -143,10 +147,7 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
     }
     double tt = num(j, "train_time");
     if (tt < 0) tt = num(j, "time");
-    if (!strcmp(ev, "train")) {
-      double s = num(j, "staleness");
-      if (s >= 0) m->stale_hist[s < MAX_STALE - 1 ? (int)s : MAX_STALE - 1] += 1;
-    } else if (!strcmp(ev, "eval_subset")) {
+    if (!strcmp(ev, "eval_subset")) {
       /* Every worker had taken point x eval_every steps: the samples are exact. */
       eval_point p = {tt, num(j, "version"), num(j, "point") * o->eval_every * per_step,
                       num(j, "loss"), num(j, "accuracy")};
@@ -171,6 +172,15 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
       r->ups = r->train_s > 0 ? r->updates / r->train_s : 0;
       double samples = num(j, "samples"), ep = num(j, "epochs");
       if (samples > 0 && ep > 0) spe = samples / ep / per_step;
+      const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "staleness_bounds");
+      const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "staleness_counts");
+      int nb = cJSON_GetArraySize(b);
+      if (cJSON_IsArray(b) && cJSON_IsArray(c) && nb < MAX_STALE &&
+          cJSON_GetArraySize(c) == nb + 1) {
+        m->stale_nb = nb;
+        for (int i = 0; i < nb; i++) m->stale_bounds[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(b, i));
+        for (int i = 0; i <= nb; i++) m->stale_hist[i] += cJSON_GetNumberValue(cJSON_GetArrayItem(c, i));
+      }
     }
     cJSON_Delete(j);
   }
@@ -295,19 +305,27 @@ static int plot_count(const char *out, const char *prefix, mode_run *modes, int 
     snprintf(path, sizeof path, "%s/%s%s.dat", out, prefix, modes[i].safe);
     if (write_curve(path, &modes[i], repeats) < 0) return -EIO;
   }
-  /* Staleness: each mode's share of training reports per staleness. */
+  /* Staleness: each mode's share of the gradients applied, per bucket of the ps's histogram
+   * (every seed together); buckets nobody reached are left out. */
   snprintf(path, sizeof path, "%s/%sstaleness.dat", out, prefix);
   FILE *d = fopen(path, "w");
   if (!d) return -errno;
   int top = 0;
   for (int i = 0; i < n; i++)
-    for (int b = 0; b < MAX_STALE; b++)
+    for (int b = 0; b <= modes[i].stale_nb && b < MAX_STALE; b++)
       if (modes[i].stale_hist[b] > 0 && b > top) top = b;
   fprintf(d, "staleness");
   for (int i = 0; i < n; i++) fprintf(d, " %s", modes[i].label);
   fprintf(d, "\n");
+  const mode_run *ref = &modes[0];
+  for (int i = 1; i < n; i++)
+    if (modes[i].stale_nb > ref->stale_nb) ref = &modes[i];
   for (int b = 0; b <= top; b++) {
-    fprintf(d, "%s%d", b == MAX_STALE - 1 ? ">=" : "", b);
+    /* Bucket b holds (bounds[b-1], bounds[b]]: "5-6" for (4, 6]. */
+    double lo = b ? ref->stale_bounds[b - 1] + 1 : 0;
+    if (b >= ref->stale_nb) fprintf(d, ">%g", ref->stale_bounds[ref->stale_nb - 1]);
+    else if (lo >= ref->stale_bounds[b]) fprintf(d, "%g", ref->stale_bounds[b]);
+    else fprintf(d, "%g-%g", lo, ref->stale_bounds[b]);
     for (int i = 0; i < n; i++) {
       double total = 0;
       for (int c = 0; c < MAX_STALE; c++) total += modes[i].stale_hist[c];
@@ -351,9 +369,9 @@ static int plot_count(const char *out, const char *prefix, mode_run *modes, int 
     }
   }
   fprintf(f, "set output '%s/%sstaleness.png'\n", out, prefix);
-  fprintf(f, "set title 'staleness of the gradients at training reports, %d workers (all seeds)'\n",
+  fprintf(f, "set title 'staleness of the gradients applied, %d workers (all seeds)'\n",
           workers);
-  fprintf(f, "set xlabel 'staleness (versions behind)'\nset ylabel 'share of reports'\n"
+  fprintf(f, "set xlabel 'staleness (versions behind)'\nset ylabel 'share of gradients'\n"
              "set style data histograms\nset style histogram clustered gap 1\n"
              "set style fill solid 0.8 border -1\nset yrange [0:1]\nset key inside right top\n");
   fprintf(f, "plot ");

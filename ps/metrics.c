@@ -260,6 +260,14 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddStringToObject(o, "weights_checksum", hex);
   cJSON_AddNumberToObject(o, "mean_staleness", r->mean_staleness);
   cJSON_AddNumberToObject(o, "max_staleness", (double)r->max_staleness);
+  /* Every applied gradient's staleness: counts per bucket, the bucket's upper bounds (the
+   * last count is above the last bound). */
+  cJSON *bounds = cJSON_AddArrayToObject(o, "staleness_bounds");
+  cJSON *counts = cJSON_AddArrayToObject(o, "staleness_counts");
+  for (int i = 0; bounds && counts && i <= m->staleness.n; i++) {
+    if (i < m->staleness.n) cJSON_AddItemToArray(bounds, cJSON_CreateNumber(m->staleness.bounds[i]));
+    cJSON_AddItemToArray(counts, cJSON_CreateNumber((double)m->staleness.counts[i]));
+  }
   cJSON_AddNumberToObject(o, "gradients_applied", (double)r->applied);
   /* The ps's CPU time over training, and per gradient applied: what scale-out is bounded by
    * (a gradient costs the ps its check, sum, optimizer pass and the pulls that follow). */
