@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
@@ -122,7 +123,7 @@ static int add_point(run_rec *r, eval_point p) {
   return 0;
 }
 
-static int by_time(const void *a, const void *b) {
+static int by_samples(const void *a, const void *b) {
   double x = ((const eval_point *)a)->samples, y = ((const eval_point *)b)->samples;
   return x < y ? -1 : x > y;
 }
@@ -191,7 +192,7 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
     if (!r->dense) add_point(r, epochs.pts[i]);
   }
   free(epochs.pts);
-  qsort(r->pts, (size_t)r->npts, sizeof *r->pts, by_time);
+  qsort(r->pts, (size_t)r->npts, sizeof *r->pts, by_samples);
   for (int t = 0; t < ntargets; t++) {
     r->ttt[t] = -1;
     for (int i = 0; i < r->npts; i++)
@@ -639,9 +640,9 @@ int pl_cmd_compare(int argc, char **argv) {
     return 2;
   }
   int counts[MAX_COUNTS];
-  int ncounts = pl_parse_int_list(workers_arg ? workers_arg : "3", counts, MAX_COUNTS, 1,
-                                  PL_MAX_WORKERS);
-  if (ncounts <= 0) {
+  int ncounts = workers_arg ? pl_parse_int_list(workers_arg, counts, MAX_COUNTS, 1, PL_MAX_WORKERS)
+                            : 0;
+  if (workers_arg && ncounts <= 0) {
     fprintf(stderr, "pstrain compare: --workers wants a count or a list like 2,4,8 (up to %d, "
                     "each in 1..%d)\n", MAX_COUNTS, PL_MAX_WORKERS);
     free(rest);
@@ -649,18 +650,20 @@ int pl_cmd_compare(int argc, char **argv) {
     return 2;
   }
   /* The run flags are checked against the smallest count: --slow-worker I must fit them all. */
-  int smallest = counts[0];
-  for (int c = 1; c < ncounts; c++)
-    if (counts[c] < smallest) smallest = counts[c];
   char wflag[32];
-  snprintf(wflag, sizeof wflag, "--workers=%d", smallest);
-  rest[nrest++] = wflag;
+  if (workers_arg) {
+    int smallest = counts[0];
+    for (int c = 1; c < ncounts; c++)
+      if (counts[c] < smallest) smallest = counts[c];
+    snprintf(wflag, sizeof wflag, "--workers=%d", smallest);
+    rest[nrest++] = wflag;
+  }
   pl_run_options base;
   static pst_model model;
   int rc = pl_parse_run_flags("compare", nrest, rest, &base, &model,
                               "Also: --modes LIST (default sync,async,ssp:2; ssp:S sets the bound),\n"
-                              "--workers N or a list (2,4,8: one table per count and a scaling plot;\n"
-                              "default 3), --repeats R (seeds --seed .. --seed+R-1 for every mode, default 1),\n"
+                              "--workers N or a list (2,4,8: one table per count and a scaling plot),\n"
+                              "--repeats R (seeds --seed .. --seed+R-1 for every mode, default 1),\n"
                               "--targets LIST (default 0.85,0.88,0.90; --target-accuracy X: one target),\n"
                               "--out DIR (default: a new /tmp/pstrain-run-* directory).\n"
                               "Use --eval-every STEPS for accuracy curves (a test subset of --eval-samples).\n"
@@ -670,10 +673,18 @@ int pl_cmd_compare(int argc, char **argv) {
   free(args);
   if (rc == 1) return 0;
   if (rc) return rc;
+  if (!workers_arg) { /* one count: --workers's default, or the config file's */
+    counts[0] = base.workers;
+    ncounts = 1;
+  }
   char *end = NULL;
   long repeats = strtol(repeats_arg, &end, 10);
   if (end == repeats_arg || *end || repeats < 1 || repeats > MAX_REPEATS) {
     fprintf(stderr, "pstrain compare: --repeats must be in 1..%d\n", MAX_REPEATS);
+    return 2;
+  }
+  if (base.seed > INT64_MAX - repeats) {
+    fprintf(stderr, "pstrain compare: --seed + --repeats must stay below 2^63\n");
     return 2;
   }
   double targets[MAX_TARGETS];
@@ -699,6 +710,7 @@ int pl_cmd_compare(int argc, char **argv) {
   if (pl_make_run_dir(out_arg, out, sizeof out) < 0) return 1;
   char abs_out[PATH_MAX];
   if (!realpath(out, abs_out)) snprintf(abs_out, sizeof abs_out, "%s", out);
+  if (!workers_arg) snprintf(wflag, sizeof wflag, "%d", base.workers);
   char command[4096], machine[512], load_start[128], load_end[128], date[64];
   command_line(command, sizeof command, argc, argv);
   machine_line(machine, sizeof machine);
@@ -707,7 +719,7 @@ int pl_cmd_compare(int argc, char **argv) {
   strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
   printf("pstrain compare: %d mode%s x %ld seed%s, workers %s, model %s, %d epochs, batch %d per "
          "worker%s\nrun directory: %s\n",
-         n, n > 1 ? "s" : "", repeats, repeats > 1 ? "s" : "", workers_arg ? workers_arg : "3",
+         n, n > 1 ? "s" : "", repeats, repeats > 1 ? "s" : "", workers_arg ? workers_arg : wflag,
          base.model, base.epochs, base.batch_size,
          base.eval_every > 0 ? "" : " (no --eval-every: one evaluation per epoch)", abs_out);
   fflush(stdout);

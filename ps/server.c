@@ -301,8 +301,9 @@ static void handle_report(ps_conn *c, const Pstrain__Report *r) {
     ps_worker *w = &s->workers[c->worker];
     if (r->epoch > w->evals_done) {
       w->evals_done = r->epoch;
-      pst_metrics_eval(&s->metrics, r->epoch, s->store.version, r->loss_sum, r->correct,
-                       r->samples);
+      pst_metrics_eval(&s->metrics, r->epoch,
+                       r->weights_version ? r->weights_version : s->store.version, r->loss_sum,
+                       r->correct, r->samples);
     }
   } else {
     s->workers[c->worker].epoch = r->epoch;

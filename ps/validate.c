@@ -76,6 +76,11 @@ int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, si
     snprintf(why, whylen, "a report of %g compute seconds", r->compute_seconds);
     return -EINVAL;
   }
+  if (r->weights_version > s->store.version) {
+    snprintf(why, whylen, "an evaluation of version %" PRIu64 ", newer than the ps's %" PRIu64,
+             r->weights_version, s->store.version);
+    return -EINVAL;
+  }
   if (!isfinite(r->loss_sum) || r->loss_sum < 0 || r->correct > r->samples) {
     snprintf(why, whylen, "a report with loss sum %g and %" PRIu64 " of %" PRIu64 " correct",
              r->loss_sum, r->correct, r->samples);

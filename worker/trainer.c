@@ -84,6 +84,7 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
   r.correct = correct;
   r.samples = samples;
   r.compute_seconds = seconds;
+  if (is_eval) r.weights_version = t->version;
   h.type = PSTRAIN__MSG_TYPE__REPORT;
   h.report = &r;
   send_all(t, &h);
