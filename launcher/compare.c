@@ -601,10 +601,12 @@ static void machine_line(char *out, size_t len) {
            u.machine, cpu, pst_proc_cores(), gib);
 }
 
+/* The 1, 5 and 15 minute load averages: the machine is often shared with other work. */
 static void load_line(char *out, size_t len) {
   FILE *f = fopen("/proc/loadavg", "r");
   out[0] = '\0';
-  if (f && fgets(out, (int)len, f)) out[strcspn(out, "\n")] = '\0';
+  double a = 0, b = 0, c = 0;
+  if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(out, len, "%.2f %.2f %.2f", a, b, c);
   if (f) fclose(f);
 }
 
