@@ -149,7 +149,14 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
     double tt = num(j, "train_time");
     if (tt < 0) tt = num(j, "time");
     if (!strcmp(ev, "eval_subset")) {
-      /* Every worker had taken point x eval_every steps: the samples are exact. */
+      /* A point some worker never evaluated (it had finished, or was lost) covers part of
+       * the subset only: not comparable, left out. */
+      if (num(j, "shares") < o->workers) {
+        cJSON_Delete(j);
+        continue;
+      }
+      /* The ps asked at version point x eval_every (sync) or x eval_every x workers (async,
+       * ssp): point x eval_every x workers batches either way. */
       eval_point p = {tt, num(j, "version"), num(j, "point") * o->eval_every * per_step,
                       num(j, "loss"), num(j, "accuracy")};
       add_point(r, p);
@@ -355,8 +362,9 @@ static int plot_count(const char *out, const char *prefix, mode_run *modes, int 
   for (int p = 0; p < N_CURVE_PLOTS; p++) {
     int acc = p % 2, x = p / 2;
     fprintf(f, "set output '%s/%s%s.png'\n", out, prefix, PLOT_NAMES[p]);
-    fprintf(f, "set title \"test %s vs %s, %d workers (%s%s)\"\n", acc ? "accuracy" : "loss",
-            x == 0 ? "time" : x == 1 ? "samples" : "updates", workers, what, band);
+    fprintf(f, "set title \"test %s vs %s, %d worker%s (%s%s)\"\n", acc ? "accuracy" : "loss",
+            x == 0 ? "time" : x == 1 ? "samples" : "updates", workers, workers > 1 ? "s" : "",
+            what, band);
     fprintf(f, "set xlabel '%s'\nset ylabel 'test %s'\n", xs[x][1], acc ? "accuracy" : "loss");
     fprintf(f, "plot ");
     int ycol = acc ? 7 : 4;
@@ -370,8 +378,8 @@ static int plot_count(const char *out, const char *prefix, mode_run *modes, int 
     }
   }
   fprintf(f, "set output '%s/%sstaleness.png'\n", out, prefix);
-  fprintf(f, "set title 'staleness of the gradients applied, %d workers (all seeds)'\n",
-          workers);
+  fprintf(f, "set title 'staleness of the gradients applied, %d worker%s (all seeds)'\n",
+          workers, workers > 1 ? "s" : "");
   fprintf(f, "set xlabel 'staleness (versions behind)'\nset ylabel 'share of gradients'\n"
              "set style data histograms\nset style histogram clustered gap 1\n"
              "set style fill solid 0.8 border -1\nset yrange [0:1]\nset key inside right top\n");
@@ -847,7 +855,7 @@ int pl_cmd_compare(int argc, char **argv) {
     char prefix[32] = "";
     if (ncounts > 1) snprintf(prefix, sizeof prefix, "w%d-", counts[c]);
     char title[128];
-    snprintf(title, sizeof title, "%d workers", counts[c]);
+    snprintf(title, sizeof title, "%d worker%s", counts[c], counts[c] > 1 ? "s" : "");
     fprintf(f, "## %s\n\n", title);
     md_table(f, grid[c], n, (int)repeats, targets, ntargets);
     fprintf(f, "\nPlots:");

@@ -186,16 +186,43 @@ static void subset_write(pst_metrics *m, uint32_t point) {
   pst_subset_eval *e = &m->subset[point - 1];
   e->written = 1;
   if (!m->file || e->samples == 0) return;
-  /* version: the newest weights evaluated (sync: every share's); version_min the oldest
-   * (async and ssp: workers reach the same step at different versions). */
+  /* time and train_time: when the ps first asked for the point (it had just reached the
+   * point's version). version: the newest weights evaluated (sync: every share's);
+   * version_min the oldest (async and ssp: each worker's next pull after that moment). */
+  double now = pst_now();
+  double t = e->asked ? e->time : now - m->t0, tt = e->asked ? e->train_time : train_seconds(m, now);
   fprintf(m->file,
           "{\"time\":%.3f,\"event\":\"eval_subset\",\"point\":%u,\"epoch\":%u,\"version\":%" PRIu64
           ",\"version_min\":%" PRIu64 ",\"worker\":-1,\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64
           ",\"shares\":%d,\"train_time\":%.3f,\"eval_seconds\":%.3f}\n",
-          pst_now() - m->t0, point, e->epoch, e->version_max, e->version_min,
+          t, point, e->epoch, e->version_max, e->version_min,
           e->loss_sum / (double)e->samples, (double)e->correct / (double)e->samples, e->samples,
-          e->reports, train_seconds(m, pst_now()),
+          e->reports, tt,
           m->eval_seconds / (m->workers > 0 ? m->workers : 1));
+}
+
+/* Point `point`'s record, the array grown as needed; NULL when out of memory (a point lost,
+ * not the run). */
+static pst_subset_eval *subset_at(pst_metrics *m, uint32_t point) {
+  if (point > m->subset_n) {
+    uint32_t n = m->subset_n ? m->subset_n : 64;
+    while (n < point) n *= 2;
+    pst_subset_eval *grown = realloc(m->subset, (size_t)n * sizeof *grown);
+    if (!grown) return NULL;
+    memset(grown + m->subset_n, 0, (size_t)(n - m->subset_n) * sizeof *grown);
+    m->subset = grown;
+    m->subset_n = n;
+  }
+  return &m->subset[point - 1];
+}
+
+void pst_metrics_subset_asked(pst_metrics *m, uint32_t point) {
+  pst_subset_eval *e = point ? subset_at(m, point) : NULL;
+  if (!e || e->asked) return;
+  e->asked = 1;
+  double now = pst_now();
+  e->time = now - m->t0;
+  e->train_time = train_seconds(m, now);
 }
 
 void pst_metrics_subset(pst_metrics *m, int worker, uint32_t point, uint64_t version,
@@ -203,16 +230,8 @@ void pst_metrics_subset(pst_metrics *m, int worker, uint32_t point, uint64_t ver
   /* A rejoining worker may evaluate a point again: its first share counts. */
   if (point == 0 || worker < 0 || worker >= m->workers || point <= m->subset_done[worker]) return;
   m->subset_done[worker] = point;
-  if (point > m->subset_n) {
-    uint32_t n = m->subset_n ? m->subset_n : 64;
-    while (n < point) n *= 2;
-    pst_subset_eval *grown = realloc(m->subset, (size_t)n * sizeof *grown);
-    if (!grown) return; /* a point lost to memory, not the run */
-    memset(grown + m->subset_n, 0, (size_t)(n - m->subset_n) * sizeof *grown);
-    m->subset = grown;
-    m->subset_n = n;
-  }
-  pst_subset_eval *e = &m->subset[point - 1];
+  pst_subset_eval *e = subset_at(m, point);
+  if (!e) return;
   if (e->written) return;
   if (e->reports == 0 || version < e->version_min) e->version_min = version;
   if (version > e->version_max) e->version_max = version;

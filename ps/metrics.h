@@ -27,6 +27,8 @@ typedef struct {
   int reports;
   uint64_t version_min, version_max; /* of the weights the shares evaluated */
   uint32_t epoch;         /* the epoch in progress */
+  int asked;              /* the ps asked for it: it was taken then */
+  double time, train_time; /* since start, and training seconds, when first asked */
   int written;
 } pst_subset_eval;
 
@@ -124,6 +126,8 @@ void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double l
  * Once every worker's share is in, an "eval_subset" record is written. */
 void pst_metrics_subset(pst_metrics *m, int worker, uint32_t point, uint64_t version,
                         uint32_t epoch, double loss_sum, uint64_t correct, uint64_t samples);
+/* The ps asked a worker for point `point` (the first ask sets the point's time). */
+void pst_metrics_subset_asked(pst_metrics *m, uint32_t point);
 /* Seconds a worker spent evaluating (either kind): taken out of the training time. */
 void pst_metrics_eval_time(pst_metrics *m, double seconds);
 /* The ps has every share it will get for the epoch (one from each worker still there):

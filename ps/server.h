@@ -79,6 +79,7 @@ typedef struct {
   uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */
   uint32_t epoch;         /* the epoch of its last training report */
   uint32_t rejected;      /* invalid messages of this slot's worker (ps/validate.c) */
+  uint32_t subset_asked;  /* the newest dense evaluation point this slot was asked for */
 } ps_worker;
 
 typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */

@@ -105,6 +105,12 @@ int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, si
       snprintf(why, whylen, "a subset evaluation, but --eval-every is off");
       return -EINVAL;
     }
+    /* Shard 0 asks for the points; the other shards cannot tell which were asked. */
+    if (s->opt.shard_index == 0 && r->subset_point > s->workers[i].subset_asked) {
+      snprintf(why, whylen, "a subset evaluation of point %u, not asked for (%u was)",
+               r->subset_point, s->workers[i].subset_asked);
+      return -EINVAL;
+    }
     if (!s->data_known) return 0;
     int n = s->opt.eval_samples < (int)s->test_n ? s->opt.eval_samples : (int)s->test_n, b, e;
     pst_data_shard_range(n, i, s->opt.workers, &b, &e);

@@ -136,7 +136,7 @@ static void take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_don
    * was lost around the epoch's end): evaluated on the weights it pulls now, so that the
    * epoch's figures cover the whole test set. */
   t->eval_due = t->epoch >= 1 && evals_done < (uint32_t)t->epoch ? t->epoch : 0;
-  t->subset_due = 0;
+  t->subset_due = t->subset_asked = 0;
   t->have_weights = 0;
   t->weights_fresh = 0;
   t->push_in_flight = 0;
@@ -229,11 +229,6 @@ static void work_run(uv_work_t *req) {
 
 static void after_train(wk_trainer *t) {
   t->steps++;
-  /* A dense evaluation on the weights pulled next, but none after the last step: the full
-   * test set is evaluated on the final weights. */
-  if (t->eval_every > 0 && t->steps % (uint64_t)t->eval_every == 0 &&
-      t->steps < (uint64_t)t->epochs * (uint64_t)t->steps_per_epoch)
-    t->subset_due = (uint32_t)(t->steps / (uint64_t)t->eval_every);
   wk_obs_step_done(&t->obs, t->w_seconds, t->w_samples);
   /* After the first step, so that the algorithms the backend picked are known. */
   if (t->steps == 1 && t->opt.log_placement) pst_net_log_placement(t->net);
@@ -723,6 +718,9 @@ static void on_weights_done(wk_trainer *t, wk_shard *sh, uint64_t version) {
     if (t->ps[i].version < oldest) oldest = t->ps[i].version;
   }
   t->version = oldest;
+  /* The ps asked for a dense evaluation of these weights. */
+  if (t->subset_asked) t->subset_due = t->subset_asked;
+  t->subset_asked = 0;
   wk_obs_weights_in(&t->obs);
   t->weights_fresh = 1;
   t->have_weights = 1;
@@ -744,6 +742,11 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       }
       return 0;
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      return 0;
+    case PSTRAIN__MSG_TYPE__EVAL:
+      /* Shard 0 asks, just before the weights it is for (an ask out of place is ignored:
+       * evaluations are figures, not training). */
+      if (t->state == WK_PULLING && shard_index(t, sh) == 0) t->subset_asked = h->eval_point;
       return 0;
     case PSTRAIN__MSG_TYPE__ERROR:
       if (t->welcomed && t->state == WK_REGISTERING) {

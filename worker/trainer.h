@@ -140,7 +140,8 @@ typedef struct wk_trainer {
   int step_in_epoch, steps_per_epoch;
   uint64_t steps;
   int eval_due;                   /* epoch `epoch` (1-based) finished, not yet evaluated */
-  uint32_t subset_due;            /* dense evaluation point owed (steps / eval_every), or 0 */
+  uint32_t subset_due;            /* dense evaluation point owed on params, or 0 */
+  uint32_t subset_asked;          /* the ps's EVAL for the weights arriving, or 0 */
   int32_t *subset_idx;            /* [subset_n]: this worker's part of the test subset */
   int subset_n;
   /* Results of the last work item. */
