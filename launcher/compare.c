@@ -815,8 +815,9 @@ int pl_cmd_compare(int argc, char **argv) {
   if (base.eval_every > 0)
     snprintf(evaldesc, sizeof evaldesc,
              "Curves and times to a target: evaluations of a fixed test subset of %d samples "
-             "every %d steps of each worker; final accuracy: the full test set after the last "
-             "epoch.", base.eval_samples > 0 ? base.eval_samples : 2000, base.eval_every);
+             "each time the ps reached another %d steps' worth of samples (%d x workers "
+             "batches); final accuracy: the full test set after the last epoch.",
+             base.eval_samples > 0 ? base.eval_samples : 2000, base.eval_every, base.eval_every);
   else
     snprintf(evaldesc, sizeof evaldesc,
              "Curves and times to a target: the full test set after each epoch (add --eval-every "
