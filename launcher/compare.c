@@ -748,9 +748,12 @@ int pl_cmd_compare(int argc, char **argv) {
         o.staleness = m->staleness;
         o.seed = base.seed + k;
         r->seed = o.seed;
-        char name[96], label[128];
-        if (ncounts > 1) snprintf(name, sizeof name, "w%d-%s-r%ld", counts[c], m->safe, k + 1);
-        else snprintf(name, sizeof name, "%s-r%ld", m->safe, k + 1);
+        /* The run's folder (and TensorBoard run): the mode, then wN- in a sweep and -rK with
+         * repeats, so that a plain comparison keeps one folder per mode. */
+        char name[96], label[128], rep[24] = "";
+        if (repeats > 1) snprintf(rep, sizeof rep, "-r%ld", k + 1);
+        if (ncounts > 1) snprintf(name, sizeof name, "w%d-%s%s", counts[c], m->safe, rep);
+        else snprintf(name, sizeof name, "%s%s", m->safe, rep);
         snprintf(label, sizeof label, "[%s] ", name);
         o.label = label;
         char want[PATH_MAX + 100];
@@ -881,7 +884,7 @@ int pl_cmd_compare(int argc, char **argv) {
     html_image(h, abs_out, "scaling.png");
   }
   fprintf(f, "Per-run metrics (JSON lines), summaries and logs are in the per-run folders "
-             "(MODE-rK: seed --seed + K - 1).\n");
+             "(MODE, with -rK for seed --seed + K - 1 and a wN- prefix in a sweep).\n");
   fprintf(h, "<p>Per-run metrics (JSON lines), summaries and logs are in the per-run folders "
              "beside this file.</p>\n</body></html>\n");
   int werr = ferror(f) || ferror(h);
