@@ -1,28 +1,67 @@
-/* `pstrain compare`: the same job under several update modes, one after the other, from the
- * same seed, data and model; then plots (gnuplot) and a table of what happened. */
+/* `pstrain compare`: the same job under several update modes, each run --repeats times with
+ * different seeds (the same seeds for every mode), for one or several worker counts; then
+ * plots (gnuplot), a table of medians and ranges, summary.md and a self-contained
+ * report.html, all under one run directory. */
+#include <ctype.h>
 #include <errno.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <limits.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
 
+#include <cjson/cJSON.h>
+
+#include "common/clock.h"
+#include "common/proc.h"
 #include "launcher/commands.h"
 
 #define MAX_MODES 8
+#define MAX_REPEATS 20
+#define MAX_TARGETS 8
+#define MAX_COUNTS 8
+#define MAX_STALE 64 /* staleness histogram bins: 0..MAX_STALE-2, and one for the rest */
+
+/* One evaluation of a run: a dense one on the test subset, or (without --eval-every) an
+ * epoch's on the full test set. */
+typedef struct {
+  double time;      /* training seconds (evaluations excluded) */
+  double updates;   /* the ps version evaluated */
+  double samples;   /* samples trained by then, all workers */
+  double loss, accuracy;
+} eval_point;
+
+/* One run: a mode, a worker count, a seed. */
+typedef struct {
+  char dir[PATH_MAX];
+  long long seed;
+  int rc;
+  int have_summary;
+  double wall, train_s, eval_s, accuracy, updates, sps, ups;
+  double mean_stale, max_stale, dropped, max_lead;
+  eval_point *pts;
+  int npts, cap;
+  int dense;                      /* pts are dense evaluations */
+  double ttt[MAX_TARGETS];        /* time to each target (-1: not reached) */
+} run_rec;
 
 typedef struct {
-  char label[32];       /* "sync", "async", "ssp:2" */
+  char label[32];                 /* "sync", "async", "ssp:2" */
+  char safe[32];                  /* the label as a file name: "ssp-2" */
   char mode[16];
   int staleness;
-  char dir[PATH_MAX];
-  pl_run_result res;
-  int rc;
-  /* Read back from the run's files. */
-  double wall, accuracy, updates, mean_stale, max_stale, dropped, max_lead;
-  double time_to_target; /* -1: never reached */
-  double first_eval_time, updates_per_sec;
+  run_rec reps[MAX_REPEATS];
+  /* The ps's staleness histogram, every seed added up: gradients per bucket, whose upper
+   * bounds are stale_bounds (the last bucket is above them). */
+  double stale_hist[MAX_STALE];
+  double stale_bounds[MAX_STALE];
+  int stale_nb;
 } mode_run;
 
 static int parse_modes(const char *s, mode_run *runs, int max) {
@@ -33,206 +72,832 @@ static int parse_modes(const char *s, mode_run *runs, int max) {
     if (n == max) return -E2BIG;
     mode_run *r = &runs[n];
     memset(r, 0, sizeof *r);
-    snprintf(r->label, sizeof r->label, "%s", tok);
+    snprintf(r->label, sizeof r->label, "%.31s", tok);
     if (!strcmp(tok, "sync") || !strcmp(tok, "async")) {
       snprintf(r->mode, sizeof r->mode, "%s", tok);
     } else if (!strncmp(tok, "ssp", 3) && (tok[3] == '\0' || tok[3] == ':')) {
       snprintf(r->mode, sizeof r->mode, "ssp");
       char *end;
       r->staleness = tok[3] ? (int)strtol(tok + 4, &end, 10) : 2;
-      if (tok[3] && (end == tok + 4 || *end || r->staleness < 0)) return -EINVAL;
+      if (tok[3] && (end == tok + 4 || *end || r->staleness < 0 || r->staleness > 1000000))
+        return -EINVAL;
     } else {
       return -EINVAL;
     }
+    memcpy(r->safe, r->label, sizeof r->safe);
+    for (char *p = r->safe; *p; p++)
+      if (*p == ':') *p = '-';
     n++;
   }
   return n;
 }
 
-/* Reads a run's metrics into gnuplot data files and its summary into r. */
-static void digest(mode_run *r, double target) {
+/* "0.85,0.88,0.9": each in (0, 1]. */
+static int parse_targets(const char *s, double *out, int max) {
+  int n = 0;
+  while (*s) {
+    if (n == max) return -E2BIG;
+    char *end;
+    double v = strtod(s, &end);
+    if (end == s || !(v > 0 && v <= 1) || (*end && *end != ',')) return -EINVAL;
+    out[n++] = v;
+    s = *end ? end + 1 : end;
+  }
+  return n;
+}
+
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : -1;
+}
+
+static int add_point(run_rec *r, eval_point p) {
+  if (r->npts == r->cap) {
+    int cap = r->cap ? r->cap * 2 : 64;
+    eval_point *g = realloc(r->pts, (size_t)cap * sizeof *g);
+    if (!g) return -ENOMEM;
+    r->pts = g;
+    r->cap = cap;
+  }
+  r->pts[r->npts++] = p;
+  return 0;
+}
+
+static int by_samples(const void *a, const void *b) {
+  double x = ((const eval_point *)a)->samples, y = ((const eval_point *)b)->samples;
+  return x < y ? -1 : x > y;
+}
+
+/* Reads a run's metrics: its evaluations (dense ones when there are any, else the epochs'),
+ * the staleness its training reports carried, and its summary. */
+static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const double *targets,
+                   int ntargets) {
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
   FILE *in = fopen(path, "r");
-  snprintf(path, sizeof path, "%s/train.dat", r->dir);
-  FILE *tr = fopen(path, "w");
-  snprintf(path, sizeof path, "%s/eval.dat", r->dir);
-  FILE *ev = fopen(path, "w");
-  r->time_to_target = -1;
-  char line[4096];
+  run_rec epochs = {.npts = 0};
+  double per_step = (double)o->batch_size * o->workers;
+  double spe = -1; /* steps per epoch per worker, from the summary's samples */
+  char line[8192];
   while (in && fgets(line, sizeof line, in)) {
-    if (strstr(line, "\"event\":\"train\"") && tr) {
-      /* One row per worker report: the plots show every worker's recent loss. */
-      fprintf(tr, "%g %g %g %g\n", pl_json_num(line, "time"), pl_json_num(line, "version"),
-              pl_json_num(line, "loss"), pl_json_num(line, "staleness"));
-    } else if (strstr(line, "\"event\":\"eval\"") && ev) {
-      double t = pl_json_num(line, "time"), acc = pl_json_num(line, "accuracy");
-      fprintf(ev, "%g %g %g\n", t, acc, pl_json_num(line, "version"));
-      if (r->time_to_target < 0 && acc >= target) r->time_to_target = t;
-    } else if (strstr(line, "\"event\":\"summary\"")) {
-      r->wall = pl_json_num(line, "wall_seconds");
-      r->accuracy = pl_json_num(line, "test_accuracy");
-      r->updates = pl_json_num(line, "updates");
-      r->mean_stale = pl_json_num(line, "mean_staleness");
-      r->max_stale = pl_json_num(line, "max_staleness");
-      r->dropped = pl_json_num(line, "dropped_gradients");
-      r->max_lead = pl_json_num(line, "max_lead");
-      r->updates_per_sec = r->wall > 0 ? r->updates / r->wall : 0;
+    cJSON *j = cJSON_Parse(line);
+    const char *ev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "event"));
+    if (!ev) {
+      cJSON_Delete(j);
+      continue;
     }
+    double tt = num(j, "train_time");
+    if (tt < 0) tt = num(j, "time");
+    if (!strcmp(ev, "eval_subset")) {
+      /* A point some worker never evaluated (it had finished, or was lost) covers part of
+       * the subset only: not comparable, left out. */
+      if (num(j, "shares") < o->workers) {
+        cJSON_Delete(j);
+        continue;
+      }
+      /* The ps asked at version point x eval_every (sync) or x eval_every x workers (async,
+       * ssp): point x eval_every x workers batches either way. */
+      eval_point p = {tt, num(j, "version"), num(j, "point") * o->eval_every * per_step,
+                      num(j, "loss"), num(j, "accuracy")};
+      add_point(r, p);
+      r->dense = 1;
+    } else if (!strcmp(ev, "eval")) {
+      eval_point p = {tt, num(j, "version"), num(j, "epoch"), num(j, "loss"), num(j, "accuracy")};
+      add_point(&epochs, p);
+    } else if (!strcmp(ev, "summary")) {
+      r->have_summary = 1;
+      r->wall = num(j, "wall_seconds");
+      r->train_s = num(j, "training_seconds");
+      if (r->train_s < 0) r->train_s = r->wall;
+      r->eval_s = num(j, "eval_seconds");
+      r->accuracy = num(j, "test_accuracy");
+      r->updates = num(j, "updates");
+      r->sps = num(j, "samples_per_sec");
+      r->mean_stale = num(j, "mean_staleness");
+      r->max_stale = num(j, "max_staleness");
+      r->dropped = num(j, "dropped_gradients");
+      r->max_lead = num(j, "max_lead");
+      r->ups = r->train_s > 0 ? r->updates / r->train_s : 0;
+      double samples = num(j, "samples"), ep = num(j, "epochs");
+      if (samples > 0 && ep > 0) spe = samples / ep / per_step;
+      const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "staleness_bounds");
+      const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "staleness_counts");
+      int nb = cJSON_GetArraySize(b);
+      if (cJSON_IsArray(b) && cJSON_IsArray(c) && nb < MAX_STALE &&
+          cJSON_GetArraySize(c) == nb + 1) {
+        m->stale_nb = nb;
+        for (int i = 0; i < nb; i++) m->stale_bounds[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(b, i));
+        for (int i = 0; i <= nb; i++) m->stale_hist[i] += cJSON_GetNumberValue(cJSON_GetArrayItem(c, i));
+      }
+    }
+    cJSON_Delete(j);
   }
   if (in) fclose(in);
-  if (tr) fclose(tr);
-  if (ev) fclose(ev);
+  /* The epochs' evaluations: samples from the epoch number. */
+  for (int i = 0; i < epochs.npts; i++) {
+    epochs.pts[i].samples = spe > 0 ? epochs.pts[i].samples * spe * per_step : epochs.pts[i].samples;
+    if (!r->dense) add_point(r, epochs.pts[i]);
+  }
+  free(epochs.pts);
+  qsort(r->pts, (size_t)r->npts, sizeof *r->pts, by_samples);
+  for (int t = 0; t < ntargets; t++) {
+    r->ttt[t] = -1;
+    for (int i = 0; i < r->npts; i++)
+      if (r->pts[i].accuracy >= targets[t]) {
+        r->ttt[t] = r->pts[i].time;
+        break;
+      }
+  }
 }
 
-static int plot(const char *out, mode_run *runs, int n) {
-  char script[PATH_MAX + 32];
-  snprintf(script, sizeof script, "%s/plots.gp", out);
-  FILE *f = fopen(script, "w");
-  if (!f) return -errno;
-  fprintf(f, "set terminal pngcairo size 900,560 font ',10'\nset grid\nset key top right\n");
-  const char *plots[3][5] = {
-      {"loss_vs_time.png", "train loss vs wall time", "seconds", "train loss", "train.dat\" using 1:3"},
-      {"accuracy_vs_time.png", "test accuracy vs wall time", "seconds", "test accuracy", "eval.dat\" using 1:2"},
-      {"loss_vs_updates.png", "train loss vs global updates", "updates (ps versions)", "train loss", "train.dat\" using 2:3"},
-  };
-  for (int p = 0; p < 3; p++) {
-    fprintf(f, "set output '%s/%s'\nset title '%s'\nset xlabel '%s'\nset ylabel '%s'\nplot ", out,
-            plots[p][0], plots[p][1], plots[p][2], plots[p][3]);
-    for (int i = 0; i < n; i++)
-      fprintf(f, "%s\"%s/%s with linespoints pt 7 ps 0.4 title '%s'", i ? ", " : "", runs[i].dir,
-              plots[p][4], runs[i].label);
-    fprintf(f, "\n");
+/* ---- statistics over repeats ---- */
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct {
+  double med, lo, hi;
+  int n;
+} spread;
+
+static spread spread_of(double *v, int n) {
+  spread s = {0, 0, 0, n};
+  if (n == 0) return s;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  s.lo = v[0];
+  s.hi = v[n - 1];
+  s.med = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  return s;
+}
+
+/* A run figure's spread over the repeats that finished. */
+static spread spread_field(const mode_run *m, int repeats, size_t offset) {
+  double v[MAX_REPEATS];
+  int n = 0;
+  for (int k = 0; k < repeats; k++)
+    if (m->reps[k].have_summary) v[n++] = *(const double *)((const char *)&m->reps[k] + offset);
+  return spread_of(v, n);
+}
+
+static void fmt_spread(char *out, size_t len, spread s, const char *fmt) {
+  char a[24], b[24], c[24];
+  if (s.n == 0) {
+    snprintf(out, len, "-");
+    return;
   }
-  fclose(f);
+  snprintf(a, sizeof a, fmt, s.med);
+  if (s.n == 1) {
+    snprintf(out, len, "%s", a);
+    return;
+  }
+  snprintf(b, sizeof b, fmt, s.lo);
+  snprintf(c, sizeof c, fmt, s.hi);
+  snprintf(out, len, "%s [%s, %s]", a, b, c);
+}
+
+/* ---- data files and plots ---- */
+
+/* The median curve and its min-max band, evaluation by evaluation: the i-th evaluation of
+ * every repeat is at the same step, so they line up; x is their median. Columns: time,
+ * samples, updates, loss median/min/max, accuracy median/min/max. */
+static int write_curve(const char *path, const mode_run *m, int repeats) {
+  FILE *f = fopen(path, "w");
+  if (!f) return -errno;
+  int most = 0;
+  for (int k = 0; k < repeats; k++)
+    if (m->reps[k].npts > most) most = m->reps[k].npts;
+  for (int i = 0; i < most; i++) {
+    double t[MAX_REPEATS], s[MAX_REPEATS], u[MAX_REPEATS], l[MAX_REPEATS], a[MAX_REPEATS];
+    int n = 0;
+    for (int k = 0; k < repeats; k++) {
+      const run_rec *r = &m->reps[k];
+      if (i >= r->npts) continue;
+      t[n] = r->pts[i].time;
+      s[n] = r->pts[i].samples;
+      u[n] = r->pts[i].updates;
+      l[n] = r->pts[i].loss;
+      a[n] = r->pts[i].accuracy;
+      n++;
+    }
+    spread st = spread_of(t, n), ss = spread_of(s, n), su = spread_of(u, n);
+    spread sl = spread_of(l, n), sa = spread_of(a, n);
+    fprintf(f, "%g %g %g %g %g %g %g %g %g\n", st.med, ss.med, su.med, sl.med, sl.lo, sl.hi,
+            sa.med, sa.lo, sa.hi);
+  }
+  return fclose(f) == 0 ? 0 : -EIO;
+}
+
+static const char *const PLOT_NAMES[] = {"loss_vs_time",    "accuracy_vs_time",
+                                         "loss_vs_samples", "accuracy_vs_samples",
+                                         "loss_vs_updates", "accuracy_vs_updates"};
+#define N_CURVE_PLOTS 6
+
+static int run_gnuplot(const char *out, const char *script) {
   char cmd[PATH_MAX * 3];
-  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>'%s/gnuplot.log'", script, out);
-  int rc = system(cmd);
-  if (rc != 0) {
+  snprintf(cmd, sizeof cmd, "gnuplot '%s' 2>>'%s/gnuplot.log'", script, out);
+  if (system(cmd) != 0) {
     fprintf(stderr, "pstrain compare: gnuplot failed (see %s/gnuplot.log; is gnuplot installed?)\n", out);
     return -EIO;
   }
   return 0;
 }
 
-static void table(FILE *f, mode_run *runs, int n, double target, const char *title) {
-  fprintf(f, "%s\n\n", title);
-  fprintf(f, "| mode | final test accuracy | wall s | time to %.2f (s) | updates | updates/s | mean staleness | max staleness | max ssp lead | dropped gradients |\n",
-          target);
-  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|\n");
+/* The six curve plots and the staleness histogram of one worker count; file names start
+ * with prefix ("" or "w4-"). */
+static int plot_count(const char *out, const char *prefix, mode_run *modes, int n, int repeats,
+                      int dense, int eval_samples, int workers) {
+  char path[PATH_MAX + 64];
   for (int i = 0; i < n; i++) {
-    mode_run *r = &runs[i];
-    char ttt[32];
-    if (r->time_to_target >= 0) snprintf(ttt, sizeof ttt, "%.1f", r->time_to_target);
-    else snprintf(ttt, sizeof ttt, "not reached");
-    char lead[32];
-    if (!strcmp(r->mode, "ssp")) snprintf(lead, sizeof lead, "%.0f (bound %d)", r->max_lead, r->staleness);
-    else snprintf(lead, sizeof lead, "-");
-    fprintf(f, "| %s%s | %.4f | %.1f | %s | %.0f | %.0f | %.3f | %.0f | %s | %.0f |\n", r->label,
-            r->rc ? " (failed)" : "", r->accuracy, r->wall, ttt, r->updates, r->updates_per_sec,
-            r->mean_stale, r->max_stale, lead, r->dropped);
+    snprintf(path, sizeof path, "%s/%s%s.dat", out, prefix, modes[i].safe);
+    if (write_curve(path, &modes[i], repeats) < 0) return -EIO;
+  }
+  /* Staleness: each mode's share of the gradients applied, per bucket of the ps's histogram
+   * (every seed together); buckets nobody reached are left out. */
+  snprintf(path, sizeof path, "%s/%sstaleness.dat", out, prefix);
+  FILE *d = fopen(path, "w");
+  if (!d) return -errno;
+  int top = 0;
+  for (int i = 0; i < n; i++)
+    for (int b = 0; b <= modes[i].stale_nb && b < MAX_STALE; b++)
+      if (modes[i].stale_hist[b] > 0 && b > top) top = b;
+  fprintf(d, "staleness");
+  for (int i = 0; i < n; i++) fprintf(d, " %s", modes[i].label);
+  fprintf(d, "\n");
+  const mode_run *ref = &modes[0];
+  for (int i = 1; i < n; i++)
+    if (modes[i].stale_nb > ref->stale_nb) ref = &modes[i];
+  for (int b = 0; b <= top; b++) {
+    /* Bucket b holds (bounds[b-1], bounds[b]]: "5-6" for (4, 6]. */
+    double lo = b ? ref->stale_bounds[b - 1] + 1 : 0;
+    if (b >= ref->stale_nb) fprintf(d, ">%g", ref->stale_bounds[ref->stale_nb - 1]);
+    else if (lo >= ref->stale_bounds[b]) fprintf(d, "%g", ref->stale_bounds[b]);
+    else fprintf(d, "%g-%g", lo, ref->stale_bounds[b]);
+    for (int i = 0; i < n; i++) {
+      double total = 0;
+      for (int c = 0; c < MAX_STALE; c++) total += modes[i].stale_hist[c];
+      fprintf(d, " %g", total > 0 ? modes[i].stale_hist[b] / total : 0);
+    }
+    fprintf(d, "\n");
+  }
+  fclose(d);
+
+  char script[PATH_MAX + 64];
+  snprintf(script, sizeof script, "%s/%splots.gp", out, prefix);
+  FILE *f = fopen(script, "w");
+  if (!f) return -errno;
+  char what[96];
+  if (dense)
+    snprintf(what, sizeof what, "test subset of %d", eval_samples);
+  else
+    snprintf(what, sizeof what, "full test set, per epoch");
+  char band[48] = "";
+  if (repeats > 1) snprintf(band, sizeof band, ", median and min-max of %d seeds", repeats);
+  fprintf(f, "set terminal pngcairo size 960,600 font ',11'\nset grid\nset key outside right top box\n"
+             "set style fill transparent solid 0.18 noborder\n");
+  static const char *const xs[3][2] = {{"1", "training seconds (evaluation excluded)"},
+                                       {"2", "samples trained (all workers)"},
+                                       {"3", "updates (ps versions)"}};
+  for (int p = 0; p < N_CURVE_PLOTS; p++) {
+    int acc = p % 2, x = p / 2;
+    fprintf(f, "set output '%s/%s%s.png'\n", out, prefix, PLOT_NAMES[p]);
+    fprintf(f, "set title \"test %s vs %s, %d worker%s (%s%s)\"\n", acc ? "accuracy" : "loss",
+            x == 0 ? "time" : x == 1 ? "samples" : "updates", workers, workers > 1 ? "s" : "",
+            what, band);
+    fprintf(f, "set xlabel '%s'\nset ylabel 'test %s'\n", xs[x][1], acc ? "accuracy" : "loss");
+    fprintf(f, "plot ");
+    int ycol = acc ? 7 : 4;
+    for (int i = 0; i < n; i++) {
+      if (repeats > 1)
+        fprintf(f, "'%s/%s%s.dat' using %s:%d:%d with filledcurves lc %d notitle, ", out, prefix,
+                modes[i].safe, xs[x][0], ycol + 1, ycol + 2, i + 1);
+      fprintf(f, "'%s/%s%s.dat' using %s:%d with linespoints lc %d lw 2 pt 7 ps 0.6 title '%s'%s",
+              out, prefix, modes[i].safe, xs[x][0], ycol, i + 1, modes[i].label,
+              i + 1 < n ? ", " : "\n");
+    }
+  }
+  fprintf(f, "set output '%s/%sstaleness.png'\n", out, prefix);
+  fprintf(f, "set title 'staleness of the gradients applied, %d worker%s (all seeds)'\n",
+          workers, workers > 1 ? "s" : "");
+  fprintf(f, "set xlabel 'staleness (versions behind)'\nset ylabel 'share of gradients'\n"
+             "set style data histograms\nset style histogram clustered gap 1\n"
+             "set style fill solid 0.8 border -1\nset yrange [0:1]\nset key inside right top\n");
+  fprintf(f, "plot ");
+  for (int i = 0; i < n; i++)
+    fprintf(f, "'%s' using %d:xtic(1) title columnheader(%d)%s", path, i + 2, i + 2,
+            i + 1 < n ? ", " : "\n");
+  fclose(f);
+  return run_gnuplot(out, script);
+}
+
+/* samples/s against the worker count, per mode (median, min-max bars). */
+static int plot_scaling(const char *out, mode_run (*grid)[MAX_MODES], const int *counts,
+                        int ncounts, int n, int repeats) {
+  char path[PATH_MAX + 64], script[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/scaling.dat", out);
+  FILE *d = fopen(path, "w");
+  if (!d) return -errno;
+  for (int i = 0; i < n; i++) {
+    for (int c = 0; c < ncounts; c++) {
+      spread s = spread_field(&grid[c][i], repeats, offsetof(run_rec, sps));
+      fprintf(d, "%d %g %g %g\n", counts[c], s.med, s.lo, s.hi);
+    }
+    fprintf(d, "\n\n");
+  }
+  fclose(d);
+  snprintf(script, sizeof script, "%s/scaling.gp", out);
+  FILE *f = fopen(script, "w");
+  if (!f) return -errno;
+  fprintf(f, "set terminal pngcairo size 960,600 font ',11'\nset grid\nset key outside right top box\n"
+             "set output '%s/scaling.png'\nset title 'training samples/s vs workers (median, min-max)'\n"
+             "set xlabel 'workers'\nset ylabel 'samples/s (evaluation excluded)'\nset xtics (",
+          out);
+  for (int c = 0; c < ncounts; c++) fprintf(f, "%s%d", c ? ", " : "", counts[c]);
+  fprintf(f, ")\nset yrange [0:*]\nplot ");
+  for (int i = 0; i < n; i++)
+    fprintf(f, "'%s' index %d using 1:2:3:4 with yerrorlines lc %d lw 2 pt 7 title '%s'%s", path,
+            i, i + 1, grid[0][i].label, i + 1 < n ? ", " : "\n");
+  fclose(f);
+  return run_gnuplot(out, script);
+}
+
+/* ---- table, summary.md, report.html ---- */
+
+typedef struct {
+  int ncells;
+  char cells[24][96];
+} row;
+
+static int table_header(row *h, const double *targets, int ntargets) {
+  h->ncells = 0;
+  snprintf(h->cells[h->ncells++], 96, "mode");
+  snprintf(h->cells[h->ncells++], 96, "final test accuracy");
+  for (int t = 0; t < ntargets; t++)
+    snprintf(h->cells[h->ncells++], 96, "time to %.2f (s)", targets[t]);
+  snprintf(h->cells[h->ncells++], 96, "samples/s");
+  snprintf(h->cells[h->ncells++], 96, "updates/s");
+  snprintf(h->cells[h->ncells++], 96, "training s");
+  snprintf(h->cells[h->ncells++], 96, "evaluation s");
+  snprintf(h->cells[h->ncells++], 96, "mean staleness");
+  snprintf(h->cells[h->ncells++], 96, "max staleness");
+  snprintf(h->cells[h->ncells++], 96, "max ssp lead");
+  snprintf(h->cells[h->ncells++], 96, "dropped gradients");
+  return h->ncells;
+}
+
+static void table_row(row *w, const mode_run *m, int repeats, int ntargets) {
+  w->ncells = 0;
+  int failed = 0;
+  for (int k = 0; k < repeats; k++) failed += m->reps[k].rc != 0;
+  if (failed)
+    snprintf(w->cells[w->ncells++], 96, "%s (%d of %d failed)", m->label, failed, repeats);
+  else
+    snprintf(w->cells[w->ncells++], 96, "%s", m->label);
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, accuracy)), "%.4f");
+  for (int t = 0; t < ntargets; t++) {
+    double v[MAX_REPEATS];
+    int n = 0, missed = 0;
+    for (int k = 0; k < repeats; k++) {
+      if (m->reps[k].ttt[t] >= 0) v[n++] = m->reps[k].ttt[t];
+      else missed++;
+    }
+    if (missed == repeats)
+      snprintf(w->cells[w->ncells++], 96, "not reached");
+    else if (missed)
+      snprintf(w->cells[w->ncells++], 96, "not reached by %d of %d", missed, repeats);
+    else
+      fmt_spread(w->cells[w->ncells++], 96, spread_of(v, n), "%.1f");
+  }
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, sps)), "%.0f");
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, ups)), "%.0f");
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, train_s)), "%.1f");
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, eval_s)), "%.1f");
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, mean_stale)), "%.3f");
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, max_stale)), "%.0f");
+  if (!strcmp(m->mode, "ssp")) {
+    char lead[64];
+    fmt_spread(lead, sizeof lead, spread_field(m, repeats, offsetof(run_rec, max_lead)), "%.0f");
+    snprintf(w->cells[w->ncells++], 96, "%s (bound %d)", lead, m->staleness);
+  } else {
+    snprintf(w->cells[w->ncells++], 96, "-");
+  }
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, dropped)), "%.0f");
+}
+
+static void md_row(FILE *f, const row *r) {
+  fprintf(f, "|");
+  for (int i = 0; i < r->ncells; i++) fprintf(f, " %s |", r->cells[i]);
+  fprintf(f, "\n");
+}
+
+static void md_table(FILE *f, mode_run *modes, int n, int repeats, const double *targets,
+                     int ntargets) {
+  row h, w;
+  table_header(&h, targets, ntargets);
+  md_row(f, &h);
+  fprintf(f, "|");
+  for (int i = 0; i < h.ncells; i++) fprintf(f, "---|");
+  fprintf(f, "\n");
+  for (int i = 0; i < n; i++) {
+    table_row(&w, &modes[i], repeats, ntargets);
+    md_row(f, &w);
   }
 }
 
+static void html_text(FILE *f, const char *s) {
+  for (; *s; s++) {
+    if (*s == '<') fputs("&lt;", f);
+    else if (*s == '>') fputs("&gt;", f);
+    else if (*s == '&') fputs("&amp;", f);
+    else if (*s == '"') fputs("&quot;", f);
+    else fputc(*s, f);
+  }
+}
+
+static void html_table(FILE *f, mode_run *modes, int n, int repeats, const double *targets,
+                       int ntargets) {
+  row h, w;
+  table_header(&h, targets, ntargets);
+  fprintf(f, "<table>\n<tr>");
+  for (int i = 0; i < h.ncells; i++) {
+    fprintf(f, "<th>");
+    html_text(f, h.cells[i]);
+    fprintf(f, "</th>");
+  }
+  fprintf(f, "</tr>\n");
+  for (int i = 0; i < n; i++) {
+    table_row(&w, &modes[i], repeats, ntargets);
+    fprintf(f, "<tr>");
+    for (int c = 0; c < w.ncells; c++) {
+      fprintf(f, "<td>");
+      html_text(f, w.cells[c]);
+      fprintf(f, "</td>");
+    }
+    fprintf(f, "</tr>\n");
+  }
+  fprintf(f, "</table>\n");
+}
+
+/* A PNG as a data: URI, so that report.html stands alone. 0, or -1 when it is missing. */
+static int html_image(FILE *f, const char *dir, const char *name) {
+  static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  char path[PATH_MAX + 64];
+  snprintf(path, sizeof path, "%s/%s", dir, name);
+  FILE *in = fopen(path, "rb");
+  if (!in) {
+    fprintf(f, "<p>(%s is missing: see gnuplot.log)</p>\n", name);
+    return -1;
+  }
+  fprintf(f, "<figure><img alt=\"%s\" src=\"data:image/png;base64,", name);
+  unsigned char b[3];
+  size_t k;
+  while ((k = fread(b, 1, 3, in)) > 0) {
+    unsigned v = (unsigned)b[0] << 16 | (k > 1 ? (unsigned)b[1] << 8 : 0) | (k > 2 ? b[2] : 0);
+    fputc(b64[v >> 18 & 63], f);
+    fputc(b64[v >> 12 & 63], f);
+    fputc(k > 1 ? b64[v >> 6 & 63] : '=', f);
+    fputc(k > 2 ? b64[v & 63] : '=', f);
+  }
+  fclose(in);
+  fprintf(f, "\"><figcaption>%s</figcaption></figure>\n", name);
+  return 0;
+}
+
+/* The command as typed, quoted for a shell where needed. */
+static void command_line(char *out, size_t len, int argc, char **argv) {
+  size_t n = (size_t)snprintf(out, len, "pstrain");
+  for (int i = 0; i < argc && n < len; i++) {
+    const char *a = argv[i];
+    int plain = a[0] != '\0';
+    for (const char *p = a; *p; p++)
+      if (!(isalnum((unsigned char)*p) || strchr("-_=.,:/+@%", *p))) plain = 0;
+    if (plain) {
+      n += (size_t)snprintf(out + n, len - n, " %s", a);
+    } else {
+      n += (size_t)snprintf(out + n, len - n, " '");
+      for (const char *p = a; *p && n + 5 < len; p++) {
+        if (*p == '\'') n += (size_t)snprintf(out + n, len - n, "'\\''");
+        else out[n++] = *p;
+      }
+      if (n < len) n += (size_t)snprintf(out + n, len - n, "'");
+    }
+  }
+  if (n >= len) out[len - 1] = '\0';
+}
+
+/* The machine, in one line: host, kernel, CPU model, cores, memory. */
+static void machine_line(char *out, size_t len) {
+  struct utsname u;
+  char cpu[160] = "unknown CPU";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[512];
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "model name", 10)) {
+      const char *c = strchr(line, ':');
+      if (c) {
+        snprintf(cpu, sizeof cpu, "%s", c + 2);
+        cpu[strcspn(cpu, "\n")] = '\0';
+      }
+      break;
+    }
+  if (f) fclose(f);
+  long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+  double gib = pages > 0 && psize > 0 ? (double)pages * (double)psize / (1 << 30) : 0;
+  if (uname(&u) < 0) memset(&u, 0, sizeof u);
+  snprintf(out, len, "%s, Linux %s %s, %s, %d cores, %.1f GiB", u.nodename, u.release,
+           u.machine, cpu, pst_proc_cores(), gib);
+}
+
+/* The 1, 5 and 15 minute load averages: the machine is often shared with other work. */
+static void load_line(char *out, size_t len) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  out[0] = '\0';
+  double a = 0, b = 0, c = 0;
+  if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(out, len, "%.2f %.2f %.2f", a, b, c);
+  if (f) fclose(f);
+}
+
+/* ---- the command ---- */
+
 int pl_cmd_compare(int argc, char **argv) {
-  const char *modes = "sync,async,ssp:2", *out = "pstrain-compare", *target_arg = "0.85";
-  /* Our own flags first; everything else is a run flag shared with `local`. */
-  char **rest = calloc((size_t)argc + 1, sizeof *rest);
-  if (!rest) {
+  const char *modes_arg = "sync,async,ssp:2", *out_arg = "", *target_arg = NULL;
+  const char *targets_arg = "0.85,0.88,0.90", *repeats_arg = "1", *workers_arg = NULL;
+  /* Our own flags first; everything else is a run flag shared with `local`. --workers is
+   * ours too, as it takes a list here. */
+  char **rest = calloc((size_t)argc + 2, sizeof *rest);
+  char **args = calloc((size_t)argc + 1, sizeof *args);
+  if (!rest || !args) {
     fprintf(stderr, "pstrain compare: out of memory\n");
+    free(rest);
+    free(args);
     return 1;
+  }
+  int nargs = 0;
+  for (int i = 0; i < argc; i++) {
+    if (!strncmp(argv[i], "--workers=", 10)) workers_arg = argv[i] + 10;
+    else args[nargs++] = argv[i];
   }
   int nrest = 0;
   rest[nrest++] = argv[0];
-  static const char *const names[] = {"--modes", "--out", "--target-accuracy"};
-  const char **const values[] = {&modes, &out, &target_arg};
-  if (pl_split_flags("compare", argc, argv, names, values, 3, rest, &nrest) != 0) {
+  static const char *const names[] = {"--modes", "--out", "--target-accuracy", "--targets",
+                                      "--repeats", "--workers"};
+  const char **const values[] = {&modes_arg, &out_arg, &target_arg, &targets_arg, &repeats_arg,
+                                 &workers_arg};
+  if (pl_split_flags("compare", nargs, args, names, values, 6, rest, &nrest) != 0) {
     free(rest);
+    free(args);
     return 2;
   }
-  char *end = NULL;
-  double target = strtod(target_arg, &end);
-  if (end == target_arg || *end) target = -1; /* refused below */
+  int counts[MAX_COUNTS];
+  int ncounts = workers_arg ? pl_parse_int_list(workers_arg, counts, MAX_COUNTS, 1, PL_MAX_WORKERS)
+                            : 0;
+  if (workers_arg && ncounts <= 0) {
+    fprintf(stderr, "pstrain compare: --workers wants a count or a list like 2,4,8 (up to %d, "
+                    "each in 1..%d)\n", MAX_COUNTS, PL_MAX_WORKERS);
+    free(rest);
+    free(args);
+    return 2;
+  }
+  /* The run flags are checked against the smallest count: --slow-worker I must fit them all. */
+  char wflag[32];
+  if (workers_arg) {
+    int smallest = counts[0];
+    for (int c = 1; c < ncounts; c++)
+      if (counts[c] < smallest) smallest = counts[c];
+    snprintf(wflag, sizeof wflag, "--workers=%d", smallest);
+    rest[nrest++] = wflag;
+  }
   pl_run_options base;
   static pst_model model;
   int rc = pl_parse_run_flags("compare", nrest, rest, &base, &model,
                               "Also: --modes LIST (default sync,async,ssp:2; ssp:S sets the bound),\n"
-                              "--out DIR (default ./pstrain-compare), --target-accuracy X (0.85).\n"
-                              "Runs each mode from the same seed, data and model, then writes\n"
-                              "metrics, PNG plots (gnuplot) and DIR/summary.md.\n");
+                              "--workers N or a list (2,4,8: one table per count and a scaling plot),\n"
+                              "--repeats R (seeds --seed .. --seed+R-1 for every mode, default 1),\n"
+                              "--targets LIST (default 0.85,0.88,0.90; --target-accuracy X: one target),\n"
+                              "--out DIR (default: a new /tmp/pstrain-run-* directory).\n"
+                              "Use --eval-every STEPS for accuracy curves (a test subset of --eval-samples).\n"
+                              "Writes per-run metrics and logs, PNG plots (gnuplot), summary.md and a\n"
+                              "self-contained report.html, all under DIR; nothing in the current directory.\n");
   free(rest);
+  free(args);
   if (rc == 1) return 0;
   if (rc) return rc;
-  if (!(target > 0 && target <= 1)) {
-    fprintf(stderr, "pstrain compare: --target-accuracy must be in (0, 1]\n");
+  if (!workers_arg) { /* one count: --workers's default, or the config file's */
+    counts[0] = base.workers;
+    ncounts = 1;
+  }
+  char *end = NULL;
+  long repeats = strtol(repeats_arg, &end, 10);
+  if (end == repeats_arg || *end || repeats < 1 || repeats > MAX_REPEATS) {
+    fprintf(stderr, "pstrain compare: --repeats must be in 1..%d\n", MAX_REPEATS);
     return 2;
   }
-  static mode_run runs[MAX_MODES];
-  int n = parse_modes(modes, runs, MAX_MODES);
+  if (base.seed > INT64_MAX - repeats) {
+    fprintf(stderr, "pstrain compare: --seed + --repeats must stay below 2^63\n");
+    return 2;
+  }
+  double targets[MAX_TARGETS];
+  int ntargets = parse_targets(target_arg ? target_arg : targets_arg, targets, MAX_TARGETS);
+  if (ntargets <= 0) {
+    fprintf(stderr, "pstrain compare: --targets wants up to %d accuracies in (0, 1], like 0.85,0.9\n",
+            MAX_TARGETS);
+    return 2;
+  }
+  static mode_run grid[MAX_COUNTS][MAX_MODES];
+  int n = parse_modes(modes_arg, grid[0], MAX_MODES);
   if (n <= 0) {
-    fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S\n");
+    fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S (up to %d)\n",
+            MAX_MODES);
     return 2;
   }
-  if (mkdir(out, 0755) < 0 && errno != EEXIST) {
-    fprintf(stderr, "pstrain compare: cannot create %s: %s\n", out, strerror(errno));
+  for (int c = 1; c < ncounts; c++) memcpy(grid[c], grid[0], sizeof grid[0]);
+  if (base.tensorboard_dir && mkdir(base.tensorboard_dir, 0755) < 0 && errno != EEXIST) {
+    fprintf(stderr, "pstrain compare: cannot create %s: %s\n", base.tensorboard_dir, strerror(errno));
     return 1;
   }
+  char out[PATH_MAX];
+  if (pl_make_run_dir(out_arg, out, sizeof out) < 0) return 1;
   char abs_out[PATH_MAX];
   if (!realpath(out, abs_out)) snprintf(abs_out, sizeof abs_out, "%s", out);
-  printf("pstrain compare: %d modes, %d workers, model %s, %d epochs, batch %d per worker; output in %s\n",
-         n, base.workers, base.model, base.epochs, base.batch_size, abs_out);
+  if (!workers_arg) snprintf(wflag, sizeof wflag, "%d", base.workers);
+  char command[4096], machine[512], load_start[128], load_end[128], date[64];
+  command_line(command, sizeof command, argc, argv);
+  machine_line(machine, sizeof machine);
+  load_line(load_start, sizeof load_start);
+  time_t now = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M:%S UTC", gmtime(&now));
+  printf("pstrain compare: %d mode%s x %ld seed%s, workers %s, model %s, %d epochs, batch %d per "
+         "worker%s\nrun directory: %s\n",
+         n, n > 1 ? "s" : "", repeats, repeats > 1 ? "s" : "", workers_arg ? workers_arg : wflag,
+         base.model, base.epochs, base.batch_size,
+         base.eval_every > 0 ? "" : " (no --eval-every: one evaluation per epoch)", abs_out);
+  fflush(stdout);
+  double t_start = pst_now();
   int failures = 0;
-  for (int i = 0; i < n; i++) {
-    mode_run *r = &runs[i];
-    pl_run_options o = base;
-    o.mode = r->mode;
-    o.staleness = r->staleness;
-    char label[48];
-    snprintf(label, sizeof label, "[%.31s] ", r->label);
-    o.label = label;
-    char safe[sizeof r->label];
-    memcpy(safe, r->label, sizeof safe);
-    for (char *p = safe; *p; p++)
-      if (*p == ':') *p = '-';
-    char want[PATH_MAX + 40];
-    snprintf(want, sizeof want, "%s/%s", abs_out, safe);
-    if (pl_make_run_dir(want, r->dir, sizeof r->dir) < 0) return 1;
-    o.run_dir = r->dir;
-    o.metrics_path = NULL;
-    o.summary_path = NULL;
-    /* TensorBoard overlays the runs of sub-directories: one per mode, named as the folders. */
-    char tb[PATH_MAX + 48];
-    if (base.tensorboard_dir) {
-      snprintf(tb, sizeof tb, "%s/%s", base.tensorboard_dir, safe);
-      if (mkdir(base.tensorboard_dir, 0755) < 0 && errno != EEXIST) {
-        fprintf(stderr, "pstrain compare: cannot create %s: %s\n", base.tensorboard_dir,
-                strerror(errno));
-        return 1;
+  /* Repeat k of every mode runs before repeat k+1 of any, so that a machine whose load
+   * changes over the session weighs on every mode alike. */
+  for (int c = 0; c < ncounts; c++) {
+    for (long k = 0; k < repeats; k++) {
+      for (int i = 0; i < n; i++) {
+        mode_run *m = &grid[c][i];
+        run_rec *r = &m->reps[k];
+        pl_run_options o = base;
+        o.workers = counts[c];
+        o.mode = m->mode;
+        o.staleness = m->staleness;
+        o.seed = base.seed + k;
+        r->seed = o.seed;
+        /* The run's folder (and TensorBoard run): the mode, then wN- in a sweep and -rK with
+         * repeats, so that a plain comparison keeps one folder per mode. */
+        char name[96], label[128], rep[24] = "";
+        if (repeats > 1) snprintf(rep, sizeof rep, "-r%ld", k + 1);
+        if (ncounts > 1) snprintf(name, sizeof name, "w%d-%s%s", counts[c], m->safe, rep);
+        else snprintf(name, sizeof name, "%s%s", m->safe, rep);
+        snprintf(label, sizeof label, "[%s] ", name);
+        o.label = label;
+        char want[PATH_MAX + 100];
+        snprintf(want, sizeof want, "%s/%s", abs_out, name);
+        if (pl_make_run_dir(want, r->dir, sizeof r->dir) < 0) return 1;
+        o.run_dir = r->dir;
+        o.metrics_path = NULL;
+        o.summary_path = NULL;
+        /* TensorBoard overlays the runs of sub-directories: one per run, named as the folders. */
+        char tb[PATH_MAX + 100];
+        if (base.tensorboard_dir) {
+          snprintf(tb, sizeof tb, "%s/%s", base.tensorboard_dir, name);
+          o.tensorboard_dir = tb;
+        }
+        printf("[%s] running (seed %lld)\n", name, o.seed);
+        fflush(stdout);
+        pl_run_result res;
+        r->rc = pl_run_local(&o, &res);
+        if (r->rc == 130) return 130;
+        if (r->rc) failures++;
+        digest(m, r, &o, targets, ntargets);
       }
-      o.tensorboard_dir = tb;
     }
-    printf("[%s] running\n", r->label);
-    fflush(stdout);
-    r->rc = pl_run_local(&o, &r->res);
-    if (r->rc == 130) return 130;
-    if (r->rc) failures++;
-    digest(r, target);
   }
-  plot(abs_out, runs, n);
-  char md[PATH_MAX + 32];
+  double elapsed = pst_now() - t_start;
+  load_line(load_end, sizeof load_end);
+
+  /* Plots. */
+  int plots_ok = 1;
+  for (int c = 0; c < ncounts; c++) {
+    char prefix[32] = "";
+    if (ncounts > 1) snprintf(prefix, sizeof prefix, "w%d-", counts[c]);
+    int dense = 0;
+    for (int i = 0; i < n; i++) dense |= grid[c][i].reps[0].dense;
+    if (plot_count(abs_out, prefix, grid[c], n, (int)repeats, dense,
+                   base.eval_samples > 0 ? base.eval_samples : 2000, counts[c]) < 0)
+      plots_ok = 0;
+  }
+  if (ncounts > 1 && plot_scaling(abs_out, grid, counts, ncounts, n, (int)repeats) < 0) plots_ok = 0;
+
+  /* summary.md and report.html. */
+  char md[PATH_MAX + 32], html[PATH_MAX + 32];
   snprintf(md, sizeof md, "%s/summary.md", abs_out);
-  char title[256];
-  snprintf(title, sizeof title, "## pstrain compare: %d workers, model %s, %d epochs, batch %d per worker",
-           base.workers, base.model, base.epochs, base.batch_size);
-  FILE *f = fopen(md, "w");
-  if (f) {
-    table(f, runs, n, target, title);
-    fprintf(f, "\nPlots: loss_vs_time.png, accuracy_vs_time.png, loss_vs_updates.png. Per-run metrics "
-               "(JSON lines) and logs are in the per-mode folders.\n");
-    fclose(f);
+  snprintf(html, sizeof html, "%s/report.html", abs_out);
+  char cond[512] = "";
+  size_t cl = 0;
+  for (int i = 0; i < PL_MAX_WORKERS && cl < sizeof cond - 40; i++) {
+    if (base.slow_factor[i] > 1)
+      cl += (size_t)snprintf(cond + cl, sizeof cond - cl, "%sworker %d %gx slower", cl ? ", " : "",
+                             i, base.slow_factor[i]);
+    if (base.delay_ms[i] > 0)
+      cl += (size_t)snprintf(cond + cl, sizeof cond - cl, "%sworker %d's pulls and pushes %g ms late",
+                             cl ? ", " : "", i, base.delay_ms[i]);
   }
+  char about[1024];
+  snprintf(about, sizeof about,
+           "model %s, %d epochs, batch %d per worker, %s lr %g, seeds %lld..%lld; %s; %s",
+           base.model, base.epochs, base.batch_size, base.optimizer, base.lr, base.seed,
+           base.seed + repeats - 1, cond[0] ? cond : "no slowed worker",
+           base.eval_every > 0 ? "dense evaluation" : "one evaluation per epoch");
+  char evaldesc[256];
+  if (base.eval_every > 0)
+    snprintf(evaldesc, sizeof evaldesc,
+             "Curves and times to a target: evaluations of a fixed test subset of %d samples "
+             "each time the ps reached another %d steps' worth of samples (%d x workers "
+             "batches); final accuracy: the full test set after the last epoch.",
+             base.eval_samples > 0 ? base.eval_samples : 2000, base.eval_every, base.eval_every);
+  else
+    snprintf(evaldesc, sizeof evaldesc,
+             "Curves and times to a target: the full test set after each epoch (add --eval-every "
+             "for denser curves).");
+  FILE *f = fopen(md, "w");
+  FILE *h = fopen(html, "w");
+  if (!f || !h) {
+    fprintf(stderr, "pstrain compare: cannot write %s: %s\n", f ? html : md, strerror(errno));
+    if (f) fclose(f);
+    if (h) fclose(h);
+    return 1;
+  }
+  fprintf(f, "# pstrain compare\n\n- command: `%s`\n- machine: %s\n- date: %s; %.0f s in all; load "
+             "average at start %s, at end %s\n- %s\n\n%s Times are training seconds: the "
+             "workers' evaluation time is left out. Each cell is the median over the seeds, "
+             "with [min, max] when there are several.\n\n",
+          command, machine, date, elapsed, load_start, load_end, about, evaldesc);
+  fprintf(h, "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>pstrain compare</title>\n"
+             "<style>body{font-family:sans-serif;max-width:1100px;margin:2em auto;color:#222}"
+             "table{border-collapse:collapse;font-size:0.9em;margin:1em 0}th,td{border:1px solid #bbb;"
+             "padding:0.3em 0.5em;text-align:right}th{background:#eee}td:first-child{text-align:left}"
+             "code{background:#f4f4f4;padding:0.1em 0.3em}img{max-width:100%%}figure{margin:1em 0}"
+             "</style></head><body>\n<h1>pstrain compare</h1>\n<ul><li>command: <code>");
+  html_text(h, command);
+  fprintf(h, "</code></li>\n<li>machine: ");
+  html_text(h, machine);
+  fprintf(h, "</li>\n<li>date: %s; %.0f s in all; load average at start %s, at end %s</li>\n<li>",
+          date, elapsed, load_start, load_end);
+  html_text(h, about);
+  fprintf(h, "</li></ul>\n<p>");
+  html_text(h, evaldesc);
+  fprintf(h, " Times are training seconds: the workers' evaluation time is left out. Each cell is "
+             "the median over the seeds, with [min, max] when there are several.</p>\n");
   printf("\n");
-  table(stdout, runs, n, target, title);
-  printf("\nplots and table: %s/{loss_vs_time,accuracy_vs_time,loss_vs_updates}.png, %s\n", abs_out, md);
+  for (int c = 0; c < ncounts; c++) {
+    char prefix[32] = "";
+    if (ncounts > 1) snprintf(prefix, sizeof prefix, "w%d-", counts[c]);
+    char title[128];
+    snprintf(title, sizeof title, "%d worker%s", counts[c], counts[c] > 1 ? "s" : "");
+    fprintf(f, "## %s\n\n", title);
+    md_table(f, grid[c], n, (int)repeats, targets, ntargets);
+    fprintf(f, "\nPlots:");
+    for (int p = 0; p < N_CURVE_PLOTS; p++) fprintf(f, " %s%s.png,", prefix, PLOT_NAMES[p]);
+    fprintf(f, " %sstaleness.png\n\n", prefix);
+    fprintf(h, "<h2>%s</h2>\n", title);
+    html_table(h, grid[c], n, (int)repeats, targets, ntargets);
+    char png[96];
+    for (int p = 0; p < N_CURVE_PLOTS; p++) {
+      snprintf(png, sizeof png, "%s%s.png", prefix, PLOT_NAMES[p]);
+      html_image(h, abs_out, png);
+    }
+    snprintf(png, sizeof png, "%sstaleness.png", prefix);
+    html_image(h, abs_out, png);
+    printf("## %s\n\n", title);
+    md_table(stdout, grid[c], n, (int)repeats, targets, ntargets);
+    printf("\n");
+  }
+  if (ncounts > 1) {
+    fprintf(f, "## Scaling\n\nscaling.png: training samples/s against the worker count.\n\n");
+    fprintf(h, "<h2>Scaling</h2>\n");
+    html_image(h, abs_out, "scaling.png");
+  }
+  fprintf(f, "Per-run metrics (JSON lines), summaries and logs are in the per-run folders "
+             "(MODE, with -rK for seed --seed + K - 1 and a wN- prefix in a sweep).\n");
+  fprintf(h, "<p>Per-run metrics (JSON lines), summaries and logs are in the per-run folders "
+             "beside this file.</p>\n</body></html>\n");
+  int werr = ferror(f) || ferror(h);
+  werr |= fclose(f) != 0;
+  werr |= fclose(h) != 0;
+  if (werr) {
+    fprintf(stderr, "pstrain compare: cannot write %s or %s\n", md, html);
+    return 1;
+  }
+  for (int c = 0; c < ncounts; c++)
+    for (int i = 0; i < n; i++)
+      for (long k = 0; k < repeats; k++) free(grid[c][i].reps[k].pts);
+  printf("report: %s\nsummary: %s\nrun directory: %s (%.0f s)\n", html, md, abs_out, elapsed);
+  if (!plots_ok) return 1;
   return failures ? 1 : 0;
 }

@@ -16,9 +16,9 @@ static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR
 static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
 static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
-static char f_slow[PST_CFG_STR_MAX];
+static char f_slow[PST_CFG_STR_MAX], f_delay[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
-static int64_t f_shards;
+static int64_t f_shards, f_eval_every, f_eval_samples;
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
@@ -48,6 +48,9 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB)", 4, 262144),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "mutual TLS between the ps and the workers, with a throwaway CA made in the run directory", 0, 0),
     PST_OPT("slow-worker", PST_CFG_STRING, f_slow, "", "I:FACTOR[,I:FACTOR]: slow workers down", 0, 0),
+    PST_OPT("delay-worker", PST_CFG_STRING, f_delay, "", "I:MS[,I:MS]: delay each pull and push of worker I by MS milliseconds (a slow link)", 0, 0),
+    PST_OPT("eval-every", PST_CFG_INT, &f_eval_every, "0", "steps between evaluations on a test subset (0: off; the full test set after each epoch either way)", 0, 1000000),
+    PST_OPT("eval-samples", PST_CFG_INT, &f_eval_samples, "2000", "test samples in that subset (fixed by --seed, split across workers)", 1, 10000000),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
@@ -90,15 +93,16 @@ int pl_make_run_dir(const char *dir, char *out, size_t outlen) {
   return 0;
 }
 
-/* "3:2.5,1:2" into per-worker factors. */
-static int parse_slow(const char *s, pl_run_options *o, int workers) {
+/* "3:2.5,1:2" into per-worker values (out[i]), each in [lo, hi]. */
+static int parse_per_worker(const char *s, double *out, int workers, double lo, double hi) {
   while (*s) {
     char *end;
     long i = strtol(s, &end, 10);
     if (end == s || *end != ':' || i < 0 || i >= workers) return -EINVAL;
-    double f = strtod(end + 1, &end);
-    if (!(f >= 1) || (*end && *end != ',')) return -EINVAL;
-    o->slow_factor[i] = f;
+    const char *v = end + 1;
+    double f = strtod(v, &end);
+    if (end == v || !(f >= lo && f <= hi) || (*end && *end != ',')) return -EINVAL;
+    out[i] = f;
     s = *end ? end + 1 : end;
   }
   return 0;
@@ -176,10 +180,16 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
     fprintf(stderr, "%s: --backup-workers must be less than --workers\n", prog);
     return 2;
   }
-  if (parse_slow(f_slow, o, o->workers) < 0) {
-    fprintf(stderr, "%s: --slow-worker wants I:FACTOR with 0 <= I < workers and FACTOR >= 1\n", prog);
+  if (parse_per_worker(f_slow, o->slow_factor, o->workers, 1, 1000) < 0) {
+    fprintf(stderr, "%s: --slow-worker wants I:FACTOR with 0 <= I < workers and 1 <= FACTOR <= 1000\n", prog);
     return 2;
   }
+  if (parse_per_worker(f_delay, o->delay_ms, o->workers, 0, 600000) < 0) {
+    fprintf(stderr, "%s: --delay-worker wants I:MS with 0 <= I < workers and 0 <= MS <= 600000\n", prog);
+    return 2;
+  }
+  o->eval_every = (int)f_eval_every;
+  o->eval_samples = (int)f_eval_samples;
   return 0;
 }
 

@@ -20,6 +20,8 @@
 #include <uv.h>
 #include <zlib.h>
 
+#include <cjson/cJSON.h>
+
 #define MAX_ARGS 64
 
 typedef struct {
@@ -295,28 +297,42 @@ static int spawn(run_ctx *r, child *c, char **argv) {
 /* ---- progress ---- */
 
 double pl_json_num(const char *line, const char *key) {
-  char k[64];
-  snprintf(k, sizeof k, "\"%s\":", key);
-  const char *p = strstr(line, k);
-  return p ? strtod(p + strlen(k), NULL) : -1;
+  cJSON *o = cJSON_Parse(line);
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
+  cJSON_Delete(o);
+  return x;
+}
+
+/* A number field of a parsed record, or -1. */
+static double num(const cJSON *o, const char *key) {
+  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+  return cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
 static void handle_metric(run_ctx *r, const char *line) {
-  if (strstr(line, "\"event\":\"train\"")) {
-    long step = (long)pl_json_num(line, "step");
+  cJSON *o = cJSON_Parse(line);
+  const char *event = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(o, "event"));
+  if (!event) {
+    cJSON_Delete(o);
+    return;
+  }
+  if (!strcmp(event, "train")) {
+    long step = (long)num(o, "step");
     if (step > r->steps_seen) r->steps_seen = step;
-    r->train_loss = pl_json_num(line, "loss");
-  } else if (strstr(line, "\"event\":\"eval\"")) {
-    int epoch = (int)pl_json_num(line, "epoch");
+    r->train_loss = num(o, "loss");
+  } else if (!strcmp(event, "eval")) {
+    int epoch = (int)num(o, "epoch");
     r->epochs_done = epoch;
     if (!r->o->quiet) {
       if (r->tty) fprintf(stdout, "\r\033[K");
       fprintf(stdout, "%sepoch %d/%d  train loss %.4f  test loss %.4f  test accuracy %.4f  (%.1f s)\n",
               r->o->label ? r->o->label : "", epoch, r->o->epochs, r->train_loss,
-              pl_json_num(line, "loss"), pl_json_num(line, "accuracy"), pst_now() - r->t0);
+              num(o, "loss"), num(o, "accuracy"), pst_now() - r->t0);
       fflush(stdout);
     }
   }
+  cJSON_Delete(o);
 }
 
 static void read_metrics(run_ctx *r) {
@@ -506,6 +522,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     arg(&a, "--seed=%lld", o->seed);
     arg(&a, "--chunk-kib=%d", o->chunk_kib);
     arg(&a, "--threads=%d", ps_threads);
+    if (o->eval_every > 0) arg(&a, "--eval-every=%d", o->eval_every);
+    if (o->eval_samples > 0) arg(&a, "--eval-samples=%d", o->eval_samples);
     /* Shard 0 speaks for the job (every shard sees every report); the others' summaries are
      * kept beside it for their own figures. */
     if (s == 0) {
@@ -553,6 +571,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     if (o->gpu_memory_limit) arg(&w, "--gpu-memory-limit=%d", o->gpu_memory_limit);
     if (o->log_placement) arg(&w, "--log-placement");
     if (o->slow_factor[i] > 1) arg(&w, "--slow-factor=%g", o->slow_factor[i]);
+    if (o->delay_ms[i] > 0) arg(&w, "--delay-ms=%g", o->delay_ms[i]);
     if (o->tls) {
       arg(&w, "--tls-cert=%s", tls_cli);
       arg(&w, "--tls-key=%s", tls_cli_key);

@@ -35,6 +35,9 @@ typedef struct {
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */
   int ps_shards;              /* ps processes the weights are split over (0 or 1: one) */
   double slow_factor[PL_MAX_WORKERS]; /* per worker; 0 or 1 = normal speed */
+  double delay_ms[PL_MAX_WORKERS];    /* per worker: each pull and push this much later */
+  int eval_every;             /* steps between evaluations on the test subset (0: off) */
+  int eval_samples;           /* test samples in that subset (0: the ps's default) */
   const char *run_dir;        /* logs, metrics and summary go here */
   const char *metrics_path;   /* NULL: <run_dir>/metrics.jsonl */
   const char *summary_path;   /* NULL: <run_dir>/summary.json */

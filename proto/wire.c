@@ -115,6 +115,7 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
     case PSTRAIN__MSG_TYPE__BYE:
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
     case PSTRAIN__MSG_TYPE__ROLLBACK:
+    case PSTRAIN__MSG_TYPE__EVAL:
       if (payload_len != 0) {
         snprintf(err, errlen, "message type %d carries an unexpected %" PRIu32 "-byte payload",
                  (int)h->type, payload_len);

@@ -44,7 +44,7 @@ static double o_hello_timeout;
 static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
-static int64_t o_backup, o_threads;
+static int64_t o_backup, o_threads, o_eval_every, o_eval_samples;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -68,6 +68,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB)", 4, 262144),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "threads for sums and optimizer passes (0: the cores this process may use)", 0, 1024),
     PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between workers' loss reports", 1, 1000000),
+    PST_OPT("eval-every", PST_CFG_INT, &o_eval_every, "0", "steps between workers' evaluations on a test subset (0: off; the full test set is evaluated after each epoch either way)", 0, 1000000),
+    PST_OPT("eval-samples", PST_CFG_INT, &o_eval_samples, "2000", "test samples in that subset (fixed by --seed, split across workers)", 1, 10000000),
     PST_OPT("status-interval", PST_CFG_DOUBLE, &o_status_interval, "5", "seconds between status lines (0: off)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, o_metrics, "", "write metrics (JSON lines) to this file", 0, 0),
     PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
@@ -169,6 +171,8 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
    * mlp runs 10-25% of their speed (docs/benchmarks.md); a dedicated ps host asks for 0. */
   o->threads = o_threads > 0 ? (int)o_threads : pst_proc_cores();
   o->report_every = (int)o_report_every;
+  o->eval_every = (int)o_eval_every;
+  o->eval_samples = (int)o_eval_samples;
   o->status_interval = o_status_interval;
   o->model_name = o_model;
   o->metrics_path = o_metrics;

@@ -21,15 +21,25 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
   pst_hist_init_seconds(&m->push_seconds);
   pst_hist_init_seconds(&m->pull_seconds);
   m->evals = calloc((size_t)epochs + 1, sizeof *m->evals);
-  if (!m->evals) return -ENOMEM;
+  m->subset_done = calloc((size_t)(workers > 0 ? workers : 1), sizeof *m->subset_done);
+  if (!m->evals || !m->subset_done) {
+    free(m->evals);
+    free(m->subset_done);
+    m->evals = NULL;
+    m->subset_done = NULL;
+    return -ENOMEM;
+  }
   if (path && path[0]) {
     snprintf(m->path, sizeof m->path, "%s", path);
     m->file = fopen(path, append ? "a" : "w");
     if (!m->file) {
       snprintf(err, errlen, "%s: cannot write the metrics file: %s", path, strerror(errno));
+      int e = errno;
       free(m->evals);
+      free(m->subset_done);
       m->evals = NULL;
-      return -errno;
+      m->subset_done = NULL;
+      return -e;
     }
     /* Line-buffered, so a launcher tailing the file sees each record whole and at once. */
     setvbuf(m->file, NULL, _IOLBF, 0);
@@ -47,6 +57,20 @@ void pst_metrics_close(pst_metrics *m) {
   m->file = NULL;
   free(m->evals);
   m->evals = NULL;
+  free(m->subset);
+  free(m->subset_done);
+  m->subset = NULL;
+  m->subset_done = NULL;
+  m->subset_n = 0;
+}
+
+/* Seconds of training up to now: since every slot had a worker, less the time the workers
+ * spent evaluating (their mean: each worker's own training stopped while it evaluated). */
+static double train_seconds(const pst_metrics *m, double now) {
+  if (m->train_start <= 0) return 0;
+  double end = m->train_end > 0 && m->train_end < now ? m->train_end : now;
+  double t = end - m->train_start - m->eval_seconds / (m->workers > 0 ? m->workers : 1);
+  return t > 0 ? t : 0;
 }
 
 /* The training scalars at a report: the report's figures, the speed so far, the learning
@@ -94,9 +118,10 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
   fprintf(m->file,
           "{\"time\":%.3f,\"event\":\"train\",\"epoch\":%u,\"step\":%" PRIu64
           ",\"version\":%" PRIu64 ",\"worker\":%d,\"staleness\":%" PRIu64
-          ",\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64 "}\n",
+          ",\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64
+          ",\"train_time\":%.3f}\n",
           pst_now() - m->t0, epoch, step, version, worker, staleness, loss_sum / (double)samples,
-          (double)correct / (double)samples, samples);
+          (double)correct / (double)samples, samples, train_seconds(m, pst_now()));
 }
 
 void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds) {
@@ -146,10 +171,75 @@ int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
     fprintf(m->file,
             "{\"time\":%.3f,\"event\":\"eval\",\"epoch\":%u,\"version\":%" PRIu64
             ",\"worker\":-1,\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64
-            ",\"shares\":%d}\n",
+            ",\"shares\":%d,\"train_time\":%.3f}\n",
             pst_now() - m->t0, epoch, e->version, e->loss_sum / (double)e->samples,
-            (double)e->correct / (double)e->samples, e->samples, e->reports);
+            (double)e->correct / (double)e->samples, e->samples, e->reports,
+            train_seconds(m, pst_now()));
   return 1;
+}
+
+void pst_metrics_eval_time(pst_metrics *m, double seconds) {
+  if (seconds > 0) m->eval_seconds += seconds;
+}
+
+static void subset_write(pst_metrics *m, uint32_t point) {
+  pst_subset_eval *e = &m->subset[point - 1];
+  e->written = 1;
+  if (!m->file || e->samples == 0) return;
+  /* time and train_time: when the ps first asked for the point (it had just reached the
+   * point's version). version: the newest weights evaluated (sync: every share's);
+   * version_min the oldest (async and ssp: each worker's next pull after that moment). */
+  double now = pst_now();
+  double t = e->asked ? e->time : now - m->t0, tt = e->asked ? e->train_time : train_seconds(m, now);
+  fprintf(m->file,
+          "{\"time\":%.3f,\"event\":\"eval_subset\",\"point\":%u,\"epoch\":%u,\"version\":%" PRIu64
+          ",\"version_min\":%" PRIu64 ",\"worker\":-1,\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64
+          ",\"shares\":%d,\"train_time\":%.3f,\"eval_seconds\":%.3f}\n",
+          t, point, e->epoch, e->version_max, e->version_min,
+          e->loss_sum / (double)e->samples, (double)e->correct / (double)e->samples, e->samples,
+          e->reports, tt,
+          m->eval_seconds / (m->workers > 0 ? m->workers : 1));
+}
+
+/* Point `point`'s record, the array grown as needed; NULL when out of memory (a point lost,
+ * not the run). */
+static pst_subset_eval *subset_at(pst_metrics *m, uint32_t point) {
+  if (point > m->subset_n) {
+    uint32_t n = m->subset_n ? m->subset_n : 64;
+    while (n < point) n *= 2;
+    pst_subset_eval *grown = realloc(m->subset, (size_t)n * sizeof *grown);
+    if (!grown) return NULL;
+    memset(grown + m->subset_n, 0, (size_t)(n - m->subset_n) * sizeof *grown);
+    m->subset = grown;
+    m->subset_n = n;
+  }
+  return &m->subset[point - 1];
+}
+
+void pst_metrics_subset_asked(pst_metrics *m, uint32_t point) {
+  pst_subset_eval *e = point ? subset_at(m, point) : NULL;
+  if (!e || e->asked) return;
+  e->asked = 1;
+  double now = pst_now();
+  e->time = now - m->t0;
+  e->train_time = train_seconds(m, now);
+}
+
+void pst_metrics_subset(pst_metrics *m, int worker, uint32_t point, uint64_t version,
+                        uint32_t epoch, double loss_sum, uint64_t correct, uint64_t samples) {
+  /* A rejoining worker may evaluate a point again: its first share counts. */
+  if (point == 0 || worker < 0 || worker >= m->workers || point <= m->subset_done[worker]) return;
+  m->subset_done[worker] = point;
+  pst_subset_eval *e = subset_at(m, point);
+  if (!e) return;
+  if (e->written) return;
+  if (e->reports == 0 || version < e->version_min) e->version_min = version;
+  if (version > e->version_max) e->version_max = version;
+  if (epoch > e->epoch) e->epoch = epoch;
+  e->loss_sum += loss_sum;
+  e->correct += correct;
+  e->samples += samples;
+  if (++e->reports >= m->workers) subset_write(m, point);
 }
 
 void pst_metrics_mark_start(pst_metrics *m) {
@@ -180,11 +270,23 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "test_loss", m->last_test_loss);
   cJSON_AddNumberToObject(o, "samples_per_sec", sps);
   cJSON_AddNumberToObject(o, "wall_seconds", wall);
+  /* The workers' mean evaluation time, and the wall time less it. */
+  double ev = m->eval_seconds / (m->workers > 0 ? m->workers : 1);
+  cJSON_AddNumberToObject(o, "eval_seconds", ev);
+  cJSON_AddNumberToObject(o, "training_seconds", wall - ev > 0 ? wall - ev : 0);
   cJSON_AddNumberToObject(o, "samples", (double)m->samples_trained);
   cJSON_AddNumberToObject(o, "updates", (double)r->version);
   cJSON_AddStringToObject(o, "weights_checksum", hex);
   cJSON_AddNumberToObject(o, "mean_staleness", r->mean_staleness);
   cJSON_AddNumberToObject(o, "max_staleness", (double)r->max_staleness);
+  /* Every applied gradient's staleness: counts per bucket, the bucket's upper bounds (the
+   * last count is above the last bound). */
+  cJSON *bounds = cJSON_AddArrayToObject(o, "staleness_bounds");
+  cJSON *counts = cJSON_AddArrayToObject(o, "staleness_counts");
+  for (int i = 0; bounds && counts && i <= m->staleness.n; i++) {
+    if (i < m->staleness.n) cJSON_AddItemToArray(bounds, cJSON_CreateNumber(m->staleness.bounds[i]));
+    cJSON_AddItemToArray(counts, cJSON_CreateNumber((double)m->staleness.counts[i]));
+  }
   cJSON_AddNumberToObject(o, "gradients_applied", (double)r->applied);
   /* The ps's CPU time over training, and per gradient applied: what scale-out is bounded by
    * (a gradient costs the ps its check, sum, optimizer pass and the pulls that follow). */
@@ -214,8 +316,13 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
 int pst_metrics_summary(pst_metrics *m, const char *summary_path, const pst_run_summary *r) {
   double end = m->train_end > 0 ? m->train_end : pst_now();
   double wall = m->train_start > 0 ? end - m->train_start : 0;
-  /* The speed of this process's part of the run (a resumed ps's clock starts anew). */
-  double sps = wall > 0 ? (double)(m->samples_trained - m->samples_resumed) / wall : 0;
+  /* Points some worker never evaluated (it was lost) are written with the shares they have. */
+  for (uint32_t p = 1; p <= m->subset_n; p++)
+    if (!m->subset[p - 1].written && m->subset[p - 1].reports > 0) subset_write(m, p);
+  /* The speed of this process's part of the run (a resumed ps's clock starts anew), over the
+   * training time: evaluations are left out. */
+  double train = train_seconds(m, end);
+  double sps = train > 0 ? (double)(m->samples_trained - m->samples_resumed) / train : 0;
   char *text = summary_json(m, r, wall, sps);
   if (!text) return -ENOMEM;
   int rc = 0;

@@ -19,6 +19,19 @@ typedef struct {
   int complete;           /* the figures are final (pst_metrics_eval_complete) */
 } pst_epoch_eval;
 
+/* One dense evaluation on the test subset (issue 16): the workers' shares of point p, taken
+ * at their step p x eval_every, each on the weights it had just pulled. */
+typedef struct {
+  double loss_sum;
+  uint64_t correct, samples;
+  int reports;
+  uint64_t version_min, version_max; /* of the weights the shares evaluated */
+  uint32_t epoch;         /* the epoch in progress */
+  int asked;              /* the ps asked for it: it was taken then */
+  double time, train_time; /* since start, and training seconds, when first asked */
+  int written;
+} pst_subset_eval;
+
 /* One training report, for the dashboard's curves. */
 typedef struct {
   uint64_t version;
@@ -74,6 +87,11 @@ typedef struct {
    * record shows the mean staleness of the gradients applied since the one before. */
   pst_tb *tb;
   double lr;
+  /* Dense evaluations: points 1..subset_n (index p-1), and each slot's newest point. */
+  pst_subset_eval *subset;
+  uint32_t subset_n;
+  uint32_t *subset_done;  /* [workers] */
+  double eval_seconds;    /* the workers' evaluation time, summed over them */
   pst_train_point history[PST_METRICS_HISTORY];
   int history_n;
   uint32_t history_stride, history_skip; /* keep one report in stride */
@@ -104,6 +122,14 @@ void pst_metrics_step(pst_metrics *m);
 /* Adds a worker's share of the epoch's test evaluation (epoch 1..epochs; others ignored). */
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,
                       uint64_t correct, uint64_t samples);
+/* A worker's share of dense evaluation `point` (1-based), taken on weights of `version`.
+ * Once every worker's share is in, an "eval_subset" record is written. */
+void pst_metrics_subset(pst_metrics *m, int worker, uint32_t point, uint64_t version,
+                        uint32_t epoch, double loss_sum, uint64_t correct, uint64_t samples);
+/* The ps asked a worker for point `point` (the first ask sets the point's time). */
+void pst_metrics_subset_asked(pst_metrics *m, uint32_t point);
+/* Seconds a worker spent evaluating (either kind): taken out of the training time. */
+void pst_metrics_eval_time(pst_metrics *m, double seconds);
 /* The ps has every share it will get for the epoch (one from each worker still there):
  * makes the figures final (last_test_*, an eval record). Returns 1 if it did now, 0 if the
  * epoch was complete already or has no samples. */

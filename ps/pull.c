@@ -67,6 +67,28 @@ void ps_pull_continue(ps_conn *c) {
   }
 }
 
+/* Dense evaluation (issue 16, --eval-every E): point p is due once the ps reaches version
+ * p x T, T being E steps' worth of versions (sync: E; async and ssp: E x workers, as many
+ * samples). Each worker is asked for its share of point p by an EVAL frame just before the
+ * first reply at or past that version, so the point is taken when the ps gets there, not
+ * when the slowest worker does; one point per reply, so a worker behind catches up one per
+ * step. The replies after the last push (the final weights) ask for nothing: the full test
+ * set is evaluated on them. Shard 0 asks; every shard hears the reports. */
+static void ask_eval(ps_conn *c) {
+  ps_server *s = c->srv;
+  ps_worker *w = &s->workers[c->worker];
+  uint64_t per = (uint64_t)s->opt.eval_every *
+                 (uint64_t)(s->opt.mode == PST_MODE_SYNC ? 1 : s->opt.workers);
+  uint32_t p = w->subset_asked + 1;
+  if (c->pull_hold.version < (uint64_t)p * per) return;
+  w->subset_asked = p;
+  pst_metrics_subset_asked(&s->metrics, p);
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__EVAL;
+  h.eval_point = p;
+  ps_send_header(c, &h);
+}
+
 void ps_pull_answer(ps_conn *c) {
   ps_server *s = c->srv;
   pst_store *st = &s->store;
@@ -75,6 +97,8 @@ void ps_pull_answer(ps_conn *c) {
   c->pull_sent = c->pull_done = 0;
   c->pull_hold = pst_store_take(st, s->opt.mode == PST_MODE_SYNC && !c->pull_final &&
                                         c->pull_want == st->version + 1);
+  if (s->opt.eval_every > 0 && s->opt.shard_index == 0 && !c->pull_final && c->worker >= 0)
+    ask_eval(c);
   ps_pull_continue(c);
 }
 

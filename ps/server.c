@@ -273,6 +273,8 @@ static void handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.chunk_floats = s->upd.chunk_floats;
   wl.staleness = (uint32_t)s->opt.staleness;
   wl.report_every = (uint32_t)s->opt.report_every;
+  wl.eval_every = (uint32_t)s->opt.eval_every;
+  wl.eval_samples = (uint32_t)s->opt.eval_samples;
   wl.start_step = ps_slot_position(s, idx);
   wl.eval_epoch = w->evals_done;
   wl.timeout_ms = (uint32_t)(s->opt.worker_timeout * 1000.0);
@@ -293,12 +295,18 @@ static void handle_report(ps_conn *c, const Pstrain__Report *r) {
     ps_reject(c, why);
     return;
   }
-  if (r->is_eval) {
+  /* Evaluations are not training: their time is taken out of the training time. */
+  if (r->is_eval) pst_metrics_eval_time(&s->metrics, r->compute_seconds);
+  if (r->is_eval && r->subset_point) {
+    pst_metrics_subset(&s->metrics, c->worker, r->subset_point, r->weights_version, r->epoch,
+                       r->loss_sum, r->correct, r->samples);
+  } else if (r->is_eval) {
     ps_worker *w = &s->workers[c->worker];
     if (r->epoch > w->evals_done) {
       w->evals_done = r->epoch;
-      pst_metrics_eval(&s->metrics, r->epoch, s->store.version, r->loss_sum, r->correct,
-                       r->samples);
+      pst_metrics_eval(&s->metrics, r->epoch,
+                       r->weights_version ? r->weights_version : s->store.version, r->loss_sum,
+                       r->correct, r->samples);
     }
   } else {
     s->workers[c->worker].epoch = r->epoch;

@@ -35,6 +35,8 @@ typedef struct {
   size_t shard_offset, shard_floats;
   int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's) */
   int report_every;       /* steps between the workers' loss reports */
+  int eval_every;         /* steps between evaluations on the test subset (0: off) */
+  int eval_samples;       /* test samples in that subset */
   double status_interval; /* seconds between status log lines; 0 = off */
   const char *model_name; /* as given: a preset name or a spec file */
   const char *metrics_path;
@@ -77,6 +79,7 @@ typedef struct {
   uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */
   uint32_t epoch;         /* the epoch of its last training report */
   uint32_t rejected;      /* invalid messages of this slot's worker (ps/validate.c) */
+  uint32_t subset_asked;  /* the newest dense evaluation point this slot was asked for */
 } ps_worker;
 
 typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */

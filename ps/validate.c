@@ -72,6 +72,15 @@ int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whyl
 }
 
 int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, size_t whylen) {
+  if (!(r->compute_seconds >= 0 && r->compute_seconds < 1e6)) {
+    snprintf(why, whylen, "a report of %g compute seconds", r->compute_seconds);
+    return -EINVAL;
+  }
+  if (r->weights_version > s->store.version) {
+    snprintf(why, whylen, "an evaluation of version %" PRIu64 ", newer than the ps's %" PRIu64,
+             r->weights_version, s->store.version);
+    return -EINVAL;
+  }
   if (!isfinite(r->loss_sum) || r->loss_sum < 0 || r->correct > r->samples) {
     snprintf(why, whylen, "a report with loss sum %g and %" PRIu64 " of %" PRIu64 " correct",
              r->loss_sum, r->correct, r->samples);
@@ -86,6 +95,28 @@ int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, si
     if (r->samples > most) {
       snprintf(why, whylen, "a training report of %" PRIu64 " samples (at most %" PRIu64 ")",
                r->samples, most);
+      return -EINVAL;
+    }
+    return 0;
+  }
+  if (r->subset_point) {
+    /* A dense evaluation: the worker's part of the subset, at one of its own steps. */
+    if (s->opt.eval_every <= 0) {
+      snprintf(why, whylen, "a subset evaluation, but --eval-every is off");
+      return -EINVAL;
+    }
+    /* Shard 0 asks for the points; the other shards cannot tell which were asked. */
+    if (s->opt.shard_index == 0 && r->subset_point > s->workers[i].subset_asked) {
+      snprintf(why, whylen, "a subset evaluation of point %u, not asked for (%u was)",
+               r->subset_point, s->workers[i].subset_asked);
+      return -EINVAL;
+    }
+    if (!s->data_known) return 0;
+    int n = s->opt.eval_samples < (int)s->test_n ? s->opt.eval_samples : (int)s->test_n, b, e;
+    pst_data_shard_range(n, i, s->opt.workers, &b, &e);
+    if (r->samples != (uint64_t)(e - b)) {
+      snprintf(why, whylen, "a subset evaluation of %" PRIu64 " samples; its part has %d",
+               r->samples, e - b);
       return -EINVAL;
     }
     return 0;

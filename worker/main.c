@@ -31,7 +31,7 @@ static char o_metrics_listen[PST_CFG_STR_MAX];
 static pst_tls_files o_tls;
 static pst_data_flags o_dataf;
 static int64_t o_threads, o_index, o_gpu_mem;
-static double o_timeout, o_slow, o_reconnect;
+static double o_timeout, o_slow, o_reconnect, o_delay;
 static int o_list, o_placement;
 
 static pst_cfg_opt g_opts[] = {
@@ -53,6 +53,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("reconnect-timeout", PST_CFG_DOUBLE, &o_reconnect, "300", "seconds to keep reconnecting to a lost ps (0: exit at once)", 0, 0),
     PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
+    PST_OPT("delay-ms", PST_CFG_DOUBLE, &o_delay, "0", "delay each pull and push this long, as a slow link would (experiments)", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
     PST_OPT("instance", PST_CFG_STRING, o_instance, "", "systemd instance: N means --device cuda:N, cpuN --device cpu", 0, 0),
@@ -167,9 +168,9 @@ int main(int argc, char **argv) {
     return PST_EXIT_USAGE;
   }
   if (!(o_timeout >= 0 && o_timeout <= 604800) || !(o_reconnect >= 0 && o_reconnect <= 604800) ||
-      !(o_slow >= 1 && o_slow <= 1000)) {
+      !(o_slow >= 1 && o_slow <= 1000) || !(o_delay >= 0 && o_delay <= 600000)) {
     LOG_ERR("--connect-timeout and --reconnect-timeout must be between 0 and 604800 seconds, "
-            "--slow-factor between 1 and 1000");
+            "--slow-factor between 1 and 1000, --delay-ms between 0 and 600000");
     return PST_EXIT_USAGE;
   }
   if (pst_data_flags_parse(&o_dataf, &opt.image, err, sizeof err) < 0) {
@@ -207,6 +208,7 @@ int main(int argc, char **argv) {
   opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
   opt.log_placement = o_placement;
   opt.slow_factor = o_slow;
+  opt.delay_ms = o_delay;
   static pst_secret secret;
   if (pst_secret_load(o_secret_file, &secret, err, sizeof err) < 0) {
     LOG_ERR("%s", err);

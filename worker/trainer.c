@@ -84,6 +84,7 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
   r.correct = correct;
   r.samples = samples;
   r.compute_seconds = seconds;
+  if (is_eval) r.weights_version = t->version;
   h.type = PSTRAIN__MSG_TYPE__REPORT;
   h.report = &r;
   send_all(t, &h);
@@ -135,6 +136,7 @@ static void take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_don
    * was lost around the epoch's end): evaluated on the weights it pulls now, so that the
    * epoch's figures cover the whole test set. */
   t->eval_due = t->epoch >= 1 && evals_done < (uint32_t)t->epoch ? t->epoch : 0;
+  t->subset_due = t->subset_asked = 0;
   t->have_weights = 0;
   t->weights_fresh = 0;
   t->push_in_flight = 0;
@@ -155,8 +157,17 @@ static void begin_session(wk_trainer *t) {
 
 /* ---- work on the threadpool ---- */
 
+/* --delay-ms: the link's delay, slept on the threadpool so that the loop stays free. */
+static void delay_step(const wk_trainer *t) {
+  if (t->work_kind != WK_WORK_TRAIN || !(t->opt.delay_ms > 0)) return;
+  double s = t->opt.delay_ms / 1e3;
+  struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
+  nanosleep(&ts, NULL);
+}
+
 static void work_run(uv_work_t *req) {
   wk_trainer *t = req->data;
+  delay_step(t); /* the pulled weights arrive late */
   double t0 = pst_now();
   t->w_loss = 0;
   t->w_correct = 0;
@@ -190,9 +201,12 @@ static void work_run(uv_work_t *req) {
       t->w_rc = -ENOMEM;
       return;
     }
-    for (int b = t->test_begin; b < t->test_end && t->w_rc == 0; b += t->batch) {
-      int n = t->test_end - b < t->batch ? t->test_end - b : t->batch;
-      for (int i = 0; i < n; i++) idx[i] = b + i;
+    /* The test shard [test_begin, test_end), or this worker's part of the subset. */
+    const int32_t *list = t->work_kind == WK_WORK_SUBSET ? t->subset_idx : NULL;
+    int lo = list ? 0 : t->test_begin, hi = list ? t->subset_n : t->test_end;
+    for (int b = lo; b < hi && t->w_rc == 0; b += t->batch) {
+      int n = hi - b < t->batch ? hi - b : t->batch;
+      for (int i = 0; i < n; i++) idx[i] = list ? list[b + i] : b + i;
       pst_batch_fill(&t->test_prep, idx, n, 0, 0, t->xb, t->yb);
       double loss = 0;
       int correct = 0;
@@ -210,6 +224,7 @@ static void work_run(uv_work_t *req) {
     struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
     nanosleep(&ts, NULL);
   }
+  delay_step(t); /* the push leaves late */
 }
 
 static void after_train(wk_trainer *t) {
@@ -289,6 +304,27 @@ static void after_eval(wk_trainer *t) {
   }
 }
 
+static void after_subset(wk_trainer *t) {
+  LOG_DEBUG("evaluation %u on %d test samples: loss %.4f accuracy %.4f (version %" PRIu64 ")",
+            t->subset_due, t->w_samples, t->w_samples ? t->w_loss / t->w_samples : 0.0,
+            t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Report r = PSTRAIN__REPORT__INIT;
+  r.epoch = (uint32_t)(t->epoch + 1);
+  r.step = t->steps;
+  r.is_eval = 1;
+  r.loss_sum = t->w_loss;
+  r.correct = (uint64_t)t->w_correct;
+  r.samples = (uint64_t)t->w_samples;
+  r.compute_seconds = t->w_seconds;
+  r.subset_point = t->subset_due;
+  r.weights_version = t->version;
+  h.type = PSTRAIN__MSG_TYPE__REPORT;
+  h.report = &r;
+  send_all(t, &h);
+  t->subset_due = 0;
+}
+
 static void start_work(wk_trainer *t, wk_work_kind kind);
 static void register_all(wk_trainer *t);
 
@@ -298,6 +334,8 @@ static void next_work(wk_trainer *t) {
   if (t->state == WK_STOPPED || t->stop_requested) return;
   if (t->eval_due) {
     start_work(t, WK_WORK_EVAL);
+  } else if (t->subset_due && t->subset_n > 0) {
+    start_work(t, WK_WORK_SUBSET);
   } else if (t->epoch < t->epochs) {
     /* The gradient buffer is reused: wait until the previous push has left. */
     if (!t->push_in_flight) start_work(t, WK_WORK_TRAIN);
@@ -337,6 +375,9 @@ static void work_done(uv_work_t *req, int status) {
   }
   if (t->work_kind == WK_WORK_TRAIN) {
     after_train(t);
+  } else if (t->work_kind == WK_WORK_SUBSET) {
+    after_subset(t);
+    next_work(t);
   } else {
     after_eval(t);
     if (t->state != WK_FINISHING) next_work(t);
@@ -367,6 +408,31 @@ static void host_buffer_free(wk_trainer *t, float *p) {
     free(p);
 }
 
+/* The dense evaluations' test subset: the first `samples` of a permutation of the test set
+ * drawn from the job seed alone (the same subset on every worker and at every point), split
+ * across the workers like the full test set. */
+static int make_subset(wk_trainer *t, uint32_t samples) {
+  int n = samples < (uint32_t)t->test.n ? (int)samples : t->test.n;
+  int32_t *all = malloc((size_t)(t->test.n > 0 ? t->test.n : 1) * sizeof *all);
+  if (!all) return -ENOMEM;
+  for (int i = 0; i < t->test.n; i++) all[i] = i;
+  pst_rng rng; /* its own: the training shuffles stay as they are */
+  pst_rng_seed(&rng, t->seed ^ 0x5eed5ab5e7e7a1ull);
+  pst_rng_shuffle(&rng, all, t->test.n);
+  int b, e;
+  pst_data_shard_range(n, t->index, t->world, &b, &e);
+  free(t->subset_idx);
+  t->subset_idx = malloc((size_t)(e - b > 0 ? e - b : 1) * sizeof *t->subset_idx);
+  if (!t->subset_idx) {
+    free(all);
+    return -ENOMEM;
+  }
+  memcpy(t->subset_idx, all + b, (size_t)(e - b) * sizeof *t->subset_idx);
+  t->subset_n = e - b;
+  free(all);
+  return 0;
+}
+
 static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   char err[512];
   t->index = (int)w->worker_index;
@@ -377,6 +443,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->seed = w->seed;
   t->chunk_floats = w->chunk_floats;
   t->report_every = w->report_every ? (int)w->report_every : 50;
+  t->eval_every = (int)w->eval_every;
   if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1) {
     fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d)", t->index,
          t->world, t->batch);
@@ -400,6 +467,10 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->test_prep.data = &t->test;
   pst_data_shard_range(t->train.n, t->index, t->world, &t->shard_begin, &t->shard_end);
   pst_data_shard_range(t->test.n, t->index, t->world, &t->test_begin, &t->test_end);
+  if (t->eval_every > 0 && make_subset(t, w->eval_samples) < 0) {
+    fail(t, "out of memory for the test subset");
+    return -ENOMEM;
+  }
   /* Every worker takes the same number of steps per epoch, so sync steps line up: the
    * smallest shard's full batches (the shards differ by at most one sample). */
   t->steps_per_epoch = pst_steps_per_epoch(t->train.n, t->world, t->batch);
@@ -647,6 +718,9 @@ static void on_weights_done(wk_trainer *t, wk_shard *sh, uint64_t version) {
     if (t->ps[i].version < oldest) oldest = t->ps[i].version;
   }
   t->version = oldest;
+  /* The ps asked for a dense evaluation of these weights. */
+  if (t->subset_asked) t->subset_due = t->subset_asked;
+  t->subset_asked = 0;
   wk_obs_weights_in(&t->obs);
   t->weights_fresh = 1;
   t->have_weights = 1;
@@ -668,6 +742,11 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       }
       return 0;
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      return 0;
+    case PSTRAIN__MSG_TYPE__EVAL:
+      /* Shard 0 asks, just before the weights it is for (an ask out of place is ignored:
+       * evaluations are figures, not training). */
+      if (t->state == WK_PULLING && shard_index(t, sh) == 0) t->subset_asked = h->eval_point;
       return 0;
     case PSTRAIN__MSG_TYPE__ERROR:
       if (t->welcomed && t->state == WK_REGISTERING) {
@@ -906,4 +985,5 @@ void wk_trainer_free(wk_trainer *t) {
   free(t->xb);
   free(t->yb);
   free(t->order);
+  free(t->subset_idx);
 }

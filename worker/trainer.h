@@ -48,6 +48,8 @@ typedef struct {
   size_t gpu_memory_limit_mib;
   int log_placement;
   double slow_factor;        /* >1: sleep (factor-1) x compute time after each step */
+  double delay_ms;           /* >0: each step's weights come and its push leaves this much
+                              * later (a slow link, for experiments) */
   const pst_secret *secret;  /* the cluster secret, or NULL/unset */
   pst_tls_ctx *tls;          /* mutual TLS with the ps, or NULL */
   const char *tls_name;      /* with TLS: the name the ps's certificate must carry, or NULL */
@@ -62,7 +64,8 @@ typedef enum {
   WK_STOPPED,
 } wk_state;
 
-typedef enum { WK_WORK_TRAIN, WK_WORK_EVAL } wk_work_kind;
+/* WK_WORK_SUBSET: a dense evaluation on this worker's part of the test subset. */
+typedef enum { WK_WORK_TRAIN, WK_WORK_EVAL, WK_WORK_SUBSET } wk_work_kind;
 
 /* One ps shard's connection and what this worker knows of it. */
 typedef struct {
@@ -109,6 +112,7 @@ typedef struct wk_trainer {
   uint64_t seed;
   uint32_t chunk_floats;
   int report_every;
+  int eval_every;                 /* steps between dense evaluations (0: off) */
   pst_model model;
   uint64_t model_fp;              /* --model's fingerprint, once read (0: none given yet) */
   /* Compute. */
@@ -136,6 +140,10 @@ typedef struct wk_trainer {
   int step_in_epoch, steps_per_epoch;
   uint64_t steps;
   int eval_due;                   /* epoch `epoch` (1-based) finished, not yet evaluated */
+  uint32_t subset_due;            /* dense evaluation point owed on params, or 0 */
+  uint32_t subset_asked;          /* the ps's EVAL for the weights arriving, or 0 */
+  int32_t *subset_idx;            /* [subset_n]: this worker's part of the test subset */
+  int subset_n;
   /* Results of the last work item. */
   double w_loss;
   int w_correct, w_samples;
