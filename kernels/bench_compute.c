@@ -17,7 +17,7 @@
 #include "common/log.h"
 #include "kernels/backend.h"
 #include "kernels/blas_setup.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "kernels/net.h"
 
 #define MAX_MODELS 16

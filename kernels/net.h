@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "kernels/backend.h"
-#include "kernels/model.h"
+#include "model/model.h"
 
 typedef struct pst_net pst_net;
 
@@ -20,7 +20,7 @@ int pst_net_load_params(pst_net *net, const float *params);
  * bit-reproducible and no two workers or steps share a mask. Default 0. */
 void pst_net_set_seed(pst_net *net, uint64_t seed);
 /* One training step on x[batch, input_size] (host) and labels[batch] (host).
- * The model may be a graph (kernels/model.h): a layer output taken by several layers gets
+ * The model may be a graph (model/model.h): a layer output taken by several layers gets
  * the sum of their gradients, added in a fixed order, so results are reproducible.
  * grad (host, n_params floats) receives d(loss)/d(params) where
  * loss = loss_scale * sum over the batch of cross-entropy; so loss_scale = 1/(b*N) gives

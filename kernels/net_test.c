@@ -9,7 +9,7 @@
 
 #include "common/log.h"
 #include "kernels/backend.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "kernels/net.h"
 #include "kernels/testing.h"
 

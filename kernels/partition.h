@@ -15,7 +15,7 @@
 
 #include <stddef.h>
 
-#include "kernels/model.h"
+#include "model/model.h"
 
 #define PST_PARTITION_ALIGN 16 /* floats */
 #define PST_MAX_SHARDS 64

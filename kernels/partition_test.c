@@ -4,7 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/model.h"
+#include "model/model.h"
 #include "kernels/partition.h"
 #include "kernels/testing.h"
 

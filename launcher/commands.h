@@ -3,7 +3,7 @@
 #ifndef PSTRAIN_LAUNCHER_COMMANDS_H
 #define PSTRAIN_LAUNCHER_COMMANDS_H
 
-#include "kernels/model.h"
+#include "model/model.h"
 #include "launcher/run.h"
 
 int pl_cmd_local(int argc, char **argv);

@@ -7,7 +7,7 @@
 #include <sys/stat.h>
 
 #include "common/config.h"
-#include "kernels/model_config.h"
+#include "model/model_config.h"
 #include "kernels/partition.h"
 #include "launcher/commands.h"
 #include "worker/dataset.h"

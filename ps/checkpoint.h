@@ -27,7 +27,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "kernels/model.h"
+#include "model/model.h"
 
 #define PST_CKPT_NAME_MAX 96
 #define PST_CKPT_MAX_DIMS 4
@@ -73,7 +73,7 @@ typedef struct {
  * offset order and tile [0, n_params), so their concatenation is the vector itself. `vec`
  * may be NULL (names and shapes only; data NULL). Returns how many were written to out, or
  * -ENOSPC when more than max, -ENAMETOOLONG when a prefixed name does not fit, -EINVAL when
- * the layers do not tile the vector in order (never for a model from kernels/model.c). */
+ * the layers do not tile the vector in order (never for a model from model/model.c). */
 int pst_ckpt_model_tensors(const pst_model *m, const float *vec, const char *prefix,
                            pst_ckpt_tensor *out, int max);
 

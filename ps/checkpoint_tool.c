@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "common/fnv.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "ps/checkpoint.h"
 
 

@@ -22,7 +22,7 @@
 #include "common/notify.h"
 #include "common/proc.h"
 #include "common/tls_config.h"
-#include "kernels/model_config.h"
+#include "model/model_config.h"
 #include "kernels/partition.h"
 #include "ps/checkpoint.h"
 #include "ps/dashboard.h"

@@ -24,7 +24,7 @@
 
 typedef enum { PST_OPT_SGD = 0, PST_OPT_MOMENTUM, PST_OPT_ADAM } pst_opt_kind;
 
-/* Model-state ranges an optimizer can hold: one per layer at most (kernels/model.h's
+/* Model-state ranges an optimizer can hold: one per layer at most (model/model.h's
  * PST_MODEL_MAX_LAYERS, which this module does not include). */
 #define PST_OPT_MAX_STATE 256
 

@@ -9,7 +9,7 @@
 #include "common/auth.h"
 #include "common/log.h"
 #include "common/tls.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "ps/metrics.h"
 #include "ps/optim.h"
 #include "ps/store.h"

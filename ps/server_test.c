@@ -29,7 +29,7 @@
 
 #include "common/fpenv.h"
 #include "common/log.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "proto/wire.h"
 #include "ps/optim.h"
 #include "ps/server.h"

@@ -33,7 +33,7 @@
 #include "common/config.h"
 #include "common/proc.h"
 #include "common/log.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "kernels/partition.h"
 #include "worker/client.h"
 

@@ -20,7 +20,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/partition.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "kernels/net.h"
 #include "worker/client.h"
 #include "worker/data.h"

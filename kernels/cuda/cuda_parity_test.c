@@ -15,7 +15,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/device.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "kernels/net.h"
 #include "kernels/testing.h"
 
@@ -539,7 +539,7 @@ static void test_batchnorm(int rows, int C, double offset) {
 static void test_pool(pst_window_shape s) { test_pool_kind(s, 0); }
 static void test_avgpool(pst_window_shape s) { test_pool_kind(s, 1); }
 
-/* Global average pooling: one valid window over the whole map, as kernels/model.c lays
+/* Global average pooling: one valid window over the whole map, as model/model.c lays
  * it out. */
 static pst_window_shape global_window(int n, int h, int w, int c) {
   pst_window_shape s = window2(n, h, w, c, h, w, 1, 1, 0, c);

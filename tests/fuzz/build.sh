@@ -3,7 +3,7 @@
 #
 # A plain script rather than Bazel: Debian's Bazel 4.2.3 uses gcc as its C toolchain, and
 # libFuzzer needs clang's -fsanitize=fuzzer. The project's library sources (common/, proto/,
-# kernels/model.c, ps/ but its main, worker/data.c) are compiled here with coverage, ASan
+# model/model.c, ps/ but its main, worker/data.c) are compiled here with coverage, ASan
 # and UBSan into one static archive, so each harness links only the objects it uses, and
 # against the same Debian libraries the daemons link. protoc-c's output is generated into
 # OUTDIR/gen, as proto/BUILD's genrule does.
@@ -48,7 +48,7 @@ done
 # A header of the project newer than the last build rebuilds every object.
 stamp="$out/obj/.stamp"
 all_new=0
-if [ ! -f "$stamp" ] || [ -n "$(find "$root/common" "$root/proto" "$root/ps" "$root/kernels" \
+if [ ! -f "$stamp" ] || [ -n "$(find "$root/common" "$root/proto" "$root/ps" "$root/kernels" "$root/model" \
     "$root/worker" "$out/gen" -maxdepth 2 -name '*.h' -newer "$stamp" 2>/dev/null | head -1)" ]; then
   all_new=1
 fi
@@ -70,7 +70,8 @@ lib_sources() {
   echo "$out/gen/proto/tensorboard.pb-c.c"
   echo "$root/proto/wire.c"
   echo "$root/proto/status_json.c"
-  echo "$root/kernels/model.c"
+  echo "$root/model/model.c"
+  echo "$root/model/presets.c"
   echo "$root/kernels/partition.c"
   echo "$root/worker/data.c"
   local f

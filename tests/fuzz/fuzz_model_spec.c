@@ -1,4 +1,4 @@
-/* Fuzzes the model spec parser (kernels/model.h: pst_model_parse) with the input as the
+/* Fuzzes the model spec parser (model/model.h: pst_model_parse) with the input as the
  * spec's text (up to the first NUL, as a file read by pst_model_load would be refused
  * with a NUL in it).
  *
@@ -20,7 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/model.h"
+#include "model/model.h"
 
 #define CHECK(cond, ...)                                              \
   do {                                                                \

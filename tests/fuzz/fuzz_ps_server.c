@@ -53,7 +53,7 @@
 
 #include "common/auth.h"
 #include "common/log.h"
-#include "kernels/model.h"
+#include "model/model.h"
 #include "proto/wire.h"
 #include "ps/server.h"
 #include "ps/test_connect.h"

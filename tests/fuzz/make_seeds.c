@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
-#include "kernels/model.h"
+#include "model/model.h"
 #include "proto/wire.h"
 
 static const char *root;

@@ -60,8 +60,8 @@
  * describes training, not the network, so it changes neither the weights' layout nor the
  * fingerprint. A layer's name= is (after the layer's options), and so is inputs= where the
  * inputs are not just the line above: names are part of the model, as Keras keeps them. */
-#ifndef PSTRAIN_KERNELS_MODEL_H
-#define PSTRAIN_KERNELS_MODEL_H
+#ifndef PSTRAIN_MODEL_MODEL_H
+#define PSTRAIN_MODEL_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -1,8 +1,8 @@
 /* The generated presets: Keras's MobileNetV2 and the CIFAR ResNet20, written out as graph
- * model specs (kernels/model.h) so that they go through the same parser, canonical text and
+ * model specs (model/model.h) so that they go through the same parser, canonical text and
  * fingerprint as a user's own file.
  *
- * Both are checked against Keras's published parameter counts (kernels/presets_test.c):
+ * Both are checked against Keras's published parameter counts (model/presets_test.c):
  *   - MobileNetV2 (tf.keras.applications.MobileNetV2, alpha 1.0, 224x224x3, 1000 classes):
  *     3,538,984 parameters, 34,112 of them non-trainable (the batch norms' moving
  *     statistics). Our layers are Keras's one for one, with two differences that change no
@@ -19,7 +19,7 @@
  * (default 10) and momentum= (the batch norms', default Keras's: 0.999 for MobileNetV2,
  * 0.99 for ResNet20) apply to both; alpha= (the width multiplier, default 1) to
  * MobileNetV2. */
-#include "kernels/presets.h"
+#include "model/presets.h"
 
 #include <errno.h>
 #include <math.h>

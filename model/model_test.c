@@ -6,7 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "kernels/model.h"
+#include "model/model.h"
 #include "kernels/testing.h"
 
 static void test_presets(void) {

@@ -1,4 +1,4 @@
-#include "kernels/model_config.h"
+#include "model/model_config.h"
 
 #include <stdio.h>
 

@@ -3,8 +3,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "kernels/model.h"
-#include "kernels/presets.h"
+#include "model/model.h"
+#include "model/presets.h"
 #include "kernels/testing.h"
 
 static size_t state_of(const pst_model *m) {

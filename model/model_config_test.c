@@ -1,7 +1,7 @@
 /* pst_model_configure: a spec's optimizer line fills in only what the configuration left at
  * its defaults, drops its numbers when another optimizer is chosen, and skips options the
  * program does not have. */
-#include "kernels/model_config.h"
+#include "model/model_config.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,8 +1,8 @@
 /* Presets written out by code rather than kept as text: "mobilenetv2" and "resnet20",
  * each with options after a colon ("mobilenetv2:alpha=0.35,input=32x32x3,classes=10,momentum=0.9").
  * See presets.c for what they are and how they were checked against Keras. */
-#ifndef PSTRAIN_KERNELS_PRESETS_H
-#define PSTRAIN_KERNELS_PRESETS_H
+#ifndef PSTRAIN_MODEL_PRESETS_H
+#define PSTRAIN_MODEL_PRESETS_H
 
 #include <stddef.h>
 

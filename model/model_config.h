@@ -1,14 +1,14 @@
-/* A model spec meets a program's configuration: the spec's optimizer line (kernels/model.h)
+/* A model spec meets a program's configuration: the spec's optimizer line (model/model.h)
  * becomes the defaults of the options it names, below the config file, the environment and
  * the flags (common/config.h). The ps and the launcher both do this, so that what the
  * launcher prints and passes on is what the ps would have chosen by itself. */
-#ifndef PSTRAIN_KERNELS_MODEL_CONFIG_H
-#define PSTRAIN_KERNELS_MODEL_CONFIG_H
+#ifndef PSTRAIN_MODEL_MODEL_CONFIG_H
+#define PSTRAIN_MODEL_MODEL_CONFIG_H
 
 #include <stddef.h>
 
 #include "common/config.h"
-#include "kernels/model.h"
+#include "model/model.h"
 
 /* Loads the preset or spec file name_or_path into m, then sets each of cfg's options that the
  * spec's optimizer line names and the configuration left at its built-in default, with

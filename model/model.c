@@ -4,10 +4,10 @@
  * goes, so that a shape problem is reported on the line that causes it. The canonical
  * text is rebuilt from the parsed layers (not copied from the input), so two specs that
  * mean the same model have the same fingerprint whatever their comments and spacing. */
-#include "kernels/model.h"
+#include "model/model.h"
 
 #include "common/fnv.h"
-#include "kernels/presets.h"
+#include "model/presets.h"
 
 #include <ctype.h>
 #include <errno.h>
