@@ -27,6 +27,7 @@
 
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/json_file.h"
 #include "common/proc.h"
 #include "common/tls.h"
 #include "common/tls_pki.h"
@@ -542,16 +543,8 @@ static int write_json(const char *path, const cell *cells, int n, const char *ma
       }
     }
   }
-  char *text = cJSON_Print(doc);
+  int rc = pst_json_write_file(path, doc, 1);
   cJSON_Delete(doc);
-  if (!text) return -ENOMEM;
-  FILE *f = fopen(path, "w");
-  int rc = f ? 0 : -errno;
-  if (f) {
-    fprintf(f, "%s\n", text);
-    if (fclose(f) != 0) rc = -errno;
-  }
-  free(text);
   return rc;
 }
 

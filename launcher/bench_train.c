@@ -11,6 +11,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "common/json_file.h"
 #include "launcher/commands.h"
 
 #define MAX_COUNTS 16
@@ -99,12 +100,8 @@ static int write_json(const char *path, const count_run *runs, int n, const pl_r
     cJSON_AddNumberToObject(r, "test_accuracy", runs[i].accuracy);
     cJSON_AddItemToArray(rows, r);
   }
-  char *text = cJSON_Print(doc);
+  int rc = pst_json_write_file(path, doc, 1);
   cJSON_Delete(doc);
-  FILE *f = text ? fopen(path, "w") : NULL;
-  int rc = f && fputs(text, f) >= 0 ? 0 : -EIO;
-  if (f && fclose(f) != 0) rc = -EIO;
-  cJSON_free(text);
   return rc;
 }
 

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "common/fpenv.h"
+#include "common/json_file.h"
 #include "ps/optim.h"
 #include "ps/par.h"
 
@@ -175,13 +176,10 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(doc, "threads", (double)threads);
     cJSON_AddItemToObject(doc, "rows", rows);
     rows = NULL;
-    char *text = cJSON_Print(doc);
-    FILE *f = fopen(json_path, "w");
-    if (!f || !text || fputs(text, f) < 0 || fclose(f) != 0) {
+    if (pst_json_write_file(json_path, doc, 1) < 0) {
       fprintf(stderr, "bench_optim: cannot write %s\n", json_path);
       rc = 1;
     }
-    free(text);
     cJSON_Delete(doc);
   }
   cJSON_Delete(rows);

@@ -31,6 +31,7 @@
 
 #include "common/clock.h"
 #include "common/config.h"
+#include "common/json_file.h"
 #include "common/proc.h"
 #include "common/log.h"
 #include "model/model.h"
@@ -446,16 +447,8 @@ static int write_out(const bench *b, const char *path) {
   cJSON_AddBoolToObject(o, "ok", b->exit_code == 0);
   cJSON *lat = cJSON_AddArrayToObject(o, "lat_s");
   for (long k = 0; k < timed && b->lat; k++) cJSON_AddItemToArray(lat, cJSON_CreateNumber(b->lat[k]));
-  char *text = cJSON_PrintUnformatted(o);
+  int rc = pst_json_write_file(path, o, 0);
   cJSON_Delete(o);
-  if (!text) return -ENOMEM;
-  FILE *f = fopen(path, "w");
-  int rc = f ? 0 : -errno;
-  if (f) {
-    fprintf(f, "%s\n", text);
-    if (fclose(f) != 0) rc = -errno;
-  }
-  free(text);
   return rc;
 }
 

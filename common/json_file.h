@@ -1,0 +1,11 @@
+/* A cJSON document to a file, the one way the tools write their figures. */
+#ifndef PSTRAIN_COMMON_JSON_FILE_H
+#define PSTRAIN_COMMON_JSON_FILE_H
+
+#include <cjson/cJSON.h>
+
+/* Writes doc to path as JSON text and a newline (indented when pretty), replacing the
+ * file. Returns 0 or a negative errno (-ENOMEM when doc cannot be printed). */
+int pst_json_write_file(const char *path, const cJSON *doc, int pretty);
+
+#endif
