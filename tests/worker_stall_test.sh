@@ -4,10 +4,16 @@
 # it lost and the steps go on without it. SIGCONT: the worker sees it was stalled past the
 # timeout, drops the gradient it was computing (the ps counts it), registers again, takes its
 # slot where the shard stands, and the run ends normally.
+#
+# The run must outlast the stall and the rejoin: once worker 1 is lost, worker 0 alone runs
+# the MLP's steps at several hundred a second, and with 3 epochs the job once ended (in CI,
+# under load) about 1 s after SIGCONT, before the woken worker had registered again; the ps
+# then closed its unregistered connection as it stopped, as it should, and the worker found
+# no ps. 8 epochs leave several seconds for the rejoin on any machine.
 source "$(dirname "$0")/lib.sh"
 port=$(free_port)
 start_ps ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" \
-  --metrics "$OUT/m.jsonl" --model mlp --epochs 3 --batch-size 64 --report-every 10 \
+  --metrics "$OUT/m.jsonl" --model mlp --epochs 8 --batch-size 64 --report-every 10 \
   --worker-timeout 1.5
 ps_pid=$LAST_PID
 start_worker w0 --ps "127.0.0.1:$port" --index 0
