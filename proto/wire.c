@@ -89,7 +89,36 @@ int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offs
   return pst_wire_encode(&h, count * 4u, buf, buflen);
 }
 
+/* Whether m or a message inside it holds a field numbered 0. No such field exists in
+ * protobuf, and protobuf-c refuses it in a one-byte tag but accepts it in a longer
+ * (non-minimal) one, keeping it as an unknown field that then packs into a one-byte tag it
+ * cannot read back (found by fuzz_wire_reader's round trip). A frame with one is malformed. */
+static int has_field_zero(const ProtobufCMessage *m) {
+  for (unsigned i = 0; i < m->n_unknown_fields; i++)
+    if (m->unknown_fields[i].tag == 0) return 1;
+  const ProtobufCMessageDescriptor *d = m->descriptor;
+  for (unsigned f = 0; f < d->n_fields; f++) {
+    const ProtobufCFieldDescriptor *fd = &d->fields[f];
+    if (fd->type != PROTOBUF_C_TYPE_MESSAGE) continue;
+    const char *base = (const char *)m;
+    if (fd->label == PROTOBUF_C_LABEL_REPEATED) {
+      size_t n = *(const size_t *)(base + fd->quantifier_offset);
+      ProtobufCMessage *const *v = *(ProtobufCMessage *const *const *)(base + fd->offset);
+      for (size_t j = 0; j < n; j++)
+        if (v[j] != NULL && has_field_zero(v[j])) return 1;
+    } else {
+      const ProtobufCMessage *sub = *(const ProtobufCMessage *const *)(base + fd->offset);
+      if (sub != NULL && has_field_zero(sub)) return 1;
+    }
+  }
+  return 0;
+}
+
 int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err, size_t errlen) {
+  if (has_field_zero(&h->base)) {
+    snprintf(err, errlen, "a field numbered 0 (not a protobuf field)");
+    return -EPROTO;
+  }
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__WEIGHTS:
     case PSTRAIN__MSG_TYPE__PUSH:
