@@ -235,10 +235,10 @@ static uint64_t layer_seed(const pst_net *net, int i) {
   return z ^ (z >> 31);
 }
 
-/* Applies layer L's activation to y in place. */
-static int activate(pst_backend *be, const pst_layer *L, float *y, size_t n) {
-  if (L->act == PST_ACT_RELU) return be->relu_forward(be, y, y, n);
-  if (L->act == PST_ACT_RELU6) return be->relu6_forward(be, y, y, n);
+/* Applies layer L's activation to x into y (in place when x is y). */
+static int activate(pst_backend *be, const pst_layer *L, const float *x, float *y, size_t n) {
+  if (L->act == PST_ACT_RELU) return be->relu_forward(be, x, y, n);
+  if (L->act == PST_ACT_RELU6) return be->relu6_forward(be, x, y, n);
   return 0;
 }
 
@@ -304,13 +304,10 @@ static int forward(pst_net *net, int batch, int training) {
       case PST_LAYER_FLATTEN:
         net->out[i] = in;
         continue;
-      case PST_LAYER_ACTIVATION: {
-        size_t n = (size_t)batch * out_size(L);
-        rc = L->act == PST_ACT_RELU6 ? be->relu6_forward(be, in, y, n)
-                                     : be->relu_forward(be, in, y, n);
+      case PST_LAYER_ACTIVATION:
+        rc = activate(be, L, in, y, (size_t)batch * out_size(L));
         net->out[i] = y;
         continue;
-      }
       case PST_LAYER_ADD: {
         /* Left to right, one addition at a time: the same rounding on every backend. */
         size_t n = (size_t)batch * out_size(L);
@@ -333,7 +330,7 @@ static int forward(pst_net *net, int batch, int training) {
         rc = -EINVAL;
         break;
     }
-    if (rc == 0) rc = activate(be, L, y, (size_t)batch * out_size(L));
+    if (rc == 0) rc = activate(be, L, y, y, (size_t)batch * out_size(L));
     net->out[i] = y;
   }
   return rc;
