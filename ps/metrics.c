@@ -106,8 +106,10 @@ static void history_add(pst_metrics *m, uint64_t version) {
 
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
-                       uint64_t samples) {
+                       uint64_t samples, double data_wait) {
   m->samples_trained += samples;
+  m->data_wait += data_wait;
+  if (epoch >= 1 && (int)epoch <= m->epochs) m->evals[epoch].data_wait += data_wait;
   if (samples > 0) {
     m->last_train_loss = loss_sum / (double)samples;
     m->last_train_accuracy = (double)correct / (double)samples;
@@ -119,9 +121,9 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
           "{\"time\":%.3f,\"event\":\"train\",\"epoch\":%u,\"step\":%" PRIu64
           ",\"version\":%" PRIu64 ",\"worker\":%d,\"staleness\":%" PRIu64
           ",\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64
-          ",\"train_time\":%.3f}\n",
+          ",\"train_time\":%.3f,\"data_wait\":%.4f}\n",
           pst_now() - m->t0, epoch, step, version, worker, staleness, loss_sum / (double)samples,
-          (double)correct / (double)samples, samples, train_seconds(m, pst_now()));
+          (double)correct / (double)samples, samples, train_seconds(m, pst_now()), data_wait);
 }
 
 void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds) {
@@ -163,18 +165,19 @@ int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
     m->last_test_accuracy = (double)e->correct / (double)e->samples;
   }
   if (m->tb) {
-    static const char *const tags[] = {"loss/test", "accuracy/test"};
-    double values[] = {e->loss_sum / (double)e->samples, (double)e->correct / (double)e->samples};
-    pst_tb_scalars(m->tb, (int64_t)e->version, tags, values, 2);
+    static const char *const tags[] = {"loss/test", "accuracy/test", "data_wait_seconds/epoch"};
+    double values[] = {e->loss_sum / (double)e->samples, (double)e->correct / (double)e->samples,
+                       e->data_wait};
+    pst_tb_scalars(m->tb, (int64_t)e->version, tags, values, 3);
   }
   if (m->file)
     fprintf(m->file,
             "{\"time\":%.3f,\"event\":\"eval\",\"epoch\":%u,\"version\":%" PRIu64
             ",\"worker\":-1,\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64
-            ",\"shares\":%d,\"train_time\":%.3f}\n",
+            ",\"shares\":%d,\"train_time\":%.3f,\"data_wait\":%.4f}\n",
             pst_now() - m->t0, epoch, e->version, e->loss_sum / (double)e->samples,
             (double)e->correct / (double)e->samples, e->samples, e->reports,
-            train_seconds(m, pst_now()));
+            train_seconds(m, pst_now()), e->data_wait);
   return 1;
 }
 
@@ -275,6 +278,7 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "eval_seconds", ev);
   cJSON_AddNumberToObject(o, "training_seconds", wall - ev > 0 ? wall - ev : 0);
   cJSON_AddNumberToObject(o, "samples", (double)m->samples_trained);
+  cJSON_AddNumberToObject(o, "data_wait_seconds", m->data_wait);
   cJSON_AddNumberToObject(o, "updates", (double)r->version);
   cJSON_AddStringToObject(o, "weights_checksum", hex);
   cJSON_AddNumberToObject(o, "mean_staleness", r->mean_staleness);

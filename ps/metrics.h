@@ -17,6 +17,9 @@ typedef struct {
   int reports;            /* workers that reported this epoch */
   uint64_t version;       /* newest version any share was computed on */
   int complete;           /* the figures are final (pst_metrics_eval_complete) */
+  /* Seconds the workers' training steps of this epoch waited for their batches, summed over
+   * the workers (their training reports say it; they all precede the epoch's evaluation). */
+  double data_wait;
 } pst_epoch_eval;
 
 /* One dense evaluation on the test subset (issue 16): the workers' shares of point p, taken
@@ -72,6 +75,7 @@ typedef struct {
   int last_epoch;         /* newest epoch whose evaluation is complete */
   uint64_t samples_trained;
   uint64_t samples_resumed; /* of samples_trained, those trained before a resume */
+  double data_wait;       /* seconds the workers' steps waited for data, summed over them */
   double train_start, train_end; /* monotonic seconds: all registered .. all done */
   double cpu_start, cpu_end;     /* this process's CPU seconds at those moments */
   /* Live figures that only /metrics shows (ps/obs.c renders them with the rest). */
@@ -109,10 +113,11 @@ int pst_metrics_open(pst_metrics *m, const char *path, int epochs, int workers, 
 void pst_metrics_close(pst_metrics *m);
 /* 0, or -EIO when a record could not be written to the metrics file (a full disk). */
 int pst_metrics_check(pst_metrics *m);
-/* A worker's training-loss report. */
+/* A worker's training-loss report; data_wait: of its compute time, the seconds its steps
+ * waited for their batches. */
 void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step,
                        uint64_t version, uint64_t staleness, double loss_sum, uint64_t correct,
-                       uint64_t samples);
+                       uint64_t samples, double data_wait);
 /* A gradient was applied whole (its staleness, and the seconds from its first chunk to its
  * last being taken); a pull's reply has left (seconds since the PULL); a new version was
  * published. */

@@ -194,6 +194,10 @@ void ps_obs_render(const void *arg, pst_text *t) {
                  m->last_test_accuracy);
   pst_prom_counter(t, "pstrain_samples_trained_total", "Training samples the workers reported.",
                    (double)m->samples_trained);
+  pst_prom_counter(t, "pstrain_data_wait_seconds_total",
+                   "Seconds the workers' training steps waited for their batches (summed over "
+                   "the workers; their prefetch threads hide the rest of the data work).",
+                   m->data_wait);
   pst_prom_gauge(t, "pstrain_samples_per_second",
                  "Training samples per second since training started (the summary's figure).",
                  f.sps);

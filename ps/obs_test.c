@@ -82,7 +82,7 @@ int main(void) {
   pst_metrics_applied(&s.metrics, 0, 0.002);
   pst_metrics_applied(&s.metrics, 3, 0.02);
   pst_metrics_pulled(&s.metrics, 0.5);
-  pst_metrics_train(&s.metrics, 0, 1, 10, 21, 0, 12.5, 20, 25);
+  pst_metrics_train(&s.metrics, 0, 1, 10, 21, 0, 12.5, 20, 25, 0.25);
   pst_metrics_eval(&s.metrics, 1, 20, 30, 90, 100);
   pst_metrics_eval_complete(&s.metrics, 1);
   s.metrics.bytes_in = 1000;
@@ -131,6 +131,7 @@ int main(void) {
   CHECK(has_line(t.data, "pstrain_epochs_evaluated 1"));
   CHECK(has_line(t.data, "pstrain_epoch 2"));
   CHECK(has_line(t.data, "pstrain_samples_trained_total 25"));
+  CHECK(has_line(t.data, "pstrain_data_wait_seconds_total 0.25"));
   CHECK(has_line(t.data, "pstrain_open_connections 4"));
   /* A version published twice: one step interval. */
   pst_metrics_step(&s.metrics);

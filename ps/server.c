@@ -311,7 +311,8 @@ static void handle_report(ps_conn *c, const Pstrain__Report *r) {
   } else {
     s->workers[c->worker].epoch = r->epoch;
     pst_metrics_train(&s->metrics, c->worker, r->epoch, r->step, s->store.version,
-                      s->workers[c->worker].last_staleness, r->loss_sum, r->correct, r->samples);
+                      s->workers[c->worker].last_staleness, r->loss_sum, r->correct, r->samples,
+                      r->data_wait_seconds);
   }
 }
 

@@ -76,6 +76,12 @@ int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, si
     snprintf(why, whylen, "a report of %g compute seconds", r->compute_seconds);
     return -EINVAL;
   }
+  /* The wait is part of the compute time (the worker times the step around it). */
+  if (!(r->data_wait_seconds >= 0 && r->data_wait_seconds <= r->compute_seconds)) {
+    snprintf(why, whylen, "a report of %g seconds of data wait in %g compute seconds",
+             r->data_wait_seconds, r->compute_seconds);
+    return -EINVAL;
+  }
   if (r->weights_version > s->store.version) {
     snprintf(why, whylen, "an evaluation of version %" PRIu64 ", newer than the ps's %" PRIu64,
              r->weights_version, s->store.version);

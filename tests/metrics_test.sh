@@ -74,7 +74,8 @@ for s in after1:
 last = scrapes[-1]
 pairs = [("pstrain_gradients_applied_total", "gradients_applied"),
          ("pstrain_gradients_dropped_total", "dropped_gradients"),
-         ("pstrain_model_version", "updates"), ("pstrain_samples_trained_total", "samples")]
+         ("pstrain_model_version", "updates"), ("pstrain_samples_trained_total", "samples"),
+         ("pstrain_data_wait_seconds_total", "data_wait_seconds")]
 for name, key in pairs:
     assert g(last, name) <= summary[key], (name, g(last, name), summary[key])
 # Training was over at the last scrape when both workers had said BYE: nothing moves after.
@@ -89,6 +90,13 @@ assert sum(g(last, "pstrain_worker_gradients_applied_total", worker=str(i)) for 
 assert g(last, "pstrain_received_bytes_total") > 0 and g(last, "pstrain_sent_bytes_total") > 0
 assert g(last, "pstrain_resident_memory_bytes") > 1e6
 assert g(last, "pstrain_optimizer_info", optimizer="adam", mode="sync", model="mlp") == 1
+# The data wait: each training record's share, summed per epoch in the eval records and over
+# the run in the summary (records print 4 decimals).
+records = [r for r in map(json.loads, open(sys.argv[3]))]
+train_wait = [r["data_wait"] for r in records if r.get("event") == "train"]
+assert train_wait and all(w >= 0 for w in train_wait), train_wait[:5]
+assert abs(sum(train_wait) - summary["data_wait_seconds"]) < 1e-4 * len(train_wait) + 1e-9
+assert abs(sum(e["data_wait"] for e in evals.values()) - summary["data_wait_seconds"]) < 1e-3
 mid = scrapes[len(scrapes) // 2]
 assert g(mid, "pstrain_samples_per_second") > 0
 assert g(mid, "pstrain_step_seconds_count") > 0

@@ -74,7 +74,7 @@ static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) 
 }
 
 static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correct,
-                        uint64_t samples, double seconds) {
+                        uint64_t samples, double seconds, double data_wait) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   Pstrain__Report r = PSTRAIN__REPORT__INIT;
   r.epoch = (uint32_t)(is_eval ? t->eval_due : t->epoch + 1);
@@ -84,6 +84,7 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
   r.correct = correct;
   r.samples = samples;
   r.compute_seconds = seconds;
+  r.data_wait_seconds = data_wait;
   if (is_eval) r.weights_version = t->version;
   h.type = PSTRAIN__MSG_TYPE__REPORT;
   h.report = &r;
@@ -140,7 +141,7 @@ static void take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_don
   t->have_weights = 0;
   t->weights_fresh = 0;
   t->push_in_flight = 0;
-  t->r_loss = t->r_seconds = 0;
+  t->r_loss = t->r_seconds = t->r_wait = 0;
   t->r_correct = t->r_samples = 0;
   t->e_loss = t->e_seconds = t->e_wait = 0;
   t->e_correct = t->e_samples = 0;
@@ -237,6 +238,7 @@ static void after_train(wk_trainer *t) {
   t->r_correct += (uint64_t)t->w_correct;
   t->r_samples += (uint64_t)t->w_samples;
   t->r_seconds += t->w_seconds;
+  t->r_wait += t->w_wait;
   t->e_loss += t->w_loss;
   t->e_correct += (uint64_t)t->w_correct;
   t->e_samples += (uint64_t)t->w_samples;
@@ -255,8 +257,8 @@ static void after_train(wk_trainer *t) {
     }
   }
   if (t->steps % (uint64_t)t->report_every == 0 || t->step_in_epoch == t->steps_per_epoch) {
-    send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds);
-    t->r_loss = t->r_seconds = 0;
+    send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds, t->r_wait);
+    t->r_loss = t->r_seconds = t->r_wait = 0;
     t->r_correct = t->r_samples = 0;
   }
   if (t->step_in_epoch == t->steps_per_epoch) {
@@ -291,7 +293,7 @@ static void after_eval(wk_trainer *t) {
            t->eval_due, t->epochs, t->test_begin, t->test_end,
            t->w_samples ? t->w_loss / t->w_samples : 0.0,
            t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
-  send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds);
+  send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds, 0);
   t->eval_due = 0;
   if (t->epoch >= t->epochs) {
     /* The final weights, whole: one checksum however many shards held them, the same as the

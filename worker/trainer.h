@@ -151,7 +151,7 @@ typedef struct wk_trainer {
   double w_wait;                  /* of w_seconds: the step's wait for its batch */
   int w_rc;
   /* The report window. */
-  double r_loss, r_seconds;
+  double r_loss, r_seconds, r_wait;
   uint64_t r_correct, r_samples;
   double e_loss;                  /* this epoch's training figures */
   uint64_t e_correct, e_samples;

@@ -357,6 +357,8 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
       rep.loss_sum = (p & 0x80) ? 1e308 : 0.5 * p;
       rep.samples = (p >> 2) % 4;
       rep.correct = (p & 0x40) ? 1000 : rep.samples / 2; /* more correct than samples too */
+      rep.compute_seconds = (p & 0x10) ? 0.5 : 0;
+      rep.data_wait_seconds = (p & 0x20) ? 0.25 : 0; /* longer than no compute time too */
       h.type = PSTRAIN__MSG_TYPE__REPORT;
       h.report = &rep;
       break;
