@@ -158,12 +158,20 @@ static void begin_session(wk_trainer *t) {
 
 /* ---- work on the threadpool ---- */
 
+/* Sleeps on the threadpool for `s` seconds, in slices, until the loop abandons the step. */
+static void idle(wk_trainer *t, double s) {
+  double end = pst_now() + s;
+  for (double left = s; left > 0 && !atomic_load(&t->work_abandoned); left = end - pst_now()) {
+    double slice = left < 0.02 ? left : 0.02;
+    struct timespec ts = {(time_t)slice, (long)((slice - floor(slice)) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
 /* --delay-ms: the link's delay, slept on the threadpool so that the loop stays free. */
-static void delay_step(const wk_trainer *t) {
+static void delay_step(wk_trainer *t) {
   if (t->work_kind != WK_WORK_TRAIN || !(t->opt.delay_ms > 0)) return;
-  double s = t->opt.delay_ms / 1e3;
-  struct timespec ts = {(time_t)s, (long)((s - floor(s)) * 1e9)};
-  nanosleep(&ts, NULL);
+  idle(t, t->opt.delay_ms / 1e3);
 }
 
 static void work_run(uv_work_t *req) {
@@ -221,9 +229,7 @@ static void work_run(uv_work_t *req) {
   t->w_seconds = pst_now() - t0;
   if (t->work_kind == WK_WORK_TRAIN && t->opt.slow_factor > 1.0) {
     /* A straggler for experiments: idle in proportion to the real compute time. */
-    double extra = (t->opt.slow_factor - 1.0) * t->w_seconds;
-    struct timespec ts = {(time_t)extra, (long)((extra - floor(extra)) * 1e9)};
-    nanosleep(&ts, NULL);
+    idle(t, (t->opt.slow_factor - 1.0) * t->w_seconds);
   }
   delay_step(t); /* the push leaves late */
 }
@@ -390,6 +396,7 @@ static void start_work(wk_trainer *t, wk_work_kind kind) {
   t->state = WK_COMPUTING;
   t->work_kind = kind;
   t->work_running = 1;
+  atomic_store(&t->work_abandoned, 0);
   t->work.data = t;
   uv_queue_work(t->loop, &t->work, work_run, work_done);
 }
@@ -549,6 +556,7 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
 
 /* Registration begins once every shard's connection is open: shard 0 first. */
 static void register_all(wk_trainer *t) {
+  t->hello_pending = 0;
   for (int i = 0; i < t->n_ps; i++) t->ps[i].welcomed = 0;
   send_hello(t, &t->ps[0]);
 }
@@ -871,6 +879,7 @@ static void on_closed(wk_client *c, const char *why) {
   }
   if (!shard_of(c)->shut && t->state != WK_STOPPED && !t->losing) {
     t->losing = 1;
+    if (t->work_running) atomic_store(&t->work_abandoned, 1);
     close_all(t);
   }
   for (int i = 0; i < t->n_ps; i++)
@@ -913,6 +922,11 @@ static void on_hb_timer(uv_timer_t *h) {
       wk_client_close(c, why);
       return;
     }
+    /* Connected again but holding the HELLO until a stale step ends (on_connected): the ps
+     * owes nothing before a HELLO, so its silence means nothing yet (it closes the
+     * connection itself after its --hello-timeout). Counting it made the worker drop the
+     * connection every timeout_s and connect again, for as long as the step ran. */
+    if (t->hello_pending) continue;
     /* After a shorter stall of this process, the ps's messages wait unread in the socket:
      * silence is measured from now on, not charged to the ps. */
     if (gap > 0.2 && c->last_rx < now) c->last_rx = now;

@@ -15,6 +15,7 @@
 #ifndef PSTRAIN_WORKER_TRAINER_H
 #define PSTRAIN_WORKER_TRAINER_H
 
+#include <stdatomic.h>
 #include <stdint.h>
 #include <uv.h>
 
@@ -104,6 +105,11 @@ typedef struct wk_trainer {
   uv_work_t work;
   wk_work_kind work_kind;
   int work_running;
+  /* Set on the loop when the connection breaks while a work item runs: the step is dropped
+   * anyway, so its deliberate idling (--slow-factor, --delay-ms) on the threadpool ends at
+   * once instead of holding back the HELLO (a SIGSTOP inside a slow step made --slow-factor
+   * 4 sleep three times the stall, and the rejoin waited for it). */
+  atomic_int work_abandoned;
   int stop_requested;
   /* From WELCOME. */
   int index, world;
