@@ -36,22 +36,6 @@ int pst_partition_parse(const char *text, int *i, int *k) {
   return 0;
 }
 
-/* The Keras-style name of layer l's tensors ("dense", "dense_1", "conv2d",
- * "depthwise_conv2d"), as checkpoints name them (ps/checkpoint.h). */
-static void layer_name(const pst_model *m, int l, char *buf, size_t len) {
-  const pst_layer_kind k = m->layers[l].kind;
-  const char *base = k == PST_LAYER_DENSE                ? "dense"
-                     : k == PST_LAYER_DEPTHWISE_CONV2D ? "depthwise_conv2d"
-                     : k == PST_LAYER_BATCHNORM        ? "batch_normalization"
-                                                       : "conv2d";
-  int nth = 0;
-  for (int j = 1; j < l; j++) nth += m->layers[j].kind == m->layers[l].kind;
-  if (nth)
-    snprintf(buf, len, "%s_%d", base, nth);
-  else
-    snprintf(buf, len, "%s", base);
-}
-
 void pst_partition_describe(const pst_model *m, size_t lo, size_t count, char *buf, size_t len) {
   size_t hi = lo + count, used = 0;
   buf[0] = 0;
@@ -67,7 +51,7 @@ void pst_partition_describe(const pst_model *m, size_t lo, size_t count, char *b
       size_t n = part == 0 ? L->w_count : part == 1 ? L->b_count : L->s_count / 2;
       if (n == 0 || off + n <= lo || off >= hi) continue;
       char name[48];
-      layer_name(m, l, name, sizeof name);
+      pst_model_layer_name(m, l, 1, name, sizeof name);
       const char *tensor = bn                                      ? bn_parts[part]
                            : part                                  ? "bias"
                            : L->kind == PST_LAYER_DEPTHWISE_CONV2D ? "depthwise_kernel"

@@ -888,6 +888,20 @@ int pst_model_parse(const char *text, const char *source, pst_model *m, char *er
                       "model's output)");
     }
   }
+  /* Names are unique, automatic ones included (checkpoints name tensors by them, and Keras
+   * refuses a model whose names repeat too). */
+  for (int i = 1; i < m->n_layers; i++) {
+    char a[PST_MODEL_MAX_NAME + 32], b[PST_MODEL_MAX_NAME + 32];
+    pst_model_layer_name(m, i, 1, a, sizeof a);
+    for (int j = 0; j < i; j++) {
+      pst_model_layer_name(m, j, 1, b, sizeof b);
+      if (strcmp(a, b) != 0) continue;
+      int named = m->layers[i].name[0] ? i : j, other = named == i ? j : i;
+      p.line = line_of[named];
+      return fail(&p, "name '%s' is also the automatic name of the layer on line %d; pick "
+                      "another", a, line_of[other]);
+    }
+  }
 
   size_t len = 0;
   for (int i = 0; i < m->n_layers; i++) {
@@ -1029,30 +1043,38 @@ static const char *commas(size_t n, char *buf, size_t len) {
   return buf;
 }
 
+/* Indexed by pst_layer_kind: Keras's automatic names and class names. */
+static const char *const keras_names[] = {
+    "input_layer", "dense", "conv2d", "max_pooling2d", "flatten", "average_pooling2d",
+    "global_average_pooling2d", "dropout", "depthwise_conv2d", "add", "concatenate",
+    "activation", "batch_normalization"};
+static const char *const keras_types[] = {
+    "InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten", "AveragePooling2D",
+    "GlobalAveragePooling2D", "Dropout", "DepthwiseConv2D", "Add", "Concatenate", "Activation",
+    "BatchNormalization"};
+_Static_assert(sizeof keras_names / sizeof *keras_names == PST_LAYER_BATCHNORM + 1 &&
+                   sizeof keras_types / sizeof *keras_types == PST_LAYER_BATCHNORM + 1,
+               "a Keras name and type for every layer kind");
+
+void pst_model_layer_name(const pst_model *m, int l, int given, char *buf, size_t len) {
+  const pst_layer *L = &m->layers[l];
+  if (given && L->name[0] != '\0') {
+    snprintf(buf, len, "%s", L->name);
+    return;
+  }
+  int nth = 0;
+  for (int j = 0; j < l; j++) nth += m->layers[j].kind == L->kind;
+  if (nth)
+    snprintf(buf, len, "%s_%d", keras_names[L->kind], nth);
+  else
+    snprintf(buf, len, "%s", keras_names[L->kind]);
+}
+
 void pst_model_summary(const pst_model *m, FILE *out) {
-  /* Indexed by pst_layer_kind. */
-  static const char *names[] = {"input_layer", "dense", "conv2d", "max_pooling2d", "flatten",
-                                "average_pooling2d", "global_average_pooling2d", "dropout",
-                                "depthwise_conv2d", "add", "concatenate", "activation",
-                                "batch_normalization"};
-  static const char *types[] = {"InputLayer", "Dense", "Conv2D", "MaxPooling2D", "Flatten",
-                                "AveragePooling2D", "GlobalAveragePooling2D", "Dropout",
-                                "DepthwiseConv2D", "Add", "Concatenate", "Activation",
-                                "BatchNormalization"};
-  int seen[sizeof names / sizeof names[0]] = {0};
   size_t state = 0; /* non-trainable parameters */
   /* Each layer's name as the table shows it: its name= or Keras's automatic one. */
   char shown_as[PST_MODEL_MAX_LAYERS][48];
-  for (int i = 0; i < m->n_layers; i++) {
-    int k = (int)m->layers[i].kind;
-    if (m->layers[i].name[0] != '\0')
-      snprintf(shown_as[i], sizeof shown_as[i], "%s", m->layers[i].name);
-    else if (seen[k] == 0)
-      snprintf(shown_as[i], sizeof shown_as[i], "%s", names[k]);
-    else
-      snprintf(shown_as[i], sizeof shown_as[i], "%s_%d", names[k], seen[k]);
-    seen[k]++;
-  }
+  for (int i = 0; i < m->n_layers; i++) pst_model_layer_name(m, i, 1, shown_as[i], sizeof shown_as[i]);
   /* The name column fits the longest name, "global_average_pooling2d_N
    * (GlobalAveragePooling2D)", as Keras's own table does. A graph gets Keras's "Connected
    * to" column as well: the inputs of each layer, one a row. */
@@ -1072,7 +1094,7 @@ void pst_model_summary(const pst_model *m, FILE *out) {
   for (int i = 0; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
     char name[96], shape[64];
-    snprintf(name, sizeof name, "%.47s (%s)", shown_as[i], types[L->kind]);
+    snprintf(name, sizeof name, "%.47s (%s)", shown_as[i], keras_types[L->kind]);
     if (L->flat)
       snprintf(shape, sizeof shape, "(None, %d)", L->out_c);
     else

@@ -181,5 +181,10 @@ void pst_model_init_params(const pst_model *m, uint64_t seed, float *params);
  * also each layer's inputs (Keras's "Connected to"). Layers show their name= or else
  * Keras's automatic name ("conv2d_1"). */
 void pst_model_summary(const pst_model *m, FILE *out);
+/* Layer l's name, the one source of it for the summary, the partition's log and the
+ * checkpoints' tensor names: its name= when it has one and `given` is set, else Keras's
+ * automatic name, the kind's Keras name with "_N" for the N-th earlier layer of that kind
+ * ("dense", "dense_1", "batch_normalization_2"). */
+void pst_model_layer_name(const pst_model *m, int l, int given, char *buf, size_t len);
 
 #endif

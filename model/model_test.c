@@ -395,6 +395,11 @@ static void test_activation_and_bias(void) {
        "s:2: maxpool: unknown option 'bias=no'"},
       {"input 4 name=x\ndense 4 name=y\nadd inputs=x,y bias=no\ndense 2 softmax\n",
        "s:3: add has no bias"},
+      /* A name= that is another layer's automatic name, either way round. */
+      {"input 4\ndense 4 name=dense_1\ndense 2 softmax\n",
+       "s:2: name 'dense_1' is also the automatic name of the layer on line 3; pick another"},
+      {"input 4\ndense 4\ndense 3 name=dense\ndense 2 softmax\n",
+       "s:3: name 'dense' is also the automatic name of the layer on line 2"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     err[0] = '\0';
@@ -402,6 +407,22 @@ static void test_activation_and_bias(void) {
     if (rc == 0 || strncmp(err, cases[i].want, strlen(cases[i].want)) != 0)
       fprintf(stderr, "case %zu: got '%s', want '%s'\n", i, err, cases[i].want);
     CHECK(rc != 0 && strncmp(err, cases[i].want, strlen(cases[i].want)) == 0);
+  }
+}
+
+static void test_layer_names(void) {
+  pst_model m;
+  char err[256], b[64];
+  CHECK(pst_model_parse("input 4 name=x\ndense 4 relu\ndense 4 relu name=mid\nbatchnorm\n"
+                        "dense 2 softmax\n", "s", &m, err, sizeof err) == 0);
+  static const char *const given[] = {"x", "dense", "mid", "batch_normalization", "dense_2"};
+  static const char *const autos[] = {"input_layer", "dense", "dense_1", "batch_normalization",
+                                      "dense_2"};
+  for (int i = 0; i < m.n_layers; i++) {
+    pst_model_layer_name(&m, i, 1, b, sizeof b);
+    CHECK(strcmp(b, given[i]) == 0);
+    pst_model_layer_name(&m, i, 0, b, sizeof b);
+    CHECK(strcmp(b, autos[i]) == 0);
   }
 }
 
@@ -822,6 +843,7 @@ int main(void) {
   test_errors();
   test_load_file();
   test_init();
+  test_layer_names();
   test_summary();
   test_new_layers();
   test_activation_and_bias();

@@ -104,32 +104,19 @@ static const char *base_name(const char *path) {
 
 /* ---------------------------------------------------------------- model-shaped vectors */
 
-static int model_tensors(const pst_model *m, const float *vec, const char *prefix,
+/* given: layers with a name= are named by it (what is written); 0: every layer by its
+ * automatic Keras name, as builds before 2026-11-25 named them all (read as a fallback). */
+static int model_tensors(const pst_model *m, const float *vec, const char *prefix, int given,
                          pst_ckpt_tensor *out, size_t *offs, int max) {
-  int n = 0, n_dense = 0, n_conv = 0, n_dw = 0, n_bn = 0;
+  int n = 0;
   size_t next = 0;
   for (int i = 1; i < m->n_layers; i++) {
     const pst_layer *L = &m->layers[i];
-    const char *kind;
-    int idx;
-    if (L->kind == PST_LAYER_DENSE) {
-      kind = "dense";
-      idx = n_dense++;
-    } else if (L->kind == PST_LAYER_CONV2D) {
-      kind = "conv2d";
-      idx = n_conv++;
-    } else if (L->kind == PST_LAYER_DEPTHWISE_CONV2D) {
-      kind = "depthwise_conv2d";
-      idx = n_dw++;
-    } else if (L->kind == PST_LAYER_BATCHNORM) {
-      kind = "batch_normalization";
-      idx = n_bn++;
-    } else {
+    if (L->kind != PST_LAYER_DENSE && L->kind != PST_LAYER_CONV2D &&
+        L->kind != PST_LAYER_DEPTHWISE_CONV2D && L->kind != PST_LAYER_BATCHNORM)
       continue;
-    }
-    char layer[32];
-    if (idx == 0) snprintf(layer, sizeof layer, "%s", kind);
-    else snprintf(layer, sizeof layer, "%s_%d", kind, idx);
+    char layer[PST_MODEL_MAX_NAME + 32];
+    pst_model_layer_name(m, i, given, layer, sizeof layer);
     /* Parts: kernel, bias; batchnorm's gamma, beta, moving_mean, moving_variance (Keras's
      * names and order), the last two the halves of its state. */
     int bn = L->kind == PST_LAYER_BATCHNORM;
@@ -187,7 +174,7 @@ static int model_tensors(const pst_model *m, const float *vec, const char *prefi
 
 int pst_ckpt_model_tensors(const pst_model *m, const float *vec, const char *prefix,
                            pst_ckpt_tensor *out, int max) {
-  return model_tensors(m, vec, prefix ? prefix : "", out, NULL, max);
+  return model_tensors(m, vec, prefix ? prefix : "", 1, out, NULL, max);
 }
 
 /* ---------------------------------------------------------------- writing */
@@ -621,22 +608,36 @@ static void shape_text(const int64_t *shape, int ndim, char *out, size_t outlen)
   if (n < outlen) snprintf(out + n, outlen - n, "]");
 }
 
+static const pst_ckpt_tensor *find_tensor(const pst_ckpt *ck, const char *name) {
+  for (int j = 0; j < ck->n_tensors; j++)
+    if (!strcmp(ck->tensors[j].name, name)) return &ck->tensors[j];
+  return NULL;
+}
+
 int pst_ckpt_read_model(const pst_ckpt *ck, const pst_model *m, const char *prefix, float *vec,
                         char *err, size_t errlen) {
   pst_ckpt_tensor want[PST_CKPT_MAX_MODEL_TENSORS];
   size_t offs[PST_CKPT_MAX_MODEL_TENSORS];
-  int n = model_tensors(m, NULL, prefix ? prefix : "", want, offs, PST_CKPT_MAX_MODEL_TENSORS);
+  const char *pre = prefix ? prefix : "";
+  int n = model_tensors(m, NULL, pre, 1, want, offs, PST_CKPT_MAX_MODEL_TENSORS);
   if (n < 0) {
     snprintf(err, errlen, "%s: cannot name the model's tensors: %s", ck->file, strerror(-n));
     return n;
   }
+  pst_ckpt_tensor *autos = NULL; /* the automatic names, made when a name is missing */
   for (int i = 0; i < n; i++) {
-    const pst_ckpt_tensor *have = NULL;
-    for (int j = 0; j < ck->n_tensors && !have; j++)
-      if (!strcmp(ck->tensors[j].name, want[i].name)) have = &ck->tensors[j];
+    const pst_ckpt_tensor *have = find_tensor(ck, want[i].name);
+    /* A checkpoint from a build that named every layer automatically, name= or not. */
+    if (!have && !autos && (autos = malloc(PST_CKPT_MAX_MODEL_TENSORS * sizeof *autos)) != NULL &&
+        model_tensors(m, NULL, pre, 0, autos, NULL, PST_CKPT_MAX_MODEL_TENSORS) != n) {
+      free(autos);
+      autos = NULL;
+    }
+    if (!have && autos) have = find_tensor(ck, autos[i].name);
     if (!have) {
       snprintf(err, errlen, "%s: no tensor '%s' (a checkpoint of another model?)", ck->file,
                want[i].name);
+      free(autos);
       return -ENOENT;
     }
     int same = have->ndim == want[i].ndim;
@@ -647,10 +648,12 @@ int pst_ckpt_read_model(const pst_ckpt *ck, const pst_model *m, const char *pref
       shape_text(want[i].shape, want[i].ndim, b, sizeof b);
       snprintf(err, errlen, "%s: tensor '%s' has shape %s, the model wants %s", ck->file,
                want[i].name, a, b);
+      free(autos);
       return -EINVAL;
     }
     memcpy(vec + offs[i], have->data, have->count * sizeof(float));
   }
+  free(autos);
   return 0;
 }
 

@@ -659,6 +659,47 @@ static void test_batchnorm_names(void) {
   free(w);
 }
 
+/* A layer's name= names its tensors (as Keras does); a checkpoint from a build that named
+ * every layer automatically still loads into the named model. */
+static void test_given_names(void) {
+  pst_model named, plain;
+  char err[256], dir[600], path[700];
+  CHECK(pst_model_parse("input 4 name=x\ndense 3 relu name=hidden\nbatchnorm name=bn\n"
+                        "dense 2 softmax\n", "s", &named, err, sizeof err) == 0);
+  CHECK(pst_model_parse("input 4\ndense 3 relu\nbatchnorm\ndense 2 softmax\n", "s", &plain,
+                        err, sizeof err) == 0);
+  CHECK(named.n_params == plain.n_params);
+  float *w = malloc(named.n_params * sizeof(float)), *x = calloc(named.n_params, sizeof(float));
+  for (size_t i = 0; i < named.n_params; i++) w[i] = (float)i + 0.5f;
+  pst_ckpt_tensor t[MAXT];
+  CHECK(pst_ckpt_model_tensors(&named, w, "", t, MAXT) == 8);
+  CHECK(!strcmp(t[0].name, "hidden/kernel") && !strcmp(t[3].name, "bn/beta") &&
+        !strcmp(t[5].name, "bn/moving_variance") && !strcmp(t[6].name, "dense_1/kernel"));
+  /* Written with the automatic names (dense/kernel, batch_normalization/gamma, ...). */
+  pst_ckpt_tensor old[MAXT];
+  int n = pst_ckpt_model_tensors(&plain, w, "", old, MAXT);
+  CHECK(n == 8 && !strcmp(old[0].name, "dense/kernel"));
+  sub_dir("names", dir, sizeof dir);
+  CHECK(pst_ckpt_write(dir, 3, old, n, NULL, 0, 3, path, sizeof path, err, sizeof err) == 0);
+  pst_ckpt ck;
+  CHECK(pst_ckpt_load(path, &ck, err, sizeof err) == 0);
+  CHECK(pst_ckpt_read_model(&ck, &named, "", x, err, sizeof err) == 0);
+  CHECK(memcmp(w, x, named.n_params * sizeof(float)) == 0);
+  pst_ckpt_free(&ck);
+  /* And one written by the named model itself. */
+  memset(x, 0, named.n_params * sizeof(float));
+  CHECK(pst_ckpt_write(dir, 4, t, 8, NULL, 0, 3, path, sizeof path, err, sizeof err) == 0);
+  CHECK(pst_ckpt_load(path, &ck, err, sizeof err) == 0);
+  CHECK(pst_ckpt_read_model(&ck, &named, "", x, err, sizeof err) == 0);
+  CHECK(memcmp(w, x, named.n_params * sizeof(float)) == 0);
+  /* The plain model does not take the named one's tensors. */
+  CHECK(pst_ckpt_read_model(&ck, &plain, "", x, err, sizeof err) == -ENOENT &&
+        strstr(err, "no tensor 'dense/kernel'"));
+  pst_ckpt_free(&ck);
+  free(w);
+  free(x);
+}
+
 int main(void) {
   const char *base = getenv("TEST_TMPDIR");
   snprintf(g_root, sizeof g_root, "%s/ckpt-test-XXXXXX", base && *base ? base : "/tmp");
@@ -674,13 +715,15 @@ int main(void) {
   }
   test_batchnorm_names();
   test_new_layer_names();
+  test_given_names();
   test_round_trip("mlp");
   test_round_trip("cnn2");
   test_api_edges();
   test_retention();
   test_corrupt();
   test_crashes();
-  const char *subs[] = {"mlp", "cnn2", "edges", "retention", "corrupt", "crash", "scratch"};
+  const char *subs[] = {"mlp", "cnn2", "edges", "retention", "corrupt", "crash", "scratch",
+                        "names"};
   for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {
     char d[600];
     sub_dir(subs[i], d, sizeof d);
