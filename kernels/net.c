@@ -57,6 +57,8 @@ struct pst_net {
   float *dstate;                    /* training: the gradient vector whose state ranges the
                                        forward fills (net.h), or NULL */
   float state_scale;                /* training: loss_scale * batch (net.h) */
+  pst_grad_ready_fn grad_ready;     /* pst_net_on_grad_ready, or NULL */
+  void *grad_ready_ctx;
 };
 
 static size_t out_size(const pst_layer *L) { return (size_t)L->out_h * L->out_w * L->out_c; }
@@ -526,8 +528,17 @@ static int backward(pst_net *net, int batch, float *grad) {
     }
     if (rc == 0) rc = finish_delivery(net, j, acc, batch);
     if (!kept) give_buf(net, k);
+    /* This layer's parameters (and every later layer's) have their final gradient now:
+     * their ranges lie above the earlier layers', and no earlier layer writes them. */
+    if (rc == 0 && net->grad_ready && !net->dry && be->host_memory && L->w_count + L->b_count > 0)
+      net->grad_ready(net->grad_ready_ctx, L->w_count ? L->w_offset : L->b_offset);
   }
   return rc;
+}
+
+void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx) {
+  net->grad_ready = fn;
+  net->grad_ready_ctx = ctx;
 }
 
 #undef RUN
@@ -563,6 +574,7 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
       (rc = be->to_host(be, grad, net->grad, m->n_params * sizeof(float))) != 0)
     return rc;
   if ((rc = be->synchronize(be)) != 0) return rc;
+  if (net->grad_ready) net->grad_ready(net->grad_ready_ctx, 0);
   if (loss_sum != NULL) *loss_sum = loss;
   if (correct != NULL) *correct = right;
   return 0;

@@ -35,6 +35,15 @@ void pst_net_set_seed(pst_net *net, uint64_t seed);
  * *loss_sum gets the unscaled sum of per-sample losses, *correct the right predictions. */
 int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int batch,
                        float loss_scale, float *grad, double *loss_sum, int *correct);
+/* Called during each training step on the computing thread, as the gradient becomes final
+ * in the host's grad vector: every float at offset >= from holds its final value and is
+ * not written again in this step. `from` only goes down, and the last call of a step has
+ * from = 0. Host-memory backends (CPU) call it after each layer with parameters in the
+ * backward pass (layers are laid out in order, and the backward pass goes last layer
+ * first), so that a worker can send the last layers' gradients while the first layers' are
+ * computed; others (CUDA) once the whole gradient is on the host. NULL: no calls. */
+typedef void (*pst_grad_ready_fn)(void *ctx, size_t from);
+void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx);
 /* Forward only, in evaluation mode (no dropout; batchnorm normalises with the moving
  * statistics of the loaded parameters): sum of losses and number correct. */
 int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int batch,

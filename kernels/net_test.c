@@ -503,6 +503,71 @@ static void train_toy(pst_backend *be, const char *spec, int image, double *firs
   free(params), free(grad), free(x), free(state);
 }
 
+/* pst_net_on_grad_ready: what each call says is final, checked against the step's final
+ * gradient; the calls' `from` goes down, one per layer with parameters on the CPU backend
+ * and a single from = 0 where the gradient comes from the device at the end. */
+typedef struct {
+  const float *grad;    /* the step's gradient vector, being written */
+  size_t n;
+  float *seen;          /* [n]: each float as it was when first said to be final */
+  size_t low;           /* the lowest `from` so far */
+  int calls, rising;
+} ready_log;
+
+static void on_ready(void *ctx, size_t from) {
+  ready_log *r = ctx;
+  if (from > r->low) r->rising++;
+  for (size_t i = from; i < r->low; i++) r->seen[i] = r->grad[i];
+  if (from < r->low) r->low = from;
+  r->calls++;
+}
+
+static void test_grad_ready(pst_backend *cpu) {
+  pst_model m;
+  char err[256];
+  /* A graph with batch norm (state written in the forward pass), a bias-less layer and
+   * layers without parameters between the others. */
+  CHECK(pst_model_parse("input 6x6x2 name=x\nconv2d 3 3x3 padding=same relu name=a\n"
+                        "batchnorm\nconv2d 3 3x3 padding=same bias=no name=b\n"
+                        "add relu inputs=a,b\nmaxpool 2x2\nflatten\ndense 5 relu\n"
+                        "dropout 0.2\ndense 3 softmax\n",
+                        "ready", &m, err, sizeof err) == 0);
+  enum { B = 3 };
+  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float *want = malloc(m.n_params * 4), *seen = malloc(m.n_params * 4);
+  float x[B * 72];
+  int32_t labels[B] = {2, 0, 1};
+  pst_model_init_params(&m, 5, params);
+  t_fill(x, B * 72, 17, -1, 1);
+  as_device = *cpu;
+  as_device.host_memory = 0;
+  as_device.alloc = dev_alloc;
+  as_device.free = dev_free;
+  as_device.describe = NULL;
+  int with_params = 0;
+  for (int l = 1; l < m.n_layers; l++) with_params += m.layers[l].w_count + m.layers[l].b_count > 0;
+  for (int dev = 0; dev < 2; dev++) {
+    pst_backend *be = dev ? &as_device : cpu;
+    pst_net *net = NULL;
+    double loss;
+    int correct;
+    CHECK(pst_net_create(&m, be, B, &net) == 0);
+    CHECK(pst_net_load_params(net, params) == 0);
+    pst_net_set_seed(net, 11);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, want, &loss, &correct) == 0);
+    ready_log r = {grad, m.n_params, seen, m.n_params, 0, 0};
+    memset(grad, 0xff, m.n_params * 4); /* NaN until written */
+    pst_net_on_grad_ready(net, on_ready, &r);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(r.low == 0 && r.rising == 0);
+    CHECK(r.calls == (dev ? 1 : with_params + 1));
+    CHECK(memcmp(seen, want, m.n_params * 4) == 0 && memcmp(grad, want, m.n_params * 4) == 0);
+    pst_net_on_grad_ready(net, NULL, NULL);
+    pst_net_destroy(net);
+  }
+  free(params), free(grad), free(want), free(seen);
+}
+
 int main(void) {
   pst_log_init("net_test", PST_LOG_INFO);
   pst_backend *cpu = NULL;
@@ -513,6 +578,7 @@ int main(void) {
   test_fan_in_sum(cpu);
   test_activation_and_no_bias(cpu);
   test_batchnorm(cpu);
+  test_grad_ready(cpu);
 
   double first, last, acc;
   train_toy(cpu, "input 4\ndense 16 relu\ndense 3 softmax\n", 0, &first, &last, &acc);

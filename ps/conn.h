@@ -39,15 +39,21 @@ struct ps_conn {
   char session[128];     /* with TLS, once the handshake finished: "TLSv1.3 ..., peer CN=..." */
   double last_rx, last_tx; /* monotonic seconds of the last bytes read and the last frame
                             * queued: silence and heartbeats (ps/liveness.c) */
-  /* The push in progress: chunks arrive in order into recv. */
+  /* The push in progress: its chunks arrive one at a time into recv, in ascending order or,
+   * from a worker that pushes each layer as its backward pass ends, descending (the first
+   * chunk says which: chunk 0 or the last one). */
   float *recv;           /* [chunk_floats] */
   float *push_dst;       /* where the pending chunk was read: recv, or its place in the sum */
   uint64_t push_version;
-  uint32_t push_next;    /* next chunk expected */
+  uint32_t push_pos;     /* chunks of the push in progress read so far */
+  int push_desc;         /* the push in progress comes last chunk first */
   int pending;           /* recv holds chunk pending_chunk, not yet taken */
   int push_dropped;      /* the push in progress is being dropped (late, or rejected) */
+  int push_skip;         /* ... after a chunk out of place: its order is unknown, so the rest
+                          * is read (when it fits recv) and dropped until its last chunk */
   char push_bad[120];    /* the chunk read into recv is invalid: why ("" when it is not) */
   uint32_t pending_chunk;
+  int pending_flags;     /* its place in the push (PST_CHUNK_FIRST, PST_CHUNK_LAST) */
   double push_at, pull_at; /* monotonic seconds: the push's first chunk, the PULL (/metrics) */
   /* Pulls: at most one waiting and one being written. */
   int pull_waiting;

@@ -96,7 +96,7 @@ static int try_take(ps_conn *c) {
   int rc = c->push_version > s->store.version
                ? -ESTALE
                : pst_update_offer(&s->upd, c->worker, c->push_version, c->pending_chunk,
-                                  c->push_dst, &published);
+                                  c->pending_flags, c->push_dst, &published);
   if (rc == PST_OFFER_LATER) return 0;
   if (rc == PST_OFFER_REJECTED || rc == -ESTALE) {
     char why[120];
@@ -106,7 +106,7 @@ static int try_take(ps_conn *c) {
     else
       snprintf(why, sizeof why, "non-finite values (NaN or infinity) in a gradient chunk");
     c->pending = 0;
-    c->push_dropped = c->pending_chunk + 1 < s->upd.n_chunks;
+    c->push_dropped = !(c->pending_flags & PST_CHUNK_LAST);
     if (published) ps_ckpt_published(s);
     ps_reject(c, why);
     if (c->state == CONN_CLOSING) return -EPROTO;
@@ -121,7 +121,7 @@ static int try_take(ps_conn *c) {
                " dropped (the ps is at version %" PRIu64 "; %" PRIu64 " dropped so far)",
                c->worker, w->name, c->push_version, s->store.version, w->dropped + 1);
     c->pending = 0;
-    c->push_dropped = c->pending_chunk + 1 < s->upd.n_chunks;
+    c->push_dropped = !(c->pending_flags & PST_CHUNK_LAST);
     w->dropped++;
     w->last_version = c->push_version;
     return 1;
@@ -136,7 +136,7 @@ static int try_take(ps_conn *c) {
     return rc;
   }
   c->pending = 0;
-  if (c->pending_chunk + 1 == s->upd.n_chunks) {
+  if (c->pending_flags & PST_CHUNK_LAST) {
     w->pushes++;
     w->last_version = c->push_version;
     w->last_staleness = staleness;
@@ -367,11 +367,24 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
              c->state != CONN_WORKER ? "pre-registration" : "non-PUSH");
     return -EPROTO;
   }
-  uint32_t chunk = c->push_next;
+  if (c->push_skip) {
+    if (h->count > s->upd.chunk_floats) {
+      snprintf(r->err, sizeof r->err, "gradient chunk of %" PRIu64 " floats (at most %u)",
+               h->count, s->upd.chunk_floats);
+      return -EPROTO;
+    }
+    *dst = c->recv;
+    return 0;
+  }
+  /* The chunk this one must be: the first of a push is chunk 0 or the last chunk (its
+   * offset says which way the push goes), the others follow in that direction. */
+  uint32_t n = s->upd.n_chunks, pos = c->push_pos;
+  int first = pos == 0;
+  int desc = first ? h->offset != 0 : c->push_desc;
+  uint32_t chunk = desc ? n - 1 - pos : pos;
   if (h->offset != (uint64_t)chunk * s->upd.chunk_floats ||
       h->count != pst_update_chunk_len(&s->upd, chunk) ||
-      (h->last != 0) != (chunk + 1 == s->upd.n_chunks) ||
-      (chunk > 0 && h->version != c->push_version)) {
+      (h->last != 0) != (pos + 1 == n) || (!first && h->version != c->push_version)) {
     snprintf(c->push_bad, sizeof c->push_bad,
              "gradient chunk at offset %" PRIu64 " of %" PRIu64 " floats, expected chunk %u of %u",
              h->offset, h->count, chunk, s->upd.n_chunks);
@@ -384,7 +397,8 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     *dst = c->recv;
     return 0;
   }
-  if (chunk == 0) {
+  if (first) {
+    c->push_desc = desc;
     c->push_version = h->version;
     c->push_at = pst_now();
   }
@@ -426,18 +440,20 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         /* A wrong chunk: the rest of its push goes too. */
         ps_reject(c, c->push_bad);
         c->push_bad[0] = '\0';
-        c->push_dropped = !h->last;
-        c->push_next = 0;
+        c->push_dropped = c->push_skip = !h->last;
+        c->push_pos = 0;
         return c->state == CONN_CLOSING ? PST_READER_PAUSE : 0;
       }
       if (c->push_dropped) {
-        if (h->last) c->push_dropped = 0;
-        c->push_next = h->last ? 0 : c->push_next + 1;
+        if (h->last) c->push_dropped = c->push_skip = 0;
+        c->push_pos = h->last ? 0 : c->push_pos + 1;
         return 0;
       }
+      uint32_t n = s->upd.n_chunks, pos = c->push_pos;
       c->pending = 1;
-      c->pending_chunk = c->push_next;
-      c->push_next = h->last ? 0 : c->push_next + 1;
+      c->pending_chunk = c->push_desc ? n - 1 - pos : pos;
+      c->pending_flags = (pos == 0 ? PST_CHUNK_FIRST : 0) | (h->last ? PST_CHUNK_LAST : 0);
+      c->push_pos = h->last ? 0 : pos + 1;
       int rc = try_take(c);
       if (rc < 0) return PST_READER_PAUSE; /* already closed */
       return rc == 0 ? PST_READER_PAUSE : 0;

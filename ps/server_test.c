@@ -12,7 +12,9 @@
  *      that connection) and is summed in its turn;
  *   4. a worker that leaves in the middle of a chunk (half a frame sent, then a close): the
  *      step completes without it, the sum rescaled by N/m, and the other worker goes on;
- *   5. async: each push is applied whole as it comes, scaled by N.
+ *   5. async: each push is applied whole as it comes, scaled by N;
+ *   6. pushes that come last chunk first give the same bits, and a push that starts in the
+ *      middle is refused without closing its connection.
  *
  * The model has 10 parameters in chunks of 4, 4 and 2 floats, so every rule meets a chunk
  * boundary and a short last chunk. */
@@ -172,11 +174,12 @@ static void send_header(int k, Pstrain__Header *h) {
 
 /* One PUSH chunk of peer k's gradient (its values for chunk c), or only its first `cut`
  * bytes (a peer that dies mid-frame). */
-static void push_chunk(int k, uint64_t version, int c, const float *grad, size_t cut) {
+static void push_chunk_as(int k, uint64_t version, int c, int last, const float *grad,
+                          size_t cut) {
   uint8_t buf[PST_WIRE_CHUNK_HEAD + CHUNK * sizeof(float)];
   uint32_t off = (uint32_t)c * CHUNK, count = N_PARAMS - off < CHUNK ? N_PARAMS - off : CHUNK;
-  int n = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, version, off, count, c + 1 == N_CHUNKS,
-                                buf, PST_WIRE_CHUNK_HEAD);
+  int n = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, version, off, count, last, buf,
+                                PST_WIRE_CHUNK_HEAD);
   if (n <= 0) {
     g_fail++;
     return;
@@ -184,6 +187,18 @@ static void push_chunk(int k, uint64_t version, int c, const float *grad, size_t
   memcpy(buf + n, grad + off, count * sizeof(float));
   size_t len = (size_t)n + count * sizeof(float);
   send_bytes(k, buf, cut && cut < len ? cut : len);
+}
+
+/* Chunk c of an ascending push (the last chunk ends it). */
+static void push_chunk(int k, uint64_t version, int c, const float *grad, size_t cut) {
+  push_chunk_as(k, version, c, c + 1 == N_CHUNKS, grad, cut);
+}
+
+/* The whole push, ascending or (desc) last chunk first, as a worker that pushes each layer
+ * when its backward pass ends sends it. */
+static void push_all(int k, uint64_t version, int desc, const float *grad) {
+  for (int j = 0; j < N_CHUNKS; j++)
+    push_chunk_as(k, version, desc ? N_CHUNKS - 1 - j : j, j + 1 == N_CHUNKS, grad, 0);
 }
 
 static void pull(int k, uint64_t version, int last) {
@@ -423,6 +438,55 @@ static void test_async(void) {
   stop();
 }
 
+/* 6: pushes that come last chunk first, from some peers or all, in every arrival order:
+ * the same worker-order sum, bit for bit, and pulls of a single version. A push that starts
+ * at a middle chunk is refused (counted against its peer, the rest of it dropped), and the
+ * peer's next push is taken. */
+static void test_push_directions(void) {
+  static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+  float g3[MAX_PEERS][N_PARAMS], sum[N_PARAMS], want[N_PARAMS];
+  shares(g3);
+  for (int i = 0; i < N_PARAMS; i++) sum[i] = (g3[0][i] + g3[1][i]) + g3[2][i];
+  reference(sum, 1.0f, want);
+  static const unsigned masks[] = {1, 2, 5, 7};
+  for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
+    for (int o = 0; o < 6; o++) {
+      start(PST_MODE_SYNC, 3);
+      for (int k = 0; k < 3; k++) join(k);
+      for (int k = 0; k < 3; k++) pull(k, 0, 0);
+      settle();
+      for (int j = 0; j < 3; j++) {
+        int k = orders[o][j];
+        push_all(k, 0, (masks[m] >> k) & 1, g3[k]);
+        settle();
+      }
+      CHECK(g.srv.store.version == 1);
+      for (int k = 0; k < 3; k++) pull(k, 1, 0);
+      settle();
+      for (int k = 0; k < 3; k++) {
+        CHECK(g.p[k].reply_done && g.p[k].reply_version == 1 && !g.p[k].mixed);
+        CHECK(memcmp(g.p[k].weights, want, sizeof want) == 0);
+      }
+      stop();
+    }
+  }
+
+  /* A push that begins with chunk 1: refused, dropped to its end; then a good one. */
+  start(PST_MODE_SYNC, 1);
+  join(0);
+  pull(0, 0, 0);
+  settle();
+  push_chunk_as(0, 0, 1, 0, g3[2], 0);
+  push_chunk_as(0, 0, 2, 0, g3[2], 0);
+  push_chunk_as(0, 0, 0, 1, g3[2], 0);
+  settle();
+  CHECK(g.srv.rejected == 1 && g.srv.store.version == 0 && g.p[0].fd >= 0 && !g.p[0].eof);
+  push_all(0, 0, 1, g3[2]);
+  settle();
+  CHECK(g.srv.store.version == 1 && g.srv.rejected == 1);
+  stop();
+}
+
 int main(void) {
   char err[256];
   pst_log_init("server_test", getenv("PSTRAIN_TEST_VERBOSE") ? PST_LOG_DEBUG : 0);
@@ -439,6 +503,7 @@ int main(void) {
   test_streamed_pull();
   test_leave_mid_chunk();
   test_async();
+  test_push_directions();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }

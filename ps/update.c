@@ -240,8 +240,8 @@ static void leave_step(pst_update *u, int slot, int *published) {
   }
 }
 
-static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
-                      int *published) {
+static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int flags,
+                      const float *data, int *published) {
   pst_store *s = u->store;
   if (version != s->version) {
     if (version < s->version) { /* late: a backup worker's, or one lost and back */
@@ -271,7 +271,7 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
    * bad one never uses up the quorum. */
   int checked = 0;
   int slot = u->backup == 0 ? w : u->slot_of[w];
-  if (slot < 0 && u->backup > 0 && c == 0 && u->slots_taken < u->needed) {
+  if (slot < 0 && u->backup > 0 && (flags & PST_CHUNK_FIRST) && u->slots_taken < u->needed) {
     if (!all_finite(data, len)) return PST_OFFER_REJECTED;
     checked = 1;
     slot = u->slot_of[w] = u->slots_taken++; /* the first N-K pushers get the slots */
@@ -321,7 +321,11 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, const 
  * unchanged, and the version it began is published. */
 static void abandon_async_push(pst_update *u, int *published) {
   pst_store *s = u->store;
-  for (uint32_t c = u->owner_chunks; c < u->n_chunks; c++)
+  /* The chunks not applied: the top ones of an ascending push, the bottom ones of a
+   * descending one. */
+  uint32_t lo = u->owner_desc ? 0 : u->owner_chunks;
+  uint32_t hi = u->owner_desc ? u->n_chunks - u->owner_chunks : u->n_chunks;
+  for (uint32_t c = lo; c < hi; c++)
     pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), (size_t)c * u->chunk_floats,
                   pst_update_chunk_len(u, c));
   u->owner = -1;
@@ -353,15 +357,16 @@ void pst_update_set_member(pst_update *u, int w, int on, int *published) {
 uint32_t pst_update_ready_chunks(pst_update *u) {
   if (u->mode != PST_MODE_SYNC || !u->step_open) return 0;
   /* A chunk is final once it has every share the step will get and the optimizer has been
-   * applied to it. Every worker pushes its chunks in order, so chunks complete in order and
-   * the prefix only grows during a step (one completed out of order by a worker leaving
-   * joins the prefix when the chunks before it are final). */
+   * applied to it. With ascending pushes chunks complete in order and the prefix grows as
+   * the step goes; a chunk completed out of order (by a worker leaving, or by descending
+   * pushes, whose chunk 0 completes last) joins the prefix when the chunks before it are
+   * final. */
   while (u->ready < u->n_chunks && u->chunk_done[u->ready]) u->ready++;
   return u->ready;
 }
 
-static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
-                       int *published) {
+static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, int flags,
+                       const float *data, int *published) {
   pst_store *s = u->store;
   if (u->owner != -1 && u->owner != w) return PST_OFFER_LATER;
   if (!all_finite(data, pst_update_chunk_len(u, c))) {
@@ -370,16 +375,17 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, const
     return PST_OFFER_REJECTED;
   }
   if (u->owner == -1) {
-    if (c != 0) return -EPROTO;
+    if (!(flags & PST_CHUNK_FIRST) || (c != 0 && c + 1 != u->n_chunks)) return -EPROTO;
     if (pst_store_back_busy(s)) return PST_OFFER_LATER;
     u->owner = w;
     u->owner_chunks = 0;
+    u->owner_desc = c != 0;
     uint64_t st = pst_update_staleness(u, version);
     u->staleness_sum += st;
     if (st > u->staleness_max) u->staleness_max = st;
     pst_opt_begin_step(u->opt);
   }
-  if (c != u->owner_chunks) return -EPROTO;
+  if (c != (u->owner_desc ? u->n_chunks - 1 - u->owner_chunks : u->owner_chunks)) return -EPROTO;
   size_t off = (size_t)c * u->chunk_floats;
   apply(u, data, (float)u->workers, off, pst_update_chunk_len(u, c));
   if (++u->owner_chunks == u->n_chunks) {
@@ -389,12 +395,12 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, const
   return PST_OFFER_TAKEN;
 }
 
-int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
-                     int *published) {
+int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, int flags,
+                     const float *data, int *published) {
   *published = 0;
   if (c >= u->n_chunks || w < 0 || w >= u->workers) return -EPROTO;
-  int rc = u->mode == PST_MODE_SYNC ? offer_sync(u, w, version, c, data, published)
-                                    : offer_async(u, w, version, c, data, published);
-  if (rc == PST_OFFER_TAKEN && c + 1 == u->n_chunks) u->pushes++;
+  int rc = u->mode == PST_MODE_SYNC ? offer_sync(u, w, version, c, flags, data, published)
+                                    : offer_async(u, w, version, c, flags, data, published);
+  if (rc == PST_OFFER_TAKEN && (flags & PST_CHUNK_LAST)) u->pushes++;
   return rc;
 }

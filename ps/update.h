@@ -84,7 +84,8 @@ typedef struct {
   int step_open;          /* the back buffer is claimed by the step in progress */
   /* async / ssp */
   int owner;              /* worker whose push is being applied, -1 for none */
-  uint32_t owner_chunks;
+  uint32_t owner_chunks;  /* of it, chunks applied */
+  int owner_desc;         /* it comes last chunk first */
   /* statistics */
   uint64_t steps;
   uint64_t staleness_sum, staleness_max, pushes;
@@ -129,14 +130,25 @@ uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c);
  * copied there), else NULL. Claims the back buffer for the step like an offer does; the
  * chunk must then be offered with data pointing there. */
 float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c);
+/* Where a chunk sits in its push (the flags of an offer). A push sends every chunk once, in
+ * ascending order (chunk 0 first) or descending (the last chunk first: a worker that pushes
+ * each layer's gradient as its backward pass produces it, last layer first); the connection
+ * (ps/server.c) checks the order, and tells the first and the last chunk of each push. */
+#define PST_CHUNK_FIRST 1
+#define PST_CHUNK_LAST 2
+/* The flags of chunk c in an ascending push. */
+static inline int pst_update_asc(const pst_update *u, uint32_t c) {
+  return (c == 0 ? PST_CHUNK_FIRST : 0) | (c + 1 == u->n_chunks ? PST_CHUNK_LAST : 0);
+}
+
 /* Offers chunk c (data: pst_update_chunk_len(c) floats) of worker w's gradient computed on
- * `version`. Returns PST_OFFER_TAKEN, PST_OFFER_LATER, PST_OFFER_DROPPED (late),
+ * `version`, `flags` its place in the push. Returns PST_OFFER_TAKEN, PST_OFFER_LATER, PST_OFFER_DROPPED (late),
  * PST_OFFER_REJECTED (non-finite values: checked when the chunk is about to be summed or
  * applied, so a held-back chunk costs nothing extra; a rejected chunk changes no state), or
  * -ESTALE when a sync gradient claims a version newer than the ps's. *published is set to 1 when this
  * chunk completed a step (a new version is out). */
-int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, const float *data,
-                     int *published);
+int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, int flags,
+                     const float *data, int *published);
 /* sync: how many leading chunks of the back buffer already hold their final values for the
  * step in progress (version + 1): every share summed and the optimizer applied. Such a
  * chunk is never written again, so a pull of version + 1 may send it before the step is

@@ -385,30 +385,58 @@ int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats) {
 static void on_push_write(uv_write_t *req, int status) {
   wk_client *c = req->data;
   (void)status;
-  if (--c->writes_left == 0 && c->state == WK_CONN_OPEN) c->cbs->on_push_sent(c);
+  if (--c->writes_left == 0 && c->push_queued == c->n_chunks && c->state == WK_CONN_OPEN)
+    c->cbs->on_push_sent(c);
+}
+
+/* Queues chunk i of the push in progress as the push's next frame. */
+static int queue_chunk(wk_client *c, uint32_t i) {
+  size_t off = (size_t)i * c->chunk_floats;
+  uint32_t len = (uint32_t)(c->n_floats - off < c->chunk_floats ? c->n_floats - off
+                                                                 : c->chunk_floats);
+  uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
+  /* The last frame of the push says so, whichever chunk it carries. */
+  int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, c->push_version, off, len,
+                                 c->push_queued + 1 == c->n_chunks, head, PST_WIRE_CHUNK_HEAD);
+  uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
+                      uv_buf_init((char *)(c->push_grad + off), len * 4u)};
+  c->wreq[i].data = c;
+  c->writes_left++;
+  c->push_queued++;
+  int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_push_write);
+  if (rc < 0) c->writes_left--;
+  return rc;
+}
+
+static int push_begin(wk_client *c, uint64_t version, const float *grad, int desc) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  c->push_version = version;
+  c->push_grad = grad;
+  c->push_desc = desc;
+  c->push_queued = 0;
+  c->writes_left = 0;
+  return 0;
+}
+
+int wk_client_push_begin(wk_client *c, uint64_t version, const float *grad) {
+  return push_begin(c, version, grad, 1);
+}
+
+int wk_client_push_upto(wk_client *c, size_t from) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  while (c->push_queued < c->n_chunks) {
+    uint32_t i = c->push_desc ? c->n_chunks - 1 - c->push_queued : c->push_queued;
+    if (c->push_desc && (size_t)i * c->chunk_floats < from) break;
+    c->last_tx = pst_now();
+    int rc = queue_chunk(c, i);
+    if (rc < 0) return rc;
+  }
+  return 0;
 }
 
 int wk_client_push(wk_client *c, uint64_t version, const float *grad) {
-  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
-  c->writes_left = c->n_chunks;
-  c->last_tx = pst_now();
-  for (uint32_t i = 0; i < c->n_chunks; i++) {
-    size_t off = (size_t)i * c->chunk_floats;
-    uint32_t len = (uint32_t)(c->n_floats - off < c->chunk_floats ? c->n_floats - off
-                                                                   : c->chunk_floats);
-    uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
-    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, version, off, len, i + 1 == c->n_chunks,
-                                   head, PST_WIRE_CHUNK_HEAD);
-    uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
-                        uv_buf_init((char *)(grad + off), len * 4u)};
-    c->wreq[i].data = c;
-    int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_push_write);
-    if (rc < 0) {
-      c->writes_left -= c->n_chunks - i;
-      return rc;
-    }
-  }
-  return 0;
+  int rc = push_begin(c, version, grad, 0);
+  return rc < 0 ? rc : wk_client_push_upto(c, 0);
 }
 
 void wk_client_free(wk_client *c) {

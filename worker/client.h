@@ -72,7 +72,13 @@ struct wk_client {
   size_t n_floats;
   uv_write_t *wreq;       /* [n_chunks] */
   uint8_t *whead;         /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
-  uint32_t writes_left;
+  uint32_t writes_left;    /* queued push writes not yet completed */
+  /* The push in progress: its version and gradient, its direction, and how many of its
+   * chunks have been queued (wk_client_push_upto). */
+  uint64_t push_version;
+  const float *push_grad;
+  int push_desc;
+  uint32_t push_queued;
   double last_rx, last_tx; /* monotonic seconds: the last bytes read, the last frame queued */
   const char *close_why;
   char close_buf[512];   /* a reason naming a host (255) and an error fits whole */
@@ -94,6 +100,13 @@ int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats);
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
  * on_push_sent. */
 int wk_client_push(wk_client *c, uint64_t version, const float *grad);
+/* A push sent in pieces, last chunk first, by a worker that sends each layer's gradient as
+ * soon as its backward pass has made it: begin names the version and the gradient (grad[n],
+ * untouched until on_push_sent); each upto(from) then queues, highest first, the chunks not
+ * yet queued that lie wholly at or above float `from`; upto(0) queues the rest. on_push_sent
+ * follows once every chunk has been queued and written. */
+int wk_client_push_begin(wk_client *c, uint64_t version, const float *grad);
+int wk_client_push_upto(wk_client *c, size_t from);
 /* Closes everything; on_closed(why) follows. */
 void wk_client_close(wk_client *c, const char *why);
 

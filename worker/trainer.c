@@ -251,12 +251,19 @@ static void after_train(wk_trainer *t) {
   t->e_seconds += t->w_seconds;
   t->e_wait += t->w_wait;
   t->weights_fresh = 0;
-  t->push_in_flight = 1;
-  /* Each shard its part, marked with the version of that part it was computed on. */
+  /* Each shard its part, marked with the version of that part it was computed on: the whole
+   * of it now, or (--push-by-layer) whatever the backward pass's wake-ups have not yet
+   * queued, so that every chunk is queued before the REPORT and the PULL. */
+  int layered = t->layer_push;
+  t->layer_push = 0;
+  if (!layered) t->push_in_flight = 1;
+  else if (!t->push_in_flight) wk_obs_push_sent(&t->obs); /* all of it left during compute */
   for (int i = 0; i < t->n_ps; i++) {
     wk_shard *sh = &t->ps[i];
-    sh->pushing = 1;
-    int rc = wk_client_push(&sh->client, sh->version, t->grad + sh->offset);
+    if (!layered) sh->pushing = 1;
+    t->chunks_pushed += sh->client.n_chunks;
+    int rc = layered ? wk_client_push_upto(&sh->client, 0)
+                     : wk_client_push(&sh->client, sh->version, t->grad + sh->offset);
     if (rc < 0) {
       fail(t, "cannot push the gradient: %s", uv_strerror(rc));
       return;
@@ -309,6 +316,9 @@ static void after_eval(wk_trainer *t) {
              t->model.n_params);
     t->state = WK_FINISHING;
     LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
+    if (t->opt.push_by_layer)
+      LOG_INFO("--push-by-layer: %" PRIu64 " of %" PRIu64 " gradient chunks left while the "
+               "backward pass was still computing", t->chunks_early, t->chunks_pushed);
   }
 }
 
@@ -355,6 +365,10 @@ static void next_work(wk_trainer *t) {
 static void work_done(uv_work_t *req, int status) {
   wk_trainer *t = req->data;
   t->work_running = 0;
+  if (t->closing) {
+    uv_close((uv_handle_t *)&t->grad_async, NULL);
+    return;
+  }
   if (t->state == WK_STOPPED || t->stop_requested || status == UV_ECANCELED) {
     close_all(t);
     return;
@@ -392,11 +406,50 @@ static void work_done(uv_work_t *req, int status) {
   }
 }
 
+/* --push-by-layer: this step's push begins before its compute, and its chunks leave as the
+ * backward pass finishes them (on_grad_ready; after_train queues what is left). */
+static void begin_layer_push(wk_trainer *t) {
+  t->layer_push = 0;
+  /* --slow-factor and --delay-ms make a step's push leave late on purpose: not early. */
+  if (!t->opt.push_by_layer || t->opt.slow_factor > 1.0 || t->opt.delay_ms > 0) return;
+  atomic_store(&t->grad_from, t->model.n_params);
+  for (int i = 0; i < t->n_ps; i++)
+    if (wk_client_push_begin(&t->ps[i].client, t->ps[i].version, t->grad + t->ps[i].offset) < 0)
+      return; /* after_train pushes the usual way, and meets the same error */
+  for (int i = 0; i < t->n_ps; i++) t->ps[i].pushing = 1;
+  t->push_in_flight = 1;
+  t->layer_push = 1;
+}
+
+/* On the threadpool, from the backward pass (kernels/net.h). */
+static void grad_ready(void *ctx, size_t from) {
+  wk_trainer *t = ctx;
+  if (t->work_kind != WK_WORK_TRAIN || !t->opt.push_by_layer) return;
+  atomic_store(&t->grad_from, from);
+  uv_async_send(&t->grad_async);
+}
+
+/* On the loop: queues each shard's chunks that are final now, highest first. */
+static void on_grad_ready(uv_async_t *a) {
+  wk_trainer *t = a->data;
+  if (!t->layer_push || t->state != WK_COMPUTING || !all_open(t)) return;
+  size_t from = atomic_load(&t->grad_from);
+  for (int i = 0; i < t->n_ps; i++) {
+    wk_shard *sh = &t->ps[i];
+    if (from >= sh->offset + sh->floats) continue; /* none of its part is final yet */
+    uint32_t before = sh->client.push_queued;
+    int rc = wk_client_push_upto(&sh->client, from > sh->offset ? from - sh->offset : 0);
+    if (from > 0) t->chunks_early += sh->client.push_queued - before; /* 0: compute is over */
+    if (rc < 0) return; /* the connection is failing: its close callback says why */
+  }
+}
+
 static void start_work(wk_trainer *t, wk_work_kind kind) {
   t->state = WK_COMPUTING;
   t->work_kind = kind;
   t->work_running = 1;
   atomic_store(&t->work_abandoned, 0);
+  if (kind == WK_WORK_TRAIN) begin_layer_push(t);
   t->work.data = t;
   uv_queue_work(t->loop, &t->work, work_run, work_done);
 }
@@ -500,6 +553,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     fail(t, "cannot build the model on %s: %s", t->backend->name, strerror(-rc));
     return rc;
   }
+  pst_net_on_grad_ready(t->net, grad_ready, t);
   size_t n = t->model.n_params;
   t->params = host_buffer(t, n * sizeof(float));
   t->grad = host_buffer(t, n * sizeof(float));
@@ -902,6 +956,9 @@ static void on_closed(wk_client *c, const char *why) {
   uv_close((uv_handle_t *)&t->sig_int, NULL);
   uv_close((uv_handle_t *)&t->sig_term, NULL);
   uv_close((uv_handle_t *)&t->hb_timer, NULL);
+  /* A step still computing may wake grad_async until it ends: work_done closes it then. */
+  t->closing = 1;
+  if (!t->work_running) uv_close((uv_handle_t *)&t->grad_async, NULL);
 }
 
 /* Heartbeats while the loop has nothing else to send (a long step, a wait for the others),
@@ -983,6 +1040,8 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   /* Fine enough for the shortest timeouts the ps allows (0.2 s). */
   uv_timer_init(loop, &t->hb_timer);
   t->hb_timer.data = t;
+  uv_async_init(loop, &t->grad_async, on_grad_ready);
+  t->grad_async.data = t;
   uv_timer_start(&t->hb_timer, on_hb_timer, 25, 25);
   t->hb_last_tick = pst_now();
   snprintf(err, errlen, "cannot start the connection");

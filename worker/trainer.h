@@ -51,6 +51,8 @@ typedef struct {
   double slow_factor;        /* >1: sleep (factor-1) x compute time after each step */
   double delay_ms;           /* >0: each step's weights come and its push leaves this much
                               * later (a slow link, for experiments) */
+  int push_by_layer;         /* push each layer's gradient as the backward pass makes it
+                              * (last layer first) instead of the whole gradient after it */
   const pst_secret *secret;  /* the cluster secret, or NULL/unset */
   pst_tls_ctx *tls;          /* mutual TLS with the ps, or NULL */
   const char *tls_name;      /* with TLS: the name the ps's certificate must carry, or NULL */
@@ -110,6 +112,14 @@ typedef struct wk_trainer {
    * once instead of holding back the HELLO (a SIGSTOP inside a slow step made --slow-factor
    * 4 sleep three times the stall, and the rejoin waited for it). */
   atomic_int work_abandoned;
+  /* --push-by-layer: the backward pass (on the threadpool) stores how much of the gradient is
+   * final (every float at or above grad_from) and wakes the loop, which queues those chunks
+   * (on_grad_ready). layer_push: this step's push was begun that way and is still open. */
+  uv_async_t grad_async;
+  atomic_size_t grad_from;
+  int layer_push;
+  int closing;               /* the loop's handles are closing: the run is over */
+  uint64_t chunks_pushed, chunks_early; /* push chunks, and of them those queued during compute */
   int stop_requested;
   /* From WELCOME. */
   int index, world;

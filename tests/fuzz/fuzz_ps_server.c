@@ -20,8 +20,8 @@
  *     3  client k half-closes (shutdown SHUT_WR)
  *     4  client k closes
  *     5  client k reconnects (a new connection; an open one is closed first)
- *     6  client k sends a well-formed frame: next byte picks it (HELLO, PULL, a whole PUSH,
- *        one PUSH chunk, REPORT, eval REPORT, BYE, STATUS_REQ, HEARTBEAT, ERROR) or the
+ *     6  client k sends a well-formed frame: next byte picks it (HELLO, PULL, a whole PUSH
+ *        in either order, one PUSH chunk, REPORT, eval REPORT, BYE, STATUS_REQ, HEARTBEAT, ERROR) or the
  *        handshake's first message (a fresh nonce), the byte after gives its numbers; these
  *        get a fuzzer deep into training quickly
  *     7  the ps is stopped (bit 5 of op: as failed; bit 6: as on SIGTERM)
@@ -299,7 +299,7 @@ static void send_frame(int k, Pstrain__Header *h, const float *payload, uint32_t
   client_send(k, buf, (size_t)n + count * 4u);
 }
 
-static void send_chunk(int k, uint64_t version, uint32_t chunk, uint8_t p) {
+static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_t p) {
   uint32_t cf = g.srv.upd.chunk_floats, nc = g.srv.upd.n_chunks;
   size_t off = (size_t)chunk * cf;
   uint32_t count = (uint32_t)(g.model.n_params - off < cf ? g.model.n_params - off : cf);
@@ -311,7 +311,7 @@ static void send_chunk(int k, uint64_t version, uint32_t chunk, uint8_t p) {
   h.version = version;
   h.offset = off;
   h.count = count;
-  h.last = chunk + 1 == nc;
+  h.last = last;
   send_frame(k, &h, v, count);
 }
 
@@ -343,12 +343,15 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
       h.version = p & 0x3f;
       h.last = (p & 0x40) != 0;
       break;
-    case 2:
-      for (uint32_t c = 0; c < nc; c++) send_chunk(k, p & 0x1f, c, p);
+    case 2: /* bit 5: last chunk first, as --push-by-layer sends it */
+      for (uint32_t c = 0; c < nc; c++)
+        send_chunk(k, p & 0x1f, (p & 0x20) ? nc - 1 - c : c, c + 1 == nc, p);
       return;
-    case 3:
-      send_chunk(k, p & 0x1f, (uint32_t)(p >> 5) % nc, p);
+    case 3: {
+      uint32_t c = (uint32_t)(p >> 5) % nc;
+      send_chunk(k, p & 0x1f, c, c + 1 == nc, p);
       return;
+    }
     case 4:
     case 5:
       rep.epoch = p % 4;
