@@ -318,37 +318,50 @@ static void shares(float g3[MAX_PEERS][N_PARAMS]) {
   }
 }
 
-/* 1 and 3: every arrival order of three pushes gives the worker-order sum, bit for bit. */
-static void test_sync_order(void) {
-  static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-  float g3[MAX_PEERS][N_PARAMS], sum[N_PARAMS], want[N_PARAMS];
+/* One sync step of three peers on a fresh ps: whole pushes, one peer after another in
+ * `order`, the ps running in between (a peer whose turn has not come is held back by TCP,
+ * not summed early); peers in desc_mask push last chunk first. Every peer's pull of version
+ * 1 must be `want`, of one version. */
+static void sync_step(const int order[3], unsigned desc_mask, const float *want) {
+  start(PST_MODE_SYNC, 3);
+  for (int k = 0; k < 3; k++) join(k);
+  for (int k = 0; k < 3; k++) pull(k, 0, 0);
+  settle();
+  for (int k = 0; k < 3; k++)
+    CHECK(g.p[k].reply_done && memcmp(g.p[k].weights, g.init, sizeof g.init) == 0);
+  float g3[MAX_PEERS][N_PARAMS];
+  shares(g3);
+  for (int j = 0; j < 3; j++) {
+    int k = order[j];
+    push_all(k, 0, (desc_mask >> k) & 1, g3[k]);
+    settle();
+    if (j < 2) CHECK(g.srv.store.version == 0);
+  }
+  CHECK(g.srv.store.version == 1);
+  for (int k = 0; k < 3; k++) pull(k, 1, 0);
+  settle();
+  for (int k = 0; k < 3; k++) {
+    CHECK(g.p[k].reply_done && g.p[k].reply_version == 1 && !g.p[k].mixed);
+    CHECK(memcmp(g.p[k].weights, want, N_PARAMS * sizeof(float)) == 0);
+  }
+  stop();
+}
+
+static const int k_orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+
+/* The worker-order sum of the three shares, after one SGD step. */
+static void worker_order_want(float *want) {
+  float g3[MAX_PEERS][N_PARAMS], sum[N_PARAMS];
   shares(g3);
   for (int i = 0; i < N_PARAMS; i++) sum[i] = (g3[0][i] + g3[1][i]) + g3[2][i];
   reference(sum, 1.0f, want);
-  for (int o = 0; o < 6; o++) {
-    start(PST_MODE_SYNC, 3);
-    for (int k = 0; k < 3; k++) join(k);
-    for (int k = 0; k < 3; k++) pull(k, 0, 0);
-    settle();
-    for (int k = 0; k < 3; k++)
-      CHECK(g.p[k].reply_done && memcmp(g.p[k].weights, g.init, sizeof g.init) == 0);
-    /* Whole pushes, one peer after another in this order, the ps running in between:
-     * a peer whose turn has not come is held back by TCP, not summed early. */
-    for (int j = 0; j < 3; j++) {
-      int k = orders[o][j];
-      for (int c = 0; c < N_CHUNKS; c++) push_chunk(k, 0, c, g3[k], 0);
-      settle();
-      if (j < 2) CHECK(g.srv.store.version == 0);
-    }
-    CHECK(g.srv.store.version == 1);
-    for (int k = 0; k < 3; k++) pull(k, 1, 0);
-    settle();
-    for (int k = 0; k < 3; k++) {
-      CHECK(g.p[k].reply_done && g.p[k].reply_version == 1 && !g.p[k].mixed);
-      CHECK(memcmp(g.p[k].weights, want, sizeof want) == 0);
-    }
-    stop();
-  }
+}
+
+/* 1 and 3: every arrival order of three pushes gives the worker-order sum, bit for bit. */
+static void test_sync_order(void) {
+  float want[N_PARAMS];
+  worker_order_want(want);
+  for (int o = 0; o < 6; o++) sync_step(k_orders[o], 0, want);
 }
 
 /* 2: the pull of version 1 is answered chunk by chunk as chunks become final. */
@@ -443,33 +456,12 @@ static void test_async(void) {
  * at a middle chunk is refused (counted against its peer, the rest of it dropped), and the
  * peer's next push is taken. */
 static void test_push_directions(void) {
-  static const int orders[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
-  float g3[MAX_PEERS][N_PARAMS], sum[N_PARAMS], want[N_PARAMS];
+  float want[N_PARAMS], g3[MAX_PEERS][N_PARAMS];
+  worker_order_want(want);
   shares(g3);
-  for (int i = 0; i < N_PARAMS; i++) sum[i] = (g3[0][i] + g3[1][i]) + g3[2][i];
-  reference(sum, 1.0f, want);
   static const unsigned masks[] = {1, 2, 5, 7};
-  for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++) {
-    for (int o = 0; o < 6; o++) {
-      start(PST_MODE_SYNC, 3);
-      for (int k = 0; k < 3; k++) join(k);
-      for (int k = 0; k < 3; k++) pull(k, 0, 0);
-      settle();
-      for (int j = 0; j < 3; j++) {
-        int k = orders[o][j];
-        push_all(k, 0, (masks[m] >> k) & 1, g3[k]);
-        settle();
-      }
-      CHECK(g.srv.store.version == 1);
-      for (int k = 0; k < 3; k++) pull(k, 1, 0);
-      settle();
-      for (int k = 0; k < 3; k++) {
-        CHECK(g.p[k].reply_done && g.p[k].reply_version == 1 && !g.p[k].mixed);
-        CHECK(memcmp(g.p[k].weights, want, sizeof want) == 0);
-      }
-      stop();
-    }
-  }
+  for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
+    for (int o = 0; o < 6; o++) sync_step(k_orders[o], masks[m], want);
 
   /* A push that begins with chunk 1: refused, dropped to its end; then a good one. */
   start(PST_MODE_SYNC, 1);
