@@ -51,7 +51,7 @@ struct ps_conn {
   int push_dropped;      /* the push in progress is being dropped (late, or rejected) */
   int push_skip;         /* ... after a chunk out of place: its order is unknown, so the rest
                           * is read (when it fits recv) and dropped until its last chunk */
-  char push_bad[120];    /* the chunk read into recv is invalid: why ("" when it is not) */
+  char push_bad[160];    /* the chunk read into recv is invalid: why ("" when it is not) */
   uint32_t pending_chunk;
   int pending_flags;     /* its place in the push (PST_CHUNK_FIRST, PST_CHUNK_LAST) */
   double push_at, pull_at; /* monotonic seconds: the push's first chunk, the PULL (/metrics) */

@@ -385,9 +385,15 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   if (h->offset != (uint64_t)chunk * s->upd.chunk_floats ||
       h->count != pst_update_chunk_len(&s->upd, chunk) ||
       (h->last != 0) != (pos + 1 == n) || (!first && h->version != c->push_version)) {
-    snprintf(c->push_bad, sizeof c->push_bad,
-             "gradient chunk at offset %" PRIu64 " of %" PRIu64 " floats, expected chunk %u of %u",
-             h->offset, h->count, chunk, s->upd.n_chunks);
+    if (first && n > 1)
+      snprintf(c->push_bad, sizeof c->push_bad,
+               "gradient chunk at offset %" PRIu64 " of %" PRIu64
+               " floats, expected chunk 0 or %u of %u to begin a push",
+               h->offset, h->count, n - 1, n);
+    else
+      snprintf(c->push_bad, sizeof c->push_bad,
+               "gradient chunk at offset %" PRIu64 " of %" PRIu64 " floats, expected chunk %u of %u",
+               h->offset, h->count, chunk, n);
     /* Read and dropped (ps/validate.c) when it fits the receive buffer; anything bigger
      * cannot be a chunk of this model at all. */
     if (h->count > s->upd.chunk_floats) {
