@@ -890,18 +890,22 @@ int pst_model_parse(const char *text, const char *source, pst_model *m, char *er
   }
   /* Names are unique, automatic ones included (checkpoints name tensors by them, and Keras
    * refuses a model whose names repeat too). */
+  typedef char layer_name_buf[PST_MODEL_MAX_NAME + 32];
+  layer_name_buf *names = malloc(PST_MODEL_MAX_LAYERS * sizeof *names); /* 16 KiB */
+  if (names == NULL) return fail(&p, "out of memory");
+  for (int i = 0; i < m->n_layers; i++) pst_model_layer_name(m, i, 1, names[i], sizeof names[i]);
   for (int i = 1; i < m->n_layers; i++) {
-    char a[PST_MODEL_MAX_NAME + 32], b[PST_MODEL_MAX_NAME + 32];
-    pst_model_layer_name(m, i, 1, a, sizeof a);
     for (int j = 0; j < i; j++) {
-      pst_model_layer_name(m, j, 1, b, sizeof b);
-      if (strcmp(a, b) != 0) continue;
+      if (strcmp(names[i], names[j]) != 0) continue;
       int named = m->layers[i].name[0] ? i : j, other = named == i ? j : i;
       p.line = line_of[named];
-      return fail(&p, "name '%s' is also the automatic name of the layer on line %d; pick "
-                      "another", a, line_of[other]);
+      rc = fail(&p, "name '%s' is also the automatic name of the layer on line %d; pick "
+                    "another", names[i], line_of[other]);
+      free(names);
+      return rc;
     }
   }
+  free(names);
 
   size_t len = 0;
   for (int i = 0; i < m->n_layers; i++) {
