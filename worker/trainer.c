@@ -1,3 +1,6 @@
+/* The sessions with the ps: connecting to every shard, registering (HELLO, WELCOME, the
+ * model and the slot), the frames that arrive, heartbeats and silence, reconnecting after a
+ * loss, and the end. The training steps themselves are in worker/step.c. */
 #include "worker/trainer.h"
 
 #include <errno.h>
@@ -15,8 +18,7 @@
 #include "common/notify.h"
 #include "kernels/device.h"
 #include "worker/dataset.h"
-
-static void fail(wk_trainer *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+#include "worker/trainer_internal.h"
 
 /* The shard whose connection c is. */
 static wk_shard *shard_of(wk_client *c) {
@@ -26,26 +28,26 @@ static wk_shard *shard_of(wk_client *c) {
 static int shard_index(const wk_trainer *t, const wk_shard *sh) { return (int)(sh - t->ps); }
 
 /* Every shard's connection is open (registered or about to be). */
-static int all_open(const wk_trainer *t) {
+int wk_all_open(const wk_trainer *t) {
   for (int i = 0; i < t->n_ps; i++)
     if (t->ps[i].client.state != WK_CONN_OPEN) return 0;
   return 1;
 }
 
-static void close_all(wk_trainer *t) {
+void wk_close_all(wk_trainer *t) {
   for (int i = 0; i < t->n_ps; i++) wk_client_close(&t->ps[i].client, NULL);
 }
 
 /* Sends a control message to every shard: each keeps its own account of the workers
  * (registration, reports, heartbeats, the end). */
-static void send_all(wk_trainer *t, const Pstrain__Header *h) {
+void wk_send_all(wk_trainer *t, const Pstrain__Header *h) {
   for (int i = 0; i < t->n_ps; i++)
     if (t->ps[i].client.state == WK_CONN_OPEN) wk_client_send(&t->ps[i].client, h);
 }
 
 /* Ends the run with an error: log it once, tell the ps why (so that it frees this worker's
  * slot with the reason in its log), close the connection, exit 1. */
-static void fail(wk_trainer *t, const char *fmt, ...) {
+void wk_fail(wk_trainer *t, const char *fmt, ...) {
   char why[512];
   va_list ap;
   va_start(ap, fmt);
@@ -63,395 +65,7 @@ static void fail(wk_trainer *t, const char *fmt, ...) {
   }
   t->exit_code = PST_EXIT_FAILED;
   t->state = WK_STOPPED;
-  close_all(t);
-}
-
-static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) {
-  Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  h.type = type;
-  h.version = version;
-  send_all(t, &h);
-}
-
-static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correct,
-                        uint64_t samples, double seconds, double data_wait) {
-  Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  Pstrain__Report r = PSTRAIN__REPORT__INIT;
-  r.epoch = (uint32_t)(is_eval ? t->eval_due : t->epoch + 1);
-  r.step = t->steps;
-  r.is_eval = is_eval != 0;
-  r.loss_sum = loss;
-  r.correct = correct;
-  r.samples = samples;
-  r.compute_seconds = seconds;
-  r.data_wait_seconds = data_wait;
-  if (is_eval) r.weights_version = t->version;
-  h.type = PSTRAIN__MSG_TYPE__REPORT;
-  h.report = &r;
-  send_all(t, &h);
-}
-
-/* Which version to ask for next. sync: the one after ours (answered once every worker's
- * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
-static void pull(wk_trainer *t) {
-  t->state = WK_PULLING;
-  for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
-  wk_obs_pull_sent(&t->obs);
-  int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
-  send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->have_weights ? t->version + 1 : 0);
-}
-
-/* After the last push: BYE (no more gradients from us), then the final weights, which the
- * ps sends once every worker has said BYE, so the last evaluation sees the final model in
- * every mode. */
-static void pull_final(wk_trainer *t) {
-  send_simple(t, PSTRAIN__MSG_TYPE__BYE, t->version);
-  t->state = WK_PULLING;
-  for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
-  Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  h.type = PSTRAIN__MSG_TYPE__PULL;
-  h.last = 1;
-  send_all(t, &h);
-}
-
-static void new_epoch_order(wk_trainer *t) {
-  int n = t->shard_end - t->shard_begin;
-  for (int i = 0; i < n; i++) t->order[i] = t->shard_begin + i;
-  pst_rng_shuffle(&t->rng, t->order, n);
-}
-
-/* Puts this worker where the ps says its slot stands: `start_step` steps of the shard done
- * and the evaluations of epochs 1..evals_done done. The shuffles are replayed from the seed,
- * so a worker that rejoins, or any worker of a resumed ps, takes exactly the batches an
- * uninterrupted run would. */
-static void take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_done) {
-  uint64_t spe = (uint64_t)t->steps_per_epoch;
-  uint64_t epoch = start_step / spe;
-  if (epoch > (uint64_t)t->epochs) epoch = (uint64_t)t->epochs;
-  t->epoch = (int)epoch;
-  t->step_in_epoch = epoch < (uint64_t)t->epochs ? (int)(start_step % spe) : 0;
-  t->steps = start_step;
-  pst_rng_seed(&t->rng, t->seed * 1000003u + (uint64_t)t->index);
-  for (int e = 0; e <= t->epoch && e < t->epochs; e++) new_epoch_order(t);
-  /* The newest finished epoch's evaluation share, if this slot still owes it (its worker
-   * was lost around the epoch's end): evaluated on the weights it pulls now, so that the
-   * epoch's figures cover the whole test set. */
-  t->eval_due = t->epoch >= 1 && evals_done < (uint32_t)t->epoch ? t->epoch : 0;
-  t->subset_due = t->subset_asked = 0;
-  t->have_weights = 0;
-  t->weights_fresh = 0;
-  t->push_in_flight = 0;
-  t->r_loss = t->r_seconds = t->r_wait = 0;
-  t->r_correct = t->r_samples = 0;
-  t->e_loss = t->e_seconds = t->e_wait = 0;
-  t->e_correct = t->e_samples = 0;
-}
-
-/* The first exchange of a session with the ps (after every WELCOME): weights to train on,
- * or, with every epoch done, the final weights for the last evaluation. */
-static void begin_session(wk_trainer *t) {
-  if (t->epoch < t->epochs)
-    pull(t);
-  else
-    pull_final(t);
-}
-
-/* ---- work on the threadpool ---- */
-
-/* Sleeps on the threadpool for `s` seconds, in slices, until the loop abandons the step. */
-static void idle(wk_trainer *t, double s) {
-  double end = pst_now() + s;
-  for (double left = s; left > 0 && !atomic_load(&t->work_abandoned); left = end - pst_now()) {
-    double slice = left < 0.02 ? left : 0.02;
-    struct timespec ts = {(time_t)slice, (long)((slice - floor(slice)) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
-}
-
-/* --delay-ms: the link's delay, slept on the threadpool so that the loop stays free. */
-static void delay_step(wk_trainer *t) {
-  if (t->work_kind != WK_WORK_TRAIN || !(t->opt.delay_ms > 0)) return;
-  idle(t, t->opt.delay_ms / 1e3);
-}
-
-static void work_run(uv_work_t *req) {
-  wk_trainer *t = req->data;
-  delay_step(t); /* the pulled weights arrive late */
-  double t0 = pst_now();
-  t->w_loss = 0;
-  t->w_correct = 0;
-  t->w_samples = 0;
-  t->w_wait = 0;
-  t->w_rc = pst_net_load_params(t->net, t->params);
-  if (t->w_rc < 0) return;
-  if (t->work_kind == WK_WORK_TRAIN) {
-    const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
-    double d0 = pst_now();
-    t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, idx, t->xb, t->yb);
-    t->obs.gather_seconds = pst_now() - d0; /* taken in by wk_obs_step_done, on the loop */
-    /* The next batch of this epoch is made while this step computes (the next epoch's
-     * first batch is asked for once its order is drawn, in after_train). */
-    if (t->step_in_epoch + 1 < t->steps_per_epoch)
-      wk_prefetch_ask(&t->prefetch, t->steps + 1, idx + t->batch);
-    /* The loss is the sum over this worker's batch divided by the global batch b x N. */
-    float scale = 1.0f / ((float)t->batch * (float)t->world);
-    /* Dropout masks: a pure function of the job seed, this worker's index and the global
-     * step, so that a sync run (or a resumed one, which replays the same steps) draws the
-     * same masks, while workers and steps all draw different ones. */
-    pst_net_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
-                                     0xbf58476d1ce4e5b9ull +
-                                 t->steps);
-    t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
-                                 &t->w_correct);
-    t->w_samples = t->batch;
-  } else {
-    int32_t *idx = malloc((size_t)t->batch * sizeof *idx);
-    if (!idx) {
-      t->w_rc = -ENOMEM;
-      return;
-    }
-    /* The test shard [test_begin, test_end), or this worker's part of the subset. */
-    const int32_t *list = t->work_kind == WK_WORK_SUBSET ? t->subset_idx : NULL;
-    int lo = list ? 0 : t->test_begin, hi = list ? t->subset_n : t->test_end;
-    for (int b = lo; b < hi && t->w_rc == 0; b += t->batch) {
-      int n = hi - b < t->batch ? hi - b : t->batch;
-      for (int i = 0; i < n; i++) idx[i] = list ? list[b + i] : b + i;
-      pst_batch_fill(&t->test_prep, idx, n, 0, 0, t->xb, t->yb);
-      double loss = 0;
-      int correct = 0;
-      t->w_rc = pst_net_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
-      t->w_loss += loss;
-      t->w_correct += correct;
-      t->w_samples += n;
-    }
-    free(idx);
-  }
-  t->w_seconds = pst_now() - t0;
-  if (t->work_kind == WK_WORK_TRAIN && t->opt.slow_factor > 1.0) {
-    /* A straggler for experiments: idle in proportion to the real compute time. */
-    idle(t, (t->opt.slow_factor - 1.0) * t->w_seconds);
-  }
-  delay_step(t); /* the push leaves late */
-}
-
-static void after_train(wk_trainer *t) {
-  t->steps++;
-  wk_obs_step_done(&t->obs, t->w_seconds, t->w_samples);
-  /* After the first step, so that the algorithms the backend picked are known. */
-  if (t->steps == 1 && t->opt.log_placement) pst_net_log_placement(t->net);
-  t->step_in_epoch++;
-  t->r_loss += t->w_loss;
-  t->r_correct += (uint64_t)t->w_correct;
-  t->r_samples += (uint64_t)t->w_samples;
-  t->r_seconds += t->w_seconds;
-  t->r_wait += t->w_wait;
-  t->e_loss += t->w_loss;
-  t->e_correct += (uint64_t)t->w_correct;
-  t->e_samples += (uint64_t)t->w_samples;
-  t->e_seconds += t->w_seconds;
-  t->e_wait += t->w_wait;
-  t->weights_fresh = 0;
-  /* Each shard its part, marked with the version of that part it was computed on: the whole
-   * of it now, or (--push-by-layer) whatever the backward pass's wake-ups have not yet
-   * queued, so that every chunk is queued before the REPORT and the PULL. */
-  int layered = t->layer_push;
-  t->layer_push = 0;
-  if (!layered) t->push_in_flight = 1;
-  else if (!t->push_in_flight) wk_obs_push_sent(&t->obs); /* all of it left during compute */
-  for (int i = 0; i < t->n_ps; i++) {
-    wk_shard *sh = &t->ps[i];
-    if (!layered) sh->pushing = 1;
-    t->chunks_pushed += sh->client.n_chunks;
-    int rc = layered ? wk_client_push_upto(&sh->client, 0)
-                     : wk_client_push(&sh->client, sh->version, t->grad + sh->offset);
-    if (rc < 0) {
-      fail(t, "cannot push the gradient: %s", uv_strerror(rc));
-      return;
-    }
-  }
-  if (t->steps % (uint64_t)t->report_every == 0 || t->step_in_epoch == t->steps_per_epoch) {
-    send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds, t->r_wait);
-    t->r_loss = t->r_seconds = t->r_wait = 0;
-    t->r_correct = t->r_samples = 0;
-  }
-  if (t->step_in_epoch == t->steps_per_epoch) {
-    LOG_INFO("epoch %d/%d: train loss %.4f accuracy %.4f, %.0f samples/s computing, data wait "
-             "%.3f s", t->epoch + 1, t->epochs, t->e_loss / (double)t->e_samples,
-             (double)t->e_correct / (double)t->e_samples,
-             t->e_seconds > 0 ? (double)t->e_samples / t->e_seconds : 0.0, t->e_wait);
-    wk_obs_epoch_done(t, t->e_loss / (double)t->e_samples); /* the status line says so */
-    t->e_loss = t->e_seconds = t->e_wait = 0;
-    t->e_correct = t->e_samples = 0;
-    t->epoch++;
-    t->step_in_epoch = 0;
-    t->eval_due = t->epoch;
-    if (t->epoch < t->epochs) {
-      new_epoch_order(t);
-      wk_prefetch_ask(&t->prefetch, t->steps, t->order);
-    }
-  }
-  /* The PULL goes after the push. In sync mode the ps streams the next version's chunks as
-   * they become final, so a worker whose push is in while others' are still arriving gets
-   * its weights early. Sending the PULL ahead of the push (pstrain-benchclient --pull-first)
-   * overlaps this worker's own push and pull too, but measured slower on 2 cores
-   * (docs/benchmarks.md). */
-  if (t->epoch < t->epochs)
-    pull(t);
-  else
-    pull_final(t);
-}
-
-static void after_eval(wk_trainer *t) {
-  LOG_INFO("epoch %d/%d: test shard [%d, %d): loss %.4f accuracy %.4f (version %" PRIu64 ")",
-           t->eval_due, t->epochs, t->test_begin, t->test_end,
-           t->w_samples ? t->w_loss / t->w_samples : 0.0,
-           t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
-  send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds, 0);
-  t->eval_due = 0;
-  if (t->epoch >= t->epochs) {
-    /* The final weights, whole: one checksum however many shards held them, the same as the
-     * ps's weights_checksum without shards (reproducibility checks compare it). */
-    LOG_INFO("final weights: version %" PRIu64 ", checksum %016" PRIx64 " over %zu parameters",
-             t->version, pst_fnv1a64(t->params, t->model.n_params * sizeof(float)),
-             t->model.n_params);
-    t->state = WK_FINISHING;
-    LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
-    if (t->opt.push_by_layer)
-      LOG_INFO("--push-by-layer: %" PRIu64 " of %" PRIu64 " gradient chunks left while the "
-               "backward pass was still computing", t->chunks_early, t->chunks_pushed);
-  }
-}
-
-static void after_subset(wk_trainer *t) {
-  LOG_DEBUG("evaluation %u on %d test samples: loss %.4f accuracy %.4f (version %" PRIu64 ")",
-            t->subset_due, t->w_samples, t->w_samples ? t->w_loss / t->w_samples : 0.0,
-            t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
-  Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  Pstrain__Report r = PSTRAIN__REPORT__INIT;
-  r.epoch = (uint32_t)(t->epoch + 1);
-  r.step = t->steps;
-  r.is_eval = 1;
-  r.loss_sum = t->w_loss;
-  r.correct = (uint64_t)t->w_correct;
-  r.samples = (uint64_t)t->w_samples;
-  r.compute_seconds = t->w_seconds;
-  r.subset_point = t->subset_due;
-  r.weights_version = t->version;
-  h.type = PSTRAIN__MSG_TYPE__REPORT;
-  h.report = &r;
-  send_all(t, &h);
-  t->subset_due = 0;
-}
-
-static void start_work(wk_trainer *t, wk_work_kind kind);
-static void register_all(wk_trainer *t);
-
-/* Decides what the fresh weights are for: an evaluation owed, then a training step, or
- * the end. */
-static void next_work(wk_trainer *t) {
-  if (t->state == WK_STOPPED || t->stop_requested) return;
-  if (t->eval_due) {
-    start_work(t, WK_WORK_EVAL);
-  } else if (t->subset_due && t->subset_n > 0) {
-    start_work(t, WK_WORK_SUBSET);
-  } else if (t->epoch < t->epochs) {
-    /* The gradient buffer is reused: wait until the previous push has left. */
-    if (!t->push_in_flight) start_work(t, WK_WORK_TRAIN);
-  } else {
-    t->state = WK_FINISHING; /* the final weights came, nothing left to evaluate */
-  }
-}
-
-static void work_done(uv_work_t *req, int status) {
-  wk_trainer *t = req->data;
-  t->work_running = 0;
-  if (t->closing) {
-    uv_close((uv_handle_t *)&t->grad_async, NULL);
-    return;
-  }
-  if (t->state == WK_STOPPED || t->stop_requested || status == UV_ECANCELED) {
-    close_all(t);
-    return;
-  }
-  if (t->restart_pending || !all_open(t) || t->state == WK_CONNECTING ||
-      t->state == WK_REGISTERING) {
-    /* The connection was lost while this ran: the ps may have moved on, and it says where
-     * this worker stands when it registers again. */
-    if (t->work_kind == WK_WORK_TRAIN) {
-      t->discarded++;
-      LOG_INFO("dropped the gradient computed on version %" PRIu64
-               ": the connection to the ps was lost meanwhile", t->version);
-    }
-    if (t->hello_pending && all_open(t)) {
-      t->hello_pending = 0;
-      register_all(t);
-    } else if (t->restart_pending) {
-      t->restart_pending = 0;
-      begin_session(t);
-    }
-    return;
-  }
-  if (t->w_rc < 0) {
-    fail(t, "compute failed on %s: %s", t->backend->name, strerror(-t->w_rc));
-    return;
-  }
-  if (t->work_kind == WK_WORK_TRAIN) {
-    after_train(t);
-  } else if (t->work_kind == WK_WORK_SUBSET) {
-    after_subset(t);
-    next_work(t);
-  } else {
-    after_eval(t);
-    if (t->state != WK_FINISHING) next_work(t);
-  }
-}
-
-/* --push-by-layer: this step's push begins before its compute, and its chunks leave as the
- * backward pass finishes them (on_grad_ready; after_train queues what is left). */
-static void begin_layer_push(wk_trainer *t) {
-  t->layer_push = 0;
-  /* --slow-factor and --delay-ms make a step's push leave late on purpose: not early. */
-  if (!t->opt.push_by_layer || t->opt.slow_factor > 1.0 || t->opt.delay_ms > 0) return;
-  atomic_store(&t->grad_from, t->model.n_params);
-  for (int i = 0; i < t->n_ps; i++)
-    if (wk_client_push_begin(&t->ps[i].client, t->ps[i].version, t->grad + t->ps[i].offset) < 0)
-      return; /* after_train pushes the usual way, and meets the same error */
-  for (int i = 0; i < t->n_ps; i++) t->ps[i].pushing = 1;
-  t->push_in_flight = 1;
-  t->layer_push = 1;
-}
-
-/* On the threadpool, from the backward pass (kernels/net.h). */
-static void grad_ready(void *ctx, size_t from) {
-  wk_trainer *t = ctx;
-  if (t->work_kind != WK_WORK_TRAIN || !t->opt.push_by_layer) return;
-  atomic_store(&t->grad_from, from);
-  uv_async_send(&t->grad_async);
-}
-
-/* On the loop: queues each shard's chunks that are final now, highest first. */
-static void on_grad_ready(uv_async_t *a) {
-  wk_trainer *t = a->data;
-  if (!t->layer_push || t->state != WK_COMPUTING || !all_open(t)) return;
-  size_t from = atomic_load(&t->grad_from);
-  for (int i = 0; i < t->n_ps; i++) {
-    wk_shard *sh = &t->ps[i];
-    if (from >= sh->offset + sh->floats) continue; /* none of its part is final yet */
-    uint32_t before = sh->client.push_queued;
-    int rc = wk_client_push_upto(&sh->client, from > sh->offset ? from - sh->offset : 0);
-    if (from > 0) t->chunks_early += sh->client.push_queued - before; /* 0: compute is over */
-    if (rc < 0) return; /* the connection is failing: its close callback says why */
-  }
-}
-
-static void start_work(wk_trainer *t, wk_work_kind kind) {
-  t->state = WK_COMPUTING;
-  t->work_kind = kind;
-  t->work_running = 1;
-  atomic_store(&t->work_abandoned, 0);
-  if (kind == WK_WORK_TRAIN) begin_layer_push(t);
-  t->work.data = t;
-  uv_queue_work(t->loop, &t->work, work_run, work_done);
+  wk_close_all(t);
 }
 
 /* ---- registration ---- */
@@ -507,13 +121,13 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->report_every = w->report_every ? (int)w->report_every : 50;
   t->eval_every = (int)w->eval_every;
   if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1) {
-    fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d)", t->index,
+    wk_fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d)", t->index,
          t->world, t->batch);
     return -EPROTO;
   }
   if (pst_model_parse(w->model_spec, "model from the ps", &t->model, err, sizeof err) < 0 ||
       t->model.fingerprint != w->model_fingerprint || t->model.n_params != w->n_params) {
-    fail(t, "cannot use the ps's model: %s", err);
+    wk_fail(t, "cannot use the ps's model: %s", err);
     return -EPROTO;
   }
   /* Data (loaded at start): this worker's disjoint shard of the training and test sets,
@@ -522,7 +136,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   if (pst_batch_prep_init(&t->prep, &t->train, t->opt.data_dir, in->in_h, in->in_w, in->in_c,
                           t->model.input_size, &t->opt.image, t->data_mean, t->data_std,
                           t->seed, t->index, err, sizeof err) < 0) {
-    fail(t, "%s", err);
+    wk_fail(t, "%s", err);
     return -EINVAL;
   }
   t->test_prep = t->prep;
@@ -530,30 +144,30 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   pst_data_shard_range(t->train.n, t->index, t->world, &t->shard_begin, &t->shard_end);
   pst_data_shard_range(t->test.n, t->index, t->world, &t->test_begin, &t->test_end);
   if (t->eval_every > 0 && make_subset(t, w->eval_samples) < 0) {
-    fail(t, "out of memory for the test subset");
+    wk_fail(t, "out of memory for the test subset");
     return -ENOMEM;
   }
   /* Every worker takes the same number of steps per epoch, so sync steps line up: the
    * smallest shard's full batches (the shards differ by at most one sample). */
   t->steps_per_epoch = pst_steps_per_epoch(t->train.n, t->world, t->batch);
   if (t->steps_per_epoch < 1) {
-    fail(t, "a shard of %d samples holds no full batch of %d", t->train.n / t->world, t->batch);
+    wk_fail(t, "a shard of %d samples holds no full batch of %d", t->train.n / t->world, t->batch);
     return -EINVAL;
   }
   /* Compute. */
   int rc = pst_device_open(t->opt.device, t->opt.gpu_memory_limit_mib, t->opt.threads,
                            &t->backend, err, sizeof err);
   if (rc < 0) {
-    fail(t, "%s", err);
+    wk_fail(t, "%s", err);
     return rc;
   }
   if (err[0]) LOG_INFO("%s", err);
   rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
   if (rc < 0) {
-    fail(t, "cannot build the model on %s: %s", t->backend->name, strerror(-rc));
+    wk_fail(t, "cannot build the model on %s: %s", t->backend->name, strerror(-rc));
     return rc;
   }
-  pst_net_on_grad_ready(t->net, grad_ready, t);
+  pst_net_on_grad_ready(t->net, wk_grad_ready, t);
   size_t n = t->model.n_params;
   t->params = host_buffer(t, n * sizeof(float));
   t->grad = host_buffer(t, n * sizeof(float));
@@ -562,7 +176,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->order = malloc((size_t)(t->shard_end - t->shard_begin) * sizeof(int32_t));
   if (!t->params || !t->grad || !t->xb || !t->yb || !t->order ||
       wk_prefetch_start(&t->prefetch, &t->prep, t->batch) < 0) {
-    fail(t, "out of memory for %zu parameters", n);
+    wk_fail(t, "out of memory for %zu parameters", n);
     return -ENOMEM;
   }
   LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d "
@@ -596,7 +210,7 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
     static pst_model mine;
     char err[512];
     if (pst_model_load(t->opt.model, &mine, err, sizeof err) < 0) {
-      fail(t, "%s", err);
+      wk_fail(t, "%s", err);
       return;
     }
     t->model_fp = mine.fingerprint;
@@ -609,7 +223,7 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
 }
 
 /* Registration begins once every shard's connection is open: shard 0 first. */
-static void register_all(wk_trainer *t) {
+void wk_register_all(wk_trainer *t) {
   t->hello_pending = 0;
   for (int i = 0; i < t->n_ps; i++) t->ps[i].welcomed = 0;
   send_hello(t, &t->ps[0]);
@@ -617,7 +231,7 @@ static void register_all(wk_trainer *t) {
 
 static void on_connected(wk_client *c) {
   wk_trainer *t = c->data;
-  if (!all_open(t)) {
+  if (!wk_all_open(t)) {
     t->state = WK_CONNECTING;
     return;
   }
@@ -628,7 +242,7 @@ static void on_connected(wk_client *c) {
     t->hello_pending = 1;
     return;
   }
-  register_all(t);
+  wk_register_all(t);
 }
 
 static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
@@ -648,7 +262,7 @@ static int check_same_job(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w
   if ((int)w->worker_index != t->index || (int)w->world_size != t->world ||
       w->model_fingerprint != t->model.fingerprint || (int)w->batch_size != t->batch ||
       (int)w->epochs != t->epochs || w->seed != t->seed || (int)w->mode != t->mode) {
-    fail(t, "the ps at %s:%d trains another job than %s (index %u of %u, model %016" PRIx64
+    wk_fail(t, "the ps at %s:%d trains another job than %s (index %u of %u, model %016" PRIx64
             "); start this worker again to join it", sh->client.host, sh->client.port,
          t->welcomed ? "before the reconnection" : "shard 0",
          w->worker_index, w->world_size, w->model_fingerprint);
@@ -666,7 +280,7 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   if (k != (uint32_t)t->n_ps || w->shard_index != (uint32_t)i ||
       pst_partition_range(t->model.n_params, t->n_ps, i, &lo, &n) < 0 ||
       (w->shard_count && (w->shard_offset != lo || w->shard_floats != n))) {
-    fail(t, "the ps at %s:%d is shard %u/%u of the weights, but was given as shard %d/%d "
+    wk_fail(t, "the ps at %s:%d is shard %u/%u of the weights, but was given as shard %d/%d "
             "(give every worker all the ps shards, in order)", sh->client.host, sh->client.port,
          w->shard_index, k, i, t->n_ps);
     return -EPROTO;
@@ -677,7 +291,7 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   sh->start_step = w->start_step;
   sh->eval_epoch = w->eval_epoch;
   if (wk_client_prepare_push(&sh->client, n, w->chunk_floats) < 0) {
-    fail(t, "out of memory for %zu parameters", n);
+    wk_fail(t, "out of memory for %zu parameters", n);
     return -ENOMEM;
   }
   return 0;
@@ -724,7 +338,7 @@ static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
   if (newest - start <= 1) t->rollback_asked = 0;
   if (newest != start) {
     if (t->mode == PSTRAIN__MODE__MODE_SYNC && newest - start > 1) {
-      fail(t, "the ps shards stand at different steps (shard %d at %" PRIu64 ", shard %d at %" PRIu64
+      wk_fail(t, "the ps shards stand at different steps (shard %d at %" PRIu64 ", shard %d at %" PRIu64
               "): a shard resumed from an older checkpoint; in sync mode every shard must go on "
               "from one version: stop them all and start each with --resume "
               "DIR/shard-I-of-K/ckpt-<V>.safetensors for a version V that every shard has",
@@ -738,7 +352,7 @@ static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
   t->reconnect_deadline = 0;
   t->discarded = 0;
   t->timeout_s = timeout_ms / 1000.0;
-  take_position(t, start, evals);
+  wk_take_position(t, start, evals);
   if (again || start > 0)
     LOG_INFO("%s at step %" PRIu64 " of the shard: epoch %d/%d, step %d of %d%s",
              again ? "registered again" : "resuming", start,
@@ -750,7 +364,7 @@ static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
     t->restart_pending = 1;
     return;
   }
-  begin_session(t);
+  wk_begin_session(t);
 }
 
 static void on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
@@ -788,7 +402,7 @@ static void on_weights_done(wk_trainer *t, wk_shard *sh, uint64_t version) {
   wk_obs_weights_in(&t->obs);
   t->weights_fresh = 1;
   t->have_weights = 1;
-  next_work(t);
+  wk_next_work(t);
 }
 
 static int on_frame(wk_client *c, const Pstrain__Header *h) {
@@ -822,7 +436,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
         wk_client_close(c, why);
         return 0;
       }
-      fail(t, "the ps%s refused this worker: %s", t->n_ps > 1 ? " shard" : "",
+      wk_fail(t, "the ps%s refused this worker: %s", t->n_ps > 1 ? " shard" : "",
            h->error ? h->error->reason : "no reason given");
       return 0;
     case PSTRAIN__MSG_TYPE__SHUTDOWN: {
@@ -840,9 +454,9 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
         LOG_INFO("the ps was stopped before training finished (%s); exiting", why);
         t->exit_code = PST_EXIT_STOPPED;
         t->state = WK_STOPPED;
-        close_all(t);
+        wk_close_all(t);
       } else {
-        fail(t, "the ps stopped training: %s", why);
+        wk_fail(t, "the ps stopped training: %s", why);
       }
       return 0;
     }
@@ -864,7 +478,7 @@ static void on_push_sent(wk_client *c) {
   wk_obs_push_sent(&t->obs);
   /* Weights for the next step may have arrived before the push finished leaving. */
   if (!t->work_running && t->weights_fresh && t->state != WK_FINISHING && t->state != WK_STOPPED)
-    next_work(t);
+    wk_next_work(t);
 }
 
 static const wk_client_cbs client_cbs;
@@ -908,7 +522,7 @@ static int reconnect(wk_trainer *t, const char *why) {
     LOG_ERR("cannot reconnect: %s", uv_strerror(rc));
     t->exit_code = PST_EXIT_FAILED;
     t->state = WK_STOPPED;
-    close_all(t);
+    wk_close_all(t);
     for (int i = 0; i < t->n_ps; i++)
       if (t->ps[i].client.state != WK_CONN_CLOSED) return 0;
   }
@@ -934,7 +548,7 @@ static void on_closed(wk_client *c, const char *why) {
   if (!shard_of(c)->shut && t->state != WK_STOPPED && !t->losing) {
     t->losing = 1;
     if (t->work_running) atomic_store(&t->work_abandoned, 1);
-    close_all(t);
+    wk_close_all(t);
   }
   for (int i = 0; i < t->n_ps; i++)
     if (t->ps[i].client.state != WK_CONN_CLOSED) return;
@@ -1013,7 +627,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   t->stop_requested = 1;
   t->exit_code = PST_EXIT_STOPPED;
   /* A step on the threadpool cannot be interrupted; its completion closes the clients. */
-  if (!t->work_running) close_all(t);
+  if (!t->work_running) wk_close_all(t);
 }
 
 int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char *err,
@@ -1040,7 +654,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   /* Fine enough for the shortest timeouts the ps allows (0.2 s). */
   uv_timer_init(loop, &t->hb_timer);
   t->hb_timer.data = t;
-  uv_async_init(loop, &t->grad_async, on_grad_ready);
+  uv_async_init(loop, &t->grad_async, wk_on_grad_ready);
   t->grad_async.data = t;
   uv_timer_start(&t->hb_timer, on_hb_timer, 25, 25);
   t->hb_last_tick = pst_now();

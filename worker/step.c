@@ -1,0 +1,404 @@
+/* The training steps: the work on the threadpool (a training step, an evaluation, a dense
+ * evaluation point) and what follows each on the loop: the push, the reports, the next
+ * pull. trainer.c keeps the sessions with the ps (connecting, registering, reconnecting,
+ * liveness) and calls in here once the weights are in (wk_next_work). */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/clock.h"
+#include "common/fnv.h"
+#include "common/log.h"
+#include "worker/trainer.h"
+#include "worker/trainer_internal.h"
+
+static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = type;
+  h.version = version;
+  wk_send_all(t, &h);
+}
+
+static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correct,
+                        uint64_t samples, double seconds, double data_wait) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Report r = PSTRAIN__REPORT__INIT;
+  r.epoch = (uint32_t)(is_eval ? t->eval_due : t->epoch + 1);
+  r.step = t->steps;
+  r.is_eval = is_eval != 0;
+  r.loss_sum = loss;
+  r.correct = correct;
+  r.samples = samples;
+  r.compute_seconds = seconds;
+  r.data_wait_seconds = data_wait;
+  if (is_eval) r.weights_version = t->version;
+  h.type = PSTRAIN__MSG_TYPE__REPORT;
+  h.report = &r;
+  wk_send_all(t, &h);
+}
+
+/* Which version to ask for next. sync: the one after ours (answered once every worker's
+ * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
+static void pull(wk_trainer *t) {
+  t->state = WK_PULLING;
+  for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
+  wk_obs_pull_sent(&t->obs);
+  int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
+  send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->have_weights ? t->version + 1 : 0);
+}
+
+/* After the last push: BYE (no more gradients from us), then the final weights, which the
+ * ps sends once every worker has said BYE, so the last evaluation sees the final model in
+ * every mode. */
+static void pull_final(wk_trainer *t) {
+  send_simple(t, PSTRAIN__MSG_TYPE__BYE, t->version);
+  t->state = WK_PULLING;
+  for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PULL;
+  h.last = 1;
+  wk_send_all(t, &h);
+}
+
+static void new_epoch_order(wk_trainer *t) {
+  int n = t->shard_end - t->shard_begin;
+  for (int i = 0; i < n; i++) t->order[i] = t->shard_begin + i;
+  pst_rng_shuffle(&t->rng, t->order, n);
+}
+
+/* Puts this worker where the ps says its slot stands: `start_step` steps of the shard done
+ * and the evaluations of epochs 1..evals_done done. The shuffles are replayed from the seed,
+ * so a worker that rejoins, or any worker of a resumed ps, takes exactly the batches an
+ * uninterrupted run would. */
+void wk_take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_done) {
+  uint64_t spe = (uint64_t)t->steps_per_epoch;
+  uint64_t epoch = start_step / spe;
+  if (epoch > (uint64_t)t->epochs) epoch = (uint64_t)t->epochs;
+  t->epoch = (int)epoch;
+  t->step_in_epoch = epoch < (uint64_t)t->epochs ? (int)(start_step % spe) : 0;
+  t->steps = start_step;
+  pst_rng_seed(&t->rng, t->seed * 1000003u + (uint64_t)t->index);
+  for (int e = 0; e <= t->epoch && e < t->epochs; e++) new_epoch_order(t);
+  /* The newest finished epoch's evaluation share, if this slot still owes it (its worker
+   * was lost around the epoch's end): evaluated on the weights it pulls now, so that the
+   * epoch's figures cover the whole test set. */
+  t->eval_due = t->epoch >= 1 && evals_done < (uint32_t)t->epoch ? t->epoch : 0;
+  t->subset_due = t->subset_asked = 0;
+  t->have_weights = 0;
+  t->weights_fresh = 0;
+  t->push_in_flight = 0;
+  t->r_loss = t->r_seconds = t->r_wait = 0;
+  t->r_correct = t->r_samples = 0;
+  t->e_loss = t->e_seconds = t->e_wait = 0;
+  t->e_correct = t->e_samples = 0;
+}
+
+/* The first exchange of a session with the ps (after every WELCOME): weights to train on,
+ * or, with every epoch done, the final weights for the last evaluation. */
+void wk_begin_session(wk_trainer *t) {
+  if (t->epoch < t->epochs)
+    pull(t);
+  else
+    pull_final(t);
+}
+
+/* ---- work on the threadpool ---- */
+
+/* Sleeps on the threadpool for `s` seconds, in slices, until the loop abandons the step. */
+static void idle(wk_trainer *t, double s) {
+  double end = pst_now() + s;
+  for (double left = s; left > 0 && !atomic_load(&t->work_abandoned); left = end - pst_now()) {
+    double slice = left < 0.02 ? left : 0.02;
+    struct timespec ts = {(time_t)slice, (long)((slice - floor(slice)) * 1e9)};
+    nanosleep(&ts, NULL);
+  }
+}
+
+/* --delay-ms: the link's delay, slept on the threadpool so that the loop stays free. */
+static void delay_step(wk_trainer *t) {
+  if (t->work_kind != WK_WORK_TRAIN || !(t->opt.delay_ms > 0)) return;
+  idle(t, t->opt.delay_ms / 1e3);
+}
+
+static void work_run(uv_work_t *req) {
+  wk_trainer *t = req->data;
+  delay_step(t); /* the pulled weights arrive late */
+  double t0 = pst_now();
+  t->w_loss = 0;
+  t->w_correct = 0;
+  t->w_samples = 0;
+  t->w_wait = 0;
+  t->w_rc = pst_net_load_params(t->net, t->params);
+  if (t->w_rc < 0) return;
+  if (t->work_kind == WK_WORK_TRAIN) {
+    const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
+    double d0 = pst_now();
+    t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, idx, t->xb, t->yb);
+    t->obs.gather_seconds = pst_now() - d0; /* taken in by wk_obs_step_done, on the loop */
+    /* The next batch of this epoch is made while this step computes (the next epoch's
+     * first batch is asked for once its order is drawn, in after_train). */
+    if (t->step_in_epoch + 1 < t->steps_per_epoch)
+      wk_prefetch_ask(&t->prefetch, t->steps + 1, idx + t->batch);
+    /* The loss is the sum over this worker's batch divided by the global batch b x N. */
+    float scale = 1.0f / ((float)t->batch * (float)t->world);
+    /* Dropout masks: a pure function of the job seed, this worker's index and the global
+     * step, so that a sync run (or a resumed one, which replays the same steps) draws the
+     * same masks, while workers and steps all draw different ones. */
+    pst_net_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
+                                     0xbf58476d1ce4e5b9ull +
+                                 t->steps);
+    t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
+                                 &t->w_correct);
+    t->w_samples = t->batch;
+  } else {
+    int32_t *idx = malloc((size_t)t->batch * sizeof *idx);
+    if (!idx) {
+      t->w_rc = -ENOMEM;
+      return;
+    }
+    /* The test shard [test_begin, test_end), or this worker's part of the subset. */
+    const int32_t *list = t->work_kind == WK_WORK_SUBSET ? t->subset_idx : NULL;
+    int lo = list ? 0 : t->test_begin, hi = list ? t->subset_n : t->test_end;
+    for (int b = lo; b < hi && t->w_rc == 0; b += t->batch) {
+      int n = hi - b < t->batch ? hi - b : t->batch;
+      for (int i = 0; i < n; i++) idx[i] = list ? list[b + i] : b + i;
+      pst_batch_fill(&t->test_prep, idx, n, 0, 0, t->xb, t->yb);
+      double loss = 0;
+      int correct = 0;
+      t->w_rc = pst_net_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
+      t->w_loss += loss;
+      t->w_correct += correct;
+      t->w_samples += n;
+    }
+    free(idx);
+  }
+  t->w_seconds = pst_now() - t0;
+  if (t->work_kind == WK_WORK_TRAIN && t->opt.slow_factor > 1.0) {
+    /* A straggler for experiments: idle in proportion to the real compute time. */
+    idle(t, (t->opt.slow_factor - 1.0) * t->w_seconds);
+  }
+  delay_step(t); /* the push leaves late */
+}
+
+static void after_train(wk_trainer *t) {
+  t->steps++;
+  wk_obs_step_done(&t->obs, t->w_seconds, t->w_samples);
+  /* After the first step, so that the algorithms the backend picked are known. */
+  if (t->steps == 1 && t->opt.log_placement) pst_net_log_placement(t->net);
+  t->step_in_epoch++;
+  t->r_loss += t->w_loss;
+  t->r_correct += (uint64_t)t->w_correct;
+  t->r_samples += (uint64_t)t->w_samples;
+  t->r_seconds += t->w_seconds;
+  t->r_wait += t->w_wait;
+  t->e_loss += t->w_loss;
+  t->e_correct += (uint64_t)t->w_correct;
+  t->e_samples += (uint64_t)t->w_samples;
+  t->e_seconds += t->w_seconds;
+  t->e_wait += t->w_wait;
+  t->weights_fresh = 0;
+  /* Each shard its part, marked with the version of that part it was computed on: the whole
+   * of it now, or (--push-by-layer) whatever the backward pass's wake-ups have not yet
+   * queued, so that every chunk is queued before the REPORT and the PULL. */
+  int layered = t->layer_push;
+  t->layer_push = 0;
+  if (!layered) t->push_in_flight = 1;
+  else if (!t->push_in_flight) wk_obs_push_sent(&t->obs); /* all of it left during compute */
+  for (int i = 0; i < t->n_ps; i++) {
+    wk_shard *sh = &t->ps[i];
+    if (!layered) sh->pushing = 1;
+    t->chunks_pushed += sh->client.n_chunks;
+    int rc = layered ? wk_client_push_upto(&sh->client, 0)
+                     : wk_client_push(&sh->client, sh->version, t->grad + sh->offset);
+    if (rc < 0) {
+      wk_fail(t, "cannot push the gradient: %s", uv_strerror(rc));
+      return;
+    }
+  }
+  if (t->steps % (uint64_t)t->report_every == 0 || t->step_in_epoch == t->steps_per_epoch) {
+    send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds, t->r_wait);
+    t->r_loss = t->r_seconds = t->r_wait = 0;
+    t->r_correct = t->r_samples = 0;
+  }
+  if (t->step_in_epoch == t->steps_per_epoch) {
+    LOG_INFO("epoch %d/%d: train loss %.4f accuracy %.4f, %.0f samples/s computing, data wait "
+             "%.3f s", t->epoch + 1, t->epochs, t->e_loss / (double)t->e_samples,
+             (double)t->e_correct / (double)t->e_samples,
+             t->e_seconds > 0 ? (double)t->e_samples / t->e_seconds : 0.0, t->e_wait);
+    wk_obs_epoch_done(t, t->e_loss / (double)t->e_samples); /* the status line says so */
+    t->e_loss = t->e_seconds = t->e_wait = 0;
+    t->e_correct = t->e_samples = 0;
+    t->epoch++;
+    t->step_in_epoch = 0;
+    t->eval_due = t->epoch;
+    if (t->epoch < t->epochs) {
+      new_epoch_order(t);
+      wk_prefetch_ask(&t->prefetch, t->steps, t->order);
+    }
+  }
+  /* The PULL goes after the push. In sync mode the ps streams the next version's chunks as
+   * they become final, so a worker whose push is in while others' are still arriving gets
+   * its weights early. Sending the PULL ahead of the push (pstrain-benchclient --pull-first)
+   * overlaps this worker's own push and pull too, but measured slower on 2 cores
+   * (docs/benchmarks.md). */
+  if (t->epoch < t->epochs)
+    pull(t);
+  else
+    pull_final(t);
+}
+
+static void after_eval(wk_trainer *t) {
+  LOG_INFO("epoch %d/%d: test shard [%d, %d): loss %.4f accuracy %.4f (version %" PRIu64 ")",
+           t->eval_due, t->epochs, t->test_begin, t->test_end,
+           t->w_samples ? t->w_loss / t->w_samples : 0.0,
+           t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
+  send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds, 0);
+  t->eval_due = 0;
+  if (t->epoch >= t->epochs) {
+    /* The final weights, whole: one checksum however many shards held them, the same as the
+     * ps's weights_checksum without shards (reproducibility checks compare it). */
+    LOG_INFO("final weights: version %" PRIu64 ", checksum %016" PRIx64 " over %zu parameters",
+             t->version, pst_fnv1a64(t->params, t->model.n_params * sizeof(float)),
+             t->model.n_params);
+    t->state = WK_FINISHING;
+    LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
+    if (t->opt.push_by_layer)
+      LOG_INFO("--push-by-layer: %" PRIu64 " of %" PRIu64 " gradient chunks left while the "
+               "backward pass was still computing", t->chunks_early, t->chunks_pushed);
+  }
+}
+
+static void after_subset(wk_trainer *t) {
+  LOG_DEBUG("evaluation %u on %d test samples: loss %.4f accuracy %.4f (version %" PRIu64 ")",
+            t->subset_due, t->w_samples, t->w_samples ? t->w_loss / t->w_samples : 0.0,
+            t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Report r = PSTRAIN__REPORT__INIT;
+  r.epoch = (uint32_t)(t->epoch + 1);
+  r.step = t->steps;
+  r.is_eval = 1;
+  r.loss_sum = t->w_loss;
+  r.correct = (uint64_t)t->w_correct;
+  r.samples = (uint64_t)t->w_samples;
+  r.compute_seconds = t->w_seconds;
+  r.subset_point = t->subset_due;
+  r.weights_version = t->version;
+  h.type = PSTRAIN__MSG_TYPE__REPORT;
+  h.report = &r;
+  wk_send_all(t, &h);
+  t->subset_due = 0;
+}
+
+static void start_work(wk_trainer *t, wk_work_kind kind);
+
+/* Decides what the fresh weights are for: an evaluation owed, then a training step, or
+ * the end. */
+void wk_next_work(wk_trainer *t) {
+  if (t->state == WK_STOPPED || t->stop_requested) return;
+  if (t->eval_due) {
+    start_work(t, WK_WORK_EVAL);
+  } else if (t->subset_due && t->subset_n > 0) {
+    start_work(t, WK_WORK_SUBSET);
+  } else if (t->epoch < t->epochs) {
+    /* The gradient buffer is reused: wait until the previous push has left. */
+    if (!t->push_in_flight) start_work(t, WK_WORK_TRAIN);
+  } else {
+    t->state = WK_FINISHING; /* the final weights came, nothing left to evaluate */
+  }
+}
+
+static void work_done(uv_work_t *req, int status) {
+  wk_trainer *t = req->data;
+  t->work_running = 0;
+  if (t->closing) {
+    uv_close((uv_handle_t *)&t->grad_async, NULL);
+    return;
+  }
+  if (t->state == WK_STOPPED || t->stop_requested || status == UV_ECANCELED) {
+    wk_close_all(t);
+    return;
+  }
+  if (t->restart_pending || !wk_all_open(t) || t->state == WK_CONNECTING ||
+      t->state == WK_REGISTERING) {
+    /* The connection was lost while this ran: the ps may have moved on, and it says where
+     * this worker stands when it registers again. */
+    if (t->work_kind == WK_WORK_TRAIN) {
+      t->discarded++;
+      LOG_INFO("dropped the gradient computed on version %" PRIu64
+               ": the connection to the ps was lost meanwhile", t->version);
+    }
+    if (t->hello_pending && wk_all_open(t)) {
+      t->hello_pending = 0;
+      wk_register_all(t);
+    } else if (t->restart_pending) {
+      t->restart_pending = 0;
+      wk_begin_session(t);
+    }
+    return;
+  }
+  if (t->w_rc < 0) {
+    wk_fail(t, "compute failed on %s: %s", t->backend->name, strerror(-t->w_rc));
+    return;
+  }
+  if (t->work_kind == WK_WORK_TRAIN) {
+    after_train(t);
+  } else if (t->work_kind == WK_WORK_SUBSET) {
+    after_subset(t);
+    wk_next_work(t);
+  } else {
+    after_eval(t);
+    if (t->state != WK_FINISHING) wk_next_work(t);
+  }
+}
+
+/* --push-by-layer: this step's push begins before its compute, and its chunks leave as the
+ * backward pass finishes them (wk_on_grad_ready; after_train queues what is left). */
+static void begin_layer_push(wk_trainer *t) {
+  t->layer_push = 0;
+  /* --slow-factor and --delay-ms make a step's push leave late on purpose: not early. */
+  if (!t->opt.push_by_layer || t->opt.slow_factor > 1.0 || t->opt.delay_ms > 0) return;
+  atomic_store(&t->grad_from, t->model.n_params);
+  for (int i = 0; i < t->n_ps; i++)
+    if (wk_client_push_begin(&t->ps[i].client, t->ps[i].version, t->grad + t->ps[i].offset) < 0)
+      return; /* after_train pushes the usual way, and meets the same error */
+  for (int i = 0; i < t->n_ps; i++) t->ps[i].pushing = 1;
+  t->push_in_flight = 1;
+  t->layer_push = 1;
+}
+
+/* On the threadpool, from the backward pass (kernels/net.h). */
+void wk_grad_ready(void *ctx, size_t from) {
+  wk_trainer *t = ctx;
+  if (t->work_kind != WK_WORK_TRAIN || !t->opt.push_by_layer) return;
+  atomic_store(&t->grad_from, from);
+  uv_async_send(&t->grad_async);
+}
+
+/* On the loop: queues each shard's chunks that are final now, highest first. */
+void wk_on_grad_ready(uv_async_t *a) {
+  wk_trainer *t = a->data;
+  if (!t->layer_push || t->state != WK_COMPUTING || !wk_all_open(t)) return;
+  size_t from = atomic_load(&t->grad_from);
+  for (int i = 0; i < t->n_ps; i++) {
+    wk_shard *sh = &t->ps[i];
+    if (from >= sh->offset + sh->floats) continue; /* none of its part is final yet */
+    uint32_t before = sh->client.push_queued;
+    int rc = wk_client_push_upto(&sh->client, from > sh->offset ? from - sh->offset : 0);
+    if (from > 0) t->chunks_early += sh->client.push_queued - before; /* 0: compute is over */
+    if (rc < 0) return; /* the connection is failing: its close callback says why */
+  }
+}
+
+static void start_work(wk_trainer *t, wk_work_kind kind) {
+  t->state = WK_COMPUTING;
+  t->work_kind = kind;
+  t->work_running = 1;
+  atomic_store(&t->work_abandoned, 0);
+  if (kind == WK_WORK_TRAIN) begin_layer_push(t);
+  t->work.data = t;
+  uv_queue_work(t->loop, &t->work, work_run, work_done);
+}
