@@ -11,17 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (cond) {                                                       \
-      g_pass++;                                                       \
-    } else {                                                          \
-      g_fail++;                                                       \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
-  } while (0)
+#include "kernels/testing.h"
 
 #define MAXT (3 * PST_CKPT_MAX_MODEL_TENSORS)
 
@@ -144,6 +134,5 @@ int main(void) {
   if (d) closedir(d);
   rmdir(dir);
   rmdir(g_root);
-  printf("%d passed, %d failed\n", g_pass, g_fail);
-  return g_fail == 0 ? 0 : 1;
+  return t_summary();
 }
