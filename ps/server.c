@@ -458,7 +458,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       uint32_t n = s->upd.n_chunks, pos = c->push_pos;
       c->pending = 1;
       c->pending_chunk = c->push_desc ? n - 1 - pos : pos;
-      c->pending_flags = (pos == 0 ? PST_CHUNK_FIRST : 0) | (h->last ? PST_CHUNK_LAST : 0);
+      c->pending_flags = pst_update_chunk_flags(&s->upd, pos); /* on_payload checked last */
       c->push_pos = h->last ? 0 : pos + 1;
       int rc = try_take(c);
       if (rc < 0) return PST_READER_PAUSE; /* already closed */

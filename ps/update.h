@@ -136,9 +136,10 @@ float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c);
  * (ps/server.c) checks the order, and tells the first and the last chunk of each push. */
 #define PST_CHUNK_FIRST 1
 #define PST_CHUNK_LAST 2
-/* The flags of chunk c in an ascending push. */
-static inline int pst_update_asc(const pst_update *u, uint32_t c) {
-  return (c == 0 ? PST_CHUNK_FIRST : 0) | (c + 1 == u->n_chunks ? PST_CHUNK_LAST : 0);
+/* The flags of the k-th chunk sent of a push, in either direction (in an ascending push,
+ * of chunk k). */
+static inline int pst_update_chunk_flags(const pst_update *u, uint32_t k) {
+  return (k == 0 ? PST_CHUNK_FIRST : 0) | (k + 1 == u->n_chunks ? PST_CHUNK_LAST : 0);
 }
 
 /* Offers chunk c (data: pst_update_chunk_len(c) floats) of worker w's gradient computed on

@@ -44,14 +44,6 @@ static void teardown(pst_store *s, pst_optimizer *o, pst_update *u) {
   pst_store_free(s);
 }
 
-/* Offers every chunk of every worker in the order given by `order` (worker ids, one entry
- * per chunk offer attempt round), retrying refused chunks like the server's kick. */
-/* The flags of the k-th chunk offered (chunk c) of a push, ascending or descending. */
-static int push_flags(const pst_update *u, int desc, uint32_t k) {
-  (void)desc; /* the flags are the same either way: they count chunks, not offsets */
-  return (k == 0 ? PST_CHUNK_FIRST : 0) | (k + 1 == u->n_chunks ? PST_CHUNK_LAST : 0);
-}
-
 static int offer_range(pst_update *u, int w, uint64_t version, uint32_t from, uint32_t to,
                        int want, int *published);
 
@@ -59,6 +51,8 @@ static int offer_range(pst_update *u, int w, uint64_t version, uint32_t from, ui
 static uint64_t run_sync_step_dirs(int reverse, unsigned desc_mask);
 static uint64_t run_sync_step(int reverse) { return run_sync_step_dirs(reverse, 0); }
 
+/* Offers every chunk of every worker, the workers in order or (reverse) in reverse order in
+ * each round, retrying refused chunks like the server's kick. */
 static uint64_t run_sync_step_dirs(int reverse, unsigned desc_mask) {
   pst_store s;
   pst_optimizer o;
@@ -72,7 +66,7 @@ static uint64_t run_sync_step_dirs(int reverse, unsigned desc_mask) {
       while (next[w] < u.n_chunks) {
         int pub = 0, desc = (desc_mask >> w) & 1;
         uint32_t c = desc ? u.n_chunks - 1 - next[w] : next[w];
-        int rc = pst_update_offer(&u, w, 0, c, push_flags(&u, desc, next[w]),
+        int rc = pst_update_offer(&u, w, 0, c, pst_update_chunk_flags(&u, next[w]),
                                   grads[w] + (size_t)c * CHUNK, &pub);
         CHECK(rc >= 0);
         if (rc != PST_OFFER_TAKEN) break;
@@ -132,14 +126,14 @@ static void test_push_directions(void) {
   pub = 0;
   /* A push may only begin at chunk 0 or at the last chunk. */
   CHECK(pst_update_offer(&u, 1, 0, 3, PST_CHUNK_FIRST, grads[1] + 3 * CHUNK, &pub) == -EPROTO);
-  CHECK(pst_update_offer(&u, 1, 0, n - 1, push_flags(&u, 1, 0), grads[1] + (size_t)(n - 1) * CHUNK,
+  CHECK(pst_update_offer(&u, 1, 0, n - 1, pst_update_chunk_flags(&u, 0), grads[1] + (size_t)(n - 1) * CHUNK,
                          &pub) == PST_OFFER_TAKEN && !pub);
   /* Another worker waits; a chunk out of order is an error. */
-  CHECK(pst_update_offer(&u, 2, 0, 0, pst_update_asc(&u, 0), grads[2], &pub) == PST_OFFER_LATER);
-  CHECK(pst_update_offer(&u, 1, 0, 0, push_flags(&u, 1, 1), grads[1], &pub) == -EPROTO);
+  CHECK(pst_update_offer(&u, 2, 0, 0, pst_update_chunk_flags(&u, 0), grads[2], &pub) == PST_OFFER_LATER);
+  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_chunk_flags(&u, 1), grads[1], &pub) == -EPROTO);
   for (uint32_t k = 1; k < n; k++) {
     uint32_t c = n - 1 - k;
-    CHECK(pst_update_offer(&u, 1, 0, c, push_flags(&u, 1, k), grads[1] + (size_t)c * CHUNK, &pub) ==
+    CHECK(pst_update_offer(&u, 1, 0, c, pst_update_chunk_flags(&u, k), grads[1] + (size_t)c * CHUNK, &pub) ==
           PST_OFFER_TAKEN);
   }
   CHECK(pub && s.version == 1 && u.pushes == 1 && pst_store_checksum(&s) == asc_sum);
@@ -147,7 +141,7 @@ static void test_push_directions(void) {
   pub = 0;
   for (uint32_t k = 0; k < 2; k++) {
     uint32_t c = n - 1 - k;
-    CHECK(pst_update_offer(&u, 2, 1, c, push_flags(&u, 1, k), grads[2] + (size_t)c * CHUNK, &pub) ==
+    CHECK(pst_update_offer(&u, 2, 1, c, pst_update_chunk_flags(&u, k), grads[2] + (size_t)c * CHUNK, &pub) ==
           PST_OFFER_TAKEN);
   }
   float before_lo = pst_store_front(&s)[5], before_hi = pst_store_front(&s)[(n - 1) * CHUNK];
@@ -173,7 +167,7 @@ static void test_push_directions(void) {
     CHECK(pst_update_offer(&u, 0, 0, 0, PST_CHUNK_FIRST, grads[0], &pub) >= 0 && u.slot_of[0] == 1);
     for (uint32_t k = 1; k < n; k++) {
       uint32_t c = desc ? n - 1 - k : k;
-      CHECK(pst_update_offer(&u, 2, 0, c, push_flags(&u, desc, k), grads[2] + (size_t)c * CHUNK,
+      CHECK(pst_update_offer(&u, 2, 0, c, pst_update_chunk_flags(&u, k), grads[2] + (size_t)c * CHUNK,
                              &pub) == PST_OFFER_TAKEN);
     }
     CHECK(!pub);
@@ -193,15 +187,15 @@ static void test_sync_waits(void) {
   setup(&s, &o, &u, PST_MODE_SYNC);
   int pub;
   /* Worker 1's chunk 0 must wait for worker 0's. */
-  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_asc(&u, 0), grads[1], &pub) == PST_OFFER_LATER);
+  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_chunk_flags(&u, 0), grads[1], &pub) == PST_OFFER_LATER);
   /* A pull still being sent from the back buffer holds the step's first chunk. */
   s.refs[s.front ^ 1] = 1;
-  CHECK(pst_update_offer(&u, 0, 0, 0, pst_update_asc(&u, 0), grads[0], &pub) == PST_OFFER_LATER);
+  CHECK(pst_update_offer(&u, 0, 0, 0, pst_update_chunk_flags(&u, 0), grads[0], &pub) == PST_OFFER_LATER);
   s.refs[s.front ^ 1] = 0;
-  CHECK(pst_update_offer(&u, 0, 0, 0, pst_update_asc(&u, 0), grads[0], &pub) == PST_OFFER_TAKEN && !pub);
-  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_asc(&u, 0), grads[1], &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, 0, 0, 0, pst_update_chunk_flags(&u, 0), grads[0], &pub) == PST_OFFER_TAKEN && !pub);
+  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_chunk_flags(&u, 0), grads[1], &pub) == PST_OFFER_TAKEN);
   /* A gradient computed on another version is refused. */
-  CHECK(pst_update_offer(&u, 2, 5, 0, pst_update_asc(&u, 0), grads[2], &pub) == -ESTALE);
+  CHECK(pst_update_offer(&u, 2, 5, 0, pst_update_chunk_flags(&u, 0), grads[2], &pub) == -ESTALE);
   CHECK(pst_update_chunk_len(&u, u.n_chunks - 1) == N % CHUNK);
   teardown(&s, &o, &u);
 }
@@ -218,24 +212,24 @@ static void test_sync_ready_prefix(void) {
   CHECK(pst_update_ready_chunks(&u) == 0);
   pst_store_hold streamed = pst_store_take(&s, 1); /* a pull of version 1 is being streamed */
   for (int w = 0; w < W - 1; w++)
-    CHECK(pst_update_offer(&u, w, 0, 0, pst_update_asc(&u, 0), grads[w], &pub) == PST_OFFER_TAKEN);
+    CHECK(pst_update_offer(&u, w, 0, 0, pst_update_chunk_flags(&u, 0), grads[w], &pub) == PST_OFFER_TAKEN);
   CHECK(pst_update_ready_chunks(&u) == 0); /* chunk 0 still lacks the last worker's share */
   /* Workers 0 and 1 push chunk 1 too: still not final. */
   for (int w = 0; w < W - 1; w++)
-    CHECK(pst_update_offer(&u, w, 0, 1, pst_update_asc(&u, 1), grads[w] + CHUNK, &pub) == PST_OFFER_TAKEN);
-  CHECK(pst_update_offer(&u, W - 1, 0, 0, pst_update_asc(&u, 0), grads[W - 1], &pub) == PST_OFFER_TAKEN);
+    CHECK(pst_update_offer(&u, w, 0, 1, pst_update_chunk_flags(&u, 1), grads[w] + CHUNK, &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, W - 1, 0, 0, pst_update_chunk_flags(&u, 0), grads[W - 1], &pub) == PST_OFFER_TAKEN);
   CHECK(pst_update_ready_chunks(&u) == 1);
   /* Final chunks hold the step's result: SGD, lr 1, initial weights minus the sum. */
   float g = grads[0][7];
   g += grads[1][7];
   g += grads[2][7];
   CHECK(pst_store_back(&s)[7] == (float)(7 % 17) * 0.1f - g);
-  CHECK(pst_update_offer(&u, W - 1, 0, 1, pst_update_asc(&u, 1), grads[W - 1] + CHUNK, &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, W - 1, 0, 1, pst_update_chunk_flags(&u, 1), grads[W - 1] + CHUNK, &pub) == PST_OFFER_TAKEN);
   CHECK(pst_update_ready_chunks(&u) == 2);
   int back = s.front ^ 1;
   for (uint32_t c = 2; c < u.n_chunks; c++)
     for (int w = 0; w < W; w++)
-      CHECK(pst_update_offer(&u, w, 0, c, pst_update_asc(&u, c), grads[w] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
+      CHECK(pst_update_offer(&u, w, 0, c, pst_update_chunk_flags(&u, c), grads[w] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
   CHECK(pub && s.version == 1 && s.front == back);
   /* Published: the streamed reply now holds the front buffer, and nothing is ready until
    * the next step has final chunks of its own. */
@@ -251,15 +245,15 @@ static void test_async(void) {
   pst_update u;
   setup(&s, &o, &u, PST_MODE_ASYNC);
   int pub = 0;
-  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_asc(&u, 0), grads[1], &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_chunk_flags(&u, 0), grads[1], &pub) == PST_OFFER_TAKEN);
   /* Another worker's push waits until this one is whole. */
-  CHECK(pst_update_offer(&u, 2, 0, 0, pst_update_asc(&u, 0), grads[2], &pub) == PST_OFFER_LATER);
+  CHECK(pst_update_offer(&u, 2, 0, 0, pst_update_chunk_flags(&u, 0), grads[2], &pub) == PST_OFFER_LATER);
   for (uint32_t c = 1; c < u.n_chunks; c++)
-    CHECK(pst_update_offer(&u, 1, 0, c, pst_update_asc(&u, c), grads[1] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
+    CHECK(pst_update_offer(&u, 1, 0, c, pst_update_chunk_flags(&u, c), grads[1] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
   CHECK(pub && s.version == 1);
   /* Worker 2's gradient was computed on version 0: staleness 1; scaled by N = 3. */
   for (uint32_t c = 0; c < u.n_chunks; c++)
-    CHECK(pst_update_offer(&u, 2, 0, c, pst_update_asc(&u, c), grads[2] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
+    CHECK(pst_update_offer(&u, 2, 0, c, pst_update_chunk_flags(&u, c), grads[2] + (size_t)c * CHUNK, &pub) == PST_OFFER_TAKEN);
   CHECK(s.version == 2 && u.staleness_max == 1 && u.staleness_sum == 1 && u.pushes == 2);
   float expect = ((float)(5 % 17) * 0.1f - 3.0f * grads[1][5]) - 3.0f * grads[2][5];
   CHECK(pst_store_front(&s)[5] == expect);
@@ -331,7 +325,7 @@ static int offer_range(pst_update *u, int w, uint64_t version, uint32_t from, ui
   int ok = 1;
   for (uint32_t c = from; c < to; c++) {
     int pub = 0;
-    ok = ok && pst_update_offer(u, w, version, c, pst_update_asc(u, c), grads[w] + (size_t)c * CHUNK, &pub) == want;
+    ok = ok && pst_update_offer(u, w, version, c, pst_update_chunk_flags(u, c), grads[w] + (size_t)c * CHUNK, &pub) == want;
     *published |= pub;
   }
   return ok;
@@ -433,7 +427,7 @@ static void test_async_owner_lost(void) {
   setup(&s, &o, &u, PST_MODE_ASYNC);
   int pub = 0;
   CHECK(offer_range(&u, 1, 0, 0, 2, PST_OFFER_TAKEN, &pub));
-  CHECK(pst_update_offer(&u, 2, 0, 0, pst_update_asc(&u, 0), grads[2], &pub) == PST_OFFER_LATER);
+  CHECK(pst_update_offer(&u, 2, 0, 0, pst_update_chunk_flags(&u, 0), grads[2], &pub) == PST_OFFER_LATER);
   pst_update_set_member(&u, 1, 0, &pub);
   CHECK(pub && s.version == 1 && u.owner == -1);
   CHECK(pst_store_front(&s)[3] == (float)(3 % 17) * 0.1f - 3.0f * grads[1][3]);
@@ -455,8 +449,8 @@ static void test_non_finite(void) {
   memcpy(bad, grads[1], sizeof bad);
   bad[CHUNK + 7] = __builtin_nanf("");
   CHECK(offer_range(&u, 0, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
-  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_asc(&u, 0), bad, &pub) == PST_OFFER_TAKEN);
-  CHECK(pst_update_offer(&u, 1, 0, 1, pst_update_asc(&u, 1), bad + CHUNK, &pub) == PST_OFFER_REJECTED && !pub);
+  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_chunk_flags(&u, 0), bad, &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, 1, 0, 1, pst_update_chunk_flags(&u, 1), bad + CHUNK, &pub) == PST_OFFER_REJECTED && !pub);
   CHECK(offer_range(&u, 2, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub));
   CHECK(pub && s.version == 1 && u.partial_steps == 1);
   int finite = 1;
@@ -465,8 +459,8 @@ static void test_non_finite(void) {
   teardown(&s, &o, &u);
   setup(&s, &o, &u, PST_MODE_ASYNC);
   bad[CHUNK + 7] = __builtin_inff();
-  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_asc(&u, 0), bad, &pub) == PST_OFFER_TAKEN);
-  CHECK(pst_update_offer(&u, 1, 0, 1, pst_update_asc(&u, 1), bad + CHUNK, &pub) == PST_OFFER_REJECTED);
+  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_chunk_flags(&u, 0), bad, &pub) == PST_OFFER_TAKEN);
+  CHECK(pst_update_offer(&u, 1, 0, 1, pst_update_chunk_flags(&u, 1), bad + CHUNK, &pub) == PST_OFFER_REJECTED);
   CHECK(pub && s.version == 1 && u.owner == -1);
   CHECK(pst_store_front(&s)[CHUNK + 7] == (float)((CHUNK + 7) % 17) * 0.1f);
   teardown(&s, &o, &u);
@@ -498,7 +492,7 @@ static uint64_t big_run(pst_mode mode, int threads, float (*g)[BIG], float *out)
       if (mode != PST_MODE_SYNC && w > 0) break; /* async: one push per step */
       for (uint32_t c = 0; c < u.n_chunks; c++) {
         int pub = 0;
-        CHECK(pst_update_offer(&u, w, (uint64_t)step, c, pst_update_asc(&u, c), g[w] + (size_t)c * BIG_CHUNK, &pub) ==
+        CHECK(pst_update_offer(&u, w, (uint64_t)step, c, pst_update_chunk_flags(&u, c), g[w] + (size_t)c * BIG_CHUNK, &pub) ==
               PST_OFFER_TAKEN);
         published += pub;
       }

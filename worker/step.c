@@ -373,7 +373,7 @@ static void begin_layer_push(wk_trainer *t) {
 /* On the threadpool, from the backward pass (kernels/net.h). */
 void wk_grad_ready(void *ctx, size_t from) {
   wk_trainer *t = ctx;
-  if (t->work_kind != WK_WORK_TRAIN || !t->opt.push_by_layer) return;
+  if (t->work_kind != WK_WORK_TRAIN) return;
   atomic_store(&t->grad_from, from);
   uv_async_send(&t->grad_async);
 }

@@ -167,7 +167,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     wk_fail(t, "cannot build the model on %s: %s", t->backend->name, strerror(-rc));
     return rc;
   }
-  pst_net_on_grad_ready(t->net, wk_grad_ready, t);
+  if (t->opt.push_by_layer) pst_net_on_grad_ready(t->net, wk_grad_ready, t);
   size_t n = t->model.n_params;
   t->params = host_buffer(t, n * sizeof(float));
   t->grad = host_buffer(t, n * sizeof(float));
