@@ -59,6 +59,14 @@ struct pst_net {
   float state_scale;                /* training: loss_scale * batch (net.h) */
   pst_grad_ready_fn grad_ready;     /* pst_net_on_grad_ready, or NULL */
   void *grad_ready_ctx;
+  /* pst_net_load_params_streamed: the host vector still arriving, its wait, and how many
+   * of its floats are on the device; stream_src is NULL once all are. */
+  const float *stream_src;
+  pst_params_wait_fn stream_wait;
+  void *stream_ctx;
+  size_t stream_loaded;
+  /* Where each layer's parameters end (w, b and s ranges); 0 for a layer without any. */
+  size_t params_end[PST_MODEL_MAX_LAYERS];
 };
 
 static size_t out_size(const pst_layer *L) { return (size_t)L->out_h * L->out_w * L->out_c; }
@@ -138,6 +146,11 @@ int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net *
     }
     net->needs_grad[i] = (unsigned char)need;
     if (out_size(L) > largest) largest = out_size(L);
+    size_t end = 0;
+    if (L->w_count && L->w_offset + L->w_count > end) end = L->w_offset + L->w_count;
+    if (L->b_count && L->b_offset + L->b_count > end) end = L->b_offset + L->b_count;
+    if (L->s_count && L->s_offset + L->s_count > end) end = L->s_offset + L->s_count;
+    net->params_end[i] = end;
   }
   /* The dry run: the same walk as every training step, counting the buffers it holds at
    * once. */
@@ -203,9 +216,36 @@ fail:
 
 int pst_net_load_params(pst_net *net, const float *params) {
   if (net == NULL || params == NULL) return -EINVAL;
+  net->stream_src = NULL;
   int rc = net->be->to_device(net->be, net->params, params, net->m.n_params * sizeof(float));
   if (rc == 0) net->params_loaded = 1;
   return rc;
+}
+
+int pst_net_load_params_streamed(pst_net *net, const float *params, pst_params_wait_fn wait,
+                                 void *ctx) {
+  if (net == NULL || params == NULL || wait == NULL) return -EINVAL;
+  net->stream_src = params;
+  net->stream_wait = wait;
+  net->stream_ctx = ctx;
+  net->stream_loaded = 0;
+  net->params_loaded = 1;
+  return 0;
+}
+
+/* Streamed weights: waits for params[0, upto) and copies what the device lacks of it. */
+static int stream_params(pst_net *net, size_t upto) {
+  if (net->stream_src == NULL || net->dry || upto <= net->stream_loaded) return 0;
+  if (!net->be->host_memory) upto = net->m.n_params; /* one copy: see net.h */
+  int rc = net->stream_wait(net->stream_ctx, upto);
+  if (rc == 0)
+    rc = net->be->to_device(net->be, net->params + net->stream_loaded,
+                            net->stream_src + net->stream_loaded,
+                            (upto - net->stream_loaded) * sizeof(float));
+  if (rc != 0) return rc;
+  net->stream_loaded = upto;
+  if (upto == net->m.n_params) net->stream_src = NULL;
+  return 0;
 }
 
 /* Uploads the batch (or, on host memory, uses the caller's arrays in place). */
@@ -252,6 +292,7 @@ static int forward(pst_net *net, int batch, int training) {
   int rc = 0;
   for (int i = 1; i < m->n_layers && rc == 0; i++) {
     const pst_layer *L = &m->layers[i];
+    if ((rc = stream_params(net, net->params_end[i])) != 0) break;
     const float *in = net->out[L->inputs[0]];
     float *y = net->act[i];
     const float *w = net->params + L->w_offset;
@@ -335,6 +376,9 @@ static int forward(pst_net *net, int batch, int training) {
     if (rc == 0) rc = activate(be, L, y, y, (size_t)batch * out_size(L));
     net->out[i] = y;
   }
+  /* Streamed weights: whatever no layer asked for (none, as layers cover the vector), so
+   * that the whole vector is in before the pass ends. */
+  if (rc == 0) rc = stream_params(net, m->n_params);
   return rc;
 }
 

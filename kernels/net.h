@@ -14,6 +14,20 @@ typedef struct pst_net pst_net;
 int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net **out);
 /* Copies the flat parameter vector (host, n_params floats) to the device. */
 int pst_net_load_params(pst_net *net, const float *params);
+/* Waits, on the computing thread, until the host vector given to
+ * pst_net_load_params_streamed holds the new weights in [0, upto): 0, or a negative code
+ * that ends the step with that code (the weights will not come: the connection broke). */
+typedef int (*pst_params_wait_fn)(void *ctx, size_t upto);
+/* Like pst_net_load_params for weights that are still arriving, in order, into
+ * params[n_params] (host): the next forward pass (training or evaluation) takes each
+ * layer's parameters just before that layer runs, once wait(ctx, end of the layer's range)
+ * has returned, so the first layers compute while the last ones are still on the wire.
+ * Parameters are laid out in layer order, so the waits ask for ever larger prefixes; the
+ * last asks for all n_params floats before the pass ends. The caller must not change
+ * params[0, upto) after a wait for upto has returned. Host-memory backends (CPU) copy layer
+ * by layer; others (CUDA) wait for the whole vector and copy it at once. */
+int pst_net_load_params_streamed(pst_net *net, const float *params, pst_params_wait_fn wait,
+                                 void *ctx);
 /* Seeds the dropout masks of the following training steps (evaluation never drops).
  * Each dropout layer draws from seed mixed with its layer index; the worker passes a seed
  * derived from the job seed, its index and the step (worker/trainer.c), so a sync run is

@@ -568,6 +568,101 @@ static void test_grad_ready(pst_backend *cpu) {
   free(params), free(grad), free(want), free(seen);
 }
 
+/* pst_net_load_params_streamed: the host vector starts as NaN and each wait fills in only
+ * what it is asked for, so a layer that ran before its wait would poison the step; the step
+ * must match one on fully loaded weights bit for bit, ask for ever larger prefixes (one per
+ * layer with parameters on the CPU backend, the whole vector at once on the device path),
+ * and end on a wait's error with that error. */
+typedef struct {
+  const float *src;    /* the real weights */
+  float *dst;          /* the vector the net reads, filled as asked */
+  size_t got, n;
+  int calls, shrinking, fail_at; /* fail_at: the call that fails (0: none) */
+} stream_log;
+
+static int on_wait(void *ctx, size_t upto) {
+  stream_log *s = ctx;
+  s->calls++;
+  if (s->calls == s->fail_at) return -ECANCELED;
+  if (upto <= s->got || upto > s->n) s->shrinking++;
+  for (size_t i = s->got; i < upto && i < s->n; i++) s->dst[i] = s->src[i];
+  if (upto > s->got) s->got = upto;
+  return 0;
+}
+
+static void test_streamed_params(pst_backend *cpu) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse("input 6x6x2 name=x\nconv2d 3 3x3 padding=same relu name=a\n"
+                        "batchnorm\nconv2d 3 3x3 padding=same bias=no name=b\n"
+                        "add relu inputs=a,b\nmaxpool 2x2\nflatten\ndense 5 relu\n"
+                        "dropout 0.2\ndense 3 softmax\n",
+                        "stream", &m, err, sizeof err) == 0);
+  enum { B = 3 };
+  float *params = malloc(m.n_params * 4), *arriving = malloc(m.n_params * 4);
+  float *want = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float x[B * 72];
+  int32_t labels[B] = {1, 2, 0};
+  pst_model_init_params(&m, 9, params);
+  t_fill(x, B * 72, 23, -1, 1);
+  as_device = *cpu;
+  as_device.host_memory = 0;
+  as_device.alloc = dev_alloc;
+  as_device.free = dev_free;
+  as_device.describe = NULL;
+  int with_params = 0;
+  for (int l = 1; l < m.n_layers; l++)
+    with_params += m.layers[l].w_count + m.layers[l].b_count + m.layers[l].s_count > 0;
+  for (int dev = 0; dev < 2; dev++) {
+    pst_backend *be = dev ? &as_device : cpu;
+    pst_net *net = NULL;
+    double loss, want_loss, eval_loss, want_eval;
+    int correct, want_correct;
+    CHECK(pst_net_create(&m, be, B, &net) == 0);
+    CHECK(pst_net_load_params(net, params) == 0);
+    pst_net_set_seed(net, 3);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, want, &want_loss, &want_correct) == 0);
+    CHECK(pst_net_evaluate(net, x, labels, B, &want_eval, &correct) == 0);
+
+    /* A training step on weights that arrive as asked. The device's copy is NaN first, so
+     * that a layer running on the previous weights would show too. */
+    memset(arriving, 0xff, m.n_params * 4);
+    CHECK(pst_net_load_params(net, arriving) == 0);
+    stream_log s = {params, arriving, 0, m.n_params, 0, 0, 0};
+    CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &s) == 0);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(memcmp(grad, want, m.n_params * 4) == 0 && loss == want_loss && correct == want_correct);
+    CHECK(s.got == m.n_params && s.shrinking == 0);
+    CHECK(s.calls == (dev ? 1 : with_params));
+    /* The weights stay loaded: an evaluation after it waits for nothing. */
+    CHECK(pst_net_evaluate(net, x, labels, B, &eval_loss, &correct) == 0);
+    CHECK(eval_loss == want_eval && s.calls == (dev ? 1 : with_params));
+
+    /* An evaluation streams the same way. */
+    memset(arriving, 0xff, m.n_params * 4);
+    CHECK(pst_net_load_params(net, arriving) == 0);
+    stream_log e = {params, arriving, 0, m.n_params, 0, 0, 0};
+    CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &e) == 0);
+    CHECK(pst_net_evaluate(net, x, labels, B, &eval_loss, &correct) == 0);
+    CHECK(eval_loss == want_eval && e.got == m.n_params && e.shrinking == 0);
+
+    /* The weights stop coming at the second wait (the first on the device path): the step
+     * ends with the wait's error. */
+    memset(arriving, 0xff, m.n_params * 4);
+    stream_log f = {params, arriving, 0, m.n_params, 0, 0, dev ? 1 : 2};
+    CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &f) == 0);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == -ECANCELED);
+    CHECK(f.calls == f.fail_at);
+    /* And a whole load afterwards trains as before. */
+    CHECK(pst_net_load_params(net, params) == 0);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(memcmp(grad, want, m.n_params * 4) == 0);
+    CHECK(pst_net_load_params_streamed(net, arriving, NULL, NULL) == -EINVAL);
+    pst_net_destroy(net);
+  }
+  free(params), free(arriving), free(want), free(grad);
+}
+
 int main(void) {
   pst_log_init("net_test", PST_LOG_INFO);
   pst_backend *cpu = NULL;
@@ -579,6 +674,7 @@ int main(void) {
   test_activation_and_no_bias(cpu);
   test_batchnorm(cpu);
   test_grad_ready(cpu);
+  test_streamed_params(cpu);
 
   double first, last, acc;
   train_toy(cpu, "input 4\ndense 16 relu\ndense 3 softmax\n", 0, &first, &last, &acc);

@@ -22,7 +22,7 @@ static int64_t f_shards, f_eval_every, f_eval_samples;
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
-static int f_placement, f_tls, f_push_by_layer;
+static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer;
 
 static pst_cfg_opt g_opts[] = {
     PST_OPT("workers", PST_CFG_INT, &f_workers, "2", "worker processes", 1, PL_MAX_WORKERS),
@@ -46,6 +46,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &f_gpu_mem, "0", "MiB per worker (0: no cap)", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &f_placement, "false", "workers log layer placement", 0, 0),
     PST_OPT("push-by-layer", PST_CFG_BOOL, &f_push_by_layer, "false", "workers send each layer's gradient as their backward pass makes it", 0, 0),
+    PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "false", "workers start each step while its weights arrive, layer by layer", 0, 0),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB)", 4, 262144),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "mutual TLS between the ps and the workers, with a throwaway CA made in the run directory", 0, 0),
     PST_OPT("slow-worker", PST_CFG_STRING, f_slow, "", "I:FACTOR[,I:FACTOR]: slow workers down", 0, 0),
@@ -158,6 +159,7 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->gpu_memory_limit = (int)f_gpu_mem;
   o->log_placement = f_placement;
   o->push_by_layer = f_push_by_layer;
+  o->pull_by_layer = f_pull_by_layer;
   o->chunk_kib = (int)f_chunk;
   o->tls = f_tls;
   o->ps_shards = (int)f_shards;

@@ -571,6 +571,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     if (o->gpu_memory_limit) arg(&w, "--gpu-memory-limit=%d", o->gpu_memory_limit);
     if (o->log_placement) arg(&w, "--log-placement");
     if (o->push_by_layer) arg(&w, "--push-by-layer");
+    if (o->pull_by_layer) arg(&w, "--pull-by-layer");
     if (o->slow_factor[i] > 1) arg(&w, "--slow-factor=%g", o->slow_factor[i]);
     if (o->delay_ms[i] > 0) arg(&w, "--delay-ms=%g", o->delay_ms[i]);
     if (o->tls) {

@@ -32,6 +32,7 @@ typedef struct {
   int gpu_memory_limit;       /* MiB */
   int log_placement;
   int push_by_layer;          /* workers' --push-by-layer */
+  int pull_by_layer;          /* workers' --pull-by-layer */
   int chunk_kib;
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */
   int ps_shards;              /* ps processes the weights are split over (0 or 1: one) */

@@ -32,7 +32,7 @@ static pst_tls_files o_tls;
 static pst_data_flags o_dataf;
 static int64_t o_threads, o_index, o_gpu_mem;
 static double o_timeout, o_slow, o_reconnect, o_delay;
-static int o_list, o_placement, o_push_by_layer;
+static int o_list, o_placement, o_push_by_layer, o_pull_by_layer;
 
 static pst_cfg_opt g_opts[] = {
     PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps (names resolve); several ps shards: all of them, in order, comma-separated", 0, 0),
@@ -53,6 +53,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("reconnect-timeout", PST_CFG_DOUBLE, &o_reconnect, "300", "seconds to keep reconnecting to a lost ps (0: exit at once)", 0, 0),
     PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
     PST_OPT("push-by-layer", PST_CFG_BOOL, &o_push_by_layer, "false", "send each layer's gradient as the backward pass makes it, last layer first (CPU backend)", 0, 0),
+    PST_OPT("pull-by-layer", PST_CFG_BOOL, &o_pull_by_layer, "false", "start each training step while its weights arrive, each layer's forward pass once its weights are in", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
     PST_OPT("delay-ms", PST_CFG_DOUBLE, &o_delay, "0", "delay each pull and push this long, as a slow link would (experiments)", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
@@ -207,6 +208,7 @@ int main(int argc, char **argv) {
   opt.connect_timeout = o_timeout;
   opt.reconnect_timeout = o_reconnect;
   opt.push_by_layer = o_push_by_layer;
+  opt.pull_by_layer = o_pull_by_layer;
   opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
   opt.log_placement = o_placement;
   opt.slow_factor = o_slow;

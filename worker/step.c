@@ -43,9 +43,21 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
 
 /* Which version to ask for next. sync: the one after ours (answered once every worker's
  * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
-static void pull(wk_trainer *t) {
+/* A new reply is coming from every shard: nothing of it is in yet. */
+static void pull_reset(wk_trainer *t) {
   t->state = WK_PULLING;
-  for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
+  t->pull_streaming = 0;
+  uv_mutex_lock(&t->pull_mu);
+  for (int i = 0; i < t->n_ps; i++) {
+    wk_shard *sh = &t->ps[i];
+    sh->pulled = sh->pull_begun = sh->pull_done = 0;
+    sh->pull_got = 0;
+  }
+  uv_mutex_unlock(&t->pull_mu);
+}
+
+static void pull(wk_trainer *t) {
+  pull_reset(t);
   wk_obs_pull_sent(&t->obs);
   int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
   send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->have_weights ? t->version + 1 : 0);
@@ -56,8 +68,7 @@ static void pull(wk_trainer *t) {
  * every mode. */
 static void pull_final(wk_trainer *t) {
   send_simple(t, PSTRAIN__MSG_TYPE__BYE, t->version);
-  t->state = WK_PULLING;
-  for (int i = 0; i < t->n_ps; i++) t->ps[i].pulled = 0;
+  pull_reset(t);
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = PSTRAIN__MSG_TYPE__PULL;
   h.last = 1;
@@ -124,6 +135,32 @@ static void delay_step(wk_trainer *t) {
   idle(t, t->opt.delay_ms / 1e3);
 }
 
+/* --pull-by-layer, on the threadpool: whether params[0, upto) is in, under pull_mu. The
+ * vector is the shards' parts in order, and each shard's reply fills its part in order. */
+static int params_in(const wk_trainer *t, size_t upto) {
+  for (int i = 0; i < t->n_ps; i++) {
+    const wk_shard *sh = &t->ps[i];
+    if (sh->offset >= upto) continue;
+    if (upto >= sh->offset + sh->floats ? !sh->pull_done : sh->pull_got < upto - sh->offset)
+      return 0;
+  }
+  return 1;
+}
+
+/* The forward pass's wait for its weights (kernels/net.h): until they are in, or the step
+ * is abandoned (a connection broke, or a signal came), which ends the step. */
+static int params_wait(void *ctx, size_t upto) {
+  wk_trainer *t = ctx;
+  double t0 = pst_now();
+  uv_mutex_lock(&t->pull_mu);
+  while (!atomic_load(&t->work_abandoned) && !params_in(t, upto))
+    uv_cond_wait(&t->pull_cond, &t->pull_mu);
+  int rc = atomic_load(&t->work_abandoned) ? -ECANCELED : 0;
+  uv_mutex_unlock(&t->pull_mu);
+  t->w_weights_wait += pst_now() - t0;
+  return rc;
+}
+
 static void work_run(uv_work_t *req) {
   wk_trainer *t = req->data;
   delay_step(t); /* the pulled weights arrive late */
@@ -132,7 +169,9 @@ static void work_run(uv_work_t *req) {
   t->w_correct = 0;
   t->w_samples = 0;
   t->w_wait = 0;
-  t->w_rc = pst_net_load_params(t->net, t->params);
+  t->w_weights_wait = 0;
+  t->w_rc = t->work_streamed ? pst_net_load_params_streamed(t->net, t->params, params_wait, t)
+                             : pst_net_load_params(t->net, t->params);
   if (t->w_rc < 0) return;
   if (t->work_kind == WK_WORK_TRAIN) {
     const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
@@ -176,7 +215,8 @@ static void work_run(uv_work_t *req) {
     }
     free(idx);
   }
-  t->w_seconds = pst_now() - t0;
+  /* Compute time: a wait for streamed weights is the link's, as a pull's is. */
+  t->w_seconds = pst_now() - t0 - t->w_weights_wait;
   if (t->work_kind == WK_WORK_TRAIN && t->opt.slow_factor > 1.0) {
     /* A straggler for experiments: idle in proportion to the real compute time. */
     idle(t, (t->opt.slow_factor - 1.0) * t->w_seconds);
@@ -189,6 +229,7 @@ static void after_train(wk_trainer *t) {
   wk_obs_step_done(&t->obs, t->w_seconds, t->w_samples);
   /* After the first step, so that the algorithms the backend picked are known. */
   if (t->steps == 1 && t->opt.log_placement) pst_net_log_placement(t->net);
+  if (t->work_streamed) t->weights_wait += t->w_weights_wait;
   t->step_in_epoch++;
   t->r_loss += t->w_loss;
   t->r_correct += (uint64_t)t->w_correct;
@@ -269,6 +310,10 @@ static void after_eval(wk_trainer *t) {
     if (t->opt.push_by_layer)
       LOG_INFO("--push-by-layer: %" PRIu64 " of %" PRIu64 " gradient chunks left while the "
                "backward pass was still computing", t->chunks_early, t->chunks_pushed);
+    if (t->opt.pull_by_layer)
+      LOG_INFO("--pull-by-layer: %" PRIu64 " of %" PRIu64 " steps started before their "
+               "weights were all in; they waited %.3f s in all for the rest", t->steps_early,
+               t->steps, t->weights_wait);
   }
 }
 
@@ -397,8 +442,53 @@ static void start_work(wk_trainer *t, wk_work_kind kind) {
   t->state = WK_COMPUTING;
   t->work_kind = kind;
   t->work_running = 1;
+  t->work_streamed = t->pull_streaming;
   atomic_store(&t->work_abandoned, 0);
-  if (kind == WK_WORK_TRAIN) begin_layer_push(t);
+  /* A streamed step's push is begun once its weights are all in (wk_pull_complete): each
+   * shard's part is marked with the version that shard's reply names at its end. */
+  if (kind == WK_WORK_TRAIN && !t->pull_streaming) begin_layer_push(t);
   t->work.data = t;
   uv_queue_work(t->loop, &t->work, work_run, work_done);
+}
+
+/* ---- --pull-by-layer: a step that starts while its weights arrive ---- */
+
+/* Starts the next training step before its weights are all in, when it is sure to be one:
+ * shard 0's reply has begun (so any EVAL ask for these weights has come: it precedes them),
+ * no evaluation is owed, and the last push has left (the step reuses the gradient buffer).
+ * Not under --slow-factor or --delay-ms, whose steps wait on purpose. */
+void wk_try_early_step(wk_trainer *t) {
+  if (!t->opt.pull_by_layer || t->state != WK_PULLING || t->work_running || t->push_in_flight ||
+      t->weights_fresh || !t->ps[0].pull_begun || t->eval_due || t->subset_asked || t->epoch >= t->epochs ||
+      t->stop_requested || t->opt.slow_factor > 1.0 || t->opt.delay_ms > 0)
+    return;
+  t->pull_streaming = 1;
+  t->steps_early++;
+  start_work(t, WK_WORK_TRAIN);
+}
+
+/* A WEIGHTS chunk of shard sh's reply is in (after on_weights_done for its last): the step
+ * waiting for it may go on. Chunks come in order; one out of order (only a faulty ps sends
+ * it) moves nothing, and the step then waits for the reply's end. */
+void wk_pull_progress(wk_trainer *t, wk_shard *sh, const Pstrain__Header *h) {
+  uv_mutex_lock(&t->pull_mu);
+  if (h->offset == sh->pull_got) sh->pull_got = h->offset + h->count;
+  if (h->last) sh->pull_done = 1;
+  uv_cond_broadcast(&t->pull_cond);
+  uv_mutex_unlock(&t->pull_mu);
+}
+
+/* Every shard's reply to a streamed step's pull is in: its push may begin. */
+void wk_pull_complete(wk_trainer *t) {
+  t->pull_streaming = 0;
+  if (t->work_running && t->work_kind == WK_WORK_TRAIN) begin_layer_push(t);
+}
+
+/* The step on the threadpool is dropped: its waits and its idling end now. */
+void wk_abandon_work(wk_trainer *t) {
+  if (!t->work_running) return;
+  atomic_store(&t->work_abandoned, 1);
+  uv_mutex_lock(&t->pull_mu);
+  uv_cond_broadcast(&t->pull_cond);
+  uv_mutex_unlock(&t->pull_mu);
 }

@@ -248,12 +248,19 @@ static void on_connected(wk_client *c) {
 static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
   wk_trainer *t = c->data;
   wk_shard *sh = shard_of(c);
-  if (h->type != PSTRAIN__MSG_TYPE__WEIGHTS || t->state != WK_PULLING || !sh->welcomed ||
+  /* Weights come for the pull out: while the worker waits for them or, with
+   * --pull-by-layer, while a step already computes on the first of them. */
+  int pulling = t->state == WK_PULLING || (t->pull_streaming && !sh->pulled);
+  if (h->type != PSTRAIN__MSG_TYPE__WEIGHTS || !pulling || !sh->welcomed ||
       h->offset > sh->floats || h->count > sh->floats - h->offset) {
     snprintf(c->rd.err, sizeof c->rd.err, "unexpected tensor chunk (offset %" PRIu64 ")", h->offset);
     return -EPROTO;
   }
   *dst = t->params + sh->offset + h->offset;
+  if (t->opt.pull_by_layer && !sh->pull_begun) {
+    sh->pull_begun = 1;
+    wk_try_early_step(t);
+  }
   return 0;
 }
 
@@ -400,8 +407,12 @@ static void on_weights_done(wk_trainer *t, wk_shard *sh, uint64_t version) {
   if (t->subset_asked) t->subset_due = t->subset_asked;
   t->subset_asked = 0;
   wk_obs_weights_in(&t->obs);
-  t->weights_fresh = 1;
   t->have_weights = 1;
+  if (t->pull_streaming) {
+    wk_pull_complete(t); /* a step computes on them already */
+    return;
+  }
+  t->weights_fresh = 1;
   wk_next_work(t);
 }
 
@@ -413,12 +424,15 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       if (t->state != WK_REGISTERING || sh->welcomed) return -EPROTO;
       on_welcome(t, sh, h->welcome);
       return 0;
-    case PSTRAIN__MSG_TYPE__WEIGHTS:
+    case PSTRAIN__MSG_TYPE__WEIGHTS: {
+      int streaming = t->pull_streaming;
       if (h->last) {
-        if (t->state != WK_PULLING || sh->pulled) return -EPROTO;
+        if ((t->state != WK_PULLING && !streaming) || sh->pulled) return -EPROTO;
         on_weights_done(t, sh, h->version);
       }
+      if (t->opt.pull_by_layer) wk_pull_progress(t, sh, h);
       return 0;
+    }
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
       return 0;
     case PSTRAIN__MSG_TYPE__EVAL:
@@ -476,9 +490,12 @@ static void on_push_sent(wk_client *c) {
     if (t->ps[i].pushing) return;
   t->push_in_flight = 0;
   wk_obs_push_sent(&t->obs);
-  /* Weights for the next step may have arrived before the push finished leaving. */
+  /* Weights for the next step may have arrived before the push finished leaving, or
+   * (--pull-by-layer) begun to. */
   if (!t->work_running && t->weights_fresh && t->state != WK_FINISHING && t->state != WK_STOPPED)
     wk_next_work(t);
+  else
+    wk_try_early_step(t);
 }
 
 static const wk_client_cbs client_cbs;
@@ -545,9 +562,13 @@ static void on_closed(wk_client *c, const char *why) {
     snprintf(t->lost_buf, sizeof t->lost_buf, "%s", why);
     t->lost_why = t->lost_buf;
   }
+  /* A step waiting for weights from this connection waits no more, whatever the state. */
+  if (!shard_of(c)->shut) {
+    t->pull_streaming = 0;
+    wk_abandon_work(t);
+  }
   if (!shard_of(c)->shut && t->state != WK_STOPPED && !t->losing) {
     t->losing = 1;
-    if (t->work_running) atomic_store(&t->work_abandoned, 1);
     wk_close_all(t);
   }
   for (int i = 0; i < t->n_ps; i++)
@@ -626,13 +647,19 @@ static void on_signal(uv_signal_t *h, int signum) {
   LOG_INFO("%s received: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
   t->stop_requested = 1;
   t->exit_code = PST_EXIT_STOPPED;
-  /* A step on the threadpool cannot be interrupted; its completion closes the clients. */
+  /* A step on the threadpool is not interrupted, but its waits end (a streamed step's for
+   * weights, a slow one's idling); its completion closes the clients. */
   if (!t->work_running) wk_close_all(t);
+  else wk_abandon_work(t);
 }
 
 int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char *err,
                      size_t errlen) {
   memset(t, 0, sizeof *t);
+  if (uv_mutex_init(&t->pull_mu) < 0 || uv_cond_init(&t->pull_cond) < 0) {
+    snprintf(err, errlen, "cannot make a mutex");
+    return -ENOMEM;
+  }
   t->loop = loop;
   t->opt = *opt;
   t->n_ps = opt->n_ps > 0 ? opt->n_ps : 1;
@@ -675,4 +702,6 @@ void wk_trainer_free(wk_trainer *t) {
   free(t->yb);
   free(t->order);
   free(t->subset_idx);
+  uv_cond_destroy(&t->pull_cond);
+  uv_mutex_destroy(&t->pull_mu);
 }

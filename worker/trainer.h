@@ -53,6 +53,8 @@ typedef struct {
                               * later (a slow link, for experiments) */
   int push_by_layer;         /* push each layer's gradient as the backward pass makes it
                               * (last layer first) instead of the whole gradient after it */
+  int pull_by_layer;         /* start each training step while its weights are arriving,
+                              * each layer's forward pass once that layer's are in */
   const pst_secret *secret;  /* the cluster secret, or NULL/unset */
   pst_tls_ctx *tls;          /* mutual TLS with the ps, or NULL */
   const char *tls_name;      /* with TLS: the name the ps's certificate must carry, or NULL */
@@ -82,6 +84,12 @@ typedef struct {
   int pulled;                /* the last chunk of the pull in flight came */
   int pushing;               /* a push to it is still leaving */
   int shut;                  /* it said training is over */
+  /* --pull-by-layer: how far its reply has come, under the trainer's pull_mu (the step
+   * that waits for it reads them on the threadpool). pull_got: floats in, from its part's
+   * start (the ps sends a reply's chunks in order); pull_done: the last chunk came. */
+  int pull_begun;            /* its reply's first chunk has begun (loop only) */
+  size_t pull_got;
+  int pull_done;
 } wk_shard;
 typedef struct wk_trainer {
   uv_loop_t *loop;
@@ -118,6 +126,17 @@ typedef struct wk_trainer {
   uv_async_t grad_async;
   atomic_size_t grad_from;
   int layer_push;
+  /* --pull-by-layer: a training step may start once shard 0's reply has begun (every EVAL
+   * ask comes before it) and the last push has left; its forward pass then waits in
+   * wk_params_wait, on the threadpool, for each layer's weights, which the loop marks in
+   * under pull_mu and announces on pull_cond. pull_streaming: the step running started so
+   * and its weights are not all in yet (loop only); work_streamed: the same, for the step
+   * on the threadpool, fixed when it was queued. */
+  uv_mutex_t pull_mu;
+  uv_cond_t pull_cond;
+  int pull_streaming, work_streamed;
+  uint64_t steps_early;      /* training steps started before their weights were all in */
+  double weights_wait;       /* seconds those steps waited in all for their weights */
   int closing;               /* the loop's handles are closing: the run is over */
   uint64_t chunks_pushed, chunks_early; /* push chunks, and of them those queued during compute */
   int stop_requested;
@@ -165,6 +184,7 @@ typedef struct wk_trainer {
   int w_correct, w_samples;
   double w_seconds;
   double w_wait;                  /* of w_seconds: the step's wait for its batch */
+  double w_weights_wait;          /* not in w_seconds: its wait for streamed weights */
   int w_rc;
   /* The report window. */
   double r_loss, r_seconds, r_wait;

@@ -34,5 +34,13 @@ void wk_next_work(wk_trainer *t);
  * the loop's side of it (grad_async). */
 void wk_grad_ready(void *ctx, size_t from);
 void wk_on_grad_ready(uv_async_t *a);
+/* --pull-by-layer (the loop's side): start the next step early if it may; a chunk of a
+ * shard's reply is in; every shard's reply is. */
+void wk_try_early_step(wk_trainer *t);
+void wk_pull_progress(wk_trainer *t, wk_shard *sh, const Pstrain__Header *h);
+void wk_pull_complete(wk_trainer *t);
+/* Ends the running step's waits for weights and its deliberate idling: the step is dropped
+ * (a connection broke) or the worker stops. */
+void wk_abandon_work(wk_trainer *t);
 
 #endif
