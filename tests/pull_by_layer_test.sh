@@ -10,7 +10,8 @@
 #    chunks of the 21st reply and then nothing, so that the step computing on them waits
 #    for the rest. The worker's silence check must give the ps up, the waiting step must be
 #    dropped (not hang the worker), the worker must connect again and, the ps waiting for it
-#    (--on-worker-loss wait), the run must end with the clean run's weights.
+#    (--on-worker-loss wait), the run must end with the clean run's weights;
+#  - and a SIGTERM while such a step waits: the worker stops at once (status 3).
 source "$(dirname "$0")/lib.sh"
 
 # run NAME ARGS...: one `pstrain local` job; prints the workers' final-weights checksum,
@@ -153,4 +154,24 @@ grep -q "worker 0 .* rejoined" "$OUT/ps.log" || fail "the ps did not see worker 
 got=$(json_field "$OUT/s.json" weights_checksum)
 [ "$got" = "$clean" ] || fail "checksum $got after the stopped reply, $clean in a clean run"
 pass "a reply stopped after 2 of 58 chunks: worker 0 gave the ps up, dropped the waiting step, came back; checksum $got = clean"
-echo "4 passed, 0 failed"
+
+# SIGTERM while a step waits for the rest of its weights (the ps's silence is not yet past
+# its timeout): the wait ends at once and the worker stops with status 3.
+port=$(free_port)
+proxy_port=$(free_port)
+start_bg proxy2 /usr/bin/python3 "$OUT/proxy.py" "$proxy_port" "$port" 5 "$OUT/stalled2"
+start_ps ps2 --listen "127.0.0.1:$port" --workers 2 --worker-timeout 30 "${args[@]}"
+start_worker w0b --ps "127.0.0.1:$proxy_port" --index 0 --pull-by-layer
+w0=$LAST_PID
+start_worker w1b --ps "127.0.0.1:$port" --index 1 --pull-by-layer
+deadline=$((SECONDS + 60))
+until [ -f "$OUT/stalled2" ]; do
+  [ $SECONDS -lt $deadline ] || fail "the second proxy never held a reply back"
+  sleep 0.05
+done
+sleep 0.5
+kill -TERM "$w0"
+rc=0; wait_pid "$w0" 5 || rc=$?
+[ $rc -eq 3 ] || fail "worker 0, stopped while its step waited for weights, exited $rc, not 3"
+pass "SIGTERM while a step waited for the rest of its weights: the worker stopped at once (status 3)"
+echo "5 passed, 0 failed"
