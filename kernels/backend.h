@@ -49,6 +49,20 @@ struct pst_backend {
   /* Optional (may be NULL: not known, as for the CPU backend, whose "device" is host memory):
    * the device memory this backend holds now, in bytes (the workers' /metrics). */
   size_t (*memory_in_use)(pst_backend *b);
+  /* Optional (NULL, as for the CPU backend: to_device and to_host in order with the rest):
+   * copies on a stream of their own that overlap compute, from and to host buffers of
+   * host_alloc, for a worker that moves weights and gradients layer by layer
+   * (kernels/net.h).
+   * upload: host_src to dst; every operation enqueued after it waits for it, the ones
+   * before it do not.
+   * download: src to host_dst once every operation enqueued before it has finished, beside
+   * whatever is enqueued after it; then, when done is not NULL, done(ctx, arg) is called on
+   * a thread of the backend's own once the bytes are on the host (done must not call the
+   * backend). Downloads finish, and their done calls are made, in the order enqueued.
+   * synchronize() waits for both kinds too. */
+  int (*upload)(pst_backend *b, void *dst, const void *host_src, size_t bytes);
+  int (*download)(pst_backend *b, void *host_dst, const void *src, size_t bytes,
+                  void (*done)(void *ctx, size_t arg), void *ctx, size_t arg);
 
   /* y[B,out] = x[B,in] . w[in,out] + bias[out] */
   int (*dense_forward)(pst_backend *b, const float *x, const float *w, const float *bias,

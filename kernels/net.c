@@ -65,6 +65,10 @@ struct pst_net {
   pst_params_wait_fn stream_wait;
   void *stream_ctx;
   size_t stream_loaded;
+  /* A training step's host gradient vector, and how much of it (every float at or above
+   * grad_sent) a download has been asked for, on a backend with download (net.h). */
+  float *host_grad;
+  size_t grad_sent;
   /* Where each layer's parameters end (w, b and s ranges); 0 for a layer without any. */
   size_t params_end[PST_MODEL_MAX_LAYERS];
 };
@@ -233,15 +237,16 @@ int pst_net_load_params_streamed(pst_net *net, const float *params, pst_params_w
   return 0;
 }
 
-/* Streamed weights: waits for params[0, upto) and copies what the device lacks of it. */
+/* Streamed weights: waits for params[0, upto) and copies what the device lacks of it, on
+ * the backend's copy stream where it has one (the layers before run meanwhile). */
 static int stream_params(pst_net *net, size_t upto) {
   if (net->stream_src == NULL || net->dry || upto <= net->stream_loaded) return 0;
-  if (!net->be->host_memory) upto = net->m.n_params; /* one copy: see net.h */
+  pst_backend *be = net->be;
   int rc = net->stream_wait(net->stream_ctx, upto);
   if (rc == 0)
-    rc = net->be->to_device(net->be, net->params + net->stream_loaded,
-                            net->stream_src + net->stream_loaded,
-                            (upto - net->stream_loaded) * sizeof(float));
+    rc = (be->upload ? be->upload : be->to_device)(be, net->params + net->stream_loaded,
+                                                     net->stream_src + net->stream_loaded,
+                                                     (upto - net->stream_loaded) * sizeof(float));
   if (rc != 0) return rc;
   net->stream_loaded = upto;
   if (upto == net->m.n_params) net->stream_src = NULL;
@@ -573,9 +578,20 @@ static int backward(pst_net *net, int batch, float *grad) {
     if (rc == 0) rc = finish_delivery(net, j, acc, batch);
     if (!kept) give_buf(net, k);
     /* This layer's parameters (and every later layer's) have their final gradient now:
-     * their ranges lie above the earlier layers', and no earlier layer writes them. */
-    if (rc == 0 && net->grad_ready && !net->dry && be->host_memory && L->w_count + L->b_count > 0)
-      net->grad_ready(net->grad_ready_ctx, L->w_count ? L->w_offset : L->b_offset);
+     * their ranges lie above the earlier layers', and no earlier layer writes them. In
+     * host memory that is all; a backend with download copies them to the host beside the
+     * layers below and says so when they are there. */
+    if (rc == 0 && net->grad_ready && !net->dry && L->w_count + L->b_count > 0) {
+      size_t from = L->w_count ? L->w_offset : L->b_offset;
+      if (be->host_memory) {
+        net->grad_ready(net->grad_ready_ctx, from);
+      } else if (be->download && from < net->grad_sent) {
+        rc = be->download(be, net->host_grad + from, grad + from,
+                          (net->grad_sent - from) * sizeof(float), net->grad_ready,
+                          net->grad_ready_ctx, from);
+        net->grad_sent = from;
+      }
+    }
   }
   return rc;
 }
@@ -606,6 +622,8 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
   float *dgrad = be->host_memory ? grad : net->grad;
   if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0) return rc;
   net->dstate = dgrad;
+  net->host_grad = grad;
+  net->grad_sent = m->n_params;
   net->state_scale = loss_scale * (float)batch;
   rc = forward(net, batch, 1);
   net->dstate = NULL;
@@ -614,9 +632,15 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
                         loss_scale, &loss, &right);
   if (rc != 0) return rc;
   if ((rc = backward(net, batch, dgrad)) != 0) return rc;
-  if (!be->host_memory &&
-      (rc = be->to_host(be, grad, net->grad, m->n_params * sizeof(float))) != 0)
-    return rc;
+  /* The gradient to the host: what the per-layer downloads left (nothing, when the first
+   * layer has parameters), or all of it in one copy. */
+  if (!be->host_memory) {
+    int layered = net->grad_ready && be->download;
+    size_t n = layered ? net->grad_sent : m->n_params;
+    rc = layered ? be->download(be, grad, net->grad, n * sizeof(float), NULL, NULL, 0)
+                 : be->to_host(be, grad, net->grad, n * sizeof(float));
+    if (rc != 0) return rc;
+  }
   if ((rc = be->synchronize(be)) != 0) return rc;
   if (net->grad_ready) net->grad_ready(net->grad_ready_ctx, 0);
   if (loss_sum != NULL) *loss_sum = loss;

@@ -24,8 +24,9 @@ typedef int (*pst_params_wait_fn)(void *ctx, size_t upto);
  * has returned, so the first layers compute while the last ones are still on the wire.
  * Parameters are laid out in layer order, so the waits ask for ever larger prefixes; the
  * last asks for all n_params floats before the pass ends. The caller must not change
- * params[0, upto) after a wait for upto has returned. Host-memory backends (CPU) copy layer
- * by layer; others (CUDA) wait for the whole vector and copy it at once. */
+ * params[0, upto) after a wait for upto has returned, until the step is over. Each layer's
+ * part is copied to the device once it is in: on the backend's copy stream where it has
+ * upload (CUDA: the layers before it compute meanwhile), else with to_device. */
 int pst_net_load_params_streamed(pst_net *net, const float *params, pst_params_wait_fn wait,
                                  void *ctx);
 /* Seeds the dropout masks of the following training steps (evaluation never drops).
@@ -49,13 +50,16 @@ void pst_net_set_seed(pst_net *net, uint64_t seed);
  * *loss_sum gets the unscaled sum of per-sample losses, *correct the right predictions. */
 int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int batch,
                        float loss_scale, float *grad, double *loss_sum, int *correct);
-/* Called during each training step on the computing thread, as the gradient becomes final
- * in the host's grad vector: every float at offset >= from holds its final value and is
- * not written again in this step. `from` only goes down, and the last call of a step has
- * from = 0. Host-memory backends (CPU) call it after each layer with parameters in the
- * backward pass (layers are laid out in order, and the backward pass goes last layer
- * first), so that a worker can send the last layers' gradients while the first layers' are
- * computed; others (CUDA) once the whole gradient is on the host. NULL: no calls. */
+/* Called during each training step as the gradient becomes final in the host's grad
+ * vector: every float at offset >= from holds its final value and is not written again in
+ * this step. `from` only goes down, and the last call of a step has from = 0, on the
+ * computing thread once the step is over. Before it, one call per layer with parameters,
+ * as the backward pass (last layer first; layers are laid out in order) finishes that
+ * layer, so that a worker can send the last layers' gradients while the first layers' are
+ * computed: on the computing thread for host-memory backends (CPU); for backends with
+ * download (CUDA, kernels/backend.h) once that layer's gradient has reached the host, on
+ * the backend's own thread, while the backward pass goes on. Backends with neither make
+ * only the last call. NULL: no calls. */
 typedef void (*pst_grad_ready_fn)(void *ctx, size_t from);
 void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx);
 /* Forward only, in evaluation mode (no dropout; batchnorm normalises with the moving

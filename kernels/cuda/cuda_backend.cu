@@ -176,6 +176,75 @@ static int cuda_synchronize(pst_backend *b) {
   pst_cuda *c = pst_cuda_of(b);
   PST_CUDA_ENTER(c);
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
+  if (c->copy_stream) CUDA_CHECK(cudaStreamSynchronize(c->copy_stream));
+  return 0;
+}
+
+/* The copy stream and its events, made at the first upload or download, so that a worker
+ * that never moves data layer by layer runs exactly as before. Without blocking sync, so
+ * that neither stream waits for the legacy default stream. Timing off: the events only
+ * order the streams. */
+static int copy_stream_ready(pst_cuda *c) {
+  if (c->copy_stream) return 0;
+  if (!c->copied) CUDA_CHECK(cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming));
+  if (!c->computed) CUDA_CHECK(cudaEventCreateWithFlags(&c->computed, cudaEventDisableTiming));
+  CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
+  return 0;
+}
+
+/* A layer's weights: copied on the copy stream while the compute stream runs the layers
+ * before it; the compute stream waits for the copy only where it is enqueued. One event
+ * serves every upload, as each wait is enqueued right after its record. */
+static int cuda_upload(pst_backend *b, void *dst, const void *host_src, size_t bytes) {
+  pst_cuda *c = pst_cuda_of(b);
+  if (bytes == 0) return 0;
+  PST_CUDA_REQUIRE(dst && host_src, "%s: upload with a NULL pointer", c->name);
+  PST_CUDA_ENTER(c);
+  int rc = copy_stream_ready(c);
+  if (rc != 0) return rc;
+  CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
+  CUDA_CHECK(cudaEventRecord(c->copied, c->copy_stream));
+  CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->copied, 0));
+  return 0;
+}
+
+/* What a download calls once its bytes are on the host. */
+typedef struct {
+  void (*done)(void *ctx, size_t arg);
+  void *ctx;
+  size_t arg;
+} pst_cuda_done;
+
+static void CUDART_CB download_done(void *p) {
+  pst_cuda_done *d = (pst_cuda_done *)p;
+  d->done(d->ctx, d->arg);
+  free(d);
+}
+
+/* A layer's gradient: copied to the host on the copy stream once the compute stream has
+ * made it, while the compute stream goes on with the layers below. */
+static int cuda_download(pst_backend *b, void *host_dst, const void *src, size_t bytes,
+                         void (*done)(void *ctx, size_t arg), void *ctx, size_t arg) {
+  pst_cuda *c = pst_cuda_of(b);
+  PST_CUDA_REQUIRE((host_dst && src) || bytes == 0, "%s: download with a NULL pointer", c->name);
+  PST_CUDA_ENTER(c);
+  int rc = copy_stream_ready(c);
+  if (rc != 0) return rc;
+  CUDA_CHECK(cudaEventRecord(c->computed, c->stream));
+  CUDA_CHECK(cudaStreamWaitEvent(c->copy_stream, c->computed, 0));
+  if (bytes > 0)
+    CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, c->copy_stream));
+  if (done == NULL) return 0;
+  pst_cuda_done *d = (pst_cuda_done *)malloc(sizeof *d);
+  if (d == NULL) return -ENOMEM;
+  d->done = done;
+  d->ctx = ctx;
+  d->arg = arg;
+  cudaError_t e = cudaLaunchHostFunc(c->copy_stream, download_done, d);
+  if (e != cudaSuccess) {
+    free(d);
+    CUDA_CHECK(e);
+  }
   return 0;
 }
 
@@ -223,6 +292,7 @@ static void cuda_destroy(pst_backend *b) {
   if (c) {
     (void)cudaSetDevice(c->device);
     if (c->stream) (void)cudaStreamSynchronize(c->stream);
+    if (c->copy_stream) (void)cudaStreamSynchronize(c->copy_stream);
     pst_cuda_conv_plans_destroy(c);
     pst_cuda_pool_plans_destroy(c);
     if (c->cudnn) cudnnDestroy(c->cudnn);
@@ -232,6 +302,9 @@ static void cuda_destroy(pst_backend *b) {
     free(c->allocs);
     if (c->h_stats) (void)cudaFreeHost(c->h_stats);
     if (c->stream) (void)cudaStreamDestroy(c->stream);
+    if (c->copy_stream) (void)cudaStreamDestroy(c->copy_stream);
+    if (c->copied) (void)cudaEventDestroy(c->copied);
+    if (c->computed) (void)cudaEventDestroy(c->computed);
     free(c);
   }
   free(b);
@@ -382,6 +455,8 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->host_alloc = cuda_host_alloc;
   b->host_free = cuda_host_free;
   b->memory_in_use = cuda_memory_in_use;
+  b->upload = cuda_upload;
+  b->download = cuda_download;
   b->to_device = cuda_to_device;
   b->to_host = cuda_to_host;
   b->synchronize = cuda_synchronize;

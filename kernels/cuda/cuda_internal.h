@@ -3,7 +3,7 @@
  *
  * Every operation is enqueued on one stream (impl->stream); cuBLAS and cuDNN are bound to
  * it, so operations run in the order the worker issues them and synchronize() is a stream
- * synchronisation. Errors are logged with file and line and returned as negative errno
+ * synchronisation (of the copy stream too, once upload or download has made it). Errors are logged with file and line and returned as negative errno
  * codes: nothing here aborts the process. */
 #ifndef PSTRAIN_KERNELS_CUDA_CUDA_INTERNAL_H
 #define PSTRAIN_KERNELS_CUDA_CUDA_INTERNAL_H
@@ -133,6 +133,10 @@ typedef struct {
   char device_name[256];     /* "NVIDIA H100 80GB HBM3" */
   int cc_major, cc_minor;
   cudaStream_t stream;
+  /* upload and download (kernels/backend.h): their own stream, made at the first of them,
+   * and the events that order it against `stream`. NULL until then. */
+  cudaStream_t copy_stream;
+  cudaEvent_t copied, computed;
   cublasHandle_t cublas;
   cudnnHandle_t cudnn;
 
