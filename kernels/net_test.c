@@ -532,6 +532,21 @@ static void train_toy(pst_backend *be, const char *spec, int image, double *firs
   free(params), free(grad), free(x), free(state);
 }
 
+/* The model of the layer-by-layer tests: a graph with batch norm (state written in the
+ * forward pass), a bias-less layer and layers without parameters between the others. */
+static const char *layered_spec =
+    "input 6x6x2 name=x\nconv2d 3 3x3 padding=same relu name=a\n"
+    "batchnorm\nconv2d 3 3x3 padding=same bias=no name=b\n"
+    "add relu inputs=a,b\nmaxpool 2x2\nflatten\ndense 5 relu\n"
+    "dropout 0.2\ndense 3 softmax\n";
+
+static int layers_with_params(const pst_model *m) {
+  int n = 0;
+  for (int l = 1; l < m->n_layers; l++)
+    n += m->layers[l].w_count + m->layers[l].b_count + m->layers[l].s_count > 0;
+  return n;
+}
+
 /* pst_net_on_grad_ready: what each call says is final, checked against the step's final
  * gradient; the calls' `from` goes down, one per layer with parameters and a last one with
  * from = 0 on the CPU backend and where the backend downloads layer by layer, and a single
@@ -555,13 +570,7 @@ static void on_ready(void *ctx, size_t from) {
 static void test_grad_ready(pst_backend *cpu) {
   pst_model m;
   char err[256];
-  /* A graph with batch norm (state written in the forward pass), a bias-less layer and
-   * layers without parameters between the others. */
-  CHECK(pst_model_parse("input 6x6x2 name=x\nconv2d 3 3x3 padding=same relu name=a\n"
-                        "batchnorm\nconv2d 3 3x3 padding=same bias=no name=b\n"
-                        "add relu inputs=a,b\nmaxpool 2x2\nflatten\ndense 5 relu\n"
-                        "dropout 0.2\ndense 3 softmax\n",
-                        "ready", &m, err, sizeof err) == 0);
+  CHECK(pst_model_parse(layered_spec, "ready", &m, err, sizeof err) == 0);
   enum { B = 3 };
   float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
   float *want = malloc(m.n_params * 4), *seen = malloc(m.n_params * 4);
@@ -570,8 +579,7 @@ static void test_grad_ready(pst_backend *cpu) {
   pst_model_init_params(&m, 5, params);
   t_fill(x, B * 72, 17, -1, 1);
   fake_devices(cpu);
-  int with_params = 0;
-  for (int l = 1; l < m.n_layers; l++) with_params += m.layers[l].w_count + m.layers[l].b_count > 0;
+  int with_params = layers_with_params(&m);
   for (int dev = 0; dev < 3; dev++) {
     pst_backend *be = dev == 2 ? &as_copying : dev ? &as_device : cpu;
     pst_net *net = NULL;
@@ -622,11 +630,7 @@ static int on_wait(void *ctx, size_t upto) {
 static void test_streamed_params(pst_backend *cpu) {
   pst_model m;
   char err[256];
-  CHECK(pst_model_parse("input 6x6x2 name=x\nconv2d 3 3x3 padding=same relu name=a\n"
-                        "batchnorm\nconv2d 3 3x3 padding=same bias=no name=b\n"
-                        "add relu inputs=a,b\nmaxpool 2x2\nflatten\ndense 5 relu\n"
-                        "dropout 0.2\ndense 3 softmax\n",
-                        "stream", &m, err, sizeof err) == 0);
+  CHECK(pst_model_parse(layered_spec, "stream", &m, err, sizeof err) == 0);
   enum { B = 3 };
   float *params = malloc(m.n_params * 4), *arriving = malloc(m.n_params * 4);
   float *want = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
@@ -635,9 +639,7 @@ static void test_streamed_params(pst_backend *cpu) {
   pst_model_init_params(&m, 9, params);
   t_fill(x, B * 72, 23, -1, 1);
   fake_devices(cpu);
-  int with_params = 0;
-  for (int l = 1; l < m.n_layers; l++)
-    with_params += m.layers[l].w_count + m.layers[l].b_count + m.layers[l].s_count > 0;
+  int with_params = layers_with_params(&m);
   for (int dev = 0; dev < 3; dev++) {
     pst_backend *be = dev == 2 ? &as_copying : dev ? &as_device : cpu;
     pst_net *net = NULL;

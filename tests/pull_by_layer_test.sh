@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13, point 3 (CPU workers): --pull-by-layer starts a training step while its weights
+# Issue 13, point 3 (on CPU workers here): --pull-by-layer starts a training step while its weights
 # are still arriving, and each layer's forward pass waits only for that layer's weights
 # (kernels/net.h, pst_net_load_params_streamed; the ps sends a reply's chunks first layer
 # first).
@@ -14,30 +14,16 @@
 #  - and a SIGTERM while such a step waits: the worker stops at once (status 3).
 source "$(dirname "$0")/lib.sh"
 
-# run NAME ARGS...: one `pstrain local` job; prints the workers' final-weights checksum,
-# after checking that both workers agree.
-run() {
-  local name=$1; shift
-  "$LAUNCHER_BIN" local --workers 2 --model mlp --epochs 1 --batch-size 256 --seed 7 \
-    --chunk-kib 16 --run-dir "$OUT/$name" --summary-json "$OUT/$name.json" "$@" \
-    >"$OUT/$name.out" 2>&1 || fail "$name: pstrain local failed"
-  local sums
-  sums=$(grep -ho 'final weights: version [0-9]*, checksum [0-9a-f]*' "$OUT/$name"/worker*.log |
-    awk '{print $NF}' | sort -u)
-  [ "$(echo "$sums" | wc -l)" -eq 1 ] && [ -n "$sums" ] || fail "$name: the workers' checksums: $sums"
-  echo "$sums"
-}
-
 early() { # early NAME: the steps started early and all steps, summed over the workers
   grep -ho 'pull-by-layer: [0-9]* of [0-9]*' "$OUT/$1"/worker*.log | awk '{s += $2; t += $4} END {print s + 0, t + 0}'
 }
 
-plain=$(run plain)
+plain=$(local_checksum plain)
 for v in "pulled --pull-by-layer" "both --pull-by-layer --push-by-layer" \
          "sharded --pull-by-layer --push-by-layer --ps-shards 2"; do
   read -r name flags <<<"$v"
   # shellcheck disable=SC2086
-  sum=$(run "$name" $flags)
+  sum=$(local_checksum "$name" $flags)
   [ "$sum" = "$plain" ] || fail "$flags: checksum $sum, $plain without"
   read -r e t <<<"$(early "$name")"
   [ "$t" -gt 0 ] && [ "$e" -gt 0 ] || fail "$flags: no step started before its weights were in ($e of $t)"

@@ -9,38 +9,24 @@
 #  - async with --push-by-layer trains to a sane accuracy.
 source "$(dirname "$0")/lib.sh"
 
-# run NAME ARGS...: one `pstrain local` job; prints the workers' final-weights checksum
-# (the whole vector, however many shards held it), after checking both workers agree.
-run() {
-  local name=$1; shift
-  "$LAUNCHER_BIN" local --workers 2 --model mlp --epochs 1 --batch-size 256 --seed 7 \
-    --chunk-kib 16 --run-dir "$OUT/$name" --summary-json "$OUT/$name.json" "$@" \
-    >"$OUT/$name.out" 2>&1 || fail "$name: pstrain local failed"
-  local sums
-  sums=$(grep -ho 'final weights: version [0-9]*, checksum [0-9a-f]*' "$OUT/$name"/worker*.log |
-    awk '{print $NF}' | sort -u)
-  [ "$(echo "$sums" | wc -l)" -eq 1 ] && [ -n "$sums" ] || fail "$name: the workers' checksums: $sums"
-  echo "$sums"
-}
-
 early() { # early NAME: the chunks that left during the backward pass, summed over workers
   grep -ho 'push-by-layer: [0-9]* of [0-9]*' "$OUT/$1"/worker*.log | awk '{s += $2; t += $4} END {print s + 0, t + 0}'
 }
 
-plain=$(run plain)
-layered=$(run layered --push-by-layer)
+plain=$(local_checksum plain)
+layered=$(local_checksum layered --push-by-layer)
 [ "$plain" = "$layered" ] || fail "sync: checksum $plain without --push-by-layer, $layered with it"
 read -r e t <<<"$(early layered)"
 [ "$t" -gt 0 ] && [ "$e" -gt 0 ] || fail "no chunk left during the backward pass ($e of $t)"
 pass "sync: checksum $plain with and without --push-by-layer; $e of $t chunks left during the backward pass"
 
-sharded=$(run sharded --push-by-layer --ps-shards 2)
+sharded=$(local_checksum sharded --push-by-layer --ps-shards 2)
 [ "$sharded" = "$plain" ] || fail "sync over 2 shards with --push-by-layer: checksum $sharded, not $plain"
 read -r e2 t2 <<<"$(early sharded)"
 [ "$e2" -gt 0 ] || fail "over 2 shards no chunk left during the backward pass ($e2 of $t2)"
 pass "sync over 2 ps shards with --push-by-layer: checksum $sharded; $e2 of $t2 chunks early"
 
-run async --push-by-layer --mode async >/dev/null
+local_checksum async --push-by-layer --mode async >/dev/null
 acc=$(json_field "$OUT/async.json" test_accuracy)
 # It trains (chance is 0.10; sync reaches about 0.82 here): the exact sums are checked above
 # and in ps/update_test, which applies descending async pushes bit for bit like ascending ones.
