@@ -2,8 +2,13 @@
  * and Adam, with normal state and with half of the state denormal, and with denormals
  * flushed (as pstrain's threads run, common/fpenv.h) and not:
  *
- *   bench_optim [--params N] [--reps R] [--threads T] [--json FILE]
+ *   bench_optim [--params N] [--reps R] [--threads T] [--cold] [--json FILE]
  *
+ * --cold: before each timed pass, write a buffer larger than any CPU cache (EVICT_BYTES),
+ * so that the pass reads weights, state and gradient from memory, as the ps's pass does in
+ * a training run, where a step's socket copies and the other processes' work come between
+ * two passes. Without it the state was just planted and is hot in cache: the loop's own
+ * speed, not the memory's.
  * With --threads T the pass is split over T threads as the ps splits it (ps/par.h).
  * The pass is the ps's: out of place (front weights to back weights, ps/store.h), over the
  * whole vector in one range. The state is planted again before every timed pass, so that a
@@ -26,6 +31,7 @@
 #include "ps/par.h"
 
 #define MAX_REPS 1000
+#define EVICT_BYTES ((size_t)256 << 20)
 
 static double now_s(void) {
   struct timespec ts;
@@ -39,7 +45,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 static void usage(void) {
-  fprintf(stderr, "usage: bench_optim [--params N] [--reps R] [--threads T] [--json FILE]\n");
+  fprintf(stderr,
+          "usage: bench_optim [--params N] [--reps R] [--threads T] [--cold] [--json FILE]\n");
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out) {
@@ -65,6 +72,7 @@ static void pass_range(void *ctx, size_t begin, size_t end) {
 int main(int argc, char **argv) {
   long n = 235146, reps = 200, threads = 1; /* the mlp model's parameter count */
   const char *json_path = NULL;
+  int cold = 0;
   for (int i = 1; i < argc; i++) {
     const char *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (strcmp(argv[i], "--params") == 0 && v && parse_long(v, 1, 1L << 30, &n) == 0) {
@@ -73,6 +81,8 @@ int main(int argc, char **argv) {
       i++;
     } else if (strcmp(argv[i], "--threads") == 0 && v && parse_long(v, 1, 256, &threads) == 0) {
       i++;
+    } else if (strcmp(argv[i], "--cold") == 0) {
+      cold = 1;
     } else if (strcmp(argv[i], "--json") == 0 && v) {
       json_path = v;
       i++;
@@ -84,7 +94,8 @@ int main(int argc, char **argv) {
   }
   size_t bytes = (size_t)n * sizeof(float);
   float *w[2] = {malloc(bytes), malloc(bytes)}, *g = malloc(bytes), *plant = malloc(bytes);
-  if (!w[0] || !w[1] || !g || !plant) {
+  unsigned char *evict = cold ? malloc(EVICT_BYTES) : NULL;
+  if (!w[0] || !w[1] || !g || !plant || (cold && !evict)) {
     fprintf(stderr, "bench_optim: out of memory for %ld parameters\n", n);
     return 1;
   }
@@ -100,8 +111,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_optim: cannot start %ld threads\n", threads);
     return 1;
   }
-  printf("%ld parameters, %ld thread%s, median of %ld passes\n", n, threads,
-         threads == 1 ? "" : "s", reps);
+  printf("%ld parameters, %ld thread%s, median of %ld passes, %s\n", n, threads,
+         threads == 1 ? "" : "s", reps,
+         cold ? "caches flushed before each pass (--cold)" : "state hot in cache");
   cJSON *rows = cJSON_CreateArray();
   printf("%-9s %-9s %-6s %10s %8s\n", "optimizer", "state", "flush", "ms/pass", "GB/s");
   static const int per_param[] = {12, 20, 28};
@@ -142,6 +154,7 @@ int main(int argc, char **argv) {
             if (o.slot1[b]) memcpy(o.slot1[b], plant, bytes);
             if (o.slot2[b]) memcpy(o.slot2[b], plant, bytes);
           }
+          if (evict) memset(evict, (int)r, EVICT_BYTES);
           int cur = (int)(r & 1);
           pst_opt_begin_step(&o);
           double t0 = now_s();
@@ -174,6 +187,7 @@ int main(int argc, char **argv) {
     cJSON_AddNumberToObject(doc, "params", (double)n);
     cJSON_AddNumberToObject(doc, "reps", (double)reps);
     cJSON_AddNumberToObject(doc, "threads", (double)threads);
+    cJSON_AddBoolToObject(doc, "cold", cold);
     cJSON_AddItemToObject(doc, "rows", rows);
     rows = NULL;
     if (pst_json_write_file(json_path, doc, 1) < 0) {
@@ -188,5 +202,6 @@ int main(int argc, char **argv) {
   free(w[1]);
   free(g);
   free(plant);
+  free(evict);
   return rc;
 }
