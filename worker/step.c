@@ -41,8 +41,6 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
   wk_send_all(t, &h);
 }
 
-/* Which version to ask for next. sync: the one after ours (answered once every worker's
- * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
 /* A new reply is coming from every shard: nothing of it is in yet. */
 static void pull_reset(wk_trainer *t) {
   t->state = WK_PULLING;
@@ -56,6 +54,8 @@ static void pull_reset(wk_trainer *t) {
   uv_mutex_unlock(&t->pull_mu);
 }
 
+/* Which version to ask for next. sync: the one after ours (answered once every worker's
+ * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
 static void pull(wk_trainer *t) {
   pull_reset(t);
   wk_obs_pull_sent(&t->obs);
@@ -458,9 +458,10 @@ static void start_work(wk_trainer *t, wk_work_kind kind) {
  * no evaluation is owed, and the last push has left (the step reuses the gradient buffer).
  * Not under --slow-factor or --delay-ms, whose steps wait on purpose. */
 void wk_try_early_step(wk_trainer *t) {
-  if (!t->opt.pull_by_layer || t->state != WK_PULLING || t->work_running || t->push_in_flight ||
-      t->weights_fresh || !t->ps[0].pull_begun || t->eval_due || t->subset_asked || t->epoch >= t->epochs ||
-      t->stop_requested || t->opt.slow_factor > 1.0 || t->opt.delay_ms > 0)
+  if (!t->opt.pull_by_layer || t->opt.slow_factor > 1.0 || t->opt.delay_ms > 0 ||
+      t->state != WK_PULLING || t->stop_requested || t->work_running || t->push_in_flight ||
+      t->weights_fresh || !t->ps[0].pull_begun || t->eval_due || t->subset_asked ||
+      t->epoch >= t->epochs)
     return;
   t->pull_streaming = 1;
   t->steps_early++;
