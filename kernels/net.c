@@ -4,19 +4,9 @@
  * Each non-flatten layer owns an output buffer [max_batch, out_size]; flatten aliases its
  * input (NHWC is already the row-major flat order), and so does dropout at evaluation,
  * where it is the identity. The layers run in spec order, which the parser guarantees is
- * an order of the graph (every input is above the layer that takes it).
- *
- * Backward walks the layers in reverse, applying each ReLU's derivative in place before
- * the layer's own backward. Output gradients live in a small pool of buffers of the
- * largest layer size: a layer's gradient buffer is taken when the first of its consumers
- * (in reverse order) delivers to it and goes back to the pool once the layer itself has
- * run backward. A second consumer of the same tensor (a fan-in: a residual connection, two
- * towers from one input) writes into a scratch buffer that is then added on, so the tensor
- * gets the sum of its consumers' gradients; pass-through layers (flatten, dropout, the last
- * input of add) hand their buffer down instead of copying it. For a stack this is the two
- * ping-pong buffers of old. The pool's size is found at creation by a dry run of backward.
- * Parameter gradients go straight to their offsets in one flat gradient vector, which for
- * a host-memory backend is the caller's own array. */
+ * an order of the graph (every input is above the layer that takes it). The backward pass
+ * is in net_backward.c. Parameter gradients go straight to their offsets in one flat
+ * gradient vector, which for a host-memory backend is the caller's own array. */
 #include "kernels/net.h"
 
 #include <errno.h>
@@ -25,55 +15,7 @@
 #include <string.h>
 
 #include "common/log.h"
-
-struct pst_net {
-  pst_model m;
-  pst_backend *be;
-  int max_batch;
-  int params_loaded;
-  int dry;                          /* backward only counts its gradient buffers */
-  uint64_t seed;                    /* dropout seed of the next training steps */
-  float *params;                    /* device [n_params] */
-  float *grad;                      /* device [n_params]; NULL on host-memory backends */
-  float *x;                         /* device [max_batch, input_size]; NULL on host memory */
-  int32_t *labels;                  /* device [max_batch]; NULL on host memory */
-  /* Layers without a bias (bias=no) run the backends' biased kernels with these: zeros in
-   * place of the bias and a sink for its gradient, so no backend needs a bias-less
-   * variant. device [largest channel count of such a layer]; NULL when there is none. */
-  float *zero_bias, *bias_sink;
-  float *act[PST_MODEL_MAX_LAYERS]; /* device [max_batch, out_size] per layer; NULL for
-                                       input and flatten */
-  /* Whether a layer's output needs its gradient: some layer at or above it in the graph's
-   * ancestry (it included) holds parameters. */
-  unsigned char needs_grad[PST_MODEL_MAX_LAYERS];
-  int n_dbuf;                       /* gradient buffers in the pool */
-  float *dbuf[PST_MODEL_MAX_LAYERS + 2]; /* device [max_batch, largest out_size] each */
-  unsigned char dbuf_busy[PST_MODEL_MAX_LAYERS + 2];
-  int grad_of[PST_MODEL_MAX_LAYERS];     /* the pool buffer holding a layer's output gradient */
-  const float *out[PST_MODEL_MAX_LAYERS]; /* this step's output of each layer */
-  /* batchnorm: device [2C] per such layer, the training forward's batch mean and inverse
-   * standard deviation, which its backward reads; NULL for other layers. */
-  float *bn_saved[PST_MODEL_MAX_LAYERS];
-  float *dstate;                    /* training: the gradient vector whose state ranges the
-                                       forward fills (net.h), or NULL */
-  float state_scale;                /* training: loss_scale * batch (net.h) */
-  pst_grad_ready_fn grad_ready;     /* pst_net_on_grad_ready, or NULL */
-  void *grad_ready_ctx;
-  /* pst_net_load_params_streamed: the host vector still arriving, its wait, and how many
-   * of its floats are on the device; stream_src is NULL once all are. */
-  const float *stream_src;
-  pst_params_wait_fn stream_wait;
-  void *stream_ctx;
-  size_t stream_loaded;
-  /* A training step's host gradient vector, and how much of it (every float at or above
-   * grad_sent) a download has been asked for, on a backend with download (net.h). */
-  float *host_grad;
-  size_t grad_sent;
-  /* Where each layer's parameters end (w, b and s ranges); 0 for a layer without any. */
-  size_t params_end[PST_MODEL_MAX_LAYERS];
-};
-
-static size_t out_size(const pst_layer *L) { return (size_t)L->out_h * L->out_w * L->out_c; }
+#include "kernels/net_internal.h"
 
 static const char *kind_name(pst_layer_kind k) {
   switch (k) {
@@ -94,18 +36,6 @@ static const char *kind_name(pst_layer_kind k) {
   return "?";
 }
 
-static pst_window_shape window_of(const pst_layer *L, int batch) {
-  pst_window_shape s = {
-      .n = batch,
-      .in_h = L->in_h, .in_w = L->in_w, .in_c = L->in_c,
-      .k_h = L->k_h, .k_w = L->k_w,
-      .stride_h = L->stride_h, .stride_w = L->stride_w,
-      .pad_top = L->pad_top, .pad_left = L->pad_left,
-      .out_h = L->out_h, .out_w = L->out_w, .out_c = L->out_c,
-  };
-  return s;
-}
-
 void pst_net_destroy(pst_net *net) {
   if (net == NULL) return;
   pst_backend *be = net->be;
@@ -123,8 +53,6 @@ void pst_net_destroy(pst_net *net) {
     if (net->bn_saved[i]) be->free(be, net->bn_saved[i]);
   free(net);
 }
-
-static int backward(pst_net *net, int batch, float *grad);
 
 int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net **out) {
   if (out == NULL) return -EINVAL;
@@ -159,7 +87,7 @@ int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net *
   /* The dry run: the same walk as every training step, counting the buffers it holds at
    * once. */
   net->dry = 1;
-  int rc = backward(net, 1, NULL);
+  int rc = pst_net_backward(net, 1, NULL);
   net->dry = 0;
   if (rc != 0) {
     free(net);
@@ -273,15 +201,6 @@ void pst_net_set_seed(pst_net *net, uint64_t seed) {
   if (net != NULL) net->seed = seed;
 }
 
-/* Layer i's dropout seed: the step's seed and the layer index through one splitmix64
- * round, so that two dropout layers of one step draw unrelated masks. */
-static uint64_t layer_seed(const pst_net *net, int i) {
-  uint64_t z = net->seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* Applies layer L's activation to x into y (in place when x is y). */
 static int activate(pst_backend *be, const pst_layer *L, const float *x, float *y, size_t n) {
   if (L->act == PST_ACT_RELU) return be->relu_forward(be, x, y, n);
@@ -387,221 +306,10 @@ static int forward(pst_net *net, int batch, int training) {
   return rc;
 }
 
-/* Backend calls of backward, skipped by the dry run at creation (which only counts the
- * gradient buffers the walk holds). */
-#define RUN(call) (net->dry ? 0 : (call))
-
-/* Takes a free gradient buffer from the pool; its index. */
-static int take_buf(pst_net *net) {
-  int k = 0;
-  while (net->dbuf_busy[k]) k++; /* the pool has room for every layer at once, and two */
-  net->dbuf_busy[k] = 1;
-  if (k >= net->n_dbuf) {
-    if (!net->dry) return -1; /* cannot happen: the dry run walked the same way */
-    net->n_dbuf = k + 1;
-  }
-  return k;
-}
-
-static void give_buf(pst_net *net, int k) { net->dbuf_busy[k] = 0; }
-
-/* Where a consumer should write layer j's gradient [batch, out_size(j)], in *target: j's
- * own buffer when nothing was delivered to it yet (*acc = -1), else a scratch buffer
- * (*acc = its index) to be added on with finish_delivery. 0 or -EINVAL. */
-static int delivery_target(pst_net *net, int j, float **target, int *acc) {
-  *acc = -1;
-  if (net->grad_of[j] < 0) {
-    int k = take_buf(net);
-    if (k < 0) return -EINVAL;
-    net->grad_of[j] = k;
-    *target = net->dbuf[k];
-    return 0;
-  }
-  if ((*acc = take_buf(net)) < 0) return -EINVAL;
-  *target = net->dbuf[*acc];
-  return 0;
-}
-
-static int finish_delivery(pst_net *net, int j, int acc, int batch) {
-  if (acc < 0) return 0;
-  float *g = net->dbuf[net->grad_of[j]];
-  size_t n = (size_t)batch * out_size(&net->m.layers[j]);
-  int rc = RUN(net->be->add(net->be, g, net->dbuf[acc], g, n));
-  give_buf(net, acc);
-  return rc;
-}
-
-/* Delivers the gradient in buffer k unchanged to input j (flatten, dropout, add): handed
- * over when `give` and j has none yet, else copied or added on. Returns 1 when handed over
- * (k is then j's), 0 when not, or a negative error. */
-static int pass_down(pst_net *net, int k, int j, int give, int batch) {
-  pst_backend *be = net->be;
-  size_t n = (size_t)batch * out_size(&net->m.layers[j]);
-  if (net->grad_of[j] < 0 && give) {
-    net->grad_of[j] = k;
-    return 1;
-  }
-  if (net->grad_of[j] < 0) {
-    int g = take_buf(net);
-    if (g < 0) return -EINVAL;
-    net->grad_of[j] = g;
-    int rc = RUN(be->add(be, net->dbuf[k], NULL, net->dbuf[g], n));
-    return rc < 0 ? rc : 0;
-  }
-  float *g = net->dbuf[net->grad_of[j]];
-  int rc = RUN(be->add(be, g, net->dbuf[k], g, n));
-  return rc < 0 ? rc : 0;
-}
-
-/* Backpropagates dlogits (in dbuf[0]) to every layer output that leads to parameters. */
-static int backward(pst_net *net, int batch, float *grad) {
-  pst_backend *be = net->be;
-  const pst_model *m = &net->m;
-  int last = m->n_layers - 1;
-  for (int i = 0; i < m->n_layers; i++) net->grad_of[i] = -1;
-  memset(net->dbuf_busy, 0, sizeof net->dbuf_busy);
-  if (net->dry) net->n_dbuf = 0;
-  if (take_buf(net) != 0) return -EINVAL; /* dlogits: softmax_xent wrote them to dbuf[0] */
-  net->grad_of[last] = 0;
-  int rc = 0;
-  for (int i = last; i >= 1 && rc == 0; i--) {
-    const pst_layer *L = &m->layers[i];
-    if (!net->needs_grad[i]) continue;
-    int k = net->grad_of[i];
-    if (k < 0) return -EINVAL; /* a layer nothing takes: the parser refuses those */
-    float *d = net->dbuf[k];
-    int kept = 0; /* 1 once d has been handed down to an input */
-    const float *y = net->out[i];
-    const float *w = net->dry ? NULL : net->params + L->w_offset;
-    float *gb = net->dry ? NULL : L->b_count ? grad + L->b_offset : net->bias_sink;
-    size_t n = (size_t)batch * out_size(L);
-    if (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) {
-      rc = L->act == PST_ACT_RELU ? RUN(be->relu_backward(be, y, d, d, n))
-                                  : RUN(be->relu6_backward(be, y, d, d, n));
-      if (rc != 0) break;
-    }
-    int j = L->inputs[0];
-    const float *in = net->out[j];
-    int need = net->needs_grad[j], acc = -1;
-    float *dx = NULL;
-    switch (L->kind) {
-      case PST_LAYER_DENSE:
-      case PST_LAYER_CONV2D:
-      case PST_LAYER_DEPTHWISE_CONV2D:
-      case PST_LAYER_MAXPOOL:
-      case PST_LAYER_AVGPOOL:
-      case PST_LAYER_GLOBAL_AVGPOOL:
-      case PST_LAYER_BATCHNORM:
-        if (need && delivery_target(net, j, &dx, &acc) != 0) return -EINVAL;
-        break;
-      default:
-        break;
-    }
-    switch (L->kind) {
-      case PST_LAYER_DENSE:
-        rc = RUN(be->dense_backward(be, in, w, d, dx, grad + L->w_offset, gb,
-                                    batch, L->in_c, L->units));
-        break;
-      case PST_LAYER_CONV2D: {
-        pst_window_shape s = window_of(L, batch);
-        rc = RUN(be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, gb));
-        break;
-      }
-      case PST_LAYER_DEPTHWISE_CONV2D: {
-        pst_window_shape s = window_of(L, batch);
-        rc = RUN(be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, gb));
-        break;
-      }
-      case PST_LAYER_MAXPOOL: {
-        pst_window_shape s = window_of(L, batch);
-        if (dx != NULL) rc = RUN(be->maxpool_backward(be, &s, in, y, d, dx));
-        break;
-      }
-      case PST_LAYER_AVGPOOL:
-      case PST_LAYER_GLOBAL_AVGPOOL: {
-        pst_window_shape s = window_of(L, batch);
-        if (dx != NULL) rc = RUN(be->avgpool_backward(be, &s, d, dx));
-        break;
-      }
-      case PST_LAYER_DROPOUT:
-        /* In place: the same scaled mask as forward, recomputed from the seed. */
-        if (need && L->rate != 0.0f)
-          rc = RUN(be->dropout_backward(be, d, d, n, L->rate, layer_seed(net, i)));
-        if (rc == 0 && need) rc = pass_down(net, k, j, 1, batch);
-        kept = rc == 1;
-        rc = rc < 0 ? rc : 0;
-        break;
-      case PST_LAYER_BATCHNORM:
-        rc = RUN(be->batchnorm_backward(be, in, w, net->bn_saved[i], d, dx, grad + L->w_offset,
-                                        grad + L->b_offset, batch * L->out_h * L->out_w,
-                                        L->out_c, L->eps));
-        break;
-      case PST_LAYER_ACTIVATION: /* its derivative was applied to d above */
-      case PST_LAYER_FLATTEN:
-        /* The gradient passes through unchanged. */
-        if (need) rc = pass_down(net, k, j, 1, batch);
-        kept = rc == 1;
-        rc = rc < 0 ? rc : 0;
-        break;
-      case PST_LAYER_ADD: {
-        /* Every input gets d itself; the last one that needs it may keep the buffer. */
-        int last_need = -1;
-        for (int t = 0; t < L->n_inputs; t++)
-          if (net->needs_grad[L->inputs[t]]) last_need = t;
-        for (int t = 0; t <= last_need && rc == 0; t++) {
-          if (!net->needs_grad[L->inputs[t]]) continue;
-          rc = pass_down(net, k, L->inputs[t], t == last_need, batch);
-          kept |= rc == 1;
-          rc = rc < 0 ? rc : 0;
-        }
-        break;
-      }
-      case PST_LAYER_CONCATENATE: {
-        size_t rows = (size_t)batch * L->out_h * L->out_w;
-        int offset = 0;
-        for (int t = 0; t < L->n_inputs && rc == 0; t++) {
-          int jt = L->inputs[t], c = m->layers[jt].out_c, a = -1;
-          if (net->needs_grad[jt]) {
-            float *target = NULL;
-            if (delivery_target(net, jt, &target, &a) != 0) return -EINVAL;
-            rc = RUN(be->concat_backward(be, d, target, rows, c, L->out_c, offset));
-            if (rc == 0) rc = finish_delivery(net, jt, a, batch);
-          }
-          offset += c;
-        }
-        break;
-      }
-      case PST_LAYER_INPUT:
-        rc = -EINVAL;
-        break;
-    }
-    if (rc == 0) rc = finish_delivery(net, j, acc, batch);
-    if (!kept) give_buf(net, k);
-    /* This layer's parameters (and every later layer's) have their final gradient now:
-     * their ranges lie above the earlier layers', and no earlier layer writes them. In
-     * host memory that is all; a backend with download copies them to the host beside the
-     * layers below and says so when they are there. */
-    if (rc == 0 && net->grad_ready && !net->dry && L->w_count + L->b_count > 0) {
-      size_t from = L->w_count ? L->w_offset : L->b_offset;
-      if (be->host_memory) {
-        net->grad_ready(net->grad_ready_ctx, from);
-      } else if (be->download && from < net->grad_sent) {
-        rc = be->download(be, net->host_grad + from, grad + from,
-                          (net->grad_sent - from) * sizeof(float), net->grad_ready,
-                          net->grad_ready_ctx, from);
-        net->grad_sent = from;
-      }
-    }
-  }
-  return rc;
-}
-
 void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx) {
   net->grad_ready = fn;
   net->grad_ready_ctx = ctx;
 }
-
-#undef RUN
 
 static int check_args(pst_net *net, const float *x, const int32_t *labels, int batch) {
   if (net == NULL || x == NULL || labels == NULL || batch <= 0 || batch > net->max_batch ||
@@ -631,7 +339,7 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
   rc = be->softmax_xent(be, net->out[m->n_layers - 1], dev_labels, net->dbuf[0], batch, m->classes,
                         loss_scale, &loss, &right);
   if (rc != 0) return rc;
-  if ((rc = backward(net, batch, dgrad)) != 0) return rc;
+  if ((rc = pst_net_backward(net, batch, dgrad)) != 0) return rc;
   /* The gradient to the host: what the per-layer downloads left (nothing, when the first
    * layer has parameters), or all of it in one copy. */
   if (!be->host_memory) {

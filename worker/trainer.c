@@ -1,22 +1,18 @@
-/* The sessions with the ps: connecting to every shard, registering (HELLO, WELCOME, the
- * model and the slot), the frames that arrive, heartbeats and silence, reconnecting after a
- * loss, and the end. The training steps themselves are in worker/step.c. */
+/* The sessions with the ps: connecting to every shard, the frames that arrive, heartbeats
+ * and silence, reconnecting after a loss, and the end. Registering (HELLO, WELCOME, the
+ * model and the slot) is in worker/register.c, the training steps in worker/step.c. */
 #include "worker/trainer.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "common/clock.h"
-#include "common/fnv.h"
 #include "common/log.h"
 #include "common/notify.h"
-#include "kernels/device.h"
 #include "worker/dataset.h"
 #include "worker/trainer_internal.h"
 
@@ -24,8 +20,6 @@
 static wk_shard *shard_of(wk_client *c) {
   return (wk_shard *)((char *)c - offsetof(wk_shard, client));
 }
-
-static int shard_index(const wk_trainer *t, const wk_shard *sh) { return (int)(sh - t->ps); }
 
 /* Every shard's connection is open (registered or about to be). */
 int wk_all_open(const wk_trainer *t) {
@@ -68,167 +62,7 @@ void wk_fail(wk_trainer *t, const char *fmt, ...) {
   wk_close_all(t);
 }
 
-/* ---- registration ---- */
-
-/* The weights and the gradient live where the backend moves them fastest (pinned memory
- * for CUDA): pulls land there straight from the socket and pushes leave from there. */
-static float *host_buffer(wk_trainer *t, size_t bytes) {
-  if (t->backend->host_alloc) return t->backend->host_alloc(t->backend, bytes);
-  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-}
-
-static void host_buffer_free(wk_trainer *t, float *p) {
-  if (p && t->backend && t->backend->host_free)
-    t->backend->host_free(t->backend, p);
-  else
-    free(p);
-}
-
-/* The dense evaluations' test subset: the first `samples` of a permutation of the test set
- * drawn from the job seed alone (the same subset on every worker and at every point), split
- * across the workers like the full test set. */
-static int make_subset(wk_trainer *t, uint32_t samples) {
-  int n = samples < (uint32_t)t->test.n ? (int)samples : t->test.n;
-  int32_t *all = malloc((size_t)(t->test.n > 0 ? t->test.n : 1) * sizeof *all);
-  if (!all) return -ENOMEM;
-  for (int i = 0; i < t->test.n; i++) all[i] = i;
-  pst_rng rng; /* its own: the training shuffles stay as they are */
-  pst_rng_seed(&rng, t->seed ^ 0x5eed5ab5e7e7a1ull);
-  pst_rng_shuffle(&rng, all, t->test.n);
-  int b, e;
-  pst_data_shard_range(n, t->index, t->world, &b, &e);
-  free(t->subset_idx);
-  t->subset_idx = malloc((size_t)(e - b > 0 ? e - b : 1) * sizeof *t->subset_idx);
-  if (!t->subset_idx) {
-    free(all);
-    return -ENOMEM;
-  }
-  memcpy(t->subset_idx, all + b, (size_t)(e - b) * sizeof *t->subset_idx);
-  t->subset_n = e - b;
-  free(all);
-  return 0;
-}
-
-static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
-  char err[512];
-  t->index = (int)w->worker_index;
-  t->world = (int)w->world_size;
-  t->mode = (int)w->mode;
-  t->epochs = (int)w->epochs;
-  t->batch = (int)w->batch_size;
-  t->seed = w->seed;
-  t->chunk_floats = w->chunk_floats;
-  t->report_every = w->report_every ? (int)w->report_every : 50;
-  t->eval_every = (int)w->eval_every;
-  if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1) {
-    wk_fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d)", t->index,
-         t->world, t->batch);
-    return -EPROTO;
-  }
-  if (pst_model_parse(w->model_spec, "model from the ps", &t->model, err, sizeof err) < 0 ||
-      t->model.fingerprint != w->model_fingerprint || t->model.n_params != w->n_params) {
-    wk_fail(t, "cannot use the ps's model: %s", err);
-    return -EPROTO;
-  }
-  /* Data (loaded at start): this worker's disjoint shard of the training and test sets,
-   * made into batches of the model's input shape (worker/imageops.h). */
-  const pst_layer *in = &t->model.layers[0];
-  if (pst_batch_prep_init(&t->prep, &t->train, t->opt.data_dir, in->in_h, in->in_w, in->in_c,
-                          t->model.input_size, &t->opt.image, t->data_mean, t->data_std,
-                          t->seed, t->index, err, sizeof err) < 0) {
-    wk_fail(t, "%s", err);
-    return -EINVAL;
-  }
-  t->test_prep = t->prep;
-  t->test_prep.data = &t->test;
-  pst_data_shard_range(t->train.n, t->index, t->world, &t->shard_begin, &t->shard_end);
-  pst_data_shard_range(t->test.n, t->index, t->world, &t->test_begin, &t->test_end);
-  if (t->eval_every > 0 && make_subset(t, w->eval_samples) < 0) {
-    wk_fail(t, "out of memory for the test subset");
-    return -ENOMEM;
-  }
-  /* Every worker takes the same number of steps per epoch, so sync steps line up: the
-   * smallest shard's full batches (the shards differ by at most one sample). */
-  t->steps_per_epoch = pst_steps_per_epoch(t->train.n, t->world, t->batch);
-  if (t->steps_per_epoch < 1) {
-    wk_fail(t, "a shard of %d samples holds no full batch of %d", t->train.n / t->world, t->batch);
-    return -EINVAL;
-  }
-  /* Compute. */
-  int rc = pst_device_open(t->opt.device, t->opt.gpu_memory_limit_mib, t->opt.threads,
-                           &t->backend, err, sizeof err);
-  if (rc < 0) {
-    wk_fail(t, "%s", err);
-    return rc;
-  }
-  if (err[0]) LOG_INFO("%s", err);
-  rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
-  if (rc < 0) {
-    wk_fail(t, "cannot build the model on %s: %s", t->backend->name, strerror(-rc));
-    return rc;
-  }
-  if (t->opt.push_by_layer) pst_net_on_grad_ready(t->net, wk_grad_ready, t);
-  size_t n = t->model.n_params;
-  t->params = host_buffer(t, n * sizeof(float));
-  t->grad = host_buffer(t, n * sizeof(float));
-  t->xb = malloc((size_t)t->batch * (size_t)t->model.input_size * sizeof(float));
-  t->yb = malloc((size_t)t->batch * sizeof(int32_t));
-  t->order = malloc((size_t)(t->shard_end - t->shard_begin) * sizeof(int32_t));
-  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order ||
-      wk_prefetch_start(&t->prefetch, &t->prep, t->batch) < 0) {
-    wk_fail(t, "out of memory for %zu parameters", n);
-    return -ENOMEM;
-  }
-  LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d "
-           "epochs%s%s", t->index, t->world, t->backend->name,
-           t->mode == 0 ? "sync" : t->mode == 1 ? "async" : "ssp", t->shard_begin, t->shard_end,
-           t->steps_per_epoch, t->batch, t->epochs, t->ps[0].client.session[0] ? "; ps over " : "",
-           t->ps[0].client.session);
-  return 0;
-}
-
 /* ---- the connection's callbacks ---- */
-
-/* HELLO to one shard. Shard 0 gives this worker its index; the others are asked for it. */
-static void send_hello(wk_trainer *t, wk_shard *sh) {
-  Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  Pstrain__Hello hello = PSTRAIN__HELLO__INIT;
-  int first = sh == &t->ps[0];
-  hello.worker_name = (char *)t->opt.name;
-  /* Registering again: the slot this worker had (its shard), and what it discarded. */
-  hello.requested_index = t->welcomed || !first ? t->index : t->opt.requested_index;
-  hello.dropped_gradients = t->discarded;
-  hello.train_samples = (uint32_t)t->train.n;
-  hello.test_samples = (uint32_t)t->test.n;
-  hello.classes = (uint32_t)t->classes;
-  if (t->n_ps > 1) {
-    hello.shard_index = (uint32_t)shard_index(t, sh);
-    hello.shard_count = (uint32_t)t->n_ps;
-  }
-  if (t->opt.model && t->opt.model[0] && !t->model_fp) {
-    /* Read once: every shard and every reconnection is told the same. */
-    static pst_model mine;
-    char err[512];
-    if (pst_model_load(t->opt.model, &mine, err, sizeof err) < 0) {
-      wk_fail(t, "%s", err);
-      return;
-    }
-    t->model_fp = mine.fingerprint;
-  }
-  hello.model_fingerprint = t->model_fp;
-  h.type = PSTRAIN__MSG_TYPE__HELLO;
-  h.hello = &hello;
-  t->state = WK_REGISTERING;
-  wk_client_send(&sh->client, &h);
-}
-
-/* Registration begins once every shard's connection is open: shard 0 first. */
-void wk_register_all(wk_trainer *t) {
-  t->hello_pending = 0;
-  for (int i = 0; i < t->n_ps; i++) t->ps[i].welcomed = 0;
-  send_hello(t, &t->ps[0]);
-}
-
 static void on_connected(wk_client *c) {
   wk_trainer *t = c->data;
   if (!wk_all_open(t)) {
@@ -264,132 +98,6 @@ static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
   return 0;
 }
 
-/* A WELCOME from another shard, or after a reconnection: the same job, or an error. */
-static int check_same_job(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
-  if ((int)w->worker_index != t->index || (int)w->world_size != t->world ||
-      w->model_fingerprint != t->model.fingerprint || (int)w->batch_size != t->batch ||
-      (int)w->epochs != t->epochs || w->seed != t->seed || (int)w->mode != t->mode) {
-    wk_fail(t, "the ps at %s:%d trains another job than %s (index %u of %u, model %016" PRIx64
-            "); start this worker again to join it", sh->client.host, sh->client.port,
-         t->welcomed ? "before the reconnection" : "shard 0",
-         w->worker_index, w->world_size, w->model_fingerprint);
-    return -EPROTO;
-  }
-  return 0;
-}
-
-/* The shard's part of the vector: what it says, which must be what this worker computes
- * from the model and its list of shards (kernels/partition.h). */
-static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
-  int i = shard_index(t, sh);
-  uint32_t k = w->shard_count ? w->shard_count : 1; /* a ps from before shards: 0/1 */
-  size_t lo, n;
-  if (k != (uint32_t)t->n_ps || w->shard_index != (uint32_t)i ||
-      pst_partition_range(t->model.n_params, t->n_ps, i, &lo, &n) < 0 ||
-      (w->shard_count && (w->shard_offset != lo || w->shard_floats != n))) {
-    wk_fail(t, "the ps at %s:%d is shard %u/%u of the weights, but was given as shard %d/%d "
-            "(give every worker all the ps shards, in order)", sh->client.host, sh->client.port,
-         w->shard_index, k, i, t->n_ps);
-    return -EPROTO;
-  }
-  sh->offset = lo;
-  sh->floats = n;
-  sh->chunk_floats = w->chunk_floats;
-  sh->start_step = w->start_step;
-  sh->eval_epoch = w->eval_epoch;
-  if (wk_client_prepare_push(&sh->client, n, w->chunk_floats) < 0) {
-    wk_fail(t, "out of memory for %zu parameters", n);
-    return -ENOMEM;
-  }
-  return 0;
-}
-
-/* Every shard has welcomed this worker: start where the slot stands. Shards can disagree
- * by a step when a push reached some of them and not the others before a connection broke,
- * or when one closed a step without this worker (--on-worker-loss continue) and another
- * waited for it; the earliest position is taken, and each shard's part of every push is
- * marked with the version pulled from that shard, so the shard ahead stays that step ahead
- * (its extra step is one without this worker, as under continue with one ps; async and
- * ssp: positions only order the data, and repeats are applied as any gradient). A larger
- * gap in sync mode means a shard resumed from an older checkpoint than the others stand at: its part would
- * stay steps behind theirs for the rest of the run, and the shards' epochs and positions
- * would no longer line up (a run was seen to stall so). The worker asks the shards ahead to
- * go back to their own checkpoints of the oldest version (ROLLBACK; each starts itself
- * again from it) and registers again; if they are still apart after that (a shard without
- * that checkpoint), it stops and says how to bring the shards to one version. */
-static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
-  uint64_t start = UINT64_MAX, newest = 0;
-  uint32_t evals = UINT32_MAX;
-  int behind = 0, ahead = 0;
-  for (int i = 0; i < t->n_ps; i++) {
-    if (t->ps[i].start_step < start) start = t->ps[i].start_step, behind = i;
-    if (t->ps[i].start_step > newest) newest = t->ps[i].start_step, ahead = i;
-    if (t->ps[i].eval_epoch < evals) evals = t->ps[i].eval_epoch;
-  }
-  if (t->mode == PSTRAIN__MODE__MODE_SYNC && newest - start > 1 && t->rollback_asked != start + 1) {
-    LOG_WARN("the ps shards stand at steps %" PRIu64 " to %" PRIu64 " (shard %d resumed from an "
-             "older checkpoint): asking the shards ahead to go back to version %" PRIu64,
-             start, newest, behind, start);
-    t->rollback_asked = start + 1;
-    Pstrain__Header h = PSTRAIN__HEADER__INIT;
-    h.type = PSTRAIN__MSG_TYPE__ROLLBACK;
-    h.version = start;
-    for (int i = 0; i < t->n_ps; i++)
-      if (t->ps[i].start_step > start) wk_client_send_now(&t->ps[i].client, &h);
-    char why[160];
-    snprintf(why, sizeof why, "waiting for the ps shards to go back to version %" PRIu64, start);
-    t->welcomed = 1; /* set up: what follows is a reconnection */
-    for (int i = 0; i < t->n_ps; i++) wk_client_close(&t->ps[i].client, why);
-    return;
-  }
-  if (newest - start <= 1) t->rollback_asked = 0;
-  if (newest != start) {
-    if (t->mode == PSTRAIN__MODE__MODE_SYNC && newest - start > 1) {
-      wk_fail(t, "the ps shards stand at different steps (shard %d at %" PRIu64 ", shard %d at %" PRIu64
-              "): a shard resumed from an older checkpoint; in sync mode every shard must go on "
-              "from one version: stop them all and start each with --resume "
-              "DIR/shard-I-of-K/ckpt-<V>.safetensors for a version V that every shard has",
-           behind, start, ahead, newest);
-      return;
-    }
-    LOG_WARN("the ps shards stand at steps %" PRIu64 " to %" PRIu64 " (shard %d is behind): "
-             "going on from %" PRIu64, start, newest, behind, start);
-  }
-  t->welcomed = 1;
-  t->reconnect_deadline = 0;
-  t->discarded = 0;
-  t->timeout_s = timeout_ms / 1000.0;
-  wk_take_position(t, start, evals);
-  if (again || start > 0)
-    LOG_INFO("%s at step %" PRIu64 " of the shard: epoch %d/%d, step %d of %d%s",
-             again ? "registered again" : "resuming", start,
-             t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs, t->step_in_epoch,
-             t->steps_per_epoch, t->eval_due ? ", evaluating the last epoch first" : "");
-  if (!again) pst_notify_ready(); /* registered and set up: under systemd, the service is up */
-  if (t->work_running) {
-    t->state = WK_REGISTERING; /* the stale work item's end starts the session */
-    t->restart_pending = 1;
-    return;
-  }
-  wk_begin_session(t);
-}
-
-static void on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
-  int again = t->welcomed, first = sh == &t->ps[0];
-  if (first && !again) {
-    if (setup_from_welcome(t, w) < 0) return;
-  } else if (check_same_job(t, sh, w) < 0) {
-    return;
-  }
-  if (take_shard(t, sh, w) < 0) return;
-  sh->welcomed = 1;
-  if (first)
-    for (int i = 1; i < t->n_ps; i++) send_hello(t, &t->ps[i]);
-  for (int i = 0; i < t->n_ps; i++)
-    if (!t->ps[i].welcomed) return;
-  all_welcomed(t, again, w->timeout_ms);
-}
-
 /* The last chunk of a shard's reply: once every shard's part is in, the weights are
  * complete. A sync pull asks every shard for the same version; with backup workers (or in
  * async and ssp) a shard may answer a newer one, and each part's version is what its push
@@ -422,7 +130,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__WELCOME:
       if (t->state != WK_REGISTERING || sh->welcomed) return -EPROTO;
-      on_welcome(t, sh, h->welcome);
+      wk_on_welcome(t, sh, h->welcome);
       return 0;
     case PSTRAIN__MSG_TYPE__WEIGHTS: {
       int streaming = t->pull_streaming;
@@ -438,7 +146,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
     case PSTRAIN__MSG_TYPE__EVAL:
       /* Shard 0 asks, just before the weights it is for (an ask out of place is ignored:
        * evaluations are figures, not training). */
-      if (t->state == WK_PULLING && shard_index(t, sh) == 0) t->subset_asked = h->eval_point;
+      if (t->state == WK_PULLING && wk_shard_index(t, sh) == 0) t->subset_asked = h->eval_point;
       return 0;
     case PSTRAIN__MSG_TYPE__ERROR:
       if (t->welcomed && t->state == WK_REGISTERING) {
@@ -692,8 +400,8 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
 void wk_trainer_free(wk_trainer *t) {
   wk_prefetch_stop(&t->prefetch);
   for (int i = 0; i < t->n_ps; i++) wk_client_free(&t->ps[i].client);
-  host_buffer_free(t, t->params);
-  host_buffer_free(t, t->grad);
+  wk_host_buffer_free(t, t->params);
+  wk_host_buffer_free(t, t->grad);
   if (t->net) pst_net_destroy(t->net);
   if (t->backend) t->backend->destroy(t->backend);
   pst_data_free(&t->train);

@@ -10,6 +10,11 @@
 #include "proto/pstrain.pb-c.h"
 #include "worker/trainer.h"
 
+/* The index of a shard of t's. */
+static inline int wk_shard_index(const wk_trainer *t, const wk_shard *sh) {
+  return (int)(sh - t->ps);
+}
+
 /* trainer.c */
 /* Ends the run with an error: logs it once, tells the ps why, closes every connection,
  * exit 1. */
@@ -19,8 +24,15 @@ int wk_all_open(const wk_trainer *t);
 void wk_close_all(wk_trainer *t);
 /* Sends a control message to every shard whose connection is open. */
 void wk_send_all(wk_trainer *t, const Pstrain__Header *h);
+
+/* register.c */
 /* Registration begins once every shard's connection is open: shard 0 first. */
 void wk_register_all(wk_trainer *t);
+/* A shard's WELCOME: the job set up (shard 0, first time) or checked, its part of the
+ * vector taken; once every shard has welcomed, the session begins. */
+void wk_on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w);
+/* Frees a buffer of host_alloc's (pinned for CUDA) or aligned_alloc's. */
+void wk_host_buffer_free(wk_trainer *t, float *p);
 
 /* step.c */
 /* Puts this worker where the ps says its slot stands (start_step steps of the shard done,

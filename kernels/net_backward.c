@@ -1,0 +1,223 @@
+/* The network's backward pass (net.c has the rest of kernels/net).
+ *
+ * Backward walks the layers in reverse, applying each ReLU's derivative in place before
+ * the layer's own backward. Output gradients live in a small pool of buffers of the
+ * largest layer size: a layer's gradient buffer is taken when the first of its consumers
+ * (in reverse order) delivers to it and goes back to the pool once the layer itself has
+ * run backward. A second consumer of the same tensor (a fan-in: a residual connection, two
+ * towers from one input) writes into a scratch buffer that is then added on, so the tensor
+ * gets the sum of its consumers' gradients; pass-through layers (flatten, dropout, the last
+ * input of add) hand their buffer down instead of copying it. For a stack this is the two
+ * ping-pong buffers of old. The pool's size is found at creation by a dry run of backward. */
+#include <errno.h>
+#include <string.h>
+
+#include "kernels/net_internal.h"
+
+/* Backend calls of backward, skipped by the dry run at creation (which only counts the
+ * gradient buffers the walk holds). */
+#define RUN(call) (net->dry ? 0 : (call))
+
+/* Takes a free gradient buffer from the pool; its index. */
+static int take_buf(pst_net *net) {
+  int k = 0;
+  while (net->dbuf_busy[k]) k++; /* the pool has room for every layer at once, and two */
+  net->dbuf_busy[k] = 1;
+  if (k >= net->n_dbuf) {
+    if (!net->dry) return -1; /* cannot happen: the dry run walked the same way */
+    net->n_dbuf = k + 1;
+  }
+  return k;
+}
+
+static void give_buf(pst_net *net, int k) { net->dbuf_busy[k] = 0; }
+
+/* Where a consumer should write layer j's gradient [batch, out_size(j)], in *target: j's
+ * own buffer when nothing was delivered to it yet (*acc = -1), else a scratch buffer
+ * (*acc = its index) to be added on with finish_delivery. 0 or -EINVAL. */
+static int delivery_target(pst_net *net, int j, float **target, int *acc) {
+  *acc = -1;
+  if (net->grad_of[j] < 0) {
+    int k = take_buf(net);
+    if (k < 0) return -EINVAL;
+    net->grad_of[j] = k;
+    *target = net->dbuf[k];
+    return 0;
+  }
+  if ((*acc = take_buf(net)) < 0) return -EINVAL;
+  *target = net->dbuf[*acc];
+  return 0;
+}
+
+static int finish_delivery(pst_net *net, int j, int acc, int batch) {
+  if (acc < 0) return 0;
+  float *g = net->dbuf[net->grad_of[j]];
+  size_t n = (size_t)batch * out_size(&net->m.layers[j]);
+  int rc = RUN(net->be->add(net->be, g, net->dbuf[acc], g, n));
+  give_buf(net, acc);
+  return rc;
+}
+
+/* Delivers the gradient in buffer k unchanged to input j (flatten, dropout, add): handed
+ * over when `give` and j has none yet, else copied or added on. Returns 1 when handed over
+ * (k is then j's), 0 when not, or a negative error. */
+static int pass_down(pst_net *net, int k, int j, int give, int batch) {
+  pst_backend *be = net->be;
+  size_t n = (size_t)batch * out_size(&net->m.layers[j]);
+  if (net->grad_of[j] < 0 && give) {
+    net->grad_of[j] = k;
+    return 1;
+  }
+  if (net->grad_of[j] < 0) {
+    int g = take_buf(net);
+    if (g < 0) return -EINVAL;
+    net->grad_of[j] = g;
+    int rc = RUN(be->add(be, net->dbuf[k], NULL, net->dbuf[g], n));
+    return rc < 0 ? rc : 0;
+  }
+  float *g = net->dbuf[net->grad_of[j]];
+  int rc = RUN(be->add(be, g, net->dbuf[k], g, n));
+  return rc < 0 ? rc : 0;
+}
+
+int pst_net_backward(pst_net *net, int batch, float *grad) {
+  pst_backend *be = net->be;
+  const pst_model *m = &net->m;
+  int last = m->n_layers - 1;
+  for (int i = 0; i < m->n_layers; i++) net->grad_of[i] = -1;
+  memset(net->dbuf_busy, 0, sizeof net->dbuf_busy);
+  if (net->dry) net->n_dbuf = 0;
+  if (take_buf(net) != 0) return -EINVAL; /* dlogits: softmax_xent wrote them to dbuf[0] */
+  net->grad_of[last] = 0;
+  int rc = 0;
+  for (int i = last; i >= 1 && rc == 0; i--) {
+    const pst_layer *L = &m->layers[i];
+    if (!net->needs_grad[i]) continue;
+    int k = net->grad_of[i];
+    if (k < 0) return -EINVAL; /* a layer nothing takes: the parser refuses those */
+    float *d = net->dbuf[k];
+    int kept = 0; /* 1 once d has been handed down to an input */
+    const float *y = net->out[i];
+    const float *w = net->dry ? NULL : net->params + L->w_offset;
+    float *gb = net->dry ? NULL : L->b_count ? grad + L->b_offset : net->bias_sink;
+    size_t n = (size_t)batch * out_size(L);
+    if (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) {
+      rc = L->act == PST_ACT_RELU ? RUN(be->relu_backward(be, y, d, d, n))
+                                  : RUN(be->relu6_backward(be, y, d, d, n));
+      if (rc != 0) break;
+    }
+    int j = L->inputs[0];
+    const float *in = net->out[j];
+    int need = net->needs_grad[j], acc = -1;
+    float *dx = NULL;
+    switch (L->kind) {
+      case PST_LAYER_DENSE:
+      case PST_LAYER_CONV2D:
+      case PST_LAYER_DEPTHWISE_CONV2D:
+      case PST_LAYER_MAXPOOL:
+      case PST_LAYER_AVGPOOL:
+      case PST_LAYER_GLOBAL_AVGPOOL:
+      case PST_LAYER_BATCHNORM:
+        if (need && delivery_target(net, j, &dx, &acc) != 0) return -EINVAL;
+        break;
+      default:
+        break;
+    }
+    switch (L->kind) {
+      case PST_LAYER_DENSE:
+        rc = RUN(be->dense_backward(be, in, w, d, dx, grad + L->w_offset, gb,
+                                    batch, L->in_c, L->units));
+        break;
+      case PST_LAYER_CONV2D: {
+        pst_window_shape s = window_of(L, batch);
+        rc = RUN(be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, gb));
+        break;
+      }
+      case PST_LAYER_DEPTHWISE_CONV2D: {
+        pst_window_shape s = window_of(L, batch);
+        rc = RUN(be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, gb));
+        break;
+      }
+      case PST_LAYER_MAXPOOL: {
+        pst_window_shape s = window_of(L, batch);
+        if (dx != NULL) rc = RUN(be->maxpool_backward(be, &s, in, y, d, dx));
+        break;
+      }
+      case PST_LAYER_AVGPOOL:
+      case PST_LAYER_GLOBAL_AVGPOOL: {
+        pst_window_shape s = window_of(L, batch);
+        if (dx != NULL) rc = RUN(be->avgpool_backward(be, &s, d, dx));
+        break;
+      }
+      case PST_LAYER_DROPOUT:
+        /* In place: the same scaled mask as forward, recomputed from the seed. */
+        if (need && L->rate != 0.0f)
+          rc = RUN(be->dropout_backward(be, d, d, n, L->rate, layer_seed(net, i)));
+        if (rc == 0 && need) rc = pass_down(net, k, j, 1, batch);
+        kept = rc == 1;
+        rc = rc < 0 ? rc : 0;
+        break;
+      case PST_LAYER_BATCHNORM:
+        rc = RUN(be->batchnorm_backward(be, in, w, net->bn_saved[i], d, dx, grad + L->w_offset,
+                                        grad + L->b_offset, batch * L->out_h * L->out_w,
+                                        L->out_c, L->eps));
+        break;
+      case PST_LAYER_ACTIVATION: /* its derivative was applied to d above */
+      case PST_LAYER_FLATTEN:
+        /* The gradient passes through unchanged. */
+        if (need) rc = pass_down(net, k, j, 1, batch);
+        kept = rc == 1;
+        rc = rc < 0 ? rc : 0;
+        break;
+      case PST_LAYER_ADD: {
+        /* Every input gets d itself; the last one that needs it may keep the buffer. */
+        int last_need = -1;
+        for (int t = 0; t < L->n_inputs; t++)
+          if (net->needs_grad[L->inputs[t]]) last_need = t;
+        for (int t = 0; t <= last_need && rc == 0; t++) {
+          if (!net->needs_grad[L->inputs[t]]) continue;
+          rc = pass_down(net, k, L->inputs[t], t == last_need, batch);
+          kept |= rc == 1;
+          rc = rc < 0 ? rc : 0;
+        }
+        break;
+      }
+      case PST_LAYER_CONCATENATE: {
+        size_t rows = (size_t)batch * L->out_h * L->out_w;
+        int offset = 0;
+        for (int t = 0; t < L->n_inputs && rc == 0; t++) {
+          int jt = L->inputs[t], c = m->layers[jt].out_c, a = -1;
+          if (net->needs_grad[jt]) {
+            float *target = NULL;
+            if (delivery_target(net, jt, &target, &a) != 0) return -EINVAL;
+            rc = RUN(be->concat_backward(be, d, target, rows, c, L->out_c, offset));
+            if (rc == 0) rc = finish_delivery(net, jt, a, batch);
+          }
+          offset += c;
+        }
+        break;
+      }
+      case PST_LAYER_INPUT:
+        rc = -EINVAL;
+        break;
+    }
+    if (rc == 0) rc = finish_delivery(net, j, acc, batch);
+    if (!kept) give_buf(net, k);
+    /* This layer's parameters (and every later layer's) have their final gradient now:
+     * their ranges lie above the earlier layers', and no earlier layer writes them. In
+     * host memory that is all; a backend with download copies them to the host beside the
+     * layers below and says so when they are there. */
+    if (rc == 0 && net->grad_ready && !net->dry && L->w_count + L->b_count > 0) {
+      size_t from = L->w_count ? L->w_offset : L->b_offset;
+      if (be->host_memory) {
+        net->grad_ready(net->grad_ready_ctx, from);
+      } else if (be->download && from < net->grad_sent) {
+        rc = be->download(be, net->host_grad + from, grad + from,
+                          (net->grad_sent - from) * sizeof(float), net->grad_ready,
+                          net->grad_ready_ctx, from);
+        net->grad_sent = from;
+      }
+    }
+  }
+  return rc;
+}

@@ -1,0 +1,91 @@
+/* Inside kernels/net: the network's state, shared by net.c (creation, loading, the forward
+ * pass, the steps) and net_backward.c (the backward pass). Not for other modules. */
+#ifndef PSTRAIN_KERNELS_NET_INTERNAL_H
+#define PSTRAIN_KERNELS_NET_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "kernels/backend.h"
+#include "kernels/net.h"
+#include "model/model.h"
+
+struct pst_net {
+  pst_model m;
+  pst_backend *be;
+  int max_batch;
+  int params_loaded;
+  int dry;                          /* backward only counts its gradient buffers */
+  uint64_t seed;                    /* dropout seed of the next training steps */
+  float *params;                    /* device [n_params] */
+  float *grad;                      /* device [n_params]; NULL on host-memory backends */
+  float *x;                         /* device [max_batch, input_size]; NULL on host memory */
+  int32_t *labels;                  /* device [max_batch]; NULL on host memory */
+  /* Layers without a bias (bias=no) run the backends' biased kernels with these: zeros in
+   * place of the bias and a sink for its gradient, so no backend needs a bias-less
+   * variant. device [largest channel count of such a layer]; NULL when there is none. */
+  float *zero_bias, *bias_sink;
+  float *act[PST_MODEL_MAX_LAYERS]; /* device [max_batch, out_size] per layer; NULL for
+                                       input and flatten */
+  /* Whether a layer's output needs its gradient: some layer at or above it in the graph's
+   * ancestry (it included) holds parameters. */
+  unsigned char needs_grad[PST_MODEL_MAX_LAYERS];
+  int n_dbuf;                       /* gradient buffers in the pool */
+  float *dbuf[PST_MODEL_MAX_LAYERS + 2]; /* device [max_batch, largest out_size] each */
+  unsigned char dbuf_busy[PST_MODEL_MAX_LAYERS + 2];
+  int grad_of[PST_MODEL_MAX_LAYERS];     /* the pool buffer holding a layer's output gradient */
+  const float *out[PST_MODEL_MAX_LAYERS]; /* this step's output of each layer */
+  /* batchnorm: device [2C] per such layer, the training forward's batch mean and inverse
+   * standard deviation, which its backward reads; NULL for other layers. */
+  float *bn_saved[PST_MODEL_MAX_LAYERS];
+  float *dstate;                    /* training: the gradient vector whose state ranges the
+                                       forward fills (net.h), or NULL */
+  float state_scale;                /* training: loss_scale * batch (net.h) */
+  pst_grad_ready_fn grad_ready;     /* pst_net_on_grad_ready, or NULL */
+  void *grad_ready_ctx;
+  /* pst_net_load_params_streamed: the host vector still arriving, its wait, and how many
+   * of its floats are on the device; stream_src is NULL once all are. */
+  const float *stream_src;
+  pst_params_wait_fn stream_wait;
+  void *stream_ctx;
+  size_t stream_loaded;
+  /* A training step's host gradient vector, and how much of it (every float at or above
+   * grad_sent) a download has been asked for, on a backend with download (net.h). */
+  float *host_grad;
+  size_t grad_sent;
+  /* Where each layer's parameters end (w, b and s ranges); 0 for a layer without any. */
+  size_t params_end[PST_MODEL_MAX_LAYERS];
+};
+
+static inline size_t out_size(const pst_layer *L) {
+  return (size_t)L->out_h * L->out_w * L->out_c;
+}
+
+static inline pst_window_shape window_of(const pst_layer *L, int batch) {
+  pst_window_shape s = {
+      .n = batch,
+      .in_h = L->in_h, .in_w = L->in_w, .in_c = L->in_c,
+      .k_h = L->k_h, .k_w = L->k_w,
+      .stride_h = L->stride_h, .stride_w = L->stride_w,
+      .pad_top = L->pad_top, .pad_left = L->pad_left,
+      .out_h = L->out_h, .out_w = L->out_w, .out_c = L->out_c,
+  };
+  return s;
+}
+
+/* Layer i's dropout seed: the step's seed and the layer index through one splitmix64
+ * round, so that two dropout layers of one step draw unrelated masks. */
+static inline uint64_t layer_seed(const pst_net *net, int i) {
+  uint64_t z = net->seed + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* Backpropagates dlogits (in dbuf[0]) to every layer output that leads to parameters,
+ * writing the parameter gradients into grad (device) and, with a gradient-ready callback,
+ * announcing each layer's as it is final (net.h). With net->dry set it only counts the
+ * gradient buffers it holds at once (n_dbuf), for pst_net_create. 0 or a negative code. */
+int pst_net_backward(pst_net *net, int batch, float *grad);
+
+#endif

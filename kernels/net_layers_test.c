@@ -1,0 +1,216 @@
+/* The network's layer-by-layer paths (kernels/net.h), which let a worker overlap its
+ * transfers with compute: the gradient-ready calls of the backward pass and the weights that
+ * arrive while the forward pass runs, on the CPU backend, through a view of it that claims
+ * device memory (the path the CUDA backend takes without a copy stream) and through one that
+ * also has upload and download (the path it takes with one). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "kernels/backend.h"
+#include "kernels/net.h"
+#include "kernels/testing.h"
+#include "model/model.h"
+
+/* A view of the CPU backend that claims device memory, so that pst_net copies inputs,
+ * labels and gradients as it must for CUDA. */
+static pst_backend as_device;
+static void *dev_alloc(pst_backend *b, size_t n) { return malloc(n ? n : 1); }
+static void dev_free(pst_backend *b, void *p) { free(p); }
+
+/* The same with a copy stream's two operations (kernels/backend.h), done at once here: the
+ * layer-by-layer paths the CUDA backend takes. They count their calls. */
+static pst_backend as_copying;
+static int uploads, downloads;
+static int fake_upload(pst_backend *b, void *dst, const void *src, size_t bytes) {
+  uploads++;
+  memcpy(dst, src, bytes);
+  return 0;
+}
+static int fake_download(pst_backend *b, void *dst, const void *src, size_t bytes,
+                         void (*done)(void *ctx, size_t arg), void *ctx, size_t arg) {
+  downloads++;
+  memcpy(dst, src, bytes);
+  if (done) done(ctx, arg);
+  return 0;
+}
+
+/* Sets up as_device and as_copying over the CPU backend. */
+static void fake_devices(pst_backend *cpu) {
+  as_device = *cpu;
+  as_device.host_memory = 0;
+  as_device.alloc = dev_alloc;
+  as_device.free = dev_free;
+  as_device.describe = NULL;
+  as_copying = as_device;
+  as_copying.upload = fake_upload;
+  as_copying.download = fake_download;
+}
+/* The model of the layer-by-layer tests: a graph with batch norm (state written in the
+ * forward pass), a bias-less layer and layers without parameters between the others. */
+static const char *layered_spec =
+    "input 6x6x2 name=x\nconv2d 3 3x3 padding=same relu name=a\n"
+    "batchnorm\nconv2d 3 3x3 padding=same bias=no name=b\n"
+    "add relu inputs=a,b\nmaxpool 2x2\nflatten\ndense 5 relu\n"
+    "dropout 0.2\ndense 3 softmax\n";
+
+static int layers_with_params(const pst_model *m) {
+  int n = 0;
+  for (int l = 1; l < m->n_layers; l++)
+    n += m->layers[l].w_count + m->layers[l].b_count + m->layers[l].s_count > 0;
+  return n;
+}
+
+/* pst_net_on_grad_ready: what each call says is final, checked against the step's final
+ * gradient; the calls' `from` goes down, one per layer with parameters and a last one with
+ * from = 0 on the CPU backend and where the backend downloads layer by layer, and a single
+ * from = 0 where the gradient comes from the device at the end in one copy. */
+typedef struct {
+  const float *grad;    /* the step's gradient vector, being written */
+  size_t n;
+  float *seen;          /* [n]: each float as it was when first said to be final */
+  size_t low;           /* the lowest `from` so far */
+  int calls, rising;
+} ready_log;
+
+static void on_ready(void *ctx, size_t from) {
+  ready_log *r = ctx;
+  if (from > r->low) r->rising++;
+  for (size_t i = from; i < r->low; i++) r->seen[i] = r->grad[i];
+  if (from < r->low) r->low = from;
+  r->calls++;
+}
+
+static void test_grad_ready(pst_backend *cpu) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse(layered_spec, "ready", &m, err, sizeof err) == 0);
+  enum { B = 3 };
+  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float *want = malloc(m.n_params * 4), *seen = malloc(m.n_params * 4);
+  float x[B * 72];
+  int32_t labels[B] = {2, 0, 1};
+  pst_model_init_params(&m, 5, params);
+  t_fill(x, B * 72, 17, -1, 1);
+  fake_devices(cpu);
+  int with_params = layers_with_params(&m);
+  for (int dev = 0; dev < 3; dev++) {
+    pst_backend *be = dev == 2 ? &as_copying : dev ? &as_device : cpu;
+    pst_net *net = NULL;
+    double loss;
+    int correct;
+    CHECK(pst_net_create(&m, be, B, &net) == 0);
+    CHECK(pst_net_load_params(net, params) == 0);
+    pst_net_set_seed(net, 11);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, want, &loss, &correct) == 0);
+    ready_log r = {grad, m.n_params, seen, m.n_params, 0, 0};
+    memset(grad, 0xff, m.n_params * 4); /* NaN until written */
+    pst_net_on_grad_ready(net, on_ready, &r);
+    downloads = 0;
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(r.low == 0 && r.rising == 0);
+    CHECK(r.calls == (dev == 1 ? 1 : with_params + 1));
+    /* One download per layer with parameters, and one for the rest (none here). */
+    CHECK(downloads == (dev == 2 ? with_params + 1 : 0));
+    CHECK(memcmp(seen, want, m.n_params * 4) == 0 && memcmp(grad, want, m.n_params * 4) == 0);
+    pst_net_on_grad_ready(net, NULL, NULL);
+    pst_net_destroy(net);
+  }
+  free(params), free(grad), free(want), free(seen);
+}
+
+/* pst_net_load_params_streamed: the host vector starts as NaN and each wait fills in only
+ * what it is asked for, so a layer that ran before its wait would poison the step; the step
+ * must match one on fully loaded weights bit for bit, ask for ever larger prefixes (one per
+ * layer with parameters, on every backend; uploaded where the backend can), and end on a
+ * wait's error with that error. */
+typedef struct {
+  const float *src;    /* the real weights */
+  float *dst;          /* the vector the net reads, filled as asked */
+  size_t got, n;
+  int calls, shrinking, fail_at; /* fail_at: the call that fails (0: none) */
+} stream_log;
+
+static int on_wait(void *ctx, size_t upto) {
+  stream_log *s = ctx;
+  s->calls++;
+  if (s->calls == s->fail_at) return -ECANCELED;
+  if (upto <= s->got || upto > s->n) s->shrinking++;
+  for (size_t i = s->got; i < upto && i < s->n; i++) s->dst[i] = s->src[i];
+  if (upto > s->got) s->got = upto;
+  return 0;
+}
+
+static void test_streamed_params(pst_backend *cpu) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_parse(layered_spec, "stream", &m, err, sizeof err) == 0);
+  enum { B = 3 };
+  float *params = malloc(m.n_params * 4), *arriving = malloc(m.n_params * 4);
+  float *want = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
+  float x[B * 72];
+  int32_t labels[B] = {1, 2, 0};
+  pst_model_init_params(&m, 9, params);
+  t_fill(x, B * 72, 23, -1, 1);
+  fake_devices(cpu);
+  int with_params = layers_with_params(&m);
+  for (int dev = 0; dev < 3; dev++) {
+    pst_backend *be = dev == 2 ? &as_copying : dev ? &as_device : cpu;
+    pst_net *net = NULL;
+    double loss, want_loss, eval_loss, want_eval;
+    int correct, want_correct;
+    CHECK(pst_net_create(&m, be, B, &net) == 0);
+    CHECK(pst_net_load_params(net, params) == 0);
+    pst_net_set_seed(net, 3);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, want, &want_loss, &want_correct) == 0);
+    CHECK(pst_net_evaluate(net, x, labels, B, &want_eval, &correct) == 0);
+
+    /* A training step on weights that arrive as asked. The device's copy is NaN first, so
+     * that a layer running on the previous weights would show too. */
+    memset(arriving, 0xff, m.n_params * 4);
+    CHECK(pst_net_load_params(net, arriving) == 0);
+    stream_log s = {params, arriving, 0, m.n_params, 0, 0, 0};
+    CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &s) == 0);
+    uploads = 0;
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(memcmp(grad, want, m.n_params * 4) == 0 && loss == want_loss && correct == want_correct);
+    CHECK(s.got == m.n_params && s.shrinking == 0);
+    CHECK(s.calls == with_params && uploads == (dev == 2 ? with_params : 0));
+    /* The weights stay loaded: an evaluation after it waits for nothing. */
+    CHECK(pst_net_evaluate(net, x, labels, B, &eval_loss, &correct) == 0);
+    CHECK(eval_loss == want_eval && s.calls == with_params);
+
+    /* An evaluation streams the same way. */
+    memset(arriving, 0xff, m.n_params * 4);
+    CHECK(pst_net_load_params(net, arriving) == 0);
+    stream_log e = {params, arriving, 0, m.n_params, 0, 0, 0};
+    CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &e) == 0);
+    CHECK(pst_net_evaluate(net, x, labels, B, &eval_loss, &correct) == 0);
+    CHECK(eval_loss == want_eval && e.got == m.n_params && e.shrinking == 0);
+
+    /* The weights stop coming at the second wait: the step ends with the wait's error. */
+    memset(arriving, 0xff, m.n_params * 4);
+    stream_log f = {params, arriving, 0, m.n_params, 0, 0, 2};
+    CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &f) == 0);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == -ECANCELED);
+    CHECK(f.calls == f.fail_at);
+    /* And a whole load afterwards trains as before. */
+    CHECK(pst_net_load_params(net, params) == 0);
+    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(memcmp(grad, want, m.n_params * 4) == 0);
+    CHECK(pst_net_load_params_streamed(net, arriving, NULL, NULL) == -EINVAL);
+    pst_net_destroy(net);
+  }
+  free(params), free(arriving), free(want), free(grad);
+}
+
+int main(void) {
+  pst_log_init("net_layers_test", PST_LOG_INFO);
+  pst_backend *cpu = NULL;
+  CHECK(pst_cpu_backend_create(1, &cpu) == 0);
+  test_grad_ready(cpu);
+  test_streamed_params(cpu);
+  cpu->destroy(cpu);
+  return t_summary();
+}
