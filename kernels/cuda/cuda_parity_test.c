@@ -1,11 +1,7 @@
 /* Parity of the CUDA backend with the CPU backend: every operation (batchnorm included),
  * forward and backward, on the same random inputs; outputs must agree to a relative error
  * of 1e-4 on the norm (dropout exactly: its mask is one function on both sides).
- *
- * Without a usable GPU (no driver, no device, library not loadable) the test prints
- * "SKIP: <reason>" and passes, unless PSTRAIN_REQUIRE_GPU=1 (for GPU CI, where a skip
- * would hide a broken build). PSTRAIN_PARITY_DEVICE overrides the device compared with
- * the CPU ("cuda:1", or "cpu" to exercise the harness itself on a machine without GPU). */
+ * Without a usable GPU it skips (kernels/cuda/parity.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
@@ -17,9 +13,10 @@
 #include "kernels/device.h"
 #include "model/model.h"
 #include "kernels/net.h"
+#include "kernels/cuda/parity.h"
 #include "kernels/testing.h"
 
-#define RTOL 1e-4
+#define RTOL PST_PARITY_RTOL
 
 static pst_backend *g_ref; /* the CPU backend */
 static pst_backend *g_dut; /* the backend under test */
@@ -54,30 +51,7 @@ static float *rand_floats(size_t n, double lo, double hi) {
   return p;
 }
 
-static float *zeros(size_t n) {
-  float *p = calloc(n ? n : 1, sizeof(float));
-  if (!p) exit(1);
-  return p;
-}
 
-/* ||a - ref|| / ||ref||, with an absolute floor so that all-zero references compare. */
-static double rel_err(const float *a, const float *ref, size_t n) {
-  double d = 0.0, r = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double e = (double)a[i] - (double)ref[i];
-    d += e * e;
-    r += (double)ref[i] * ref[i];
-  }
-  return sqrt(d) / (sqrt(r) > 1e-20 ? sqrt(r) : 1.0);
-}
-
-static void compare(const char *what, const char *tensor, const float *got, const float *ref,
-                    size_t n) {
-  double e = rel_err(got, ref, n);
-  int ok = e <= RTOL && !isnan(e);
-  CHECK(ok);
-  if (!ok) fprintf(stderr, "  %s: %s: relative error %.3g > %.0e\n", what, tensor, e, RTOL);
-}
 
 /* ---- dense ------------------------------------------------------------------------- */
 
@@ -113,16 +87,16 @@ static void test_dense(int B, int in, int out) {
   float *bias = rand_floats((size_t)out, -0.5, 0.5), *dy = rand_floats(ny, -1, 1);
   dense_out o[2];
   for (int k = 0; k < 2; k++) {
-    o[k] = (dense_out){zeros(ny), zeros(nx), zeros(nw), zeros((size_t)out), zeros(nw)};
+    o[k] = (dense_out){pst_parity_zeros(ny), pst_parity_zeros(nx), pst_parity_zeros(nw), pst_parity_zeros((size_t)out), pst_parity_zeros(nw)};
     int rc = run_dense(k ? g_dut : g_ref, B, in, out, x, w, bias, dy, &o[k]);
     CHECK(rc == 0);
     if (rc) fprintf(stderr, "  %s on %s: %s\n", what, k ? g_dut->name : g_ref->name, strerror(-rc));
   }
-  compare(what, "y", o[1].y, o[0].y, ny);
-  compare(what, "dx", o[1].dx, o[0].dx, nx);
-  compare(what, "dw", o[1].dw, o[0].dw, nw);
-  compare(what, "db", o[1].db, o[0].db, (size_t)out);
-  compare(what, "dw (dx NULL)", o[1].dw_nodx, o[0].dw_nodx, nw);
+  pst_parity_compare(what, "y", o[1].y, o[0].y, ny);
+  pst_parity_compare(what, "dx", o[1].dx, o[0].dx, nx);
+  pst_parity_compare(what, "dw", o[1].dw, o[0].dw, nw);
+  pst_parity_compare(what, "db", o[1].db, o[0].db, (size_t)out);
+  pst_parity_compare(what, "dw (dx NULL)", o[1].dw_nodx, o[0].dw_nodx, nw);
   for (int k = 0; k < 2; k++) {
     free(o[k].y), free(o[k].dx), free(o[k].dw), free(o[k].db), free(o[k].dw_nodx);
   }
@@ -133,8 +107,8 @@ static void test_dense(int B, int in, int out) {
 
 static void test_relu(size_t n) {
   float *x = rand_floats(n, -1, 1), *dy = rand_floats(n, -1, 1);
-  float *y[2] = {zeros(n), zeros(n)}, *dx[2] = {zeros(n), zeros(n)};
-  float *yi[2] = {zeros(n), zeros(n)}, *dxi[2] = {zeros(n), zeros(n)};
+  float *y[2] = {pst_parity_zeros(n), pst_parity_zeros(n)}, *dx[2] = {pst_parity_zeros(n), pst_parity_zeros(n)};
+  float *yi[2] = {pst_parity_zeros(n), pst_parity_zeros(n)}, *dxi[2] = {pst_parity_zeros(n), pst_parity_zeros(n)};
   for (int k = 0; k < 2; k++) {
     pst_backend *b = k ? g_dut : g_ref;
     float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
@@ -151,10 +125,10 @@ static void test_relu(size_t n) {
     CHECK(rc == 0);
     b->free(b, dxx), b->free(b, ddy), b->free(b, dyy), b->free(b, dgx);
   }
-  compare("relu", "y", y[1], y[0], n);
-  compare("relu", "dx", dx[1], dx[0], n);
-  compare("relu in place", "y", yi[1], yi[0], n);
-  compare("relu in place", "dx", dxi[1], dxi[0], n);
+  pst_parity_compare("relu", "y", y[1], y[0], n);
+  pst_parity_compare("relu", "dx", dx[1], dx[0], n);
+  pst_parity_compare("relu in place", "y", yi[1], yi[0], n);
+  pst_parity_compare("relu in place", "dx", dxi[1], dxi[0], n);
   for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(yi[k]), free(dxi[k]);
   free(x), free(dy);
 }
@@ -164,7 +138,7 @@ static void test_relu(size_t n) {
 static void test_relu6(size_t n) {
   /* [-3, 9): both kinks (0 and 6) are inside the range. */
   float *x = rand_floats(n, -3, 9), *dy = rand_floats(n, -1, 1);
-  float *y[2] = {zeros(n), zeros(n)}, *dx[2] = {zeros(n), zeros(n)};
+  float *y[2] = {pst_parity_zeros(n), pst_parity_zeros(n)}, *dx[2] = {pst_parity_zeros(n), pst_parity_zeros(n)};
   for (int k = 0; k < 2; k++) {
     pst_backend *b = k ? g_dut : g_ref;
     float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
@@ -176,14 +150,14 @@ static void test_relu6(size_t n) {
     CHECK(rc == 0);
     b->free(b, dxx), b->free(b, ddy), b->free(b, dyy);
   }
-  compare("relu6", "y", y[1], y[0], n);
-  compare("relu6", "dx", dx[1], dx[0], n);
+  pst_parity_compare("relu6", "y", y[1], y[0], n);
+  pst_parity_compare("relu6", "dx", dx[1], dx[0], n);
   free(y[0]), free(y[1]), free(dx[0]), free(dx[1]), free(x), free(dy);
 }
 
 static void test_dropout(size_t n, float rate, uint64_t seed) {
   float *x = rand_floats(n, -1, 1), *dy = rand_floats(n, -1, 1);
-  float *y[2] = {zeros(n), zeros(n)}, *dx[2] = {zeros(n), zeros(n)};
+  float *y[2] = {pst_parity_zeros(n), pst_parity_zeros(n)}, *dx[2] = {pst_parity_zeros(n), pst_parity_zeros(n)};
   for (int k = 0; k < 2; k++) {
     pst_backend *b = k ? g_dut : g_ref;
     float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
@@ -198,8 +172,8 @@ static void test_dropout(size_t n, float rate, uint64_t seed) {
    * merely close (one float multiply per kept cell). */
   CHECK(memcmp(y[0], y[1], n * 4) == 0);
   CHECK(memcmp(dx[0], dx[1], n * 4) == 0);
-  compare("dropout", "y", y[1], y[0], n);
-  compare("dropout", "dx", dx[1], dx[0], n);
+  pst_parity_compare("dropout", "y", y[1], y[0], n);
+  pst_parity_compare("dropout", "dx", dx[1], dx[0], n);
   free(y[0]), free(y[1]), free(dx[0]), free(dx[1]), free(x), free(dy);
 }
 
@@ -209,7 +183,7 @@ static void test_dropout(size_t n, float rate, uint64_t seed) {
  * runs (y == x0). One float addition per element on both sides: identical results. */
 static void test_add(size_t n) {
   float *x0 = rand_floats(n, -1, 1), *x1 = rand_floats(n, -1, 1);
-  float *y[2] = {zeros(n), zeros(n)}, *cp[2] = {zeros(n), zeros(n)}, *acc[2] = {zeros(n), zeros(n)};
+  float *y[2] = {pst_parity_zeros(n), pst_parity_zeros(n)}, *cp[2] = {pst_parity_zeros(n), pst_parity_zeros(n)}, *acc[2] = {pst_parity_zeros(n), pst_parity_zeros(n)};
   for (int k = 0; k < 2; k++) {
     pst_backend *b = k ? g_dut : g_ref;
     float *d0 = up(b, x0, n * 4), *d1 = up(b, x1, n * 4), *dy = up(b, NULL, n * 4);
@@ -228,8 +202,8 @@ static void test_add(size_t n) {
   CHECK(memcmp(y[0], y[1], n * 4) == 0);
   CHECK(memcmp(cp[0], cp[1], n * 4) == 0 && memcmp(cp[0], x1, n * 4) == 0);
   CHECK(memcmp(acc[0], acc[1], n * 4) == 0);
-  compare("add", "y", y[1], y[0], n);
-  compare("add", "in place", acc[1], acc[0], n);
+  pst_parity_compare("add", "y", y[1], y[0], n);
+  pst_parity_compare("add", "in place", acc[1], acc[0], n);
   for (int k = 0; k < 2; k++) free(y[k]), free(cp[k]), free(acc[k]);
   free(x0), free(x1);
 }
@@ -241,11 +215,11 @@ static void test_concat(size_t rows, const int *cs, int k_in) {
   for (int t = 0; t < k_in; t++) yc += cs[t];
   size_t ny = rows * (size_t)yc;
   float *x[8], *dy = rand_floats(ny, -1, 1);
-  float *y[2] = {zeros(ny), zeros(ny)}, *dx[2][8];
+  float *y[2] = {pst_parity_zeros(ny), pst_parity_zeros(ny)}, *dx[2][8];
   for (int t = 0; t < k_in; t++) {
     x[t] = rand_floats(rows * (size_t)cs[t], -1, 1);
-    dx[0][t] = zeros(rows * (size_t)cs[t]);
-    dx[1][t] = zeros(rows * (size_t)cs[t]);
+    dx[0][t] = pst_parity_zeros(rows * (size_t)cs[t]);
+    dx[1][t] = pst_parity_zeros(rows * (size_t)cs[t]);
   }
   for (int k = 0; k < 2; k++) {
     pst_backend *b = k ? g_dut : g_ref;
@@ -301,7 +275,7 @@ static void test_graph_net(void) {
   enum { B = 6 };
   float *params = malloc(m.n_params * 4);
   float *x = rand_floats((size_t)B * m.input_size, -1, 1);
-  float *g[2] = {zeros(m.n_params), zeros(m.n_params)};
+  float *g[2] = {pst_parity_zeros(m.n_params), pst_parity_zeros(m.n_params)};
   int32_t labels[B] = {0, 1, 2, 3, 4, 0};
   double loss[2] = {0, 0};
   int correct[2] = {0, 0};
@@ -317,7 +291,7 @@ static void test_graph_net(void) {
     pst_net_destroy(net);
   }
   CHECK(fabs(loss[0] - loss[1]) <= 1e-4 * fabs(loss[0]) && correct[0] == correct[1]);
-  compare("graph net", "gradient", g[1], g[0], m.n_params);
+  pst_parity_compare("graph net", "gradient", g[1], g[0], m.n_params);
   free(params), free(x), free(g[0]), free(g[1]);
 }
 
@@ -333,7 +307,7 @@ static void test_xent(int B, int C) {
   for (int i = 0; i < B; i++) labels[i] = (int32_t)(t_rand64(&s) % (uint64_t)C);
   /* Make about half the rows right, so that the count of correct rows is exercised. */
   for (int i = 0; i < B; i += 2) logits[(size_t)i * C + labels[i]] += 8.0f;
-  float *dl[2] = {zeros(n), zeros(n)};
+  float *dl[2] = {pst_parity_zeros(n), pst_parity_zeros(n)};
   double loss[2] = {0, 0}, loss_eval[2] = {0, 0};
   int correct[2] = {-1, -1}, correct_eval[2] = {-1, -2}, bad_rc[2] = {0, 0};
   for (int k = 0; k < 2; k++) {
@@ -352,7 +326,7 @@ static void test_xent(int B, int C) {
     (void)b->synchronize(b);
     b->free(b, dlg), b->free(b, ddl), b->free(b, dlab);
   }
-  compare(what, "dlogits", dl[1], dl[0], n);
+  pst_parity_compare(what, "dlogits", dl[1], dl[0], n);
   CHECK(fabs(loss[1] - loss[0]) <= RTOL * fabs(loss[0]));
   CHECK(fabs(loss_eval[1] - loss[0]) <= RTOL * fabs(loss[0]));
   CHECK(correct[1] == correct[0] && correct_eval[1] == correct[0]);
@@ -415,8 +389,8 @@ static void test_conv_kind(pst_window_shape s, int depthwise) {
   float *y[2], *dx[2], *dw[2], *db[2], *dw2[2];
   for (int k = 0; k < 2; k++) {
     pst_backend *b = k ? g_dut : g_ref;
-    y[k] = zeros(ny), dx[k] = zeros(nx), dw[k] = zeros(nw), db[k] = zeros((size_t)s.out_c);
-    dw2[k] = zeros(nw);
+    y[k] = pst_parity_zeros(ny), dx[k] = pst_parity_zeros(nx), dw[k] = pst_parity_zeros(nw), db[k] = pst_parity_zeros((size_t)s.out_c);
+    dw2[k] = pst_parity_zeros(nw);
     float *dxx = up(b, x, nx * 4), *dww = up(b, w, nw * 4), *dbias = up(b, bias, s.out_c * 4ul);
     float *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4), *dgx = up(b, NULL, nx * 4);
     float *dgw = up(b, NULL, nw * 4), *dgb = up(b, NULL, s.out_c * 4ul);
@@ -435,11 +409,11 @@ static void test_conv_kind(pst_window_shape s, int depthwise) {
     float *all[] = {dxx, dww, dbias, ddy, dyy, dgx, dgw, dgb};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) b->free(b, all[i]);
   }
-  compare(what, "y", y[1], y[0], ny);
-  compare(what, "dx", dx[1], dx[0], nx);
-  compare(what, "dw", dw[1], dw[0], nw);
-  compare(what, "db", db[1], db[0], (size_t)s.out_c);
-  compare(what, "dw (dx NULL)", dw2[1], dw2[0], nw);
+  pst_parity_compare(what, "y", y[1], y[0], ny);
+  pst_parity_compare(what, "dx", dx[1], dx[0], nx);
+  pst_parity_compare(what, "dw", dw[1], dw[0], nw);
+  pst_parity_compare(what, "db", db[1], db[0], (size_t)s.out_c);
+  pst_parity_compare(what, "dw (dx NULL)", dw2[1], dw2[0], nw);
   for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]), free(dw[k]), free(db[k]), free(dw2[k]);
   free(x), free(w), free(bias), free(dy);
 }
@@ -458,7 +432,7 @@ static void test_pool_kind(pst_window_shape s, int avg) {
   float *y[2], *dx[2];
   for (int k = 0; k < 2; k++) {
     pst_backend *b = k ? g_dut : g_ref;
-    y[k] = zeros(ny), dx[k] = zeros(nx);
+    y[k] = pst_parity_zeros(ny), dx[k] = pst_parity_zeros(nx);
     float *dxx = up(b, x, nx * 4), *ddy = up(b, dy, ny * 4), *dyy = up(b, NULL, ny * 4);
     float *dgx = up(b, NULL, nx * 4);
     int rc = avg ? b->avgpool_forward(b, &s, dxx, dyy) : b->maxpool_forward(b, &s, dxx, dyy);
@@ -471,8 +445,8 @@ static void test_pool_kind(pst_window_shape s, int avg) {
     if (rc) fprintf(stderr, "  %s on %s: %s\n", what, b->name, strerror(-rc));
     b->free(b, dxx), b->free(b, ddy), b->free(b, dyy), b->free(b, dgx);
   }
-  compare(what, "y", y[1], y[0], ny);
-  compare(what, "dx", dx[1], dx[0], nx);
+  pst_parity_compare(what, "y", y[1], y[0], ny);
+  pst_parity_compare(what, "dx", dx[1], dx[0], nx);
   for (int k = 0; k < 2; k++) free(y[k]), free(dx[k]);
   free(x), free(dy);
 }
@@ -493,9 +467,9 @@ static void test_batchnorm(int rows, int C, double offset) {
   float *y[2], *yi[2], *saved[2], *dmov[2], *dx[2], *dg[2], *db[2], *dg1[2], *db1[2];
   for (int s = 0; s < 2; s++) {
     pst_backend *b = s ? g_dut : g_ref;
-    y[s] = zeros(n), yi[s] = zeros(n), dx[s] = zeros(n), saved[s] = zeros(2 * C);
-    dmov[s] = zeros(2 * C), dg[s] = zeros(C), db[s] = zeros(C), dg1[s] = zeros(C);
-    db1[s] = zeros(C);
+    y[s] = pst_parity_zeros(n), yi[s] = pst_parity_zeros(n), dx[s] = pst_parity_zeros(n), saved[s] = pst_parity_zeros(2 * C);
+    dmov[s] = pst_parity_zeros(2 * C), dg[s] = pst_parity_zeros(C), db[s] = pst_parity_zeros(C), dg1[s] = pst_parity_zeros(C);
+    db1[s] = pst_parity_zeros(C);
     float *dxx = up(b, x, n * 4), *ddy = up(b, dy, n * 4), *dyy = up(b, NULL, n * 4);
     float *dgx = up(b, NULL, n * 4), *dga = up(b, gamma, C * 4), *dbe = up(b, beta, C * 4);
     float *dmo = up(b, moving, 2 * C * 4), *dsa = up(b, NULL, 2 * C * 4);
@@ -519,16 +493,16 @@ static void test_batchnorm(int rows, int C, double offset) {
     b->free(b, dbe), b->free(b, dmo), b->free(b, dsa), b->free(b, ddm), b->free(b, ddg);
     b->free(b, ddb);
   }
-  compare(what, "y", y[1], y[0], n);
-  compare(what, "saved mean, inv_std", saved[1], saved[0], 2 * C);
-  compare(what, "dmoving mean", dmov[1], dmov[0], C);
-  compare(what, "dmoving var", dmov[1] + C, dmov[0] + C, C);
-  compare(what, "dx", dx[1], dx[0], n);
-  compare(what, "dgamma", dg[1], dg[0], C);
-  compare(what, "dbeta", db[1], db[0], C);
-  compare(what, "dgamma without dx", dg1[1], dg1[0], C);
-  compare(what, "dbeta without dx", db1[1], db1[0], C);
-  compare(what, "y (inference)", yi[1], yi[0], n);
+  pst_parity_compare(what, "y", y[1], y[0], n);
+  pst_parity_compare(what, "saved mean, inv_std", saved[1], saved[0], 2 * C);
+  pst_parity_compare(what, "dmoving mean", dmov[1], dmov[0], C);
+  pst_parity_compare(what, "dmoving var", dmov[1] + C, dmov[0] + C, C);
+  pst_parity_compare(what, "dx", dx[1], dx[0], n);
+  pst_parity_compare(what, "dgamma", dg[1], dg[0], C);
+  pst_parity_compare(what, "dbeta", db[1], db[0], C);
+  pst_parity_compare(what, "dgamma without dx", dg1[1], dg1[0], C);
+  pst_parity_compare(what, "dbeta without dx", db1[1], db1[0], C);
+  pst_parity_compare(what, "y (inference)", yi[1], yi[0], n);
   for (int s = 0; s < 2; s++) {
     free(y[s]), free(yi[s]), free(saved[s]), free(dmov[s]), free(dx[s]), free(dg[s]);
     free(db[s]), free(dg1[s]), free(db1[s]);
@@ -580,24 +554,8 @@ static void test_describe(void) {
 }
 
 int main(void) {
-  const char *spec = getenv("PSTRAIN_PARITY_DEVICE");
-  const char *req = getenv("PSTRAIN_REQUIRE_GPU");
-  if (!spec || !spec[0]) spec = "cuda:0";
-  char note[512];
-  int rc = pst_device_open(spec, 0, 1, &g_dut, note, sizeof note);
-  if (rc != 0) {
-    if (req && strcmp(req, "1") == 0) {
-      fprintf(stderr, "FAIL: PSTRAIN_REQUIRE_GPU=1 but %s\n", note);
-      return 1;
-    }
-    printf("SKIP: %s\n", note);
-    return 0;
-  }
-  printf("%s\n", note);
-  if (pst_cpu_backend_create(1, &g_ref) != 0) {
-    fprintf(stderr, "cannot create the CPU backend\n");
-    return 1;
-  }
+  int rc = pst_parity_open(&g_dut, &g_ref);
+  if (rc != 0) return rc < 0 ? 1 : 0;
 
   test_dense(1, 1, 1);
   test_dense(7, 33, 19);
@@ -675,7 +633,7 @@ int main(void) {
   test_avgpool(global_window(2, 5, 3, 300));
 
   test_describe();
-  test_cap(spec);
+  test_cap(pst_parity_device());
 
   g_ref->destroy(g_ref);
   g_dut->destroy(g_dut);

@@ -5,8 +5,8 @@
  * step must give the bits of a plain step on the same device (dense layers only: cuBLAS is
  * deterministic) and match the CPU backend to 1e-4.
  *
- * Without a usable GPU it prints "SKIP: <reason>" and passes, unless PSTRAIN_REQUIRE_GPU=1;
- * PSTRAIN_PARITY_DEVICE=cpu runs it on the CPU backend (the harness itself). */
+ * Without a usable GPU it skips (kernels/cuda/parity.h); PSTRAIN_PARITY_DEVICE=cpu runs it on
+ * the CPU backend (the harness itself). */
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,17 +16,12 @@
 #include "kernels/backend.h"
 #include "kernels/device.h"
 #include "kernels/net.h"
+#include "kernels/cuda/parity.h"
 #include "kernels/testing.h"
 #include "model/model.h"
 
 static pst_backend *g_ref; /* the CPU backend */
 static pst_backend *g_dut; /* the backend under test */
-
-static float *zeros(size_t n) {
-  float *p = calloc(n ? n : 1, sizeof(float));
-  if (!p) exit(1);
-  return p;
-}
 
 static float *rand_floats(size_t n, double lo, double hi) {
   float *p = malloc((n ? n : 1) * sizeof(float));
@@ -35,20 +30,6 @@ static float *rand_floats(size_t n, double lo, double hi) {
   return p;
 }
 
-/* ||a - ref|| / ||ref|| <= 1e-4. */
-static void compare(const char *what, const char *tensor, const float *got, const float *ref,
-                    size_t n) {
-  double d = 0.0, r = 0.0;
-  for (size_t i = 0; i < n; i++) {
-    double e = (double)got[i] - (double)ref[i];
-    d += e * e;
-    r += (double)ref[i] * ref[i];
-  }
-  double e = sqrt(d) / (sqrt(r) > 1e-20 ? sqrt(r) : 1.0);
-  int ok = e <= 1e-4 && !isnan(e);
-  CHECK(ok);
-  if (!ok) fprintf(stderr, "  %s: %s: relative error %.3g > 1e-4\n", what, tensor, e);
-}
 
 /* The net's layer-by-layer paths on the backend under test (kernels/net.h: weights
  * uploaded on the copy stream as each layer's wait returns, each layer's gradient
@@ -90,7 +71,7 @@ static void test_layered_net(void) {
   CHECK(pst_model_parse("input 300\ndense 200 relu\ndense 100 relu\ndense 50 relu\n"
                         "dense 10 softmax\n", "layered", &m, err, sizeof err) == 0);
   enum { B = 32 };
-  float *params = malloc(m.n_params * 4), *want = zeros(m.n_params), *ref = zeros(m.n_params);
+  float *params = malloc(m.n_params * 4), *want = pst_parity_zeros(m.n_params), *ref = pst_parity_zeros(m.n_params);
   float *x = rand_floats((size_t)B * m.input_size, -1, 1);
   int32_t labels[B];
   for (int i = 0; i < B; i++) labels[i] = (i * 7) % 10;
@@ -107,12 +88,12 @@ static void test_layered_net(void) {
   if (!rc) rc = pst_net_load_params(net, params);
   if (!rc) rc = pst_net_train_step(net, x, labels, B, 1.0f / B, want, &loss, &correct);
   CHECK(rc == 0);
-  compare("layered net", "plain gradient", want, ref, m.n_params);
+  pst_parity_compare("layered net", "plain gradient", want, ref, m.n_params);
   /* Pinned host buffers, as the worker's (plain ones for the CPU harness). */
   int pinned = g_dut->host_alloc != NULL;
   float *arriving = pinned ? g_dut->host_alloc(g_dut, m.n_params * 4) : malloc(m.n_params * 4);
   float *grad = pinned ? g_dut->host_alloc(g_dut, m.n_params * 4) : malloc(m.n_params * 4);
-  float *seen = zeros(m.n_params);
+  float *seen = pst_parity_zeros(m.n_params);
   CHECK(arriving && grad);
   if (arriving && grad && net) {
     memset(arriving, 0xff, m.n_params * 4);
@@ -141,23 +122,8 @@ static void test_layered_net(void) {
 }
 
 int main(void) {
-  const char *spec = getenv("PSTRAIN_PARITY_DEVICE");
-  const char *req = getenv("PSTRAIN_REQUIRE_GPU");
-  if (!spec || !spec[0]) spec = "cuda:0";
-  char note[512];
-  if (pst_device_open(spec, 0, 1, &g_dut, note, sizeof note) != 0) {
-    if (req && strcmp(req, "1") == 0) {
-      fprintf(stderr, "FAIL: PSTRAIN_REQUIRE_GPU=1 but %s\n", note);
-      return 1;
-    }
-    printf("SKIP: %s\n", note);
-    return 0;
-  }
-  printf("%s\n", note);
-  if (pst_cpu_backend_create(1, &g_ref) != 0) {
-    fprintf(stderr, "cannot create the CPU backend\n");
-    return 1;
-  }
+  int rc = pst_parity_open(&g_dut, &g_ref);
+  if (rc != 0) return rc < 0 ? 1 : 0;
   test_layered_net();
   g_ref->destroy(g_ref);
   g_dut->destroy(g_dut);
