@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Issue 13, point 3 (on CPU workers here): --pull-by-layer starts a training step while its weights
-# are still arriving, and each layer's forward pass waits only for that layer's weights
-# (kernels/net.h, pst_net_load_params_streamed; the ps sends a reply's chunks first layer
-# first).
+# Issue 13, point 3 (on CPU workers here): --pull-by-layer starts a training step while its
+# weights are still arriving, and each layer's forward pass waits only for that layer's
+# weights (kernels/net.h, pst_net_load_params_streamed; the ps sends a reply's chunks first
+# layer first).
 #  - sync, 2 workers, 16 KiB chunks so that a reply has 58 chunks: the same final weights
 #    with and without it, with --push-by-layer as well, and over 2 ps shards; the workers
 #    say how many steps started before their weights were all in, which must be some;
-#  - a reply that stops halfway: a proxy between worker 0 and the ps forwards the first two
-#    chunks of the 21st reply and then nothing, so that the step computing on them waits
-#    for the rest. The worker's silence check must give the ps up, the waiting step must be
+#  - a reply that stops halfway: a proxy between worker 0 and the ps (tests/ps_proxy.py)
+#    forwards the first two chunks of the 21st reply and then nothing, so that the step
+#    computing on them waits for the rest. The worker's silence check must give the ps up, the waiting step must be
 #    dropped (not hang the worker), the worker must connect again and, the ps waiting for it
 #    (--on-worker-loss wait), the run must end with the clean run's weights;
 #  - and a SIGTERM while such a step waits: the worker stops at once (status 3).
@@ -36,90 +36,7 @@ train sync 2 "$OUT/clean.json" "${args[@]}"
 clean=$(json_field "$OUT/clean.json" weights_checksum)
 port=$(free_port)
 proxy_port=$(free_port)
-cat >"$OUT/proxy.py" <<'PY'
-# Forwards 127.0.0.1:LISTEN to the ps at 127.0.0.1:PS both ways. On the first connection,
-# once STALL replies have passed whole, it forwards the next reply's first two chunks and
-# then nothing more from the ps (it keeps reading, so that the ps is never blocked), until
-# either end closes. Later connections are forwarded whole.
-import socket, struct, sys, threading
-listen, ps_port, stall, marker = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
-WEIGHTS = 4
-
-def varint(b, i):
-    v = s = 0
-    while True:
-        c = b[i]; i += 1
-        v |= (c & 0x7F) << s; s += 7
-        if c < 0x80: return v, i
-
-def fields(h):  # the header's varint fields: 1 is the type, 5 "last"
-    f, i = {}, 0
-    while i < len(h):
-        key, i = varint(h, i)
-        wt = key & 7
-        if wt == 0: f[key >> 3], i = varint(h, i)
-        elif wt == 2: n, i = varint(h, i); i += n
-        elif wt == 1: i += 8
-        elif wt == 5: i += 4
-        else: break
-    return f
-
-def exact(s, n):
-    b = b""
-    while len(b) < n:
-        c = s.recv(n - len(b))
-        if not c: raise EOFError
-        b += c
-    return b
-
-def up(w, p):  # worker -> ps, as it comes
-    try:
-        while True:
-            c = w.recv(65536)
-            if not c: break
-            p.sendall(c)
-    except OSError:
-        pass
-    for s in (w, p):
-        try: s.shutdown(socket.SHUT_RDWR)
-        except OSError: pass
-
-def down(p, w, stalls):
-    replies = chunks = 0
-    try:
-        while True:
-            prefix = exact(p, 16)
-            hlen, plen = struct.unpack("<II", prefix[8:16])
-            head = exact(p, hlen)
-            payload = exact(p, plen)
-            f = fields(head)
-            if stalls and f.get(1) == WEIGHTS and replies >= stall and chunks == 2:
-                open(marker, "w").write("stalled\n")
-                while p.recv(65536): pass
-                break
-            w.sendall(prefix + head + payload)
-            if f.get(1) == WEIGHTS:
-                chunks += 1
-                if f.get(5): replies, chunks = replies + 1, 0
-    except (OSError, EOFError):
-        pass
-    for s in (w, p):
-        try: s.shutdown(socket.SHUT_RDWR)
-        except OSError: pass
-
-srv = socket.socket()
-srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-srv.bind(("127.0.0.1", listen))
-srv.listen(8)
-first = True
-while True:
-    w, _ = srv.accept()
-    p = socket.create_connection(("127.0.0.1", ps_port))
-    threading.Thread(target=up, args=(w, p), daemon=True).start()
-    threading.Thread(target=down, args=(p, w, first), daemon=True).start()
-    first = False
-PY
-start_bg proxy /usr/bin/python3 "$OUT/proxy.py" "$proxy_port" "$port" 20 "$OUT/stalled"
+start_bg proxy /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled" stall 20
 # The ps waits for the lost worker (sync steps do not go on without it), so the run must end
 # with exactly the clean run's weights.
 start_ps ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" \
@@ -145,7 +62,7 @@ pass "a reply stopped after 2 of 58 chunks: worker 0 gave the ps up, dropped the
 # its timeout): the wait ends at once and the worker stops with status 3.
 port=$(free_port)
 proxy_port=$(free_port)
-start_bg proxy2 /usr/bin/python3 "$OUT/proxy.py" "$proxy_port" "$port" 5 "$OUT/stalled2"
+start_bg proxy2 /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled2" stall 5
 start_ps ps2 --listen "127.0.0.1:$port" --workers 2 --worker-timeout 30 "${args[@]}"
 start_worker w0b --ps "127.0.0.1:$proxy_port" --index 0 --pull-by-layer
 w0=$LAST_PID

@@ -136,13 +136,14 @@ static void delay_step(wk_trainer *t) {
 }
 
 /* --pull-by-layer, on the threadpool: whether params[0, upto) is in, under pull_mu. The
- * vector is the shards' parts in order, and each shard's reply fills its part in order. */
+ * vector is the shards' parts in order, and each shard's reply fills its part in order; a
+ * shard whose reply has ended has all of its part in, whatever order its chunks came in
+ * (pull_got stops at a chunk out of order: a lying ps once hung a step that waited on it). */
 static int params_in(const wk_trainer *t, size_t upto) {
   for (int i = 0; i < t->n_ps; i++) {
     const wk_shard *sh = &t->ps[i];
-    if (sh->offset >= upto) continue;
-    if (upto >= sh->offset + sh->floats ? !sh->pull_done : sh->pull_got < upto - sh->offset)
-      return 0;
+    if (sh->offset >= upto || sh->pull_done) continue;
+    if (upto >= sh->offset + sh->floats || sh->pull_got < upto - sh->offset) return 0;
   }
   return 1;
 }

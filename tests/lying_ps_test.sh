@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# A worker survives a ps that lies. Between worker 0 and a real ps stands a proxy
+# (tests/ps_proxy.py, mode lie) that, on each new connection, changes one chunk of its third
+# reply:
+# a chunk past the end of the shard's part, a count that does not match the payload, a
+# prefix that is not pstrain's, a header length far over the cap, a frame type that does not
+# exist, the reply's last chunk twice, and two chunks swapped. Each lie but the last must
+# make the worker close that connection with a one-line reason and connect again (never
+# crash, never train on the lie); the swapped chunks carry their offsets and must be taken
+# as they are. The worker runs with --pull-by-layer, so its step computes on a reply while
+# the rest of it is still coming. The ps waits for the lost worker (--on-worker-loss wait),
+# so the run must end with exactly the weights of a clean run.
+source "$(dirname "$0")/lib.sh"
+args=(--model mlp --epochs 1 --batch-size 256 --seed 5 --chunk-kib 16)
+train sync 2 "$OUT/clean.json" "${args[@]}"
+clean=$(json_field "$OUT/clean.json" weights_checksum)
+
+port=$(free_port)
+proxy_port=$(free_port)
+start_bg proxy /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/lies" lie 3
+start_ps ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" \
+  --worker-timeout 3 --on-worker-loss wait "${args[@]}"
+ps_pid=$LAST_PID
+start_worker w0 --ps "127.0.0.1:$proxy_port" --index 0 --pull-by-layer
+w0=$LAST_PID
+start_worker w1 --ps "127.0.0.1:$port" --index 1 --pull-by-layer
+w1=$LAST_PID
+wait_pid "$w0" 120 || fail "worker 0 exited non-zero after the lies"
+wait_pid "$w1" 120 || fail "worker 1 exited non-zero"
+wait_pid "$ps_pid" 30 || fail "the ps exited non-zero"
+
+told=$(tr '\n' ' ' <"$OUT/lies" 2>/dev/null || true)
+[ "$told" = "offset count magic huge type twice reorder " ] || fail "the proxy told: '$told'"
+# One reconnection per lie but the swap, each at once (a bad frame, not silence) with its
+# reason in one line. (A reconnection may also be refused a few times while the ps has not
+# yet seen the old connection close: those say so, and are not counted.)
+bad=$(grep -c "lost the ps (bad frame from the ps: " "$OUT/w0.log" || true)
+[ "$bad" -eq 6 ] || fail "worker 0 dropped $bad connections for a bad frame, not 6 (one per lie but the swap)"
+for reason in "unexpected tensor chunk (offset 10737" "tensor chunk of [0-9]* floats with a" \
+              "bad magic" "header length 1073741824" "unknown message type 99"; do
+  grep -q "lost the ps (bad frame from the ps: $reason" "$OUT/w0.log" || fail "no one-line reason '$reason'"
+done
+if grep -q "lost the ps (no message" "$OUT/w0.log"; then fail "worker 0 waited for silence instead of refusing a lie"; fi
+if grep -qiE "segmentation|abort|sanitizer|assert" "$OUT/w0.log"; then fail "worker 0 crashed"; fi
+got=$(json_field "$OUT/s.json" weights_checksum)
+[ "$got" = "$clean" ] || fail "checksum $got after the lies, $clean in a clean run"
+pass "7 lies from the ps (told: $told): 6 reconnections with a reason each, the swap taken; checksum $got = clean"
+grep -h "lost the ps (bad frame" "$OUT/w0.log" | sed 's/^.*lost the ps (/  reason: (/; s/; reconnecting.*//'
+echo "1 passed, 0 failed"

@@ -1,0 +1,214 @@
+"""A ps that stalls or lies, for the worker's tests: a proxy between one worker and a real ps
+that forwards both ways frame by frame (proto/wire.h: a 16-byte prefix, a protobuf header, a
+payload) and, on the connections it is told to, changes what the ps sends.
+
+    ps_proxy.py LISTEN PS_PORT MARKER stall N
+        On the first connection, once N replies have passed whole, forwards the next
+        reply's first two chunks and then nothing more from the ps (it keeps reading, so
+        that the ps is never blocked), until either end closes. Later connections are
+        forwarded whole.
+    ps_proxy.py LISTEN PS_PORT MARKER lie N
+        Each connection that gets as far as the third chunk of its N-th reply is told there
+        the next lie of LIES not yet told (a connection the ps refuses tells none), and is
+        forwarded as it goes otherwise; once every lie is told, connections are forwarded
+        whole.
+
+Each time it stalls or lies it appends a line to MARKER. Only the ps's side is changed;
+what the worker sends is forwarded as it comes.
+"""
+import socket
+import struct
+import sys
+import threading
+
+WEIGHTS = 4
+
+# What a lying ps sends in place of one WEIGHTS chunk, and the worker's error it must meet.
+LIES = [
+    "offset",     # a chunk past the end of the shard's part
+    "count",      # a header whose count does not match the payload's length
+    "magic",      # a prefix that is not pstrain's
+    "huge",       # a header length far over the cap
+    "type",       # a frame type that does not exist
+    "twice",      # the reply's last chunk twice
+    "reorder",    # two chunks swapped: not a lie (each says its offset); must train on
+]
+
+
+def varint(b, i):
+    v = s = 0
+    while True:
+        c = b[i]
+        i += 1
+        v |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return v, i
+
+
+def put_varint(v):
+    out = bytearray()
+    while True:
+        c = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(c | 0x80)
+        else:
+            out.append(c)
+            return bytes(out)
+
+
+def fields(h):
+    """The header's varint fields: 1 type, 2 version, 3 offset, 4 count, 5 last."""
+    f, i = {}, 0
+    while i < len(h):
+        key, i = varint(h, i)
+        wt = key & 7
+        if wt == 0:
+            f[key >> 3], i = varint(h, i)
+        elif wt == 2:
+            n, i = varint(h, i)
+            i += n
+        elif wt == 1:
+            i += 8
+        elif wt == 5:
+            i += 4
+        else:
+            break
+    return f
+
+
+def chunk_header(f):
+    """A WEIGHTS header with fields f (as pst_wire_encode_chunk writes one)."""
+    return b"".join(put_varint(k << 3) + put_varint(f[k]) for k in sorted(f) if f[k])
+
+
+def frame(prefix, head, payload):
+    return prefix[:8] + struct.pack("<II", len(head), len(payload)) + head + payload
+
+
+def exact(s, n):
+    b = bytearray()
+    while len(b) < n:
+        c = s.recv(min(n - len(b), 1 << 20))
+        if not c:
+            raise EOFError
+        b += c
+    return bytes(b)
+
+
+def close_both(a, b):
+    for s in (a, b):
+        try:
+            s.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+
+def up(w, p):
+    """The worker's side, as it comes."""
+    try:
+        while True:
+            c = w.recv(65536)
+            if not c:
+                break
+            p.sendall(c)
+    except OSError:
+        pass
+    close_both(w, p)
+
+
+told = 0  # lies told so far, over every connection
+told_lock = threading.Lock()
+
+
+def next_lie():
+    global told
+    with told_lock:
+        if told >= len(LIES):
+            return None
+        told += 1
+        return LIES[told - 1]
+
+
+def down(p, w, mode, n, k, marker):
+    """The ps's side: whole, stalled (mode "stall", k = 0) or with a lie (mode "lie")."""
+    lie = "due" if mode == "lie" else None
+    stall = mode == "stall" and k == 0
+    replies = chunks = 0
+    held = None  # "reorder": the chunk held back to go after the next one
+    try:
+        while True:
+            prefix = exact(p, 16)
+            hlen, plen = struct.unpack("<II", prefix[8:16])
+            head = exact(p, hlen)
+            payload = exact(p, plen)
+            f = fields(head)
+            weights = f.get(1) == WEIGHTS
+            due = weights and replies == n and chunks == 2
+            out = frame(prefix, head, payload)
+            if due and stall:
+                open(marker, "a").write("stalled\n")
+                while p.recv(65536):
+                    pass
+                break
+            if due and lie == "due":
+                lie = next_lie()
+            if due and lie and lie != "twice":
+                open(marker, "a").write(lie + "\n")
+                if lie in ("offset", "count"):
+                    g = dict(f)
+                    if lie == "offset":
+                        g[3] = f.get(3, 0) + (1 << 30)
+                    else:
+                        g[4] = f.get(4, 0) + 1
+                    out = frame(prefix, chunk_header(g), payload)
+                elif lie == "magic":
+                    out = b"XXXX" + out[4:]
+                elif lie == "huge":
+                    out = prefix[:8] + struct.pack("<II", 1 << 30, 0)
+                elif lie == "type":
+                    out = frame(prefix, put_varint(1 << 3) + put_varint(99), b"")
+                elif lie == "reorder":
+                    held = out
+                    out = b""
+                lie = None
+            elif held is not None and weights:
+                out, held = out + held, None
+            if out:
+                w.sendall(out)
+            if weights:
+                chunks += 1
+                if f.get(5):
+                    if lie == "twice" and replies == n:
+                        open(marker, "a").write("twice\n")
+                        w.sendall(out)
+                        lie = None
+                    replies, chunks = replies + 1, 0
+    except (OSError, EOFError):
+        pass
+    close_both(p, w)
+
+
+def main():
+    listen, ps_port, marker, mode, n = (int(sys.argv[1]), int(sys.argv[2]), sys.argv[3],
+                                        sys.argv[4], int(sys.argv[5]))
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", listen))
+    srv.listen(8)
+    k = 0
+    while True:
+        w, _ = srv.accept()
+        try:
+            p = socket.create_connection(("127.0.0.1", ps_port))
+        except OSError:
+            w.close()
+            continue
+        threading.Thread(target=up, args=(w, p), daemon=True).start()
+        threading.Thread(target=down, args=(p, w, mode, n, k, marker), daemon=True).start()
+        k += 1
+
+
+if __name__ == "__main__":
+    main()
