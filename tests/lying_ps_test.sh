@@ -7,43 +7,53 @@
 # exist, the reply's last chunk twice, and two chunks swapped. Each lie but the last must
 # make the worker close that connection with a one-line reason and connect again (never
 # crash, never train on the lie); the swapped chunks carry their offsets and must be taken
-# as they are. The worker runs with --pull-by-layer, so its step computes on a reply while
-# the rest of it is still coming. The ps waits for the lost worker (--on-worker-loss wait),
-# so the run must end with exactly the weights of a clean run.
+# as they are. Twice: with --pull-by-layer, whose step computes on a reply while the rest
+# of it is still coming, and without. The ps waits for the lost worker (--on-worker-loss
+# wait), so each run must end with exactly the weights of a clean run.
 source "$(dirname "$0")/lib.sh"
 args=(--model mlp --epochs 1 --batch-size 256 --seed 5 --chunk-kib 16)
 train sync 2 "$OUT/clean.json" "${args[@]}"
 clean=$(json_field "$OUT/clean.json" weights_checksum)
 
-port=$(free_port)
-proxy_port=$(free_port)
-start_bg proxy /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/lies" lie 3
-start_ps ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" \
-  --worker-timeout 3 --on-worker-loss wait "${args[@]}"
-ps_pid=$LAST_PID
-start_worker w0 --ps "127.0.0.1:$proxy_port" --index 0 --pull-by-layer
-w0=$LAST_PID
-start_worker w1 --ps "127.0.0.1:$port" --index 1 --pull-by-layer
-w1=$LAST_PID
-wait_pid "$w0" 120 || fail "worker 0 exited non-zero after the lies"
-wait_pid "$w1" 120 || fail "worker 1 exited non-zero"
-wait_pid "$ps_pid" 30 || fail "the ps exited non-zero"
+# lied_to NAME WORKER_FLAGS...: the run with the lying proxy before worker 0.
+lied_to() {
+  local name=$1; shift
+  local port proxy_port ps_pid w0 w1
+  port=$(free_port)
+  proxy_port=$(free_port)
+  start_bg "proxy-$name" /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
+    "$OUT/lies-$name" lie 3
+  start_ps "ps-$name" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-$name.json" \
+    --worker-timeout 3 --on-worker-loss wait "${args[@]}"
+  ps_pid=$LAST_PID
+  start_worker "w0-$name" --ps "127.0.0.1:$proxy_port" --index 0 "$@"
+  w0=$LAST_PID
+  start_worker "w1-$name" --ps "127.0.0.1:$port" --index 1 "$@"
+  w1=$LAST_PID
+  wait_pid "$w0" 120 || fail "$name: worker 0 exited non-zero after the lies"
+  wait_pid "$w1" 120 || fail "$name: worker 1 exited non-zero"
+  wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
 
-told=$(tr '\n' ' ' <"$OUT/lies" 2>/dev/null || true)
-[ "$told" = "offset count magic huge type twice reorder " ] || fail "the proxy told: '$told'"
-# One reconnection per lie but the swap, each at once (a bad frame, not silence) with its
-# reason in one line. (A reconnection may also be refused a few times while the ps has not
-# yet seen the old connection close: those say so, and are not counted.)
-bad=$(grep -c "lost the ps (bad frame from the ps: " "$OUT/w0.log" || true)
-[ "$bad" -eq 6 ] || fail "worker 0 dropped $bad connections for a bad frame, not 6 (one per lie but the swap)"
-for reason in "unexpected tensor chunk (offset 10737" "tensor chunk of [0-9]* floats with a" \
-              "bad magic" "header length 1073741824" "unknown message type 99"; do
-  grep -q "lost the ps (bad frame from the ps: $reason" "$OUT/w0.log" || fail "no one-line reason '$reason'"
-done
-if grep -q "lost the ps (no message" "$OUT/w0.log"; then fail "worker 0 waited for silence instead of refusing a lie"; fi
-if grep -qiE "segmentation|abort|sanitizer|assert" "$OUT/w0.log"; then fail "worker 0 crashed"; fi
-got=$(json_field "$OUT/s.json" weights_checksum)
-[ "$got" = "$clean" ] || fail "checksum $got after the lies, $clean in a clean run"
-pass "7 lies from the ps (told: $told): 6 reconnections with a reason each, the swap taken; checksum $got = clean"
-grep -h "lost the ps (bad frame" "$OUT/w0.log" | sed 's/^.*lost the ps (/  reason: (/; s/; reconnecting.*//'
-echo "1 passed, 0 failed"
+  local told bad got log="$OUT/w0-$name.log"
+  told=$(tr '\n' ' ' <"$OUT/lies-$name" 2>/dev/null || true)
+  [ "$told" = "offset count magic huge type twice reorder " ] || fail "$name: the proxy told: '$told'"
+  # One reconnection per lie but the swap, each at once (a bad frame, not silence) with its
+  # reason in one line. (A reconnection may also be refused a few times while the ps has not
+  # yet seen the old connection close: those say so, and are not counted.)
+  bad=$(grep -c "lost the ps (bad frame from the ps: " "$log" || true)
+  [ "$bad" -eq 6 ] || fail "$name: worker 0 dropped $bad connections for a bad frame, not 6 (one per lie but the swap)"
+  for reason in "unexpected tensor chunk (offset 10737" "tensor chunk of [0-9]* floats with a" \
+                "bad magic" "header length 1073741824" "unknown message type 99"; do
+    grep -q "lost the ps (bad frame from the ps: $reason" "$log" || fail "$name: no one-line reason '$reason'"
+  done
+  if grep -q "lost the ps (no message" "$log"; then fail "$name: worker 0 waited for silence instead of refusing a lie"; fi
+  if grep -qiE "segmentation|abort|sanitizer|assert" "$log"; then fail "$name: worker 0 crashed"; fi
+  got=$(json_field "$OUT/s-$name.json" weights_checksum)
+  [ "$got" = "$clean" ] || fail "$name: checksum $got after the lies, $clean in a clean run"
+  pass "$name: 7 lies from the ps (told: $told): 6 reconnections with a reason each, the swap taken; checksum $got = clean"
+  grep -h "lost the ps (bad frame" "$log" | sed 's/^.*lost the ps (/  reason: (/; s/; reconnecting.*//'
+}
+
+lied_to streamed --pull-by-layer
+lied_to whole
+echo "2 passed, 0 failed"
