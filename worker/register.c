@@ -205,9 +205,15 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   sh->chunk_floats = w->chunk_floats;
   sh->start_step = w->start_step;
   sh->eval_epoch = w->eval_epoch;
-  if (wk_client_prepare_push(&sh->client, n, w->chunk_floats) < 0) {
+  int rc = wk_client_prepare_push(&sh->client, n, w->chunk_floats);
+  if (rc == -EINVAL) {
+    wk_fail(t, "the ps at %s:%d sent a chunk size of 0 floats", sh->client.host,
+            sh->client.port);
+    return rc;
+  }
+  if (rc < 0) {
     wk_fail(t, "out of memory for %zu parameters", n);
-    return -ENOMEM;
+    return rc;
   }
   return 0;
 }
