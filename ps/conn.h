@@ -73,9 +73,16 @@ struct ps_conn {
  * for abnormal closes; NULL for a normal one. A registered worker's close is its loss. */
 void ps_conn_close(ps_conn *c, const char *why, int hard);
 
-/* Control messages (ps/server.c). */
+/* Control messages (ps/messages.c). */
 int ps_send_raw(ps_conn *c, const void *bytes, size_t n);
 void ps_send_error(ps_conn *c, const char *reason);
+/* SHUTDOWN: training is over (failed: aborted; stopped: stopped on request). */
+void ps_send_shutdown(ps_conn *c, const char *reason, int failed, int stopped);
+/* What a peer sends besides its tensors. */
+void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello);
+void ps_handle_report(ps_conn *c, const Pstrain__Report *r);
+void ps_handle_rollback(ps_conn *c, uint64_t version);
+void ps_handle_status(ps_conn *c);
 const pst_reader_cbs *ps_reader_cbs(void);
 
 /* Admission (ps/admission.c). */

@@ -300,7 +300,7 @@ static void send_frame(int k, Pstrain__Header *h, const float *payload, uint32_t
 }
 
 static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_t p) {
-  uint32_t cf = g.srv.upd.chunk_floats, nc = g.srv.upd.n_chunks;
+  uint32_t cf = g.srv.upd.chunk_floats;
   size_t off = (size_t)chunk * cf;
   uint32_t count = (uint32_t)(g.model.n_params - off < cf ? g.model.n_params - off : cf);
   float v[64];
