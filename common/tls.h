@@ -92,7 +92,8 @@
  *     uv_read_stop -> pst_tls_stream_read_stop too. After pst_reader_resume, start_reading as
  *     now: the stream first delivers what it holds (from the loop, never inside read_start).
  *  6. ps_send_header and ps_send_raw: uv_write(&m->req, (uv_stream_t *)&c->tcp, &b, 1,
- *     on_ctl_write) -> pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write).
+ *     on_ctl_write) -> pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write) (both now
+ *     through proto/send.h, which the worker's control frames share).
  *  7. pull.c ps_pull_continue: uv_write(&c->wreq[i], (uv_stream_t *)&c->tcp, bufs, 2,
  *     on_pull_write) -> pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_pull_write).
  *     The header slot and the weights stay as they are (zero-copy on the ps's side);
@@ -146,8 +147,8 @@
  *     configuration error, instead of the reconnect loop; PST_TLS_FAIL_BROKEN (a handshake
  *     cut short, which a stopping ps also causes) is a lost connection like any other.
  *  5. send_raw, wk_client_send and wk_client_push: uv_write(...) ->
- *     pst_tls_stream_write(&c->io, ...) with the same arguments; on_push_write's counting is
- *     unchanged.
+ *     pst_tls_stream_write(&c->io, ...) with the same arguments (the first two now through
+ *     proto/send.h); on_push_write's counting is unchanged.
  *  6. wk_client_send_now: uv_try_write(...) -> pst_tls_stream_try_write(&c->io, &b, 1), which
  *     returns the byte count when the plaintext was taken whole (encrypted, and its ciphertext
  *     written, or its tail queued) and UV_EAGAIN otherwise; `rc == n` stays the test.

@@ -10,55 +10,28 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ps/checkpoint.h"
+#include "proto/send.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
 #include "ps/obs.h"
 #include "ps/server.h"
 
-/* A control message: one allocation, freed by its write callback. Rare, not hot path. */
-typedef struct {
-  uv_write_t req;
-  size_t len;
-  uint8_t bytes[];
-} ctl_msg;
-
 /* ---- sending ---- */
-
-static void on_ctl_write(uv_write_t *req, int status) {
-  (void)status;
-  free(req->data);
-}
 
 int ps_send_header(ps_conn *c, const Pstrain__Header *h) {
   if (c->state == CONN_CLOSING) return -ECANCELED;
   c->last_tx = pst_now();
-  size_t need = protobuf_c_message_get_packed_size(&h->base) + PST_WIRE_PREFIX_LEN;
-  ctl_msg *m = malloc(sizeof *m + need);
-  if (!m) return -ENOMEM;
-  int n = pst_wire_encode(h, 0, m->bytes, need);
-  if (n < 0) {
-    free(m);
-    return n;
-  }
-  m->req.data = m;
+  int n = pst_send_header(&c->io, h);
+  if (n < 0) return n;
   c->srv->metrics.bytes_out += (uint64_t)n;
-  uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
-  int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
-  if (rc < 0) free(m);
-  return rc;
+  return 0;
 }
 
 int ps_send_raw(ps_conn *c, const void *bytes, size_t n) {
   if (c->state == CONN_CLOSING) return -ECANCELED;
-  ctl_msg *m = malloc(sizeof *m + n);
-  if (!m) return -ENOMEM;
-  memcpy(m->bytes, bytes, n);
-  m->req.data = m;
   c->last_tx = pst_now();
-  c->srv->metrics.bytes_out += (uint64_t)n;
-  uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
-  int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
-  if (rc < 0) free(m);
+  int rc = pst_send_copy(&c->io, bytes, n);
+  if (rc == 0) c->srv->metrics.bytes_out += (uint64_t)n;
   return rc;
 }
 

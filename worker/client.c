@@ -7,6 +7,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "proto/send.h"
 
 static void try_connect(wk_client *c);
 
@@ -318,44 +319,16 @@ int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
 
 /* ---- sending ---- */
 
-typedef struct {
-  uv_write_t req;
-  uint8_t bytes[];
-} ctl_msg;
-
-static void on_ctl_write(uv_write_t *req, int status) {
-  (void)status;
-  free(req->data);
-}
-
 static int send_raw(wk_client *c, const void *bytes, size_t n) {
-  ctl_msg *m = malloc(sizeof *m + n);
-  if (!m) return -ENOMEM;
-  memcpy(m->bytes, bytes, n);
-  m->req.data = m;
   c->last_tx = pst_now();
-  uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
-  int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
-  if (rc < 0) free(m);
-  return rc;
+  return pst_send_copy(&c->io, bytes, n);
 }
 
 int wk_client_send(wk_client *c, const Pstrain__Header *h) {
   if (c->state != WK_CONN_OPEN) return -ENOTCONN;
-  size_t need = protobuf_c_message_get_packed_size(&h->base) + PST_WIRE_PREFIX_LEN;
-  ctl_msg *m = malloc(sizeof *m + need);
-  if (!m) return -ENOMEM;
-  int n = pst_wire_encode(h, 0, m->bytes, need);
-  if (n < 0) {
-    free(m);
-    return n;
-  }
-  m->req.data = m;
   c->last_tx = pst_now();
-  uv_buf_t b = uv_buf_init((char *)m->bytes, (unsigned)n);
-  int rc = pst_tls_stream_write(&c->io, &m->req, &b, 1, on_ctl_write);
-  if (rc < 0) free(m);
-  return rc;
+  int n = pst_send_header(&c->io, h);
+  return n < 0 ? n : 0;
 }
 
 int wk_client_send_now(wk_client *c, const Pstrain__Header *h) {

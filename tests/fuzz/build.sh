@@ -69,6 +69,7 @@ lib_sources() {
   echo "$out/gen/proto/pstrain.pb-c.c"
   echo "$out/gen/proto/tensorboard.pb-c.c"
   echo "$root/proto/wire.c"
+  echo "$root/proto/send.c"
   echo "$root/proto/status_json.c"
   echo "$root/model/model.c"
   echo "$root/model/presets.c"

@@ -1,0 +1,19 @@
+/* Control frames over a connection (common/tls.h's stream, with or without TLS): each is
+ * encoded into a block of its own, which is freed once written. For the rare, small
+ * messages (HELLO, WELCOME, PULL, REPORT, ERROR, ...); tensors go out zero-copy with
+ * pst_tls_stream_write instead. */
+#ifndef PSTRAIN_PROTO_SEND_H
+#define PSTRAIN_PROTO_SEND_H
+
+#include <stddef.h>
+
+#include "common/tls.h"
+#include "proto/wire.h"
+
+/* Queues the frame of h (prefix and header, no payload). The bytes queued (> 0), or a
+ * negative code (-ENOMEM, an encoding error, or the stream's). */
+int pst_send_header(pst_tls_stream *s, const Pstrain__Header *h);
+/* Queues a copy of bytes[n]. 0 or a negative code. */
+int pst_send_copy(pst_tls_stream *s, const void *bytes, size_t n);
+
+#endif
