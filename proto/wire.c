@@ -253,6 +253,16 @@ void pst_reader_buffer(pst_reader *r, char **base, size_t *len) {
   if (r->big && r->state == PST_RD_PREFIX && r->stage_len == 0) *len = PST_WIRE_CHUNK_HEAD;
 }
 
+int pst_reader_payload_rest(pst_reader *r, char **base, size_t *len) {
+  if (r->stage_pos == r->stage_len) r->stage_pos = r->stage_len = 0;
+  if (r->state != PST_RD_PAYLOAD || r->stage_len != 0 || r->prefix.payload_len <= r->got)
+    return 0;
+  r->direct = 1;
+  *base = (char *)r->payload + r->got;
+  *len = r->prefix.payload_len - r->got;
+  return 1;
+}
+
 static int fail(pst_reader *r, const uint8_t *bytes, size_t n) {
   pst_log_sanitize(bytes, n, 24, r->sample, sizeof r->sample);
   return -EPROTO;

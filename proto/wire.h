@@ -114,6 +114,10 @@ int pst_reader_grow(pst_reader *r, uint32_t max_payload, uint32_t max_header, si
 void pst_reader_free(pst_reader *r);
 /* Where the next read should land: use as libuv's alloc_cb result. */
 void pst_reader_buffer(pst_reader *r, char **base, size_t *len);
+/* The rest of the current payload as one buffer, for an owner that reads it some other way
+ * (the ps's I/O threads): 1 with base and len set (then feed what arrived, all or part), or
+ * 0 when no payload is being read or bytes of it are staged (read as usual then). */
+int pst_reader_payload_rest(pst_reader *r, char **base, size_t *len);
 /* Consumes n bytes read into the last buffer. Returns 0, PST_READER_PAUSE (the owner
  * should stop reading), or a negative code with r->err set (close the connection). */
 int pst_reader_feed(pst_reader *r, size_t n);

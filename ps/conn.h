@@ -66,14 +66,34 @@ struct ps_conn {
   uv_write_t *wreq;      /* [n_chunks] */
   uint8_t *whead;        /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
   uv_shutdown_t shutdown_req;
+  /* The I/O threads' jobs (ps/io.h): a gradient payload being read into push_dst, and a run
+   * of this reply's chunks being written. While rjob is out libuv does not read this socket,
+   * and while wjob is out nothing else is written to it: control frames wait in `deferred`,
+   * in order, and a graceful close waits for wjob (close_deferred). */
+  ps_io_job rjob, wjob;
+  uint32_t wjob_chunks;  /* reply chunks in wjob */
+  size_t rjob_seen;      /* rjob's progress at the last silence check (ps/liveness.c) */
+  int close_deferred;
+  struct ps_deferred *deferred, *deferred_tail;
 };
+
+/* A control frame written while wjob was out, sent once it ends. */
+typedef struct ps_deferred {
+  struct ps_deferred *next;
+  size_t n;
+  uint8_t bytes[];       /* [n] */
+} ps_deferred;
 
 /* Closes c: after its queued writes (an ERROR or SHUTDOWN) have gone out, or at once when
  * `hard` (a peer that stopped reading would hold a graceful close forever). `why` is logged
  * for abnormal closes; NULL for a normal one. A registered worker's close is its loss. */
 void ps_conn_close(ps_conn *c, const char *why, int hard);
+/* The part of a close that waited for c's write job: the shutdown (or, hard, the close). */
+void ps_conn_finish_close(ps_conn *c, int hard);
 
 /* Control messages (ps/messages.c). */
+/* Sends the control frames that waited behind c's write job, in order. */
+void ps_send_deferred(ps_conn *c);
 int ps_send_raw(ps_conn *c, const void *bytes, size_t n);
 void ps_send_error(ps_conn *c, const char *reason);
 /* SHUTDOWN: training is over (failed: aborted; stopped: stopped on request). */
@@ -118,5 +138,9 @@ void ps_pull_answer(ps_conn *c);
 void ps_pull_continue(ps_conn *c);
 /* The connection is closing: the chunks of its reply never sent count as done. */
 void ps_pull_abandon(ps_conn *c);
+/* c's write job ended (taken back by a close): its chunks count as done. */
+void ps_pull_job_ended(ps_conn *c);
+/* The callback of c's write job: sends what waited behind it, then the rest of the reply. */
+void ps_pull_job_done(ps_io_job *j);
 
 #endif

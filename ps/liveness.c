@@ -177,8 +177,15 @@ static void on_watch(uv_timer_t *t) {
     next = c->next;
     if (c->state != CONN_WORKER) continue;
     /* A connection the ps itself stopped reading (a chunk held back for sync order) is not
-     * silent: its bytes wait in the socket. */
-    if (!c->reading) c->last_rx = now;
+     * silent: its bytes wait in the socket. One whose payload an I/O thread is reading is
+     * silent only while no byte of it comes. */
+    if (ps_io_busy(&c->rjob)) {
+      size_t got = ps_io_progress(&c->rjob);
+      if (got != c->rjob_seen) c->last_rx = now;
+      c->rjob_seen = got;
+    } else if (!c->reading) {
+      c->last_rx = now;
+    }
     if (now - c->last_rx > s->opt.worker_timeout) {
       char why[96];
       snprintf(why, sizeof why, "no message for %.1f s (--worker-timeout %g)", now - c->last_rx,

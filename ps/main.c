@@ -44,7 +44,7 @@ static double o_hello_timeout;
 static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
-static int64_t o_backup, o_threads, o_eval_every, o_eval_samples;
+static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -66,7 +66,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("weight-decay", PST_CFG_DOUBLE, &o_wd, "0", "L2 weight decay added to gradients", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB)", 4, 262144),
-    PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "threads for sums and optimizer passes (0: the cores this process may use)", 0, 1024),
+    PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "threads for sums and optimizer passes (0: the cores this process may use); above 1, as many I/O threads less one", 0, 1024),
+    PST_OPT("io-offload-kib", PST_CFG_INT, &o_io_kib, "256", "with --threads above 1: gradient payloads and runs of weight chunks from this size (KiB) are moved by the I/O threads (0: never)", 0, 1048576),
     PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between workers' loss reports", 1, 1000000),
     PST_OPT("eval-every", PST_CFG_INT, &o_eval_every, "0", "steps between workers' evaluations on a test subset (0: off; the full test set is evaluated after each epoch either way)", 0, 1000000),
     PST_OPT("eval-samples", PST_CFG_INT, &o_eval_samples, "2000", "test samples in that subset (fixed by --seed, split across workers)", 1, 10000000),
@@ -170,6 +171,7 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
    * shares its cores with workers (one machine, the tests), 2 threads on 2 cores cost async
    * mlp runs 10-25% of their speed (docs/benchmarks.md); a dedicated ps host asks for 0. */
   o->threads = o_threads > 0 ? (int)o_threads : pst_proc_cores();
+  o->io_min = (uint32_t)(o_io_kib * 1024);
   o->report_every = (int)o_report_every;
   o->eval_every = (int)o_eval_every;
   o->eval_samples = (int)o_eval_samples;
@@ -352,11 +354,15 @@ int main(int argc, char **argv) {
     uv_loop_close(&loop);
     return 1;
   }
+  char io_line[96] = "";
+  if (srv.io)
+    snprintf(io_line, sizeof io_line, " (%d I/O threads for payloads from %u KiB)",
+             opt.threads - 1, opt.io_min / 1024);
   LOG_INFO("listening on %s:%d; model %s (%zu parameters, fingerprint %016" PRIx64
-           "); %s mode, %d workers, %s lr %g, batch %d x %d, %d epochs, %d thread%s",
+           "); %s mode, %d workers, %s lr %g, batch %d x %d, %d epochs, %d thread%s%s",
            opt.listen_host, opt.listen_port, o_model, model.n_params, model.fingerprint,
            o_mode, opt.workers, o_optimizer, o_lr, opt.workers, opt.batch_size, opt.epochs,
-           opt.threads, opt.threads == 1 ? "" : "s");
+           opt.threads, opt.threads == 1 ? "" : "s", io_line);
   if (opt.shard_count > 1) {
     char parts[1024];
     pst_partition_describe(&model, opt.shard_offset, opt.shard_floats, parts, sizeof parts);

@@ -3,6 +3,7 @@
  * owner of the counts that keep every reply to one version). */
 #include <stdint.h>
 
+#include "common/log.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
 
@@ -41,22 +42,97 @@ static uint32_t pull_ready_chunks(ps_conn *c) {
   return pst_update_ready_chunks(&s->upd);
 }
 
+/* The frame of reply chunk i: its header (encoded into this connection's slot for it) and
+ * its payload in the held store buffer. Returns the header's length. */
+static int chunk_frame(ps_conn *c, uint32_t i, uv_buf_t bufs[2]) {
+  ps_server *s = c->srv;
+  const float *w = s->store.buf[c->pull_hold.buf];
+  uint32_t len = pst_update_chunk_len(&s->upd, i);
+  size_t off = (size_t)i * s->upd.chunk_floats;
+  uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
+  int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
+                                 i + 1 == s->upd.n_chunks, head, PST_WIRE_CHUNK_HEAD);
+  bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
+  bufs[1] = uv_buf_init((char *)(w + off), len * 4u);
+  return hn;
+}
+
+/* Hands the ready chunks (up to a job's worth) to an I/O thread (ps/io.h) when there are
+ * enough bytes to pay for it, on plain TCP, and when nothing is queued in libuv before them
+ * (the job's bytes must follow every byte written before). Returns 1 when it did. */
+static int offload_chunks(ps_conn *c, uint32_t ready) {
+  ps_server *s = c->srv;
+  ps_io_job *j = &c->wjob;
+  uv_os_fd_t fd;
+  if (!s->io || c->deferred || pst_tls_stream_is_tls(&c->io) ||
+      uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) > 0 ||
+      uv_fileno((uv_handle_t *)&c->io.tcp, &fd) < 0)
+    return 0;
+  size_t bytes = 0;
+  uint32_t k = 0;
+  for (; c->pull_sent + k < ready && k < PS_IO_MAX_IOV / 2; k++)
+    bytes += pst_update_chunk_len(&s->upd, c->pull_sent + k) * 4u;
+  if (bytes < s->opt.io_min) return 0;
+  for (uint32_t i = 0; i < k; i++) {
+    uv_buf_t bufs[2];
+    int hn = chunk_frame(c, c->pull_sent + i, bufs);
+    for (int b = 0; b < 2; b++)
+      j->iov[2 * i + b] = (struct iovec){.iov_base = bufs[b].base, .iov_len = bufs[b].len};
+    s->metrics.bytes_out += (uint64_t)hn + bufs[1].len;
+  }
+  j->fd = fd;
+  j->dir = PS_IO_WRITE;
+  j->iovcnt = (int)(2 * k);
+  j->done = ps_pull_job_done;
+  j->data = c;
+  if (ps_io_submit(s->io, j) < 0) return 0;
+  c->pull_sent += k;
+  c->wjob_chunks = k;
+  c->last_tx = pst_now();
+  return 1;
+}
+
+void ps_pull_job_ended(ps_conn *c) {
+  ps_server *s = c->srv;
+  c->pull_done += c->wjob_chunks;
+  c->wjob_chunks = 0;
+  if (c->pull_done < s->upd.n_chunks) return;
+  if (c->wjob.err == 0) pst_metrics_pulled(&s->metrics, pst_now() - c->pull_at);
+  finish_pull(c);
+  ps_server_kick(s);
+}
+
+void ps_pull_job_done(ps_io_job *j) {
+  ps_conn *c = j->data;
+  if (j->err < 0) {
+    /* The socket failed under the I/O thread: what is left of the reply cannot follow. */
+    char why[96];
+    snprintf(why, sizeof why, "cannot send the weights: %s", uv_strerror(j->err));
+    ps_pull_job_ended(c);
+    if (c->state == CONN_CLOSING) ps_conn_finish_close(c, 1);
+    else ps_conn_close(c, why, 1);
+    return;
+  }
+  /* What was written while the job was out follows it, before any more of the reply. */
+  ps_send_deferred(c);
+  ps_pull_job_ended(c);
+  if (c->close_deferred) ps_conn_finish_close(c, 0);
+  else if (c->state == CONN_WORKER && c->pull_writing) ps_pull_continue(c);
+}
+
 /* Writes the reply's chunks that are ready and not yet sent. */
 void ps_pull_continue(ps_conn *c) {
   ps_server *s = c->srv;
-  uint32_t n = s->upd.n_chunks, ready = pull_ready_chunks(c);
-  const float *w = s->store.buf[c->pull_hold.buf];
+  /* A write job out sends its chunks first; its end continues from there. */
+  if (ps_io_busy(&c->wjob)) return;
+  uint32_t ready = pull_ready_chunks(c);
+  if (c->state != CONN_CLOSING && c->pull_sent < ready && offload_chunks(c, ready)) return;
   while (c->pull_sent < ready && c->state != CONN_CLOSING) {
     uint32_t i = c->pull_sent++;
-    uint32_t len = pst_update_chunk_len(&s->upd, i);
-    size_t off = (size_t)i * s->upd.chunk_floats;
-    uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
-    int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
-                                   i + 1 == n, head, PST_WIRE_CHUNK_HEAD);
-    uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
-                        uv_buf_init((char *)(w + off), len * 4u)};
+    uv_buf_t bufs[2];
+    int hn = chunk_frame(c, i, bufs);
     c->wreq[i].data = c;
-    s->metrics.bytes_out += (uint64_t)hn + len * 4u;
+    s->metrics.bytes_out += (uint64_t)hn + bufs[1].len;
     if (pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_pull_write) < 0) {
       /* The connection is failing: chunk i and the rest never started. */
       c->pull_sent = i;

@@ -102,7 +102,7 @@ void ps_server_kick(ps_server *s) {
         int rc = try_take(c);
         if (rc <= 0) continue;
       }
-      if (!c->reading && !c->pending) {
+      if (!c->reading && !c->pending && !ps_io_busy(&c->rjob)) {
         int rc = pst_reader_resume(&c->rd);
         if (rc < 0) {
           conn_close(c, c->rd.err);
@@ -293,6 +293,79 @@ static int grow_reader(ps_conn *c) {
   return pst_reader_resume(&c->rd);
 }
 
+static void on_read_job(ps_io_job *j);
+
+/* Hands the rest of a gradient payload to an I/O thread (ps/io.h) when it is big enough to
+ * pay for the hand-over: libuv stops reading this socket until the job's end feeds the
+ * reader. Plain TCP only, and only when the payload goes straight into place (nothing of it
+ * staged). Returns 1 when it did. */
+static int offload_read(ps_conn *c) {
+  ps_server *s = c->srv;
+  uv_os_fd_t fd;
+  char *base;
+  size_t len;
+  if (!s->io || c->state != CONN_WORKER || c->rd.state != PST_RD_PAYLOAD ||
+      c->rd.prefix.payload_len - c->rd.got < s->opt.io_min || pst_tls_stream_is_tls(&c->io) ||
+      uv_fileno((uv_handle_t *)&c->io.tcp, &fd) < 0 ||
+      !pst_reader_payload_rest(&c->rd, &base, &len))
+    return 0;
+  ps_io_job *j = &c->rjob;
+  j->fd = fd;
+  j->dir = PS_IO_READ;
+  j->iov[0] = (struct iovec){.iov_base = base, .iov_len = len};
+  j->iovcnt = 1;
+  j->done = on_read_job;
+  j->data = c;
+  if (c->reading) pst_tls_stream_read_stop(&c->io);
+  c->reading = 0;
+  c->rjob_seen = 0;
+  if (ps_io_submit(s->io, j) == 0) return 1;
+  start_reading(c);
+  return 0;
+}
+
+/* After the reader consumed what arrived: pause, fail, or go on (a big payload's rest on an
+ * I/O thread). Returns 0 when libuv should go on reading. */
+static int after_feed(ps_conn *c, int rc) {
+  if (c->state == CONN_CLOSING) return 1;
+  if (rc == PST_READER_PAUSE && c->grow_reader) rc = grow_reader(c);
+  if (c->state == CONN_CLOSING) return 1;
+  if (rc == PST_READER_PAUSE) {
+    /* Through the stream: with TLS, decrypted bytes may be waiting, which it holds. */
+    pst_tls_stream_read_stop(&c->io);
+    c->reading = 0;
+    return 1;
+  }
+  if (rc < 0) {
+    if (c->state == CONN_WORKER)
+      LOG_WARN("closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
+               c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
+               c->rd.sample[0] ? "\")" : "");
+    else
+      ps_log_conn(c->srv, "closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
+                  c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
+                  c->rd.sample[0] ? "\")" : "");
+    conn_close(c, c->state == CONN_WORKER ? c->rd.err : NULL);
+    return 1;
+  }
+  return offload_read(c);
+}
+
+/* An I/O thread read the rest of a payload (a close takes a job back instead: this runs
+ * only for an open connection). */
+static void on_read_job(ps_io_job *j) {
+  ps_conn *c = j->data;
+  if (j->moved > 0) {
+    c->last_rx = pst_now();
+    c->srv->metrics.bytes_in += j->moved;
+  }
+  if (j->err < 0) {
+    conn_close(c, j->err == UV_EOF ? "peer closed mid-frame" : uv_strerror(j->err));
+    return;
+  }
+  if (after_feed(c, pst_reader_feed(&c->rd, j->moved)) == 0) start_reading(c);
+}
+
 static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
   ps_conn *c = stream->data;
   (void)buf;
@@ -313,29 +386,11 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     ps_auth_read(c, (size_t)nread);
     return;
   }
-  int rc = pst_reader_feed(&c->rd, (size_t)nread);
-  if (c->state == CONN_CLOSING) return;
-  if (rc == PST_READER_PAUSE && c->grow_reader) rc = grow_reader(c);
-  if (c->state == CONN_CLOSING) return;
-  if (rc == PST_READER_PAUSE) {
-    /* Through the stream: with TLS, decrypted bytes may be waiting, which it holds. */
-    pst_tls_stream_read_stop(&c->io);
-    c->reading = 0;
-  } else if (rc < 0) {
-    if (c->state == CONN_WORKER)
-      LOG_WARN("closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
-               c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
-               c->rd.sample[0] ? "\")" : "");
-    else
-      ps_log_conn(c->srv, "closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
-                  c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
-                  c->rd.sample[0] ? "\")" : "");
-    conn_close(c, c->state == CONN_WORKER ? c->rd.err : NULL);
-  }
+  after_feed(c, pst_reader_feed(&c->rd, (size_t)nread));
 }
 
 static void start_reading(ps_conn *c) {
-  if (c->state == CONN_CLOSING || c->reading) return;
+  if (c->state == CONN_CLOSING || c->reading || ps_io_busy(&c->rjob)) return;
   if (pst_tls_stream_read_start(&c->io, on_alloc, on_read) == 0) c->reading = 1;
 }
 
@@ -347,6 +402,10 @@ static void on_conn_closed(uv_handle_t *h) {
   if (c->next) c->next->prev = c->prev;
   s->n_conns--;
   pst_reader_free(&c->rd);
+  for (ps_deferred *d = c->deferred, *next; d; d = next) {
+    next = d->next;
+    free(d);
+  }
   free(c->recv);
   free(c->wreq);
   free(c->whead);
@@ -364,9 +423,20 @@ static void on_shutdown_done(uv_shutdown_t *req, int status) {
 static void conn_close(ps_conn *c, const char *why) { ps_conn_close(c, why, 0); }
 
 void ps_conn_close(ps_conn *c, const char *why, int hard) {
-  if (c->state == CONN_CLOSING) return;
+  if (c->state == CONN_CLOSING) {
+    /* A graceful close still waiting for its write job, now wanted at once. */
+    if (hard && c->close_deferred) {
+      ps_io_cancel(c->srv->io, &c->wjob);
+      ps_pull_job_ended(c);
+      ps_conn_finish_close(c, 1);
+    }
+    return;
+  }
   int was_worker = c->state == CONN_WORKER;
   c->state = CONN_CLOSING;
+  /* Before anything learns of the loss: a payload an I/O thread is reading goes to its place
+   * in the sum, which the step may go on without from here. */
+  if (ps_io_busy(&c->rjob)) ps_io_cancel(c->srv->io, &c->rjob);
   c->pending = 0;
   c->pull_waiting = 0;
   ps_pull_abandon(c);
@@ -374,6 +444,21 @@ void ps_conn_close(ps_conn *c, const char *why, int hard) {
   c->reading = 0;
   if (why && !was_worker) ps_log_conn(c->srv, "connection from %s closed: %s", c->peer, why);
   if (was_worker) ps_worker_lost(c->srv, c->worker, why);
+  if (ps_io_busy(&c->wjob)) {
+    if (!hard) {
+      /* Its chunks, then what waited behind them (an ERROR, a SHUTDOWN), then the
+       * shutdown: ps_pull_job_done finishes the close. */
+      c->close_deferred = 1;
+      return;
+    }
+    ps_io_cancel(c->srv->io, &c->wjob);
+    ps_pull_job_ended(c);
+  }
+  ps_conn_finish_close(c, hard);
+}
+
+void ps_conn_finish_close(ps_conn *c, int hard) {
+  c->close_deferred = 0;
   c->shutdown_req.data = c;
   /* With TLS the shutdown sends the queued writes, then close_notify, then the FIN. */
   if (hard || pst_tls_stream_shutdown(&c->io, &c->shutdown_req, on_shutdown_done) < 0)
@@ -568,6 +653,12 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
     uint64_t ms = (uint64_t)(opt->status_interval * 1000);
     uv_timer_start(&s->status_timer, on_status_timer, ms, ms);
   }
+  /* Last: a pool once made must be closed through the loop (ps_server_stop). */
+  if (opt->threads > 1 && opt->io_min > 0 &&
+      (rc = ps_io_create(loop, opt->threads - 1, &s->io)) < 0) {
+    snprintf(err, errlen, "cannot start %d I/O threads: %s", opt->threads - 1, strerror(-rc));
+    return rc;
+  }
   return ps_liveness_start(s);
 }
 
@@ -602,6 +693,8 @@ void ps_server_stop(ps_server *s, const char *reason, int failed) {
   uv_close((uv_handle_t *)&s->sig_term, NULL);
   uv_close((uv_handle_t *)&s->status_timer, NULL);
   ps_liveness_stop(s);
+  /* Closed once the last job is back: a close waiting for its write job needs its callback. */
+  ps_io_close(s->io);
 }
 
 /* The end of a run: the last checkpoint (written on the threadpool: the loop ends after
@@ -651,6 +744,8 @@ void ps_server_free(ps_server *s) {
   pst_update_free(&s->upd);
   ps_par_free(s->par);
   s->par = NULL;
+  ps_io_free(s->io);
+  s->io = NULL;
   pst_opt_free(&s->optim);
   pst_store_free(&s->store);
   free(s->workers);

@@ -11,6 +11,7 @@
 #include "common/tls.h"
 #include "model/model.h"
 #include "ps/metrics.h"
+#include "ps/io.h"
 #include "ps/optim.h"
 #include "ps/store.h"
 #include "ps/update.h"
@@ -33,7 +34,10 @@ typedef struct {
    * one ps holding everything (ps_server_start fills the rest in). */
   int shard_index, shard_count;
   size_t shard_offset, shard_floats;
-  int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's) */
+  int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's);
+                           * above 1, as many - 1 I/O threads too (ps/io.h) */
+  uint32_t io_min;        /* bytes: payloads and reply runs from this size are moved by the
+                           * I/O threads (0: none are) */
   int report_every;       /* steps between the workers' loss reports */
   int eval_every;         /* steps between evaluations on the test subset (0: off) */
   int eval_samples;       /* test samples in that subset */
@@ -95,6 +99,7 @@ typedef struct ps_server {
   pst_optimizer optim;
   pst_update upd;
   ps_par *par;            /* helper threads (ps/par.h), NULL with --threads 1 */
+  ps_io *io;              /* I/O threads (ps/io.h), NULL with --threads 1 or without io_min */
   pst_metrics metrics;
   ps_worker *workers;     /* [opt.workers] */
   int registered;         /* slots a worker holds now */

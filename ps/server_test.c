@@ -14,7 +14,13 @@
  *      step completes without it, the sum rescaled by N/m, and the other worker goes on;
  *   5. async: each push is applied whole as it comes, scaled by N;
  *   6. pushes that come last chunk first give the same bits, and a push that starts in the
- *      middle is refused without closing its connection.
+ *      middle is refused without closing its connection;
+ *   7. a peer that stops in the middle of a payload does not hold up the ps's stop;
+ *   8. a peer that stops reading in the middle of a big reply is closed at once, and the
+ *      reply's hold on the store is let go.
+ *
+ * Every case runs twice: with the loop thread alone, and with I/O threads (ps/io.h) moving
+ * every payload and every reply.
  *
  * The model has 10 parameters in chunks of 4, 4 and 2 floats, so every rule meets a chunk
  * boundary and a short last chunk. */
@@ -29,11 +35,13 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "common/fpenv.h"
 #include "common/log.h"
 #include "model/model.h"
 #include "proto/wire.h"
 #include "ps/optim.h"
+#include "ps/conn.h"
 #include "ps/server.h"
 #include "ps/test_connect.h"
 
@@ -68,6 +76,7 @@ typedef struct {
   int mixed;                /* a reply whose chunks carried different versions */
   int reply_done;           /* the reply's last chunk came */
   int errors;               /* ERROR or SHUTDOWN frames */
+  int deaf;                 /* reads nothing more (a peer stopped by SIGSTOP, say) */
 } peer;
 
 static struct {
@@ -77,6 +86,10 @@ static struct {
   float init[N_PARAMS];
   peer p[MAX_PEERS];
   int activity;
+  pst_model big;            /* for replies bigger than the sockets' buffers (case 8) */
+  float *big_init;
+  int threads;              /* the ps's --threads: above 1, I/O threads too (ps/io.h) */
+  uint32_t io_min;          /* their threshold: 1 hands every payload and reply to them */
 } g;
 
 static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
@@ -111,7 +124,7 @@ static const pst_reader_cbs peer_cbs = {on_payload, on_frame};
 static void drain(void) {
   for (int k = 0; k < MAX_PEERS; k++) {
     peer *p = &g.p[k];
-    while (p->fd >= 0 && !p->eof) {
+    while (p->fd >= 0 && !p->eof && !p->deaf) {
       char *base;
       size_t len;
       pst_reader_buffer(&p->rd, &base, &len);
@@ -135,7 +148,9 @@ static void drain(void) {
 /* Runs the ps and the peers until nothing moves (a few quiet turns in a row). */
 static void settle(void) {
   int quiet = 0;
-  for (int turns = 0; quiet < 3 && turns < 20000; turns++) {
+  /* With I/O threads, a job's end reaches the loop a wake-up later. */
+  int turns_quiet = g.threads > 1 ? 6 : 3;
+  for (int turns = 0; quiet < turns_quiet && turns < 20000; turns++) {
     g.activity = 0;
     drain();
     uv_run(&g.loop, UV_RUN_NOWAIT);
@@ -249,13 +264,14 @@ static void join(int k) {
   CHECK(g.p[k].welcome && g.p[k].index == k);
 }
 
-static void start(pst_mode mode, int workers) {
+static void start_with(pst_mode mode, int workers, const pst_model *model, const float *init,
+                       uint32_t chunk) {
   ps_options o;
   memset(&o, 0, sizeof o);
   snprintf(o.listen_host, sizeof o.listen_host, "127.0.0.1");
   o.mode = mode;
   o.workers = workers;
-  o.chunk_floats = CHUNK;
+  o.chunk_floats = chunk;
   o.epochs = 1;
   o.batch_size = 8;
   o.seed = 1;
@@ -273,12 +289,18 @@ static void start(pst_mode mode, int workers) {
   o.checkpoint_dir = "";
   o.checkpoint_keep = 1;
   o.resume = "never";
+  o.threads = g.threads;
+  o.io_min = g.io_min;
   uv_loop_init(&g.loop);
   char err[256];
-  int rc = ps_server_start(&g.srv, &g.loop, &o, &g.model, g.init, err, sizeof err);
+  int rc = ps_server_start(&g.srv, &g.loop, &o, model, init, err, sizeof err);
   if (rc < 0) fprintf(stderr, "ps_server_start: %s\n", err);
   CHECK(rc == 0);
   for (int k = 0; k < MAX_PEERS; k++) g.p[k].fd = -1;
+}
+
+static void start(pst_mode mode, int workers) {
+  start_with(mode, workers, &g.model, g.init, CHUNK);
 }
 
 static void stop(void) {
@@ -479,6 +501,54 @@ static void test_push_directions(void) {
   stop();
 }
 
+/* 7: a peer that stops in the middle of a payload (with I/O threads, one of them is waiting
+ * for its bytes): the ps stops at once all the same, and its loop closes cleanly. A second
+ * peer's step is untouched by the first one's half chunk. */
+static void test_stall_mid_payload(void) {
+  float g3[MAX_PEERS][N_PARAMS];
+  shares(g3);
+  start(PST_MODE_SYNC, 2);
+  join(0);
+  join(1);
+  pull(0, 0, 0);
+  pull(1, 0, 0);
+  settle();
+  push_chunk(1, 0, 0, g3[1], 30); /* peer 1's share comes second: it waits, half read */
+  for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 0, c, g3[0], 0);
+  settle();
+  CHECK(g.srv.store.version == 0 && g.srv.upd.shares[0] == 1);
+  int reading = 0;
+  for (ps_conn *c = g.srv.conns; c; c = c->next) reading += ps_io_busy(&c->rjob);
+  CHECK(reading == (g.io_min ? 1 : 0));
+  double t0 = pst_now();
+  ps_server_stop(&g.srv, "the test stops the ps", 0);
+  stop();
+  CHECK(pst_now() - t0 < 2.0);
+}
+
+/* 8: a peer that stops reading in the middle of a reply too big for the sockets' buffers
+ * (with I/O threads, one of them is blocked writing it): a hard close, as the silence
+ * timeout makes, takes the reply back at once and lets go of its hold on the store. */
+static void test_deaf_peer(void) {
+  start_with(PST_MODE_SYNC, 1, &g.big, g.big_init, 256 * 1024);
+  join(0);
+  int small = 4096;
+  setsockopt(g.p[0].fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+  g.p[0].deaf = 1;
+  pull(0, 0, 0);
+  settle();
+  ps_conn *c = g.srv.conns;
+  CHECK(c && c->next == NULL && c->pull_writing && c->pull_done < g.srv.upd.n_chunks);
+  CHECK(c && ps_io_busy(&c->wjob) == (g.io_min ? 1 : 0));
+  CHECK(g.srv.store.refs[g.srv.store.front] == 1);
+  double t0 = pst_now();
+  if (c) ps_conn_close(c, "the test's silence timeout", 1);
+  settle();
+  CHECK(pst_now() - t0 < 2.0);
+  CHECK(g.srv.n_conns == 0 && g.srv.store.refs[0] == 0 && g.srv.store.refs[1] == 0);
+  stop();
+}
+
 int main(void) {
   char err[256];
   pst_log_init("server_test", getenv("PSTRAIN_TEST_VERBOSE") ? PST_LOG_DEBUG : 0);
@@ -491,11 +561,29 @@ int main(void) {
     return 1;
   }
   pst_model_init_params(&g.model, 1, g.init);
-  test_sync_order();
-  test_streamed_pull();
-  test_leave_mid_chunk();
-  test_async();
-  test_push_directions();
+  if (pst_model_parse("input 2048\ndense 2048 softmax\n", "big", &g.big, err, sizeof err) < 0 ||
+      !(g.big_init = calloc(g.big.n_params, sizeof(float)))) {
+    fprintf(stderr, "model: %s\n", err);
+    return 1;
+  }
+  /* Every case twice: on the loop thread alone, then with every payload and every reply
+   * moved by I/O threads (the threshold at one byte), which must not change a bit. */
+  const struct { int threads; uint32_t io_min; } runs[] = {{1, 0}, {3, 1}};
+  for (size_t r = 0; r < sizeof runs / sizeof runs[0]; r++) {
+    g.threads = runs[r].threads;
+    g.io_min = runs[r].io_min;
+    int failed = g_fail;
+    test_sync_order();
+    test_streamed_pull();
+    test_leave_mid_chunk();
+    test_async();
+    test_push_directions();
+    test_stall_mid_payload();
+    test_deaf_peer();
+    printf("%d thread%s%s: %s\n", g.threads, g.threads == 1 ? "" : "s",
+           g.io_min ? ", every payload on the I/O threads" : "", g_fail == failed ? "ok" : "FAILED");
+  }
   printf("%d passed, %d failed\n", g_pass, g_fail);
+  free(g.big_init);
   return g_fail ? 1 : 0;
 }

@@ -13,8 +13,15 @@ payload) and, on the connections it is told to, changes what the ps sends.
         forwarded as it goes otherwise; once every lie is told, connections are forwarded
         whole.
 
-Each time it stalls or lies it appends a line to MARKER. Only the ps's side is changed;
-what the worker sends is forwarded as it comes.
+    ps_proxy.py LISTEN PS_PORT MARKER stall_push N
+        On the first connection, once N PUSH frames have passed whole, forwards the next
+        one's prefix, header and half its payload, and then nothing more from the worker
+        (it keeps reading, so that the worker is never blocked), until either end closes.
+        Later connections are forwarded whole.
+
+Each time it stalls or lies it appends a line to MARKER. In the modes "stall" and "lie" only
+the ps's side is changed, and what the worker sends is forwarded as it comes; in
+"stall_push" only the worker's side is.
 """
 import socket
 import struct
@@ -22,6 +29,7 @@ import sys
 import threading
 
 WEIGHTS = 4
+PUSH = 5
 
 # What a lying ps sends in place of one WEIGHTS chunk, and the worker's error it must meet.
 LIES = [
@@ -105,15 +113,31 @@ def close_both(a, b):
             pass
 
 
-def up(w, p):
-    """The worker's side, as it comes."""
+def up(w, p, stall_after, marker):
+    """The worker's side: as it comes, or (stall_after >= 0) frame by frame until a PUSH
+    stops halfway after stall_after whole ones."""
+    pushes = 0
     try:
-        while True:
+        while stall_after < 0:
             c = w.recv(65536)
             if not c:
                 break
             p.sendall(c)
-    except OSError:
+        while stall_after >= 0:
+            prefix = exact(w, 16)
+            hlen, plen = struct.unpack("<II", prefix[8:16])
+            head = exact(w, hlen)
+            payload = exact(w, plen)
+            if fields(head).get(1) == PUSH and plen > 0:
+                if pushes == stall_after:
+                    p.sendall(prefix + head + payload[: plen // 2])
+                    open(marker, "a").write("stalled push\n")
+                    while w.recv(65536):
+                        pass
+                    break
+                pushes += 1
+            p.sendall(prefix + head + payload)
+    except (OSError, EOFError):
         pass
     close_both(w, p)
 
@@ -205,7 +229,8 @@ def main():
         except OSError:
             w.close()
             continue
-        threading.Thread(target=up, args=(w, p), daemon=True).start()
+        stall_after = n if mode == "stall_push" and k == 0 else -1
+        threading.Thread(target=up, args=(w, p, stall_after, marker), daemon=True).start()
         threading.Thread(target=down, args=(p, w, mode, n, k, marker), daemon=True).start()
         k += 1
 
