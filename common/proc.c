@@ -7,9 +7,8 @@
 #include <time.h>
 #include <unistd.h>
 
-double pst_proc_cpu_s(long pid) {
-  char path[64], buf[1024];
-  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+static double stat_cpu_s(const char *path) {
+  char buf[1024];
   FILE *f = fopen(path, "r");
   if (!f) return -1;
   size_t n = fread(buf, 1, sizeof buf - 1, f);
@@ -21,6 +20,18 @@ double pst_proc_cpu_s(long pid) {
   if (!p || sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu", &ut, &st) != 2)
     return -1;
   return (double)(ut + st) / (double)sysconf(_SC_CLK_TCK);
+}
+
+double pst_proc_cpu_s(long pid) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+  return stat_cpu_s(path);
+}
+
+double pst_proc_thread_cpu_s(long pid, long tid) {
+  char path[96];
+  snprintf(path, sizeof path, "/proc/%ld/task/%ld/stat", pid, tid);
+  return stat_cpu_s(path);
 }
 
 double pst_proc_self_cpu_s(void) {

@@ -5,6 +5,9 @@
 
 /* CPU seconds (user + system) that process pid has used, or -1 if unknown. */
 double pst_proc_cpu_s(long pid);
+/* The same for one thread of it (tid == pid: its main thread, where the daemons run their
+ * event loop), or -1. */
+double pst_proc_thread_cpu_s(long pid, long tid);
 /* The cores this process may run on (its CPU affinity), at least 1. */
 int pst_proc_cores(void);
 /* CPU seconds (user + system) this process has used. */

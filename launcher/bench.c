@@ -250,6 +250,7 @@ static int load_client(const char *path, pl_bench_client *c, long *hwm_kib) {
   c->pull_s = num(o, "pull_s");
   c->rounds = (long)num(o, "rounds");
   c->server_cpu_s = num(o, "ps_cpu_s");
+  c->server_loop_cpu_s = num(o, "ps_loop_cpu_s");
   c->cpu_s = num(o, "cpu_s");
   long hwm = (long)num(o, "ps_hwm_kib");
   if (hwm > *hwm_kib) *hwm_kib = hwm;
@@ -387,17 +388,21 @@ static void size_name(size_t b, char *out, size_t outlen) {
 }
 
 static void print_header(void) {
-  printf("%-9s %2s %6s | %6s %6s %6s %8s %8s | %6s %8s | %5s | %4s %4s | %7s %7s\n", "size", "N",
-         "rounds", "push", "pull", "comb", "p50", "p99", "raw", "raw p50", "ratio", "ps", "raw",
-         "ps peak", "bound");
-  printf("%-9s %2s %6s | %6s %6s %6s %8s %8s | %6s %8s | %5s | %4s %4s | %7s %7s\n", "", "", "",
-         "GB/s", "GB/s", "GB/s", "us", "us", "GB/s", "us", "", "cpu", "cpu", "MiB", "MiB");
+  printf("%-9s %2s %6s | %6s %6s %6s %8s %8s | %6s %8s | %5s | %4s %4s %4s | %7s %7s\n", "size",
+         "N", "rounds", "push", "pull", "comb", "p50", "p99", "raw", "raw p50", "ratio", "ps",
+         "loop", "raw", "ps peak", "bound");
+  printf("%-9s %2s %6s | %6s %6s %6s %8s %8s | %6s %8s | %5s | %4s %4s %4s | %7s %7s\n", "", "",
+         "", "GB/s", "GB/s", "GB/s", "us", "us", "GB/s", "us", "", "cpu", "cpu", "cpu", "MiB",
+         "MiB");
+}
+
+/* CPU seconds over the timed rounds, in percent of one CPU. */
+static double pct(double cpu_s, const pl_bench_figs *f) {
+  return cpu_s >= 0 && f->wall_s > 0 ? 100 * cpu_s / f->wall_s : -1;
 }
 
 /* A server's CPU use over the timed rounds, in percent of one CPU. */
-static double cpu_pct(const pl_bench_figs *f) {
-  return f->server_cpu_s >= 0 && f->wall_s > 0 ? 100 * f->server_cpu_s / f->wall_s : -1;
-}
+static double cpu_pct(const pl_bench_figs *f) { return pct(f->server_cpu_s, f); }
 
 static void print_cell(const cell *c) {
   char sz[32];
@@ -406,13 +411,14 @@ static void print_cell(const cell *c) {
     printf("%-9s %2d %6ld | failed: %s\n", sz, c->clients, c->rounds, c->why);
     return;
   }
-  printf("%-9s %2d %6ld | %6.2f %6.2f %6.2f %8.1f %8.1f | %6.2f %8.1f | %5.2f | %3.0f%% %3.0f%% | "
-         "%7.1f %7.1f%s\n",
+  printf("%-9s %2d %6ld | %6.2f %6.2f %6.2f %8.1f %8.1f | %6.2f %8.1f | %5.2f | %3.0f%% %3.0f%% "
+         "%3.0f%% | %7.1f %7.1f%s\n",
          sz, c->clients, c->rounds, c->ps.push_rate / 1e9, c->ps.pull_rate / 1e9,
          c->ps.combined_rate / 1e9, c->ps.p50_s * 1e6, c->ps.p99_s * 1e6,
          c->raw.combined_rate / 1e9, c->raw.p50_s * 1e6,
          c->raw.combined_rate > 0 ? c->ps.combined_rate / c->raw.combined_rate : 0,
-         cpu_pct(&c->ps), cpu_pct(&c->raw), c->ps.peak_rss_kib / 1024.0, c->bound_kib / 1024.0,
+         cpu_pct(&c->ps), pct(c->ps.server_loop_cpu_s, &c->ps), cpu_pct(&c->raw),
+         c->ps.peak_rss_kib / 1024.0, c->bound_kib / 1024.0,
          c->ps.peak_rss_kib > c->bound_kib ? " OVER" : "");
   fflush(stdout);
 }
@@ -428,6 +434,7 @@ static void json_figs(cJSON *parent, const char *name, const pl_bench_figs *x) {
   cJSON_AddNumberToObject(o, "p99_us", x->p99_s * 1e6);
   cJSON_AddNumberToObject(o, "peak_rss_kib", (double)x->peak_rss_kib);
   cJSON_AddNumberToObject(o, "server_cpu_s", x->server_cpu_s);
+  cJSON_AddNumberToObject(o, "server_loop_cpu_s", x->server_loop_cpu_s);
   cJSON_AddNumberToObject(o, "clients_cpu_s", x->clients_cpu_s);
 }
 
@@ -670,7 +677,8 @@ int pl_cmd_bench(int argc, char **argv) {
     fclose(lf2);
   }
   printf("\nload average at the end: %.2f\n", load_end);
-  printf("cpu = the ps's (raw: the server's) CPU use over the timed rounds, %% of one CPU.\n"
+  printf("cpu = the ps's (raw: the server's) CPU use over the timed rounds, %% of one CPU;\n"
+         "loop = the part of it on its event-loop thread, which cannot pass 100%%.\n"
          "ps peak = the ps's VmHWM; bound = weights x (2 + 0 slots) + 32 MiB.\n");
   if (f_json[0]) {
     int rc = write_json(f_json, cells, n, machine, command, date, load[0], load_end);

@@ -20,6 +20,7 @@ typedef struct {
   double p50_s, p99_s;    /* round latency over every client's timed rounds */
   long peak_rss_kib;      /* the server's VmHWM (pstrain: the ps), -1 if unknown */
   double server_cpu_s;    /* the server's CPU seconds (user + system) over the timed rounds */
+  double server_loop_cpu_s; /* of those, its main thread's (the ps's event loop), or -1 */
   double clients_cpu_s;   /* all clients' CPU seconds over their timed rounds */
 } pl_bench_figs;
 
@@ -29,6 +30,7 @@ typedef struct {
   double push_s, pull_s;  /* summed over the timed rounds */
   long rounds;
   double server_cpu_s;    /* the server's CPU seconds over this client's timed rounds, or -1 */
+  double server_loop_cpu_s; /* its main thread's, or -1 */
   double cpu_s;           /* this client's CPU seconds over its timed rounds */
   double *lat;            /* [rounds] seconds */
 } pl_bench_client;

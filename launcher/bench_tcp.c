@@ -34,7 +34,7 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 void pl_bench_reduce(const pl_bench_client *c, int n, size_t bytes, pl_bench_figs *f) {
-  double first = 0, last = 0, push = 0, pull = 0, srv = -1, cpu = 0;
+  double first = 0, last = 0, push = 0, pull = 0, srv = -1, loop = -1, cpu = 0;
   long total = 0;
   for (int i = 0; i < n; i++) {
     if (i == 0 || c[i].t_first < first) first = c[i].t_first;
@@ -43,9 +43,11 @@ void pl_bench_reduce(const pl_bench_client *c, int n, size_t bytes, pl_bench_fig
     pull += c[i].pull_s / n;
     total += c[i].rounds;
     if (c[i].server_cpu_s > srv) srv = c[i].server_cpu_s;
+    if (c[i].server_loop_cpu_s > loop) loop = c[i].server_loop_cpu_s;
     cpu += c[i].cpu_s;
   }
   f->server_cpu_s = srv;
+  f->server_loop_cpu_s = loop;
   f->clients_cpu_s = cpu;
   double moved = (double)bytes * (double)total; /* each way */
   f->rounds = n > 0 ? c[0].rounds : 0;
@@ -187,6 +189,7 @@ static int client_main(int port, pid_t srv, size_t bytes, long rounds, long warm
   res->cpu_s = pst_proc_self_cpu_s() - res->cpu_s;
   double s1 = pst_proc_cpu_s((long)srv);
   res->server_cpu_s = s1 >= 0 && res->server_cpu_s >= 0 ? s1 - res->server_cpu_s : -1;
+  res->server_loop_cpu_s = -1; /* one thread: its CPU is all of it */
   close(fd);
   return 0;
 }

@@ -260,6 +260,7 @@ static void start_round(client *c) {
     r->cpu_s = pst_proc_self_cpu_s() - r->cpu_s;
     double s1 = pst_proc_cpu_s((long)c->srv);
     r->server_cpu_s = s1 >= 0 && r->server_cpu_s >= 0 ? s1 - r->server_cpu_s : -1;
+    r->server_loop_cpu_s = -1; /* one thread: its CPU is all of it */
     pst_tls_stream_close(&c->st, c_closed);
     return;
   }

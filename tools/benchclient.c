@@ -95,6 +95,7 @@ typedef struct {
   uint64_t distinct;      /* pulls that brought another version than the pull before */
   long rss_warm_kib, rss_end_kib, hwm_kib;
   double ps_cpu0, ps_cpu_s; /* the watched pid's CPU seconds: at the first timed round, spent */
+  double ps_loop0, ps_loop_s; /* the same for its main thread (the ps's event loop) */
   double cpu0, cpu_s;       /* ours, likewise */
   int exit_code;
 } bench;
@@ -168,6 +169,8 @@ static void finish(bench *b) {
   if (o_watch_pid > 0) {
     double c = pst_proc_cpu_s((long)o_watch_pid);
     b->ps_cpu_s = c >= 0 && b->ps_cpu0 >= 0 ? c - b->ps_cpu0 : -1;
+    double l = pst_proc_thread_cpu_s((long)o_watch_pid, (long)o_watch_pid);
+    b->ps_loop_s = l >= 0 && b->ps_loop0 >= 0 ? l - b->ps_loop0 : -1;
     b->rss_end_kib = pst_proc_status_kib((long)o_watch_pid, "VmRSS");
     b->hwm_kib = pst_proc_status_kib((long)o_watch_pid, "VmHWM");
   }
@@ -190,7 +193,10 @@ static void start_round(bench *b) {
   if (b->round == o_warmup) {
     b->t_first = b->t_round;
     b->cpu0 = pst_proc_self_cpu_s();
-    if (o_watch_pid > 0) b->ps_cpu0 = pst_proc_cpu_s((long)o_watch_pid);
+    if (o_watch_pid > 0) {
+      b->ps_cpu0 = pst_proc_cpu_s((long)o_watch_pid);
+      b->ps_loop0 = pst_proc_thread_cpu_s((long)o_watch_pid, (long)o_watch_pid);
+    }
   }
   /* Sent ahead of the push, a sync PULL for the next version lets the ps stream each chunk
    * of it back as soon as that chunk is final, while the rest of the push still arrives. */
@@ -443,6 +449,7 @@ static int write_out(const bench *b, const char *path) {
   cJSON_AddNumberToObject(o, "ps_rss_end_kib", (double)b->rss_end_kib);
   cJSON_AddNumberToObject(o, "ps_hwm_kib", (double)b->hwm_kib);
   cJSON_AddNumberToObject(o, "ps_cpu_s", b->ps_cpu_s);
+  cJSON_AddNumberToObject(o, "ps_loop_cpu_s", b->ps_loop_s);
   cJSON_AddNumberToObject(o, "cpu_s", b->cpu_s);
   cJSON_AddBoolToObject(o, "ok", b->exit_code == 0);
   cJSON *lat = cJSON_AddArrayToObject(o, "lat_s");
