@@ -326,6 +326,16 @@ static void stop(void) {
   CHECK(uv_loop_close(&g.loop) == 0);
 }
 
+/* A ps for two workers, both registered and each with a pull of version 0 answered. */
+static void two_pulling(pst_mode mode) {
+  start(mode, 2);
+  join(0);
+  join(1);
+  pull(0, 0, 0);
+  pull(1, 0, 0);
+  settle();
+}
+
 /* The weights after one SGD step from the initial weights, with the gradient `sum` scaled
  * by `scale`: what the ps must publish (the same library, so the same bits). */
 static void reference(const float *sum, float scale, float *out) {
@@ -402,12 +412,7 @@ static void test_streamed_pull(void) {
   shares(g3);
   for (int i = 0; i < N_PARAMS; i++) sum[i] = g3[2][i] + g3[2][i];
   reference(sum, 1.0f, want);
-  start(PST_MODE_SYNC, 2);
-  join(0);
-  join(1);
-  pull(0, 0, 0);
-  pull(1, 0, 0);
-  settle();
+  two_pulling(PST_MODE_SYNC);
   for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 0, c, g3[2], 0);
   pull(0, 1, 0); /* asked before anything of version 1 is final */
   settle();
@@ -430,12 +435,7 @@ static void test_streamed_pull(void) {
 static void test_leave_mid_chunk(void) {
   float g3[MAX_PEERS][N_PARAMS], want[N_PARAMS], sum[N_PARAMS];
   shares(g3);
-  start(PST_MODE_SYNC, 2);
-  join(0);
-  join(1);
-  pull(0, 0, 0);
-  pull(1, 0, 0);
-  settle();
+  two_pulling(PST_MODE_SYNC);
   for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 0, c, g3[0], 0);
   push_chunk(1, 0, 0, g3[1], 0);
   push_chunk(1, 0, 1, g3[1], 30); /* the header and part of the payload */
@@ -467,12 +467,7 @@ static void test_async(void) {
   float g3[MAX_PEERS][N_PARAMS], want[N_PARAMS];
   shares(g3);
   reference(g3[2], 2.0f, want);
-  start(PST_MODE_ASYNC, 2);
-  join(0);
-  join(1);
-  pull(0, 0, 0);
-  pull(1, 0, 0);
-  settle();
+  two_pulling(PST_MODE_ASYNC);
   for (int c = 0; c < N_CHUNKS; c++) push_chunk(1, 0, c, g3[2], 0);
   settle();
   CHECK(g.srv.store.version == 1);
@@ -517,12 +512,7 @@ static void test_push_directions(void) {
 static void test_stall_mid_payload(void) {
   float g3[MAX_PEERS][N_PARAMS];
   shares(g3);
-  start(PST_MODE_SYNC, 2);
-  join(0);
-  join(1);
-  pull(0, 0, 0);
-  pull(1, 0, 0);
-  settle();
+  two_pulling(PST_MODE_SYNC);
   push_chunk(1, 0, 0, g3[1], 30); /* peer 1's share comes second: it waits, half read */
   for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 0, c, g3[0], 0);
   settle();
