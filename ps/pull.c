@@ -2,8 +2,8 @@
  * sync pull of the version being built; each reply holds its store buffer (ps/store.h, the
  * owner of the counts that keep every reply to one version). */
 #include <stdint.h>
+#include <stdio.h>
 
-#include "common/log.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
 
@@ -73,12 +73,12 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   for (; c->pull_sent + k < ready && k < PS_IO_MAX_IOV / 2; k++)
     bytes += pst_update_chunk_len(&s->upd, c->pull_sent + k) * 4u;
   if (bytes < s->opt.io_min) return 0;
+  size_t frames = 0;
   for (uint32_t i = 0; i < k; i++) {
     uv_buf_t bufs[2];
-    int hn = chunk_frame(c, c->pull_sent + i, bufs);
+    frames += (size_t)chunk_frame(c, c->pull_sent + i, bufs) + bufs[1].len;
     for (int b = 0; b < 2; b++)
       j->iov[2 * i + b] = (struct iovec){.iov_base = bufs[b].base, .iov_len = bufs[b].len};
-    s->metrics.bytes_out += (uint64_t)hn + bufs[1].len;
   }
   j->fd = fd;
   j->dir = PS_IO_WRITE;
@@ -86,6 +86,7 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   j->done = ps_pull_job_done;
   j->data = c;
   if (ps_io_submit(s->io, j) < 0) return 0;
+  s->metrics.bytes_out += frames;
   c->pull_sent += k;
   c->wjob_chunks = k;
   c->last_tx = pst_now();
