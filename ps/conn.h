@@ -1,5 +1,6 @@
-/* Inside the ps: one peer's connection, shared by the connection and message handling
- * (ps/server.c) and the pull path (ps/pull.c). Not part of the ps's interface. */
+/* Inside the ps: one peer's connection, shared by its life (ps/conn.c), the push path
+ * (ps/server.c), the messages (ps/messages.c) and the pull path (ps/pull.c). Not part of
+ * the ps's interface. */
 #ifndef PSTRAIN_PS_CONN_H
 #define PSTRAIN_PS_CONN_H
 
@@ -84,6 +85,11 @@ typedef struct ps_deferred {
   uint8_t bytes[];       /* [n] */
 } ps_deferred;
 
+/* The connection's life (ps/conn.c). */
+/* The listener's callback: a new connection, admitted (ps/admission.c) and read. */
+void ps_conn_accept(uv_stream_t *server, int status);
+/* (Again) lets libuv read c: not while it is closing, reading, or an I/O thread reads it. */
+void ps_conn_start_reading(ps_conn *c);
 /* Closes c: after its queued writes (an ERROR or SHUTDOWN) have gone out, or at once when
  * `hard` (a peer that stopped reading would hold a graceful close forever). `why` is logged
  * for abnormal closes; NULL for a normal one. A registered worker's close is its loss. */
