@@ -18,7 +18,7 @@ static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
 static char f_slow[PST_CFG_STR_MAX], f_delay[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
-static int64_t f_shards, f_eval_every, f_eval_samples;
+static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples;
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
@@ -40,6 +40,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("port", PST_CFG_INT, &f_port, "0", "ps port on 127.0.0.1 (0: a free one; shards take the ports after it)", 0, 65535),
     PST_OPT("ps-shards", PST_CFG_INT, &f_shards, "1", "ps processes the weights are split over", 1, PST_MAX_SHARDS),
     PST_OPT("threads", PST_CFG_INT, &f_threads, "1", "CPU threads per worker", 1, 256),
+    PST_OPT("ps-threads", PST_CFG_INT, &f_ps_threads, "0", "each ps's --threads (0: the cores the workers leave free, shared among the shards)", 0, 1024),
     PST_OPT("device", PST_CFG_STRING, f_device, "", "worker device: auto, cpu, cuda, cuda:N", 0, 0),
     PST_OPT("gpus", PST_CFG_STRING, f_gpus, "", "GPU ids, one worker each (e.g. 0,2,3)", 0, 0),
     PST_OPT("workers-per-gpu", PST_CFG_INT, &f_wpg, "1", "workers sharing each GPU", 1, 64),
@@ -163,6 +164,7 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->chunk_kib = (int)f_chunk;
   o->tls = f_tls;
   o->ps_shards = (int)f_shards;
+  o->ps_threads = (int)f_ps_threads;
   o->run_dir = f_run_dir[0] ? f_run_dir : NULL;
   o->metrics_path = f_metrics[0] ? f_metrics : NULL;
   o->summary_path = f_summary[0] ? f_summary : NULL;

@@ -504,6 +504,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   /* The ps shares this machine with the workers: its shards get the cores they leave free. */
   int free_cores = pst_proc_cores() - workers * (o->threads > 0 ? o->threads : 1);
   int ps_threads = free_cores / r.n_ps > 1 ? free_cores / r.n_ps : 1;
+  if (o->ps_threads > 0) ps_threads = o->ps_threads;
   int rc = 0;
   for (int s = 0; rc == 0 && s < r.n_ps; s++) {
     argvec a = {.n = 0};

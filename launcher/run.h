@@ -36,6 +36,7 @@ typedef struct {
   int chunk_kib;
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */
   int ps_shards;              /* ps processes the weights are split over (0 or 1: one) */
+  int ps_threads;             /* each ps's --threads; 0: the cores the workers leave free */
   double slow_factor[PL_MAX_WORKERS]; /* per worker; 0 or 1 = normal speed */
   double delay_ms[PL_MAX_WORKERS];    /* per worker: each pull and push this much later */
   int eval_every;             /* steps between evaluations on the test subset (0: off) */
