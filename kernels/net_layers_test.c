@@ -62,6 +62,53 @@ static int layers_with_params(const pst_model *m) {
   return n;
 }
 
+/* What both cases start from: the model, its weights, one batch, and for each backend a net
+ * with those weights loaded and the gradient of one plain step on them (the reference). */
+enum { B = 3 };
+typedef struct {
+  pst_model m;
+  float *params, *want;  /* [n_params]: the weights; the reference gradient */
+  float *a, *b;          /* [n_params]: the case's own */
+  float x[B * 72];       /* [B, 6, 6, 2] */
+  int32_t labels[B];
+  int with_params;       /* layers with parameters */
+} fixture;
+
+static void fixture_init(fixture *f, pst_backend *cpu, uint64_t seed, uint32_t x_seed,
+                         const int32_t labels[B]) {
+  char err[256];
+  CHECK(pst_model_parse(layered_spec, "layered", &f->m, err, sizeof err) == 0);
+  size_t bytes = f->m.n_params * sizeof(float);
+  f->params = malloc(bytes), f->want = malloc(bytes), f->a = malloc(bytes), f->b = malloc(bytes);
+  memcpy(f->labels, labels, sizeof f->labels);
+  pst_model_init_params(&f->m, seed, f->params);
+  t_fill(f->x, B * 72, x_seed, -1, 1);
+  fake_devices(cpu);
+  f->with_params = layers_with_params(&f->m);
+}
+
+static void fixture_free(fixture *f) {
+  free(f->params), free(f->want), free(f->a), free(f->b);
+}
+
+/* Backend dev of the three: the CPU, as_device, as_copying. */
+static pst_backend *backend(pst_backend *cpu, int dev) {
+  return dev == 2 ? &as_copying : dev ? &as_device : cpu;
+}
+
+/* A net on be with the weights loaded and dropout seeded, after one plain step: its
+ * gradient in f->want, its loss and correct count in *loss and *correct. NULL on failure. */
+static pst_net *reference_net(fixture *f, pst_backend *be, uint64_t net_seed, double *loss,
+                              int *correct) {
+  pst_net *net = NULL;
+  CHECK(pst_net_create(&f->m, be, B, &net) == 0);
+  if (!net) return NULL;
+  CHECK(pst_net_load_params(net, f->params) == 0);
+  pst_net_set_seed(net, net_seed);
+  CHECK(pst_net_train_step(net, f->x, f->labels, B, 0.5f, f->want, loss, correct) == 0);
+  return net;
+}
+
 /* pst_net_on_grad_ready: what each call says is final, checked against the step's final
  * gradient; the calls' `from` goes down, one per layer with parameters and a last one with
  * from = 0 on the CPU backend and where the backend downloads layer by layer, and a single
@@ -83,41 +130,30 @@ static void on_ready(void *ctx, size_t from) {
 }
 
 static void test_grad_ready(pst_backend *cpu) {
-  pst_model m;
-  char err[256];
-  CHECK(pst_model_parse(layered_spec, "ready", &m, err, sizeof err) == 0);
-  enum { B = 3 };
-  float *params = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
-  float *want = malloc(m.n_params * 4), *seen = malloc(m.n_params * 4);
-  float x[B * 72];
-  int32_t labels[B] = {2, 0, 1};
-  pst_model_init_params(&m, 5, params);
-  t_fill(x, B * 72, 17, -1, 1);
-  fake_devices(cpu);
-  int with_params = layers_with_params(&m);
+  static const int32_t labels[B] = {2, 0, 1};
+  fixture f;
+  fixture_init(&f, cpu, 5, 17, labels);
+  size_t n = f.m.n_params;
+  float *grad = f.a, *seen = f.b;
   for (int dev = 0; dev < 3; dev++) {
-    pst_backend *be = dev == 2 ? &as_copying : dev ? &as_device : cpu;
-    pst_net *net = NULL;
     double loss;
     int correct;
-    CHECK(pst_net_create(&m, be, B, &net) == 0);
-    CHECK(pst_net_load_params(net, params) == 0);
-    pst_net_set_seed(net, 11);
-    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, want, &loss, &correct) == 0);
-    ready_log r = {grad, m.n_params, seen, m.n_params, 0, 0};
-    memset(grad, 0xff, m.n_params * 4); /* NaN until written */
+    pst_net *net = reference_net(&f, backend(cpu, dev), 11, &loss, &correct);
+    if (!net) continue;
+    ready_log r = {grad, n, seen, n, 0, 0};
+    memset(grad, 0xff, n * 4); /* NaN until written */
     pst_net_on_grad_ready(net, on_ready, &r);
     downloads = 0;
-    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(pst_net_train_step(net, f.x, f.labels, B, 0.5f, grad, &loss, &correct) == 0);
     CHECK(r.low == 0 && r.rising == 0);
-    CHECK(r.calls == (dev == 1 ? 1 : with_params + 1));
+    CHECK(r.calls == (dev == 1 ? 1 : f.with_params + 1));
     /* One download per layer with parameters, and one for the rest (none here). */
-    CHECK(downloads == (dev == 2 ? with_params + 1 : 0));
-    CHECK(memcmp(seen, want, m.n_params * 4) == 0 && memcmp(grad, want, m.n_params * 4) == 0);
+    CHECK(downloads == (dev == 2 ? f.with_params + 1 : 0));
+    CHECK(memcmp(seen, f.want, n * 4) == 0 && memcmp(grad, f.want, n * 4) == 0);
     pst_net_on_grad_ready(net, NULL, NULL);
     pst_net_destroy(net);
   }
-  free(params), free(grad), free(want), free(seen);
+  fixture_free(&f);
 }
 
 /* pst_net_load_params_streamed: the host vector starts as NaN and each wait fills in only
@@ -143,66 +179,57 @@ static int on_wait(void *ctx, size_t upto) {
 }
 
 static void test_streamed_params(pst_backend *cpu) {
-  pst_model m;
-  char err[256];
-  CHECK(pst_model_parse(layered_spec, "stream", &m, err, sizeof err) == 0);
-  enum { B = 3 };
-  float *params = malloc(m.n_params * 4), *arriving = malloc(m.n_params * 4);
-  float *want = malloc(m.n_params * 4), *grad = malloc(m.n_params * 4);
-  float x[B * 72];
-  int32_t labels[B] = {1, 2, 0};
-  pst_model_init_params(&m, 9, params);
-  t_fill(x, B * 72, 23, -1, 1);
-  fake_devices(cpu);
-  int with_params = layers_with_params(&m);
+  static const int32_t labels[B] = {1, 2, 0};
+  fixture f;
+  fixture_init(&f, cpu, 9, 23, labels);
+  size_t n = f.m.n_params;
+  const float *params = f.params, *want = f.want, *x = f.x;
+  const int32_t *lab = f.labels;
+  float *arriving = f.a, *grad = f.b;
   for (int dev = 0; dev < 3; dev++) {
-    pst_backend *be = dev == 2 ? &as_copying : dev ? &as_device : cpu;
-    pst_net *net = NULL;
     double loss, want_loss, eval_loss, want_eval;
     int correct, want_correct;
-    CHECK(pst_net_create(&m, be, B, &net) == 0);
-    CHECK(pst_net_load_params(net, params) == 0);
-    pst_net_set_seed(net, 3);
-    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, want, &want_loss, &want_correct) == 0);
-    CHECK(pst_net_evaluate(net, x, labels, B, &want_eval, &correct) == 0);
+    pst_net *net = reference_net(&f, backend(cpu, dev), 3, &want_loss, &want_correct);
+    if (!net) continue;
+    CHECK(pst_net_evaluate(net, x, lab, B, &want_eval, &correct) == 0);
 
     /* A training step on weights that arrive as asked. The device's copy is NaN first, so
      * that a layer running on the previous weights would show too. */
-    memset(arriving, 0xff, m.n_params * 4);
+    memset(arriving, 0xff, n * 4);
     CHECK(pst_net_load_params(net, arriving) == 0);
-    stream_log s = {params, arriving, 0, m.n_params, 0, 0, 0};
+    stream_log s = {params, arriving, 0, n, 0, 0, 0};
     CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &s) == 0);
     uploads = 0;
-    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
-    CHECK(memcmp(grad, want, m.n_params * 4) == 0 && loss == want_loss && correct == want_correct);
-    CHECK(s.got == m.n_params && s.shrinking == 0);
-    CHECK(s.calls == with_params && uploads == (dev == 2 ? with_params : 0));
+    CHECK(pst_net_train_step(net, x, lab, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(memcmp(grad, want, n * 4) == 0 && loss == want_loss && correct == want_correct);
+    CHECK(s.got == n && s.shrinking == 0);
+    CHECK(s.calls == f.with_params && uploads == (dev == 2 ? f.with_params : 0));
     /* The weights stay loaded: an evaluation after it waits for nothing. */
-    CHECK(pst_net_evaluate(net, x, labels, B, &eval_loss, &correct) == 0);
-    CHECK(eval_loss == want_eval && s.calls == with_params);
+    CHECK(pst_net_evaluate(net, x, lab, B, &eval_loss, &correct) == 0);
+    CHECK(eval_loss == want_eval && s.calls == f.with_params);
 
     /* An evaluation streams the same way. */
-    memset(arriving, 0xff, m.n_params * 4);
+    memset(arriving, 0xff, n * 4);
     CHECK(pst_net_load_params(net, arriving) == 0);
-    stream_log e = {params, arriving, 0, m.n_params, 0, 0, 0};
+    stream_log e = {params, arriving, 0, n, 0, 0, 0};
     CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &e) == 0);
-    CHECK(pst_net_evaluate(net, x, labels, B, &eval_loss, &correct) == 0);
-    CHECK(eval_loss == want_eval && e.got == m.n_params && e.shrinking == 0);
+    CHECK(pst_net_evaluate(net, x, lab, B, &eval_loss, &correct) == 0);
+    CHECK(eval_loss == want_eval && e.got == n && e.shrinking == 0);
 
     /* The weights stop coming at the second wait: the step ends with the wait's error. */
-    memset(arriving, 0xff, m.n_params * 4);
-    stream_log f = {params, arriving, 0, m.n_params, 0, 0, 2};
+    memset(arriving, 0xff, n * 4);
+    stream_log f = {params, arriving, 0, n, 0, 0, 2};
     CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &f) == 0);
-    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == -ECANCELED);
+    CHECK(pst_net_train_step(net, x, lab, B, 0.5f, grad, &loss, &correct) == -ECANCELED);
     CHECK(f.calls == f.fail_at);
     /* And a whole load afterwards trains as before. */
     CHECK(pst_net_load_params(net, params) == 0);
-    CHECK(pst_net_train_step(net, x, labels, B, 0.5f, grad, &loss, &correct) == 0);
-    CHECK(memcmp(grad, want, m.n_params * 4) == 0);
+    CHECK(pst_net_train_step(net, x, lab, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(memcmp(grad, want, n * 4) == 0);
     CHECK(pst_net_load_params_streamed(net, arriving, NULL, NULL) == -EINVAL);
     pst_net_destroy(net);
   }
-  free(params), free(arriving), free(want), free(grad);
+  fixture_free(&f);
 }
 
 int main(void) {

@@ -10,7 +10,7 @@
  * together, so the copies of several connections run on several cores at once and a peer
  * that stops reading or sending holds up nobody else's bytes.
  *
- * The connection (ps/server.c, ps/pull.c) owns its jobs: while one is out, libuv does not
+ * The connection (ps/conn.c, ps/pull.c) owns its jobs: while one is out, libuv does not
  * read (a read job) or write (a write job) that socket, so the bytes stay in order. A job
  * ends in one of two ways, never both:
  *   - its helper finishes and the loop thread runs job->done (from a uv_async callback);
