@@ -10,6 +10,7 @@
 #include "common/auth.h"
 #include "common/tls.h"
 #include "proto/wire.h"
+#include "ps/rules.h"
 #include "ps/server.h"
 
 typedef enum {
@@ -53,6 +54,7 @@ struct ps_conn {
   int push_skip;         /* ... after a chunk out of place: its order is unknown, so the rest
                           * is read (when it fits recv) and dropped until its last chunk */
   char push_bad[160];    /* the chunk read into recv is invalid: why ("" when it is not) */
+  ps_action frame_act;   /* the table's action for the tensor frame being read (ps/rules.h) */
   uint32_t pending_chunk;
   int pending_flags;     /* its place in the push (PST_CHUNK_FIRST, PST_CHUNK_LAST) */
   double push_at, pull_at; /* monotonic seconds: the push's first chunk, the PULL (/metrics) */

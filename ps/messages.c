@@ -95,10 +95,6 @@ void ps_send_shutdown(ps_conn *c, const char *reason, int failed, int stopped) {
 void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   ps_server *s = c->srv;
   char why[256];
-  if (c->state != CONN_OPEN) {
-    ps_conn_close(c, "second HELLO on one connection", 0);
-    return;
-  }
   if (hello->model_fingerprint != 0 && hello->model_fingerprint != s->model->fingerprint) {
     snprintf(why, sizeof why,
              "model fingerprint mismatch: worker has %016" PRIx64 ", ps trains %016" PRIx64

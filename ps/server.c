@@ -12,6 +12,7 @@
 #include "proto/wire.h"
 #include "ps/conn.h"
 #include "ps/obs.h"
+#include "ps/rules.h"
 
 
 /* A graceful close: after the queued writes (an ERROR or SHUTDOWN) have gone out. */
@@ -117,12 +118,27 @@ void ps_server_kick(ps_server *s) {
 
 /* ---- the reader's callbacks ---- */
 
+static void count_frame(ps_server *s, int type, ps_action act) {
+  if (type >= 0 && type < PS_RULE_TYPES) s->frames[type][act]++;
+}
+
 static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   ps_conn *c = r->data;
   ps_server *s = c->srv;
-  if (h->type != PSTRAIN__MSG_TYPE__PUSH || c->state != CONN_WORKER) {
-    snprintf(r->err, sizeof r->err, "tensor payload in a %s message",
-             c->state != CONN_WORKER ? "pre-registration" : "non-PUSH");
+  /* The table's word (ps/rules.h) is taken here, before the payload, and kept for on_frame:
+   * reading the chunk moves the connection into the middle of a push. */
+  ps_phase ph = ps_conn_phase(c);
+  c->frame_act = ps_rule(ph, (int)h->type);
+  if (c->frame_act != PS_ACT_HANDLE && c->frame_act != PS_ACT_STRIKE)
+    count_frame(s, (int)h->type, c->frame_act); /* on_frame will not see it */
+  if (c->frame_act == PS_ACT_STRIKE && h->count <= s->upd.chunk_floats) {
+    *dst = c->recv; /* read, and dropped with the strike */
+    return 0;
+  }
+  if (c->frame_act != PS_ACT_HANDLE) {
+    char name[16];
+    snprintf(r->err, sizeof r->err, "%s %s", ps_msg_name((int)h->type, name, sizeof name),
+             ps_phase_name(ph));
     return -EPROTO;
   }
   if (c->push_skip) {
@@ -174,25 +190,45 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   return 0;
 }
 
+/* A frame whose action (ps/rules.h) is not to handle it: 0 or PST_READER_PAUSE to go on,
+ * -EPROTO to close. */
+static int refuse_frame(ps_conn *c, const Pstrain__Header *h, ps_phase ph, ps_action act) {
+  pst_reader *r = &c->rd;
+  char name[16], why[120];
+  snprintf(why, sizeof why, "%s %s", ps_msg_name((int)h->type, name, sizeof name),
+           ps_phase_name(ph));
+  switch (act) {
+    case PS_ACT_IGNORE:
+      return PST_READER_PAUSE;
+    case PS_ACT_STRIKE:
+      ps_reject(c, why);
+      return c->state == CONN_CLOSING ? PST_READER_PAUSE : 0;
+    default:
+      if (h->type == PSTRAIN__MSG_TYPE__ERROR)
+        /* A worker that could not start (its data, its device) says why before it goes; the
+         * close frees its slot. */
+        snprintf(r->err, sizeof r->err, "the peer failed: %.100s",
+                 h->error && h->error->reason ? h->error->reason : "no reason given");
+      else
+        snprintf(r->err, sizeof r->err, "%s", why);
+      return -EPROTO;
+  }
+}
+
 static int on_frame(pst_reader *r, const Pstrain__Header *h) {
   ps_conn *c = r->data;
   ps_server *s = c->srv;
-  int worker_only = h->type == PSTRAIN__MSG_TYPE__PULL || h->type == PSTRAIN__MSG_TYPE__PUSH ||
-                    h->type == PSTRAIN__MSG_TYPE__REPORT || h->type == PSTRAIN__MSG_TYPE__BYE;
-  if (worker_only && c->state != CONN_WORKER) {
-    snprintf(r->err, sizeof r->err, "message type %d before HELLO", (int)h->type);
-    return -EPROTO;
-  }
+  /* Every frame passes the table first (a PUSH was judged with its header, on_payload). */
+  ps_phase ph = ps_conn_phase(c);
+  ps_action act = h->type == PSTRAIN__MSG_TYPE__PUSH ? c->frame_act : ps_rule(ph, (int)h->type);
+  count_frame(s, (int)h->type, act);
+  if (act != PS_ACT_HANDLE) return refuse_frame(c, h, ph, act);
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__HELLO:
       ps_handle_hello(c, h->hello);
       if (c->state == CONN_WORKER) c->grow_reader = 1; /* on_read grows it, then resumes */
       return c->state == CONN_WORKER || c->state == CONN_CLOSING ? PST_READER_PAUSE : 0;
     case PSTRAIN__MSG_TYPE__PULL:
-      if (c->pull_waiting) {
-        snprintf(r->err, sizeof r->err, "a second PULL while one is waiting");
-        return -EPROTO;
-      }
       c->pull_waiting = 1;
       c->pull_at = pst_now();
       c->pull_want = h->version;
@@ -228,12 +264,6 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       return 0;
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
       return 0;
-    case PSTRAIN__MSG_TYPE__ERROR:
-      /* A worker that registered and then could not start (its data, its device) says why
-       * before it goes; the connection's close frees its slot. */
-      snprintf(r->err, sizeof r->err, "the worker failed: %.100s",
-               h->error && h->error->reason ? h->error->reason : "no reason given");
-      return -EPROTO;
     case PSTRAIN__MSG_TYPE__BYE:
       if (!s->workers[c->worker].done) {
         s->workers[c->worker].done = 1;

@@ -13,6 +13,7 @@
 #include "ps/metrics.h"
 #include "ps/io.h"
 #include "ps/optim.h"
+#include "ps/rules.h"
 #include "ps/store.h"
 #include "ps/update.h"
 #include "proto/wire.h"
@@ -112,6 +113,8 @@ typedef struct ps_server {
   int resumed;
   uint64_t resumed_from;
   uint64_t rejected;      /* invalid messages refused (ps/validate.c) */
+  /* Frames by message type and the action ps/rules.h gave them (/metrics). */
+  uint64_t frames[PS_RULE_TYPES][PS_ACT_IGNORE + 1];
   int data_known;         /* the workers' data facts, from the first HELLO that had them */
   uint32_t train_n, test_n, classes;
   ps_conn *conns;         /* every open connection, linked */

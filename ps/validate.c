@@ -21,6 +21,14 @@
 
 void ps_reject(ps_conn *c, const char *why) {
   ps_server *s = c->srv;
+  if (c->worker < 0 || c->worker >= s->opt.workers) {
+    /* ps/rules.h never strikes a connection without a worker; should a handler try, the
+     * connection goes, and nothing is counted against a slot it does not hold. */
+    s->rejected++;
+    ps_log_conn(s, "closing connection from %s: %s", c->peer, why);
+    ps_conn_close(c, NULL, 0);
+    return;
+  }
   ps_worker *w = &s->workers[c->worker];
   w->rejected++;
   s->rejected++;
