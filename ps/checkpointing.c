@@ -179,6 +179,14 @@ static void write_work(uv_work_t *req) {
   size_t n = s->store.n;
   pst_ckpt_tensor t[PST_CKPT_MAX_MODEL_TENSORS * 3];
   int nt = 0, slots = pst_opt_slots(s->opt.opt.kind);
+  /* A checkpoint is what a ps resumes from: one holding a NaN or an infinity would carry a
+   * ruined state into every run started from it (ps/update.h keeps that from happening;
+   * this is the last line). */
+  if (!pst_all_finite(k->snap, n * (size_t)(1 + slots))) {
+    k->rc = -ERANGE;
+    snprintf(k->err, sizeof k->err, "the weights or the optimizer's state hold non-finite values");
+    return;
+  }
   for (int part = 0; part <= slots; part++) {
     char prefix[64] = "";
     if (part > 0)
@@ -325,6 +333,12 @@ static int accept_ckpt(const pst_ckpt *ck, void *arg, char *why, size_t whylen) 
     snprintf(why, whylen, "another model (fingerprint %s, this ps trains %s)", got ? got : "none", fp);
     return 1;
   }
+  for (int i = 0; i < ck->n_tensors; i++)
+    if (!pst_all_finite(ck->tensors[i].data, ck->tensors[i].count)) {
+      snprintf(why, whylen, "tensor %s holds non-finite values (NaN or infinity)",
+               ck->tensors[i].name);
+      return 1;
+    }
   return 0;
 }
 

@@ -45,6 +45,7 @@ static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples;
+static double o_grad_limit, o_clip_norm;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -64,6 +65,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("beta2", PST_CFG_DOUBLE, &o_beta2, "0.999", "Adam beta2", 0, 0),
     PST_OPT("eps", PST_CFG_DOUBLE, &o_eps, "1e-8", "Adam epsilon", 0, 0),
     PST_OPT("weight-decay", PST_CFG_DOUBLE, &o_wd, "0", "L2 weight decay added to gradients", 0, 0),
+    PST_OPT("grad-limit", PST_CFG_DOUBLE, &o_grad_limit, PST_GRAD_LIMIT_DEFAULT_TEXT, "largest magnitude a gradient value may have: a chunk with a larger one (or a NaN) is rejected and counted against its worker (0 < limit <= 1e30)", 0, 0),
+    PST_OPT("clip-norm", PST_CFG_DOUBLE, &o_clip_norm, "0", "workers clip each gradient to this norm (Keras's global clipnorm) and the ps rejects a push over it (0: off)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB)", 4, 262144),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "threads for sums and optimizer passes (0: the cores this process may use); above 1, as many I/O threads less one", 0, 1024),
@@ -122,6 +125,12 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
                           "0 <= betas < 1, 0 < eps <= 1, 0 <= weight decay <= 1)");
     return -EINVAL;
   }
+  if (!(o_grad_limit > 0 && o_grad_limit <= 1e30) || !(o_clip_norm >= 0 && o_clip_norm <= 1e30)) {
+    snprintf(err, errlen, "--grad-limit must be in (0, 1e30] and --clip-norm in [0, 1e30]");
+    return -EINVAL;
+  }
+  o->grad_limit = o_grad_limit;
+  o->clip_norm = o_clip_norm;
   if (!(o_status_interval >= 0 && o_status_interval <= 86400)) {
     snprintf(err, errlen, "--status-interval must be between 0 and 86400 seconds");
     return -EINVAL;

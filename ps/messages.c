@@ -178,6 +178,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.report_every = (uint32_t)s->opt.report_every;
   wl.eval_every = (uint32_t)s->opt.eval_every;
   wl.eval_samples = (uint32_t)s->opt.eval_samples;
+  wl.clip_norm = s->opt.clip_norm;
   wl.start_step = ps_slot_position(s, idx);
   wl.eval_epoch = w->evals_done;
   wl.timeout_ms = (uint32_t)(s->opt.worker_timeout * 1000.0);

@@ -145,6 +145,15 @@ void pst_opt_carry(pst_optimizer *o, const float *w_in, float *w_out, size_t off
   if (o->slot2[0]) memcpy(o->slot2[wr] + off, o->slot2[rd] + off, count * sizeof(float));
 }
 
+int pst_opt_step_finite(const pst_optimizer *o, const float *w_out, size_t off, size_t count) {
+  if (off >= o->n || count == 0) return 1;
+  if (count > o->n - off) count = o->n - off;
+  int wr = (int)(o->t & 1);
+  return pst_all_finite(w_out + off, count) &&
+         (!o->slot1[wr] || pst_all_finite(o->slot1[wr] + off, count)) &&
+         (!o->slot2[wr] || pst_all_finite(o->slot2[wr] + off, count));
+}
+
 /* The kernels. WI and WO name the input and output weight arrays (the same array in place);
  * g is the chunk's gradient, n its length; the rest are the step's constants. */
 #define SGD_BODY(WI, WO)                        \

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef enum { PST_OPT_SGD = 0, PST_OPT_MOMENTUM, PST_OPT_ADAM } pst_opt_kind;
 
@@ -85,6 +86,25 @@ void pst_opt_cancel_step(pst_optimizer *o);
 /* Restores a state (a checkpoint's): t steps done, slots copied from slot1/slot2 ([n] each,
  * NULL where the kind has none). No step may be in progress. */
 void pst_opt_restore(pst_optimizer *o, uint64_t t, const float *slot1, const float *slot2);
+/* Whether step t's results over [off, off+count) are all finite: the weights w_out and the
+ * slot values the step wrote there. A step whose values are not is carried instead
+ * (pst_opt_carry, which restores the step before's: both are double-buffered). */
+int pst_opt_step_finite(const pst_optimizer *o, const float *w_out, size_t off, size_t count);
+
+/* Whether every value is finite: an exponent of all ones is a NaN or an infinity, and adding
+ * one to the exponent field carries only such a value into bit 31. An integer AND, ADD and
+ * OR per value, with no compare or branch, which GCC vectorises in every copy it inlines (a
+ * compare form stayed scalar in some and cost as much as the optimizer pass). */
+static inline int pst_all_finite(const float *x, size_t n) {
+  uint32_t bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint32_t b;
+    memcpy(&b, &x[i], sizeof b);
+    bad |= (b & 0x7f800000u) + 0x00800000u;
+  }
+  return (bad & 0x80000000u) == 0;
+}
+
 /* For i in [off, off+count): w_out[i] = update(w_in[i], grad[i - off] * gscale).
  * grad points at the chunk's first gradient value; w_in and w_out are whole vectors and
  * may be the same (in place). */

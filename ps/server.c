@@ -20,6 +20,16 @@ static void conn_close(ps_conn *c, const char *why) { ps_conn_close(c, why, 0); 
 
 /* ---- the push path ---- */
 
+/* A sync chunk completed by c's share would have had non-finite values: it kept those of
+ * the step before (ps/update.h). Nobody's share alone is to blame, so it is logged and
+ * counted, not struck. */
+static void note_unsafe(ps_server *s, ps_conn *c) {
+  s->rejected++;
+  ps_log_conn(s, "step %" PRIu64 ": %s (completed by worker %d's share): that part of the "
+              "model keeps its values (%" PRIu64 " such chunks so far)", s->store.version,
+              s->upd.reject_why, c->worker, s->upd.unsafe_chunks);
+}
+
 /* Offers the chunk waiting in c->recv. Returns 1 taken, 0 later, <0 error (closed). */
 static int try_take(ps_conn *c) {
   ps_server *s = c->srv;
@@ -31,13 +41,14 @@ static int try_take(ps_conn *c) {
                : pst_update_offer(&s->upd, c->worker, c->push_version, c->pending_chunk,
                                   c->pending_flags, c->push_dst, &published);
   if (rc == PST_OFFER_LATER) return 0;
+  if (s->upd.last_unsafe && rc != PST_OFFER_REJECTED) note_unsafe(s, c);
   if (rc == PST_OFFER_REJECTED || rc == -ESTALE) {
-    char why[120];
+    char why[160];
     if (rc == -ESTALE)
       snprintf(why, sizeof why, "a gradient computed on version %" PRIu64 ", newer than the ps's %" PRIu64,
                c->push_version, s->store.version);
     else
-      snprintf(why, sizeof why, "non-finite values (NaN or infinity) in a gradient chunk");
+      snprintf(why, sizeof why, "%s", s->upd.reject_why);
     c->pending = 0;
     c->push_dropped = !(c->pending_flags & PST_CHUNK_LAST);
     if (published) ps_ckpt_published(s);
@@ -363,7 +374,10 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
       (rc = pst_opt_init(&s->optim, &opt->opt, n)) < 0 ||
       (rc = pst_update_init(&s->upd, opt->mode, opt->workers, opt->chunk_floats, &s->store,
                             &s->optim)) < 0 ||
-      (rc = pst_update_set_backup(&s->upd, opt->backup_workers)) < 0) {
+      (rc = pst_update_set_backup(&s->upd, opt->backup_workers)) < 0 ||
+      (rc = pst_update_set_limits(&s->upd,
+                                  opt->grad_limit > 0 ? opt->grad_limit : PST_GRAD_LIMIT_DEFAULT,
+                                  opt->clip_norm)) < 0) {
     snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s", n,
              strerror(-rc));
     return rc;

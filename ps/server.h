@@ -47,6 +47,10 @@ typedef struct {
   const char *metrics_path;
   const char *summary_path;
   pst_opt_config opt;
+  /* What a gradient share may be (ps/update.h): values of magnitude at most grad_limit, and
+   * with clip_norm > 0 (told to the workers, which clip to it) a norm within it. */
+  double grad_limit;
+  double clip_norm;
   /* Who may connect, and how many. */
   const pst_secret *secret;  /* set: every connection authenticates first */
   pst_tls_ctx *tls;          /* set: every connection is mutual TLS (the caller's; outlives the

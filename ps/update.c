@@ -1,6 +1,9 @@
 #include "ps/update.h"
 
 #include <errno.h>
+#include <math.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -43,12 +46,28 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   u->shares = calloc(u->n_chunks, sizeof *u->shares);
   u->chunk_done = calloc(u->n_chunks, 1);
   u->slot_of = malloc((size_t)workers * sizeof *u->slot_of);
+  u->push_sq = calloc((size_t)workers, sizeof *u->push_sq);
   u->member = malloc((size_t)workers);
   u->in_step = calloc((size_t)workers, 1);
-  if (!u->next_slot || !u->shares || !u->chunk_done || !u->slot_of || !u->member || !u->in_step)
+  if (!u->next_slot || !u->shares || !u->chunk_done || !u->slot_of || !u->member ||
+      !u->in_step || !u->push_sq)
     return -ENOMEM;
   for (int i = 0; i < workers; i++) u->slot_of[i] = -1;
   memset(u->member, 1, (size_t)workers);
+  return pst_update_set_limits(u, PST_GRAD_LIMIT_DEFAULT, 0);
+}
+
+int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm) {
+  if (!(grad_limit > 0 && grad_limit <= 1e30) || !(clip_norm >= 0 && isfinite(clip_norm)))
+    return -EINVAL;
+  u->grad_limit = (float)grad_limit;
+  memcpy(&u->limit_bits, &u->grad_limit, sizeof u->limit_bits);
+  u->clip_norm = (float)clip_norm;
+  /* A worker clips its batch-mean gradient to the norm; what it pushes is that over N
+   * (update.h's gradient scale). Its float arithmetic and this double sum differ by far less
+   * than the slack. */
+  double share = clip_norm / (double)u->workers * (1.0 + 1e-3);
+  u->clip_sq = clip_norm > 0 ? share * share : 0;
   return 0;
 }
 
@@ -69,6 +88,8 @@ void pst_update_free(pst_update *u) {
   free(u->slot_of);
   free(u->member);
   free(u->in_step);
+  free(u->push_sq);
+  u->push_sq = NULL;
   u->next_slot = NULL;
   u->shares = NULL;
   u->chunk_done = NULL;
@@ -83,19 +104,67 @@ uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
   return left < u->chunk_floats ? (uint32_t)left : u->chunk_floats;
 }
 
-/* Whether every value is finite: an exponent of all ones is a NaN or an infinity, and adding
- * one to the exponent field carries only such a value into bit 31. An integer AND, ADD and
- * OR per value, with no compare or branch, which GCC vectorises in every copy it inlines (a
- * compare form stayed scalar in some and cost as much as the optimizer pass); run on the
- * chunk just before it is summed, while it is still in cache from the socket. */
-static int all_finite(const float *x, size_t n) {
-  uint32_t bad = 0;
+/* The largest |x| of the chunk, as its float's bits (the sign cleared): for non-negative
+ * floats the bits order as the values do, and a NaN's or an infinity's are above any finite
+ * value's, so one integer max per value, which GCC vectorises, checks both the limit and
+ * finiteness. */
+static uint32_t max_abs_bits(const float *x, size_t n) {
+  uint32_t m = 0;
   for (size_t i = 0; i < n; i++) {
     uint32_t b;
     memcpy(&b, &x[i], sizeof b);
-    bad |= (b & 0x7f800000u) + 0x00800000u;
+    b &= 0x7fffffffu;
+    m = b > m ? b : m;
   }
-  return (bad & 0x80000000u) == 0;
+  return m;
+}
+
+/* The squared norm of chunk c's share over the trained parameters (the optimizer's
+ * model-state ranges left out). */
+static double trained_sq(const pst_update *u, uint32_t c, const float *x, uint32_t len) {
+  size_t off = (size_t)c * u->chunk_floats, end = off + len, at = off;
+  const pst_optimizer *o = u->opt;
+  double sq = 0;
+  for (int r = 0; at < end; r++) {
+    /* [at, stop) is trained: up to state range r, or to the chunk's end past the last. */
+    size_t stop = end;
+    if (r < o->n_state) {
+      if (o->state_end[r] <= at) continue;
+      if (o->state_off[r] < stop) stop = o->state_off[r] > at ? o->state_off[r] : at;
+    }
+    for (size_t i = at; i < stop; i++) sq += (double)x[i - off] * (double)x[i - off];
+    if (r >= o->n_state) break;
+    at = o->state_end[r] < end ? o->state_end[r] : end; /* past the state range */
+  }
+  return sq;
+}
+
+/* Whether worker w's chunk c may be summed (update.h's rules); reject_why says why not. Run
+ * once per chunk, just before it is summed, while it is still in cache from the socket. */
+static int share_ok(pst_update *u, int w, uint32_t c, const float *x, uint32_t len) {
+  uint32_t m = max_abs_bits(x, len);
+  if (m > u->limit_bits) {
+    float v;
+    memcpy(&v, &m, sizeof v);
+    if (m >= 0x7f800000u)
+      snprintf(u->reject_why, sizeof u->reject_why,
+               "non-finite values (NaN or infinity) in a gradient chunk");
+    else
+      snprintf(u->reject_why, sizeof u->reject_why,
+               "a gradient value of magnitude %g, over the limit of %g (--grad-limit)", v,
+               u->grad_limit);
+    return 0;
+  }
+  if (u->clip_sq > 0) {
+    u->push_sq[w] += trained_sq(u, c, x, len);
+    if (u->push_sq[w] > u->clip_sq) {
+      snprintf(u->reject_why, sizeof u->reject_why,
+               "a gradient of norm %g or more, over --clip-norm %g",
+               sqrt(u->push_sq[w]) * (double)u->workers, u->clip_norm);
+      return 0;
+    }
+  }
+  return 1;
 }
 
 /* dst[i] += src[i]: a plain loop the compiler vectorises (AVX2 with -march=x86-64-v3). */
@@ -115,6 +184,7 @@ typedef struct {
   const float *grad; /* [len]: what the optimizer applies, or NULL */
   float scale;
   size_t off;
+  atomic_int unsafe; /* a block's update came out non-finite */
 } chunk_job;
 
 /* The last share of a chunk is summed in and the optimizer applied block by block, so that
@@ -127,21 +197,34 @@ static void chunk_range(void *ctx, size_t begin, size_t end) {
   for (size_t b = begin; b < end; b += FUSE_BLOCK) {
     size_t m = end - b < FUSE_BLOCK ? end - b : FUSE_BLOCK;
     if (j->sum) add_into(j->sum + b, j->data + b, m);
-    if (j->grad)
+    if (j->grad) {
       pst_opt_apply(j->u->opt, pst_store_front(s), pst_store_back(s), j->grad + b, j->scale,
                     j->off + b, m);
+      /* Checked while the block is still in L1. */
+      if (!pst_opt_step_finite(j->u->opt, pst_store_back(s), j->off + b, m))
+        atomic_store_explicit(&j->unsafe, 1, memory_order_relaxed);
+    }
   }
 }
 
-static void run_chunk(pst_update *u, float *sum, const float *data, const float *grad,
-                      float scale, size_t off, uint32_t len) {
-  chunk_job j = {u, sum, data, grad, scale, off};
+/* Returns 0, or -ERANGE when the optimizer's results over the chunk were not all finite: the
+ * chunk then keeps the values (weights and slots) of the step before, and is counted. */
+static int run_chunk(pst_update *u, float *sum, const float *data, const float *grad,
+                     float scale, size_t off, uint32_t len) {
+  chunk_job j = {u, sum, data, grad, scale, off, 0};
   ps_par_for(u->par, len, chunk_range, &j);
+  if (!atomic_load_explicit(&j.unsafe, memory_order_relaxed)) return 0;
+  pst_opt_carry(u->opt, pst_store_front(u->store), pst_store_back(u->store), off, len);
+  u->unsafe_chunks++;
+  u->last_unsafe = 1;
+  snprintf(u->reject_why, sizeof u->reject_why,
+           "a gradient whose update would make the weights or the optimizer's state non-finite");
+  return -ERANGE;
 }
 
 /* Optimizer over [off, off + len) from grad ([len]), scaled. */
-static void apply(pst_update *u, const float *grad, float scale, size_t off, uint32_t len) {
-  run_chunk(u, NULL, NULL, grad, scale, off, len);
+static int apply(pst_update *u, const float *grad, float scale, size_t off, uint32_t len) {
+  return run_chunk(u, NULL, NULL, grad, scale, off, len);
 }
 
 /* The first slot of the step at or after s, or N. */
@@ -272,7 +355,7 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
   int checked = 0;
   int slot = u->backup == 0 ? w : u->slot_of[w];
   if (slot < 0 && u->backup > 0 && (flags & PST_CHUNK_FIRST) && u->slots_taken < u->needed) {
-    if (!all_finite(data, len)) return PST_OFFER_REJECTED;
+    if (!share_ok(u, w, c, data, len)) return PST_OFFER_REJECTED;
     checked = 1;
     slot = u->slot_of[w] = u->slots_taken++; /* the first N-K pushers get the slots */
   }
@@ -284,7 +367,7 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
   }
   if (u->chunk_done[c] || u->next_slot[c] > (uint32_t)slot) return PST_OFFER_TAKEN; /* summed */
   if (u->next_slot[c] != (uint32_t)slot) return PST_OFFER_LATER;
-  if (!checked && !all_finite(data, len)) {
+  if (!checked && !share_ok(u, w, c, data, len)) {
     /* The rest of this share will not come: the step goes on without it, like without a
      * lost worker (its chunks already summed stay, each the mean of what it got). */
     leave_step(u, slot, published);
@@ -369,7 +452,7 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, int f
                        const float *data, int *published) {
   pst_store *s = u->store;
   if (u->owner != -1 && u->owner != w) return PST_OFFER_LATER;
-  if (!all_finite(data, pst_update_chunk_len(u, c))) {
+  if (!share_ok(u, w, c, data, pst_update_chunk_len(u, c))) {
     /* A push already half applied ends here, the rest of the weights carried over. */
     if (u->owner == w) abandon_async_push(u, published);
     return PST_OFFER_REJECTED;
@@ -387,7 +470,11 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, int f
   }
   if (c != (u->owner_desc ? u->n_chunks - 1 - u->owner_chunks : u->owner_chunks)) return -EPROTO;
   size_t off = (size_t)c * u->chunk_floats;
-  apply(u, data, (float)u->workers, off, pst_update_chunk_len(u, c));
+  if (apply(u, data, (float)u->workers, off, pst_update_chunk_len(u, c)) < 0) {
+    /* Kept as it was (run_chunk): the rest of this push goes too, as for a NaN. */
+    abandon_async_push(u, published);
+    return PST_OFFER_REJECTED;
+  }
   if (++u->owner_chunks == u->n_chunks) {
     u->owner = -1;
     finish_step(u, published);
@@ -398,7 +485,11 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, int f
 int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, int flags,
                      const float *data, int *published) {
   *published = 0;
+  u->last_unsafe = 0;
   if (c >= u->n_chunks || w < 0 || w >= u->workers) return -EPROTO;
+  /* A push's first chunk is offered again and again until it is taken, and nothing else of
+   * that push comes meanwhile: its norm starts here. */
+  if (flags & PST_CHUNK_FIRST) u->push_sq[w] = 0;
   int rc = u->mode == PST_MODE_SYNC ? offer_sync(u, w, version, c, flags, data, published)
                                     : offer_async(u, w, version, c, flags, data, published);
   if (rc == PST_OFFER_TAKEN && (flags & PST_CHUNK_LAST)) u->pushes++;

@@ -42,7 +42,16 @@
  * by N in the same way (kernels/net.h), and the optimizer adds it instead of training
  * (ps/optim.h). The same sums and scales thus give, in sync, the mean of the step's workers'
  * changes (of the m that arrived when workers are lost: N/m) and, in async, one worker's
- * change. Validation is unchanged: a non-finite value anywhere in a chunk rejects it. */
+ * change. Validation is unchanged: a non-finite value anywhere in a chunk rejects it.
+ *
+ * What a share may be (pst_update_set_limits; issue 23): every value finite and of magnitude
+ * at most the gradient limit, and, with a clip norm, the push's norm so far (over the trained
+ * parameters, not the model state) within it. A share that is not is rejected like a NaN one.
+ * The limit keeps every sum, and so the optimizer's state, finite: N shares of at most L,
+ * scaled by at most N, square to (N^2 L)^2, which for N <= 4096 and the default L = 1e6 is
+ * about 3e26, far below float's 3.4e38. Should a step's result be non-finite all the same
+ * (weights that grew over many steps), the chunk keeps the values of the step before, which
+ * the double buffers still hold (pst_opt_carry), and the chunk is counted as unsafe. */
 #ifndef PSTRAIN_PS_UPDATE_H
 #define PSTRAIN_PS_UPDATE_H
 
@@ -92,13 +101,25 @@ typedef struct {
   uint64_t dropped;       /* gradients dropped: backup workers' late ones, stale ones, and
                            * those of workers no longer in the step */
   uint64_t partial_steps; /* sync steps applied with fewer shares than N-K (workers lost) */
+  /* What a share may be (pst_update_set_limits). */
+  uint32_t limit_bits;    /* the bits of the gradient limit: |x|'s bits above it reject */
+  float grad_limit;
+  float clip_norm;        /* the worker's gradient norm bound (0: none); a share is 1/N of it */
+  double clip_sq;         /* the bound on a share's squared norm, with rounding's slack */
+  double *push_sq;        /* [N]: the squared norm of worker w's push so far */
+  uint64_t unsafe_chunks; /* chunks whose update would have been non-finite: kept as they were */
+  int last_unsafe;        /* the last offer kept a chunk back that way */
+  char reject_why[128];   /* why the last PST_OFFER_REJECTED was */
 } pst_update;
 
 /* Offer results: */
 #define PST_OFFER_TAKEN 1
 #define PST_OFFER_LATER 0
 #define PST_OFFER_DROPPED 2
-#define PST_OFFER_REJECTED 3 /* the chunk holds a NaN or an infinity: nothing was summed */
+#define PST_OFFER_REJECTED 3 /* the chunk is not a share the ps takes (reject_why says why:
+                              * a NaN or infinity, a value over the limit, a norm over the
+                              * clip norm, or, async, an update that would not be finite):
+                              * nothing of it was summed */
 
 /* The receive buffers of all N worker connections (one chunk each) take at most this much:
  * pst_update_init lowers chunk_floats to PST_RECV_BUDGET / N (not below
@@ -109,6 +130,15 @@ typedef struct {
 
 int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_floats,
                     pst_store *store, pst_optimizer *opt);
+/* The gradient limit (> 0: any value of larger magnitude rejects its chunk) and the clip norm
+ * (0: none) that workers hold their gradients to (the ps checks each push's norm against it
+ * over the trained parameters: the optimizer's model-state ranges are left out). Defaults:
+ * PST_GRAD_LIMIT_DEFAULT and none. 0, or -EINVAL for a limit out of (0, 1e30] or a negative
+ * or non-finite norm. */
+#define PST_GRAD_LIMIT_DEFAULT 1e6
+#define PST_GRAD_LIMIT_DEFAULT_TEXT "1e6" /* the same, for option tables */
+_Static_assert(PST_GRAD_LIMIT_DEFAULT == 1e6, "PST_GRAD_LIMIT_DEFAULT_TEXT says 1e6");
+int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm);
 /* Sums and optimizer passes over a chunk run on par's threads (NULL: the caller's alone);
  * the results are the same bits either way. */
 void pst_update_set_par(pst_update *u, ps_par *par);

@@ -64,9 +64,11 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->chunk_floats = w->chunk_floats;
   t->report_every = w->report_every ? (int)w->report_every : 50;
   t->eval_every = (int)w->eval_every;
-  if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1) {
-    wk_fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d)", t->index,
-         t->world, t->batch);
+  t->clip_norm = w->clip_norm;
+  if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1 ||
+      !(t->clip_norm >= 0 && t->clip_norm <= 1e30)) {
+    wk_fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d, clip norm %g)",
+            t->index, t->world, t->batch, t->clip_norm);
     return -EPROTO;
   }
   if (pst_model_parse(w->model_spec, "model from the ps", &t->model, err, sizeof err) < 0 ||

@@ -129,6 +129,33 @@ static void idle(wk_trainer *t, double s) {
   }
 }
 
+/* The job's clip norm (WELCOME): the gradient of this worker's batch mean, over the trained
+ * parameters, scaled down to it when longer, as Keras's global_clipnorm. t->grad holds that
+ * gradient over N (the global batch's share), so its norm times N is the mean's. The model
+ * state (batchnorm's moving statistics) is no gradient and is left as it is. */
+static void clip_gradient(wk_trainer *t) {
+  size_t off[PST_MODEL_MAX_LAYERS], count[PST_MODEL_MAX_LAYERS];
+  int ns = pst_model_state_ranges(&t->model, off, count);
+  size_t n = t->model.n_params;
+  double sq = 0;
+  size_t at = 0;
+  for (int r = 0; r <= ns; r++) {
+    size_t stop = r < ns ? off[r] : n;
+    for (size_t i = at; i < stop; i++) sq += (double)t->grad[i] * t->grad[i];
+    if (r < ns) at = off[r] + count[r];
+  }
+  double norm = sqrt(sq) * (double)t->world;
+  if (!(norm > t->clip_norm)) return;
+  float k = (float)(t->clip_norm / norm);
+  at = 0;
+  for (int r = 0; r <= ns; r++) {
+    size_t stop = r < ns ? off[r] : n;
+    for (size_t i = at; i < stop; i++) t->grad[i] *= k;
+    if (r < ns) at = off[r] + count[r];
+  }
+  t->clipped++;
+}
+
 /* --delay-ms: the link's delay, slept on the threadpool so that the loop stays free. */
 static void delay_step(wk_trainer *t) {
   if (t->work_kind != WK_WORK_TRAIN || !(t->opt.delay_ms > 0)) return;
@@ -193,6 +220,7 @@ static void work_run(uv_work_t *req) {
                                  t->steps);
     t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
                                  &t->w_correct);
+    if (t->w_rc == 0 && t->clip_norm > 0) clip_gradient(t);
     t->w_samples = t->batch;
   } else {
     int32_t *idx = malloc((size_t)t->batch * sizeof *idx);
@@ -311,6 +339,9 @@ static void after_eval(wk_trainer *t) {
     if (t->opt.push_by_layer)
       LOG_INFO("--push-by-layer: %" PRIu64 " of %" PRIu64 " gradient chunks left while the "
                "backward pass was still computing", t->chunks_early, t->chunks_pushed);
+    if (t->clip_norm > 0)
+      LOG_INFO("--clip-norm %g: %" PRIu64 " of %" PRIu64 " gradients clipped", t->clip_norm,
+               t->clipped, t->steps);
     if (t->opt.pull_by_layer)
       LOG_INFO("--pull-by-layer: %" PRIu64 " of %" PRIu64 " steps started before their "
                "weights were all in; they waited %.3f s in all for the rest", t->steps_early,
@@ -405,8 +436,11 @@ static void work_done(uv_work_t *req, int status) {
  * backward pass finishes them (wk_on_grad_ready; after_train queues what is left). */
 static void begin_layer_push(wk_trainer *t) {
   t->layer_push = 0;
-  /* --slow-factor and --delay-ms make a step's push leave late on purpose: not early. */
-  if (!t->opt.push_by_layer || t->opt.slow_factor > 1.0 || t->opt.delay_ms > 0) return;
+  /* --slow-factor and --delay-ms make a step's push leave late on purpose: not early; and a
+   * clipped gradient's scale is known only once all of it is. */
+  if (!t->opt.push_by_layer || t->opt.slow_factor > 1.0 || t->opt.delay_ms > 0 ||
+      t->clip_norm > 0)
+    return;
   atomic_store(&t->grad_from, t->model.n_params);
   for (int i = 0; i < t->n_ps; i++)
     if (wk_client_push_begin(&t->ps[i].client, t->ps[i].version, t->grad + t->ps[i].offset) < 0)

@@ -136,6 +136,7 @@ typedef struct wk_trainer {
   uv_cond_t pull_cond;
   int pull_streaming, work_streamed;
   uint64_t steps_early;      /* training steps started before their weights were all in */
+  uint64_t clipped;          /* gradients scaled down to the clip norm */
   double weights_wait;       /* seconds those steps waited in all for their weights */
   int closing;               /* the loop's handles are closing: the run is over */
   uint64_t chunks_pushed, chunks_early; /* push chunks, and of them those queued during compute */
@@ -148,6 +149,7 @@ typedef struct wk_trainer {
   uint32_t chunk_floats;
   int report_every;
   int eval_every;                 /* steps between dense evaluations (0: off) */
+  double clip_norm;               /* the job's gradient clip norm (0: none; WELCOME) */
   pst_model model;
   uint64_t model_fp;              /* --model's fingerprint, once read (0: none given yet) */
   /* Compute. */
