@@ -120,6 +120,10 @@ static void *helper_main(void *arg) {
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, NULL);
   for (;;) {
+    /* Wake-ups are taken before the state they announce is read: one that comes after this
+     * read stays pending and ends the poll() below, so none is ever lost. */
+    uint64_t v;
+    if (read(h->wake, &v, sizeof v) < 0) { /* none pending */ }
     pthread_mutex_lock(&io->mu);
     while (h->queue && n < IO_ACTIVE) {
       ps_io_job *j = h->queue;
@@ -143,6 +147,9 @@ static void *helper_main(void *arg) {
       active[i] = active[--n];
       finish(io, j);
     }
+    /* The stop may have come while jobs were still out: with the last of them over, nothing
+     * would wake this thread again. */
+    if (stop && n == 0) break;
     pfd[0] = (struct pollfd){.fd = h->wake, .events = POLLIN};
     for (int i = 0; i < n; i++)
       pfd[i + 1] = (struct pollfd){.fd = active[i]->fd,
@@ -150,10 +157,6 @@ static void *helper_main(void *arg) {
     if (poll(pfd, (nfds_t)n + 1, -1) < 0 && errno != EINTR) {
       /* Cannot wait (out of memory in the kernel): try again shortly rather than spin. */
       usleep(1000);
-    }
-    if (pfd[0].revents & POLLIN) {
-      uint64_t v;
-      if (read(h->wake, &v, sizeof v) < 0) { /* drained by a race with another wake-up */ }
     }
   }
   return NULL;

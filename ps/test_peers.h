@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "common/clock.h"
 #include "model/model.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
@@ -127,17 +128,30 @@ static inline void drain(void) {
 }
 
 /* Runs the ps and the peers until nothing moves (a few quiet turns in a row). */
+/* Whether an I/O thread holds one of the ps's jobs (ps/io.h). */
+static inline int io_jobs_out(void) {
+  for (ps_conn *c = g.srv.conns; c; c = c->next)
+    if (ps_io_busy(&c->rjob) || ps_io_busy(&c->wjob)) return 1;
+  return 0;
+}
+
 static inline void settle(void) {
   int quiet = 0;
-  /* With I/O threads, a job's end reaches the loop a wake-up later. */
-  int turns_quiet = g.threads > 1 ? 6 : 3;
-  for (int turns = 0; quiet < turns_quiet && turns < 20000; turns++) {
+  double quiet_since = pst_now();
+  /* With I/O threads, a job's end reaches the loop a wake-up later, and on a busy machine a
+   * helper may wait many milliseconds for a core: while a job is out, quiet means 300 ms
+   * without activity (a job that cannot move, a deaf peer's reply, costs that much). */
+  for (int turns = 0; turns < 200000; turns++) {
+    if (g.threads > 1 && io_jobs_out() ? pst_now() - quiet_since > 0.3
+                                       : quiet >= (g.threads > 1 ? 6 : 3))
+      break;
     g.activity = 0;
     drain();
     uv_run(&g.loop, UV_RUN_NOWAIT);
     drain();
     if (g.activity) {
       quiet = 0;
+      quiet_since = pst_now();
     } else {
       quiet++;
       /* Give the kernel a moment to move bytes across loopback. */
