@@ -83,6 +83,10 @@ static int after_feed(ps_conn *c, int rc) {
     return 1;
   }
   if (rc < 0) {
+    /* A worker with a cluster secret starts with the handshake's hello, which this ps (it
+     * has none, or it would have read it as one) takes for a bad frame: tell it why. */
+    if (c->state == CONN_OPEN && !memcmp(c->rd.sample, PST_AUTH_MAGIC, 4))
+      ps_send_error(c, "this ps runs without a cluster secret");
     if (c->state == CONN_WORKER)
       LOG_WARN("closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
                c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
@@ -133,6 +137,25 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
     return;
   }
   after_feed(c, pst_reader_feed(&c->rd, (size_t)nread));
+}
+
+/* The loop's next turn after one or more connections yielded (ps_conn_yield): each reads
+ * on from where it paused, what its reader holds first. */
+static void on_yield_turn(uv_idle_t *h) {
+  ps_server *s = h->data;
+  uv_idle_stop(h);
+  for (ps_conn *c = s->conns; c; c = c->next) {
+    if (!c->yielded) continue;
+    c->yielded = 0;
+    if (c->state == CONN_CLOSING || s->stopping) continue;
+    if (after_feed(c, pst_reader_resume(&c->rd)) == 0) ps_conn_start_reading(c);
+  }
+}
+
+void ps_conn_yield(ps_conn *c) {
+  ps_server *s = c->srv;
+  c->yielded = 1;
+  if (!uv_is_active((uv_handle_t *)&s->yield_idle)) uv_idle_start(&s->yield_idle, on_yield_turn);
 }
 
 void ps_conn_start_reading(ps_conn *c) {
@@ -217,7 +240,10 @@ static void on_handshake(pst_tls_stream *io, int status) {
 void ps_conn_accept(uv_stream_t *server, int status) {
   ps_server *s = server->data;
   if (status < 0) {
-    LOG_WARN("accept failed: %s", uv_strerror(status));
+    /* Out of descriptors, typically: libuv accepted and closed the connection (its spare
+     * descriptor), and the peer retries. Rate-limited: a flood would fill the log. */
+    ps_log_conn(s, "accept failed: %s (%d connections open, --max-connections %d)",
+                uv_strerror(status), s->n_conns, s->opt.max_connections);
     return;
   }
   ps_conn *c = calloc(1, sizeof *c);
@@ -239,6 +265,7 @@ void ps_conn_accept(uv_stream_t *server, int status) {
   int arc = uv_accept(server, (uv_stream_t *)&c->io.tcp);
   if (rc < 0 || arc < 0) {
     if (rc < 0) ps_log_conn(s, "cannot set up a connection: %s", why);
+    else ps_log_conn(s, "accept failed: %s", uv_strerror(arc));
     c->state = CONN_CLOSING;
     pst_tls_stream_close(&c->io, on_conn_closed);
     return;

@@ -78,6 +78,11 @@ struct ps_conn {
   size_t rjob_seen;      /* rjob's progress at the last silence check (ps/liveness.c) */
   int close_deferred;
   struct ps_deferred *deferred, *deferred_tail;
+  /* STATUS_REQ's rate (ps/messages.c): a token bucket, and the requests dropped since the
+   * last one answered. */
+  double status_tokens, status_at;
+  uint32_t status_dropped;
+  int yielded;           /* paused after a STATUS: read again on the loop's next turn */
 };
 
 /* A control frame written while wjob was out, sent once it ends. */
@@ -110,7 +115,12 @@ void ps_send_shutdown(ps_conn *c, const char *reason, int failed, int stopped);
 void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello);
 void ps_handle_report(ps_conn *c, const Pstrain__Report *r);
 void ps_handle_rollback(ps_conn *c, uint64_t version);
-void ps_handle_status(ps_conn *c);
+/* A STATUS_REQ: answered within the connection's rate, else dropped, and after too many
+ * dropped the connection is closed. Returns 0, or -EPROTO when it was closed. */
+int ps_handle_status(ps_conn *c);
+/* c stops reading until the loop's next turn, so that every other peer is served between
+ * two of its requests (ps/server.c). */
+void ps_conn_yield(ps_conn *c);
 const pst_reader_cbs *ps_reader_cbs(void);
 
 /* Admission (ps/admission.c). */

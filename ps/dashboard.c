@@ -11,7 +11,7 @@
 /* ps/dashboard.html, made a C string by the build (ps/BUILD). */
 extern const char ps_dashboard_html[];
 
-static char *status_json(const ps_server *s) {
+static char *status_json(ps_server *s) {
   static ps_status_msg m;
   ps_obs_status(s, &m);
   char addr[300];
@@ -46,7 +46,7 @@ static char *status_json(const ps_server *s) {
 }
 
 int ps_dashboard_handle(void *arg, const char *path, pst_text *body, const char **type) {
-  const ps_server *s = arg;
+  ps_server *s = arg;
   if (!strcmp(path, "/") || !strcmp(path, "/index.html")) {
     pst_text_append(body, ps_dashboard_html, strlen(ps_dashboard_html));
     *type = "text/html; charset=utf-8";

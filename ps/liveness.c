@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "common/shard.h"
 #include "ps/checkpointing.h"
 #include "ps/conn.h"
 #include "ps/server.h"
@@ -51,7 +52,22 @@ void ps_worker_lost(ps_server *s, int i, const char *why) {
   ps_worker *w = &s->workers[i];
   w->conn = NULL;
   s->registered--;
-  if (w->done || s->stopping) return;
+  if (s->stopping) return;
+  if (s->data_known && !s->data_fixed && s->registered == 0 &&
+      s->store.version == s->data_pinned_at) {
+    /* The data facts came from workers that have all gone before a step was taken on them:
+     * a worker that lied about its data (or a wrong one) must not keep the right ones out. */
+    LOG_INFO("the workers' data facts (%u training, %u test samples, %u classes) are "
+             "forgotten: every worker that gave them left before a step; the next one sets them",
+             s->train_n, s->test_n, s->classes);
+    s->data_known = 0;
+  }
+  if (w->done) {
+    /* A finished worker owes nothing more but its evaluation, which it no longer owes now:
+     * the epoch, or the run, may be complete without it. */
+    ps_check_progress(s);
+    return;
+  }
   w->lost = 1;
   w->lost_at = pst_now();
   w->losses++;
@@ -104,6 +120,55 @@ static int owes_eval(const ps_server *s, int i, uint32_t epoch) {
   return w->evals_done < epoch && (w->conn != NULL || !w->ever);
 }
 
+/* Whether slot i could have reported its share of `epoch` by now: it has trained through
+ * the epoch, and for the last one the final weights are out (every slot finished or given
+ * up). 0 while the data's size is unknown. */
+static int eval_possible(const ps_server *s, int i, uint32_t epoch) {
+  if (!s->data_known) return 0;
+  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  if (ps_slot_position(s, i) < (uint64_t)epoch * spe) return 0;
+  return epoch < (uint32_t)s->opt.epochs || s->finished + s->abandoned == s->opt.workers;
+}
+
+void ps_eval_reported(ps_server *s, int i, uint32_t epoch) {
+  ps_worker *w = &s->workers[i];
+  if (w->eval_due_epoch == epoch && w->eval_due_at > 0) w->eval_took = pst_now() - w->eval_due_at;
+}
+
+/* The wait for a slot whose worker is connected and owes an evaluation the others have sent:
+ * --eval-timeout (the worker timeout by default), or twice the longest the others' shares
+ * took after they could be sent, when that is longer (a big model evaluated on a slow
+ * device). A worker that trains its epoch and never reports (a lie, or a hang that still
+ * sends heartbeats) thus holds up neither the epoch's figures nor the end of the run. */
+static void eval_deadlines(ps_server *s, double now) {
+  double base = s->opt.eval_timeout > 0 ? s->opt.eval_timeout : s->opt.worker_timeout;
+  for (int i = 0; i < s->opt.workers; i++) {
+    ps_worker *w = &s->workers[i];
+    uint32_t e = w->evals_done + 1;
+    if (!w->conn || e > (uint32_t)s->opt.epochs || !eval_possible(s, i, e)) continue;
+    if (w->eval_due_epoch != e) {
+      w->eval_due_epoch = e;
+      w->eval_due_at = now;
+      continue;
+    }
+    /* Only once some other slot's share is in: alone, nobody's figures wait on this one. */
+    if (s->metrics.evals[e].reports == 0) continue;
+    double longest = 0;
+    for (int j = 0; j < s->opt.workers; j++)
+      if (j != i && s->workers[j].evals_done >= e && s->workers[j].eval_took > longest)
+        longest = s->workers[j].eval_took;
+    double wait = 2 * longest > base ? 2 * longest : base;
+    if (now - w->eval_due_at <= wait) continue;
+    w->evals_done = e;
+    w->evals_missed++;
+    LOG_WARN("worker %d '%s' did not report its evaluation of epoch %u within %.1f s of "
+             "training through it (--eval-timeout): the epoch is evaluated without its share",
+             i, w->name, e, wait);
+    ps_check_progress(s);
+    if (s->stopping) return;
+  }
+}
+
 static void check_evals(ps_server *s) {
   for (uint32_t e = 1; e <= (uint32_t)s->opt.epochs; e++) {
     if (s->metrics.evals[e].complete || s->metrics.evals[e].reports == 0) continue;
@@ -117,7 +182,9 @@ static void check_evals(ps_server *s) {
     LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 "%s)", e,
              s->opt.epochs, ev->loss_sum / (double)ev->samples,
              (double)ev->correct / (double)ev->samples, ev->version,
-             ev->reports < s->opt.workers ? ", without the shares of lost workers" : "");
+             ev->reports < s->opt.workers
+                 ? ", without the shares of workers that were lost or did not report in time"
+                 : "");
     pst_notify_status("epoch %u/%d evaluated: test accuracy %.4f (version %" PRIu64 ")", e,
                       s->opt.epochs, s->metrics.last_test_accuracy, s->store.version);
   }
@@ -204,6 +271,7 @@ static void on_watch(uv_timer_t *t) {
       ps_server_kick(s);
     }
   }
+  if (!s->stopping) eval_deadlines(s, now);
   if (!s->stopping) ps_admission_watch(s, now);
   if (!s->stopping) ps_ckpt_tick(s);
 }

@@ -37,6 +37,7 @@ static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
 static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX], o_shard[PST_CFG_STR_MAX];
 static char o_metrics_listen[PST_CFG_STR_MAX], o_tensorboard[PST_CFG_STR_MAX];
+static char o_data_facts[PST_CFG_STR_MAX];
 static int o_insecure;
 static pst_tls_files o_tls;
 static int64_t o_max_conns;
@@ -45,7 +46,7 @@ static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples;
-static double o_grad_limit, o_clip_norm;
+static double o_grad_limit, o_clip_norm, o_eval_timeout;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -65,6 +66,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("beta2", PST_CFG_DOUBLE, &o_beta2, "0.999", "Adam beta2", 0, 0),
     PST_OPT("eps", PST_CFG_DOUBLE, &o_eps, "1e-8", "Adam epsilon", 0, 0),
     PST_OPT("weight-decay", PST_CFG_DOUBLE, &o_wd, "0", "L2 weight decay added to gradients", 0, 0),
+    PST_OPT("data-facts", PST_CFG_STRING, o_data_facts, "", "TRAIN,TEST,CLASSES: the data every worker must have (training and test samples, classes); empty: what the first worker to register says", 0, 0),
     PST_OPT("grad-limit", PST_CFG_DOUBLE, &o_grad_limit, PST_GRAD_LIMIT_DEFAULT_TEXT, "largest magnitude a gradient value may have: a chunk with a larger one (or a NaN) is rejected and counted against its worker (0 < limit <= 1e30)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_DOUBLE, &o_clip_norm, "0", "workers clip each gradient to this norm (Keras's global clipnorm) and the ps rejects a push over it (0: off)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
@@ -87,6 +89,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("hello-timeout", PST_CFG_DOUBLE, &o_hello_timeout, "10", "seconds a connection has to authenticate and register (0.1 to 3600)", 0, 0),
     PST_OPT("max-connections", PST_CFG_INT, &o_max_conns, "256", "open connections at most (the oldest unregistered one is closed first)", 8, 65536),
     PST_OPT("worker-timeout", PST_CFG_DOUBLE, &o_worker_timeout, "30", "seconds of silence after which a worker is lost (0.2 to 86400)", 0, 0),
+    PST_OPT("eval-timeout", PST_CFG_DOUBLE, &o_eval_timeout, "0", "seconds a connected worker may take to report an evaluation it owes once the others have; then the epoch is evaluated without its share (0: the worker timeout, or twice what the others took)", 0, 0),
     PST_OPT("rejoin-timeout", PST_CFG_DOUBLE, &o_rejoin_timeout, "300", "seconds a lost worker's slot waits for a replacement (0 to 604800)", 0, 0),
     PST_OPT("on-worker-loss", PST_CFG_STRING, o_on_loss, "continue", "sync: continue without a lost worker, or wait for it", 0, 0),
     PST_OPT("checkpoint-dir", PST_CFG_STRING, o_ckpt_dir, "", "write checkpoints here (empty: none)", 0, 0),
@@ -129,6 +132,19 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
     snprintf(err, errlen, "--grad-limit must be in (0, 1e30] and --clip-norm in [0, 1e30]");
     return -EINVAL;
   }
+  if (o_data_facts[0]) {
+    unsigned long tr, te, cl;
+    char end;
+    if (sscanf(o_data_facts, "%lu,%lu,%lu%c", &tr, &te, &cl, &end) != 3 || tr < 1 || te < 1 ||
+        cl < 2 || tr > UINT32_MAX || te > UINT32_MAX || cl > UINT32_MAX) {
+      snprintf(err, errlen, "--data-facts: '%.200s' is not TRAIN,TEST,CLASSES (positive "
+               "sample counts and at least 2 classes)", o_data_facts);
+      return -EINVAL;
+    }
+    o->data_train = (uint32_t)tr;
+    o->data_test = (uint32_t)te;
+    o->data_classes = (uint32_t)cl;
+  }
   o->grad_limit = o_grad_limit;
   o->clip_norm = o_clip_norm;
   if (!(o_status_interval >= 0 && o_status_interval <= 86400)) {
@@ -143,6 +159,11 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
     snprintf(err, errlen, "--worker-timeout must be between 0.2 and 86400 seconds");
     return -EINVAL;
   }
+  if (!(o_eval_timeout >= 0 && o_eval_timeout <= 86400)) {
+    snprintf(err, errlen, "--eval-timeout must be between 0 and 86400 seconds");
+    return -EINVAL;
+  }
+  o->eval_timeout = o_eval_timeout;
   if (!(o_rejoin_timeout >= 0 && o_rejoin_timeout <= 604800)) {
     snprintf(err, errlen, "--rejoin-timeout must be between 0 and 604800 seconds");
     return -EINVAL;
@@ -322,9 +343,18 @@ int main(int argc, char **argv) {
       LOG_DEBUG("descriptor limit raised from %llu to %llu", (unsigned long long)was,
                 (unsigned long long)nofile.rlim_max);
   }
-  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur < (rlim_t)opt.max_connections + 32)
-    LOG_WARN("only %llu descriptors for --max-connections %d: connections past the limit fail "
-             "to be accepted", (unsigned long long)nofile.rlim_cur, opt.max_connections);
+  /* Descriptors the ps needs besides its connections: the standard ones, the listeners, the
+   * loop's own, the I/O threads' wake-ups, checkpoint and metrics files, libuv's spare for a
+   * full table. The connections get what is left: past it an accept fails,
+   * and the worker would see its connection refused, not a ps that said why. */
+  const rlim_t reserve = 64 + (rlim_t)opt.threads;
+  if (getrlimit(RLIMIT_NOFILE, &nofile) == 0 && nofile.rlim_cur != RLIM_INFINITY &&
+      nofile.rlim_cur < (rlim_t)opt.max_connections + reserve) {
+    int fit = nofile.rlim_cur > reserve + 8 ? (int)(nofile.rlim_cur - reserve) : 8;
+    LOG_WARN("only %llu descriptors (ulimit -n): --max-connections lowered from %d to %d",
+             (unsigned long long)nofile.rlim_cur, opt.max_connections, fit);
+    opt.max_connections = fit;
+  }
   uv_loop_t loop;
   uv_loop_init(&loop);
   static ps_server srv;

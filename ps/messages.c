@@ -207,6 +207,7 @@ void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
   } else if (r->is_eval) {
     ps_worker *w = &s->workers[c->worker];
     if (r->epoch > w->evals_done) {
+      ps_eval_reported(s, c->worker, r->epoch);
       w->evals_done = r->epoch;
       pst_metrics_eval(&s->metrics, r->epoch,
                        r->weights_version ? r->weights_version : s->store.version, r->loss_sum,
@@ -251,12 +252,39 @@ void ps_handle_rollback(ps_conn *c, uint64_t version) {
   ps_server_stop(s, "going back to an older version", 0);
 }
 
-void ps_handle_status(ps_conn *c) {
+/* STATUS_REQs a connection may send: a burst of PS_STATUS_BURST, then PS_STATUS_RATE a
+ * second (`pstrain status --watch 0.2` stays within it). Past that they are dropped, and a
+ * connection that goes on sending them (PS_STATUS_MAX_DROPPED since its last answer) is
+ * closed: each answer costs the loop a STATUS built from the ps's figures. */
+#define PS_STATUS_BURST 10.0
+#define PS_STATUS_RATE 5.0
+#define PS_STATUS_MAX_DROPPED 20
+
+int ps_handle_status(ps_conn *c) {
+  ps_server *s = c->srv;
+  double now = pst_now();
+  if (c->status_at == 0) c->status_tokens = PS_STATUS_BURST;
+  else c->status_tokens += (now - c->status_at) * PS_STATUS_RATE;
+  if (c->status_tokens > PS_STATUS_BURST) c->status_tokens = PS_STATUS_BURST;
+  c->status_at = now;
+  if (c->status_tokens < 1.0) {
+    s->status_dropped++;
+    if (++c->status_dropped > PS_STATUS_MAX_DROPPED) {
+      ps_log_conn(s, "closing connection from %s: more than %d STATUS_REQ a second", c->peer,
+                  (int)PS_STATUS_RATE);
+      ps_conn_close(c, NULL, 1);
+      return -EPROTO;
+    }
+    return 0;
+  }
+  c->status_tokens -= 1.0;
+  c->status_dropped = 0;
   /* Built by ps/obs.c, which /metrics, the dashboard and `pstrain status` share. */
   static ps_status_msg m;
-  ps_obs_status(c->srv, &m);
+  ps_obs_status(s, &m);
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = PSTRAIN__MSG_TYPE__STATUS;
   h.status = &m.st;
   ps_send_header(c, &h);
+  return 0;
 }

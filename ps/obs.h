@@ -26,7 +26,7 @@ typedef struct {
 
 /* The ps's status as a STATUS message, from the same state and derived figures /metrics
  * shows (the answer to STATUS_REQ, and the dashboard's /status.json). */
-void ps_obs_status(const ps_server *s, ps_status_msg *m);
+void ps_obs_status(ps_server *s, ps_status_msg *m);
 
 /* sync: whether the step in progress waits for slot i's gradient (the status log line's
  * "waits for", STATUS's waited_for); 0 in async and ssp. */

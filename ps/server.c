@@ -8,6 +8,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "common/shard.h"
 #include "ps/checkpointing.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
@@ -113,7 +114,7 @@ void ps_server_kick(ps_server *s) {
         int rc = try_take(c);
         if (rc <= 0) continue;
       }
-      if (!c->reading && !c->pending && !ps_io_busy(&c->rjob)) {
+      if (!c->reading && !c->pending && !c->yielded && !ps_io_busy(&c->rjob)) {
         int rc = pst_reader_resume(&c->rd);
         if (rc < 0) {
           conn_close(c, c->rd.err);
@@ -218,7 +219,7 @@ static int refuse_frame(ps_conn *c, const Pstrain__Header *h, ps_phase ph, ps_ac
       if (h->type == PSTRAIN__MSG_TYPE__ERROR)
         /* A worker that could not start (its data, its device) says why before it goes; the
          * close frees its slot. */
-        snprintf(r->err, sizeof r->err, "the peer failed: %.100s",
+        snprintf(r->err, sizeof r->err, "the worker failed: %.100s",
                  h->error && h->error->reason ? h->error->reason : "no reason given");
       else
         snprintf(r->err, sizeof r->err, "%s", why);
@@ -291,8 +292,10 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       }
       return 0;
     case PSTRAIN__MSG_TYPE__STATUS_REQ:
-      ps_handle_status(c);
-      return 0;
+      if (ps_handle_status(c) < 0) return PST_READER_PAUSE; /* closed */
+      /* The rest of what this peer sent waits for the loop's next turn. */
+      ps_conn_yield(c);
+      return PST_READER_PAUSE;
     case PSTRAIN__MSG_TYPE__ROLLBACK:
       ps_handle_rollback(c, h->version);
       return 0;
@@ -410,6 +413,21 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   }
   s->workers = calloc((size_t)opt->workers, sizeof *s->workers);
   if (!s->workers) return -ENOMEM;
+  if (opt->data_train > 0) {
+    if ((int)opt->data_classes > model->classes ||
+        pst_steps_per_epoch((int)opt->data_train, opt->workers, opt->batch_size) < 1) {
+      snprintf(err, errlen, "--data-facts %u,%u,%u: %s", opt->data_train, opt->data_test,
+               opt->data_classes,
+               (int)opt->data_classes > model->classes
+                   ? "more classes than the model outputs"
+                   : "a worker's shard of the training set holds no full batch");
+      return -EINVAL;
+    }
+    s->data_known = s->data_fixed = 1;
+    s->train_n = opt->data_train;
+    s->test_n = opt->data_test;
+    s->classes = opt->data_classes;
+  }
   /* A checkpoint to resume from sets the weights, the optimizer, the slots' positions and
    * the metrics so far, and makes the metrics file grow instead of starting anew. */
   if ((rc = ps_ckpt_open(s, err, errlen)) < 0) return rc;
@@ -448,6 +466,8 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   uv_signal_start(&s->sig_term, on_signal, SIGTERM);
   uv_timer_init(loop, &s->status_timer);
   s->status_timer.data = s;
+  uv_idle_init(loop, &s->yield_idle);
+  s->yield_idle.data = s;
   if (opt->status_interval > 0) {
     uint64_t ms = (uint64_t)(opt->status_interval * 1000);
     uv_timer_start(&s->status_timer, on_status_timer, ms, ms);
@@ -491,6 +511,7 @@ void ps_server_stop(ps_server *s, const char *reason, int failed) {
   uv_close((uv_handle_t *)&s->sig_int, NULL);
   uv_close((uv_handle_t *)&s->sig_term, NULL);
   uv_close((uv_handle_t *)&s->status_timer, NULL);
+  uv_close((uv_handle_t *)&s->yield_idle, NULL);
   ps_liveness_stop(s);
   /* Closed once the last job is back: a close waiting for its write job needs its callback. */
   ps_io_close(s->io);

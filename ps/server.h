@@ -51,6 +51,9 @@ typedef struct {
    * with clip_norm > 0 (told to the workers, which clip to it) a norm within it. */
   double grad_limit;
   double clip_norm;
+  /* The data every worker must have (training and test samples, classes); 0 0 0: whatever
+   * the first worker to register says (ps/validate.c). */
+  uint32_t data_train, data_test, data_classes;
   /* Who may connect, and how many. */
   const pst_secret *secret;  /* set: every connection authenticates first */
   pst_tls_ctx *tls;          /* set: every connection is mutual TLS (the caller's; outlives the
@@ -59,6 +62,8 @@ typedef struct {
   int max_connections;
   /* Failures (ps/liveness.c). */
   double worker_timeout;  /* seconds of silence after which a worker is lost */
+  double eval_timeout;    /* seconds a worker may take to report an evaluation it owes once
+                           * the others have (0: the worker timeout; ps/liveness.c) */
   double rejoin_timeout;  /* seconds a lost worker's slot waits for a replacement */
   int wait_on_loss;       /* sync: steps wait for a lost worker (else go on without it) */
   /* Checkpoints (ps/checkpointing.c). */
@@ -89,6 +94,11 @@ typedef struct {
   uint32_t epoch;         /* the epoch of its last training report */
   uint32_t rejected;      /* invalid messages of this slot's worker (ps/validate.c) */
   uint32_t subset_asked;  /* the newest dense evaluation point this slot was asked for */
+  /* The evaluation this slot owes next (ps/liveness.c): since when it could have sent it,
+   * and how long its last share took after it could. */
+  uint32_t eval_due_epoch;
+  double eval_due_at, eval_took;
+  uint32_t evals_missed;  /* epochs evaluated without its share: it did not report in time */
 } ps_worker;
 
 typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */
@@ -98,6 +108,7 @@ typedef struct ps_server {
   uv_tcp_t listener;
   uv_signal_t sig_int, sig_term;
   uv_timer_t status_timer;
+  uv_idle_t yield_idle;   /* connections that paused for the loop's next turn (ps/conn.c) */
   ps_options opt;
   const pst_model *model;
   pst_store store;
@@ -117,9 +128,16 @@ typedef struct ps_server {
   int resumed;
   uint64_t resumed_from;
   uint64_t rejected;      /* invalid messages refused (ps/validate.c) */
+  /* STATUS's weights checksum, computed once per version (ps/obs.c): a STATUS costs no pass
+   * over the weights, however many are asked for. */
+  uint64_t status_ck, status_ck_version;
+  int status_ck_valid;
+  uint64_t status_dropped;  /* STATUS_REQs past a connection's rate (ps/messages.c) */
   /* Frames by message type and the action ps/rules.h gave them (/metrics). */
   uint64_t frames[PS_RULE_TYPES][PS_ACT_IGNORE + 1];
   int data_known;         /* the workers' data facts, from the first HELLO that had them */
+  int data_fixed;         /* ... or from --data-facts: never forgotten */
+  uint64_t data_pinned_at; /* the version when a HELLO set them (ps/liveness.c) */
   uint32_t train_n, test_n, classes;
   ps_conn *conns;         /* every open connection, linked */
   uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest */
@@ -156,6 +174,8 @@ void ps_worker_lost(ps_server *s, int i, const char *why);
 void ps_worker_joined(ps_server *s, int i);
 /* Evaluations and the end of the run, re-checked after every event that may complete them. */
 void ps_check_progress(ps_server *s);
+/* Slot i's share of epoch's evaluation came in (for the others' deadlines). */
+void ps_eval_reported(ps_server *s, int i, uint32_t epoch);
 /* Checks on what workers send (ps/validate.c): 0, or -EINVAL with the reason. */
 int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen);
 int ps_check_report(ps_server *s, int worker, const Pstrain__Report *r, char *why, size_t whylen);

@@ -136,8 +136,10 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
  * PST_GRAD_LIMIT_DEFAULT and none. 0, or -EINVAL for a limit out of (0, 1e30] or a negative
  * or non-finite norm. */
 #define PST_GRAD_LIMIT_DEFAULT 1e6
-#define PST_GRAD_LIMIT_DEFAULT_TEXT "1e6" /* the same, for option tables */
-_Static_assert(PST_GRAD_LIMIT_DEFAULT == 1e6, "PST_GRAD_LIMIT_DEFAULT_TEXT says 1e6");
+/* The same as text, for option tables. */
+#define PST_GRAD_LIMIT_STR_(x) #x
+#define PST_GRAD_LIMIT_STR(x) PST_GRAD_LIMIT_STR_(x)
+#define PST_GRAD_LIMIT_DEFAULT_TEXT PST_GRAD_LIMIT_STR(PST_GRAD_LIMIT_DEFAULT)
 int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm);
 /* Sums and optimizer passes over a chunk run on par's threads (NULL: the caller's alone);
  * the results are the same bits either way. */

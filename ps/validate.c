@@ -65,15 +65,17 @@ int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whyl
       return -EINVAL;
     }
     s->data_known = 1;
+    s->data_pinned_at = s->store.version;
     s->train_n = h->train_samples;
     s->test_n = h->test_samples;
     s->classes = h->classes;
     return 0;
   }
   if (h->train_samples != s->train_n || h->test_samples != s->test_n || h->classes != s->classes) {
-    snprintf(why, whylen, "its data (%u training, %u test samples, %u classes) differs from the "
-             "other workers' (%u, %u, %u)", h->train_samples, h->test_samples, h->classes,
-             s->train_n, s->test_n, s->classes);
+    snprintf(why, whylen, "its data (%u training, %u test samples, %u classes) differs from %s "
+             "(%u, %u, %u)", h->train_samples, h->test_samples, h->classes,
+             s->data_fixed ? "--data-facts" : "the other workers'", s->train_n, s->test_n,
+             s->classes);
     return -EINVAL;
   }
   return 0;

@@ -137,6 +137,14 @@ static int send_raw(wk_client *c, const void *bytes, size_t n);
 /* The ps's challenge is in: check its proof, send ours, and the connection is open. */
 static void auth_read(wk_client *c, size_t n) {
   c->hs_got += (uint32_t)n;
+  if (c->hs_got >= 4 && memcmp(c->hs, "PSTR", 4) == 0) {
+    /* A frame instead of a challenge: a ps without a cluster secret refusing the handshake
+     * (it says so in an ERROR frame). Trying again would not mend it. */
+    c->auth_refused = 1;
+    wk_client_close(c, "the ps runs without a cluster secret, and this worker has one: start "
+                       "both with the cluster's --secret-file, or neither");
+    return;
+  }
   if (c->hs_got < PST_AUTH_CHALLENGE_LEN) return;
   uint8_t proof[PST_AUTH_PROOF_LEN];
   if (pst_auth_respond(&c->auth, c->secret, c->hs, proof) < 0) {
@@ -156,6 +164,9 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf) {
   (void)buf;
   if (nread == 0 || (c->state != WK_CONN_OPEN && c->state != WK_CONN_AUTH)) return;
   c->last_rx = pst_now();
+  if (nread > 0) c->heard = 1;
+  if (nread < 0 && !c->heard && (nread == UV_EOF || nread == UV_ECONNRESET))
+    c->closed_unheard = 1;
   if (nread < 0) {
     pst_tls_failure tf = pst_tls_stream_failure(&c->io);
     if (tf != PST_TLS_FAIL_NONE) {
@@ -207,6 +218,7 @@ static void on_connect(uv_connect_t *req, int status) {
   }
   uv_timer_stop(&c->timer); /* the attempt's deadline */
   c->last_rx = c->last_tx = pst_now();
+  c->heard = c->closed_unheard = 0;
   uv_tcp_nodelay(&c->io.tcp, 1);
   /* With TLS the handshake starts with the first read_start; what is written before it
    * finished (the auth hello, or the HELLO on_connected sends) waits for it. */

@@ -61,6 +61,10 @@ struct wk_client {
   /* The connection ended because the two ends do not trust each other (or the ps does not
    * speak TLS): a configuration error that no reconnection mends. */
   int tls_refused;
+  int auth_refused;       /* a ps without a secret refused the handshake */
+  int heard;              /* a byte came on this connection */
+  int closed_unheard;     /* it closed (EOF, a reset) before any byte came: the ps refused it
+                           * at accept (no descriptors, --max-connections) or was stopping */
   uv_timer_t timer;
   pst_reader rd;
   const pst_secret *secret; /* NULL or unset: no handshake */

@@ -227,9 +227,20 @@ static int start_clients(wk_trainer *t, double timeout_s) {
  * rebooted, the link was cut, or it went silent): reconnect for --reconnect-timeout seconds
  * and carry on where the ps says this worker's slot stands. */
 static int reconnect(wk_trainer *t, const char *why) {
+  double now = pst_now();
+  if (!t->welcomed && t->retry_unheard && t->state != WK_STOPPED && !t->stop_requested &&
+      now < t->connect_deadline) {
+    /* Never registered, and the ps closed the connection before saying anything: it had no
+     * descriptor or connection to spare, or was starting or stopping. Tried again until
+     * --connect-timeout, as a refused connect is. */
+    t->retry_unheard = 0;
+    LOG_INFO("the ps closed the connection before answering (%s); trying again for up to %.0f s",
+             why ? why : "closed", t->connect_deadline - now);
+    t->state = WK_CONNECTING;
+    return start_clients(t, t->connect_deadline - now) < 0 ? -1 : 0;
+  }
   if (!t->welcomed || t->state == WK_STOPPED || t->stop_requested || !(t->opt.reconnect_timeout > 0))
     return -1;
-  double now = pst_now();
   if (t->reconnect_deadline == 0) t->reconnect_deadline = now + t->opt.reconnect_timeout;
   double left = t->reconnect_deadline - now;
   if (left <= 0) return -1;
@@ -265,7 +276,8 @@ static void on_closed(wk_client *c, const char *why) {
    * instead of reconnecting for --reconnect-timeout. A connection merely cut short
    * during the handshake is not one (the ps may have been stopping): it is a lost ps as any
    * other. */
-  if (c->tls_refused && why) t->refused = 1;
+  if ((c->tls_refused || c->auth_refused) && why) t->refused = 1;
+  if (c->closed_unheard) t->retry_unheard = 1;
   if (why && !t->lost_why) {
     snprintf(t->lost_buf, sizeof t->lost_buf, "%s", why);
     t->lost_why = t->lost_buf;
@@ -394,6 +406,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   uv_timer_start(&t->hb_timer, on_hb_timer, 25, 25);
   t->hb_last_tick = pst_now();
   snprintf(err, errlen, "cannot start the connection");
+  t->connect_deadline = pst_now() + opt->connect_timeout;
   return start_clients(t, opt->connect_timeout);
 }
 

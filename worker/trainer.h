@@ -109,6 +109,8 @@ typedef struct wk_trainer {
   double hb_last_tick;       /* monotonic seconds of the timer's last run */
   int welcomed;              /* registered at least once: a lost ps is reconnected to */
   double reconnect_deadline; /* monotonic seconds; 0 while connected */
+  double connect_deadline;   /* monotonic seconds: --connect-timeout from the start */
+  int retry_unheard;         /* a connection closed before the ps said anything */
   int restart_pending;       /* a WELCOME came while a stale work item ran */
   int hello_pending;         /* reconnected while a stale work item ran: HELLO after it */
   uint32_t discarded;        /* gradients not pushed since the last HELLO (connection lost) */

@@ -21,9 +21,11 @@
  *     4  client k closes
  *     5  client k reconnects (a new connection; an open one is closed first)
  *     6  client k sends a well-formed frame: next byte picks it (HELLO, PULL, a whole PUSH
- *        in either order, one PUSH chunk, REPORT, eval REPORT, BYE, STATUS_REQ, HEARTBEAT, ERROR) or the
- *        handshake's first message (a fresh nonce), the byte after gives its numbers; these
- *        get a fuzzer deep into training quickly
+ *        in either order, one PUSH chunk, REPORT, eval REPORT, BYE, STATUS_REQ, HEARTBEAT,
+ *        ERROR, the handshake's first message (a fresh nonce), ROLLBACK, a HELLO with data
+ *        facts, a subset eval REPORT, or a message only a ps sends: WELCOME, WEIGHTS, ACK,
+ *        STATUS, SHUTDOWN, EVAL), the byte after gives its numbers; these get a fuzzer deep
+ *        into training quickly, and any of them in any state of a connection (ps/rules.h)
  *     7  the ps is stopped (bit 5 of op: as failed; bit 6: as on SIGTERM)
  * At the end the loop runs until idle, the server is stopped (if it has not stopped by
  * itself), every client closes, and the loop must then end by itself within a bound (no
@@ -315,8 +317,11 @@ static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_
   send_frame(k, &h, v, count);
 }
 
+/* Macros (the byte after op 6, modulo M_COUNT): tests/fuzz/make_seeds.c names them. */
+#define M_COUNT 15
+
 static void send_macro(int k, uint8_t t, uint8_t p) {
-  if (t % 11 == 10) {
+  if (t % M_COUNT == 10) {
     uint8_t hello[PST_AUTH_HELLO_LEN];
     pst_auth a;
     pst_auth_hello(&a, hello);
@@ -327,9 +332,12 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
   Pstrain__Hello hello = PSTRAIN__HELLO__INIT;
   Pstrain__Report rep = PSTRAIN__REPORT__INIT;
   Pstrain__ErrorInfo e = PSTRAIN__ERROR_INFO__INIT;
+  Pstrain__Welcome wl = PSTRAIN__WELCOME__INIT;
+  Pstrain__Status st = PSTRAIN__STATUS__INIT;
+  Pstrain__Shutdown sd = PSTRAIN__SHUTDOWN__INIT;
   if (g.srv.workers == NULL) return; /* the server failed to start */
   uint32_t nc = g.srv.upd.n_chunks;
-  switch (t % 11) {
+  switch (t % M_COUNT) {
     case 0:
       hello.worker_name = (p & 0x20) ? "a-worker-with-a-name-longer-than-sixty-four-bytes-so-it-gets-cut-x" : "fz";
       hello.model_fingerprint = (p & 0x80) ? 0x1234 : (p & 0x40) ? g.model.fingerprint : 0;
@@ -354,9 +362,12 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
     }
     case 4:
     case 5:
+    case 13:
       rep.epoch = p % 4;
       rep.step = p;
-      rep.is_eval = t % 11 == 5;
+      rep.is_eval = t % M_COUNT != 4;
+      rep.subset_point = t % M_COUNT == 13 ? 1 + (p & 1) : 0;
+      rep.weights_version = (p >> 1) & 7;
       rep.loss_sum = (p & 0x80) ? 1e308 : 0.5 * p;
       rep.samples = (p >> 2) % 4;
       rep.correct = (p & 0x40) ? 1000 : rep.samples / 2; /* more correct than samples too */
@@ -368,6 +379,49 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
     case 6: h.type = PSTRAIN__MSG_TYPE__BYE; break;
     case 7: h.type = PSTRAIN__MSG_TYPE__STATUS_REQ; break;
     case 8: h.type = PSTRAIN__MSG_TYPE__HEARTBEAT; break;
+    case 11:
+      h.type = PSTRAIN__MSG_TYPE__ROLLBACK;
+      h.version = p & 0x3f;
+      break;
+    case 12: /* the data facts a worker tells: 8 to 64 training samples, 1-4 test, or a lie */
+      hello.worker_name = "fz-data";
+      hello.requested_index = (int)(p % 5) - 1;
+      hello.train_samples = (p & 0x80) ? 6400000 : 8u * (1 + (p & 7));
+      hello.test_samples = 1 + ((p >> 3) & 3);
+      hello.classes = (p & 0x40) ? 3 : 2;
+      h.type = PSTRAIN__MSG_TYPE__HELLO;
+      h.hello = &hello;
+      break;
+    case 14: /* what only a ps sends: no peer may send it */
+      switch (p % 6) {
+        case 0:
+          wl.n_params = g.model.n_params;
+          h.type = PSTRAIN__MSG_TYPE__WELCOME;
+          h.welcome = &wl;
+          break;
+        case 1: {
+          float w[4] = {0};
+          h.type = PSTRAIN__MSG_TYPE__WEIGHTS;
+          h.count = 4;
+          send_frame(k, &h, w, 4);
+          return;
+        }
+        case 2: h.type = PSTRAIN__MSG_TYPE__ACK; break;
+        case 3:
+          h.type = PSTRAIN__MSG_TYPE__STATUS;
+          h.status = &st;
+          break;
+        case 4:
+          sd.reason = "fuzz";
+          h.type = PSTRAIN__MSG_TYPE__SHUTDOWN;
+          h.shutdown = &sd;
+          break;
+        default:
+          h.type = PSTRAIN__MSG_TYPE__EVAL;
+          h.eval_point = p;
+          break;
+      }
+      break;
     default:
       e.reason = "fuzz";
       h.type = PSTRAIN__MSG_TYPE__ERROR;

@@ -196,7 +196,7 @@ static void wire_seeds(void) {
 enum { OP_W8 = 0, OP_W16 = 1, OP_RUN = 2, OP_HALF = 3, OP_CLOSE = 4, OP_CONNECT = 5,
        OP_MACRO = 6, OP_STOP = 7 };
 enum { M_HELLO = 0, M_PULL, M_PUSH, M_CHUNK, M_REPORT, M_EVAL, M_BYE, M_STATUS, M_HEARTBEAT,
-       M_ERROR, M_AUTH };
+       M_ERROR, M_AUTH, M_ROLLBACK, M_HELLO_DATA, M_SUBSET, M_PS_ONLY, M_COUNT };
 
 static void op(buf *o, int kind, int k) { put8(o, (uint8_t)(kind << 2 | k)); }
 static void macro(buf *o, int k, int m, uint8_t p) {
@@ -226,9 +226,43 @@ static void job(buf *o, int n, int steps) {
   op(o, OP_RUN, 0);
 }
 
+/* Every macro in every phase of a connection (ps/rules.h): client 0 is brought to the phase
+ * (client 1 registered beside it, so that its BYE does not end the job), then sends it. */
+static void phase_seeds(const char *t) {
+  static const char *const phases[] = {"open", "registered", "mid_push", "pulling", "finished",
+                                       "stopping", "secret"};
+  for (int ph = 0; ph < (int)(sizeof phases / sizeof phases[0]); ph++) {
+    for (int m = 0; m < M_COUNT; m++) {
+      for (int variant = 0; variant < (m == M_PS_ONLY ? 6 : 1); variant++) {
+        buf o;
+        o.n = 0;
+        put8(&o, 0x04);                    /* sync, 2 workers */
+        put8(&o, ph == 6 ? 0x20 : 0x00);   /* a secret for "secret": frames before the handshake */
+        if (ph >= 1 && ph <= 5) {
+          macro(&o, 0, M_HELLO_DATA, 0);   /* 8 training samples, 1 test sample */
+          macro(&o, 1, M_HELLO_DATA, 1);
+          op(&o, OP_RUN, 0);
+        }
+        if (ph == 2) macro(&o, 0, M_CHUNK, 0); /* chunk 0 of version 0 */
+        if (ph == 3) macro(&o, 0, M_PULL, 2);  /* version 2: waits */
+        if (ph == 4) macro(&o, 0, M_BYE, 0);
+        if (ph == 5) op(&o, OP_STOP, 0);
+        if (ph != 0 && ph != 6) op(&o, OP_RUN, 0);
+        macro(&o, 0, m, (uint8_t)(m == M_PS_ONLY ? variant : 0x21));
+        op(&o, OP_RUN, 0);
+        char name[64];
+        snprintf(name, sizeof name, "phase_%s_macro_%d%s%c", phases[ph], m,
+                 m == M_PS_ONLY ? "_" : "", m == M_PS_ONLY ? (char)('a' + variant) : '\0');
+        save_buf(t, name, &o);
+      }
+    }
+  }
+}
+
 static void ps_seeds(void) {
   const char *t = "ps_server";
   buf o, f;
+  phase_seeds(t);
   o.n = 0; put8(&o, 0x04); put8(&o, 0x00); job(&o, 2, 3);
   save_buf(t, "sync_2_workers_job", &o);
   o.n = 0; put8(&o, 0x01); put8(&o, 0x10); job(&o, 1, 4);
