@@ -136,6 +136,29 @@ void ps_obs_render(const void *arg, pst_text *t) {
                    (double)u->dropped);
   pst_prom_counter(t, "pstrain_messages_rejected_total",
                    "Gradients or reports refused as invalid.", (double)s->rejected);
+  pst_prom_counter(t, "pstrain_unsafe_updates_total",
+                   "Chunks whose update would have made the weights or the optimizer's state "
+                   "non-finite, kept as they were.",
+                   (double)u->unsafe_chunks);
+  pst_prom_counter(t, "pstrain_status_requests_dropped_total",
+                   "STATUS_REQs past a connection's rate, dropped.", (double)s->status_dropped);
+  /* Every frame by its type and what ps/rules.h made of it in its connection's phase. */
+  pst_prom_family(t, "pstrain_frames_total", PST_PROM_COUNTER,
+                  "Frames read, by message type and the action the connection's phase gave "
+                  "them (handle, strike, close, ignore).");
+  for (int ty = 0; ty < PS_RULE_TYPES; ty++)
+    for (int a = 0; a <= PS_ACT_IGNORE; a++) {
+      if (!s->frames[ty][a]) continue;
+      char name[16], labels[96];
+      snprintf(labels, sizeof labels, "type=\"%s\",action=\"%s\"",
+               ps_msg_name(ty, name, sizeof name), ps_action_name((ps_action)a));
+      pst_prom_sample(t, "pstrain_frames_total", labels, (double)s->frames[ty][a]);
+    }
+  uint64_t missed = 0;
+  for (int i = 0; i < s->opt.workers; i++) missed += s->workers[i].evals_missed;
+  pst_prom_counter(t, "pstrain_evaluations_missed_total",
+                   "Evaluation shares a connected worker did not report within --eval-timeout.",
+                   (double)missed);
   pst_prom_counter(t, "pstrain_partial_steps_total",
                    "Sync steps applied without some lost worker's share.",
                    (double)u->partial_steps);

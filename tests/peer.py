@@ -1,0 +1,173 @@
+"""A pstrain peer in a few lines of Python, for tests that play a worker who lies.
+
+Frames as proto/pstrain.proto and proto/wire.h define them: a 16-byte prefix ("PSTR",
+version 1, flags 0, header and payload lengths), a protobuf Header, raw float32 payloads.
+Only what the tests need is encoded and decoded: varint, fixed64, double and nested message
+fields, no protobuf library.
+"""
+import socket
+import struct
+
+MSG = dict(HELLO=1, WELCOME=2, PULL=3, WEIGHTS=4, PUSH=5, ACK=6, ERROR=7, STATUS_REQ=8,
+           STATUS=9, SHUTDOWN=10, REPORT=11, BYE=12, HEARTBEAT=13, ROLLBACK=14, EVAL=15)
+
+
+def varint(n):
+    out = b""
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out += bytes([b | (0x80 if n else 0)])
+        if not n:
+            return out
+
+
+def zigzag(n):
+    return (n << 1) ^ (n >> 63)
+
+
+def field(num, wire, payload):
+    return varint(num << 3 | wire) + payload
+
+
+def vfield(num, value):
+    return field(num, 0, varint(value))
+
+
+def msgfield(num, body):
+    return field(num, 2, varint(len(body)) + body)
+
+
+def dfield(num, value):
+    return field(num, 1, struct.pack("<d", value))
+
+
+def frame(header, payload=b""):
+    return b"PSTR" + struct.pack("<HHII", 1, 0, len(header), len(payload)) + header + payload
+
+
+def decode(buf):
+    """The fields of one protobuf message: {number: [values]}; nested messages stay bytes."""
+    out, i = {}, 0
+    while i < len(buf):
+        key, i = _varint_at(buf, i)
+        num, wire = key >> 3, key & 7
+        if wire == 0:
+            v, i = _varint_at(buf, i)
+        elif wire == 1:
+            v, i = buf[i:i + 8], i + 8
+        elif wire == 2:
+            n, i = _varint_at(buf, i)
+            v, i = buf[i:i + n], i + n
+        elif wire == 5:
+            v, i = buf[i:i + 4], i + 4
+        else:
+            raise ValueError("wire type %d" % wire)
+        out.setdefault(num, []).append(v)
+    return out
+
+
+def _varint_at(buf, i):
+    n = shift = 0
+    while True:
+        b = buf[i]
+        i += 1
+        n |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return n, i
+
+
+def first(fields, num, default=0):
+    return fields.get(num, [default])[0]
+
+
+class Peer:
+    """One connection to a ps, speaking as a worker (or as whatever a test makes it)."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=30):
+        self.s = socket.create_connection((host, port), timeout=timeout)
+        self.buf = b""
+        self.welcome = None
+
+    def send(self, header, payload=b""):
+        self.s.sendall(frame(header, payload))
+
+    def read_frame(self):
+        """(type, header fields, payload) of the next frame; None when the ps closed."""
+        while True:
+            if len(self.buf) >= 16:
+                hlen, plen = struct.unpack("<II", self.buf[8:16])
+                if len(self.buf) >= 16 + hlen + plen:
+                    h = decode(self.buf[16:16 + hlen])
+                    payload = self.buf[16 + hlen:16 + hlen + plen]
+                    self.buf = self.buf[16 + hlen + plen:]
+                    return first(h, 1), h, payload
+            try:
+                data = self.s.recv(1 << 20)
+            except OSError:
+                return None
+            if not data:
+                return None
+            self.buf += data
+
+    def read_until(self, wanted):
+        """Frames until one of type `wanted` (returned); None when the ps closed first."""
+        while True:
+            f = self.read_frame()
+            if f is None or f[0] == wanted:
+                return f
+            if f[0] == MSG["ERROR"]:
+                return f
+
+    def hello(self, name="peer", index=-1, train=0, test=0, classes=0):
+        body = field(1, 2, varint(len(name)) + name.encode()) + vfield(3, zigzag(index))
+        if train or test:
+            body += vfield(5, train) + vfield(6, test) + vfield(7, classes)
+        self.send(vfield(1, MSG["HELLO"]) + msgfield(10, body))
+        f = self.read_until(MSG["WELCOME"])
+        if f is None or f[0] != MSG["WELCOME"]:
+            return None
+        w = decode(first(f[1], 11, b""))
+        self.welcome = dict(index=first(w, 1), world=first(w, 2), n_params=first(w, 6),
+                            epochs=first(w, 7), batch=first(w, 8), chunk=first(w, 10),
+                            start_step=first(w, 13))
+        return self.welcome
+
+    def pull(self, version, last=False):
+        """Asks for the weights of `version` (sync: the next one) and reads the whole reply;
+        returns the version it carried, or None when the ps closed."""
+        self.send(vfield(1, MSG["PULL"]) + vfield(2, version) + (vfield(5, 1) if last else b""))
+        while True:
+            f = self.read_frame()
+            if f is None:
+                return None
+            if f[0] == MSG["WEIGHTS"] and first(f[1], 5):
+                return first(f[1], 2)
+            if f[0] in (MSG["ERROR"], MSG["SHUTDOWN"]):
+                return None
+
+    def push(self, version, value):
+        """A whole gradient of `value` everywhere, computed on `version`, chunk by chunk."""
+        n, chunk = self.welcome["n_params"], self.welcome["chunk"]
+        for off in range(0, n, chunk):
+            count = min(chunk, n - off)
+            last = off + count == n
+            h = vfield(1, MSG["PUSH"]) + vfield(2, version) + vfield(3, off) + vfield(4, count)
+            h += vfield(5, 1) if last else b""
+            self.send(h, struct.pack("<f", value) * count)
+
+    def report(self, epoch, correct, samples, loss_sum, is_eval=True, version=0):
+        r = vfield(1, epoch) + vfield(2, 1) + (vfield(3, 1) if is_eval else b"")
+        r += dfield(4, loss_sum) + vfield(5, correct) + vfield(6, samples) + dfield(7, 0.01)
+        r += vfield(9, version) if version else b""
+        self.send(vfield(1, MSG["REPORT"]) + msgfield(14, r))
+
+    def simple(self, kind, version=0):
+        self.send(vfield(1, MSG[kind]) + (vfield(2, version) if version else b""))
+
+    def close(self):
+        try:
+            self.s.close()
+        except OSError:
+            pass
