@@ -27,27 +27,7 @@ fail() {
 # The slice: the first 6,000 training and 1,000 test samples.
 data="$TMP/data"
 mkdir -p "$data"
-/usr/bin/python3 - "$DATA_DIR" "$data" <<'PY'
-import gzip, struct, sys
-src, dst = sys.argv[1], sys.argv[2]
-for split, n, gz in (("train", 6000, False), ("t10k", 1000, True)):
-    for kind, dims in (("images-idx3", 3), ("labels-idx1", 1)):
-        raw = gzip.open(f"{src}/{split}-{kind}-ubyte.gz").read()
-        head = list(struct.unpack(">%dI" % (1 + dims), raw[:4 * (1 + dims)]))
-        per = 1
-        for d in head[2:]:
-            per *= d
-        head[1] = n
-        body = raw[4 * (1 + dims):4 * (1 + dims) + n * per]
-        out = struct.pack(">%dI" % (1 + dims), *head) + body
-        name = f"{dst}/{split}-{kind}-ubyte"
-        if gz:
-            with gzip.open(name + ".gz", "wb", compresslevel=1) as f:
-                f.write(out)
-        else:
-            with open(name, "wb") as f:
-                f.write(out)
-PY
+/usr/bin/python3 "$RUNFILES/tests/fuzz/data_slice.py" "$DATA_DIR" "$data" 6000 1000
 
 port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 # halt_on_error and exitcode make any report fail the process; LeakSanitizer runs at exit.
