@@ -24,11 +24,13 @@ rc=0; "$LAUNCHER_BIN" local --epochs 1 --port "$port" --run-dir "$OUT/inuse" >"$
 sleep 0.5
 pgrep -f "$OUT/(nodata|inuse)" >/dev/null && fail "a process was left behind"
 # A worker killed mid-run is started again with its index (like the units' Restart=), rejoins
-# its slot, and the job ends well. The job is long enough (4 epochs of batch 32, about 10 s)
-# for the restarted worker to load its data and rejoin: with 2 epochs of batch 128 the other
-# worker once finished alone first (the job ended well, but nothing rejoined).
-"$LAUNCHER_BIN" local --workers 2 --epochs 4 --batch-size 32 --run-dir "$OUT/restart" \
-  >"$OUT/restart.log" 2>&1 &
+# its slot, and the job ends well. The job is long enough for the restarted worker to load its
+# data and rejoin: with 2 epochs of batch 128 the other worker once finished alone first (the
+# job ended well, but nothing rejoined). Worker 0's steps wait 2 x 3 ms each besides their
+# compute (--delay-worker), so that alone it needs at least 11 s for 2 epochs of batch 32 on
+# any CPU (a faster one shortened the 4 epochs' 10 s that this took before).
+"$LAUNCHER_BIN" local --workers 2 --epochs 2 --batch-size 32 --delay-worker 0:3 \
+  --run-dir "$OUT/restart" >"$OUT/restart.log" 2>&1 &
 launcher=$!
 PIDS+=("$launcher")
 for _ in $(seq 200); do grep -q '"train"' "$OUT/restart/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done

@@ -16,9 +16,10 @@
 #  - `pstrain export` joins the shards' last checkpoints into the same model file as the
 #    unsharded run's.
 source "$(dirname "$0")/lib.sh"
+SHARD_WORKER_ARGS=()
 
-# sharded NAME K WORKERS [ps args...]: one job over K shards; the workers' --ps lists them.
-# Sets SHARD_PIDS and WORKER_PIDS; waits for nothing.
+# sharded NAME K WORKERS [ps args...]: one job over K shards; the workers' --ps lists them,
+# and they take SHARD_WORKER_ARGS too. Sets SHARD_PIDS and WORKER_PIDS; waits for nothing.
 sharded() {
   local name=$1 k=$2 workers=$3 list="" i port
   shift 3
@@ -34,7 +35,7 @@ sharded() {
   for ((i = 0; i < k; i++)); do wait_for "$OUT/$name-ps$i.log" "listening on" 20; done
   SHARD_LIST=$list
   for ((i = 0; i < workers; i++)); do
-    start_worker "$name-w$i" --ps "$list" --index "$i"
+    start_worker "$name-w$i" --ps "$list" --index "$i" "${SHARD_WORKER_ARGS[@]}"
     WORKER_PIDS+=("$LAST_PID")
   done
 }
@@ -122,15 +123,20 @@ grep -q "this ps is shard 1/2, but the worker took it for shard 0/2" "$OUT/order
 kill "$o0" "$o1" 2>/dev/null || true
 pass "shards out of order: refused with '$(grep -o 'this ps is shard [^(]*' "$OUT/order-w.log" | head -1)'"
 
-# 4. kill -9 of a worker over 2 shards; a replacement takes its slot on both.
+# 4. kill -9 of a worker over 2 shards; a replacement takes its slot on both. The workers'
+# steps wait 2 x 2 ms each besides their compute (--delay-ms): worker 0 alone then needs at
+# least 3 s for the rest of the job on any CPU, time for the replacement to load its data
+# and come back.
+SHARD_WORKER_ARGS=(--delay-ms 2)
 sharded loss 2 2 --mode sync --model mlp --epochs 2 --batch-size 64 --seed 7 \
   --worker-timeout 2 --report-every 10
 wait_step "$OUT/loss-m0.jsonl" 100 60
 kill -9 "${WORKER_PIDS[1]}"
 wait "${WORKER_PIDS[1]}" 2>/dev/null || true
 for i in 0 1; do wait_for "$OUT/loss-ps$i.log" "worker 1 .* lost" 20; done
-start_worker loss-w1b --ps "$SHARD_LIST" --index 1
+start_worker loss-w1b --ps "$SHARD_LIST" --index 1 "${SHARD_WORKER_ARGS[@]}"
 WORKER_PIDS[1]=$LAST_PID
+SHARD_WORKER_ARGS=()
 for i in 0 1; do wait_for "$OUT/loss-ps$i.log" "worker 1 .* rejoined" 30; done
 finish loss
 for i in 0 1; do
