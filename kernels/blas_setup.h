@@ -28,8 +28,14 @@ void pst_cpu_features_detect(pst_cpu_features *f);
 const char *pst_blas_pick_core(const pst_cpu_features *f, const char *current, char *why,
                                size_t whylen);
 
-/* What main calls first, before any work: decides the kernels (above), honouring a user's
- * OPENBLAS_CORETYPE. note gets one line for the log saying which kernels are used and why.
+/* For tests: the core name pstrain takes as OpenBLAS's own choice instead of asking OpenBLAS,
+ * e.g. "Prescott" (what OpenBLAS 0.3.21 chose on a VM that hides its CPU model), so that the
+ * correction below and the process executed again happen on any CPU that can run better
+ * kernels. A user's OPENBLAS_CORETYPE still wins. */
+#define PST_BLAS_TEST_CORE_ENV "PSTRAIN_TEST_OPENBLAS_CORENAME"
+
+/* What main calls before any work (after reading its configuration): decides the kernels
+ * (above), honouring a user's OPENBLAS_CORETYPE. note gets one line for the log saying which kernels are used and why.
  * Returns PST_BLAS_REEXEC when it set OPENBLAS_CORETYPE and the caller must execute itself
  * again to take it (execv("/proc/self/exe", argv)), PST_BLAS_CHOSEN in the process executed
  * again (the kernels are pstrain's choice, worth a line in the log), else 0. */

@@ -52,6 +52,36 @@ static void test_user_env(void) {
   unsetenv("OPENBLAS_CORETYPE");
 }
 
+/* The tests' stand-in for OpenBLAS's choice: on a CPU with AVX2 and FMA, "Prescott" makes
+ * pstrain set OPENBLAS_CORETYPE and ask to run again, and the process run again says the
+ * kernels are pstrain's choice; a user's OPENBLAS_CORETYPE still wins over the stand-in. */
+static void test_stand_in(void) {
+  char note[320];
+  setenv(PST_BLAS_TEST_CORE_ENV, "Prescott", 1);
+  setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  CHECK(pst_blas_choose(note, sizeof note) == 0);
+  CHECK(strcmp(getenv("OPENBLAS_CORETYPE"), "Haswell") == 0);
+  unsetenv("OPENBLAS_CORETYPE");
+  pst_cpu_features f;
+  pst_cpu_features_detect(&f);
+  const char *want = pst_blas_pick_core(&f, "Prescott", NULL, 0);
+  int rc = pst_blas_choose(note, sizeof note);
+  if (want == NULL) {
+    /* Nothing better than Prescott's kernels runs here: the stand-in changes nothing. */
+    fprintf(stderr, "no AVX2 with FMA here: the stand-in's re-run is not exercised\n");
+    CHECK(rc == 0 && getenv("OPENBLAS_CORETYPE") == NULL);
+  } else {
+    CHECK(rc == PST_BLAS_REEXEC);
+    CHECK(getenv("OPENBLAS_CORETYPE") && strcmp(getenv("OPENBLAS_CORETYPE"), want) == 0);
+    CHECK(strstr(note, PST_BLAS_TEST_CORE_ENV " stands in") != NULL);
+    /* As in the process run again, which finds the variable pstrain set. */
+    CHECK(pst_blas_choose(note, sizeof note) == PST_BLAS_CHOSEN);
+    CHECK(strstr(note, "set by pstrain") != NULL && strstr(note, "Prescott, as ") != NULL);
+    unsetenv("OPENBLAS_CORETYPE");
+  }
+  unsetenv(PST_BLAS_TEST_CORE_ENV);
+}
+
 /* By its bits: with DAZ on, a comparison reads a denormal as zero. */
 static int is_denormal(float v) {
   uint32_t u;
@@ -88,6 +118,7 @@ static void test_threads_flush(void) {
 int main(void) {
   test_pick();
   test_user_env();
+  test_stand_in();
   test_threads_flush();
   return t_summary();
 }

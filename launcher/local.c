@@ -4,7 +4,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "common/config.h"
 #include "model/model_config.h"
@@ -22,7 +21,9 @@ static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples;
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
-static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer;
+static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer, f_insecure;
+static char f_ckpt_dir[PST_CFG_STR_MAX], f_ckpt_every[PST_CFG_STR_MAX];
+static char f_ckpt_seconds[PST_CFG_STR_MAX], f_ckpt_keep[PST_CFG_STR_MAX], f_resume[PST_CFG_STR_MAX];
 
 static pst_cfg_opt g_opts[] = {
     PST_OPT("workers", PST_CFG_INT, &f_workers, "2", "worker processes", 1, PL_MAX_WORKERS),
@@ -50,6 +51,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "false", "workers start each step while its weights arrive, layer by layer", 0, 0),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB)", 4, 262144),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "mutual TLS between the ps and the workers, with a throwaway CA made in the run directory", 0, 0),
+    PST_OPT("insecure", PST_CFG_BOOL, &f_insecure, "false", "no cluster secret: any user of this machine may join the job and change its weights (by default each run makes a throwaway one in its run directory)", 0, 0),
     PST_OPT("slow-worker", PST_CFG_STRING, f_slow, "", "I:FACTOR[,I:FACTOR]: slow workers down", 0, 0),
     PST_OPT("delay-worker", PST_CFG_STRING, f_delay, "", "I:MS[,I:MS]: delay each pull and push of worker I by MS milliseconds (a slow link)", 0, 0),
     PST_OPT("eval-every", PST_CFG_INT, &f_eval_every, "0", "steps between evaluations on a test subset (0: off; the full test set after each epoch either way)", 0, 1000000),
@@ -59,6 +61,18 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
     PST_OPT("tensorboard", PST_CFG_STRING, f_tensorboard, "", "TensorBoard event files here (compare: one sub-directory per mode)", 0, 0),
     PST_OPT("dashboard", PST_CFG_STRING, f_dashboard, "", "serve the ps's live dashboard and /metrics on PORT or ADDR:PORT", 0, 0),
+};
+
+/* `pstrain local` alone: one job that may be stopped and started again. (compare and
+ * bench-train run several jobs, which must not resume from each other's checkpoints.) The
+ * values go to the ps as given, and it checks them (launcher/run_internal.h): its defaults
+ * hold where none is given. */
+static pst_cfg_opt g_local_opts[] = {
+    PST_OPT("checkpoint-dir", PST_CFG_STRING, f_ckpt_dir, "", "the ps's checkpoints here (each shard in a directory of its own inside it); the same command resumes the job", 0, 0),
+    PST_OPT("checkpoint-every", PST_CFG_STRING, f_ckpt_every, "", "steps between checkpoints (default: the ps's)", 0, 0),
+    PST_OPT("checkpoint-seconds", PST_CFG_STRING, f_ckpt_seconds, "", "seconds between checkpoints (default: the ps's)", 0, 0),
+    PST_OPT("checkpoint-keep", PST_CFG_STRING, f_ckpt_keep, "", "checkpoints kept (default: the ps's)", 0, 0),
+    PST_OPT("resume", PST_CFG_STRING, f_resume, "", "auto (the newest valid checkpoint), never, or a checkpoint file (default: the ps's, auto)", 0, 0),
 };
 
 int pl_split_flags(const char *cmd, int argc, char **argv, const char *const *names,
@@ -75,23 +89,6 @@ int pl_split_flags(const char *cmd, int argc, char **argv, const char *const *na
       return 2;
     }
     *values[k] = argv[++i];
-  }
-  return 0;
-}
-
-int pl_make_run_dir(const char *dir, char *out, size_t outlen) {
-  if (dir && dir[0]) {
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST) {
-      fprintf(stderr, "pstrain: cannot create %s: %s\n", dir, strerror(errno));
-      return -errno;
-    }
-    snprintf(out, outlen, "%s", dir);
-    return 0;
-  }
-  snprintf(out, outlen, "/tmp/pstrain-run-XXXXXX");
-  if (!mkdtemp(out)) {
-    fprintf(stderr, "pstrain: cannot create a run directory in /tmp: %s\n", strerror(errno));
-    return -errno;
   }
   return 0;
 }
@@ -115,9 +112,14 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
                        pst_model *model, const char *extra_usage) {
   char prog[64], err[600];
   snprintf(prog, sizeof prog, "pstrain %s", cmd);
+  enum { N_SHARED = sizeof g_opts / sizeof g_opts[0], N_LOCAL = sizeof g_local_opts / sizeof g_local_opts[0] };
+  static pst_cfg_opt opts[N_SHARED + N_LOCAL];
+  int local = strcmp(cmd, "local") == 0;
+  memcpy(opts, g_opts, sizeof g_opts);
+  if (local) memcpy(opts + N_SHARED, g_local_opts, sizeof g_local_opts);
   pst_cfg cfg = {.prog = prog, .section = cmd, .env_prefix = "PSTRAIN_LOCAL_",
-                 .usage_extra = extra_usage, .opts = g_opts,
-                 .n_opts = (int)(sizeof g_opts / sizeof g_opts[0])};
+                 .usage_extra = extra_usage, .opts = opts,
+                 .n_opts = local ? N_SHARED + N_LOCAL : N_SHARED};
   if (pst_cfg_load(&cfg, argc, argv, err, sizeof err) < 0) {
     fprintf(stderr, "%s: %s\n", prog, err);
     return 2;
@@ -170,6 +172,12 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->summary_path = f_summary[0] ? f_summary : NULL;
   o->tensorboard_dir = f_tensorboard[0] ? f_tensorboard : NULL;
   o->metrics_listen = f_dashboard[0] ? f_dashboard : NULL;
+  o->insecure = f_insecure;
+  o->checkpoint_dir = f_ckpt_dir[0] ? f_ckpt_dir : NULL;
+  o->checkpoint_every = f_ckpt_every[0] ? f_ckpt_every : NULL;
+  o->checkpoint_seconds = f_ckpt_seconds[0] ? f_ckpt_seconds : NULL;
+  o->checkpoint_keep = f_ckpt_keep[0] ? f_ckpt_keep : NULL;
+  o->resume = f_resume[0] ? f_resume : NULL;
   if (strcmp(f_mode, "sync") && strcmp(f_mode, "async") && strcmp(f_mode, "ssp")) {
     fprintf(stderr, "%s: --mode: '%.100s' is not sync, async or ssp\n", prog, f_mode);
     return 2;
@@ -199,29 +207,41 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   return 0;
 }
 
+static pst_model g_model;
+
+/* What the job is, once every check has passed. */
+static void local_starting(const pl_run_options *o) {
+  printf("pstrain local: %d ps%s + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per "
+         "worker, %s lr %g%s%s\nlogs and metrics: %s\n",
+         o->ps_shards > 1 ? o->ps_shards : 1, o->ps_shards > 1 ? " shards" : "", o->workers,
+         o->workers > 1 ? "s" : "", o->mode, o->model, o->epochs, o->epochs > 1 ? "s" : "",
+         o->batch_size, o->optimizer, o->lr, o->tls ? ", mutual TLS" : "",
+         o->insecure ? ", no cluster secret" : "", o->run_dir);
+  if (o->checkpoint_dir) printf("checkpoints: %s\n", o->checkpoint_dir);
+  if (o->metrics_listen)
+    printf("dashboard: http://%s%s/ (and /metrics)\n",
+           strchr(o->metrics_listen, ':') ? "" : "127.0.0.1:", o->metrics_listen);
+  if (strcmp(o->model, "mlp") != 0) pst_model_summary(&g_model, stdout);
+  fflush(stdout);
+}
+
 int pl_cmd_local(int argc, char **argv) {
   pl_run_options o;
-  static pst_model model;
-  int rc = pl_parse_run_flags("local", argc, argv, &o, &model,
+  pst_model *model = &g_model;
+  int rc = pl_parse_run_flags("local", argc, argv, &o, model,
                               "Starts one pstrain-ps (or --ps-shards K) and N pstrain-worker processes on 127.0.0.1,\n"
                               "shows per-epoch loss and accuracy, and stops them all at the end.\n");
   if (rc == 1) return 0;
   if (rc) return rc;
+  /* A run directory that cannot be made is a configuration error, as are the other output
+   * paths (checked by pl_run_local before anything starts). */
   char dir[PATH_MAX];
-  if (pl_make_run_dir(o.run_dir, dir, sizeof dir) < 0) return 1;
+  if (pl_make_run_dir(o.run_dir, dir, sizeof dir) < 0) return 2;
   o.run_dir = dir;
-  printf("pstrain local: %d ps%s + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per "
-         "worker, %s lr %g%s\nlogs and metrics: %s\n",
-         o.ps_shards > 1 ? o.ps_shards : 1, o.ps_shards > 1 ? " shards" : "", o.workers, o.workers > 1 ? "s" : "", o.mode, o.model, o.epochs, o.epochs > 1 ? "s" : "",
-         o.batch_size, o.optimizer, o.lr, o.tls ? ", mutual TLS" : "", dir);
-  if (o.metrics_listen)
-    printf("dashboard: http://%s%s/ (and /metrics)\n",
-           strchr(o.metrics_listen, ':') ? "" : "127.0.0.1:", o.metrics_listen);
-  if (strcmp(o.model, "mlp") != 0) pst_model_summary(&model, stdout);
-  fflush(stdout);
+  o.starting = local_starting;
   pl_run_result res;
   rc = pl_run_local(&o, &res);
-  if (rc == 0)
+  if (rc == 0 && res.summary_json[0])
     printf("done: test accuracy %.4f after %d epoch%s, %.0f samples/s (training), %.1f s wall\n",
            res.test_accuracy, o.epochs, o.epochs > 1 ? "s" : "", res.samples_per_sec,
            res.wall_seconds);

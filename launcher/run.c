@@ -4,16 +4,17 @@
 #include "common/proc.h"
 #include "common/tls_pki.h"
 #include "kernels/partition.h"
+#include "launcher/run_internal.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
 #include <unistd.h>
@@ -21,8 +22,6 @@
 #include <zlib.h>
 
 #include <cjson/cJSON.h>
-
-#define MAX_ARGS 64
 
 typedef struct {
   uv_process_t proc;
@@ -33,6 +32,7 @@ typedef struct {
   char log[PATH_MAX];
   char **argv;             /* a worker's command line, kept to restart it */
   int restarts;
+  int signalled;           /* told to stop: once only, see stop_all */
 } child;
 
 /* A worker that dies (a crash, kill -9, out of memory) is started again with its index, the
@@ -50,7 +50,7 @@ typedef struct {
   const pl_run_options *o;
   uv_loop_t loop;
   uv_timer_t tick;
-  uv_signal_t sig_int, sig_term;
+  uv_signal_t sig_int, sig_term, sig_hup;
   child ps[PST_MAX_SHARDS]; /* the ps shards; ps[0] writes the metrics and the summary */
   int n_ps;
   child *workers;
@@ -166,11 +166,25 @@ static int ps_finished(const run_ctx *r) {
 
 static int is_ps(const run_ctx *r, const child *c) { return c >= r->ps && c < r->ps + r->n_ps; }
 
+/* Each process is told to stop once: a ps that got SIGTERM is saving its last checkpoint, and
+ * a second signal would end it halfway through (its handlers are gone by then). SIGKILL
+ * (a second Ctrl-C) goes to everything still running. */
+static void stop_one(child *c, int sig) {
+  if (!c->started || c->exited || (c->signalled && sig != SIGKILL)) return;
+  uv_process_kill(&c->proc, sig);
+  c->signalled = 1;
+}
+
 static void stop_all(run_ctx *r, int sig) {
+  for (int i = 0; i < r->n_ps; i++) stop_one(&r->ps[i], sig);
+  for (int i = 0; i < r->n_workers; i++) stop_one(&r->workers[i], sig);
+}
+
+/* Every ps shard has exited (or never started). */
+static int ps_all_exited(const run_ctx *r) {
   for (int i = 0; i < r->n_ps; i++)
-    if (r->ps[i].started && !r->ps[i].exited) uv_process_kill(&r->ps[i].proc, sig);
-  for (int i = 0; i < r->n_workers; i++)
-    if (r->workers[i].started && !r->workers[i].exited) uv_process_kill(&r->workers[i].proc, sig);
+    if (r->ps[i].started && !r->ps[i].exited) return 0;
+  return 1;
 }
 
 /* The last line of a child's log that says what went wrong. */
@@ -186,6 +200,21 @@ static void last_error_line(const char *log, char *out, size_t outlen) {
       const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
       snprintf(out, outlen, "%.*s", (int)outlen - 1, p);
     }
+  }
+  fclose(f);
+}
+
+/* The last line of a child's log, without its level prefix. */
+static void last_line(const char *log, char *out, size_t outlen) {
+  FILE *f = fopen(log, "r");
+  out[0] = '\0';
+  if (!f) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    if (!line[0]) continue;
+    const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
+    snprintf(out, outlen, "%.*s", (int)outlen - 1, p);
   }
   fclose(f);
 }
@@ -211,7 +240,11 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
   c->status = status;
   c->term_signal = term_signal;
   r->alive--;
-  int bad = status != 0 || (term_signal != 0 && !r->stopping);
+  /* A process this launcher told to stop that did (exit status 3, PST_EXIT_STOPPED) has not
+   * failed: a worker still waiting for a ps that has finished, or one stopped because
+   * another process failed, whose failure is the one to report. */
+  int stopped = c->signalled && status == 3 && term_signal == 0;
+  int bad = (status != 0 && !stopped) || (term_signal != 0 && !r->stopping);
   if (bad && !is_ps(r, c) && c->argv && !r->stopping && !r->interrupted &&
       c->restarts < PL_WORKER_RESTARTS && ps_running(r)) {
     c->restarts++;
@@ -245,9 +278,10 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     r->failed = 1;
   }
   if (bad) {
-    /* One failure ends the job: nobody is left behind. */
+    /* One failure ends the job: nobody is left behind. When it was interrupted, the ps's
+     * go first (on_signal), and the workers once the last one has ended. */
     r->stopping = 1;
-    stop_all(r, SIGTERM);
+    if (!r->interrupted || ps_all_exited(r)) stop_all(r, SIGTERM);
   } else if (is_ps(r, c) && !r->stopping && ps_finished(r)) {
     /* Every ps finished the run (shards end one by one, each once every worker is done with
      * it): the workers have been told and get PL_DRAIN_S to exit by themselves. */
@@ -259,6 +293,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     uv_close((uv_handle_t *)&r->tick, NULL);
     uv_close((uv_handle_t *)&r->sig_int, NULL);
     uv_close((uv_handle_t *)&r->sig_term, NULL);
+    uv_close((uv_handle_t *)&r->sig_hup, NULL);
   }
 }
 
@@ -282,7 +317,12 @@ static int spawn(run_ctx *r, child *c, char **argv) {
   po.exit_cb = on_child_exit;
   po.stdio = stdio;
   po.stdio_count = 3;
+  /* A process group of its own: a Ctrl-C at the terminal reaches the launcher alone, which
+   * then stops each process once (stop_all), not the terminal's SIGINT and the launcher's
+   * SIGTERM one after the other. */
+  po.flags = UV_PROCESS_DETACHED;
   c->proc.data = c;
+  c->signalled = 0;
   int rc = uv_spawn(&r->loop, &c->proc, &po);
   close(fd);
   if (rc < 0) {
@@ -338,6 +378,13 @@ static void handle_metric(run_ctx *r, const char *line) {
 static void read_metrics(run_ctx *r) {
   if (!r->metrics) r->metrics = fopen(r->metrics_path, "r");
   if (!r->metrics) return;
+  /* A file kept for a job that may resume (pl_run_local) is cut back to nothing when the ps
+   * starts afresh instead: then it is read from its start. */
+  struct stat st;
+  if (fstat(fileno(r->metrics), &st) == 0 && st.st_size < ftell(r->metrics)) {
+    fseek(r->metrics, 0, SEEK_SET);
+    r->line_len = 0;
+  }
   int ch;
   clearerr(r->metrics);
   while ((ch = fgetc(r->metrics)) != EOF) {
@@ -373,21 +420,33 @@ static void on_tick(uv_timer_t *t) {
   }
 }
 
+/* Ctrl-C, SIGTERM or the terminal's hangup: each ps is told to stop (SIGTERM); it saves a
+ * checkpoint when it has a directory for them and tells its workers to stop, and workers
+ * still running when every ps has ended are told then (on_child_exit). Stopping the workers
+ * first would let a sync ps go on without them for a step before it stops, and its last
+ * checkpoint would then hold weights that a run straight through never has. A second
+ * Ctrl-C ends everything at once. */
 static void on_signal(uv_signal_t *h, int signum) {
   run_ctx *r = h->data;
-  if (!r->interrupted) fprintf(stderr, "\npstrain: interrupted; stopping every process\n");
+  if (r->interrupted && signum == SIGINT) {
+    fprintf(stderr, "pstrain: interrupted again; killing every process\n");
+    stop_all(r, SIGKILL);
+    return;
+  }
+  if (!r->interrupted && r->o->checkpoint_dir)
+    fprintf(stderr, "\npstrain: interrupted; stopping every process (the ps saves a checkpoint "
+                    "in %s: the same command resumes the job; Ctrl-C again kills them at "
+                    "once)\n", r->o->checkpoint_dir);
+  else if (!r->interrupted)
+    fprintf(stderr, "\npstrain: interrupted; stopping every process (Ctrl-C again kills them "
+                    "at once)\n");
   r->interrupted = 1;
   r->stopping = 1;
-  stop_all(r, signum == SIGINT ? SIGTERM : signum);
+  for (int i = 0; i < r->n_ps; i++) stop_one(&r->ps[i], SIGTERM);
+  if (ps_all_exited(r)) stop_all(r, SIGTERM);
 }
 
 /* ---- the run ---- */
-
-typedef struct {
-  char *argv[MAX_ARGS + 1];
-  int n;
-  char store[MAX_ARGS][PATH_MAX];
-} argvec;
 
 /* A heap copy of argv[0..n) with its NULL, or NULL. */
 static char **argv_dup(char **argv, int n) {
@@ -406,17 +465,6 @@ static void argv_free(char **argv) {
   free(argv);
 }
 
-static void arg(argvec *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void arg(argvec *a, const char *fmt, ...) {
-  if (a->n >= MAX_ARGS) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(a->store[a->n], PATH_MAX, fmt, ap);
-  va_end(ap);
-  a->argv[a->n] = a->store[a->n];
-  a->argv[++a->n] = NULL;
-}
-
 /* GPU ids from "0,2,3", or 0 entries when none given. */
 int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi) {
   int n = 0;
@@ -430,70 +478,133 @@ int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi) {
   return *s ? -E2BIG : n;
 }
 
-int pl_run_local(const pl_run_options *o, pl_run_result *res) {
-  memset(res, 0, sizeof *res);
-  static run_ctx r;
-  memset(&r, 0, sizeof r);
-  r.o = o;
-  r.tty = isatty(1);
-  char ps_bin[PATH_MAX], wk_bin[PATH_MAX];
-  if (pl_find_binary("pstrain-ps", "ps", ps_bin, sizeof ps_bin) < 0 ||
-      pl_find_binary("pstrain-worker", "worker", wk_bin, sizeof wk_bin) < 0) {
-    fprintf(stderr, "pstrain: cannot find pstrain-ps and pstrain-worker next to this program "
-                    "(build with `bazel build //...` or set PSTRAIN_PS_BIN / PSTRAIN_WORKER_BIN)\n");
+/* The checks and files of a run, before any process starts: its outputs (a missing or
+ * unwritable place is a configuration error, exit 2, not a failure after training), the
+ * checkpoint directory with the lock that keeps a second job out of it, and the cluster
+ * secret. Fills j's paths; returns 0 or the exit code with the reason printed. */
+static int prepare(const pl_run_options *o, run_ctx *r, pl_job *j, int *lock_fd) {
+  char err[700];
+  if (o->metrics_path) snprintf(r->metrics_path, sizeof r->metrics_path, "%s", o->metrics_path);
+  else snprintf(r->metrics_path, sizeof r->metrics_path, "%s/metrics.jsonl", o->run_dir);
+  if (o->summary_path) snprintf(j->summary, sizeof j->summary, "%s", o->summary_path);
+  else snprintf(j->summary, sizeof j->summary, "%s/summary.json", o->run_dir);
+  snprintf(j->metrics, sizeof j->metrics, "%s", r->metrics_path);
+  if (pl_check_output_file("--summary-json", j->summary, err, sizeof err) < 0 ||
+      pl_check_output_file("--metrics", j->metrics, err, sizeof err) < 0 ||
+      (o->tensorboard_dir &&
+       pl_check_output_dir("--tensorboard", o->tensorboard_dir, 0, err, sizeof err) < 0) ||
+      (o->checkpoint_dir &&
+       pl_check_output_dir("--checkpoint-dir", o->checkpoint_dir, 1, err, sizeof err) < 0)) {
+    fprintf(stderr, "pstrain: %s\n", err);
+    return 2;
+  }
+  if (o->checkpoint_dir && (*lock_fd = pl_lock_dir(o->checkpoint_dir, err, sizeof err)) < 0) {
+    fprintf(stderr, "pstrain: --checkpoint-dir %s\n", err);
+    return 2;
+  }
+  /* A job that may resume keeps its metrics file, which the ps goes on appending to, and
+   * shows only what comes after (read_metrics starts again from the top if the ps begins
+   * it afresh); any other job's is removed, so that nothing stale is shown. */
+  int resumable = o->checkpoint_dir || (o->resume && strcmp(o->resume, "never"));
+  if (resumable) {
+    r->metrics = fopen(r->metrics_path, "r");
+    if (r->metrics) fseek(r->metrics, 0, SEEK_END);
+  } else {
+    unlink(r->metrics_path);
+  }
+  unlink(j->summary);
+  /* The cluster secret (common/auth.h), made for this run only: without it any user of this
+   * machine could join the job on 127.0.0.1 and change its weights. */
+  j->secret[0] = '\0';
+  if (!o->insecure && pl_make_secret(o->run_dir, j->secret, sizeof j->secret, err, sizeof err) < 0) {
+    fprintf(stderr, "pstrain: %s\n", err);
     return 1;
   }
-  int gpu_ids[64];
-  int n_gpus = pl_parse_int_list(o->gpus ? o->gpus : "", gpu_ids, 64, 0, PL_MAX_GPU_ID);
-  if (n_gpus < 0) {
-    fprintf(stderr, "pstrain: --gpus wants a list like 0,2,3 (up to 64 ids in 0..%d)\n", PL_MAX_GPU_ID);
-    return 2;
-  }
-  int workers = n_gpus > 0 ? n_gpus * o->workers_per_gpu : o->workers;
-  if (workers < 1 || workers > PL_MAX_WORKERS) {
-    fprintf(stderr, "pstrain: --workers must be in 1..%d\n", PL_MAX_WORKERS);
-    return 2;
-  }
-  r.n_ps = o->ps_shards > 1 ? o->ps_shards : 1;
-  if (r.n_ps > PST_MAX_SHARDS) {
-    fprintf(stderr, "pstrain: --ps-shards must be in 1..%d\n", PST_MAX_SHARDS);
-    return 2;
-  }
-  /* --port is shard 0's; the others take the ports after it. */
-  int ports[PST_MAX_SHARDS];
-  char ps_list[PST_MAX_SHARDS * 24] = "";
-  for (int i = 0; i < r.n_ps; i++) {
-    ports[i] = o->port ? o->port + i : pl_free_port();
-    if (ports[i] <= 0) {
-      fprintf(stderr, "pstrain: cannot find a free port on 127.0.0.1\n");
-      return 1;
-    }
-    size_t used = strlen(ps_list);
-    snprintf(ps_list + used, sizeof ps_list - used, "%s127.0.0.1:%d", i ? "," : "", ports[i]);
-  }
-  if (o->metrics_path) snprintf(r.metrics_path, sizeof r.metrics_path, "%s", o->metrics_path);
-  else snprintf(r.metrics_path, sizeof r.metrics_path, "%s/metrics.jsonl", o->run_dir);
-  char summary[PATH_MAX];
-  if (o->summary_path) snprintf(summary, sizeof summary, "%s", o->summary_path);
-  else snprintf(summary, sizeof summary, "%s/summary.json", o->run_dir);
-  unlink(r.metrics_path);
-  unlink(summary);
   /* --tls: a throwaway CA and certificates for this run only, beside its logs; a real
    * cluster's come from its own CA (README.md, "TLS"). */
-  char tls_ca[PATH_MAX], tls_srv[PATH_MAX], tls_srv_key[PATH_MAX], tls_cli[PATH_MAX],
-      tls_cli_key[PATH_MAX];
   if (o->tls) {
-    char err[512];
     if (pst_tls_pki_make(o->run_dir, "tls", err, sizeof err) < 0) {
       fprintf(stderr, "pstrain: %s\n", err);
       return 1;
     }
-    pst_tls_pki_path(tls_ca, sizeof tls_ca, o->run_dir, "tls", "ca.pem");
-    pst_tls_pki_path(tls_srv, sizeof tls_srv, o->run_dir, "tls", "server.pem");
-    pst_tls_pki_path(tls_srv_key, sizeof tls_srv_key, o->run_dir, "tls", "server.key");
-    pst_tls_pki_path(tls_cli, sizeof tls_cli, o->run_dir, "tls", "client.pem");
-    pst_tls_pki_path(tls_cli_key, sizeof tls_cli_key, o->run_dir, "tls", "client.key");
+    pst_tls_pki_path(j->tls_ca, sizeof j->tls_ca, o->run_dir, "tls", "ca.pem");
+    pst_tls_pki_path(j->tls_srv, sizeof j->tls_srv, o->run_dir, "tls", "server.pem");
+    pst_tls_pki_path(j->tls_srv_key, sizeof j->tls_srv_key, o->run_dir, "tls", "server.key");
+    pst_tls_pki_path(j->tls_cli, sizeof j->tls_cli, o->run_dir, "tls", "client.pem");
+    pst_tls_pki_path(j->tls_cli_key, sizeof j->tls_cli_key, o->run_dir, "tls", "client.key");
   }
+  return 0;
+}
+
+int pl_run_local(const pl_run_options *o, pl_run_result *res) {
+  memset(res, 0, sizeof *res);
+  static run_ctx r;
+  static pl_job j;
+  memset(&r, 0, sizeof r);
+  memset(&j, 0, sizeof j);
+  r.o = o;
+  r.tty = isatty(1);
+  if (pl_find_binary("pstrain-ps", "ps", j.ps_bin, sizeof j.ps_bin) < 0 ||
+      pl_find_binary("pstrain-worker", "worker", j.wk_bin, sizeof j.wk_bin) < 0) {
+    fprintf(stderr, "pstrain: cannot find pstrain-ps and pstrain-worker next to this program "
+                    "(build with `bazel build //...` or set PSTRAIN_PS_BIN / PSTRAIN_WORKER_BIN)\n");
+    return 1;
+  }
+  j.n_gpus = pl_parse_int_list(o->gpus ? o->gpus : "", j.gpu_ids, 64, 0, PL_MAX_GPU_ID);
+  if (j.n_gpus < 0) {
+    fprintf(stderr, "pstrain: --gpus wants a list like 0,2,3 (up to 64 ids in 0..%d)\n", PL_MAX_GPU_ID);
+    return 2;
+  }
+  int workers = j.n_gpus > 0 ? j.n_gpus * o->workers_per_gpu : o->workers;
+  if (workers < 1 || workers > PL_MAX_WORKERS) {
+    fprintf(stderr, "pstrain: --workers must be in 1..%d\n", PL_MAX_WORKERS);
+    return 2;
+  }
+  j.workers = workers;
+  r.n_ps = j.n_ps = o->ps_shards > 1 ? o->ps_shards : 1;
+  if (r.n_ps > PST_MAX_SHARDS) {
+    fprintf(stderr, "pstrain: --ps-shards must be in 1..%d\n", PST_MAX_SHARDS);
+    return 2;
+  }
+  /* Each shard resumes from its own part of the checkpoint directory; one file cannot hold
+   * every part. */
+  if (r.n_ps > 1 && o->resume && strcmp(o->resume, "auto") && strcmp(o->resume, "never")) {
+    fprintf(stderr, "pstrain: --resume %s names one checkpoint file, but --ps-shards %d each "
+                    "resume from their own: give auto (with --checkpoint-dir) or never\n",
+            o->resume, r.n_ps);
+    return 2;
+  }
+  /* --port is shard 0's; the others take the ports after it. */
+  for (int i = 0; i < r.n_ps; i++) {
+    j.ports[i] = o->port ? o->port + i : pl_free_port();
+    if (j.ports[i] <= 0) {
+      fprintf(stderr, "pstrain: cannot find a free port on 127.0.0.1\n");
+      return 1;
+    }
+    size_t used = strlen(j.ps_list);
+    snprintf(j.ps_list + used, sizeof j.ps_list - used, "%s127.0.0.1:%d", i ? "," : "", j.ports[i]);
+  }
+  /* The ps shares this machine with the workers: its shards get the cores they leave free. */
+  int free_cores = pst_proc_cores() - workers * (o->threads > 0 ? o->threads : 1);
+  j.ps_threads = free_cores / r.n_ps > 1 ? free_cores / r.n_ps : 1;
+  if (o->ps_threads > 0) j.ps_threads = o->ps_threads;
+  int lock_fd = -1;
+  int rc = prepare(o, &r, &j, &lock_fd);
+  if (rc == 0) rc = pl_check_ps_flags(o, &j);
+  /* Shards that would resume from different versions (stopped between one shard's step and
+   * another's) first set aside what the others lack: a sync job must stand at one version. */
+  if (rc == 0 && o->checkpoint_dir && (!o->resume || !strcmp(o->resume, "auto"))) {
+    char note[600];
+    int arc = pl_align_shard_checkpoints(o->checkpoint_dir, r.n_ps, note, sizeof note);
+    if (arc != 0) fprintf(stderr, "pstrain: %s\n", note);
+    if (arc < 0) rc = 1;
+  }
+  if (rc != 0) {
+    if (r.metrics) fclose(r.metrics);
+    if (lock_fd >= 0) close(lock_fd);
+    return rc;
+  }
+  if (o->starting) o->starting(o);
   long n_train = train_samples(o->data_dir);
   if (n_train > 0) r.total_steps = (long)o->epochs * ((n_train / workers) / o->batch_size);
 
@@ -501,45 +612,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   r.loop.data = &r;
   r.t0 = pst_now();
 
-  /* The ps shares this machine with the workers: its shards get the cores they leave free. */
-  int free_cores = pst_proc_cores() - workers * (o->threads > 0 ? o->threads : 1);
-  int ps_threads = free_cores / r.n_ps > 1 ? free_cores / r.n_ps : 1;
-  if (o->ps_threads > 0) ps_threads = o->ps_threads;
-  int rc = 0;
   for (int s = 0; rc == 0 && s < r.n_ps; s++) {
-    argvec a = {.n = 0};
-    arg(&a, "%s", ps_bin);
-    arg(&a, "--listen=127.0.0.1:%d", ports[s]);
-    if (r.n_ps > 1) arg(&a, "--shard=%d/%d", s, r.n_ps);
-    arg(&a, "--workers=%d", workers);
-    arg(&a, "--mode=%s", o->mode);
-    arg(&a, "--staleness=%d", o->staleness);
-    if (o->backup_workers) arg(&a, "--backup-workers=%d", o->backup_workers);
-    arg(&a, "--model=%s", o->model);
-    arg(&a, "--epochs=%d", o->epochs);
-    arg(&a, "--batch-size=%d", o->batch_size);
-    arg(&a, "--lr=%.9g", o->lr);
-    arg(&a, "--optimizer=%s", o->optimizer);
-    arg(&a, "--seed=%lld", o->seed);
-    arg(&a, "--chunk-kib=%d", o->chunk_kib);
-    arg(&a, "--threads=%d", ps_threads);
-    if (o->eval_every > 0) arg(&a, "--eval-every=%d", o->eval_every);
-    if (o->eval_samples > 0) arg(&a, "--eval-samples=%d", o->eval_samples);
-    /* Shard 0 speaks for the job (every shard sees every report); the others' summaries are
-     * kept beside it for their own figures. */
-    if (s == 0) {
-      arg(&a, "--metrics=%s", r.metrics_path);
-      arg(&a, "--summary-json=%s", summary);
-      if (o->tensorboard_dir) arg(&a, "--tensorboard=%s", o->tensorboard_dir);
-      if (o->metrics_listen) arg(&a, "--metrics-listen=%s", o->metrics_listen);
-    } else {
-      arg(&a, "--summary-json=%s/summary-shard%d.json", o->run_dir, s);
-    }
-    if (o->tls) {
-      arg(&a, "--tls-cert=%s", tls_srv);
-      arg(&a, "--tls-key=%s", tls_srv_key);
-      arg(&a, "--tls-ca=%s", tls_ca);
-    }
+    static pl_argv a;
+    pl_ps_argv(o, &j, s, &a);
     /* ps.log is shard 0's, as without shards; ps-shard1.log, ... the others'. */
     if (r.n_ps > 1) snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps shard %d", s);
     else snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps");
@@ -551,35 +626,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   r.workers = calloc((size_t)workers, sizeof *r.workers);
   r.n_workers = workers;
   for (int i = 0; rc == 0 && i < workers; i++) {
-    argvec w = {.n = 0};
-    arg(&w, "%s", wk_bin);
-    arg(&w, "--ps=%s", ps_list);
-    arg(&w, "--index=%d", i);
-    arg(&w, "--name=worker%d", i);
-    arg(&w, "--data-dir=%s", o->data_dir);
-    if (o->data_flags) {
-      const pst_data_flags *d = o->data_flags;
-      arg(&w, "--image-size=%s", d->image_size);
-      arg(&w, "--augment=%s", d->augment);
-      arg(&w, "--normalize=%s", d->normalize);
-      arg(&w, "--test-fraction=%.17g", d->test_fraction);
-      arg(&w, "--split-seed=%lld", (long long)d->split_seed);
-    }
-    arg(&w, "--threads=%d", o->threads);
-    arg(&w, "--connect-timeout=60");
-    if (n_gpus > 0) arg(&w, "--device=cuda:%d", gpu_ids[i / o->workers_per_gpu]);
-    else if (o->device) arg(&w, "--device=%s", o->device);
-    if (o->gpu_memory_limit) arg(&w, "--gpu-memory-limit=%d", o->gpu_memory_limit);
-    if (o->log_placement) arg(&w, "--log-placement");
-    if (o->push_by_layer) arg(&w, "--push-by-layer");
-    if (o->pull_by_layer) arg(&w, "--pull-by-layer");
-    if (o->slow_factor[i] > 1) arg(&w, "--slow-factor=%g", o->slow_factor[i]);
-    if (o->delay_ms[i] > 0) arg(&w, "--delay-ms=%g", o->delay_ms[i]);
-    if (o->tls) {
-      arg(&w, "--tls-cert=%s", tls_cli);
-      arg(&w, "--tls-key=%s", tls_cli_key);
-      arg(&w, "--tls-ca=%s", tls_ca);
-    }
+    static pl_argv w;
+    pl_worker_argv(o, &j, i, &w);
     snprintf(r.workers[i].name, sizeof r.workers[i].name, "worker %d", i);
     snprintf(r.workers[i].log, sizeof r.workers[i].log, "%s/worker%d.log", o->run_dir, i);
     r.workers[i].argv = argv_dup(w.argv, w.n);
@@ -590,9 +638,11 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   uv_timer_start(&r.tick, on_tick, 200, 200);
   uv_signal_init(&r.loop, &r.sig_int);
   uv_signal_init(&r.loop, &r.sig_term);
-  r.sig_int.data = r.sig_term.data = &r;
+  uv_signal_init(&r.loop, &r.sig_hup);
+  r.sig_int.data = r.sig_term.data = r.sig_hup.data = &r;
   uv_signal_start(&r.sig_int, on_signal, SIGINT);
   uv_signal_start(&r.sig_term, on_signal, SIGTERM);
+  uv_signal_start(&r.sig_hup, on_signal, SIGHUP);
   if (rc < 0) {
     r.failed = 1;
     r.stopping = 1;
@@ -601,6 +651,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
       uv_close((uv_handle_t *)&r.tick, NULL);
       uv_close((uv_handle_t *)&r.sig_int, NULL);
       uv_close((uv_handle_t *)&r.sig_term, NULL);
+      uv_close((uv_handle_t *)&r.sig_hup, NULL);
     }
   }
   uv_run(&r.loop, UV_RUN_DEFAULT);
@@ -610,10 +661,11 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   int loop_rc = uv_loop_close(&r.loop);
   for (int i = 0; i < r.n_workers; i++) argv_free(r.workers[i].argv);
   free(r.workers);
+  if (lock_fd >= 0) close(lock_fd);
 
   res->wall_seconds = pst_now() - r.t0;
   res->interrupted = r.interrupted;
-  FILE *f = fopen(summary, "r");
+  FILE *f = fopen(j.summary, "r");
   if (f) {
     if (fgets(res->summary_json, sizeof res->summary_json, f)) {
       res->summary_json[strcspn(res->summary_json, "\n")] = '\0';
@@ -623,6 +675,13 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     fclose(f);
   }
   if (r.interrupted) return 130;
+  if (!r.failed && rc == 0 && loop_rc == 0 && !res->summary_json[0]) {
+    /* Every process ended well, but the ps wrote no summary: it found nothing to do (a
+     * checkpoint of a finished job), and its last line says so. */
+    char why[400];
+    last_line(r.ps[0].log, why, sizeof why);
+    fprintf(stderr, "pstrain: the ps wrote no summary: %s\n", why);
+  }
   if (r.failed || rc < 0) {
     fprintf(stderr, "pstrain: %s\npstrain: logs are in %s\n",
             r.first_failure[0] ? r.first_failure : "a process could not be started", o->run_dir);

@@ -11,7 +11,7 @@
 #define PL_MAX_WORKERS 256
 #define PL_MAX_GPU_ID 1023 /* largest id --gpus takes */
 
-typedef struct {
+typedef struct pl_run_options {
   int workers;
   const char *mode;           /* sync, async, ssp */
   int staleness;              /* ssp */
@@ -46,7 +46,15 @@ typedef struct {
   const char *summary_path;   /* NULL: <run_dir>/summary.json */
   const char *tensorboard_dir; /* the ps's --tensorboard, or NULL */
   const char *metrics_listen; /* the ps's --metrics-listen (its dashboard), or NULL */
+  int insecure;               /* no cluster secret: any user of this machine may join */
+  /* The ps's checkpoint flags, passed on as given (NULL: not given, the ps's default). Every
+   * shard gets the one directory and keeps its part in its own directory inside it. */
+  const char *checkpoint_dir, *checkpoint_every, *checkpoint_seconds, *checkpoint_keep;
+  const char *resume;
   int quiet;                  /* no per-epoch lines */
+  /* Called once the run's checks have passed, just before its processes start (local prints
+   * what it runs then, so that a bad flag or path is the only line); may be NULL. */
+  void (*starting)(const struct pl_run_options *o);
   const char *label;          /* shown in progress lines, e.g. the mode */
 } pl_run_options;
 
@@ -74,5 +82,31 @@ double pl_json_num(const char *line, const char *key);
 int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi);
 /* A free TCP port on 127.0.0.1. */
 int pl_free_port(void);
+
+/* launcher/run_files.c: files a local job makes or checks before anything starts. Each
+ * returns 0 (pl_lock_dir: a descriptor) or a negative code with a one-line reason in err. */
+#define PL_SECRET_NAME "secret"             /* the job's cluster secret, in its run directory */
+#define PL_LOCK_NAME ".pstrain-local.lock"  /* in a checkpoint directory a job uses */
+/* A file a process will write (--summary-json, --metrics): its directory exists and takes a
+ * new file, or it exists, is no directory, and opens for writing. Nothing is left behind. */
+int pl_check_output_file(const char *flag, const char *path, char *err, size_t errlen);
+/* A directory a process will write in (--tensorboard, --checkpoint-dir): made when missing
+ * (its parents too with `parents`, else they must exist), and it takes a new file. */
+int pl_check_output_dir(const char *flag, const char *path, int parents, char *err,
+                        size_t errlen);
+/* Locks dir for one job: the descriptor returned is inherited by every process the job
+ * starts, so the lock lasts until the last of them has gone; -EBUSY when another job's
+ * processes hold it. */
+int pl_lock_dir(const char *dir, char *err, size_t errlen);
+/* 32 random bytes, hex, in dir/PL_SECRET_NAME with mode 600, written beside and renamed in;
+ * path gets its name. */
+int pl_make_secret(const char *dir, char *path, size_t pathlen, char *err, size_t errlen);
+/* Before k ps shards resume from their parts of checkpoint directory dir: when their newest
+ * checkpoints are not of one version (a job stopped between one shard's step and another's,
+ * or killed while they saved), each sets aside the ones newer than the newest version they
+ * all have (ps/checkpoint.h, pst_ckpt_abandon_after), so that every shard resumes from that
+ * one. Returns 1 with what was done in note, 0 when nothing needed doing, or a negative code
+ * with the reason in note. */
+int pl_align_shard_checkpoints(const char *dir, int k, char *note, size_t notelen);
 
 #endif

@@ -126,6 +126,10 @@ int pst_ckpt_path(const char *dir, uint64_t version, char *out, size_t outlen);
 /* Parses a checkpoint file name "ckpt-<digits>.safetensors" (a base name): 0 and *version,
  * or -EINVAL. */
 int pst_ckpt_parse_name(const char *name, uint64_t *version);
+/* The directory of ps shard `index` of `count` inside a job's checkpoint directory
+ * (DIR/shard-I-of-K): each shard keeps its own part there, and must never resume from
+ * another's. 0, or -ENAMETOOLONG when it does not fit in out. */
+int pst_ckpt_shard_dir(const char *dir, int index, int count, char *out, size_t outlen);
 
 /* Renames every checkpoint in dir newer than `version` to NAME.abandoned, so that a run
  * going back to `version` never resumes from the timeline it left (the files are kept).

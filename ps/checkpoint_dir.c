@@ -126,6 +126,11 @@ int pst_ckpt_path(const char *dir, uint64_t version, char *out, size_t outlen) {
   return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
 }
 
+int pst_ckpt_shard_dir(const char *dir, int index, int count, char *out, size_t outlen) {
+  int n = snprintf(out, outlen, "%s/shard-%d-of-%d", dir, index, count);
+  return n < 0 || (size_t)n >= outlen ? -ENAMETOOLONG : 0;
+}
+
 int pst_ckpt_write(const char *dir, uint64_t version, const pst_ckpt_tensor *t, int nt,
                    const pst_ckpt_kv *meta, int nmeta, int keep, char *path_out, size_t pathlen,
                    char *err, size_t errlen) {

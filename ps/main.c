@@ -290,8 +290,8 @@ int main(int argc, char **argv) {
   }
   static char shard_ckpt_dir[PST_CFG_STR_MAX + 32];
   if (opt.shard_count > 1 && o_ckpt_dir[0]) {
-    snprintf(shard_ckpt_dir, sizeof shard_ckpt_dir, "%s/shard-%d-of-%d", o_ckpt_dir,
-             opt.shard_index, opt.shard_count);
+    pst_ckpt_shard_dir(o_ckpt_dir, opt.shard_index, opt.shard_count, shard_ckpt_dir,
+                       sizeof shard_ckpt_dir);
     opt.checkpoint_dir = shard_ckpt_dir;
   }
 

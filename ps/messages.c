@@ -192,6 +192,20 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   ps_worker_joined(s, idx);
 }
 
+/* A worker's evaluation of the last epoch names the whole weights it was taken on (every
+ * worker evaluates the same final weights, in every mode: they pull them once all have said
+ * BYE). The summary gives it as the model's checksum; reports that disagree are said, and the
+ * summary then gives none. */
+static void note_model_sum(ps_server *s, int worker, uint64_t sum) {
+  if (s->model_sums > 0 && sum != s->model_sum && !s->model_sums_differ) {
+    s->model_sums_differ = 1;
+    LOG_WARN("worker %d '%s' evaluated final weights with checksum %016" PRIx64 ", another "
+             "worker's had %016" PRIx64 ": the summary gives no checksum of the whole model",
+             worker, s->workers[worker].name, sum, s->model_sum);
+  }
+  if (s->model_sums++ == 0) s->model_sum = sum;
+}
+
 void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
   ps_server *s = c->srv;
   char why[200];
@@ -206,6 +220,8 @@ void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
                        r->loss_sum, r->correct, r->samples);
   } else if (r->is_eval) {
     ps_worker *w = &s->workers[c->worker];
+    if (r->epoch == (uint32_t)s->opt.epochs && r->weights_checksum != 0)
+      note_model_sum(s, c->worker, r->weights_checksum);
     if (r->epoch > w->evals_done) {
       ps_eval_reported(s, c->worker, r->epoch);
       w->evals_done = r->epoch;

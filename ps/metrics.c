@@ -259,8 +259,7 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
                           double sps) {
   cJSON *o = cJSON_CreateObject();
   if (!o) return NULL;
-  char hex[17];
-  snprintf(hex, sizeof hex, "%016" PRIx64, r->checksum);
+  char hex[17], shard[24];
   cJSON_AddStringToObject(o, "event", "summary");
   cJSON_AddStringToObject(o, "mode", r->mode);
   cJSON_AddStringToObject(o, "model", r->model);
@@ -280,7 +279,18 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "samples", (double)m->samples_trained);
   cJSON_AddNumberToObject(o, "data_wait_seconds", m->data_wait);
   cJSON_AddNumberToObject(o, "updates", (double)r->version);
-  cJSON_AddStringToObject(o, "weights_checksum", hex);
+  /* The model's checksum, and this ps's part of the weights with its own checksum (the same
+   * as the model's without shards): a shard's summary does not pass its part off as the
+   * model (issue 25). */
+  if (r->checksum_from) {
+    snprintf(hex, sizeof hex, "%016" PRIx64, r->checksum);
+    cJSON_AddStringToObject(o, "weights_checksum", hex);
+  }
+  cJSON_AddStringToObject(o, "weights_checksum_from", r->checksum_from ? r->checksum_from : "none");
+  snprintf(shard, sizeof shard, "%d/%d", r->shard_index, r->shard_count);
+  cJSON_AddStringToObject(o, "shard", shard);
+  snprintf(hex, sizeof hex, "%016" PRIx64, r->shard_checksum);
+  cJSON_AddStringToObject(o, "shard_checksum", hex);
   cJSON_AddNumberToObject(o, "mean_staleness", r->mean_staleness);
   cJSON_AddNumberToObject(o, "max_staleness", (double)r->max_staleness);
   /* Every applied gradient's staleness: counts per bucket, the bucket's upper bounds (the

@@ -49,7 +49,14 @@ typedef struct {
 typedef struct {
   const char *mode, *model, *optimizer;
   int batch;
-  uint64_t version, checksum;
+  uint64_t version;
+  /* The whole model's checksum (FNV-1a 64 over every parameter), and who computed it: "ps"
+   * (this ps holds them all), "workers" (a shard: from their evaluations of the last epoch,
+   * proto/pstrain.proto), or NULL when neither could (the summary then leaves it out). */
+  uint64_t checksum;
+  const char *checksum_from;
+  int shard_index, shard_count; /* this ps's part: shard_index of shard_count (0 of 1: all) */
+  uint64_t shard_checksum;      /* of this ps's part alone */
   double mean_staleness;
   uint64_t max_staleness, applied, dropped, max_lead;
   int failed;             /* aborted */

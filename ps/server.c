@@ -523,13 +523,25 @@ static void ps_stop_report(ps_server *s, const char *reason, int failed) {
   ps_ckpt_final(s, reason);
   int lost = 0;
   for (int i = 0; i < s->opt.workers; i++) lost += s->workers[i].losses;
+  /* The whole model's checksum: this ps's own when it holds every parameter, else the one
+   * the workers' evaluations of the last epoch reported (ps/messages.c), when they agree. */
+  uint64_t own = pst_store_checksum(&s->store);
+  int whole = s->opt.shard_count <= 1;
+  int reported = s->model_sums > 0 && !s->model_sums_differ;
+  if (whole && reported && s->model_sum != own)
+    LOG_WARN("the workers evaluated final weights with checksum %016" PRIx64 ", but this ps "
+             "holds weights with checksum %016" PRIx64, s->model_sum, own);
   pst_run_summary sum = {
       .mode = pst_mode_name(s->opt.mode),
       .model = s->opt.model_name,
       .optimizer = pst_opt_kind_name(s->opt.opt.kind),
       .batch = s->opt.batch_size,
       .version = s->store.version,
-      .checksum = pst_store_checksum(&s->store),
+      .checksum = whole ? own : s->model_sum,
+      .checksum_from = whole ? "ps" : reported ? "workers" : NULL,
+      .shard_index = whole ? 0 : s->opt.shard_index,
+      .shard_count = whole ? 1 : s->opt.shard_count,
+      .shard_checksum = own,
       .mean_staleness =
           s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0,
       .max_staleness = s->upd.staleness_max,

@@ -151,6 +151,11 @@ typedef struct ps_server {
   uint64_t rollback_version;
   int stop_requested;     /* by a signal: exit PST_EXIT_STOPPED */
   int exit_code;
+  /* The whole model's checksum as the workers' evaluations of the last epoch report it
+   * (Report.weights_checksum): a shard of K holds one part and cannot compute it itself.
+   * model_sums: reports that gave one; model_sums_differ: two of them disagreed. */
+  uint64_t model_sum;
+  int model_sums, model_sums_differ;
 } ps_server;
 
 /* Sets up everything and starts listening. init_params holds this shard's opt->shard_floats

@@ -79,6 +79,8 @@ c0=$(json_field "$OUT/quit.json" weights_checksum)
 c1=$(json_field "$OUT/evil.json" weights_checksum)
 [ "$c0" = "$c1" ] || fail "the lies changed the weights: $c1, without them $c0"
 a1=$(json_field "$OUT/evil.json" test_accuracy)
-[ "$a1" = "$(json_field "$OUT/quit.json" test_accuracy)" ] || fail "the forged report changed the accuracy: $a1"
+a0=$(json_field "$OUT/quit.json" test_accuracy)
+/usr/bin/python3 -c 'import sys; sys.exit(float(sys.argv[1]) != float(sys.argv[2]))' "$a1" "$a0" ||
+  fail "the forged report changed the accuracy: $a1, without the liar $a0"
 pass "NaN, wrong size and forged evaluation rejected ($rejected), stale gradient dropped ($dropped), disconnected; checksum $c1 and accuracy $a1 as without the liar"
 echo "1 passed, 0 failed"

@@ -14,9 +14,12 @@ start_ps ps --listen "127.0.0.1:$port" --workers 2 --epochs 4 --model mlp \
   --metrics-listen "$mport" --metrics "$OUT/metrics.jsonl"
 ps_pid=$LAST_PID
 wait_for "$OUT/ps.log" "metrics on http://127.0.0.1:$mport/metrics" 10
-start_worker w0 --ps "127.0.0.1:$port" --slow-factor 4
+# Each step waits 2 x 5 ms besides its compute (--delay-ms), so that the job outlasts the
+# browser on any CPU: at least 14 s after epoch 1 (a compute-relative --slow-factor would
+# shrink with a faster CPU).
+start_worker w0 --ps "127.0.0.1:$port" --delay-ms 5
 w0=$LAST_PID
-start_worker w1 --ps "127.0.0.1:$port" --slow-factor 4
+start_worker w1 --ps "127.0.0.1:$port" --delay-ms 5
 w1=$LAST_PID
 url="http://127.0.0.1:$mport"
 get() { /usr/bin/python3 -c 'import sys, urllib.request; r = urllib.request.urlopen(sys.argv[1], timeout=5); print(r.headers["Content-Type"]); sys.stdout.write(r.read().decode())' "$1"; }

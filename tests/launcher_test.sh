@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The launcher: bad flags and a port in use give one line and a non-zero exit, nothing is
-# left running, and a real `pstrain local` run writes the summary and metrics it promises.
+# The launcher: bad flags, output paths it cannot write and a port in use give one line and a
+# non-zero exit, nothing is left running, and a real `pstrain local` run writes the summary
+# and metrics it promises.
 source "$(dirname "$0")/lib.sh"
 export PSTRAIN_PS_BIN="$PS_BIN" PSTRAIN_WORKER_BIN="$WORKER_BIN"
 rc=0; "$LAUNCHER_BIN" local --wrkers 2 >"$OUT/badflag.log" 2>&1 || rc=$?
@@ -15,6 +16,28 @@ rc=0; "$LAUNCHER_BIN" local --epochs 1 --data-dir /nonexistent --run-dir "$OUT/n
   >"$OUT/nodata.log" 2>&1 || rc=$?
 [ $rc -eq 1 ] && grep -q "/nonexistent/train-images-idx3-ubyte.gz: cannot open" "$OUT/nodata.log" \
   || fail "missing data: rc $rc"
+# Output paths (issue 23, item 9) are checked before anything starts: a missing directory,
+# one that cannot take a file (/proc/1, for root too), a directory named as a file, a
+# checkpoint value the ps would refuse. Each is one line on stderr, nothing on stdout, exit 2,
+# and no process was started (no log in the run directory).
+out_error() { # NAME PATTERN ARGS...
+  local name=$1 pattern=$2 rc=0; shift 2
+  "$LAUNCHER_BIN" local --epochs 1 --run-dir "$OUT/$name" "$@" >"$OUT/$name.out" 2>"$OUT/$name.err" || rc=$?
+  [ "$rc" = 2 ] && [ "$(wc -l <"$OUT/$name.err")" = 1 ] && [ ! -s "$OUT/$name.out" ] &&
+    grep -q -- "$pattern" "$OUT/$name.err" || fail "$name: exit $rc, $(cat "$OUT/$name.out" "$OUT/$name.err")"
+  [ -z "$(ls "$OUT/$name"/*.log 2>/dev/null)" ] || fail "$name: processes were started: $(ls "$OUT/$name")"
+}
+out_error summary-nodir "--summary-json $OUT/nowhere/s.json: the directory $OUT/nowhere does not exist" \
+  --summary-json "$OUT/nowhere/s.json"
+out_error summary-isdir "--summary-json $OUT: is a directory" --summary-json "$OUT"
+out_error metrics-proc "--metrics /proc/1/m.jsonl: cannot write in /proc/1" --metrics /proc/1/m.jsonl
+out_error tb-nodir "--tensorboard $OUT/nowhere/tb: the directory $OUT/nowhere does not exist" \
+  --tensorboard "$OUT/nowhere/tb"
+touch "$OUT/a-file"
+out_error ckpt-file "--checkpoint-dir $OUT/a-file/ck: cannot create it" --checkpoint-dir "$OUT/a-file/ck"
+out_error ckpt-keep "checkpoint-keep must be in" --checkpoint-keep 0
+rc=0; "$LAUNCHER_BIN" local --epochs 1 --run-dir "$OUT/nowhere/run" >"$OUT/rundir.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && [ "$(wc -l <"$OUT/rundir.out")" = 1 ] || fail "a run directory that cannot be made: exit $rc, $(cat "$OUT/rundir.out")"
 port=$(free_port)
 /usr/bin/python3 -c 'import socket,sys,time; s=socket.socket(); s.bind(("127.0.0.1",int(sys.argv[1]))); s.listen(); time.sleep(30)' "$port" &
 PIDS+=("$!")
@@ -24,11 +47,13 @@ rc=0; "$LAUNCHER_BIN" local --epochs 1 --port "$port" --run-dir "$OUT/inuse" >"$
 sleep 0.5
 pgrep -f "$OUT/(nodata|inuse)" >/dev/null && fail "a process was left behind"
 # A worker killed mid-run is started again with its index (like the units' Restart=), rejoins
-# its slot, and the job ends well. The job is long enough (4 epochs of batch 32, about 10 s)
-# for the restarted worker to load its data and rejoin: with 2 epochs of batch 128 the other
-# worker once finished alone first (the job ended well, but nothing rejoined).
-"$LAUNCHER_BIN" local --workers 2 --epochs 4 --batch-size 32 --run-dir "$OUT/restart" \
-  >"$OUT/restart.log" 2>&1 &
+# its slot, and the job ends well. The job is long enough for the restarted worker to load its
+# data and rejoin: with 2 epochs of batch 128 the other worker once finished alone first (the
+# job ended well, but nothing rejoined). Worker 0's steps wait 2 x 3 ms each besides their
+# compute (--delay-worker), so that alone it needs at least 11 s for 2 epochs of batch 32 on
+# any CPU (a faster one shortened the 4 epochs' 10 s that this took before).
+"$LAUNCHER_BIN" local --workers 2 --epochs 2 --batch-size 32 --delay-worker 0:3 \
+  --run-dir "$OUT/restart" >"$OUT/restart.log" 2>&1 &
 launcher=$!
 PIDS+=("$launcher")
 for _ in $(seq 200); do grep -q '"train"' "$OUT/restart/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
@@ -44,5 +69,5 @@ done
 grep -q '"event":"eval"' "$OUT/ok/metrics.jsonl" || fail "no eval record in the metrics file"
 grep -q '"event":"train"' "$OUT/ok/metrics.jsonl" || fail "no train record in the metrics file"
 grep -q "^epoch 1/1" "$OUT/ok.log" || fail "no per-epoch line"
-pass "launcher: errors, summary and metrics"
+pass "launcher: errors (bad flags, output paths checked before anything starts), summary and metrics"
 echo "1 passed, 0 failed"

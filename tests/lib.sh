@@ -119,17 +119,21 @@ PY
 }
 
 # local_checksum NAME ARGS...: one `pstrain local` job of 2 workers (sync MLP, 1 epoch,
-# batch 256, seed 7, 16 KiB chunks, and ARGS) in $OUT/NAME; prints the workers'
-# final-weights checksum (the whole vector, however many shards held it), after checking
-# that both workers agree. For the tests that must change how bytes move, not the weights.
+# batch 256, seed 7, 16 KiB chunks, and ARGS) in $OUT/NAME; prints its summary's
+# weights_checksum (the whole model's, however many shards held it), after checking that
+# every shard's summary gives the same. For the tests that must change how bytes move, not
+# the weights.
 local_checksum() {
   local name=$1; shift
   "$LAUNCHER_BIN" local --workers 2 --model mlp --epochs 1 --batch-size 256 --seed 7 \
     --chunk-kib 16 --run-dir "$OUT/$name" --summary-json "$OUT/$name.json" "$@" \
     >"$OUT/$name.out" 2>&1 || fail "$name: pstrain local failed"
-  local sums
-  sums=$(grep -ho 'final weights: version [0-9]*, checksum [0-9a-f]*' "$OUT/$name"/worker*.log |
-    awk '{print $NF}' | sort -u)
-  [ "$(echo "$sums" | wc -l)" -eq 1 ] && [ -n "$sums" ] || fail "$name: the workers' checksums: $sums"
-  echo "$sums"
+  local sum f
+  sum=$(json_field "$OUT/$name.json" weights_checksum) || fail "$name: the summary gives no weights_checksum"
+  for f in "$OUT/$name"/summary-shard*.json; do
+    [ -f "$f" ] || continue
+    [ "$(json_field "$f" weights_checksum)" = "$sum" ] ||
+      fail "$name: $(basename "$f") gives another checksum of the model than shard 0's $sum"
+  done
+  echo "$sum"
 }

@@ -4,9 +4,11 @@
 # connections and clients that ask and never read. Each bad request gets its 4xx and only
 # its own connection closes (a good one opened before them is answered after them); the
 # port never holds more than its cap of connections; a real scrape always gets through; the
-# ps's RSS does not grow from round to round; and training finishes as it should. The workers
-# are slowed 30 times so that the job outlasts the 5 rounds (a few seconds each) on any
-# machine: at the factor 4 it had, a faster ps finished the job within the first round.
+# ps's RSS does not grow from round to round; and training finishes as it should. Each of
+# the workers' steps waits 2 x 16 ms besides its compute (--delay-ms), so that the job lasts
+# at least 30 s on any machine and outlasts the 5 rounds (a few seconds each): at
+# --slow-factor 4 a faster ps finished the job within the first round, and a slow-down in
+# proportion to the compute shrinks with a faster CPU.
 source "$(dirname "$0")/lib.sh"
 CLIENT="$RUNFILES/tests/metrics_client.py"
 port=$(free_port)
@@ -15,9 +17,9 @@ start_ps ps --listen "127.0.0.1:$port" --mode sync --workers 2 --epochs 2 --mode
   --metrics-listen "127.0.0.1:$mport" --summary-json "$OUT/summary.json"
 ps_pid=$LAST_PID
 wait_for "$OUT/ps.log" "metrics on http://127.0.0.1:$mport/metrics" 10
-start_worker w0 --ps "127.0.0.1:$port" --index 0 --slow-factor 30
+start_worker w0 --ps "127.0.0.1:$port" --index 0 --delay-ms 16
 w0=$LAST_PID
-start_worker w1 --ps "127.0.0.1:$port" --index 1 --slow-factor 30
+start_worker w1 --ps "127.0.0.1:$port" --index 1 --delay-ms 16
 w1=$LAST_PID
 wait_for "$OUT/ps.log" "all 2 workers registered" 30
 /usr/bin/python3 "$CLIENT" abuse 127.0.0.1 "$mport" "$ps_pid" 5 >"$OUT/abuse.out" 2>&1 \

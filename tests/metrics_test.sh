@@ -17,9 +17,11 @@ wait_for "$OUT/ps.log" "metrics on http://127.0.0.1:[0-9]+/metrics" 10
 ps_url=$(grep -oE "http://127.0.0.1:[0-9]+/metrics" "$OUT/ps.log")
 # A worker's port given as a bare port: 127.0.0.1.
 wport=$(free_port)
-start_worker w0 --ps "127.0.0.1:$port" --index 0 --metrics-listen "$wport" --slow-factor 2
+# Each step waits 2 x 3 ms besides its compute (--delay-ms): at least 5 s from step 100 to
+# the end on any CPU, for the worker's scrapes while it trains.
+start_worker w0 --ps "127.0.0.1:$port" --index 0 --metrics-listen "$wport" --delay-ms 3
 w0=$LAST_PID
-start_worker w1 --ps "127.0.0.1:$port" --index 1 --slow-factor 2
+start_worker w1 --ps "127.0.0.1:$port" --index 1 --delay-ms 3
 w1=$LAST_PID
 /usr/bin/python3 "$CLIENT" watch "$ps_url" "$OUT/scrapes" 0.1 >"$OUT/watch.out" 2>&1 &
 watch_pid=$!

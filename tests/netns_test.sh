@@ -94,13 +94,15 @@ for i in 0 1; do
   grep -q "worker $i '.*' registered from $NET.1$((i + 1)):" "$OUT/ps.log" ||
     fail "the ps did not log worker $i registering from its namespace's address $NET.1$((i + 1))"
 done
-line=$(grep "training complete:" "$OUT/ps.log" || true)
-[ -n "$line" ] || fail "the ps never logged 'training complete'"
-acc=$(sed -n 's/.*test accuracy \([0-9.]*\).*/\1/p' <<<"$line")
-[ -n "$acc" ] || fail "no test accuracy in: $line"
+# The summary's figure (train_sync_test's bound: 0.841-0.845 over OpenBLAS's kernel sets).
+acc=$(json_field "$OUT/netns.json" test_accuracy)
 at_least "$acc" 0.84 || fail "test accuracy $acc < 0.84 across namespaces"
-[ "$(json_field "$OUT/netns.json" test_accuracy)" = "$acc" ] ||
-  fail "summary accuracy $(json_field "$OUT/netns.json" test_accuracy) differs from the log's $acc"
+[ "$(json_field "$OUT/netns.json" finished)" = True ] || fail "the summary does not say finished"
+# The ps's last log line gives the same figure to its 4 decimals: compared as numbers (the
+# summary's 0.841 is the log's 0.8410).
+logged=$(grep -o "training complete: .*test accuracy [0-9.]*" "$OUT/ps.log" | awk '{print $NF}')
+/usr/bin/python3 -c 'import sys; sys.exit(not abs(float(sys.argv[1]) - float(sys.argv[2])) <= 5e-5)' \
+  "${logged:-nan}" "$acc" || fail "the log's test accuracy '${logged}' is not the summary's $acc"
 pass "ps in $NS-ps, workers in $NS-w0 and $NS-w1: test accuracy $acc after 1 sync epoch"
 
 # 2. Workers that cannot reach the ps, both at once: a port in the ps's namespace with no

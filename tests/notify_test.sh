@@ -28,7 +28,9 @@ port=$(free_port)
 start_bg ps bash -c 'export WATCHDOG_PID=$$; exec "$@"' ps "$PS_BIN" --status-interval 0 \
   --listen "127.0.0.1:$port" --workers 1 --mode sync --model mlp --epochs 2 --seed 42
 ps_pid=$LAST_PID
-start_worker worker0 --ps "127.0.0.1:$port" --index 0
+# Steps of at least 2 x 1 ms (--delay-ms): the job lasts 3.7 s or more on any CPU, for the
+# pings counted below.
+start_worker worker0 --ps "127.0.0.1:$port" --index 0 --delay-ms 1
 worker_pid=$LAST_PID
 wait_pid "$worker_pid" 120 || fail "worker exited non-zero"
 wait_pid "$ps_pid" 30 || fail "ps exited non-zero"

@@ -71,8 +71,9 @@ port=$(free_port)
 start_ps tps --listen "127.0.0.1:$port" --workers 2 --metrics "$OUT/t.jsonl" --report-every 5 \
   "${args[@]}" "${io[@]}"
 ps_pid=$LAST_PID
-start_worker tw0 --ps "127.0.0.1:$port" --index 0
-start_worker tw1 --ps "127.0.0.1:$port" --index 1
+# Steps of at least 2 x 5 ms (--delay-ms): the SIGTERM lands mid-run on any CPU.
+start_worker tw0 --ps "127.0.0.1:$port" --index 0 --delay-ms 5
+start_worker tw1 --ps "127.0.0.1:$port" --index 1 --delay-ms 5
 wait_step "$OUT/t.jsonl" 20 60
 kill -TERM "$ps_pid"
 rc=0; wait_pid "$ps_pid" 10 || rc=$?

@@ -15,9 +15,15 @@ port=$(free_port)
 ck="$OUT/ckpt"
 ps_args=(--listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" --metrics "$OUT/m.jsonl"
          --checkpoint-dir "$ck" --checkpoint-every 100 --worker-timeout 5 "${args[@]}")
+# The restarted jobs' workers wait 2 x 3 ms per step besides computing (--delay-ms, which
+# changes no bit): the 136 steps between step 800 and the end then take at least 0.8 s on any
+# CPU, time for the SIGTERM to land before the job finishes.
 workers() {
   W=()
-  for i in 0 1; do start_worker "w$i-$1" --ps "127.0.0.1:$port" --index "$i"; W+=("$LAST_PID"); done
+  for i in 0 1; do
+    start_worker "w$i-$1" --ps "127.0.0.1:$port" --index "$i" --delay-ms 3
+    W+=("$LAST_PID")
+  done
 }
 
 start_ps ps1 "${ps_args[@]}"

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 13, point 1: the weights split over K ps shards (kernels/partition.h).
 #  - sync over 1, 2 and 3 shards (3 with 2 threads each) ends with the same whole-vector
-#    checksum, which both workers log after their final pull, and which the unsharded ps's
-#    summary gives too: sharding changes no bit;
+#    checksum: sharding changes no bit. Every shard's summary gives it as weights_checksum
+#    (the unsharded ps computes it; a shard, which holds one part, takes it from the workers'
+#    evaluations of the last epoch: issue 25), beside its own part ("shard": "I/K") and that
+#    part's checksum;
 #  - async and ssp over 2 shards train to a sane accuracy;
 #  - a worker given the shards in the wrong order is refused by the ps, and says why;
 #  - a worker killed with kill -9 over 2 shards: both shards lose it, a replacement takes
@@ -16,9 +18,10 @@
 #  - `pstrain export` joins the shards' last checkpoints into the same model file as the
 #    unsharded run's.
 source "$(dirname "$0")/lib.sh"
+SHARD_WORKER_ARGS=()
 
-# sharded NAME K WORKERS [ps args...]: one job over K shards; the workers' --ps lists them.
-# Sets SHARD_PIDS and WORKER_PIDS; waits for nothing.
+# sharded NAME K WORKERS [ps args...]: one job over K shards; the workers' --ps lists them,
+# and they take SHARD_WORKER_ARGS too. Sets SHARD_PIDS and WORKER_PIDS; waits for nothing.
 sharded() {
   local name=$1 k=$2 workers=$3 list="" i port
   shift 3
@@ -34,7 +37,7 @@ sharded() {
   for ((i = 0; i < k; i++)); do wait_for "$OUT/$name-ps$i.log" "listening on" 20; done
   SHARD_LIST=$list
   for ((i = 0; i < workers; i++)); do
-    start_worker "$name-w$i" --ps "$list" --index "$i"
+    start_worker "$name-w$i" --ps "$list" --index "$i" "${SHARD_WORKER_ARGS[@]}"
     WORKER_PIDS+=("$LAST_PID")
   done
 }
@@ -45,8 +48,16 @@ finish() {
   for p in "${SHARD_PIDS[@]}"; do wait_pid "$p" 30 || fail "$name: a ps shard exited non-zero"; done
 }
 
-final_checksum() { # LOG: the checksum a worker logged after its final pull
-  grep -o 'final weights: version [0-9]*, checksum [0-9a-f]*' "$1" | tail -1 | awk '{print $NF}'
+# model_checksum NAME K: the whole model's checksum, which every one of the K shards'
+# summaries must give alike (the workers' evaluations of the last epoch agreed on it).
+model_checksum() {
+  local sum i
+  sum=$(json_field "$OUT/$1-s0.json" weights_checksum) || fail "$1: shard 0's summary gives no model checksum"
+  for ((i = 1; i < $2; i++)); do
+    [ "$(json_field "$OUT/$1-s$i.json" weights_checksum)" = "$sum" ] ||
+      fail "$1: shard $i's summary gives another model checksum than shard 0's $sum"
+  done
+  echo "$sum"
 }
 
 common=(--model mlp --epochs 1 --batch-size 128 --seed 7)
@@ -59,20 +70,31 @@ for k in 1 2 3; do
   sharded "sync$k" "$k" 2 --mode sync "${common[@]}" "${extra[@]}" \
     --checkpoint-dir "$OUT/ck$k" --checkpoint-seconds 0
   finish "sync$k"
-  a=$(final_checksum "$OUT/sync$k-w0.log")
-  b=$(final_checksum "$OUT/sync$k-w1.log")
-  [ -n "$a" ] && [ "$a" = "$b" ] || fail "sync over $k shards: the workers' final weights differ ($a, $b)"
+  a=$(model_checksum "sync$k" "$k")
+  for ((i = 0; i < k; i++)); do
+    f="$OUT/sync$k-s$i.json"
+    part=$(json_field "$f" shard_checksum)
+    from=$(json_field "$f" weights_checksum_from)
+    [ "$(json_field "$f" shard)" = "$i/$k" ] || fail "sync over $k shards: shard $i's summary names its part $(json_field "$f" shard)"
+    if [ "$k" = 1 ]; then
+      [ "$part" = "$a" ] && [ "$from" = ps ] || fail "one ps: its part $part (from $from) is not the whole $a"
+    else
+      [ "$part" != "$a" ] && [ "$from" = workers ] ||
+        fail "sync over $k shards: shard $i gives its part's checksum $part as the model's ($a, from $from)"
+    fi
+  done
   sums+=("$a")
   grep -q "shard $((k - 1))/$k: parameters \[" "$OUT/sync$k-ps$((k - 1)).log" || [ "$k" = 1 ] ||
     fail "shard $((k - 1))/$k did not log its part of the weights"
 done
-whole=$(json_field "$OUT/sync1-s0.json" weights_checksum)
-[ "${sums[0]}" = "$whole" ] || fail "the worker's checksum ${sums[0]} is not the ps's $whole"
+whole=${sums[0]}
+[ "$(grep -o 'final weights: version [0-9]*, checksum [0-9a-f]*' "$OUT/sync3-w0.log" | awk '{print $NF}')" = "$whole" ] ||
+  fail "worker 0 over 3 shards logged other final weights than the summaries' $whole"
 [ "${sums[1]}" = "$whole" ] && [ "${sums[2]}" = "$whole" ] ||
   fail "sync over 1/2/3 shards ended with different weights: ${sums[*]}"
 acc=$(json_field "$OUT/sync2-s0.json" test_accuracy)
 at_least "$acc" 0.80 || fail "sync over 2 shards: accuracy $acc"
-pass "sync over 1, 2 and 3 shards (3 with 2 threads each): weights checksum $whole every time, accuracy $acc"
+pass "sync over 1, 2 and 3 shards (3 with 2 threads each): every shard's summary gives the model's checksum $whole beside its part's, accuracy $acc"
 
 # The final checkpoints: the unsharded one exported, and the 3 shards' joined, are the same.
 READER="$RUNFILES/tests/read_safetensors.py"
@@ -122,24 +144,28 @@ grep -q "this ps is shard 1/2, but the worker took it for shard 0/2" "$OUT/order
 kill "$o0" "$o1" 2>/dev/null || true
 pass "shards out of order: refused with '$(grep -o 'this ps is shard [^(]*' "$OUT/order-w.log" | head -1)'"
 
-# 4. kill -9 of a worker over 2 shards; a replacement takes its slot on both.
+# 4. kill -9 of a worker over 2 shards; a replacement takes its slot on both. The workers'
+# steps wait 2 x 2 ms each besides their compute (--delay-ms): worker 0 alone then needs at
+# least 3 s for the rest of the job on any CPU, time for the replacement to load its data
+# and come back.
+SHARD_WORKER_ARGS=(--delay-ms 2)
 sharded loss 2 2 --mode sync --model mlp --epochs 2 --batch-size 64 --seed 7 \
   --worker-timeout 2 --report-every 10
 wait_step "$OUT/loss-m0.jsonl" 100 60
 kill -9 "${WORKER_PIDS[1]}"
 wait "${WORKER_PIDS[1]}" 2>/dev/null || true
 for i in 0 1; do wait_for "$OUT/loss-ps$i.log" "worker 1 .* lost" 20; done
-start_worker loss-w1b --ps "$SHARD_LIST" --index 1
+start_worker loss-w1b --ps "$SHARD_LIST" --index 1 "${SHARD_WORKER_ARGS[@]}"
 WORKER_PIDS[1]=$LAST_PID
+SHARD_WORKER_ARGS=()
 for i in 0 1; do wait_for "$OUT/loss-ps$i.log" "worker 1 .* rejoined" 30; done
 finish loss
 for i in 0 1; do
   lost=$(json_field "$OUT/loss-s$i.json" workers_lost)
   [ "$lost" = 1 ] || fail "shard $i counted $lost lost workers, not 1"
 done
-a=$(final_checksum "$OUT/loss-w0.log")
-b=$(final_checksum "$OUT/loss-w1b.log")
-[ "$a" = "$b" ] || fail "after the replacement the workers' final weights differ ($a, $b)"
+# Both shards give one model checksum: the workers' final weights agreed.
+model_checksum loss 2 >/dev/null
 acc=$(json_field "$OUT/loss-s0.json" test_accuracy)
 at_least "$acc" 0.82 || fail "accuracy $acc after a worker loss over 2 shards"
 pass "kill -9 of worker 1 over 2 shards: lost and rejoined on both, accuracy $acc"
@@ -171,9 +197,8 @@ for mode in async sync; do
     finish "restart-$mode"
     [ "$(json_field "$OUT/restart-$mode-s1b.json" resumed)" = True ] || fail "async: shard 1 did not resume"
     from=$(json_field "$OUT/restart-$mode-s1b.json" resumed_from_version)
-    a=$(final_checksum "$OUT/restart-$mode-w0.log")
-    b=$(final_checksum "$OUT/restart-$mode-w1.log")
-    [ -n "$a" ] && [ "$a" = "$b" ] || fail "async: after the restart the workers' final weights differ ($a, $b)"
+    cp "$OUT/restart-$mode-s1b.json" "$OUT/restart-$mode-s1.json"
+    model_checksum "restart-$mode" 2 >/dev/null
     acc=$(json_field "$OUT/restart-$mode-s0.json" test_accuracy)
     at_least "$acc" 0.80 || fail "async: accuracy $acc after a shard restart"
     pass "async, kill -9 of shard 1: resumed from its version $from, the workers came back to both, accuracy $acc"
@@ -187,9 +212,8 @@ for mode in async sync; do
     fail "sync: no worker asked the shards ahead to go back"
   grep -q "going back to .*ckpt-" "$OUT/restart-$mode-ps0.log" || fail "sync: shard 0 did not go back"
   grep -q "starting again from" "$OUT/restart-$mode-ps0.log" || fail "sync: shard 0 did not start again"
-  a=$(final_checksum "$OUT/restart-$mode-w0.log")
-  b=$(final_checksum "$OUT/restart-$mode-w1.log")
-  [ -n "$a" ] && [ "$a" = "$b" ] || fail "sync: after going back the workers' final weights differ ($a, $b)"
+  cp "$OUT/restart-$mode-s1b.json" "$OUT/restart-$mode-s1.json"
+  a=$(model_checksum "restart-$mode" 2)
   v0=$(json_field "$OUT/restart-$mode-s0.json" updates)
   v1=$(json_field "$OUT/restart-$mode-s1b.json" updates)
   [ "$v0" = "$v1" ] || fail "sync: the shards ended at versions $v0 and $v1"
@@ -199,7 +223,7 @@ for mode in async sync; do
   # an uninterrupted run.
   sharded restart-ref 2 2 --mode sync "${job[@]}"
   finish restart-ref
-  ref=$(final_checksum "$OUT/restart-ref-w0.log")
+  ref=$(model_checksum restart-ref 2)
   [ "$a" = "$ref" ] || fail "sync: weights $a after the shard restart, $ref uninterrupted"
   pass "sync, kill -9 of shard 1: shard 0 went back to shard 1's checkpoint by itself, both ended at version $v0 with the uninterrupted run's weights ($ref), accuracy $acc"
 done

@@ -12,9 +12,11 @@ start_ps ps --listen "127.0.0.1:$port" --workers 2 --epochs 2 --model mlp --secr
   --summary-json "$OUT/summary.json"
 ps_pid=$LAST_PID
 wait_for "$OUT/ps.log" "listening on" 20
-start_worker w0 --ps "127.0.0.1:$port" --secret-file "$secret" --slow-factor 4
+# Each step waits 2 x 6 ms besides its compute (--delay-ms): the job lasts at least 11 s on
+# any CPU, longer than the asks below take.
+start_worker w0 --ps "127.0.0.1:$port" --secret-file "$secret" --delay-ms 6
 w0=$LAST_PID
-start_worker w1 --ps "127.0.0.1:$port" --secret-file "$secret" --slow-factor 4
+start_worker w1 --ps "127.0.0.1:$port" --secret-file "$secret" --delay-ms 6
 w1=$LAST_PID
 wait_for "$OUT/ps.log" "all 2 workers registered" 30
 sleep 0.5

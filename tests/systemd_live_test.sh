@@ -24,16 +24,17 @@
 #           a seccomp filter, no capabilities, the ps's /proc without other processes and
 #           system files, and each worker instance a user of its own
 #   start-limit  (beside the jobs) a worker that fails at once (a bad value: exit 2) is
-#           restarted every 5 s until the start limit leaves it failed: StartLimitBurst runs,
-#           "Start request repeated too quickly", no more restarts, and a start by hand is
-#           refused until reset-failed
+#           restarted every 5 s until the start limit leaves it failed, as systemd's unit
+#           properties show it: NRestarts reaches StartLimitBurst, nothing runs again (its
+#           InvocationID and main process start time stay), a start by hand is refused
+#           without running it, and reset-failed clears it
 #   a       a clean job: units active, the STATUS lines progress
 #   e       it finishes: every unit inactive, Result=success, ExecMainStatus=0, and its test
 #           accuracy (at least MIN_CLEAN_ACC) is the reference: recovered jobs must reach
 #           it minus ACC_SLACK
 #   b       systemctl kill -s KILL pstrain-worker@cpu1 mid-run: systemd restarts it, the ps
-#           trains on meanwhile, the worker rejoins, the job finishes (@cpu0 computes at half
-#           speed in this job, so that it does not finish alone before @cpu1 is back)
+#           trains on meanwhile, the worker rejoins, the job finishes (@cpu0 waits a fixed
+#           time per step in this job, so that it does not finish alone before @cpu1 is back)
 #   c       systemctl kill -s KILL pstrain-ps mid-run: systemd restarts it, it resumes from
 #           a checkpoint, the workers (not restarted) reconnect, the job finishes with the
 #           clean job's weights, bit for bit (a resumed sync job replays the lost steps)
@@ -41,14 +42,19 @@
 #           is restarted (NRestarts unchanged over 10 s), every unit inactive, not failed;
 #           starting the units again resumes the job, which finishes (e again), again with
 #           the clean job's weights
+# Every check reads systemd's unit properties (ActiveState, Result, ExecMainStatus,
+# NRestarts, InvocationID, StatusText) or the job's summary, not the wording of systemd's or
+# journald's messages, nor what the journal kept: lines from the journal are only shown.
 # If the container cannot be made or booted (not root, no systemd-nspawn or debootstrap,
 # debootstrap failing, no boot) the test fails with the reason: it never passes vacuously.
 source "$(dirname "$0")/lib.sh"
 
 EPOCHS=16
 CKPT_EVERY=100
-# mlp, sync, 2 workers, 16 epochs, seed 42, in the container: 0.8912 in every clean run
-# (weights checksum f8cfe5dc5bb736bb), and after a ps kill or stop (same weights); with a
+# mlp, sync, 2 workers, 16 epochs, seed 42, in the container: 0.8912 in every clean run on
+# the development VM (weights checksum f8cfe5dc5bb736bb with OpenBLAS's Cooperlake kernels:
+# both move with the kernels, and the test compares them only with its own clean run), and
+# after a ps kill or stop (same weights); with a
 # worker killed (how long its slot stays empty varies): 0.8840, 0.8884, 0.8915, 0.8856,
 # 0.8886. Clean minus 0.01 would leave 0.003 below the lowest of those; 0.015 leaves 0.008.
 MIN_CLEAN_ACC=0.87
@@ -375,11 +381,12 @@ step_security() {
     rc=0
     out=$(C systemd-analyze security --no-pager --threshold="$threshold" "$u" 2>&1) || rc=$?
     printf '%s\n' "$out" >"$OUT/security-$u.txt"
+    # --threshold makes the exit status the verdict; the score is read from the text only
+    # to be shown.
     score=$(printf '%s\n' "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
-    [ -n "$score" ] || { why "systemd-analyze security $u printed no exposure level (exit $rc): $(printf '%s\n' "$out" | tail -n 2 | tr '\n' ' ')"; return 1; }
-    echo "figure: systemd-analyze security $u: $score (at most $MAX_EXPOSURE); still exposed: $(printf '%s\n' "$out" | awk '/^✗/ { print $2 }' | tr '\n' ' ')"
-    [ "$rc" = 0 ] && awk -v s="$score" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(s <= m) }' ||
-      { why "systemd-analyze security $u: $score, above $MAX_EXPOSURE (exit $rc)"; return 1; }
+    echo "figure: systemd-analyze security $u: ${score:-(not found in its output)} (at most $MAX_EXPOSURE); still exposed: $(printf '%s\n' "$out" | awk '/^✗/ { print $2 }' | tr '\n' ' ')"
+    [ "$rc" = 0 ] ||
+      { why "systemd-analyze security $u: ${score:-a score} above $MAX_EXPOSURE (exit $rc): $(printf '%s\n' "$out" | tail -n 2 | tr '\n' ' ')"; return 1; }
   done
   rc=0
   C systemd-run --wait --pipe --quiet --unit=pstrain-ipdeny-probe -p IPAddressDeny=any \
@@ -461,32 +468,41 @@ start_bad_worker() {
   C systemctl start --no-block "$BAD"
 }
 step_start_limit() {
-  local burst starts n0
+  local burst n0 inv t0 result
   burst=$(prop "$BAD" StartLimitBurst)
   wait_for 90 is_state "$BAD" failed ||
     { why "$BAD not failed after 90 s: $(props "$BAD")"; return 1; }
-  starts=$(C journalctl -o cat --no-pager -u "$BAD" | grep -c 'wants an integer') || true
-  [ "$starts" = "$burst" ] || { why "$BAD ran $starts times, expected StartLimitBurst=$burst"; return 1; }
-  # The refused restart keeps the last run's Result (exit-code); systemd logs why.
-  C journalctl -o cat --no-pager -u "$BAD" | grep -q 'Start request repeated too quickly' ||
-    { why "no 'Start request repeated too quickly' in $BAD's log"; return 1; }
-  local t_first t_gave_up
-  t_first=$(C journalctl -o short-unix --no-pager -u "$BAD" | awk '/Starting/ { print $1; exit }')
-  t_gave_up=$(C journalctl -o short-unix --no-pager -u "$BAD" | awk '/repeated too quickly/ { print $1; exit }')
-  echo "  $(props "$BAD"); it ran $starts times (exit 2 each), and systemd gave up $(awk -v a="$t_first" -v b="$t_gave_up" 'BEGIN { printf "%.1f", b - a }') s after its first start"
-  C systemctl status --no-pager "$BAD" 2>&1 | sed -n '1,4p' | sed 's/^/  | /'
+  # systemd counts each restart it schedules in NRestarts, the one the start limit refused
+  # too: StartLimitBurst of them means it ran StartLimitBurst times and then gave up.
   n0=$(prop "$BAD" NRestarts)
+  [ "$n0" = "$burst" ] ||
+    { why "$BAD failed with NRestarts=$n0, expected StartLimitBurst=$burst: $(props "$BAD")"; return 1; }
+  # The refused restart leaves the last run's Result (exit-code, ExecMainStatus=2) when that
+  # run failed (systemd 252 gives start-limit-hit only after a run that succeeded); a newer
+  # systemd may say start-limit-hit. Either way the runs have ended: checked below.
+  result="$(prop "$BAD" Result):$(prop "$BAD" ExecMainStatus)"
+  case "$result" in
+    start-limit-hit:*|exit-code:2) ;;
+    *) why "$BAD: Result and ExecMainStatus are $result, expected start-limit-hit or the last run's exit-code:2"; return 1 ;;
+  esac
+  inv=$(prop "$BAD" InvocationID)
+  t0=$(prop "$BAD" ExecMainStartTimestampMonotonic)
+  echo "  $(props "$BAD"): it ran $burst times (exit 2 each) and systemd gave up"
+  C systemctl status --no-pager "$BAD" 2>&1 | sed -n '1,4p' | sed 's/^/  | /'
+  # No run after that, for longer than RestartSec.
   sleep 6
-  is_state "$BAD" failed && [ "$(prop "$BAD" NRestarts)" = "$n0" ] ||
-    { why "$BAD did not stay failed: $(props "$BAD")"; return 1; }
-  # Starting it by hand within the interval is refused too, without running it, until
-  # reset-failed.
+  is_state "$BAD" failed && [ "$(prop "$BAD" NRestarts)" = "$n0" ] && [ "$(prop "$BAD" InvocationID)" = "$inv" ] &&
+    [ "$(prop "$BAD" ExecMainStartTimestampMonotonic)" = "$t0" ] ||
+    { why "$BAD ran again after its start limit: $(props "$BAD")"; return 1; }
+  # Starting it by hand within the interval is refused too, without running it (a new run
+  # would have a new invocation), until reset-failed.
   C systemctl start "$BAD" >/dev/null 2>&1 && { why "systemctl start $BAD succeeded within the start limit"; return 1; }
-  [ "$(C journalctl -o cat --no-pager -u "$BAD" | grep -c 'wants an integer')" = "$starts" ] ||
+  [ "$(prop "$BAD" InvocationID)" = "$inv" ] && [ "$(prop "$BAD" ExecMainStartTimestampMonotonic)" = "$t0" ] ||
     { why "systemctl start ran $BAD although its start limit was hit"; return 1; }
-  echo "  a start by hand within the limit is refused: $(C journalctl -o cat --no-pager -u "$BAD" | tail -n 3 | tr '\n' ' ')"
+  echo "  a start by hand within the limit is refused, and nothing ran: $(props "$BAD")"
   C systemctl reset-failed "$BAD"
-  is_state "$BAD" inactive || { why "reset-failed left $(props "$BAD")"; return 1; }
+  is_state "$BAD" inactive && [ "$(prop "$BAD" NRestarts)" = 0 ] ||
+    { why "reset-failed left $(props "$BAD")"; return 1; }
 }
 
 # a + e: the clean reference job.
@@ -525,11 +541,13 @@ step_clean() {
 
 # b: a worker killed mid-run. Alone, the other worker would finish its shard in about 8 s,
 # hardly more than systemd takes to restart the killed one (RestartSec 5 s, then loading
-# the data): it computes at half speed in this job (slow-factor 2, from its instance's
-# environment file) so that the job is still running when the killed worker comes back.
+# the data): in this job each of its steps also waits 2 x 1 ms (delay-ms, from its
+# instance's environment file), so that alone it needs at least 15 s for its 7488 steps on
+# any CPU and the job is still running when the killed worker comes back. (A slow-factor,
+# in proportion to the compute, would shrink with a faster CPU.)
 step_kill_worker() {
   reset_job
-  C sh -c 'echo PSTRAIN_WORKER_SLOW_FACTOR=2 >/etc/pstrain/worker-cpu0.env'
+  C sh -c 'echo PSTRAIN_WORKER_DELAY_MS=1 >/etc/pstrain/worker-cpu0.env'
   start_job || return 1
   C rm -f /etc/pstrain/worker-cpu0.env
   wait_for 60 version_at_least 50 || { why "the job did not reach version 50"; return 1; }
@@ -576,10 +594,11 @@ step_kill_ps() {
     { why "$PS was not restarted and active again in 40 s: $(props "$PS")"; return 1; }
   inv2=$(prop "$PS" InvocationID)
   [ "$inv2" != "$inv" ] || { why "$PS still has the killed run's invocation"; return 1; }
-  wait_for 10 eval 'journal_of "$PS" "$inv2" >"$OUT/ps-after-kill.log"; grep -q "resumed from" "$OUT/ps-after-kill.log"'
+  # Shown from the journal when it kept the line; that it resumed is the summary's to say
+  # (checked once the job has finished).
+  wait_for 10 eval 'journal_of "$PS" "$inv2" >"$OUT/ps-after-kill.log"; grep -q "resumed from" "$OUT/ps-after-kill.log"' || true
   resumed=$(grep 'resumed from' "$OUT/ps-after-kill.log" | head -n 1)
-  [ -n "$resumed" ] || { why "the restarted ps's log says nothing about resuming: $(head -n 5 "$OUT/ps-after-kill.log" | tr '\n' '|')"; return 1; }
-  echo "  restarted ps ($(since "$t_kill") s after the kill): $resumed"
+  echo "  restarted ps ($(since "$t_kill") s after the kill): ${resumed:-(no line about resuming in its journal)}"
   wait_for 60 ps_shows_workers 2/2 || { why "the workers did not come back to the restarted ps: '$(prop "$PS" StatusText)'"; return 1; }
   t_back=$(since "$t_kill")
   echo "  both workers reconnected ${t_back} s after the kill: '$(prop "$PS" StatusText)'"
@@ -593,6 +612,8 @@ step_kill_ps() {
   echo "figure: ps killed: test accuracy $ACC (bound $ACC_BOUND), job ${JOB_WALL} s, training again ${t_back} s after the kill, weights checksum $SUM (clean $CLEAN_SUM)"
   acc_bound_ok || return 1
   summary_says resumed True || return 1
+  [ "$(json_field "$OUT/summary-$STEP.json" resumed_from_version)" -gt 0 ] ||
+    { why "the restarted ps resumed from version 0"; return 1; }
   same_weights || return 1
   [ "$(prop "$PS" NRestarts)" = 1 ] || { why "$PS restarted $(prop "$PS" NRestarts) times, expected once"; return 1; }
   [ -z "$restarted" ] || { why "$restarted"; return 1; }
@@ -637,15 +658,16 @@ step_stop_resume() {
   C sh -c 'rm -f /var/lib/pstrain/summary.json'
   start_job || return 1
   inv2=$(prop "$PS" InvocationID)
-  wait_for 10 eval 'journal_of "$PS" "$inv2" >"$OUT/ps-after-stop.log"; grep -q "resumed from" "$OUT/ps-after-stop.log"'
+  wait_for 10 eval 'journal_of "$PS" "$inv2" >"$OUT/ps-after-stop.log"; grep -q "resumed from" "$OUT/ps-after-stop.log"' || true
   resumed=$(grep 'resumed from' "$OUT/ps-after-stop.log" | head -n 1)
-  [ -n "$resumed" ] || { why "the ps started again did not resume: $(head -n 5 "$OUT/ps-after-stop.log" | tr '\n' '|')"; return 1; }
-  echo "  started again: $resumed"
+  echo "  started again: ${resumed:-(no line about resuming in its journal)}"
   finish_job 120 || return 1
   echo "figure: stopped at version $v_stop and resumed: test accuracy $ACC (bound $ACC_BOUND), second part ${JOB_WALL} s, weights checksum $SUM (clean $CLEAN_SUM)"
   echo "  $(props "${UNITS[@]}" | tr '\n' ' ')"
   acc_bound_ok || return 1
   summary_says resumed True || return 1
+  [ "$(json_field "$OUT/summary-$STEP.json" resumed_from_version)" -ge "$v_stop" ] ||
+    { why "started again, the ps resumed from version $(json_field "$OUT/summary-$STEP.json" resumed_from_version), before the $v_stop it was stopped at"; return 1; }
   same_weights || return 1
 }
 

@@ -156,14 +156,14 @@ unit_has "$WU" DevicePolicy closed
   fail "pstrain-worker@.service sets PrivateDevices=, ProcSubset= or MemoryDenyWriteExecute=, which the GPU does not survive"
 unit_key "$WU" Service DeviceAllow | grep -qx 'char-nvidia\* rw' || fail "pstrain-worker@.service lost DeviceAllow=char-nvidia* rw"
 # The exposure systemd-analyze gives the units as installed (0 best, 10 worst): 2.0 at most.
-# --threshold=20 makes it exit non-zero above 2.0.
+# --threshold=20 makes it exit non-zero above 2.0: the exit status is the verdict, and the
+# score is read from its text only to be shown.
 scores=
 for u in pstrain-ps.service pstrain-worker@0.service pstrain-worker@cpu0.service; do
   out=$(systemd-analyze security --offline=yes --root="$ROOT" --threshold=20 --no-pager "$u" 2>&1) ||
     fail "systemd-analyze security $u: above 2.0 (or failed): $(echo "$out" | grep -E '✗|Overall' | head -n 12)"
   score=$(echo "$out" | sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p')
-  [ -n "$score" ] || fail "systemd-analyze security $u printed no exposure level: $(echo "$out" | tail -n 2)"
-  scores="$scores $u $score;"
+  scores="$scores $u ${score:-(score not found in its output)};"
 done
 checks=$((checks + 1))
 pass "hardening: sandbox settings in place; systemd-analyze security --offline:$scores (at most 2.0)"

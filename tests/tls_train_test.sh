@@ -34,13 +34,15 @@ for split in ("train", "t10k"):
 PY
 
 # ---- (e) bad settings ----
-# usage_error NAME PATTERN CMD...: CMD exits 2 with one line of output, matching PATTERN.
+# usage_error NAME PATTERN CMD...: CMD exits 2 with one line at error level, matching PATTERN
+# (lines at other levels, which some CPUs add, are not counted).
 usage_error() {
   local name=$1 pattern=$2 rc=0; shift 2
   "$@" >"$OUT/$name.log" 2>&1 || rc=$?
   [ $rc -eq 2 ] || fail "$name: exit status $rc, not 2: $(head -c 300 "$OUT/$name.log")"
-  [ "$(wc -l <"$OUT/$name.log")" -eq 1 ] || fail "$name: more than one line: $(cat "$OUT/$name.log")"
-  grep -q -- "$pattern" "$OUT/$name.log" || fail "$name: no '$pattern' in: $(cat "$OUT/$name.log")"
+  [ "$(grep -c '^<[0-3]>' "$OUT/$name.log")" -eq 1 ] ||
+    fail "$name: not one line at error level: $(cat "$OUT/$name.log")"
+  grep -q -- "^<[0-3]>.*$pattern" "$OUT/$name.log" || fail "$name: no '$pattern' in: $(cat "$OUT/$name.log")"
 }
 port=$(free_port)
 usage_error e-ps-lone-cert "tls-ca go together: --tls-key and --tls-ca are missing" \
@@ -91,7 +93,7 @@ refused() {
   grep -q "error: .*$pattern" "$OUT/$name.log" || fail "$name: no '$pattern': $(tail -2 "$OUT/$name.log")"
 }
 # (b) A certificate of CA b, the worker trusting both CAs: the ps refuses it.
-refused b-ps-refuses 2 "TLS session failed: the peer refused the session: tlsv1 alert unknown ca" \
+refused b-ps-refuses 2 "TLS session failed: the peer refused the session" \
   --tls-cert "$pki/b-client.pem" --tls-key "$pki/b-client.key" --tls-ca "$pki/ab-ca.pem"
 # A worker of CA b alone: it refuses the ps's certificate.
 refused b-worker-refuses 2 "TLS handshake failed: the peer's certificate is not signed by our CA" \
@@ -109,7 +111,7 @@ at_least "$acc" 0.84 || fail "TLS: test accuracy $acc < 0.84"
   fail "the ps's log does not name TLSv1.3 for both workers"
 grep -q "ps over TLSv1.3" "$OUT/w0.log" || fail "the worker's log does not name TLSv1.3"
 for p in "TLS handshake failed: the peer's certificate is not signed by our CA" \
-         "TLS handshake failed: the peer refused the session: tlsv1 alert unknown ca" \
+         "TLS handshake failed: the peer refused the session" \
          "TLS handshake failed: the peer does not speak TLS (it sent \"PSTR"; do
   grep -qF "$p" "$OUT/ps.log" || fail "the ps's log lacks: $p"
 done

@@ -11,7 +11,9 @@
 # the stall after SIGCONT, and meanwhile the worker, connected but holding its HELLO until
 # that step ended, counted the ps's silence as a lost ps and reconnected every 1.5 s. Both are
 # fixed (the idling ends once the connection is lost, and a held HELLO stops the silence
-# clock); the rejoin takes well under a second now, and 4 epochs leave seconds to spare.
+# clock); the rejoin takes well under a second now. Worker 0's steps also wait 2 x 2 ms each
+# (--delay-ms), so that alone it needs at least 7 s for what is left after the stall on any
+# CPU, not a time that shrinks with a faster one.
 # The worker must lose the ps exactly once: one reconnection, no churn.
 source "$(dirname "$0")/lib.sh"
 port=$(free_port)
@@ -19,7 +21,7 @@ start_ps ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" 
   --metrics "$OUT/m.jsonl" --model mlp --epochs 4 --batch-size 64 --report-every 10 \
   --worker-timeout 1.5
 ps_pid=$LAST_PID
-start_worker w0 --ps "127.0.0.1:$port" --index 0
+start_worker w0 --ps "127.0.0.1:$port" --index 0 --delay-ms 2
 w0=$LAST_PID
 start_worker w1 --ps "127.0.0.1:$port" --index 1 --slow-factor 4
 w1=$LAST_PID

@@ -134,22 +134,6 @@ int main(int argc, char **argv) {
   pst_log_init("pstrain-worker", PST_LOG_INFO);
   pst_log_guard_signals();
 
-  /* 0. Floating point before any work. OpenBLAS chose its kernels before main; when this
-   * CPU can run better ones, the worker runs itself again with OPENBLAS_CORETYPE set
-   * (kernels/blas_setup.h). Denormals are flushed in every computing thread
-   * (common/fpenv.h); the CPU backend also restarts OpenBLAS's threads to inherit that. */
-  char blas_note[320];
-  int blas = pst_blas_choose(blas_note, sizeof blas_note);
-  if (blas == PST_BLAS_REEXEC) {
-    LOG_INFO("%s", blas_note);
-    execv("/proc/self/exe", argv);
-    LOG_WARN("cannot run again with better OpenBLAS kernels (%s); going on with OpenBLAS's own",
-             strerror(errno));
-  } else {
-    pst_log(blas == PST_BLAS_CHOSEN ? PST_LOG_INFO : PST_LOG_DEBUG, "%s", blas_note);
-  }
-  pst_fp_flush_denormals();
-
   /* 1. Configuration. */
   wk_options opt;
   memset(&opt, 0, sizeof opt);
@@ -232,11 +216,30 @@ int main(int argc, char **argv) {
     return PST_EXIT_USAGE;
   }
   opt.tls_name = o_tls_name[0] ? o_tls_name : NULL;
+
+  /* 2. Floating point before any work, once the configuration is known to be good (a
+   * mistyped flag is then one line, whatever the CPU, and the lines below name the worker
+   * and follow --log-level). OpenBLAS chose its kernels before main; when this CPU can run
+   * better ones, the worker runs itself again with OPENBLAS_CORETYPE set
+   * (kernels/blas_setup.h), and reads the same configuration again. Denormals are flushed in
+   * every computing thread (common/fpenv.h); the CPU backend also restarts OpenBLAS's
+   * threads to inherit that. */
+  char blas_note[320];
+  int blas = pst_blas_choose(blas_note, sizeof blas_note);
+  if (blas == PST_BLAS_REEXEC) {
+    LOG_INFO("%s", blas_note);
+    execv("/proc/self/exe", argv);
+    LOG_WARN("cannot run again with better OpenBLAS kernels (%s); going on with OpenBLAS's own",
+             strerror(errno));
+  } else {
+    pst_log(blas == PST_BLAS_CHOSEN ? PST_LOG_INFO : PST_LOG_DEBUG, "%s", blas_note);
+  }
+  pst_fp_flush_denormals();
   if (opt.tls)
     LOG_INFO("connecting to the ps with mutual TLS 1.3: %s%s%s", tls_desc,
              opt.tls_name ? "; its certificate must name " : "", opt.tls_name ? opt.tls_name : "");
 
-  /* 2. Set up and run. */
+  /* 3. Set up and run. */
   uv_loop_t loop;
   uv_loop_init(&loop);
   static wk_trainer trainer;
@@ -261,7 +264,7 @@ int main(int argc, char **argv) {
   pst_heartbeat_start(&hb, &loop, wk_obs_status_line, &trainer);
   uv_run(&loop, UV_RUN_DEFAULT);
 
-  /* 3. Shut down: the trainer's handles are closed by now; the heartbeat's next. */
+  /* 4. Shut down: the trainer's handles are closed by now; the heartbeat's next. */
   pst_notify_stopping();
   pst_heartbeat_close(&hb);
   pst_metrics_port_close(&obs);

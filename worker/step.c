@@ -23,8 +23,9 @@ static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) 
   wk_send_all(t, &h);
 }
 
+/* checksum: an evaluation's, of the whole weights it was taken on (0 for training figures). */
 static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correct,
-                        uint64_t samples, double seconds, double data_wait) {
+                        uint64_t samples, double seconds, double data_wait, uint64_t checksum) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   Pstrain__Report r = PSTRAIN__REPORT__INIT;
   r.epoch = (uint32_t)(is_eval ? t->eval_due : t->epoch + 1);
@@ -36,6 +37,7 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
   r.compute_seconds = seconds;
   r.data_wait_seconds = data_wait;
   if (is_eval) r.weights_version = t->version;
+  r.weights_checksum = checksum;
   h.type = PSTRAIN__MSG_TYPE__REPORT;
   h.report = &r;
   wk_send_all(t, &h);
@@ -290,7 +292,7 @@ static void after_train(wk_trainer *t) {
     }
   }
   if (t->steps % (uint64_t)t->report_every == 0 || t->step_in_epoch == t->steps_per_epoch) {
-    send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds, t->r_wait);
+    send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds, t->r_wait, 0);
     t->r_loss = t->r_seconds = t->r_wait = 0;
     t->r_correct = t->r_samples = 0;
   }
@@ -326,14 +328,16 @@ static void after_eval(wk_trainer *t) {
            t->eval_due, t->epochs, t->test_begin, t->test_end,
            t->w_samples ? t->w_loss / t->w_samples : 0.0,
            t->w_samples ? (double)t->w_correct / t->w_samples : 0.0, t->version);
-  send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds, 0);
+  /* The weights evaluated, whole: one checksum however many shards held them, the same as
+   * an unsharded ps's weights_checksum. The report carries it to every shard, whose summary
+   * gives the last epoch's as the model's (reproducibility checks compare it). */
+  uint64_t checksum = pst_fnv1a64(t->params, t->model.n_params * sizeof(float));
+  send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds, 0,
+              checksum);
   t->eval_due = 0;
   if (t->epoch >= t->epochs) {
-    /* The final weights, whole: one checksum however many shards held them, the same as the
-     * ps's weights_checksum without shards (reproducibility checks compare it). */
     LOG_INFO("final weights: version %" PRIu64 ", checksum %016" PRIx64 " over %zu parameters",
-             t->version, pst_fnv1a64(t->params, t->model.n_params * sizeof(float)),
-             t->model.n_params);
+             t->version, checksum, t->model.n_params);
     t->state = WK_FINISHING;
     LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
     if (t->opt.push_by_layer)
