@@ -10,7 +10,14 @@
 
 static pst_cuda_log_fn g_log_fn;
 
+/* The calling thread's last failure (pst_cuda_last_error). */
+static __thread char g_last_error[512];
+
 PST_CUDA_EXPORT void pst_cuda_set_log(pst_cuda_log_fn fn) { g_log_fn = fn; }
+
+const char *pst_cuda_last_error(void) { return g_last_error; }
+
+void pst_cuda_clear_error(void) { g_last_error[0] = '\0'; }
 
 void pst_cuda_log(int level, const char *fmt, ...) {
   char line[1024];
@@ -21,10 +28,27 @@ void pst_cuda_log(int level, const char *fmt, ...) {
   /* Log lines are single lines: a multi-line library message is folded. */
   for (char *p = line; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';
+  if (level <= 3) snprintf(g_last_error, sizeof g_last_error, "%.511s", line);
   if (g_log_fn)
     g_log_fn(level, line);
   else
     fprintf(stderr, "pstrain-cuda: %s\n", line);
+}
+
+int pst_cuda_fail(int code, const char *file, int line, const char *expr, const char *detail) {
+  pst_cuda_log(3, "%s:%d: %s: %s", file, line, expr, detail);
+  /* The reason is shorter than the log line: the function's name, not the whole call. */
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  size_t fn = strcspn(expr, "( ");
+  snprintf(g_last_error, sizeof g_last_error, "%.*s: %s (%s:%d)", (int)fn, expr, detail, base,
+           line);
+  return code;
+}
+
+const char *pst_cuda_describe_error(cudaError_t e, char *buf, size_t len) {
+  snprintf(buf, len, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+  return buf;
 }
 
 int pst_cuda_errno_from_cuda(cudaError_t e) {
@@ -159,6 +183,9 @@ static int cuda_to_device(pst_backend *b, void *dst, const void *host_src, size_
   if (bytes == 0) return 0;
   PST_CUDA_REQUIRE(dst && host_src, "%s: to_device with a NULL pointer", c->name);
   PST_CUDA_ENTER(c);
+  /* cudaMemcpyAsync: any size_t byte count. Truly asynchronous from pinned memory
+   * (host_alloc); from pageable memory it returns once the runtime has staged the source.
+   * Either way backend.h asks callers to leave the source unchanged until synchronize(). */
   CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream));
   return 0;
 }
@@ -202,6 +229,8 @@ static int cuda_upload(pst_backend *b, void *dst, const void *host_src, size_t b
   PST_CUDA_ENTER(c);
   int rc = copy_stream_ready(c);
   if (rc != 0) return rc;
+  /* The copy on the copy stream, then the compute stream waits for it (cudaEventRecord and
+   * cudaStreamWaitEvent: events of the same device, no other limit). */
   CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
   CUDA_CHECK(cudaEventRecord(c->copied, c->copy_stream));
   CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->copied, 0));
@@ -240,6 +269,8 @@ static int cuda_download(pst_backend *b, void *host_dst, const void *src, size_t
   d->done = done;
   d->ctx = ctx;
   d->arg = arg;
+  /* cudaLaunchHostFunc: the function runs on a runtime thread once the copy is done and
+   * must make no CUDA call (backend.h's rule for done: it must not call the backend). */
   cudaError_t e = cudaLaunchHostFunc(c->copy_stream, download_done, d);
   if (e != cudaSuccess) {
     free(d);
@@ -276,11 +307,12 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
   } else if (strcmp(what, "add") == 0) {
     snprintf(rest, restlen, "element-wise add kernel");
   } else if (strcmp(what, "concatenate") == 0) {
-    snprintf(rest, restlen, "strided cudaMemcpy2DAsync per input (channels, NHWC)");
+    snprintf(rest, restlen, "strided copy kernel per input (channels, NHWC)");
   } else if (strcmp(what, "flatten") == 0) {
     snprintf(rest, restlen, "no-op (NHWC is already flat)");
   } else if (strcmp(what, "batchnorm") == 0) {
-    snprintf(rest, restlen, "cuDNN batch normalization (spatial: [rows, C] as NCHW rows x C x 1 x 1)");
+    snprintf(rest, restlen, "batch normalization kernels ([rows, C]: per-channel sums in double, "
+                            "element-wise pass)");
   } else {
     snprintf(rest, restlen, "CUDA kernels");
   }
@@ -408,6 +440,11 @@ static int cuda_setup(pst_cuda *c, int device, char *err, size_t errlen) {
   return 0;
 }
 
+static const char *cuda_last_error(pst_backend *b) {
+  (void)b; /* the reason is the calling thread's, whichever backend it used */
+  return pst_cuda_last_error();
+}
+
 /* Bytes held through pst_cuda_dev_alloc: the net's tensors and the backend's scratch buffers. */
 static size_t cuda_memory_in_use(pst_backend *b) { return ((pst_cuda *)b->impl)->mem_used; }
 
@@ -445,6 +482,10 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   }
   c->device = device;
   c->mem_limit = mem_limit_bytes;
+  c->max_tensor_elems = 2147483647u; /* cuDNN's limit: pad.cu, pst_cuda_batch_slice */
+  const char *cap = getenv("PSTRAIN_CUDA_MAX_TENSOR_ELEMS");
+  if (cap && strtoull(cap, NULL, 10) > 0 && strtoull(cap, NULL, 10) < c->max_tensor_elems)
+    c->max_tensor_elems = (size_t)strtoull(cap, NULL, 10);
   c->describe_last_layer = -1;
   snprintf(c->name, sizeof c->name, "cuda:%d", device);
   b->name = c->name;
@@ -483,6 +524,7 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->batchnorm_forward_train = pst_cuda_batchnorm_forward_train;
   b->batchnorm_forward_infer = pst_cuda_batchnorm_forward_infer;
   b->batchnorm_backward = pst_cuda_batchnorm_backward;
+  b->last_error = cuda_last_error;
   b->describe = cuda_describe;
   b->destroy = cuda_destroy;
   int rc = cuda_setup(c, device, err, errlen);

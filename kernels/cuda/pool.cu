@@ -37,12 +37,16 @@ static int plan_build(pst_cuda *c, const pst_window_shape *s, pst_cuda_pool_plan
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->x_desc));
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y_desc));
   CUDNN_CHECK(cudnnCreatePoolingDescriptor(&p->pool_desc));
+  /* cudnnSetTensor4dDescriptor: positive ints, packed NHWC FP32, at most 2^31 - 1 elements
+   * (the caller's batch slice). */
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
                                          s->in_c, p->pad_h, p->pad_w));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
                                          s->out_c, s->out_h, s->out_w));
+  /* cudnnSetPooling2dDescriptor: window and strides positive, padding 0 (explicit copy). */
   CUDNN_CHECK(cudnnSetPooling2dDescriptor(p->pool_desc, CUDNN_POOLING_MAX, CUDNN_NOT_PROPAGATE_NAN,
                                           s->k_h, s->k_w, 0, 0, s->stride_h, s->stride_w));
+  /* cuDNN's output size must be the layer's (else it would write out of bounds). */
   int on, oc, oh, ow;
   CUDNN_CHECK(cudnnGetPooling2dForwardOutputDim(p->pool_desc, p->x_desc, &on, &oc, &oh, &ow));
   PST_CUDA_REQUIRE(on == s->n && oc == s->out_c && oh == s->out_h && ow == s->out_w,
@@ -91,6 +95,15 @@ static int pool_input(pst_cuda *c, const pst_cuda_pool_plan *p, const float *x,
   return rc;
 }
 
+static size_t in_elems(const pst_window_shape *s) {
+  return (size_t)s->in_h * (size_t)s->in_w * (size_t)s->in_c;
+}
+static size_t out_elems(const pst_window_shape *s) {
+  return (size_t)s->out_h * (size_t)s->out_w * (size_t)s->out_c;
+}
+
+/* Both directions hand cuDNN the batch in slices of whole samples when it is too large for
+ * one call (pst_cuda_batch_slice). */
 int pst_cuda_maxpool_forward(pst_backend *b, const pst_window_shape *s, const float *x,
                              float *y) {
   pst_cuda *c = pst_cuda_of(b);
@@ -98,12 +111,22 @@ int pst_cuda_maxpool_forward(pst_backend *b, const pst_window_shape *s, const fl
   if (rc != 0) return rc;
   PST_CUDA_REQUIRE(x && y, "%s: maxpool_forward: NULL tensor", c->name);
   PST_CUDA_ENTER(c);
-  pst_cuda_pool_plan *p;
-  const float *xin;
-  if ((rc = pool_plan(c, s, &p)) != 0 || (rc = pool_input(c, p, x, &xin)) != 0) return rc;
+  int per;
+  if ((rc = pst_cuda_batch_slice(c, s, "maxpool_forward", &per)) != 0) return rc;
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnPoolingForward(c->cudnn, p->pool_desc, &one, p->x_desc, xin, &zero, p->y_desc,
-                                  y));
+  for (int n0 = 0; n0 < s->n; n0 += per) {
+    pst_window_shape part = *s;
+    part.n = s->n - n0 < per ? s->n - n0 : per;
+    pst_cuda_pool_plan *p;
+    const float *xin;
+    if ((rc = pool_plan(c, &part, &p)) != 0 ||
+        (rc = pool_input(c, p, x + (size_t)n0 * in_elems(s), &xin)) != 0)
+      return rc;
+    /* cudnnPoolingForward: x and y FP32 NHWC of the same n and c, at most 2^31 - 1 elements
+     * each (the slice), no padding in the descriptor (the -inf copy instead). */
+    CUDNN_CHECK(cudnnPoolingForward(c->cudnn, p->pool_desc, &one, p->x_desc, xin, &zero,
+                                    p->y_desc, y + (size_t)n0 * out_elems(s)));
+  }
   return 0;
 }
 
@@ -114,23 +137,33 @@ int pst_cuda_maxpool_backward(pst_backend *b, const pst_window_shape *s, const f
   if (rc != 0) return rc;
   PST_CUDA_REQUIRE(x && y && dy && dx, "%s: maxpool_backward: NULL tensor", c->name);
   PST_CUDA_ENTER(c);
-  pst_cuda_pool_plan *p;
-  const float *xin;
-  if ((rc = pool_plan(c, s, &p)) != 0) return rc;
-  float *dxin = dx;
-  if (p->explicit_pad) {
-    size_t bytes = (size_t)s->n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
-    if ((rc = pst_cuda_buffer_reserve(c, &c->scratch[1], bytes, "a padded maxpool gradient")))
-      return rc;
-    dxin = (float *)c->scratch[1].p;
-  }
-  if ((rc = pool_input(c, p, x, &xin)) != 0) return rc;
+  int per;
+  if ((rc = pst_cuda_batch_slice(c, s, "maxpool_backward", &per)) != 0) return rc;
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnPoolingBackward(c->cudnn, p->pool_desc, &one, p->y_desc, y, p->y_desc, dy,
-                                   p->x_desc, xin, &zero, p->x_desc, dxin));
-  if (p->explicit_pad)
-    return pst_cuda_crop_nhwc(c, dxin, dx, s->n, s->in_h, s->in_w, s->in_c, p->pad_h, p->pad_w,
-                              s->pad_top, s->pad_left);
+  for (int n0 = 0; n0 < s->n; n0 += per) {
+    pst_window_shape part = *s;
+    part.n = s->n - n0 < per ? s->n - n0 : per;
+    const size_t xo = (size_t)n0 * in_elems(s), yo = (size_t)n0 * out_elems(s);
+    pst_cuda_pool_plan *p;
+    const float *xin;
+    if ((rc = pool_plan(c, &part, &p)) != 0) return rc;
+    float *dxin = dx + xo;
+    if (p->explicit_pad) {
+      size_t bytes = (size_t)part.n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
+      if ((rc = pst_cuda_buffer_reserve(c, &c->scratch[1], bytes, "a padded maxpool gradient")))
+        return rc;
+      dxin = (float *)c->scratch[1].p;
+    }
+    if ((rc = pool_input(c, p, x + xo, &xin)) != 0) return rc;
+    /* cudnnPoolingBackward: y, dy, x and dx FP32 NHWC, y and dy alike, x and dx alike (the
+     * descriptors are shared), within 2^31 - 1 elements each. */
+    CUDNN_CHECK(cudnnPoolingBackward(c->cudnn, p->pool_desc, &one, p->y_desc, y + yo, p->y_desc,
+                                     dy + yo, p->x_desc, xin, &zero, p->x_desc, dxin));
+    if (p->explicit_pad &&
+        (rc = pst_cuda_crop_nhwc(c, dxin, dx + xo, part.n, s->in_h, s->in_w, s->in_c, p->pad_h,
+                                 p->pad_w, s->pad_top, s->pad_left)) != 0)
+      return rc;
+  }
   return 0;
 }
 
