@@ -524,6 +524,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     arg(&a, "--chunk-kib=%d", o->chunk_kib);
     arg(&a, "--threads=%d", ps_threads);
     if (o->eval_every > 0) arg(&a, "--eval-every=%d", o->eval_every);
+    if (o->report_every > 0) arg(&a, "--report-every=%d", o->report_every);
     if (o->eval_samples > 0) arg(&a, "--eval-samples=%d", o->eval_samples);
     /* Shard 0 speaks for the job (every shard sees every report); the others' summaries are
      * kept beside it for their own figures. */
