@@ -40,6 +40,7 @@ struct store_bias_grad {
 int pst_cuda_bias_grad(pst_cuda *c, const float *dy, float *db, size_t rows, int cols) {
   if (cols <= 0) return 0;
   if (rows == 0) {
+    /* cudaMemsetAsync: a size_t byte count, on the backend's stream. */
     CUDA_CHECK(cudaMemsetAsync(db, 0, (size_t)cols * sizeof(float), c->stream));
     return 0;
   }

@@ -116,6 +116,8 @@ static int plan_build(pst_cuda *c, const pst_window_shape *s, int groups,
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv_desc, direct ? s->pad_top : 0,
                                               direct ? s->pad_left : 0, s->stride_h, s->stride_w,
                                               1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  /* cudnnSetConvolutionMathType: FMA, no tensor-op or TF32 conversion; and the group
+   * count (1 < groups = C for depthwise). */
   CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv_desc, CUDNN_FMA_MATH));
   if (groups > 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv_desc, groups));
   /* cuDNN's own output size must be the layer's: a mismatch would read or write out of
@@ -154,7 +156,9 @@ static int plan_build(pst_cuda *c, const pst_window_shape *s, int groups,
   if (k < 0) return no_algo(c, s, "backward filter", budget);
   p->bwd_filter_algo = bf[k].algo;
 
-  /* The heuristics' memory figures are estimates: ask for the exact sizes. */
+  /* The heuristics' memory figures are estimates: ask for the exact sizes
+   * (cudnnGetConvolution*WorkspaceSize, for the very descriptors and algorithm), and grow
+   * the one workspace to the largest, which every call of this plan then passes. */
   CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, p->x_desc, p->w_desc,
                                                       p->conv_desc, p->y_desc, p->fwd_algo,
                                                       &p->fwd_ws));

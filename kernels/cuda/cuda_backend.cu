@@ -88,6 +88,9 @@ void *pst_cuda_dev_alloc(pst_cuda *c, size_t bytes, const char *what) {
     c->allocs = na;
     c->cap_allocs = ncap;
   }
+  /* cudaMalloc: any size_t byte count the device can hold; the pointer is aligned to at
+   * least 256 bytes, which cuDNN's and cuBLAS's vectorised kernels and the workspace rely
+   * on. */
   void *p = NULL;
   cudaError_t e = cudaMalloc(&p, bytes);
   if (e != cudaSuccess) {
@@ -109,7 +112,8 @@ void pst_cuda_dev_free(pst_cuda *c, void *p) {
     if (c->allocs[i].p == p) {
       c->mem_used -= c->allocs[i].bytes;
       c->allocs[i] = c->allocs[--c->n_allocs];
-      /* cudaFree waits for the device, so no kernel still reading p is cut short. */
+      /* cudaFree (a pointer of cudaMalloc, once) waits for the device, so no kernel still
+       * reading p is cut short. */
       cudaError_t e = cudaFree(p);
       if (e != cudaSuccess)
         pst_cuda_log(4, "%s: cudaFree: %s", c->name, cudaGetErrorString(e));
@@ -122,7 +126,8 @@ void pst_cuda_dev_free(pst_cuda *c, void *p) {
 
 int pst_cuda_buffer_reserve(pst_cuda *c, pst_cuda_buffer *buf, size_t bytes, const char *what) {
   if (buf->bytes >= bytes && buf->p) return 0;
-  /* Earlier operations may still read the old buffer: let them finish before freeing. */
+  /* Earlier operations may still read the old buffer: let them finish before freeing
+   * (cudaStreamSynchronize: also where an earlier kernel's fault would surface). */
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
   pst_cuda_dev_free(c, buf->p);
   buf->p = NULL;
@@ -163,6 +168,7 @@ static void *cuda_host_alloc(pst_backend *b, size_t bytes) {
   pst_cuda *c = pst_cuda_of(b);
   void *p = NULL;
   if (pst_cuda_enter(c) != 0) return NULL;
+  /* cudaMallocHost: page-locked host memory, limited only by what the OS lets be locked. */
   cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
   if (e != cudaSuccess) {
     pst_cuda_log(3, "%s: cudaMallocHost(%zu bytes): %s", c->name, bytes, cudaGetErrorString(e));
@@ -215,6 +221,8 @@ static int copy_stream_ready(pst_cuda *c) {
   if (c->copy_stream) return 0;
   if (!c->copied) CUDA_CHECK(cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming));
   if (!c->computed) CUDA_CHECK(cudaEventCreateWithFlags(&c->computed, cudaEventDisableTiming));
+  /* cudaEventCreateWithFlags and cudaStreamCreateWithFlags: no limit but the device's
+   * resources; the events and both streams belong to this backend's device. */
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
   return 0;
 }
@@ -284,7 +292,7 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
   if (!out || outlen == 0) return;
   what = what ? what : "";
   /* A layer index not above the previous one starts a new sweep over the model. */
-  if (layer <= c->describe_last_layer) c->describe_seen_conv = c->describe_seen_pool = 0;
+  if (layer <= c->describe_last_layer) c->describe_seen_conv = 0;
   c->describe_last_layer = layer;
   int n = snprintf(out, outlen, "%s (%s): ", c->name, c->device_name);
   if (n < 0 || (size_t)n >= outlen) return;
@@ -296,8 +304,8 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
     if (pst_cuda_conv_describe(c, c->describe_seen_conv++, rest, restlen) != 0)
       snprintf(rest, restlen, "cuDNN conv NHWC/OHWI FP32 (algorithms chosen at first use)");
   } else if (strcmp(what, "maxpool") == 0) {
-    if (pst_cuda_pool_describe(c, c->describe_seen_pool++, rest, restlen) != 0)
-      snprintf(rest, restlen, "cuDNN max pooling NHWC");
+    snprintf(rest, restlen, "max pooling kernels NHWC (padding never wins, dy to the first "
+                            "maximum)");
   } else if (strcmp(what, "depthwise_conv2d") == 0) {
     snprintf(rest, restlen, "cuDNN grouped convolution (groupCount = channels) NHWC FP32");
   } else if (strcmp(what, "avgpool") == 0 || strcmp(what, "global_avgpool") == 0) {
@@ -326,7 +334,6 @@ static void cuda_destroy(pst_backend *b) {
     if (c->stream) (void)cudaStreamSynchronize(c->stream);
     if (c->copy_stream) (void)cudaStreamSynchronize(c->copy_stream);
     pst_cuda_conv_plans_destroy(c);
-    pst_cuda_pool_plans_destroy(c);
     if (c->cudnn) cudnnDestroy(c->cudnn);
     if (c->cublas) cublasDestroy(c->cublas);
     /* Whatever the worker did not free goes with the backend. */
@@ -345,6 +352,8 @@ static void cuda_destroy(pst_backend *b) {
 /* ---- discovery --------------------------------------------------------------------- */
 
 PST_CUDA_EXPORT int pst_cuda_probe(char *why, size_t whylen) {
+  /* cudaGetDeviceCount: the visible devices (CUDA_VISIBLE_DEVICES applies); an error here
+   * (no driver, a driver older than the runtime) is the reason a host has no usable GPU. */
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -388,6 +397,7 @@ PST_CUDA_EXPORT int pst_cuda_describe_device(int i, char *out, size_t outlen) {
 /* The body of pst_cuda_backend_create; on failure the caller destroys the half-built
  * backend. CUDA_CHECK and friends log the detail, err gets the one-line summary. */
 static int cuda_setup(pst_cuda *c, int device, char *err, size_t errlen) {
+  /* cudaGetDeviceProperties, cudaSetDevice: device in [0, count), checked by the caller. */
   cudaDeviceProp prop;
   cudaError_t e = cudaGetDeviceProperties(&prop, device);
   if (e != cudaSuccess) {
@@ -408,6 +418,8 @@ static int cuda_setup(pst_cuda *c, int device, char *err, size_t errlen) {
              cudaGetErrorString(e));
     return pst_cuda_errno_from_cuda(e);
   }
+  /* cublasCreate, cublasSetStream, cublasSetMathMode and cudnnCreate, cudnnSetStream: on
+   * the current device (just set), bound to this backend's stream. */
   cublasStatus_t bs = cublasCreate(&c->cublas);
   if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(c->cublas, c->stream);
   /* FP32 GEMMs stay FP32: TF32 tensor cores would break parity with the CPU backend. */

@@ -133,17 +133,6 @@ typedef struct {
   unsigned long long first_use, last_use;      /* c->use_clock ticks */
 } pst_cuda_conv_plan;
 
-/* One cached maxpool geometry. */
-typedef struct {
-  int used;
-  pst_window_shape s;
-  int explicit_pad;          /* 1: input copied into a -inf padded buffer, cuDNN pad 0 */
-  int pad_h, pad_w;
-  cudnnTensorDescriptor_t x_desc, y_desc;
-  cudnnPoolingDescriptor_t pool_desc;
-  unsigned long long first_use, last_use;
-} pst_cuda_pool_plan;
-
 #define PST_CUDA_MAX_PLANS 48
 
 /* Results of softmax_xent, reduced on the device and downloaded in one copy. */
@@ -189,14 +178,13 @@ typedef struct {
   pst_cuda_xent_stats *h_stats; /* [1] pinned host */
 
   pst_cuda_conv_plan conv[PST_CUDA_MAX_PLANS];
-  pst_cuda_pool_plan pool[PST_CUDA_MAX_PLANS];
   unsigned long long use_clock;
 
   /* describe() is called layer by layer (kernels/net.c, pst_net_log_placement) with the
    * model's layer index; the plans know only their order of first use. Counting the calls
    * per kind since the last restart of the layer index maps one to the other. */
   int describe_last_layer;
-  int describe_seen_conv, describe_seen_pool;
+  int describe_seen_conv;
 } pst_cuda;
 
 static inline pst_cuda *pst_cuda_of(pst_backend *b) { return (pst_cuda *)b->impl; }
@@ -292,11 +280,9 @@ int pst_cuda_batchnorm_backward(pst_backend *b, const float *x, const float *gam
                                 const float *saved, const float *dy, float *dx, float *dgamma,
                                 float *dbeta, int rows, int channels, float eps);
 
-/* Plan caches (conv.cu, pool.cu): release every cached descriptor. */
+/* The plan cache (conv.cu): release every cached descriptor. */
 void pst_cuda_conv_plans_destroy(pst_cuda *c);
-void pst_cuda_pool_plans_destroy(pst_cuda *c);
-/* describe() helpers: what the cached plans of a kind use, in first-use order. */
+/* describe() helper: what the cached conv2d plans use, in first-use order. */
 int pst_cuda_conv_describe(pst_cuda *c, int ordinal, char *out, size_t outlen);
-int pst_cuda_pool_describe(pst_cuda *c, int ordinal, char *out, size_t outlen);
 
 #endif

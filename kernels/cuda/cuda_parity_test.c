@@ -67,13 +67,13 @@ static void test_graph_net(void) {
 
 /* ---- batches in slices ------------------------------------------------------------- */
 
-/* cuDNN takes at most 2^31 - 1 elements per tensor, so a larger batch goes to it in slices
- * of whole samples (pad.cu, pst_cuda_batch_slice). Batches that large cannot be checked
- * against a CPU reference here, so a second backend is opened with the limit lowered to
- * 4000 elements (PSTRAIN_CUDA_MAX_TENSOR_ELEMS) and ordinary shapes go through it in
- * slices: one sample per slice, two with a remainder, with and without the explicitly
- * padded input. A sample larger than the limit is refused. The CPU harness has no limit
- * and runs the same shapes whole. */
+/* cuDNN takes at most 2^31 - 1 elements per tensor, so a larger batch goes to its
+ * convolutions in slices of whole samples (pad.cu, pst_cuda_batch_slice). Batches that
+ * large cannot be checked against a CPU reference here, so a second backend is opened with
+ * the limit lowered to 4000 elements (PSTRAIN_CUDA_MAX_TENSOR_ELEMS) and ordinary shapes go
+ * through it in slices: one sample per slice, two with a remainder, with and without the
+ * explicitly padded input, grouped too. A sample larger than the limit is refused. The CPU
+ * harness has no limit and runs the same shapes whole. */
 static void test_sliced(const char *spec) {
   setenv("PSTRAIN_CUDA_MAX_TENSOR_ELEMS", "4000", 1);
   pst_backend *b = NULL;
@@ -87,8 +87,6 @@ static void test_sliced(const char *spec) {
   test_conv(window(7, 14, 14, 8, 3, 1, 1, 16));     /* 3136 per sample: 7 slices of 1 */
   test_conv(window(5, 14, 14, 8, 3, 2, 1, 6));      /* padded 1800: slices of 2, 2, 1 */
   test_depthwise(window(5, 14, 14, 8, 3, 2, 1, 8)); /* the same, grouped */
-  test_pool(window(5, 16, 16, 8, 2, 2, 0, 8));      /* 2048: 5 slices of 1 */
-  test_pool(window(5, 15, 15, 8, 3, 2, 1, 8));      /* padded with -inf, 2312: 5 of 1 */
   if (!b->host_memory) {
     pst_window_shape s = window(1, 30, 30, 8, 3, 1, 1, 8); /* 7200 elements per sample */
     size_t nx = (size_t)30 * 30 * 8;
@@ -191,7 +189,8 @@ int main(void) {
   test_depthwise(window(2, 8, 8, 96, 3, 1, 1, 96));
   test_conv(window(3, 14, 14, 8, 3, 1, 1, 8));
 
-  /* maxpool: valid (cuDNN direct) and every padded case (explicit -inf padding). */
+  /* maxpool (pool.cu's kernels): valid and every padded case (padding never wins); ties,
+   * whose gradient goes to the first maximum; a batch of one, many channels. */
   test_pool(window(3, 28, 28, 8, 2, 2, 0, 8));
   test_pool(window(3, 7, 7, 4, 2, 2, 1, 4));
   test_pool(window(2, 8, 8, 3, 3, 2, 1, 3));
@@ -199,6 +198,9 @@ int main(void) {
   test_pool(window(2, 7, 7, 2, 2, 2, 0, 2));
   test_pool(window2(2, 7, 10, 3, 3, 2, 2, 2, 1, 3));
   test_pool(window2(2, 9, 6, 2, 2, 3, 2, 3, 0, 2));
+  test_pool_ties(window(3, 8, 8, 5, 2, 2, 0, 5));
+  test_pool_ties(window(2, 9, 9, 3, 3, 2, 1, 3)); /* overlapping windows, padded */
+  test_pool(window(1, 5, 5, 300, 3, 1, 1, 300));
 
   /* batchnorm (norm.cu's kernels): flat [B, C], NHWC images as [B*H*W, C], data far from
    * zero; one row (variance 0, and the moving variance's change (0 - moving) * k), one

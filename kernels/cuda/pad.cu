@@ -2,7 +2,8 @@
  * while TF/Keras "same" padding puts the odd extra row and column at the bottom and right.
  * Those layers copy their input into a padded buffer and run cuDNN without padding; the
  * input gradient comes back through the reverse crop. Also the geometry checks shared by
- * conv.cu and pool.cu. */
+ * conv.cu and pool.cu. Both kernels are one-dimensional grid-stride loops over size_t
+ * indices (pst_cuda_blocks): any size. */
 #include "kernels/cuda/cuda_internal.h"
 
 /* xp[n, hp, wp, ch] = x[n, hp - top, wp - left, ch] inside x, else fill */

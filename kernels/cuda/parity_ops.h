@@ -378,14 +378,17 @@ static inline void test_conv_kind(pst_window_shape s, int depthwise) {
 static inline void test_conv(pst_window_shape s) { test_conv_kind(s, 0); }
 static inline void test_depthwise(pst_window_shape s) { test_conv_kind(s, 1); }
 
-/* Max pooling, or with avg set average pooling (padding excluded from the mean). */
-static inline void test_pool_kind(pst_window_shape s, int avg) {
+/* Max pooling, or with avg set average pooling (padding excluded from the mean). With ties,
+ * x takes only the values -1, -0.5, 0, 0.5, so that windows hold several maxima and the
+ * gradient must go to the first (row-major), as on the CPU. */
+static inline void test_pool_kind(pst_window_shape s, int avg, int ties) {
   char what[128];
-  describe_shape(&s, avg ? "avgpool" : "maxpool", what, sizeof what);
+  describe_shape(&s, avg ? "avgpool" : ties ? "maxpool (ties)" : "maxpool", what, sizeof what);
   size_t nx = (size_t)s.n * s.in_h * s.in_w * s.in_c;
   size_t ny = (size_t)s.n * s.out_h * s.out_w * s.out_c;
-  /* Distinct values, so that every window has a single maximum. */
+  /* Otherwise distinct values, so that every window has a single maximum. */
   float *x = rand_floats(nx, -1, 1), *dy = rand_floats(ny, -1, 1);
+  for (size_t i = 0; ties && i < nx; i++) x[i] = floorf(x[i] * 2.0f) / 2.0f;
   float *y[2], *dx[2];
   for (int k = 0; k < 2; k++) {
     pst_backend *b = k ? g_dut : g_ref;
@@ -467,8 +470,9 @@ static inline void test_batchnorm(int rows, int C, double offset) {
   free(x), free(dy), free(gamma), free(beta), free(moving);
 }
 
-static inline void test_pool(pst_window_shape s) { test_pool_kind(s, 0); }
-static inline void test_avgpool(pst_window_shape s) { test_pool_kind(s, 1); }
+static inline void test_pool(pst_window_shape s) { test_pool_kind(s, 0, 0); }
+static inline void test_pool_ties(pst_window_shape s) { test_pool_kind(s, 0, 1); }
+static inline void test_avgpool(pst_window_shape s) { test_pool_kind(s, 1, 0); }
 
 /* Global average pooling: one valid window over the whole map, as model/model.c lays
  * it out. */
