@@ -22,11 +22,18 @@
  * capability): blocks of PST_COLSUM_THREADS = 256 threads (<= 1024); grid x = ceil(cols /
  * tile) <= cols <= 2^31 - 1; grid y = chunks <= PST_COLSUM_MAX_CHUNKS = 1024 (<= 65535);
  * K * 256 doubles of shared memory (4 KiB for K = 2, below the 48 KiB any block may have
- * without opting in). The final pass is one-dimensional with a grid-stride loop. */
+ * without opting in). The final pass is one-dimensional with a grid-stride loop.
+ *
+ * The device code and the plan compile without nvcc too (kernels/cuda/emulate.h runs them
+ * on the CPU in emulated_kernels_test); the launcher needs nvcc (__CUDACC__). */
 #ifndef PSTRAIN_KERNELS_CUDA_REDUCE_CUH
 #define PSTRAIN_KERNELS_CUDA_REDUCE_CUH
 
+#include <stddef.h>
+
+#ifdef __CUDACC__
 #include "kernels/cuda/cuda_internal.h"
+#endif
 
 #define PST_COLSUM_THREADS 256
 #define PST_COLSUM_MAX_CHUNKS 1024
@@ -107,6 +114,7 @@ __global__ void pst_colsum_final(const double *part, unsigned chunks, int cols, 
   }
 }
 
+#ifdef __CUDACC__
 /* Enqueues both passes on the backend's stream; the partial sums live in c->reduce. */
 template <int K, typename F, typename E>
 static int pst_colsum(pst_cuda *c, F f, E epilogue, size_t rows, int cols) {
@@ -125,5 +133,6 @@ static int pst_colsum(pst_cuda *c, F f, E epilogue, size_t rows, int cols) {
   CUDA_CHECK_LAUNCH();
   return 0;
 }
+#endif
 
 #endif
