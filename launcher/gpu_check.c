@@ -46,10 +46,20 @@ typedef struct {
   double parity_s, train_s, bench_s; /* deadlines */
 } gc_sizes;
 
+/* The samples of each mode, here once: the sizes below and the flags' help use them. */
+#define GC_GPU_TRAIN 32768
+#define GC_GPU_TEST 10000
+#define GC_DRY_TRAIN 128
+#define GC_DRY_TEST 64
+#define GC_STR_(x) #x
+#define GC_STR(x) GC_STR_(x)
+
 /* 32768 samples at batch 128: 256 steps per preset. */
-static const gc_sizes g_gpu = {32768, 10000, 128, 16, 64, {64, 256}, "1,2", 0.5, 300, 180, 120};
+static const gc_sizes g_gpu = {GC_GPU_TRAIN, GC_GPU_TEST, 128, 16, 64, {64, 256}, "1,2", 0.5,
+                               300, 180, 120};
 /* The dry run: 4 steps per preset, the bench's batches scaled down to fit its 128 samples. */
-static const gc_sizes g_dry = {128, 64, 32, 1, 32, {16, 64}, "1", 0.0, 300, 180, 120};
+static const gc_sizes g_dry = {GC_DRY_TRAIN, GC_DRY_TEST, 32, 1, 32, {16, 64}, "1", 0.0,
+                               300, 180, 120};
 
 /* The presets, each with the input size it is trained at. The batch norms' momentum is 0.9
  * here (model/presets.c: Keras's 0.999 and 0.99 keep 0.999^256 = 77% of the starting
@@ -397,8 +407,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("out", PST_CFG_STRING, f_out, "pstrain-gpu-check", "the report (report.md, report.json) and every check's output go here", 0, 0),
     PST_OPT("device", PST_CFG_STRING, f_device, "cuda:0", "the GPU to check (cuda:N), or cpu for the dry run", 0, 0),
     PST_OPT("data-dir", PST_CFG_STRING, f_data, PST_DATA_DEFAULT_DIR, "Fashion-MNIST's IDX files; the runs train on a copy of its first samples", 0, 0),
-    PST_OPT("train-samples", PST_CFG_INT, &f_train, "0", "training samples the runs use (0: 32768 on a GPU, 128 in the dry run)", 0, 60000),
-    PST_OPT("test-samples", PST_CFG_INT, &f_test, "0", "test samples they evaluate on (0: 10000 on a GPU, 64 in the dry run)", 0, 10000),
+    PST_OPT("train-samples", PST_CFG_INT, &f_train, "0", "training samples the runs use (0: " GC_STR(GC_GPU_TRAIN) " on a GPU, " GC_STR(GC_DRY_TRAIN) " in the dry run)", 0, 60000),
+    PST_OPT("test-samples", PST_CFG_INT, &f_test, "0", "test samples they evaluate on (0: " GC_STR(GC_GPU_TEST) " on a GPU, " GC_STR(GC_DRY_TEST) " in the dry run)", 0, 10000),
     PST_OPT("budget", PST_CFG_DOUBLE, &f_budget, "300", "seconds the whole check should take on one GPU", 0, 0),
 };
 
