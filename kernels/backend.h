@@ -12,7 +12,8 @@
  *   conv2d weights               [Cout, KH, KW, Cin] (OHWI, cuDNN's NHWC filter layout), bias [Cout]
  *   depthwise_conv2d weights     [C, KH, KW] (OHWI with I = 1), bias [C]
  *   labels                       [B] int32 class indices
- * All functions return 0 or a negative errno-style code. */
+ * All functions return 0 or a negative errno-style code; a backend with last_error says why
+ * in words as well. */
 #ifndef PSTRAIN_KERNELS_BACKEND_H
 #define PSTRAIN_KERNELS_BACKEND_H
 
@@ -167,6 +168,14 @@ struct pst_backend {
   int (*batchnorm_backward)(pst_backend *b, const float *x, const float *gamma,
                             const float *saved, const float *dy, float *dx, float *dgamma,
                             float *dbeta, int rows, int channels, float eps);
+
+  /* Optional (may be NULL: the code alone says what went wrong): why the last operation
+   * that failed on the calling thread failed, one line naming the library call and what it
+   * returned, e.g. "cudnnConvolutionForward: CUDNN_STATUS_NOT_SUPPORTED (conv.cu:250)", or
+   * the check it failed; "" when it recorded nothing. Read it right after the failing call,
+   * on the same thread: the next operation clears it. kernels/net adds the layer and the
+   * shape (pst_net_error). */
+  const char *(*last_error)(pst_backend *b);
 
   /* Optional (may be NULL): a one-line description of how layer `layer` of kind `what`
    * runs (device, algorithm), for --log-placement. */

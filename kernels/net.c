@@ -151,7 +151,7 @@ int pst_net_load_params(pst_net *net, const float *params) {
   net->stream_src = NULL;
   int rc = net->be->to_device(net->be, net->params, params, net->m.n_params * sizeof(float));
   if (rc == 0) net->params_loaded = 1;
-  return rc;
+  return rc != 0 ? pst_net_fail_step(net, rc, "uploading the weights") : 0;
 }
 
 int pst_net_load_params_streamed(pst_net *net, const float *params, pst_params_wait_fn wait,
@@ -208,102 +208,118 @@ static int activate(pst_backend *be, const pst_layer *L, const float *x, float *
   return 0;
 }
 
-/* Runs every layer; the last layer's output is left as logits (its softmax belongs to
- * the loss). `training` turns dropout on. */
-static int forward(pst_net *net, int batch, int training) {
+/* Runs layer i forward, leaving its output in net->out[i]; *op names what it ran, for the
+ * error message of a failure. */
+static int forward_layer(pst_net *net, int i, int batch, int training, const char **op) {
   pst_backend *be = net->be;
   const pst_model *m = &net->m;
+  const pst_layer *L = &m->layers[i];
+  const float *in = net->out[L->inputs[0]];
+  float *y = net->act[i];
+  const float *w = net->params + L->w_offset;
+  const float *bias = L->b_count ? net->params + L->b_offset : net->zero_bias;
   int rc = 0;
-  for (int i = 1; i < m->n_layers && rc == 0; i++) {
-    const pst_layer *L = &m->layers[i];
-    if ((rc = stream_params(net, net->params_end[i])) != 0) break;
-    const float *in = net->out[L->inputs[0]];
-    float *y = net->act[i];
-    const float *w = net->params + L->w_offset;
-    const float *bias = L->b_count ? net->params + L->b_offset : net->zero_bias;
-    switch (L->kind) {
-      case PST_LAYER_DENSE:
-        rc = be->dense_forward(be, in, w, bias, y, batch, L->in_c, L->units);
-        break;
-      case PST_LAYER_CONV2D: {
-        pst_window_shape s = window_of(L, batch);
-        rc = be->conv2d_forward(be, &s, in, w, bias, y);
-        break;
-      }
-      case PST_LAYER_DEPTHWISE_CONV2D: {
-        pst_window_shape s = window_of(L, batch);
-        rc = be->depthwise_conv2d_forward(be, &s, in, w, bias, y);
-        break;
-      }
-      case PST_LAYER_MAXPOOL: {
-        pst_window_shape s = window_of(L, batch);
-        rc = be->maxpool_forward(be, &s, in, y);
-        break;
-      }
-      case PST_LAYER_AVGPOOL:
-      case PST_LAYER_GLOBAL_AVGPOOL: {
-        pst_window_shape s = window_of(L, batch);
-        rc = be->avgpool_forward(be, &s, in, y);
-        break;
-      }
-      case PST_LAYER_DROPOUT:
-        if (!training || L->rate == 0.0f) {
-          net->out[i] = in;
-          continue;
-        }
-        rc = be->dropout_forward(be, in, y, (size_t)batch * out_size(L), L->rate,
-                                 layer_seed(net, i));
-        break;
-      case PST_LAYER_BATCHNORM: {
-        /* Images are [B*H*W, C] with the channels innermost, flat vectors [B, C]. The
-         * training forward also writes the moving statistics' share (net.h). */
-        int rows = batch * L->out_h * L->out_w;
-        const float *moving = net->params + L->s_offset;
-        if (training)
-          rc = be->batchnorm_forward_train(
-              be, in, w, bias, y, rows, L->out_c, L->eps, moving,
-              (1.0f - L->momentum) * net->state_scale, net->bn_saved[i],
-              net->dstate != NULL ? net->dstate + L->s_offset : NULL);
-        else
-          rc = be->batchnorm_forward_infer(be, in, w, bias, moving, y, rows, L->out_c, L->eps);
-        break;
-      }
-      case PST_LAYER_FLATTEN:
-        net->out[i] = in;
-        continue;
-      case PST_LAYER_ACTIVATION:
-        rc = activate(be, L, in, y, (size_t)batch * out_size(L));
-        net->out[i] = y;
-        continue;
-      case PST_LAYER_ADD: {
-        /* Left to right, one addition at a time: the same rounding on every backend. */
-        size_t n = (size_t)batch * out_size(L);
-        rc = be->add(be, in, net->out[L->inputs[1]], y, n);
-        for (int t = 2; t < L->n_inputs && rc == 0; t++)
-          rc = be->add(be, y, net->out[L->inputs[t]], y, n);
-        break;
-      }
-      case PST_LAYER_CONCATENATE: {
-        size_t rows = (size_t)batch * L->out_h * L->out_w;
-        int offset = 0;
-        for (int t = 0; t < L->n_inputs && rc == 0; t++) {
-          int c = m->layers[L->inputs[t]].out_c;
-          rc = be->concat_forward(be, net->out[L->inputs[t]], y, rows, c, L->out_c, offset);
-          offset += c;
-        }
-        break;
-      }
-      case PST_LAYER_INPUT:
-        rc = -EINVAL;
-        break;
+  *op = training ? "forward" : "evaluation forward";
+  switch (L->kind) {
+    case PST_LAYER_DENSE:
+      rc = be->dense_forward(be, in, w, bias, y, batch, L->in_c, L->units);
+      break;
+    case PST_LAYER_CONV2D: {
+      pst_window_shape s = window_of(L, batch);
+      rc = be->conv2d_forward(be, &s, in, w, bias, y);
+      break;
     }
-    if (rc == 0) rc = activate(be, L, y, y, (size_t)batch * out_size(L));
-    net->out[i] = y;
+    case PST_LAYER_DEPTHWISE_CONV2D: {
+      pst_window_shape s = window_of(L, batch);
+      rc = be->depthwise_conv2d_forward(be, &s, in, w, bias, y);
+      break;
+    }
+    case PST_LAYER_MAXPOOL: {
+      pst_window_shape s = window_of(L, batch);
+      rc = be->maxpool_forward(be, &s, in, y);
+      break;
+    }
+    case PST_LAYER_AVGPOOL:
+    case PST_LAYER_GLOBAL_AVGPOOL: {
+      pst_window_shape s = window_of(L, batch);
+      rc = be->avgpool_forward(be, &s, in, y);
+      break;
+    }
+    case PST_LAYER_DROPOUT:
+      if (!training || L->rate == 0.0f) {
+        net->out[i] = in;
+        return 0;
+      }
+      rc = be->dropout_forward(be, in, y, (size_t)batch * out_size(L), L->rate,
+                               layer_seed(net, i));
+      break;
+    case PST_LAYER_BATCHNORM: {
+      /* Images are [B*H*W, C] with the channels innermost, flat vectors [B, C]. The
+       * training forward also writes the moving statistics' share (net.h). */
+      int rows = batch * L->out_h * L->out_w;
+      const float *moving = net->params + L->s_offset;
+      *op = training ? "training forward" : "inference forward";
+      if (training)
+        rc = be->batchnorm_forward_train(
+            be, in, w, bias, y, rows, L->out_c, L->eps, moving,
+            (1.0f - L->momentum) * net->state_scale, net->bn_saved[i],
+            net->dstate != NULL ? net->dstate + L->s_offset : NULL);
+      else
+        rc = be->batchnorm_forward_infer(be, in, w, bias, moving, y, rows, L->out_c, L->eps);
+      break;
+    }
+    case PST_LAYER_FLATTEN:
+      net->out[i] = in;
+      return 0;
+    case PST_LAYER_ACTIVATION:
+      *op = L->act == PST_ACT_RELU6 ? "relu6" : "relu";
+      rc = activate(be, L, in, y, (size_t)batch * out_size(L));
+      net->out[i] = y;
+      return rc;
+    case PST_LAYER_ADD: {
+      /* Left to right, one addition at a time: the same rounding on every backend. */
+      size_t n = (size_t)batch * out_size(L);
+      rc = be->add(be, in, net->out[L->inputs[1]], y, n);
+      for (int t = 2; t < L->n_inputs && rc == 0; t++)
+        rc = be->add(be, y, net->out[L->inputs[t]], y, n);
+      break;
+    }
+    case PST_LAYER_CONCATENATE: {
+      size_t rows = (size_t)batch * L->out_h * L->out_w;
+      int offset = 0;
+      for (int t = 0; t < L->n_inputs && rc == 0; t++) {
+        int c = m->layers[L->inputs[t]].out_c;
+        rc = be->concat_forward(be, net->out[L->inputs[t]], y, rows, c, L->out_c, offset);
+        offset += c;
+      }
+      break;
+    }
+    case PST_LAYER_INPUT:
+      rc = -EINVAL;
+      break;
+  }
+  net->out[i] = y;
+  if (rc != 0) return rc;
+  if (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6)
+    *op = L->act == PST_ACT_RELU ? "its relu" : "its relu6";
+  return activate(be, L, y, y, (size_t)batch * out_size(L));
+}
+
+/* Runs every layer; the last layer's output is left as logits (its softmax belongs to
+ * the loss). `training` turns dropout on. A failure is recorded (pst_net_error) with the
+ * layer, what it ran and the shape. */
+static int forward(pst_net *net, int batch, int training) {
+  const pst_model *m = &net->m;
+  for (int i = 1; i < m->n_layers; i++) {
+    const char *op = "loading its weights";
+    int rc = stream_params(net, net->params_end[i]);
+    if (rc == 0) rc = forward_layer(net, i, batch, training, &op);
+    if (rc != 0) return pst_net_fail(net, rc, i, op, batch);
   }
   /* Streamed weights: whatever no layer asked for (none, as layers cover the vector), so
    * that the whole vector is in before the pass ends. */
-  if (rc == 0) rc = stream_params(net, m->n_params);
-  return rc;
+  int rc = stream_params(net, m->n_params);
+  return rc != 0 ? pst_net_fail_step(net, rc, "loading the last weights") : 0;
 }
 
 void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx) {
@@ -311,10 +327,67 @@ void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx) {
   net->grad_ready_ctx = ctx;
 }
 
+/* ---- failures: what failed, where, on which shape, and what the backend said ---- */
+
+/* The backend's reason for the failure just returned (backend.h, last_error), or the
+ * code's text. */
+static const char *backend_reason(const pst_net *net, int rc) {
+  const char *why = net->be->last_error ? net->be->last_error(net->be) : NULL;
+  return why && why[0] ? why : strerror(rc < 0 ? -rc : rc);
+}
+
+/* Layer L's tensor shapes at this batch, for a message. */
+static void shape_text(const pst_layer *L, int batch, char *out, size_t len) {
+  switch (L->kind) {
+    case PST_LAYER_DENSE:
+      snprintf(out, len, "%d x %d -> %d x %d", batch, L->in_c, batch, L->units);
+      break;
+    case PST_LAYER_CONV2D:
+    case PST_LAYER_DEPTHWISE_CONV2D:
+    case PST_LAYER_MAXPOOL:
+    case PST_LAYER_AVGPOOL:
+    case PST_LAYER_GLOBAL_AVGPOOL:
+      snprintf(out, len, "%dx%dx%dx%d -> %dx%dx%dx%d (window %dx%d, stride %d,%d)", batch,
+               L->in_h, L->in_w, L->in_c, batch, L->out_h, L->out_w, L->out_c, L->k_h, L->k_w,
+               L->stride_h, L->stride_w);
+      break;
+    case PST_LAYER_BATCHNORM:
+      /* As the backend sees it: rows (batch x height x width) by channels. */
+      snprintf(out, len, "%lld x %d", (long long)batch * L->out_h * L->out_w, L->out_c);
+      break;
+    default:
+      snprintf(out, len, "%dx%dx%dx%d", batch, L->out_h, L->out_w, L->out_c);
+      break;
+  }
+}
+
+int pst_net_fail(pst_net *net, int rc, int i, const char *op, int batch) {
+  const pst_layer *L = &net->m.layers[i];
+  char shape[160], name[PST_MODEL_MAX_NAME + 4] = "";
+  shape_text(L, batch, shape, sizeof shape);
+  if (L->name[0] != '\0') snprintf(name, sizeof name, " (%s)", L->name);
+  snprintf(net->err, sizeof net->err, "layer %d %s%s, %s of %s: %s", i, kind_name(L->kind), name,
+           op, shape, backend_reason(net, rc));
+  return rc;
+}
+
+int pst_net_fail_step(pst_net *net, int rc, const char *what) {
+  snprintf(net->err, sizeof net->err, "%s: %s", what, backend_reason(net, rc));
+  return rc;
+}
+
+const char *pst_net_error(const pst_net *net) { return net != NULL ? net->err : ""; }
+
 static int check_args(pst_net *net, const float *x, const int32_t *labels, int batch) {
-  if (net == NULL || x == NULL || labels == NULL || batch <= 0 || batch > net->max_batch ||
-      !net->params_loaded)
+  if (net == NULL) return -EINVAL;
+  net->err[0] = '\0';
+  if (x == NULL || labels == NULL || batch <= 0 || batch > net->max_batch || !net->params_loaded) {
+    snprintf(net->err, sizeof net->err, "%s",
+             !net->params_loaded ? "no weights were loaded"
+             : batch <= 0 || batch > net->max_batch ? "the batch is outside 1 .. the net's size"
+                                                     : "no batch given");
     return -EINVAL;
+  }
   return 0;
 }
 
@@ -328,7 +401,8 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
   double loss = 0.0;
   int right = 0;
   float *dgrad = be->host_memory ? grad : net->grad;
-  if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0) return rc;
+  if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0)
+    return pst_net_fail_step(net, rc, "uploading the batch");
   net->dstate = dgrad;
   net->host_grad = grad;
   net->grad_sent = m->n_params;
@@ -338,7 +412,7 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
   if (rc != 0) return rc;
   rc = be->softmax_xent(be, net->out[m->n_layers - 1], dev_labels, net->dbuf[0], batch, m->classes,
                         loss_scale, &loss, &right);
-  if (rc != 0) return rc;
+  if (rc != 0) return pst_net_fail(net, rc, m->n_layers - 1, "softmax cross-entropy", batch);
   if ((rc = pst_net_backward(net, batch, dgrad)) != 0) return rc;
   /* The gradient to the host: what the per-layer downloads left (nothing, when the first
    * layer has parameters), or all of it in one copy. */
@@ -347,9 +421,10 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
     size_t n = layered ? net->grad_sent : m->n_params;
     rc = layered ? be->download(be, grad, net->grad, n * sizeof(float), NULL, NULL, 0)
                  : be->to_host(be, grad, net->grad, n * sizeof(float));
-    if (rc != 0) return rc;
+    if (rc != 0) return pst_net_fail_step(net, rc, "downloading the gradient");
   }
-  if ((rc = be->synchronize(be)) != 0) return rc;
+  if ((rc = be->synchronize(be)) != 0)
+    return pst_net_fail_step(net, rc, "finishing the training step");
   if (net->grad_ready) net->grad_ready(net->grad_ready_ctx, 0);
   if (loss_sum != NULL) *loss_sum = loss;
   if (correct != NULL) *correct = right;
@@ -364,12 +439,15 @@ int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int ba
   const int32_t *dev_labels;
   double loss = 0.0;
   int right = 0;
-  if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0) return rc;
+  if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0)
+    return pst_net_fail_step(net, rc, "uploading the evaluation batch");
   if ((rc = forward(net, batch, 0)) != 0) return rc;
   rc = be->softmax_xent(be, net->out[net->m.n_layers - 1], dev_labels, NULL, batch,
                         net->m.classes, 1.0f, &loss, &right);
-  if (rc == 0) rc = be->synchronize(be);
-  if (rc != 0) return rc;
+  if (rc != 0)
+    return pst_net_fail(net, rc, net->m.n_layers - 1, "evaluation softmax cross-entropy", batch);
+  if ((rc = be->synchronize(be)) != 0)
+    return pst_net_fail_step(net, rc, "finishing the evaluation");
   if (loss_sum != NULL) *loss_sum = loss;
   if (correct != NULL) *correct = right;
   return 0;

@@ -66,6 +66,12 @@ void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx);
  * statistics of the loaded parameters): sum of losses and number correct. */
 int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int batch,
                      double *loss_sum, int *correct);
+/* Why the last failing call of pst_net_load_params, pst_net_train_step or pst_net_evaluate
+ * failed, one line: the layer, what it ran, its shape and what the backend returned, e.g.
+ * "layer 5 batchnorm (s1b1_bn1), inference forward of 65536 x 16: <the library call>:
+ * <its status> (<file:line>)", or "uploading the batch: ...". "" when nothing failed. Read
+ * it on any thread once the failing call has returned. */
+const char *pst_net_error(const pst_net *net);
 /* Logs, one line per layer, where and how it runs (--log-placement). */
 void pst_net_log_placement(pst_net *net);
 void pst_net_destroy(pst_net *net);

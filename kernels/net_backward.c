@@ -101,10 +101,11 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
     const float *w = net->dry ? NULL : net->params + L->w_offset;
     float *gb = net->dry ? NULL : L->b_count ? grad + L->b_offset : net->bias_sink;
     size_t n = (size_t)batch * out_size(L);
+    const char *op = "backward";
     if (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) {
       rc = L->act == PST_ACT_RELU ? RUN(be->relu_backward(be, y, d, d, n))
                                   : RUN(be->relu6_backward(be, y, d, d, n));
-      if (rc != 0) break;
+      if (rc != 0) return pst_net_fail(net, rc, i, "its activation's backward", batch);
     }
     int j = L->inputs[0];
     const float *in = net->out[j];
@@ -201,7 +202,10 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
         rc = -EINVAL;
         break;
     }
-    if (rc == 0) rc = finish_delivery(net, j, acc, batch);
+    if (rc == 0 && acc >= 0) {
+      op = "adding its input's gradients";
+      rc = finish_delivery(net, j, acc, batch);
+    }
     if (!kept) give_buf(net, k);
     /* This layer's parameters (and every later layer's) have their final gradient now:
      * their ranges lie above the earlier layers', and no earlier layer writes them. In
@@ -212,12 +216,14 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
       if (be->host_memory) {
         net->grad_ready(net->grad_ready_ctx, from);
       } else if (be->download && from < net->grad_sent) {
+        op = "downloading its gradient";
         rc = be->download(be, net->host_grad + from, grad + from,
                           (net->grad_sent - from) * sizeof(float), net->grad_ready,
                           net->grad_ready_ctx, from);
         net->grad_sent = from;
       }
     }
+    if (rc != 0) return pst_net_fail(net, rc, i, op, batch);
   }
   return rc;
 }

@@ -55,6 +55,7 @@ struct pst_net {
   size_t grad_sent;
   /* Where each layer's parameters end (w, b and s ranges); 0 for a layer without any. */
   size_t params_end[PST_MODEL_MAX_LAYERS];
+  char err[640];                    /* why the last call failed (pst_net_error) */
 };
 
 static inline size_t out_size(const pst_layer *L) {
@@ -81,6 +82,13 @@ static inline uint64_t layer_seed(const pst_net *net, int i) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
+
+/* Records why layer i's operation `op` failed at this batch with rc (pst_net_error): the
+ * layer's index, kind and name, op, its shapes, and what the backend said (its last_error,
+ * read at once, on the failing thread) or else the code's text. Returns rc. */
+int pst_net_fail(pst_net *net, int rc, int i, const char *op, int batch);
+/* The same for a failure that belongs to no layer (the batch's upload, the final copy). */
+int pst_net_fail_step(pst_net *net, int rc, const char *what);
 
 /* Backpropagates dlogits (in dbuf[0]) to every layer output that leads to parameters,
  * writing the parameter gradients into grad (device) and, with a gradient-ready callback,

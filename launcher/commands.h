@@ -17,6 +17,9 @@ int pl_cmd_export(int argc, char **argv);
 /* launcher/status.c: a running ps's status over its own protocol, as a table or JSON. */
 int pl_cmd_status(int argc, char **argv);
 
+/* launcher/gpu_check.c: everything GPU-related checked on this host, with a report. */
+int pl_cmd_gpu_check(int argc, char **argv);
+
 /* Parses the options shared by `local` and `compare` into o and loads the model spec they
  * name into model (whose optimizer line sets --optimizer and --lr where no flag, file or
  * environment variable did); the rest of argv is left for the command. Returns 0, 1 for

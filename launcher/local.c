@@ -17,7 +17,7 @@ static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
 static char f_slow[PST_CFG_STR_MAX], f_delay[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
-static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples;
+static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_every;
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
@@ -56,6 +56,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("delay-worker", PST_CFG_STRING, f_delay, "", "I:MS[,I:MS]: delay each pull and push of worker I by MS milliseconds (a slow link)", 0, 0),
     PST_OPT("eval-every", PST_CFG_INT, &f_eval_every, "0", "steps between evaluations on a test subset (0: off; the full test set after each epoch either way)", 0, 1000000),
     PST_OPT("eval-samples", PST_CFG_INT, &f_eval_samples, "2000", "test samples in that subset (fixed by --seed, split across workers)", 1, 10000000),
+    PST_OPT("report-every", PST_CFG_INT, &f_report_every, "0", "steps between the workers' loss reports, the training points of the metrics (0: the ps's default)", 0, 1000000),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
@@ -203,6 +204,7 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
     return 2;
   }
   o->eval_every = (int)f_eval_every;
+  o->report_every = (int)f_report_every;
   o->eval_samples = (int)f_eval_samples;
   return 0;
 }

@@ -17,6 +17,7 @@ static const command g_commands[] = {
     {"bench-train", pl_cmd_bench_train, "training samples/s for 1, 2, 4, 8 workers beside compute"},
     {"export", pl_cmd_export, "a checkpoint's weights as safetensors or npz, for inference"},
     {"status", pl_cmd_status, "a running ps's workers, versions, staleness and speed (--watch, --json)"},
+    {"gpu-check", pl_cmd_gpu_check, "check everything GPU-related on this host; a report (--device cpu: dry run)"},
 };
 
 static void usage(FILE *out) {

@@ -60,7 +60,7 @@ typedef struct {
   int interrupted;
   int stopping;
   double drain_deadline;   /* every ps finished: workers still running then are stopped */
-  char first_failure[512];
+  char first_failure[1024];
   int failure_rank;        /* how telling first_failure is: see on_child_exit */
   FILE *metrics;
   char metrics_path[PATH_MAX];
@@ -255,7 +255,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
     return;
   }
   uv_close((uv_handle_t *)p, NULL);
-  char why[400];
+  char why[800]; /* a worker's compute failure names its layer, shape and library call */
   last_error_line(c->log, why, sizeof why);
   /* A process that logged an error counts even when our SIGTERM ended it first. */
   int logged_error = strstr(why, "error:") != NULL;

@@ -40,6 +40,7 @@ typedef struct pl_run_options {
   double slow_factor[PL_MAX_WORKERS]; /* per worker; 0 or 1 = normal speed */
   double delay_ms[PL_MAX_WORKERS];    /* per worker: each pull and push this much later */
   int eval_every;             /* steps between evaluations on the test subset (0: off) */
+  int report_every;           /* steps between the workers' loss reports (0: the ps's default) */
   int eval_samples;           /* test samples in that subset (0: the ps's default) */
   const char *run_dir;        /* logs, metrics and summary go here */
   const char *metrics_path;   /* NULL: <run_dir>/metrics.jsonl */

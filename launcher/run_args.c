@@ -43,6 +43,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   arg(a, "--threads=%d", j->ps_threads);
   if (o->eval_every > 0) arg(a, "--eval-every=%d", o->eval_every);
   if (o->eval_samples > 0) arg(a, "--eval-samples=%d", o->eval_samples);
+  if (o->report_every > 0) arg(a, "--report-every=%d", o->report_every);
   /* Shard 0 speaks for the job (every shard sees every report); the others' summaries are
    * kept beside it for their own figures. */
   if (s == 0) {

@@ -110,7 +110,9 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   if (err[0]) LOG_INFO("%s", err);
   rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
   if (rc < 0) {
-    wk_fail(t, "cannot build the model on %s: %s", t->backend->name, strerror(-rc));
+    const char *why = t->backend->last_error ? t->backend->last_error(t->backend) : "";
+    wk_fail(t, "cannot build the model on %s: %s%s%s%s", t->backend->name, strerror(-rc),
+            why[0] ? " (" : "", why, why[0] ? ")" : "");
     return rc;
   }
   if (t->opt.push_by_layer) pst_net_on_grad_ready(t->net, wk_grad_ready, t);

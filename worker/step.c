@@ -422,7 +422,10 @@ static void work_done(uv_work_t *req, int status) {
     return;
   }
   if (t->w_rc < 0) {
-    wk_fail(t, "compute failed on %s: %s", t->backend->name, strerror(-t->w_rc));
+    /* The net says which layer, which operation, which shape and what the device's library
+     * returned (kernels/net.h); the launcher shows this line when the worker exits. */
+    const char *why = pst_net_error(t->net);
+    wk_fail(t, "compute failed on %s: %s", t->backend->name, why[0] ? why : strerror(-t->w_rc));
     return;
   }
   if (t->work_kind == WK_WORK_TRAIN) {

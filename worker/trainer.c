@@ -42,7 +42,7 @@ void wk_send_all(wk_trainer *t, const Pstrain__Header *h) {
 /* Ends the run with an error: log it once, tell the ps why (so that it frees this worker's
  * slot with the reason in its log), close the connection, exit 1. */
 void wk_fail(wk_trainer *t, const char *fmt, ...) {
-  char why[512];
+  char why[1024];
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(why, sizeof why, fmt, ap);

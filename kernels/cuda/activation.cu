@@ -1,4 +1,5 @@
-/* ReLU, ReLU6 and softmax cross-entropy as CUDA kernels. */
+/* ReLU, ReLU6 and softmax cross-entropy as CUDA kernels. The element-wise ones are
+ * one-dimensional grid-stride loops over size_t indices (pst_cuda_blocks): any size. */
 #include <limits.h>
 #include <math.h>
 
@@ -164,10 +165,14 @@ int pst_cuda_softmax_xent(pst_backend *b, const float *logits, const int32_t *la
                    c->name, batch, classes);
   PST_CUDA_REQUIRE(logits && labels, "%s: softmax_xent: NULL tensor", c->name);
   PST_CUDA_ENTER(c);
+  /* One block of XENT_THREADS (<= 1024) whose warps take the rows in turn: any batch, and
+   * a single block so that the loss is summed in one fixed order. */
   softmax_xent_kernel<<<1, XENT_THREADS, 0, c->stream>>>(logits, labels, dlogits, batch, classes,
                                                          scale, c->d_stats);
   CUDA_CHECK_LAUNCH();
-  /* The one small download: the host outputs need the stream drained up to here. */
+  /* The one small download, to pinned memory: the host outputs need the stream drained up
+   * to here (cudaMemcpyAsync then cudaStreamSynchronize, which is also where a fault of an
+   * earlier kernel of this step would surface). */
   CUDA_CHECK(cudaMemcpyAsync(c->h_stats, c->d_stats, sizeof *c->h_stats, cudaMemcpyDeviceToHost,
                              c->stream));
   CUDA_CHECK(cudaStreamSynchronize(c->stream));

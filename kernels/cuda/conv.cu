@@ -99,17 +99,29 @@ static int plan_build(pst_cuda *c, const pst_window_shape *s, int groups,
   CUDNN_CHECK(cudnnCreateTensorDescriptor(&p->y_desc));
   CUDNN_CHECK(cudnnCreateFilterDescriptor(&p->w_desc));
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&p->conv_desc));
+  /* cudnnSetTensor4dDescriptor: n, c, h, w positive ints (pst_cuda_check_window), packed
+   * NHWC FP32, at most 2^31 - 1 elements in all (the caller's batch slice). */
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
                                          s->in_c, p->pad_h, p->pad_w));
   CUDNN_CHECK(cudnnSetTensor4dDescriptor(p->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, s->n,
                                          s->out_c, s->out_h, s->out_w));
+  /* cudnnSetFilter4dDescriptor: k, c, h, w positive; NHWC means KRSC, the backend's OHWI;
+   * for grouped convolution c is the channels per group (1 for depthwise). */
   CUDNN_CHECK(cudnnSetFilter4dDescriptor(p->w_desc, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, s->out_c,
                                          s->in_c / groups, s->k_h, s->k_w));
+  /* cudnnSetConvolution2dDescriptor: padding >= 0 (symmetric, or 0 with the explicit copy),
+   * strides and dilation > 0; compute type FP32; FMA math so no TF32 tensor cores; a group
+   * count that divides both channel counts (depthwise: groups = C = out_c, checked by
+   * pst_cuda_check_window's pooling rule). */
   CUDNN_CHECK(cudnnSetConvolution2dDescriptor(p->conv_desc, direct ? s->pad_top : 0,
                                               direct ? s->pad_left : 0, s->stride_h, s->stride_w,
                                               1, 1, CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+  /* cudnnSetConvolutionMathType: FMA, no tensor-op or TF32 conversion; and the group
+   * count (1 < groups = C for depthwise). */
   CUDNN_CHECK(cudnnSetConvolutionMathType(p->conv_desc, CUDNN_FMA_MATH));
   if (groups > 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(p->conv_desc, groups));
+  /* cuDNN's own output size must be the layer's: a mismatch would read or write out of
+   * bounds, so it is an error here rather than at the first kernel. */
   int on, oc, oh, ow;
   CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(p->conv_desc, p->x_desc, p->w_desc, &on, &oc,
                                                     &oh, &ow));
@@ -117,6 +129,9 @@ static int plan_build(pst_cuda *c, const pst_window_shape *s, int groups,
                    "%s: conv2d: cuDNN computes output %dx%dx%dx%d, the layer wants %dx%dx%dx%d",
                    c->name, on, oh, ow, oc, s->n, s->out_h, s->out_w, s->out_c);
 
+  /* cudnnGet*Algorithm_v7: ranked algorithms with a status each; only those reported
+   * CUDNN_STATUS_SUCCESS for exactly these descriptors (layout, type, groups, sizes) are
+   * taken, which is how cuDNN states its per-algorithm support limits. */
   size_t budget = workspace_budget(c);
   int n = 0;
   cudnnConvolutionFwdAlgoPerf_t fwd[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
@@ -141,7 +156,9 @@ static int plan_build(pst_cuda *c, const pst_window_shape *s, int groups,
   if (k < 0) return no_algo(c, s, "backward filter", budget);
   p->bwd_filter_algo = bf[k].algo;
 
-  /* The heuristics' memory figures are estimates: ask for the exact sizes. */
+  /* The heuristics' memory figures are estimates: ask for the exact sizes
+   * (cudnnGetConvolution*WorkspaceSize, for the very descriptors and algorithm), and grow
+   * the one workspace to the largest, which every call of this plan then passes. */
   CUDNN_CHECK(cudnnGetConvolutionForwardWorkspaceSize(c->cudnn, p->x_desc, p->w_desc,
                                                       p->conv_desc, p->y_desc, p->fwd_algo,
                                                       &p->fwd_ws));
@@ -204,7 +221,17 @@ static int conv_input(pst_cuda *c, const pst_cuda_conv_plan *p, const float *x,
   return rc;
 }
 
-/* groups = 1: conv2d; groups = C (= in_c = out_c): depthwise. */
+/* Elements of one sample of the input and of the output. */
+static size_t in_elems(const pst_window_shape *s) {
+  return (size_t)s->in_h * (size_t)s->in_w * (size_t)s->in_c;
+}
+static size_t out_elems(const pst_window_shape *s) {
+  return (size_t)s->out_h * (size_t)s->out_w * (size_t)s->out_c;
+}
+
+/* groups = 1: conv2d; groups = C (= in_c = out_c): depthwise. The batch goes to cuDNN in
+ * slices of whole samples when it is too large for one call (pst_cuda_batch_slice); the
+ * bias is added over the whole output at once (bias.cu: no limit). */
 static int conv_forward(pst_backend *b, const char *op, int groups, const pst_window_shape *s,
                         const float *x, const float *w, const float *bias, float *y) {
   pst_cuda *c = pst_cuda_of(b);
@@ -212,13 +239,27 @@ static int conv_forward(pst_backend *b, const char *op, int groups, const pst_wi
   if (rc != 0) return rc;
   PST_CUDA_REQUIRE(x && w && y, "%s: %s: NULL tensor", c->name, op);
   PST_CUDA_ENTER(c);
-  pst_cuda_conv_plan *p;
-  const float *xin;
-  if ((rc = conv_plan(c, s, groups, &p)) != 0 || (rc = conv_input(c, p, x, &xin)) != 0) return rc;
+  int per;
+  if ((rc = pst_cuda_batch_slice(c, s, op, &per)) != 0) return rc;
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, p->x_desc, xin, p->w_desc, w, p->conv_desc,
-                                      p->fwd_algo, c->workspace.p, c->workspace.bytes, &zero,
-                                      p->y_desc, y));
+  for (int n0 = 0; n0 < s->n; n0 += per) {
+    pst_window_shape part = *s;
+    part.n = s->n - n0 < per ? s->n - n0 : per;
+    pst_cuda_conv_plan *p;
+    const float *xin;
+    if ((rc = conv_plan(c, &part, groups, &p)) != 0 ||
+        (rc = conv_input(c, p, x + (size_t)n0 * in_elems(s), &xin)) != 0)
+      return rc;
+    /* cudnnConvolutionForward: x, w and y FP32 NHWC (filter KRSC), FMA math, the
+     * algorithm the _v7 heuristics reported as supported for exactly these descriptors
+     * (plan_build), its workspace at least cudnnGetConvolutionForwardWorkspaceSize's (the
+     * one workspace is grown to every plan's need; cudaMalloc's 256-byte alignment), every
+     * tensor within 2^31 - 1 elements (the slice). */
+    CUDNN_CHECK(cudnnConvolutionForward(c->cudnn, &one, p->x_desc, xin, p->w_desc, w,
+                                        p->conv_desc, p->fwd_algo, c->workspace.p,
+                                        c->workspace.bytes, &zero, p->y_desc,
+                                        y + (size_t)n0 * out_elems(s)));
+  }
   if (bias)
     return pst_cuda_bias_add(c, y, bias, (size_t)s->n * s->out_h * s->out_w, s->out_c);
   return 0;
@@ -232,30 +273,43 @@ static int conv_backward(pst_backend *b, const char *op, int groups, const pst_w
   if (rc != 0) return rc;
   PST_CUDA_REQUIRE(x && w && dy && dw, "%s: %s: NULL tensor", c->name, op);
   PST_CUDA_ENTER(c);
-  pst_cuda_conv_plan *p;
-  const float *xin;
-  if ((rc = conv_plan(c, s, groups, &p)) != 0) return rc;
-  float *dxin = dx;
-  if (dx && p->explicit_pad) {
-    size_t bytes = (size_t)s->n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
-    if ((rc = pst_cuda_buffer_reserve(c, &c->scratch[1], bytes, "a padded conv2d gradient")))
-      return rc;
-    dxin = (float *)c->scratch[1].p;
-  }
-  if ((rc = conv_input(c, p, x, &xin)) != 0) return rc;
+  int per;
+  if ((rc = pst_cuda_batch_slice(c, s, op, &per)) != 0) return rc;
   if (db && (rc = pst_cuda_bias_grad(c, dy, db, (size_t)s->n * s->out_h * s->out_w, s->out_c)))
     return rc;
   const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnConvolutionBackwardFilter(c->cudnn, &one, p->x_desc, xin, p->y_desc, dy,
-                                             p->conv_desc, p->bwd_filter_algo, c->workspace.p,
-                                             c->workspace.bytes, &zero, p->w_desc, dw));
-  if (!dx) return 0;
-  CUDNN_CHECK(cudnnConvolutionBackwardData(c->cudnn, &one, p->w_desc, w, p->y_desc, dy,
-                                           p->conv_desc, p->bwd_data_algo, c->workspace.p,
-                                           c->workspace.bytes, &zero, p->x_desc, dxin));
-  if (p->explicit_pad)
-    return pst_cuda_crop_nhwc(c, dxin, dx, s->n, s->in_h, s->in_w, s->in_c, p->pad_h, p->pad_w,
-                              s->pad_top, s->pad_left);
+  for (int n0 = 0; n0 < s->n; n0 += per) {
+    pst_window_shape part = *s;
+    part.n = s->n - n0 < per ? s->n - n0 : per;
+    const float *xs = x + (size_t)n0 * in_elems(s), *dys = dy + (size_t)n0 * out_elems(s);
+    pst_cuda_conv_plan *p;
+    const float *xin;
+    if ((rc = conv_plan(c, &part, groups, &p)) != 0) return rc;
+    float *dxs = dx ? dx + (size_t)n0 * in_elems(s) : NULL, *dxin = dxs;
+    if (dx && p->explicit_pad) {
+      size_t bytes = (size_t)part.n * p->pad_h * p->pad_w * s->in_c * sizeof(float);
+      if ((rc = pst_cuda_buffer_reserve(c, &c->scratch[1], bytes, "a padded conv2d gradient")))
+        return rc;
+      dxin = (float *)c->scratch[1].p;
+    }
+    if ((rc = conv_input(c, p, xs, &xin)) != 0) return rc;
+    /* cudnnConvolutionBackwardFilter: the limits of the forward call above, for the
+     * backward-filter algorithm and workspace; beta 0 for the first slice, then 1, so the
+     * slices' filter gradients add up (the blending every cuDNN convolution supports). */
+    const float *beta = n0 == 0 ? &zero : &one;
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(c->cudnn, &one, p->x_desc, xin, p->y_desc, dys,
+                                               p->conv_desc, p->bwd_filter_algo, c->workspace.p,
+                                               c->workspace.bytes, beta, p->w_desc, dw));
+    if (!dx) continue;
+    /* cudnnConvolutionBackwardData: the same limits, for the backward-data algorithm. */
+    CUDNN_CHECK(cudnnConvolutionBackwardData(c->cudnn, &one, p->w_desc, w, p->y_desc, dys,
+                                             p->conv_desc, p->bwd_data_algo, c->workspace.p,
+                                             c->workspace.bytes, &zero, p->x_desc, dxin));
+    if (p->explicit_pad &&
+        (rc = pst_cuda_crop_nhwc(c, dxin, dxs, part.n, s->in_h, s->in_w, s->in_c, p->pad_h,
+                                 p->pad_w, s->pad_top, s->pad_left)) != 0)
+      return rc;
+  }
   return 0;
 }
 

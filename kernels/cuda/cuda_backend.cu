@@ -10,7 +10,14 @@
 
 static pst_cuda_log_fn g_log_fn;
 
+/* The calling thread's last failure (pst_cuda_last_error). */
+static __thread char g_last_error[512];
+
 PST_CUDA_EXPORT void pst_cuda_set_log(pst_cuda_log_fn fn) { g_log_fn = fn; }
+
+const char *pst_cuda_last_error(void) { return g_last_error; }
+
+void pst_cuda_clear_error(void) { g_last_error[0] = '\0'; }
 
 void pst_cuda_log(int level, const char *fmt, ...) {
   char line[1024];
@@ -21,10 +28,27 @@ void pst_cuda_log(int level, const char *fmt, ...) {
   /* Log lines are single lines: a multi-line library message is folded. */
   for (char *p = line; *p; p++)
     if (*p == '\n' || *p == '\r') *p = ' ';
+  if (level <= 3) snprintf(g_last_error, sizeof g_last_error, "%.511s", line);
   if (g_log_fn)
     g_log_fn(level, line);
   else
     fprintf(stderr, "pstrain-cuda: %s\n", line);
+}
+
+int pst_cuda_fail(int code, const char *file, int line, const char *expr, const char *detail) {
+  pst_cuda_log(3, "%s:%d: %s: %s", file, line, expr, detail);
+  /* The reason is shorter than the log line: the function's name, not the whole call. */
+  const char *base = strrchr(file, '/');
+  base = base ? base + 1 : file;
+  size_t fn = strcspn(expr, "( ");
+  snprintf(g_last_error, sizeof g_last_error, "%.*s: %s (%s:%d)", (int)fn, expr, detail, base,
+           line);
+  return code;
+}
+
+const char *pst_cuda_describe_error(cudaError_t e, char *buf, size_t len) {
+  snprintf(buf, len, "%s: %s", cudaGetErrorName(e), cudaGetErrorString(e));
+  return buf;
 }
 
 int pst_cuda_errno_from_cuda(cudaError_t e) {
@@ -64,6 +88,9 @@ void *pst_cuda_dev_alloc(pst_cuda *c, size_t bytes, const char *what) {
     c->allocs = na;
     c->cap_allocs = ncap;
   }
+  /* cudaMalloc: any size_t byte count the device can hold; the pointer is aligned to at
+   * least 256 bytes, which cuDNN's and cuBLAS's vectorised kernels and the workspace rely
+   * on. */
   void *p = NULL;
   cudaError_t e = cudaMalloc(&p, bytes);
   if (e != cudaSuccess) {
@@ -85,7 +112,8 @@ void pst_cuda_dev_free(pst_cuda *c, void *p) {
     if (c->allocs[i].p == p) {
       c->mem_used -= c->allocs[i].bytes;
       c->allocs[i] = c->allocs[--c->n_allocs];
-      /* cudaFree waits for the device, so no kernel still reading p is cut short. */
+      /* cudaFree (a pointer of cudaMalloc, once) waits for the device, so no kernel still
+       * reading p is cut short. */
       cudaError_t e = cudaFree(p);
       if (e != cudaSuccess)
         pst_cuda_log(4, "%s: cudaFree: %s", c->name, cudaGetErrorString(e));
@@ -98,7 +126,8 @@ void pst_cuda_dev_free(pst_cuda *c, void *p) {
 
 int pst_cuda_buffer_reserve(pst_cuda *c, pst_cuda_buffer *buf, size_t bytes, const char *what) {
   if (buf->bytes >= bytes && buf->p) return 0;
-  /* Earlier operations may still read the old buffer: let them finish before freeing. */
+  /* Earlier operations may still read the old buffer: let them finish before freeing
+   * (cudaStreamSynchronize: also where an earlier kernel's fault would surface). */
   CUDA_CHECK(cudaStreamSynchronize(c->stream));
   pst_cuda_dev_free(c, buf->p);
   buf->p = NULL;
@@ -139,6 +168,7 @@ static void *cuda_host_alloc(pst_backend *b, size_t bytes) {
   pst_cuda *c = pst_cuda_of(b);
   void *p = NULL;
   if (pst_cuda_enter(c) != 0) return NULL;
+  /* cudaMallocHost: page-locked host memory, limited only by what the OS lets be locked. */
   cudaError_t e = cudaMallocHost(&p, bytes ? bytes : 1);
   if (e != cudaSuccess) {
     pst_cuda_log(3, "%s: cudaMallocHost(%zu bytes): %s", c->name, bytes, cudaGetErrorString(e));
@@ -159,6 +189,9 @@ static int cuda_to_device(pst_backend *b, void *dst, const void *host_src, size_
   if (bytes == 0) return 0;
   PST_CUDA_REQUIRE(dst && host_src, "%s: to_device with a NULL pointer", c->name);
   PST_CUDA_ENTER(c);
+  /* cudaMemcpyAsync: any size_t byte count. Truly asynchronous from pinned memory
+   * (host_alloc); from pageable memory it returns once the runtime has staged the source.
+   * Either way backend.h asks callers to leave the source unchanged until synchronize(). */
   CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->stream));
   return 0;
 }
@@ -188,6 +221,8 @@ static int copy_stream_ready(pst_cuda *c) {
   if (c->copy_stream) return 0;
   if (!c->copied) CUDA_CHECK(cudaEventCreateWithFlags(&c->copied, cudaEventDisableTiming));
   if (!c->computed) CUDA_CHECK(cudaEventCreateWithFlags(&c->computed, cudaEventDisableTiming));
+  /* cudaEventCreateWithFlags and cudaStreamCreateWithFlags: no limit but the device's
+   * resources; the events and both streams belong to this backend's device. */
   CUDA_CHECK(cudaStreamCreateWithFlags(&c->copy_stream, cudaStreamNonBlocking));
   return 0;
 }
@@ -202,6 +237,8 @@ static int cuda_upload(pst_backend *b, void *dst, const void *host_src, size_t b
   PST_CUDA_ENTER(c);
   int rc = copy_stream_ready(c);
   if (rc != 0) return rc;
+  /* The copy on the copy stream, then the compute stream waits for it (cudaEventRecord and
+   * cudaStreamWaitEvent: events of the same device, no other limit). */
   CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, c->copy_stream));
   CUDA_CHECK(cudaEventRecord(c->copied, c->copy_stream));
   CUDA_CHECK(cudaStreamWaitEvent(c->stream, c->copied, 0));
@@ -240,6 +277,8 @@ static int cuda_download(pst_backend *b, void *host_dst, const void *src, size_t
   d->done = done;
   d->ctx = ctx;
   d->arg = arg;
+  /* cudaLaunchHostFunc: the function runs on a runtime thread once the copy is done and
+   * must make no CUDA call (backend.h's rule for done: it must not call the backend). */
   cudaError_t e = cudaLaunchHostFunc(c->copy_stream, download_done, d);
   if (e != cudaSuccess) {
     free(d);
@@ -253,7 +292,7 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
   if (!out || outlen == 0) return;
   what = what ? what : "";
   /* A layer index not above the previous one starts a new sweep over the model. */
-  if (layer <= c->describe_last_layer) c->describe_seen_conv = c->describe_seen_pool = 0;
+  if (layer <= c->describe_last_layer) c->describe_seen_conv = 0;
   c->describe_last_layer = layer;
   int n = snprintf(out, outlen, "%s (%s): ", c->name, c->device_name);
   if (n < 0 || (size_t)n >= outlen) return;
@@ -265,8 +304,8 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
     if (pst_cuda_conv_describe(c, c->describe_seen_conv++, rest, restlen) != 0)
       snprintf(rest, restlen, "cuDNN conv NHWC/OHWI FP32 (algorithms chosen at first use)");
   } else if (strcmp(what, "maxpool") == 0) {
-    if (pst_cuda_pool_describe(c, c->describe_seen_pool++, rest, restlen) != 0)
-      snprintf(rest, restlen, "cuDNN max pooling NHWC");
+    snprintf(rest, restlen, "max pooling kernels NHWC (padding never wins, dy to the first "
+                            "maximum)");
   } else if (strcmp(what, "depthwise_conv2d") == 0) {
     snprintf(rest, restlen, "cuDNN grouped convolution (groupCount = channels) NHWC FP32");
   } else if (strcmp(what, "avgpool") == 0 || strcmp(what, "global_avgpool") == 0) {
@@ -276,11 +315,12 @@ static void cuda_describe(pst_backend *b, const char *what, int layer, char *out
   } else if (strcmp(what, "add") == 0) {
     snprintf(rest, restlen, "element-wise add kernel");
   } else if (strcmp(what, "concatenate") == 0) {
-    snprintf(rest, restlen, "strided cudaMemcpy2DAsync per input (channels, NHWC)");
+    snprintf(rest, restlen, "strided copy kernel per input (channels, NHWC)");
   } else if (strcmp(what, "flatten") == 0) {
     snprintf(rest, restlen, "no-op (NHWC is already flat)");
   } else if (strcmp(what, "batchnorm") == 0) {
-    snprintf(rest, restlen, "cuDNN batch normalization (spatial: [rows, C] as NCHW rows x C x 1 x 1)");
+    snprintf(rest, restlen, "batch normalization kernels ([rows, C]: per-channel sums in double, "
+                            "element-wise pass)");
   } else {
     snprintf(rest, restlen, "CUDA kernels");
   }
@@ -294,7 +334,6 @@ static void cuda_destroy(pst_backend *b) {
     if (c->stream) (void)cudaStreamSynchronize(c->stream);
     if (c->copy_stream) (void)cudaStreamSynchronize(c->copy_stream);
     pst_cuda_conv_plans_destroy(c);
-    pst_cuda_pool_plans_destroy(c);
     if (c->cudnn) cudnnDestroy(c->cudnn);
     if (c->cublas) cublasDestroy(c->cublas);
     /* Whatever the worker did not free goes with the backend. */
@@ -313,6 +352,8 @@ static void cuda_destroy(pst_backend *b) {
 /* ---- discovery --------------------------------------------------------------------- */
 
 PST_CUDA_EXPORT int pst_cuda_probe(char *why, size_t whylen) {
+  /* cudaGetDeviceCount: the visible devices (CUDA_VISIBLE_DEVICES applies); an error here
+   * (no driver, a driver older than the runtime) is the reason a host has no usable GPU. */
   int n = 0;
   cudaError_t e = cudaGetDeviceCount(&n);
   if (e != cudaSuccess) {
@@ -356,6 +397,7 @@ PST_CUDA_EXPORT int pst_cuda_describe_device(int i, char *out, size_t outlen) {
 /* The body of pst_cuda_backend_create; on failure the caller destroys the half-built
  * backend. CUDA_CHECK and friends log the detail, err gets the one-line summary. */
 static int cuda_setup(pst_cuda *c, int device, char *err, size_t errlen) {
+  /* cudaGetDeviceProperties, cudaSetDevice: device in [0, count), checked by the caller. */
   cudaDeviceProp prop;
   cudaError_t e = cudaGetDeviceProperties(&prop, device);
   if (e != cudaSuccess) {
@@ -376,6 +418,8 @@ static int cuda_setup(pst_cuda *c, int device, char *err, size_t errlen) {
              cudaGetErrorString(e));
     return pst_cuda_errno_from_cuda(e);
   }
+  /* cublasCreate, cublasSetStream, cublasSetMathMode and cudnnCreate, cudnnSetStream: on
+   * the current device (just set), bound to this backend's stream. */
   cublasStatus_t bs = cublasCreate(&c->cublas);
   if (bs == CUBLAS_STATUS_SUCCESS) bs = cublasSetStream(c->cublas, c->stream);
   /* FP32 GEMMs stay FP32: TF32 tensor cores would break parity with the CPU backend. */
@@ -406,6 +450,11 @@ static int cuda_setup(pst_cuda *c, int device, char *err, size_t errlen) {
     return pst_cuda_errno_from_cuda(e);
   }
   return 0;
+}
+
+static const char *cuda_last_error(pst_backend *b) {
+  (void)b; /* the reason is the calling thread's, whichever backend it used */
+  return pst_cuda_last_error();
 }
 
 /* Bytes held through pst_cuda_dev_alloc: the net's tensors and the backend's scratch buffers. */
@@ -445,6 +494,10 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   }
   c->device = device;
   c->mem_limit = mem_limit_bytes;
+  c->max_tensor_elems = 2147483647u; /* cuDNN's limit: pad.cu, pst_cuda_batch_slice */
+  const char *cap = getenv("PSTRAIN_CUDA_MAX_TENSOR_ELEMS");
+  if (cap && strtoull(cap, NULL, 10) > 0 && strtoull(cap, NULL, 10) < c->max_tensor_elems)
+    c->max_tensor_elems = (size_t)strtoull(cap, NULL, 10);
   c->describe_last_layer = -1;
   snprintf(c->name, sizeof c->name, "cuda:%d", device);
   b->name = c->name;
@@ -483,6 +536,7 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->batchnorm_forward_train = pst_cuda_batchnorm_forward_train;
   b->batchnorm_forward_infer = pst_cuda_batchnorm_forward_infer;
   b->batchnorm_backward = pst_cuda_batchnorm_backward;
+  b->last_error = cuda_last_error;
   b->describe = cuda_describe;
   b->destroy = cuda_destroy;
   int rc = cuda_setup(c, device, err, errlen);

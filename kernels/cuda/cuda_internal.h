@@ -21,46 +21,65 @@
 /* The library exports only the entry points of pst_cuda.h; everything else is hidden. */
 #define PST_CUDA_EXPORT extern "C" __attribute__((visibility("default")))
 
-/* Logs one line through the function set by pst_cuda_set_log (stderr by default). */
+/* Logs one line through the function set by pst_cuda_set_log (stderr by default). A line at
+ * error level (3) also becomes the calling thread's last error (pst_cuda_last_error), so that
+ * every refusal this library logs (a bad shape, the memory cap) travels back with the
+ * failing call's return code. */
 void pst_cuda_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* The reason of the last failure on the calling thread, one line ("" after
+ * pst_cuda_clear_error): what kernels/backend.h's last_error returns. Thread-local, because
+ * a worker computes on a thread of its own and reads the reason there, right after the call
+ * that failed. */
+const char *pst_cuda_last_error(void);
+void pst_cuda_clear_error(void);
+
+/* A failed library call: logs "file:line: expr: detail" and records the short reason
+ * "function: detail (file:line)", the function being expr up to its '('. Returns code. */
+int pst_cuda_fail(int code, const char *file, int line, const char *expr, const char *detail);
+
 int pst_cuda_errno_from_cuda(cudaError_t e);
+
+/* The checks name the status as well as its text (cudaGetErrorName, e.g.
+ * "cudaErrorInvalidConfiguration: invalid configuration argument"; cuDNN's and cuBLAS's
+ * string functions already give the status name). */
+const char *pst_cuda_describe_error(cudaError_t e, char *buf, size_t len);
 
 #define CUDA_CHECK(expr)                                                                  \
   do {                                                                                    \
     cudaError_t cuda_check_e_ = (expr);                                                   \
     if (cuda_check_e_ != cudaSuccess) {                                                   \
-      pst_cuda_log(3, "%s:%d: %s: %s", __FILE__, __LINE__, #expr,                         \
-                   cudaGetErrorString(cuda_check_e_));                                    \
-      return pst_cuda_errno_from_cuda(cuda_check_e_);                                     \
+      char cuda_check_buf_[256];                                                          \
+      return pst_cuda_fail(pst_cuda_errno_from_cuda(cuda_check_e_), __FILE__, __LINE__,   \
+                           #expr,                                                         \
+                           pst_cuda_describe_error(cuda_check_e_, cuda_check_buf_,        \
+                                                   sizeof cuda_check_buf_));              \
     }                                                                                     \
   } while (0)
 
 #define CUDNN_CHECK(expr)                                                                 \
   do {                                                                                    \
     cudnnStatus_t cudnn_check_s_ = (expr);                                                \
-    if (cudnn_check_s_ != CUDNN_STATUS_SUCCESS) {                                         \
-      pst_cuda_log(3, "%s:%d: %s: %s", __FILE__, __LINE__, #expr,                         \
-                   cudnnGetErrorString(cudnn_check_s_));                                  \
-      return cudnn_check_s_ == CUDNN_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;                \
-    }                                                                                     \
+    if (cudnn_check_s_ != CUDNN_STATUS_SUCCESS)                                           \
+      return pst_cuda_fail(cudnn_check_s_ == CUDNN_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO,  \
+                           __FILE__, __LINE__, #expr, cudnnGetErrorString(cudnn_check_s_)); \
   } while (0)
 
 #define CUBLAS_CHECK(expr)                                                                \
   do {                                                                                    \
     cublasStatus_t cublas_check_s_ = (expr);                                              \
-    if (cublas_check_s_ != CUBLAS_STATUS_SUCCESS) {                                       \
-      pst_cuda_log(3, "%s:%d: %s: %s", __FILE__, __LINE__, #expr,                         \
-                   cublasGetStatusString(cublas_check_s_));                               \
-      return cublas_check_s_ == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO;              \
-    }                                                                                     \
+    if (cublas_check_s_ != CUBLAS_STATUS_SUCCESS)                                         \
+      return pst_cuda_fail(cublas_check_s_ == CUBLAS_STATUS_ALLOC_FAILED ? -ENOMEM : -EIO, \
+                           __FILE__, __LINE__, #expr,                                     \
+                           cublasGetStatusString(cublas_check_s_));                       \
   } while (0)
 
 /* Checks that the kernel just launched was accepted (bad configuration, no image for this
  * GPU); faults inside it surface later, at the next synchronising call. */
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
-/* Returns -EINVAL with a logged line when cond is false. */
+/* Returns -EINVAL with a logged line (which is also the recorded reason) when cond is
+ * false. */
 #define PST_CUDA_REQUIRE(cond, ...)                                                       \
   do {                                                                                    \
     if (!(cond)) {                                                                        \
@@ -69,12 +88,24 @@ int pst_cuda_errno_from_cuda(cudaError_t e);
     }                                                                                     \
   } while (0)
 
-/* Threads per block of the elementwise kernels, and the grid for n elements (grid-stride
- * loops cover the rest). */
+/* Launch limits every kernel of this library is held to (CUDA C++ Programming Guide,
+ * "Compute Capabilities", table of technical specifications, the same for every compute
+ * capability from 5.0 to 12.x): at most 1024 threads per block, grid x up to 2^31 - 1
+ * blocks, grid y and z up to 65535. Element-wise kernels use one dimension and grid-stride
+ * loops, so that any size runs on a grid of bounded size; the reductions (reduce.cuh) put
+ * at most PST_COLSUM_MAX_CHUNKS blocks on y. */
+#define PST_CUDA_MAX_BLOCK_THREADS 1024u
+#define PST_CUDA_MAX_GRID_X 2147483647u
+#define PST_CUDA_MAX_GRID_YZ 65535u
+
+/* Threads per block of the elementwise kernels, and the one-dimensional grid for n
+ * elements: one thread per element up to about a million blocks (far below grid x's
+ * 2^31 - 1), grid-stride loops covering the rest, so the launch is valid for any n. */
 #define PST_CUDA_THREADS 256
+#define PST_CUDA_MAX_BLOCKS (65535u * 16u)
 static inline unsigned pst_cuda_blocks(size_t n) {
   size_t b = (n + PST_CUDA_THREADS - 1) / PST_CUDA_THREADS;
-  if (b > 65535u * 16u) b = 65535u * 16u;
+  if (b > PST_CUDA_MAX_BLOCKS) b = PST_CUDA_MAX_BLOCKS;
   return b == 0 ? 1u : (unsigned)b;
 }
 
@@ -101,17 +132,6 @@ typedef struct {
   size_t fwd_ws, bwd_data_ws, bwd_filter_ws;  /* workspace bytes per algorithm */
   unsigned long long first_use, last_use;      /* c->use_clock ticks */
 } pst_cuda_conv_plan;
-
-/* One cached maxpool geometry. */
-typedef struct {
-  int used;
-  pst_window_shape s;
-  int explicit_pad;          /* 1: input copied into a -inf padded buffer, cuDNN pad 0 */
-  int pad_h, pad_w;
-  cudnnTensorDescriptor_t x_desc, y_desc;
-  cudnnPoolingDescriptor_t pool_desc;
-  unsigned long long first_use, last_use;
-} pst_cuda_pool_plan;
 
 #define PST_CUDA_MAX_PLANS 48
 
@@ -141,27 +161,30 @@ typedef struct {
   cudnnHandle_t cudnn;
 
   size_t mem_limit;          /* bytes, 0 = no cap */
+  /* The most elements a tensor handed to cuDNN may have: cuDNN's 2^31 - 1 (pad.cu,
+   * pst_cuda_batch_slice), or less from $PSTRAIN_CUDA_MAX_TENSOR_ELEMS, which the parity
+   * test sets so that the slicing runs at sizes a CPU reference can check. */
+  size_t max_tensor_elems;
   size_t mem_used;           /* bytes held through pst_cuda_dev_alloc */
   pst_cuda_alloc_rec *allocs;/* live allocations, for the sizes free() gives back */
   size_t n_allocs, cap_allocs;
 
   pst_cuda_buffer workspace; /* cuDNN workspace, grown to the largest plan's need */
   pst_cuda_buffer scratch[2];/* padded input / padded input gradient */
-  pst_cuda_buffer reduce;    /* partial sums of the bias-gradient reduction */
-  pst_cuda_buffer bn_stats;  /* batchnorm: the batch mean and unbiased variance [2C] */
-  pst_cuda_buffer bn_dx;     /* batchnorm: the input gradient a first layer discards */
+  pst_cuda_buffer reduce;    /* the column sums' partial sums (reduce.cuh) */
+  pst_cuda_buffer bn_coef;   /* batchnorm: per-channel doubles, the mean and the
+                                coefficients of the element-wise pass [3C] */
   pst_cuda_xent_stats *d_stats; /* [1] device */
   pst_cuda_xent_stats *h_stats; /* [1] pinned host */
 
   pst_cuda_conv_plan conv[PST_CUDA_MAX_PLANS];
-  pst_cuda_pool_plan pool[PST_CUDA_MAX_PLANS];
   unsigned long long use_clock;
 
   /* describe() is called layer by layer (kernels/net.c, pst_net_log_placement) with the
    * model's layer index; the plans know only their order of first use. Counting the calls
    * per kind since the last restart of the layer index maps one to the other. */
   int describe_last_layer;
-  int describe_seen_conv, describe_seen_pool;
+  int describe_seen_conv;
 } pst_cuda;
 
 static inline pst_cuda *pst_cuda_of(pst_backend *b) { return (pst_cuda *)b->impl; }
@@ -172,10 +195,13 @@ static inline int pst_cuda_enter(pst_cuda *c) {
   CUDA_CHECK(cudaSetDevice(c->device));
   return 0;
 }
-#define PST_CUDA_ENTER(c)                   \
-  do {                                      \
-    int pst_cuda_enter_rc_ = pst_cuda_enter(c); \
-    if (pst_cuda_enter_rc_ != 0) return pst_cuda_enter_rc_; \
+/* The start of an operation: no reason from an earlier one is left (alloc and free enter
+ * without clearing, so that a caller may free its tensors before reading the reason). */
+#define PST_CUDA_ENTER(c)                                       \
+  do {                                                          \
+    pst_cuda_clear_error();                                     \
+    int pst_cuda_enter_rc_ = pst_cuda_enter(c);                 \
+    if (pst_cuda_enter_rc_ != 0) return pst_cuda_enter_rc_;     \
   } while (0)
 
 /* Device memory counted against the cap; NULL (logged) when over the cap or out of memory. */
@@ -198,6 +224,11 @@ int pst_cuda_crop_nhwc(pst_cuda *c, const float *xp, float *x, int n, int h, int
 
 /* Checks a window geometry; logs and returns -EINVAL when it is inconsistent. */
 int pst_cuda_check_window(const pst_window_shape *s, const char *op, int pooling);
+
+/* How many samples of s one cuDNN call may take: every tensor it is handed (input, the
+ * padded copy of it, output) must hold at most c->max_tensor_elems elements. The whole
+ * batch when it fits; a logged -EINVAL when even one sample does not. */
+int pst_cuda_batch_slice(pst_cuda *c, const pst_window_shape *s, const char *op, int *per);
 
 /* The vtable entries, one file per family. */
 int pst_cuda_dense_forward(pst_backend *b, const float *x, const float *w, const float *bias,
@@ -249,11 +280,9 @@ int pst_cuda_batchnorm_backward(pst_backend *b, const float *x, const float *gam
                                 const float *saved, const float *dy, float *dx, float *dgamma,
                                 float *dbeta, int rows, int channels, float eps);
 
-/* Plan caches (conv.cu, pool.cu): release every cached descriptor. */
+/* The plan cache (conv.cu): release every cached descriptor. */
 void pst_cuda_conv_plans_destroy(pst_cuda *c);
-void pst_cuda_pool_plans_destroy(pst_cuda *c);
-/* describe() helpers: what the cached plans of a kind use, in first-use order. */
+/* describe() helper: what the cached conv2d plans use, in first-use order. */
 int pst_cuda_conv_describe(pst_cuda *c, int ordinal, char *out, size_t outlen);
-int pst_cuda_pool_describe(pst_cuda *c, int ordinal, char *out, size_t outlen);
 
 #endif

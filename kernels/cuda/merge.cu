@@ -1,6 +1,7 @@
 /* The merge layers on the GPU: element-wise add (the add layer, and the net's gradient
- * fan-in) and channel concatenation. Their CPU reference is kernels/cpu_merge.c; both add
- * in the same order, one float addition per element, so the results are identical. */
+ * fan-in) and channel concatenation, as one-dimensional grid-stride kernels. Their CPU
+ * reference is kernels/cpu_merge.c; both add in the same order, one float addition per
+ * element, so the results are identical. */
 #include "kernels/cuda/cuda_internal.h"
 
 __global__ static void add_kernel(const float *x0, const float *x1, float *y, size_t n) {
@@ -15,6 +16,8 @@ int pst_cuda_add(pst_backend *b, const float *x0, const float *x1, float *y, siz
   PST_CUDA_REQUIRE(x0 && y, "%s: add: NULL tensor", c->name);
   PST_CUDA_ENTER(c);
   if (x1 == NULL) {
+    /* cudaMemcpyAsync: a size_t byte count, no other limit; device to device on the
+     * backend's stream, ordered with the kernels around it. */
     if (y != x0)
       CUDA_CHECK(cudaMemcpyAsync(y, x0, n * sizeof(float), cudaMemcpyDeviceToDevice, c->stream));
     return 0;
@@ -24,8 +27,21 @@ int pst_cuda_add(pst_backend *b, const float *x0, const float *x1, float *y, siz
   return 0;
 }
 
-/* Both directions are one strided 2-D copy: rows of c floats on one side, rows of y_c floats
- * (from channel `offset`) on the other. */
+/* dst[r, 0 .. width) = src[r, 0 .. width) for rows r, with row pitches (in floats) of
+ * src_pitch and dst_pitch: both directions of the concatenation. A kernel rather than
+ * cudaMemcpy2DAsync, whose reference documents a limit on the pitches (cudaDeviceProp's
+ * memPitch) but none on the number of rows, which here is batch x H x W; this one-
+ * dimensional grid-stride loop has no limit but memory. */
+__global__ static void strided_copy_kernel(const float *src, size_t src_pitch, float *dst,
+                                           size_t dst_pitch, size_t rows, size_t width) {
+  const size_t total = rows * width;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+       i += (size_t)gridDim.x * blockDim.x) {
+    const size_t r = i / width, k = i % width;
+    dst[r * dst_pitch + k] = src[r * src_pitch + k];
+  }
+}
+
 static int concat_copy(pst_backend *b, const char *op, const float *src, size_t src_pitch,
                        float *dst, size_t dst_pitch, size_t rows, int c_, int y_c, int offset) {
   pst_cuda *c = pst_cuda_of(b);
@@ -34,9 +50,9 @@ static int concat_copy(pst_backend *b, const char *op, const float *src, size_t 
                    "%s: %s: bad arguments (c %d, y_c %d, offset %d)", c->name, op, c_, y_c,
                    offset);
   PST_CUDA_ENTER(c);
-  CUDA_CHECK(cudaMemcpy2DAsync(dst, dst_pitch * sizeof(float), src, src_pitch * sizeof(float),
-                               (size_t)c_ * sizeof(float), rows, cudaMemcpyDeviceToDevice,
-                               c->stream));
+  strided_copy_kernel<<<pst_cuda_blocks(rows * (size_t)c_), PST_CUDA_THREADS, 0, c->stream>>>(
+      src, src_pitch, dst, dst_pitch, rows, (size_t)c_);
+  CUDA_CHECK_LAUNCH();
   return 0;
 }
 

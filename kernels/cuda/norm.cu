@@ -1,90 +1,75 @@
-/* Batch normalisation through cuDNN (cudnnBatchNormalizationForwardTraining, ...Inference,
- * ...Backward in CUDNN_BATCHNORM_SPATIAL mode), with the formulas of backend.h.
+/* Batch normalisation as plain CUDA kernels, with the formulas of backend.h and the
+ * arithmetic of the CPU backend (kernels/cpu_norm.c): per-channel sums in double, exact
+ * two-pass statistics (the mean, then the squared deviations from it), and one element-wise
+ * multiply-add pass in double rounded once to float.
  *
- * Layout: x is [rows, C] with the channels innermost (NHWC images as [B*H*W, C], flat
- * vectors [B, C]). cuDNN sees it as an NCHW tensor of N = rows, C, H = W = 1, whose strides
- * (C, 1, 1, 1) are exactly that layout; spatial mode then reduces each channel over N*H*W =
- * rows, as the CPU backend does.
+ * Why not cuDNN: its batch-norm functions see x[rows, C] as an NCHW tensor of N = rows and
+ * H = W = 1, and in that layout they refuse shapes every model here reaches. On an H100
+ * (cuDNN 9, 2026-11-26) cudnnBatchNormalizationForwardInference returned
+ * CUDNN_STATUS_NOT_SUPPORTED for 86528 x 4; the cuDNN API reference gives no limit on N for
+ * these functions, and PyTorch (aten/src/ATen/native/Normalization.cpp, the choice of a
+ * batch-norm backend) keeps cuDNN for spatial batch norm only while N <= 65535 in
+ * evaluation, N <= 880801 in training and the tensor has fewer than 2^31 - 1 elements ("some
+ * cuDNN kernels have 32-bit indexing limitations"). Evaluation of mobilenetv2 at batch 64
+ * has 64 * 32 * 32 = 65536 rows, one too many. Presenting the rows as H or W instead would
+ * meet other undocumented limits, and with one row cuDNN's unbiased variance is 0/0. These
+ * kernels have no limit but memory: rows up to 2^31 - 1 (the interface's int), channels up
+ * to 2^31 - 1, rows * C up to 2^40 (check()).
  *
- * The moving statistics' change (dmoving) needs the batch mean and the biased variance.
- * cuDNN gives the mean and 1/sqrt(var + eps) as its saved values, and with an exponential
- * average factor of 1 its "running" outputs become the batch mean and the batch variance
- * with Bessel's correction (cuDNN's running variance is the unbiased one, as PyTorch relies
- * on); the kernel below takes the correction back out, var = unbiased * (rows - 1) / rows,
- * rather than recovering var from 1/sqrt(var + eps), which loses digits when var << eps.
- * The parity test (cuda_parity_test.c) compares dmoving with the CPU's on a GPU machine.
+ * Statistics: reduce.cuh's column sums, fixed order, so a result is the same run to run.
+ * With one row the squared deviation is exactly 0 (the row minus its own mean, in double),
+ * so the variance is 0 and the moving variance's change is (0 - moving) * k, as on the CPU.
  *
- * cuDNN 9 marks these functions deprecated (in favour of its graph API) but keeps them;
- * they warn only with CUDNN_WARN_DEPRECATED, which this build does not define. */
+ * Per channel the kernels keep up to three doubles in c->bn_coef ([3C]): the training
+ * forward's mean, scale and shift (y = x * scale + shift), inference's scale and shift, and
+ * backward's g, bx and c0 (dx = g * dy + bx * x + c0). */
+#include <math.h>
+
 #include "kernels/cuda/cuda_internal.h"
+#include "kernels/cuda/norm_kernels.cuh"
+#include "kernels/cuda/reduce.cuh"
 
 namespace {
 
-/* The two descriptors of one call, destroyed on every path out. */
-struct bn_descs {
-  cudnnTensorDescriptor_t x = nullptr, bn = nullptr;
-  ~bn_descs() {
-    if (x) cudnnDestroyTensorDescriptor(x);
-    if (bn) cudnnDestroyTensorDescriptor(bn);
-  }
-};
-
-int make_descs(bn_descs *d, int rows, int channels) {
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->x));
-  CUDNN_CHECK(cudnnCreateTensorDescriptor(&d->bn));
-  CUDNN_CHECK(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, rows,
-                                         channels, 1, 1));
-  CUDNN_CHECK(cudnnDeriveBNTensorDescriptor(d->bn, d->x, CUDNN_BATCHNORM_SPATIAL));
+int check(pst_cuda *c, int rows, int channels, float eps, const char *op) {
+  PST_CUDA_REQUIRE(rows > 0 && channels > 0 && eps > 0.0f &&
+                       (size_t)rows * (size_t)channels <= ((size_t)1 << 40),
+                   "%s: %s: bad shape %d x %d or eps %g", c->name, op, rows, channels,
+                   (double)eps);
   return 0;
 }
 
-int check(int rows, int channels, float eps, const char *op) {
-  PST_CUDA_REQUIRE(rows > 0 && channels > 0 && eps > 0.0f &&
-                       (size_t)rows * (size_t)channels <= ((size_t)1 << 40),
-                   "%s: bad shape %d x %d or eps %g", op, rows, channels, (double)eps);
-  return 0;
+/* The per-channel doubles: n of them per channel, in c->bn_coef. */
+int coef(pst_cuda *c, int channels, int n, double **out) {
+  int rc = pst_cuda_buffer_reserve(c, &c->bn_coef, (size_t)n * (size_t)channels * sizeof(double),
+                                   "batchnorm per-channel coefficients");
+  *out = (double *)c->bn_coef.p;
+  return rc;
 }
 
 }  // namespace
-
-/* dmoving = ((mean - moving_mean) * k, (var - moving_var) * k) from cuDNN's batch mean and
- * unbiased variance (run[0..C) and run[C..2C)). */
-__global__ static void bn_moving_delta_kernel(const float *run, const float *moving, float *dmoving,
-                                              int channels, int rows, float k) {
-  double unbias = rows > 1 ? (double)(rows - 1) / rows : 0.0; /* one row: variance 0 */
-  for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < channels; c += gridDim.x * blockDim.x) {
-    dmoving[c] = (float)(((double)run[c] - moving[c]) * k);
-    dmoving[channels + c] =
-        (float)(((double)run[channels + c] * unbias - moving[channels + c]) * k);
-  }
-}
 
 int pst_cuda_batchnorm_forward_train(pst_backend *b, const float *x, const float *gamma,
                                      const float *beta, float *y, int rows, int channels,
                                      float eps, const float *moving, float k, float *saved,
                                      float *dmoving) {
   pst_cuda *c = pst_cuda_of(b);
-  PST_CUDA_ENTER(c);
-  int rc = check(rows, channels, eps, "batchnorm_forward_train");
+  int rc = check(c, rows, channels, eps, "batchnorm_forward_train");
   if (rc != 0) return rc;
-  bn_descs d;
-  if ((rc = make_descs(&d, rows, channels)) != 0) return rc;
-  size_t stat_bytes = 2 * (size_t)channels * sizeof(float);
-  if ((rc = pst_cuda_buffer_reserve(c, &c->bn_stats, stat_bytes, "batchnorm statistics")) != 0)
-    return rc;
-  float *run = (float *)c->bn_stats.p;
-  /* With factor 1 the running outputs are (1 - 1) * old + batch: zeroed first, so that
-   * whatever the buffer held (a NaN times 0 is a NaN) cannot leak in. */
-  CUDA_CHECK(cudaMemsetAsync(run, 0, stat_bytes, c->stream));
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationForwardTraining(
-      c->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x, d.x, y, d.bn, gamma, beta, 1.0,
-      run, run + channels, (double)eps, saved, saved + channels));
-  if (dmoving != NULL && moving != NULL) {
-    bn_moving_delta_kernel<<<pst_cuda_blocks((size_t)channels), PST_CUDA_THREADS, 0,
-                             c->stream>>>(run, moving, dmoving, channels, rows, k);
-    CUDA_CHECK_LAUNCH();
-  }
+  PST_CUDA_REQUIRE(x && gamma && beta && y && saved, "%s: batchnorm_forward_train: NULL tensor",
+                   c->name);
+  PST_CUDA_ENTER(c);
+  double *mean;
+  if ((rc = coef(c, channels, 3, &mean)) != 0) return rc;
+  double *scale = mean + channels, *shift = scale + channels;
+  const size_t n = (size_t)rows, total = n * (size_t)channels;
+  if ((rc = pst_colsum<1>(c, sum_x{x}, store_mean{mean, rows}, n, channels)) != 0) return rc;
+  finish_statistics fin = {gamma, beta, moving, mean,     scale, shift,
+                           saved, dmoving, rows, channels, eps,  k};
+  if ((rc = pst_colsum<1>(c, squared_deviation{x, mean}, fin, n, channels)) != 0) return rc;
+  bn_affine_kernel<<<pst_cuda_blocks(total), PST_CUDA_THREADS, 0, c->stream>>>(x, scale, shift, y,
+                                                                              total, channels);
+  CUDA_CHECK_LAUNCH();
   return 0;
 }
 
@@ -92,15 +77,21 @@ int pst_cuda_batchnorm_forward_infer(pst_backend *b, const float *x, const float
                                      const float *beta, const float *moving, float *y, int rows,
                                      int channels, float eps) {
   pst_cuda *c = pst_cuda_of(b);
-  PST_CUDA_ENTER(c);
-  int rc = check(rows, channels, eps, "batchnorm_forward_infer");
+  int rc = check(c, rows, channels, eps, "batchnorm_forward_infer");
   if (rc != 0) return rc;
-  bn_descs d;
-  if ((rc = make_descs(&d, rows, channels)) != 0) return rc;
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationForwardInference(
-      c->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, d.x, x, d.x, y, d.bn, gamma, beta, moving,
-      moving + channels, (double)eps));
+  PST_CUDA_REQUIRE(x && gamma && beta && moving && y, "%s: batchnorm_forward_infer: NULL tensor",
+                   c->name);
+  PST_CUDA_ENTER(c);
+  double *scale;
+  if ((rc = coef(c, channels, 2, &scale)) != 0) return rc;
+  double *shift = scale + channels;
+  bn_infer_coef_kernel<<<pst_cuda_blocks((size_t)channels), PST_CUDA_THREADS, 0, c->stream>>>(
+      gamma, beta, moving, scale, shift, channels, eps);
+  CUDA_CHECK_LAUNCH();
+  const size_t total = (size_t)rows * (size_t)channels;
+  bn_affine_kernel<<<pst_cuda_blocks(total), PST_CUDA_THREADS, 0, c->stream>>>(x, scale, shift, y,
+                                                                              total, channels);
+  CUDA_CHECK_LAUNCH();
   return 0;
 }
 
@@ -108,21 +99,22 @@ int pst_cuda_batchnorm_backward(pst_backend *b, const float *x, const float *gam
                                 const float *saved, const float *dy, float *dx, float *dgamma,
                                 float *dbeta, int rows, int channels, float eps) {
   pst_cuda *c = pst_cuda_of(b);
-  PST_CUDA_ENTER(c);
-  int rc = check(rows, channels, eps, "batchnorm_backward");
+  int rc = check(c, rows, channels, eps, "batchnorm_backward");
   if (rc != 0) return rc;
-  bn_descs d;
-  if ((rc = make_descs(&d, rows, channels)) != 0) return rc;
-  if (dx == NULL) {
-    /* cuDNN always writes dx: a first layer's goes to scratch. */
-    size_t bytes = (size_t)rows * (size_t)channels * sizeof(float);
-    if ((rc = pst_cuda_buffer_reserve(c, &c->bn_dx, bytes, "batchnorm input gradient")) != 0)
-      return rc;
-    dx = (float *)c->bn_dx.p;
-  }
-  const float one = 1.0f, zero = 0.0f;
-  CUDNN_CHECK(cudnnBatchNormalizationBackward(
-      c->cudnn, CUDNN_BATCHNORM_SPATIAL, &one, &zero, &one, &zero, d.x, x, d.x, dy, d.x, dx, d.bn,
-      gamma, dgamma, dbeta, (double)eps, saved, saved + channels));
+  PST_CUDA_REQUIRE(x && gamma && saved && dy && dgamma && dbeta,
+                   "%s: batchnorm_backward: NULL tensor", c->name);
+  PST_CUDA_ENTER(c);
+  double *g;
+  if ((rc = coef(c, channels, 3, &g)) != 0) return rc;
+  double *bx = g + channels, *c0 = bx + channels;
+  finish_backward fin = {gamma, saved, dgamma, dbeta, dx ? g : nullptr, bx, c0, rows, channels};
+  if ((rc = pst_colsum<2>(c, backward_terms{x, dy, saved, channels}, fin, (size_t)rows,
+                          channels)) != 0)
+    return rc;
+  if (dx == NULL) return 0; /* a first layer: only the parameters' gradients */
+  const size_t total = (size_t)rows * (size_t)channels;
+  bn_dx_kernel<<<pst_cuda_blocks(total), PST_CUDA_THREADS, 0, c->stream>>>(x, dy, g, bx, c0, dx,
+                                                                          total, channels);
+  CUDA_CHECK_LAUNCH();
   return 0;
 }

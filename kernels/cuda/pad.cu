@@ -2,7 +2,8 @@
  * while TF/Keras "same" padding puts the odd extra row and column at the bottom and right.
  * Those layers copy their input into a padded buffer and run cuDNN without padding; the
  * input gradient comes back through the reverse crop. Also the geometry checks shared by
- * conv.cu and pool.cu. */
+ * conv.cu and pool.cu. Both kernels are one-dimensional grid-stride loops over size_t
+ * indices (pst_cuda_blocks): any size. */
 #include "kernels/cuda/cuda_internal.h"
 
 /* xp[n, hp, wp, ch] = x[n, hp - top, wp - left, ch] inside x, else fill */
@@ -83,5 +84,30 @@ int pst_cuda_check_window(const pst_window_shape *s, const char *op, int pooling
                    s->stride_w);
   PST_CUDA_REQUIRE(!pooling || s->out_c == s->in_c,
                    "%s: pooling keeps channels but out_c=%d, in_c=%d", op, s->out_c, s->in_c);
+  return 0;
+}
+
+/* cuDNN's tensor descriptors describe at most 2^31 - 1 elements: "the total size of a tensor
+ * including the potential padding between dimensions is limited to 2 Giga-elements of type
+ * datatype" (cuDNN API reference, cudnnSetTensorNdDescriptor; cudnnSetTensor4dDescriptor
+ * returns CUDNN_STATUS_NOT_SUPPORTED beyond it), and their sizes are ints. A batch whose
+ * tensors would be larger runs in slices of whole samples, each within the limit, as
+ * PyTorch's cuDNN convolutions do (split_batch_dim_to_32bit_out). The padded copy of an
+ * input is at most max(in, (out - 1) * stride + k) on each side. */
+int pst_cuda_batch_slice(pst_cuda *c, const pst_window_shape *s, const char *op, int *per) {
+  size_t ph = (size_t)(s->out_h - 1) * (size_t)s->stride_h + (size_t)s->k_h;
+  size_t pw = (size_t)(s->out_w - 1) * (size_t)s->stride_w + (size_t)s->k_w;
+  if (ph < (size_t)s->in_h) ph = (size_t)s->in_h;
+  if (pw < (size_t)s->in_w) pw = (size_t)s->in_w;
+  size_t sample = ph * pw * (size_t)s->in_c;
+  size_t out = (size_t)s->out_h * (size_t)s->out_w * (size_t)s->out_c;
+  if (out > sample) sample = out;
+  PST_CUDA_REQUIRE(sample <= c->max_tensor_elems,
+                   "%s: %s: one sample of %dx%dx%d -> %dx%dx%d has %zu elements, above the "
+                   "%zu a cuDNN tensor may hold",
+                   c->name, op, s->in_h, s->in_w, s->in_c, s->out_h, s->out_w, s->out_c, sample,
+                   c->max_tensor_elems);
+  size_t fit = c->max_tensor_elems / sample;
+  *per = fit >= (size_t)s->n ? s->n : (int)fit;
   return 0;
 }

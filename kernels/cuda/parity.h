@@ -5,7 +5,10 @@
  * Without a usable GPU (no driver, no device, library not loadable) a test prints
  * "SKIP: <reason>" and passes, unless PSTRAIN_REQUIRE_GPU=1 (for GPU CI, where a skip would
  * hide a broken build). PSTRAIN_PARITY_DEVICE overrides the device compared with the CPU
- * ("cuda:1", or "cpu" to exercise the harness itself on a machine without GPU). */
+ * ("cuda:1", or "cpu" to exercise the harness itself on a machine without GPU).
+ * PSTRAIN_PARITY_SMALL=1 leaves out the cases that need gigabytes (and, for the presets,
+ * runs batch 2 instead of 256): what `pstrain gpu-check --device cpu` runs, to try the
+ * plumbing in seconds. */
 #ifndef PSTRAIN_KERNELS_CUDA_PARITY_H
 #define PSTRAIN_KERNELS_CUDA_PARITY_H
 
@@ -24,6 +27,15 @@
 static inline const char *pst_parity_device(void) {
   const char *spec = getenv("PSTRAIN_PARITY_DEVICE");
   return spec && spec[0] ? spec : "cuda:0";
+}
+
+/* Whether to leave out the large cases (PSTRAIN_PARITY_SMALL=1); says so once. */
+static inline int pst_parity_small(void) {
+  const char *v = getenv("PSTRAIN_PARITY_SMALL");
+  int small = v && strcmp(v, "1") == 0;
+  static int said;
+  if (small && !said++) printf("PSTRAIN_PARITY_SMALL=1: the large cases are left out\n");
+  return small;
 }
 
 /* Opens the backend under test and the CPU backend. 0: both are open; 1: no usable GPU,
@@ -46,6 +58,13 @@ static inline int pst_parity_open(pst_backend **dut, pst_backend **ref) {
     return -1;
   }
   return 0;
+}
+
+/* Why an operation of b failed: its backend's reason (backend.h, last_error), else the
+ * code's text. */
+static inline const char *pst_parity_reason(pst_backend *b, int rc) {
+  const char *why = b->last_error ? b->last_error(b) : NULL;
+  return why && why[0] ? why : strerror(rc < 0 ? -rc : rc);
 }
 
 static inline float *pst_parity_zeros(size_t n) {

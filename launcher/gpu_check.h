@@ -1,0 +1,70 @@
+/* `pstrain gpu-check` (launcher/gpu_check.c): everything GPU-related checked on a GPU host,
+ * one verdict per check, and a report in markdown and JSON. Inside the launcher only. */
+#ifndef PSTRAIN_LAUNCHER_GPU_CHECK_H
+#define PSTRAIN_LAUNCHER_GPU_CHECK_H
+
+#include <limits.h>
+#include <stddef.h>
+
+#include <cjson/cJSON.h>
+
+#define PL_GC_MAX_CHECKS 48
+
+typedef enum { PL_GC_PASS, PL_GC_FAIL } pl_gc_verdict;
+
+/* One check: a name, a verdict with its one-line reason, how long it took, where its output
+ * is, and its figures (a cJSON object, owned; numbers only). */
+typedef struct {
+  char name[96];
+  pl_gc_verdict verdict;
+  char detail[700];
+  double seconds;
+  char log[PATH_MAX + 192];
+  cJSON *figures;
+} pl_gc_check;
+
+typedef struct {
+  char device[32];      /* what is checked: "cuda:0", or "cpu" for the dry run */
+  int dry_run;          /* --device cpu: the plumbing on the CPU, at small sizes */
+  char out[PATH_MAX];   /* the report and every check's output */
+  char started[32];     /* UTC, ISO 8601 */
+  double seconds;       /* the whole run */
+  double budget_s;      /* the time the whole run should stay within on one GPU */
+  char devices[1024];   /* the devices found, one per line */
+  pl_gc_check checks[PL_GC_MAX_CHECKS];
+  int n_checks;
+} pl_gc_run;
+
+/* launcher/gpu_check_tools.c */
+
+/* Runs argv[0] (a path) with env's NAME=VALUE strings added to the environment and its
+ * output in log, for at most timeout_s seconds (then SIGTERM to its process group, and
+ * SIGKILL 10 s later; *timed_out says so). Returns its exit status, 128 + the signal that
+ * ended it, or a negative errno when it could not be started. */
+int pl_gc_run_child(char *const argv[], const char *const *env, const char *log, double timeout_s,
+                    int *timed_out);
+/* Copies the first `train` training and `test` test samples of the IDX data set in `from`
+ * (Fashion-MNIST's four files, gzip'd or not) into `to`, gzip'd. 0, or a negative errno with
+ * one line in err. */
+int pl_gc_subset_data(const char *from, const char *to, long train, long test, char *err,
+                      size_t errlen);
+/* A JSON file parsed (free with cJSON_Delete), or NULL. */
+cJSON *pl_gc_read_json(const char *path);
+/* A number field of o, or NAN. */
+double pl_gc_num(const cJSON *o, const char *key);
+/* The losses of the "train" records of a metrics file (JSON lines), in order, at most max.
+ * Returns how many. */
+int pl_gc_train_losses(const char *metrics, double *loss, int max);
+/* The last line of log that starts with prefix and does not contain skip (NULL: none), or
+ * "" in out. */
+void pl_gc_last_line(const char *log, const char *prefix, const char *skip, char *out,
+                     size_t outlen);
+
+/* launcher/gpu_check_report.c */
+
+/* Writes <out>/report.json (cJSON) and <out>/report.md from run. 0 or a negative errno. */
+int pl_gc_write_report(const pl_gc_run *run);
+/* 1 when every check passed. */
+int pl_gc_all_pass(const pl_gc_run *run);
+
+#endif

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Checks a `pstrain gpu-check` report.json (tests/gpu_check_test.sh, tests/bundle_test.sh).
+
+    gpu_report_check.py REPORT pass   every check ran and passed: the devices, the data, the
+                                      four parity tests, six presets, two workers on one
+                                      device, eight bench-train runs; their figures are sane
+    gpu_report_check.py REPORT nogpu  the run stopped at the devices check, which failed
+
+Numbers are compared as numbers; exits non-zero with one line on the first problem."""
+import json
+import math
+import sys
+
+
+def fail(why):
+    print(f"gpu_report_check: {why}", file=sys.stderr)
+    sys.exit(1)
+
+
+def main():
+    report, want = sys.argv[1], sys.argv[2]
+    with open(report) as f:
+        doc = json.load(f)
+    checks = doc["checks"]
+    if want == "nogpu":
+        if doc["verdict"] != "fail" or checks[0]["name"] != "devices" or \
+                checks[0]["verdict"] != "fail" or len(checks) != 1:
+            fail(f"expected one failed devices check, got {[(c['name'], c['verdict']) for c in checks]}")
+        if checks[0]["figures"].get("cuda_devices", -1) != 0:
+            fail("the devices check counts CUDA devices here")
+        return
+    if doc["verdict"] != "pass":
+        fail(f"verdict {doc['verdict']}: {[(c['name'], c['detail']) for c in checks if c['verdict'] != 'pass']}")
+    kinds = {"devices": 0, "data": 0, "parity": 0, "train": 0, "two": 0, "bench-train": 0}
+    for c in checks:
+        if c["verdict"] != "pass" or not c["detail"] or "\n" in c["detail"]:
+            fail(f"{c['name']}: {c['verdict']}: {c['detail']!r}")
+        if not (c["seconds"] >= 0):
+            fail(f"{c['name']}: seconds {c['seconds']}")
+        kind = c["name"].split()[0]
+        if kind not in kinds:
+            fail(f"unexpected check {c['name']}")
+        kinds[kind] += 1
+        fig = c["figures"]
+        if kind == "parity" and not (fig["passed"] > 0 and fig["failed"] == 0):
+            fail(f"{c['name']}: {fig}")
+        if kind in ("train", "two"):
+            if not (fig["steps"] > 0 and fig["loss_reports"] >= 1 and
+                    all(math.isfinite(fig[k]) for k in ("first_loss", "last_loss", "test_loss")) and
+                    0 <= fig["test_accuracy"] <= 1 and fig["samples_per_sec"] > 0):
+                fail(f"{c['name']}: {fig}")
+        if kind == "bench-train":
+            rates = [v for k, v in fig.items() if k.endswith("samples_per_sec")]
+            computes = [v for k, v in fig.items() if k.endswith("per_worker")]
+            if not rates or not computes or min(rates) <= 0 or min(computes) <= 0:
+                fail(f"{c['name']}: {fig}")
+    expected = {"devices": 1, "data": 1, "parity": 4, "train": 6, "two": 1, "bench-train": 8}
+    if kinds != expected:
+        fail(f"checks by kind {kinds}, expected {expected}")
+
+
+if __name__ == "__main__":
+    main()
