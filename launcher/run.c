@@ -5,6 +5,7 @@
 #include "common/tls_pki.h"
 #include "kernels/partition.h"
 #include "launcher/run_internal.h"
+#include "ps/atomic_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -489,12 +490,12 @@ static int prepare(const pl_run_options *o, run_ctx *r, pl_job *j, int *lock_fd)
   if (o->summary_path) snprintf(j->summary, sizeof j->summary, "%s", o->summary_path);
   else snprintf(j->summary, sizeof j->summary, "%s/summary.json", o->run_dir);
   snprintf(j->metrics, sizeof j->metrics, "%s", r->metrics_path);
-  if (pl_check_output_file("--summary-json", j->summary, err, sizeof err) < 0 ||
-      pl_check_output_file("--metrics", j->metrics, err, sizeof err) < 0 ||
+  if (pst_check_output_file("--summary-json", j->summary, err, sizeof err) < 0 ||
+      pst_check_output_file("--metrics", j->metrics, err, sizeof err) < 0 ||
       (o->tensorboard_dir &&
-       pl_check_output_dir("--tensorboard", o->tensorboard_dir, 0, err, sizeof err) < 0) ||
+       pst_check_output_dir("--tensorboard", o->tensorboard_dir, 0, err, sizeof err) < 0) ||
       (o->checkpoint_dir &&
-       pl_check_output_dir("--checkpoint-dir", o->checkpoint_dir, 1, err, sizeof err) < 0)) {
+       pst_check_output_dir("--checkpoint-dir", o->checkpoint_dir, 1, err, sizeof err) < 0)) {
     fprintf(stderr, "pstrain: %s\n", err);
     return 2;
   }

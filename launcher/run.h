@@ -88,13 +88,7 @@ int pl_free_port(void);
  * returns 0 (pl_lock_dir: a descriptor) or a negative code with a one-line reason in err. */
 #define PL_SECRET_NAME "secret"             /* the job's cluster secret, in its run directory */
 #define PL_LOCK_NAME ".pstrain-local.lock"  /* in a checkpoint directory a job uses */
-/* A file a process will write (--summary-json, --metrics): its directory exists and takes a
- * new file, or it exists, is no directory, and opens for writing. Nothing is left behind. */
-int pl_check_output_file(const char *flag, const char *path, char *err, size_t errlen);
-/* A directory a process will write in (--tensorboard, --checkpoint-dir): made when missing
- * (its parents too with `parents`, else they must exist), and it takes a new file. */
-int pl_check_output_dir(const char *flag, const char *path, int parents, char *err,
-                        size_t errlen);
+/* The outputs are checked with ps/atomic_file.h's pst_check_output_file and _dir. */
 /* Locks dir for one job: the descriptor returned is inherited by every process the job
  * starts, so the lock lasts until the last of them has gone; -EBUSY when another job's
  * processes hold it. */

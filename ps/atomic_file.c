@@ -176,3 +176,76 @@ int pst_afile_commit(pst_afile *f, char *err, size_t errlen) {
   }
   return 0;
 }
+
+/* ---- outputs checked before any work (pst_check_output_file, pst_check_output_dir) ---- */
+
+/* Whether a new file can be made in dir, by making one and removing it: access(2) would say
+ * yes to root on a read-only file system, or in /proc. */
+static int probe_dir(const char *dir) {
+  char path[PATH_MAX];
+  if (snprintf(path, sizeof path, "%s/.pstrain-probe-XXXXXX", dir) >= (int)sizeof path)
+    return -ENAMETOOLONG;
+  int fd = mkstemp(path);
+  if (fd < 0) return -errno;
+  close(fd);
+  unlink(path);
+  return 0;
+}
+
+int pst_check_output_file(const char *flag, const char *path, char *err, size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      snprintf(err, errlen, "%s %.300s: is a directory, not a file", flag, path);
+      return -EISDIR;
+    }
+    /* An existing file is opened for writing, not truncated: the process that writes it
+     * later decides that. */
+    int fd = open(path, O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      snprintf(err, errlen, "%s %.300s: cannot write it: %s", flag, path, strerror(e));
+      return -e;
+    }
+    close(fd);
+    return 0;
+  }
+  char dir[PATH_MAX];
+  dir_of(path, dir, sizeof dir);
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen, "%s %.300s: the directory %.300s does not exist", flag, path, dir);
+    return -ENOENT;
+  }
+  int rc = probe_dir(dir);
+  if (rc < 0) snprintf(err, errlen, "%s %.300s: cannot write in %.300s: %s", flag, path, dir, strerror(-rc));
+  return rc;
+}
+
+int pst_check_output_dir(const char *flag, const char *path, int parents, char *err,
+                        size_t errlen) {
+  struct stat st;
+  if (stat(path, &st) != 0) {
+    int rc;
+    if (parents) {
+      rc = pst_mkdirs(path, 0755);
+    } else {
+      char dir[PATH_MAX];
+      dir_of(path, dir, sizeof dir);
+      if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s %.300s: the directory %.300s does not exist", flag, path, dir);
+        return -ENOENT;
+      }
+      rc = mkdir(path, 0755) == 0 || errno == EEXIST ? 0 : -errno;
+    }
+    if (rc < 0) {
+      snprintf(err, errlen, "%s %.300s: cannot create it: %s", flag, path, strerror(-rc));
+      return rc;
+    }
+  } else if (!S_ISDIR(st.st_mode)) {
+    snprintf(err, errlen, "%s %.300s: is not a directory", flag, path);
+    return -ENOTDIR;
+  }
+  int rc = probe_dir(path);
+  if (rc < 0) snprintf(err, errlen, "%s %.300s: cannot write in it: %s", flag, path, strerror(-rc));
+  return rc;
+}

@@ -49,4 +49,15 @@ int pst_fsync_dir(const char *dir);
  * fsync'd so that the new directory itself survives a crash. */
 int pst_mkdirs(const char *dir, int mode);
 
+/* Outputs a process will write, checked before it does any work (a missing or unwritable
+ * place is a configuration error, not a failure after training): each returns 0 or a
+ * negative code with a one-line reason naming the flag. */
+/* A file (--summary-json, --metrics): its directory exists and takes a new file, or it
+ * exists, is no directory, and opens for writing. Nothing is left behind. */
+int pst_check_output_file(const char *flag, const char *path, char *err, size_t errlen);
+/* A directory to write in (--tensorboard, --checkpoint-dir): made when missing (its parents
+ * too with `parents`, else they must exist), and it takes a new file. */
+int pst_check_output_dir(const char *flag, const char *path, int parents, char *err,
+                         size_t errlen);
+
 #endif

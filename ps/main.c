@@ -24,6 +24,7 @@
 #include "common/tls_config.h"
 #include "model/model_config.h"
 #include "kernels/partition.h"
+#include "ps/atomic_file.h"
 #include "ps/checkpoint.h"
 #include "ps/dashboard.h"
 #include "ps/obs.h"
@@ -275,6 +276,18 @@ int main(int argc, char **argv) {
   if (pst_tls_config_load(PST_TLS_SERVER, &o_tls, &opt.tls, tls_desc, sizeof tls_desc, err,
                           sizeof err) < 0) {
     LOG_ERR("%s", err);
+    return PST_EXIT_USAGE;
+  }
+
+  /* Everything the run will write, checked before any work: a place that does not exist or
+   * takes no file is a configuration error now, not a failure once the job has trained. */
+  if ((o_summary[0] && pst_check_output_file("--summary-json", o_summary, err, sizeof err) < 0) ||
+      (o_metrics[0] && pst_check_output_file("--metrics", o_metrics, err, sizeof err) < 0) ||
+      (o_tensorboard[0] &&
+       pst_check_output_dir("--tensorboard", o_tensorboard, 1, err, sizeof err) < 0) ||
+      (o_ckpt_dir[0] && pst_check_output_dir("--checkpoint-dir", o_ckpt_dir, 1, err, sizeof err) < 0)) {
+    LOG_ERR("%s", err);
+    pst_tls_ctx_free(opt.tls);
     return PST_EXIT_USAGE;
   }
 

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Issue 23: peers that lie or flood cannot ruin, stall or lock a job. Real daemons, and a
 # Python peer (tests/peer.py) that plays the liar:
+#  0. outputs the ps cannot write (--summary-json, --metrics, --tensorboard, --checkpoint-dir)
+#     stop it before any work: exit 2, one line;
 #  1. a ROLLBACK, REPORT and BYE before HELLO, 50 connections of each: closed, nobody's
 #     slot touched, and the job beside them ends as usual;
 #  2. a registered peer that pushes gradients of 3e38 (finite, over --grad-limit) at every
@@ -20,6 +22,19 @@ PEER_DIR="$RUNFILES/tests"
 py() { PYTHONPATH="$PEER_DIR" /usr/bin/python3 "$@"; }
 ps_cpu() { awk '{print ($14 + $15) / 100}' "/proc/$1/stat"; }
 args=(--model mlp --epochs 1 --seed 3 --worker-timeout 5)
+
+# ---- 0. outputs that cannot be written: refused before any work (exit 2, one line) ----
+touch "$OUT/a-file"
+for bad in "--summary-json $OUT/missing/s.json" "--metrics $OUT/missing/m.jsonl" \
+    "--tensorboard $OUT/a-file/tb" "--checkpoint-dir $OUT/a-file/ckpt" "--summary-json $OUT"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$PS_BIN" --workers 1 --listen "127.0.0.1:$(free_port)" $bad >"$OUT/bad-out.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || fail "pstrain-ps $bad: exit $rc, not 2"
+  [ "$(grep -c 'error:' "$OUT/bad-out.log")" -eq 1 ] || fail "pstrain-ps $bad: not one error line"
+  ! grep -q "listening on" "$OUT/bad-out.log" || fail "pstrain-ps $bad: it listened"
+done
+pass "five outputs that cannot be written: exit 2 with one error line, before listening"
 
 # ---- 1. messages that need a worker, before HELLO ----
 port=$(free_port)
@@ -231,4 +246,4 @@ flood_cpu=$(/usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) 
   fail "flood: the ps used $flood_cpu s of CPU over the flood and the job beside it"
 grep -q "more than 5 STATUS_REQ a second" "$OUT/flood-ps.log" || fail "flood: no connection closed for its rate"
 pass "20 x 2000 STATUS_REQ: $(cat "$OUT/flood.out"); the ps used $flood_cpu s of CPU over the flood and the job's 1 s beside it"
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"
