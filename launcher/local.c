@@ -16,6 +16,7 @@ static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_C
 static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
 static char f_slow[PST_CFG_STR_MAX], f_delay[PST_CFG_STR_MAX];
+static char f_eval_on[PST_CFG_STR_MAX], f_grad_limit[PST_CFG_STR_MAX], f_clip_norm[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
 static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_every;
 static int64_t f_staleness, f_backup, f_chunk;
@@ -57,6 +58,9 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("eval-every", PST_CFG_INT, &f_eval_every, "0", "steps between evaluations on a test subset (0: off; the full test set after each epoch either way)", 0, 1000000),
     PST_OPT("eval-samples", PST_CFG_INT, &f_eval_samples, "2000", "test samples in that subset (fixed by --seed, split across workers)", 1, 10000000),
     PST_OPT("report-every", PST_CFG_INT, &f_report_every, "0", "steps between the workers' loss reports, the training points of the metrics (0: the ps's default)", 0, 1000000),
+    PST_OPT("eval-on", PST_CFG_STRING, f_eval_on, "", "who evaluates each epoch: workers, or ps (the ps itself, from the same data: figures no worker can forge; default: the ps's)", 0, 0),
+    PST_OPT("grad-limit", PST_CFG_STRING, f_grad_limit, "", "the ps's --grad-limit: largest magnitude a gradient value may have (default: the ps's)", 0, 0),
+    PST_OPT("clip-norm", PST_CFG_STRING, f_clip_norm, "", "the ps's --clip-norm: workers clip each gradient to this norm (default: none)", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
@@ -174,6 +178,9 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->tensorboard_dir = f_tensorboard[0] ? f_tensorboard : NULL;
   o->metrics_listen = f_dashboard[0] ? f_dashboard : NULL;
   o->insecure = f_insecure;
+  o->eval_on = f_eval_on[0] ? f_eval_on : NULL;
+  o->grad_limit = f_grad_limit[0] ? f_grad_limit : NULL;
+  o->clip_norm = f_clip_norm[0] ? f_clip_norm : NULL;
   o->checkpoint_dir = f_ckpt_dir[0] ? f_ckpt_dir : NULL;
   o->checkpoint_every = f_ckpt_every[0] ? f_ckpt_every : NULL;
   o->checkpoint_seconds = f_ckpt_seconds[0] ? f_ckpt_seconds : NULL;

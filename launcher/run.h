@@ -51,6 +51,8 @@ typedef struct pl_run_options {
   /* The ps's checkpoint flags, passed on as given (NULL: not given, the ps's default). Every
    * shard gets the one directory and keeps its part in its own directory inside it. */
   const char *checkpoint_dir, *checkpoint_every, *checkpoint_seconds, *checkpoint_keep;
+  /* The ps's --eval-on, --grad-limit and --clip-norm as given (NULL: the ps's defaults). */
+  const char *eval_on, *grad_limit, *clip_norm;
   const char *resume;
   int quiet;                  /* no per-epoch lines */
   /* Called once the run's checks have passed, just before its processes start (local prints

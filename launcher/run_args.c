@@ -23,6 +23,17 @@ static void arg(pl_argv *a, const char *fmt, ...) {
   a->argv[++a->n] = NULL;
 }
 
+/* The data flags (worker/dataset.h), for the workers and a ps that evaluates. */
+static void data_flags(pl_argv *a, const pl_run_options *o) {
+  if (!o->data_flags) return;
+  const pst_data_flags *d = o->data_flags;
+  arg(a, "--image-size=%s", d->image_size);
+  arg(a, "--augment=%s", d->augment);
+  arg(a, "--normalize=%s", d->normalize);
+  arg(a, "--test-fraction=%.17g", d->test_fraction);
+  arg(a, "--split-seed=%lld", (long long)d->split_seed);
+}
+
 void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   a->n = 0;
   a->argv[0] = NULL;
@@ -62,6 +73,14 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   if (o->checkpoint_seconds) arg(a, "--checkpoint-seconds=%s", o->checkpoint_seconds);
   if (o->checkpoint_keep) arg(a, "--checkpoint-keep=%s", o->checkpoint_keep);
   if (o->resume) arg(a, "--resume=%s", o->resume);
+  if (o->grad_limit) arg(a, "--grad-limit=%s", o->grad_limit);
+  if (o->clip_norm) arg(a, "--clip-norm=%s", o->clip_norm);
+  if (o->eval_on) {
+    /* --eval-on ps: the ps loads the data as the workers do, with their flags. */
+    arg(a, "--eval-on=%s", o->eval_on);
+    arg(a, "--data-dir=%s", o->data_dir);
+    data_flags(a, o);
+  }
   if (j->secret[0]) arg(a, "--secret-file=%s", j->secret);
   if (o->tls) {
     arg(a, "--tls-cert=%s", j->tls_srv);
@@ -78,14 +97,7 @@ void pl_worker_argv(const pl_run_options *o, const pl_job *j, int i, pl_argv *w)
   arg(w, "--index=%d", i);
   arg(w, "--name=worker%d", i);
   arg(w, "--data-dir=%s", o->data_dir);
-  if (o->data_flags) {
-    const pst_data_flags *d = o->data_flags;
-    arg(w, "--image-size=%s", d->image_size);
-    arg(w, "--augment=%s", d->augment);
-    arg(w, "--normalize=%s", d->normalize);
-    arg(w, "--test-fraction=%.17g", d->test_fraction);
-    arg(w, "--split-seed=%lld", (long long)d->split_seed);
-  }
+  data_flags(w, o);
   arg(w, "--threads=%d", o->threads);
   arg(w, "--connect-timeout=60");
   if (j->n_gpus > 0) arg(w, "--device=cuda:%d", j->gpu_ids[i / o->workers_per_gpu]);

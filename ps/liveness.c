@@ -9,6 +9,8 @@
  * epoch's evaluation is complete and when the run is over, since both depend on who is still
  * there. */
 #include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -117,7 +119,55 @@ void ps_worker_joined(ps_server *s, int i) {
  * slot whose worker is gone is excused, so that a lost worker never holds up an epoch. */
 static int owes_eval(const ps_server *s, int i, uint32_t epoch) {
   const ps_worker *w = &s->workers[i];
+  if (s->opt.evaluator) return 0; /* --eval-on ps: no worker owes one */
   return w->evals_done < epoch && (w->conn != NULL || !w->ever);
+}
+
+/* --eval-on ps: whether every slot still training has trained through `epoch` (the last:
+ * every slot finished or given up, the final weights fixed). */
+static int epoch_trained(const ps_server *s, uint32_t epoch) {
+  if (!s->data_known || !s->started) return 0;
+  if (epoch >= (uint32_t)s->opt.epochs) return s->finished + s->abandoned == s->opt.workers;
+  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  for (int i = 0; i < s->opt.workers; i++) {
+    const ps_worker *w = &s->workers[i];
+    if (!w->done && !w->abandoned && ps_slot_position(s, i) < (uint64_t)epoch * spe) return 0;
+  }
+  return 1;
+}
+
+static void on_ps_eval(void *arg, const ps_eval_result *r) {
+  ps_server *s = arg;
+  if (r->rc < 0) {
+    /* Said, and the run goes on: its figures are only without that epoch's evaluation. */
+    LOG_ERR("the ps's evaluation of epoch %u failed: %s", r->epoch, r->why);
+  } else {
+    /* Not taken out of the training time: the workers trained on meanwhile. */
+    pst_metrics_eval(&s->metrics, r->epoch, r->version, r->loss_sum, r->correct, r->samples);
+    if (pst_metrics_eval_complete(&s->metrics, r->epoch))
+      LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 ", evaluated by the "
+               "ps over %" PRIu64 " samples in %.2f s)", r->epoch, s->opt.epochs,
+               r->loss_sum / (double)r->samples, (double)r->correct / (double)r->samples,
+               r->version, r->samples, r->seconds);
+  }
+  ps_check_progress(s);
+}
+
+/* --eval-on ps: the next epoch's evaluation, once its weights are there and none runs. */
+static void ps_evals(ps_server *s) {
+  const ps_eval_hook *ev = s->opt.evaluator;
+  if (s->stopping || ev->busy(ev->ctx) || s->ps_eval_epoch >= (uint32_t)s->opt.epochs) return;
+  uint32_t e = s->ps_eval_epoch + 1;
+  if (s->metrics.evals[e].complete) { /* a resumed ps's, from its checkpoint */
+    s->ps_eval_epoch = e;
+    ps_evals(s);
+    return;
+  }
+  if (!epoch_trained(s, e)) return;
+  int rc = ev->start(ev->ctx, s->loop, pst_store_front(&s->store), e, s->store.version,
+                     on_ps_eval, s);
+  if (rc < 0) LOG_ERR("cannot evaluate epoch %u: %s", e, uv_strerror(rc));
+  s->ps_eval_epoch = e; /* tried: a failure is said once, not retried at every event */
 }
 
 /* Whether slot i could have reported its share of `epoch` by now: it has trained through
@@ -141,6 +191,7 @@ void ps_eval_reported(ps_server *s, int i, uint32_t epoch) {
  * device). A worker that trains its epoch and never reports (a lie, or a hang that still
  * sends heartbeats) thus holds up neither the epoch's figures nor the end of the run. */
 static void eval_deadlines(ps_server *s, double now) {
+  if (s->opt.evaluator) return; /* no worker owes an evaluation */
   double base = s->opt.eval_timeout > 0 ? s->opt.eval_timeout : s->opt.worker_timeout;
   for (int i = 0; i < s->opt.workers; i++) {
     ps_worker *w = &s->workers[i];
@@ -169,12 +220,57 @@ static void eval_deadlines(ps_server *s, double now) {
   }
 }
 
+/* The shares of epoch e's evaluation whose accuracy is implausible against the workers':
+ * more than PS_FLAG_Z binomial standard errors and PS_FLAG_DIFF away from the median share's
+ * accuracy. The median, not the others' pool: one liar among three would pull the pool far
+ * enough to flag the honest too. Honest slices of one test set differ by their content as
+ * well (2-3 standard errors were seen between two slices of Fashion-MNIST's); a worker that
+ * reports a perfect score for weights that score 0.84 is some twenty away. Flagged in the
+ * log, the metrics and the summary; the figures keep the share (which side is wrong the ps
+ * cannot tell with two: --eval-on ps is the answer to that). */
+#define PS_FLAG_Z 6.0
+#define PS_FLAG_DIFF 0.02
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return x < y ? -1 : x > y;
+}
+
+static void flag_implausible(ps_server *s, uint32_t e) {
+  double acc[PST_WIRE_MAX_WORKERS];
+  int n = 0;
+  for (int i = 0; i < s->opt.workers && n < PST_WIRE_MAX_WORKERS; i++) {
+    const ps_eval_share *x = &s->workers[i].eval_share[e % PS_EVAL_SHARES];
+    if (x->epoch == e && x->samples > 0) acc[n++] = (double)x->correct / (double)x->samples;
+  }
+  if (n < 2) return;
+  qsort(acc, (size_t)n, sizeof acc[0], cmp_double);
+  double med = n % 2 ? acc[n / 2] : (acc[n / 2 - 1] + acc[n / 2]) / 2;
+  for (int i = 0; i < s->opt.workers; i++) {
+    const ps_worker *w = &s->workers[i];
+    const ps_eval_share *mine = &w->eval_share[e % PS_EVAL_SHARES];
+    if (mine->epoch != e || mine->samples == 0) continue;
+    double pi = (double)mine->correct / (double)mine->samples;
+    double var = med * (1 - med) / (double)mine->samples;
+    double se = var > 0 ? sqrt(var) : 1.0 / (double)mine->samples;
+    double z = (pi - med) / se;
+    if (fabs(z) <= PS_FLAG_Z || fabs(pi - med) <= PS_FLAG_DIFF) continue;
+    s->evals_flagged++;
+    LOG_WARN("worker %d '%s': its evaluation of epoch %u (accuracy %.4f over %" PRIu64
+             " samples) is implausible against the workers' median share (%.4f): flagged "
+             "(%.1f standard errors)", i, w->name, e, pi, mine->samples, med, z);
+    if (s->n_eval_flags < PS_EVAL_FLAGS)
+      s->eval_flags[s->n_eval_flags++] = (pst_eval_flag){i, e, mine->correct, mine->samples, med, z};
+  }
+}
+
 static void check_evals(ps_server *s) {
   for (uint32_t e = 1; e <= (uint32_t)s->opt.epochs; e++) {
     if (s->metrics.evals[e].complete || s->metrics.evals[e].reports == 0) continue;
     int waiting = 0;
     for (int i = 0; i < s->opt.workers && !waiting; i++) waiting = owes_eval(s, i, e);
     if (waiting || !pst_metrics_eval_complete(&s->metrics, e)) continue;
+    flag_implausible(s, e);
     /* Slots excused from this evaluation do not owe it to a later replacement either. */
     for (int i = 0; i < s->opt.workers; i++)
       if (s->workers[i].evals_done < e) s->workers[i].evals_done = e;
@@ -192,7 +288,8 @@ static void check_evals(ps_server *s) {
 
 void ps_check_progress(ps_server *s) {
   if (s->stopping) return;
-  check_evals(s);
+  if (s->opt.evaluator) ps_evals(s);
+  else check_evals(s);
   int present = 0, over = 0;
   for (int i = 0; i < s->opt.workers; i++) {
     ps_worker *w = &s->workers[i];
@@ -220,6 +317,10 @@ void ps_check_progress(ps_server *s) {
    * is over once the last evaluation is in from every worker still connected. */
   for (int i = 0; i < s->opt.workers; i++)
     if (owes_eval(s, i, (uint32_t)s->opt.epochs)) return;
+  /* --eval-on ps: the last epoch's evaluation is the ps's own, on the final weights. */
+  if (s->opt.evaluator &&
+      (s->opt.evaluator->busy(s->opt.evaluator->ctx) || s->ps_eval_epoch < (uint32_t)s->opt.epochs))
+    return;
   pst_metrics_eval_complete(&s->metrics, (uint32_t)s->opt.epochs);
   pst_metrics_mark_end(&s->metrics);
   double wall = s->metrics.train_end - s->metrics.train_start;

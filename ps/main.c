@@ -28,7 +28,10 @@
 #include "ps/checkpoint.h"
 #include "ps/dashboard.h"
 #include "ps/obs.h"
+#include "ps/evaluate.h"
 #include "ps/server.h"
+#include "kernels/blas_setup.h"
+#include "worker/dataset.h"
 
 #define PS_DEFAULT_LISTEN "127.0.0.1:7070"
 
@@ -38,7 +41,8 @@ static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
 static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX], o_shard[PST_CFG_STR_MAX];
 static char o_metrics_listen[PST_CFG_STR_MAX], o_tensorboard[PST_CFG_STR_MAX];
-static char o_data_facts[PST_CFG_STR_MAX];
+static char o_data_facts[PST_CFG_STR_MAX], o_eval_on[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
+static pst_data_flags o_dataf;
 static int o_insecure;
 static pst_tls_files o_tls;
 static int64_t o_max_conns;
@@ -67,6 +71,9 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("beta2", PST_CFG_DOUBLE, &o_beta2, "0.999", "Adam beta2", 0, 0),
     PST_OPT("eps", PST_CFG_DOUBLE, &o_eps, "1e-8", "Adam epsilon", 0, 0),
     PST_OPT("weight-decay", PST_CFG_DOUBLE, &o_wd, "0", "L2 weight decay added to gradients", 0, 0),
+    PST_OPT("eval-on", PST_CFG_STRING, o_eval_on, "workers", "who evaluates each epoch on the test set: workers (each its slice), or ps (the ps itself, on its CPU, from --data-dir: figures no worker can forge)", 0, 0),
+    PST_OPT("data-dir", PST_CFG_STRING, o_data, PST_DATA_DEFAULT_DIR, "--eval-on ps: the data, as the workers are given it (and the data flags below)", 0, 0),
+    PST_DATA_OPTS(o_dataf),
     PST_OPT("data-facts", PST_CFG_STRING, o_data_facts, "", "TRAIN,TEST,CLASSES: the data every worker must have (training and test samples, classes); empty: what the first worker to register says", 0, 0),
     PST_OPT("grad-limit", PST_CFG_DOUBLE, &o_grad_limit, PST_GRAD_LIMIT_DEFAULT_TEXT, "largest magnitude a gradient value may have: a chunk with a larger one (or a NaN) is rejected and counted against its worker (0 < limit <= 1e30)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_DOUBLE, &o_clip_norm, "0", "workers clip each gradient to this norm (Keras's global clipnorm) and the ps rejects a push over it (0: off)", 0, 0),
@@ -131,6 +138,10 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   }
   if (!(o_grad_limit > 0 && o_grad_limit <= 1e30) || !(o_clip_norm >= 0 && o_clip_norm <= 1e30)) {
     snprintf(err, errlen, "--grad-limit must be in (0, 1e30] and --clip-norm in [0, 1e30]");
+    return -EINVAL;
+  }
+  if (strcmp(o_eval_on, "workers") != 0 && strcmp(o_eval_on, "ps") != 0) {
+    snprintf(err, errlen, "--eval-on: '%.200s' is not workers or ps", o_eval_on);
     return -EINVAL;
   }
   if (o_data_facts[0]) {
@@ -301,6 +312,36 @@ int main(int argc, char **argv) {
     pst_tls_ctx_free(opt.tls);
     return PST_EXIT_USAGE;
   }
+  /* --eval-on ps: the ps loads the data and evaluates every epoch itself; the workers must
+   * then have exactly that data (its facts are the ps's), and the whole model must be here. */
+  static ps_evaluator *evaluator;
+  static ps_eval_hook eval_hook;
+  if (!strcmp(o_eval_on, "ps")) {
+    ps_eval_config ec = {.data_dir = o_data, .batch = opt.batch_size, .seed = opt.seed,
+                         .threads = opt.threads > 0 ? opt.threads : 1};
+    char desc[512] = "";
+    if (opt.shard_count > 1) {
+      snprintf(err, sizeof err, "--eval-on ps needs the whole model: not with --shard %.64s", o_shard);
+    } else if (pst_data_flags_parse(&o_dataf, &ec.image, err, sizeof err) == 0) {
+      /* The forward passes use OpenBLAS: its kernels, as a worker chooses them. */
+      char blas_note[320];
+      if (pst_blas_choose(blas_note, sizeof blas_note) == PST_BLAS_REEXEC) {
+        LOG_INFO("%s", blas_note);
+        execv("/proc/self/exe", argv);
+      }
+      if (ps_eval_open(&ec, &model, &evaluator, desc, sizeof desc, err, sizeof err) == 0)
+        err[0] = '\0';
+    }
+    if (!evaluator) {
+      LOG_ERR("%s", err);
+      pst_tls_ctx_free(opt.tls);
+      return PST_EXIT_USAGE;
+    }
+    ps_eval_bind(evaluator, &eval_hook);
+    opt.evaluator = &eval_hook;
+    ps_eval_data_facts(evaluator, &opt.data_train, &opt.data_test, &opt.data_classes);
+    LOG_INFO("--eval-on ps: the ps evaluates every epoch itself on %s", desc);
+  }
   static char shard_ckpt_dir[PST_CFG_STR_MAX + 32];
   if (opt.shard_count > 1 && o_ckpt_dir[0]) {
     pst_ckpt_shard_dir(o_ckpt_dir, opt.shard_index, opt.shard_count, shard_ckpt_dir,
@@ -392,6 +433,7 @@ int main(int argc, char **argv) {
     pst_tb_close(&tb);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
+    ps_eval_free(evaluator);
     pst_tls_ctx_free(opt.tls);
     uv_loop_close(&loop);
     return PST_EXIT_OK;
@@ -402,6 +444,7 @@ int main(int argc, char **argv) {
     pst_tb_close(&tb);
     uv_run(&loop, UV_RUN_NOWAIT);
     ps_server_free(&srv);
+    ps_eval_free(evaluator);
     pst_tls_ctx_free(opt.tls);
     uv_loop_close(&loop);
     return 1;
@@ -442,6 +485,7 @@ int main(int argc, char **argv) {
   snprintf(rollback, sizeof rollback, "%s", srv.rollback_path);
   uint64_t rollback_version = srv.rollback_version;
   ps_server_free(&srv);
+  ps_eval_free(evaluator); /* the loop has ended: no evaluation runs */
   pst_tls_ctx_free(opt.tls); /* after every connection made from it is gone */
   rc = uv_loop_close(&loop);
   if (rc != 0) {

@@ -179,6 +179,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.eval_every = (uint32_t)s->opt.eval_every;
   wl.eval_samples = (uint32_t)s->opt.eval_samples;
   wl.clip_norm = s->opt.clip_norm;
+  wl.eval_on_ps = s->opt.evaluator != NULL;
   wl.start_step = ps_slot_position(s, idx);
   wl.eval_epoch = w->evals_done;
   wl.timeout_ms = (uint32_t)(s->opt.worker_timeout * 1000.0);
@@ -224,6 +225,9 @@ void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
       note_model_sum(s, c->worker, r->weights_checksum);
     if (r->epoch > w->evals_done) {
       ps_eval_reported(s, c->worker, r->epoch);
+      w->eval_share[r->epoch % PS_EVAL_SHARES].epoch = r->epoch;
+      w->eval_share[r->epoch % PS_EVAL_SHARES].correct = r->correct;
+      w->eval_share[r->epoch % PS_EVAL_SHARES].samples = r->samples;
       w->evals_done = r->epoch;
       pst_metrics_eval(&s->metrics, r->epoch,
                        r->weights_version ? r->weights_version : s->store.version, r->loss_sum,

@@ -311,6 +311,22 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
                           r->applied > 0 ? cpu * 1e3 / (double)r->applied : 0);
   cJSON_AddNumberToObject(o, "dropped_gradients", (double)r->dropped);
   cJSON_AddNumberToObject(o, "rejected", (double)r->rejected);
+  cJSON_AddNumberToObject(o, "unsafe_updates", (double)r->unsafe_updates);
+  cJSON_AddStringToObject(o, "evaluated_by", r->evaluated_by ? r->evaluated_by : "workers");
+  cJSON_AddNumberToObject(o, "evaluations_missed", (double)r->evals_missed);
+  cJSON *flags = cJSON_AddArrayToObject(o, "evaluations_flagged");
+  for (int i = 0; flags && i < r->n_flags; i++) {
+    const pst_eval_flag *f = &r->flags[i];
+    cJSON *x = cJSON_CreateObject();
+    if (!x) break;
+    cJSON_AddNumberToObject(x, "worker", f->worker);
+    cJSON_AddNumberToObject(x, "epoch", f->epoch);
+    cJSON_AddNumberToObject(x, "accuracy", (double)f->correct / (double)f->samples);
+    cJSON_AddNumberToObject(x, "samples", (double)f->samples);
+    cJSON_AddNumberToObject(x, "median_accuracy", f->median_accuracy);
+    cJSON_AddNumberToObject(x, "z", f->z);
+    cJSON_AddItemToArray(flags, x);
+  }
   cJSON_AddNumberToObject(o, "max_lead", (double)r->max_lead);
   cJSON_AddBoolToObject(o, "failed", r->failed);
   cJSON_AddBoolToObject(o, "finished", !r->failed && !r->stopped);

@@ -45,6 +45,16 @@ typedef struct {
  * every second report after that is kept, so the curves always span the whole run. */
 #define PST_METRICS_HISTORY 512
 
+/* A worker's evaluation share that is implausible against the other workers' of the same
+ * epoch (ps/liveness.c): flagged in the summary, not taken out of the figures. */
+typedef struct {
+  int worker;
+  uint32_t epoch;
+  uint64_t correct, samples;      /* the flagged share's */
+  double median_accuracy;         /* the median share's of that epoch */
+  double z;                       /* the difference in standard errors */
+} pst_eval_flag;
+
 /* What the summary record says about a run besides the metrics' own figures. */
 typedef struct {
   const char *mode, *model, *optimizer;
@@ -68,6 +78,11 @@ typedef struct {
   int workers_lost;       /* losses of a worker over the run */
   int workers_abandoned;  /* slots whose rejoin timeout ran out */
   uint64_t rejected;      /* gradients or reports refused as invalid */
+  const char *evaluated_by; /* "workers" (each its test slice) or "ps" (--eval-on ps) */
+  uint64_t evals_missed;  /* evaluation shares not reported within --eval-timeout */
+  uint64_t unsafe_updates; /* chunks whose update would not have been finite: kept */
+  const pst_eval_flag *flags;
+  int n_flags;
   const char *checkpoint; /* the newest checkpoint written, or "" */
 } pst_run_summary;
 

@@ -156,6 +156,9 @@ void ps_obs_render(const void *arg, pst_text *t) {
     }
   uint64_t missed = 0;
   for (int i = 0; i < s->opt.workers; i++) missed += s->workers[i].evals_missed;
+  pst_prom_counter(t, "pstrain_evaluations_flagged_total",
+                   "Evaluation shares implausible against the other workers' (flagged).",
+                   (double)s->evals_flagged);
   pst_prom_counter(t, "pstrain_evaluations_missed_total",
                    "Evaluation shares a connected worker did not report within --eval-timeout.",
                    (double)missed);

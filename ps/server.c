@@ -522,7 +522,11 @@ void ps_server_stop(ps_server *s, const char *reason, int failed) {
 static void ps_stop_report(ps_server *s, const char *reason, int failed) {
   ps_ckpt_final(s, reason);
   int lost = 0;
-  for (int i = 0; i < s->opt.workers; i++) lost += s->workers[i].losses;
+  uint64_t missed = 0;
+  for (int i = 0; i < s->opt.workers; i++) {
+    lost += s->workers[i].losses;
+    missed += s->workers[i].evals_missed;
+  }
   /* The whole model's checksum: this ps's own when it holds every parameter, else the one
    * the workers' evaluations of the last epoch reported (ps/messages.c), when they agree. */
   uint64_t own = pst_store_checksum(&s->store);
@@ -558,6 +562,11 @@ static void ps_stop_report(ps_server *s, const char *reason, int failed) {
       .workers_abandoned = s->abandoned,
       .checkpoint = ps_ckpt_last_path(s),
       .rejected = s->rejected,
+      .evaluated_by = s->opt.evaluator ? "ps" : "workers",
+      .evals_missed = missed,
+      .unsafe_updates = s->upd.unsafe_chunks,
+      .flags = s->eval_flags,
+      .n_flags = s->n_eval_flags,
   };
   int rc = pst_metrics_summary(&s->metrics, s->opt.summary_path, &sum);
   if (rc < 0) {

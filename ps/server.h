@@ -11,6 +11,7 @@
 #include "common/tls.h"
 #include "model/model.h"
 #include "ps/metrics.h"
+#include "ps/eval_hook.h"
 #include "ps/io.h"
 #include "ps/optim.h"
 #include "ps/rules.h"
@@ -41,6 +42,8 @@ typedef struct {
                            * I/O threads (0: none are) */
   int report_every;       /* steps between the workers' loss reports */
   int eval_every;         /* steps between evaluations on the test subset (0: off) */
+  const ps_eval_hook *evaluator; /* --eval-on ps: the ps evaluates each epoch itself (the
+                                  * caller's, outlives the server); NULL: the workers do */
   int eval_samples;       /* test samples in that subset */
   double status_interval; /* seconds between status log lines; 0 = off */
   const char *model_name; /* as given: a preset name or a spec file */
@@ -76,6 +79,15 @@ typedef struct {
 
 typedef struct ps_conn ps_conn;
 
+#define PS_EVAL_SHARES 4   /* epochs of evaluation shares a slot keeps */
+#define PS_EVAL_FLAGS 32   /* implausible shares the summary lists at most */
+
+/* One worker's share of an epoch's evaluation, as it reported it. */
+typedef struct {
+  uint32_t epoch;
+  uint64_t correct, samples;
+} ps_eval_share;
+
 /* A worker slot: the shard with index i, whichever process holds it. */
 typedef struct {
   ps_conn *conn;          /* NULL while no worker holds the slot */
@@ -99,6 +111,9 @@ typedef struct {
   uint32_t eval_due_epoch;
   double eval_due_at, eval_took;
   uint32_t evals_missed;  /* epochs evaluated without its share: it did not report in time */
+  /* Its evaluation shares of the last epochs, by epoch % PS_EVAL_SHARES: what it reported,
+   * for the plausibility check against the others' (ps/liveness.c). */
+  ps_eval_share eval_share[PS_EVAL_SHARES];
 } ps_worker;
 
 typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */
@@ -133,6 +148,10 @@ typedef struct ps_server {
   uint64_t status_ck, status_ck_version;
   int status_ck_valid;
   uint64_t status_dropped;  /* STATUS_REQs past a connection's rate (ps/messages.c) */
+  uint32_t ps_eval_epoch;   /* --eval-on ps: the epoch being or last evaluated (ps/liveness.c) */
+  pst_eval_flag eval_flags[PS_EVAL_FLAGS]; /* implausible evaluation shares (ps/liveness.c) */
+  int n_eval_flags;
+  uint64_t evals_flagged;
   /* Frames by message type and the action ps/rules.h gave them (/metrics). */
   uint64_t frames[PS_RULE_TYPES][PS_ACT_IGNORE + 1];
   int data_known;         /* the workers' data facts, from the first HELLO that had them */

@@ -137,6 +137,11 @@ int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, si
     }
     return 0;
   }
+  if (s->opt.evaluator) {
+    snprintf(why, whylen, "an evaluation report, but the ps evaluates the epochs itself "
+             "(--eval-on ps)");
+    return -EINVAL;
+  }
   if (!s->data_known) return 0;
   int b, e;
   pst_data_shard_range((int)s->test_n, i, s->opt.workers, &b, &e);

@@ -12,6 +12,8 @@
 #  3. a peer that trains its epoch (zero gradients), says BYE, takes the final weights and
 #     never reports its evaluation, heartbeats and all: the run ends within the worker
 #     timeout plus 10 s, with the honest workers' evaluation;
+#  3b. the same peer reporting its whole test slice right: flagged in the summary; with
+#     --eval-on ps its report is refused and the figure is the ps's own;
 #  4. a first HELLO that claims 6,400,000 training samples, then leaves: the honest workers
 #     that come after it train; with --data-facts the lie is refused outright;
 #  5. 20 connections of 2000 STATUS_REQ each, then a reset, beside a running job: the ps
@@ -145,6 +147,10 @@ for _ in range(steps):
 p.simple("BYE", v)
 print("said BYE at %.3f" % time.time(), flush=True)
 p.send(b"\x08\x03\x28\x01")   # PULL, last: the final weights
+if len(sys.argv) > 2 and sys.argv[2] == "perfect":
+    p.read_until(4)             # the final weights' first chunk
+    p.report(1, 3333, 3333, 1.0, version=v)  # its slice of 3333, all "right"
+    print("reported a perfect evaluation", flush=True)
 p.s.settimeout(1.0)
 while True:                     # heartbeats, no evaluation, until the ps closes
     p.simple("HEARTBEAT")
@@ -172,6 +178,34 @@ grep -q "worker 2 'silent' did not report its evaluation of epoch 1" "$OUT/bye-p
 acc=$(json_field "$OUT/bye.json" test_accuracy)
 at_least "$acc" 0.80 || fail "bye: test accuracy $acc from the honest workers' shares"
 pass "a BYE without its evaluation: the run ended $took s later, accuracy $acc over the honest shares"
+
+# ---- 3b. a perfect evaluation from zero gradients: flagged; with --eval-on ps, refused ----
+# bye_run NAME PS_ARGS...: 2 honest workers and the Python peer in slot 2, which trains its
+# epoch with zero gradients and then reports all of its test slice right.
+perfect_run() {
+  local name=$1 port; shift
+  port=$(free_port)
+  start_ps "$name-ps" --listen "127.0.0.1:$port" --workers 3 --batch-size 256 "${args[@]}" \
+    --summary-json "$OUT/$name.json" "$@"
+  local ps_pid=$LAST_PID w=()
+  wait_for "$OUT/$name-ps.log" "listening on" 30
+  start_bg "$name-peer" env PYTHONPATH="$PEER_DIR" /usr/bin/python3 "$OUT/silent.py" "$port" perfect
+  for i in 0 1; do start_worker "$name-w$i" --ps "127.0.0.1:$port" --index "$i"; w+=("$LAST_PID"); done
+  for p in "${w[@]}"; do wait_pid "$p" 120 || fail "$name: an honest worker exited non-zero"; done
+  wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
+}
+perfect_run perfect
+flagged=$(/usr/bin/python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["evaluations_flagged"]; print(" ".join("%d:%d" % (x["worker"], x["epoch"]) for x in f))' "$OUT/perfect.json")
+[ "$flagged" = "2:1" ] || fail "perfect: flagged shares '$flagged', not worker 2's of epoch 1"
+lifted=$(json_field "$OUT/perfect.json" test_accuracy)
+perfect_run perfect-ps --eval-on ps --data-dir "$DATA_DIR"
+[ "$(json_field "$OUT/perfect-ps.json" evaluated_by)" = ps ] || fail "perfect-ps: not evaluated by the ps"
+grep -q "worker 2 'silent' .*the ps evaluates the epochs itself.*rejected" "$OUT/perfect-ps-ps.log" ||
+  fail "perfect-ps: the peer's evaluation was not refused"
+own=$(json_field "$OUT/perfect-ps.json" test_accuracy)
+/usr/bin/python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if b < a - 0.02 else 1)" "$lifted" "$own" ||
+  fail "perfect-ps: the ps's own accuracy $own is not below the lifted $lifted"
+pass "a perfect evaluation over zero gradients: flagged (the job's figure lifted to $lifted); with --eval-on ps refused, the ps's own figure $own"
 
 # ---- 4. a lying first HELLO ----
 port=$(free_port)
@@ -246,4 +280,4 @@ flood_cpu=$(/usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) 
   fail "flood: the ps used $flood_cpu s of CPU over the flood and the job beside it"
 grep -q "more than 5 STATUS_REQ a second" "$OUT/flood-ps.log" || fail "flood: no connection closed for its rate"
 pass "20 x 2000 STATUS_REQ: $(cat "$OUT/flood.out"); the ps used $flood_cpu s of CPU over the flood and the job's 1 s beside it"
-echo "6 passed, 0 failed"
+echo "7 passed, 0 failed"

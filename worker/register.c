@@ -65,6 +65,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->report_every = w->report_every ? (int)w->report_every : 50;
   t->eval_every = (int)w->eval_every;
   t->clip_norm = w->clip_norm;
+  t->eval_on_ps = w->eval_on_ps;
   if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1 ||
       !(t->clip_norm >= 0 && t->clip_norm <= 1e30)) {
     wk_fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d, clip norm %g)",

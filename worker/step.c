@@ -99,7 +99,8 @@ void wk_take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_done) {
   /* The newest finished epoch's evaluation share, if this slot still owes it (its worker
    * was lost around the epoch's end): evaluated on the weights it pulls now, so that the
    * epoch's figures cover the whole test set. */
-  t->eval_due = t->epoch >= 1 && evals_done < (uint32_t)t->epoch ? t->epoch : 0;
+  t->eval_due =
+      !t->eval_on_ps && t->epoch >= 1 && evals_done < (uint32_t)t->epoch ? t->epoch : 0;
   t->subset_due = t->subset_asked = 0;
   t->have_weights = 0;
   t->weights_fresh = 0;
@@ -306,7 +307,7 @@ static void after_train(wk_trainer *t) {
     t->e_correct = t->e_samples = 0;
     t->epoch++;
     t->step_in_epoch = 0;
-    t->eval_due = t->epoch;
+    t->eval_due = t->eval_on_ps ? 0 : t->epoch;
     if (t->epoch < t->epochs) {
       new_epoch_order(t);
       wk_prefetch_ask(&t->prefetch, t->steps, t->order);
@@ -323,6 +324,24 @@ static void after_train(wk_trainer *t) {
     pull_final(t);
 }
 
+/* The final weights are in (and evaluated, unless the ps evaluates): what the run was. */
+static void finish(wk_trainer *t, uint64_t checksum) {
+  LOG_INFO("final weights: version %" PRIu64 ", checksum %016" PRIx64 " over %zu parameters",
+           t->version, checksum, t->model.n_params);
+  t->state = WK_FINISHING;
+  LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
+  if (t->opt.push_by_layer)
+    LOG_INFO("--push-by-layer: %" PRIu64 " of %" PRIu64 " gradient chunks left while the "
+             "backward pass was still computing", t->chunks_early, t->chunks_pushed);
+  if (t->clip_norm > 0)
+    LOG_INFO("--clip-norm %g: %" PRIu64 " of %" PRIu64 " gradients clipped", t->clip_norm,
+             t->clipped, t->steps);
+  if (t->opt.pull_by_layer)
+    LOG_INFO("--pull-by-layer: %" PRIu64 " of %" PRIu64 " steps started before their "
+             "weights were all in; they waited %.3f s in all for the rest", t->steps_early,
+             t->steps, t->weights_wait);
+}
+
 static void after_eval(wk_trainer *t) {
   LOG_INFO("epoch %d/%d: test shard [%d, %d): loss %.4f accuracy %.4f (version %" PRIu64 ")",
            t->eval_due, t->epochs, t->test_begin, t->test_end,
@@ -335,22 +354,7 @@ static void after_eval(wk_trainer *t) {
   send_report(t, 1, t->w_loss, (uint64_t)t->w_correct, (uint64_t)t->w_samples, t->w_seconds, 0,
               checksum);
   t->eval_due = 0;
-  if (t->epoch >= t->epochs) {
-    LOG_INFO("final weights: version %" PRIu64 ", checksum %016" PRIx64 " over %zu parameters",
-             t->version, checksum, t->model.n_params);
-    t->state = WK_FINISHING;
-    LOG_INFO("finished %d epochs (%" PRIu64 " steps); waiting for the ps", t->epochs, t->steps);
-    if (t->opt.push_by_layer)
-      LOG_INFO("--push-by-layer: %" PRIu64 " of %" PRIu64 " gradient chunks left while the "
-               "backward pass was still computing", t->chunks_early, t->chunks_pushed);
-    if (t->clip_norm > 0)
-      LOG_INFO("--clip-norm %g: %" PRIu64 " of %" PRIu64 " gradients clipped", t->clip_norm,
-               t->clipped, t->steps);
-    if (t->opt.pull_by_layer)
-      LOG_INFO("--pull-by-layer: %" PRIu64 " of %" PRIu64 " steps started before their "
-               "weights were all in; they waited %.3f s in all for the rest", t->steps_early,
-               t->steps, t->weights_wait);
-  }
+  if (t->epoch >= t->epochs) finish(t, checksum);
 }
 
 static void after_subset(wk_trainer *t) {
@@ -387,8 +391,10 @@ void wk_next_work(wk_trainer *t) {
   } else if (t->epoch < t->epochs) {
     /* The gradient buffer is reused: wait until the previous push has left. */
     if (!t->push_in_flight) start_work(t, WK_WORK_TRAIN);
-  } else {
-    t->state = WK_FINISHING; /* the final weights came, nothing left to evaluate */
+  } else if (t->state != WK_FINISHING) {
+    /* The final weights came, and the ps evaluates them (--eval-on ps), or this slot's
+     * evaluation was done before it came back for them. */
+    finish(t, pst_fnv1a64(t->params, t->model.n_params * sizeof(float)));
   }
 }
 

@@ -152,6 +152,7 @@ typedef struct wk_trainer {
   int report_every;
   int eval_every;                 /* steps between dense evaluations (0: off) */
   double clip_norm;               /* the job's gradient clip norm (0: none; WELCOME) */
+  int eval_on_ps;                 /* the ps evaluates the epochs (WELCOME): none here */
   pst_model model;
   uint64_t model_fp;              /* --model's fingerprint, once read (0: none given yet) */
   /* Compute. */
