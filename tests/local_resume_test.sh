@@ -81,15 +81,25 @@ started shards --ps-shards 2 --checkpoint-dir "$OUT/ck-shards"
 kill -INT "$JOB"
 rc=0; wait_pid "$JOB" 30 || rc=$?
 [ "$rc" = 130 ] || fail "Ctrl-C over 2 shards: the launcher exited $rc, not 130"
-at=$(json_field "$OUT/shards.json" updates)
-for s in 0 1; do
-  ls "$OUT/ck-shards/shard-$s-of-2/"ckpt-*.safetensors >/dev/null 2>&1 || fail "shard $s saved no checkpoint in its directory"
-done
-ahead=$(printf '%s/ck-shards/shard-1-of-2/ckpt-%012d.safetensors' "$OUT" $((at + 1)))
-cp "$(printf '%s/ck-shards/shard-1-of-2/ckpt-%012d.safetensors' "$OUT" "$at")" "$ahead"
+# The newest checkpoint of each shard: the versions the two stopped at, which the signal may
+# have left a version apart already; when it did not, shard 1's is copied one version on.
+newest() {
+  ls "$OUT/ck-shards/shard-$1-of-2/"ckpt-*.safetensors 2>/dev/null | sed 's/.*ckpt-0*\([0-9]*\)\.safetensors/\1/' |
+    sort -n | tail -n 1
+}
+v0=$(newest 0); v1=$(newest 1)
+[ -n "$v0" ] && [ -n "$v1" ] || fail "a shard saved no checkpoint in its directory ($v0, $v1)"
+if [ "$v0" = "$v1" ]; then
+  cp "$(printf '%s/ck-shards/shard-1-of-2/ckpt-%012d.safetensors' "$OUT" "$v1")" \
+    "$(printf '%s/ck-shards/shard-1-of-2/ckpt-%012d.safetensors' "$OUT" $((v1 + 1)))"
+  v1=$((v1 + 1))
+fi
+at=$((v0 < v1 ? v0 : v1))
+if [ "$v0" -gt "$at" ]; then ahead_shard=0 ahead_v=$v0; else ahead_shard=1 ahead_v=$v1; fi
+ahead=$(printf '%s/ck-shards/shard-%d-of-2/ckpt-%012d.safetensors' "$OUT" "$ahead_shard" "$ahead_v")
 resumed shards "$at" --ps-shards 2 --checkpoint-dir "$OUT/ck-shards"
-[ -f "$ahead.abandoned" ] && [ ! -e "$ahead" ] || fail "shard 1's checkpoint one version ahead was not set aside"
-pass "Ctrl-C over 2 ps shards at version $at: with shard 1 a version ahead, both resumed from $at, the newest they share, each from its own directory, with the straight run's weights"
+[ -f "$ahead.abandoned" ] && [ ! -e "$ahead" ] || fail "shard $ahead_shard's checkpoint of version $ahead_v, ahead, was not set aside"
+pass "Ctrl-C over 2 ps shards: with shard $ahead_shard at version $ahead_v, a version ahead, both resumed from $at, the newest they share, each from its own directory, with the straight run's weights"
 
 # 3. kill -9 of everything, with a second job refused meanwhile.
 started crash --checkpoint-dir "$OUT/ck-crash"
