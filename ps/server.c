@@ -83,6 +83,7 @@ static int try_take(ps_conn *c) {
   c->pending = 0;
   if (c->pending_flags & PST_CHUNK_LAST) {
     w->pushes++;
+    w->whole_for = c->push_version + 1;
     w->last_version = c->push_version;
     w->last_staleness = staleness;
     pst_metrics_applied(&s->metrics, staleness, pst_now() - c->push_at);
@@ -355,8 +356,13 @@ uint64_t ps_slot_position(const ps_server *s, int i) {
   if (s->opt.mode != PST_MODE_SYNC) return w->pushes;
   /* A slot's first worker starts its shard at the beginning (with backup workers the others
    * may be steps ahead by then); a replacement, or any worker of a resumed ps, where the
-   * steps are: the batches of the steps it missed are skipped. */
-  return w->ever || s->resumed ? s->store.version : 0;
+   * steps are: the batches of the steps it missed are skipped. A slot whose push for the
+   * step in progress is in whole has done that step: its replacement starts at the next one
+   * (lying_ps_test: a worker lost right after its push, the others' shares still arriving,
+   * was told the step in progress, then computed that step's batch on the next version's
+   * weights once the step completed, and the run ended with other weights). */
+  uint64_t at = w->ever || s->resumed ? s->store.version : 0;
+  return w->whole_for > at ? w->whole_for : at;
 }
 
 int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const pst_model *model,

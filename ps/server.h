@@ -100,6 +100,7 @@ typedef struct {
   uint32_t losses;
   uint32_t evals_done;    /* epochs whose evaluation this slot reported or no longer owes */
   uint64_t last_version;  /* version its last push was computed on */
+  uint64_t whole_for;     /* v + 1 for its last push computed on v and taken whole (0: none) */
   uint64_t last_staleness;
   uint64_t pushes;        /* gradients of this slot applied: its position in async/ssp */
   uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */

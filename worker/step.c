@@ -62,7 +62,11 @@ static void pull(wk_trainer *t) {
   pull_reset(t);
   wk_obs_pull_sent(&t->obs);
   int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
-  send_simple(t, PSTRAIN__MSG_TYPE__PULL, sync && t->have_weights ? t->version + 1 : 0);
+  /* sync, just (re)registered: the version of the step the slot stands at, which the ps may
+   * still be building (a slot whose push was in whole when its connection broke stands at
+   * the next step): asking for whatever is newest would have a step's batch computed on
+   * another step's weights. A shard a step ahead answers its newest, as it always has. */
+  send_simple(t, PSTRAIN__MSG_TYPE__PULL, !sync ? 0 : t->have_weights ? t->version + 1 : t->steps);
 }
 
 /* After the last push: BYE (no more gradients from us), then the final weights, which the
