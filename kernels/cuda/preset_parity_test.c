@@ -30,8 +30,17 @@ static const char *const g_presets[] = {
 
 /* A deep float32 chain (50 layers and more, batch norms dividing by small deviations) adds
  * up rounding differences layer after layer; its gradient is held to 1e-3 on the norm, the
- * single operations to PST_PARITY_RTOL (1e-4). */
+ * single operations to PST_PARITY_RTOL (1e-4). Full-width MobileNetV2 (152 layers) at batch
+ * 8 is held to 1e-2: on an H100 (2026-11-26) its gradient was 4.79e-3 from the CPU's, the
+ * same with and without nvcc's multiply-add contraction, while its loss agreed to 2e-7 and
+ * its evaluation exactly. The difference is cuDNN's and cuBLAS's orders of summation
+ * carried through the chain: it is largest in the first layers (1% on one stem weight),
+ * and relative to each layer it is largest in the gradients of batch norms' beta, which
+ * sum a gradient over the rows that the next batch norm, through a 1x1 convolution, makes
+ * zero in exact arithmetic (rounding noise on both sides). resnet20 (61 layers) and
+ * MobileNetV2 at alpha 0.35 and batch 16 stay within 1e-3 there. */
 #define MODEL_RTOL 1e-3
+#define DEEP_MODEL_RTOL 1e-2
 
 static pst_window_shape window_of_layer(const pst_layer *L, int batch) {
   pst_window_shape s = {.n = batch, .in_h = L->in_h, .in_w = L->in_w, .in_c = L->in_c,
@@ -126,9 +135,48 @@ static void test_preset_layers(const char *spec, int batch) {
   }
 }
 
+/* Where a gradient that does not match differs: each layer's weights and biases with their
+ * relative error, the worst first (at most 8), and the largest single difference. */
+static void report_layers(const pst_model *m, const float *got, const float *ref) {
+  typedef struct {
+    int layer, bias;
+    double e;
+    size_t n;
+  } entry;
+  entry worst[8];
+  int nw = 0;
+  for (int l = 0; l < m->n_layers; l++) {
+    const pst_layer *L = &m->layers[l];
+    for (int b = 0; b < 2; b++) {
+      size_t off = b ? L->b_offset : L->w_offset, n = b ? L->b_count : L->w_count;
+      if (n == 0) continue;
+      double e = pst_parity_rel_err(got + off, ref + off, n);
+      int at = nw < 8 ? nw++ : 7;
+      if (at == 7 && nw == 8 && !(e > worst[7].e)) continue;
+      worst[at].layer = l, worst[at].bias = b, worst[at].e = e, worst[at].n = n;
+      for (int k = at; k > 0 && worst[k].e > worst[k - 1].e; k--) {
+        entry t = worst[k];
+        worst[k] = worst[k - 1];
+        worst[k - 1] = t;
+      }
+    }
+  }
+  for (int k = 0; k < nw; k++) {
+    char name[64];
+    pst_model_layer_name(m, worst[k].layer, 0, name, sizeof name);
+    fprintf(stderr, "    layer %d %s %s [%zu]: relative error %.3g\n", worst[k].layer, name,
+            worst[k].bias ? "bias/beta" : "weights/gamma", worst[k].n, worst[k].e);
+  }
+  size_t at = 0;
+  double big = -1;
+  for (size_t i = 0; i < m->n_params; i++)
+    if (fabs((double)got[i] - ref[i]) > big) big = fabs((double)got[i] - ref[i]), at = i;
+  fprintf(stderr, "    largest difference at %zu: %.9g, reference %.9g\n", at, got[at], ref[at]);
+}
+
 /* One training step and one evaluation of model m on both backends, from the same weights
  * and batch. */
-static void test_model_step(const char *name, const pst_model *m, int batch) {
+static void test_model_step(const char *name, const pst_model *m, int batch, double rtol) {
   char what[96];
   snprintf(what, sizeof what, "%s step at batch %d", name, batch);
   float *params = pst_parity_zeros(m->n_params);
@@ -173,12 +221,15 @@ static void test_model_step(const char *name, const pst_model *m, int batch) {
       nt++;
   }
   double e = pst_parity_rel_err(train[1], train[0], nt);
-  CHECK(e <= MODEL_RTOL);
-  if (!(e <= MODEL_RTOL)) fprintf(stderr, "  %s: gradient: relative error %.3g\n", what, e);
+  CHECK(e <= rtol);
+  if (!(e <= rtol)) {
+    fprintf(stderr, "  %s: gradient: relative error %.3g\n", what, e);
+    report_layers(m, g[1], g[0]);
+  }
   if (nst > 0) {
     e = pst_parity_rel_err(state[1], state[0], nst);
-    CHECK(e <= MODEL_RTOL);
-    if (!(e <= MODEL_RTOL))
+    CHECK(e <= rtol);
+    if (!(e <= rtol))
       fprintf(stderr, "  %s: moving statistics: relative error %.3g\n", what, e);
   }
   /* The loss to 1e-4; the right answers may differ by one where two logits all but tie
@@ -203,7 +254,9 @@ static void test_step(const char *spec, int from_text, int batch) {
     fprintf(stderr, "  %s\n", err);
     return;
   }
-  test_model_step(from_text ? "one-row batch norm" : spec, &m, batch);
+  /* Full-width MobileNetV2 only: the deepest and widest chain (see DEEP_MODEL_RTOL). */
+  double rtol = !from_text && !strcmp(spec, "mobilenetv2") ? DEEP_MODEL_RTOL : MODEL_RTOL;
+  test_model_step(from_text ? "one-row batch norm" : spec, &m, batch, rtol);
 }
 
 int main(void) {
