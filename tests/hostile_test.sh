@@ -16,6 +16,8 @@
 #     --eval-on ps its report is refused and the figure is the ps's own;
 #  4. a first HELLO that claims 6,400,000 training samples, then leaves: the honest workers
 #     that come after it train; with --data-facts the lie is refused outright;
+#  6. (below) a ps with few descriptors flooded with connections that never register while
+#     its workers start: the workers get in (trying again when closed before a word);
 #  5. 20 connections of 2000 STATUS_REQ each, then a reset, beside a running job: the ps
 #     closes them, answers a fresh STATUS_REQ meanwhile, the job ends; the ps's CPU time for
 #     the flood is printed (docs/benchmarks.md has the figure) and must stay under 5 s.
@@ -280,4 +282,64 @@ flood_cpu=$(/usr/bin/python3 -c "import sys; print('%.2f' % (float(sys.argv[2]) 
   fail "flood: the ps used $flood_cpu s of CPU over the flood and the job beside it"
 grep -q "more than 5 STATUS_REQ a second" "$OUT/flood-ps.log" || fail "flood: no connection closed for its rate"
 pass "20 x 2000 STATUS_REQ: $(cat "$OUT/flood.out"); the ps used $flood_cpu s of CPU over the flood and the job's 1 s beside it"
-echo "7 passed, 0 failed"
+
+# ---- 6. few descriptors, and connections that never register, beside the workers ----
+# The ps may open 60 files at most: its --max-connections 256 is lowered to what that
+# leaves. A client keeps opening connections that never register for 6 s while the two
+# workers start: the ps closes the oldest unregistered ones to make room, a worker whose
+# connection it closes before a word tries again (until --connect-timeout), and the job ends.
+port=$(free_port)
+start_bg fd-ps bash -c 'ulimit -n 60 && exec "$@"' fd "$PS_BIN" --status-interval 0 \
+  --listen "127.0.0.1:$port" --workers 2 --batch-size 256 --max-connections 256 "${args[@]}" \
+  --summary-json "$OUT/fd.json"
+ps_pid=$LAST_PID
+wait_for "$OUT/fd-ps.log" "listening on" 20
+grep -q "max-connections lowered from 256" "$OUT/fd-ps.log" || fail "fd: --max-connections was not lowered to the descriptors"
+cat >"$OUT/fd_flood.py" <<'PY'
+import socket, sys, time
+port, held, opened, closed = int(sys.argv[1]), [], 0, 0
+end = time.time() + 6
+while time.time() < end:
+    try:
+        held.append(socket.create_connection(("127.0.0.1", port), timeout=1))
+        opened += 1
+    except OSError:
+        time.sleep(0.01)
+    for s in list(held):
+        s.setblocking(False)
+        try:
+            if s.recv(1) == b"":
+                held.remove(s); s.close(); closed += 1
+        except BlockingIOError:
+            pass
+        except OSError:
+            held.remove(s); s.close(); closed += 1
+    while len(held) > 100:
+        held.pop(0).close()
+print("opened %d connections, %d closed by the ps" % (opened, closed), flush=True)
+PY
+start_bg fd-flood /usr/bin/python3 "$OUT/fd_flood.py" "$port"
+flood=$LAST_PID
+sleep 1
+for i in 0 1; do start_worker "fd-w$i" --ps "127.0.0.1:$port" --index "$i"; w[$i]=$LAST_PID; done
+for i in 0 1; do wait_pid "${w[$i]}" 120 || fail "fd: worker $i exited non-zero"; done
+wait_pid "$ps_pid" 30 || fail "fd: the ps exited non-zero"
+wait_pid "$flood" 20 || fail "fd: the flooding client failed"
+closed=$(sed -n 's/.*, \([0-9]*\) closed by the ps.*/\1/p' "$OUT/fd-flood.log")
+[ "${closed:-0}" -gt 0 ] || fail "fd: the ps closed none of the connections that never registered"
+pass "60 descriptors: --max-connections lowered to $(sed -n 's/.*lowered from 256 to \([0-9]*\).*/\1/p' "$OUT/fd-ps.log"); $(cat "$OUT/fd-flood.log") while both workers got in and trained"
+
+# A worker that has not registered yet, whose connections are closed without a byte (a ps
+# out of descriptors: libuv accepts and closes): it tries again until --connect-timeout.
+port=$(free_port)
+proxy_port=$(free_port)
+start_bg refuse-proxy /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
+  "$OUT/refused" refuse 3
+start_ps refuse-ps --listen "127.0.0.1:$port" --workers 1 --batch-size 256 "${args[@]}"
+ps_pid=$LAST_PID
+start_worker refuse-w0 --ps "127.0.0.1:$proxy_port"
+wait_pid "$LAST_PID" 120 || fail "refuse: the worker exited non-zero"
+wait_pid "$ps_pid" 30 || fail "refuse: the ps exited non-zero"
+[ "$(grep -c refused "$OUT/refused")" -eq 3 ] || fail "refuse: the proxy refused $(grep -c refused "$OUT/refused") connections, not 3"
+pass "a worker whose first 3 connections were closed without a byte tried again and trained"
+echo "9 passed, 0 failed"

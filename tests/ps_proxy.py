@@ -19,7 +19,12 @@ payload) and, on the connections it is told to, changes what the ps sends.
         (it keeps reading, so that the worker is never blocked), until either end closes.
         Later connections are forwarded whole.
 
-Each time it stalls or lies it appends a line to MARKER. In the modes "stall" and "lie" only
+    ps_proxy.py LISTEN PS_PORT MARKER refuse N
+        Closes each of the first N connections as soon as it is accepted, without a byte
+        (a ps out of descriptors, whose libuv accepts and closes), and forwards later ones
+        whole.
+
+Each time it stalls, lies or refuses it appends a line to MARKER. In the modes "stall" and "lie" only
 the ps's side is changed, and what the worker sends is forwarded as it comes; in
 "stall_push" only the worker's side is.
 """
@@ -224,6 +229,11 @@ def main():
     k = 0
     while True:
         w, _ = srv.accept()
+        if mode == "refuse" and k < n:
+            open(marker, "a").write("refused\n")
+            w.close()
+            k += 1
+            continue
         try:
             p = socket.create_connection(("127.0.0.1", ps_port))
         except OSError:
