@@ -30,6 +30,10 @@ import sys
 import threading
 import time
 
+# tests/peer.py: the protocol's varints.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from peer import varint  # noqa: E402
+
 MSG_TYPES = range(0, 17)
 
 
@@ -49,16 +53,6 @@ def frames_of(data):
     if i < len(data):
         out.append([b"", data[i:], b""])
     return out
-
-
-def varint(n):
-    out = b""
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out += bytes([b | (0x80 if n else 0)])
-        if not n:
-            return out
 
 
 def spliced(rng):
