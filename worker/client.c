@@ -253,7 +253,13 @@ static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res)
   if (status < 0) {
     char why[400];
     snprintf(why, sizeof why, "cannot resolve the ps host '%s': %s", c->host, uv_strerror(status));
-    if (status == UV_EAI_AGAIN) {
+    /* Retried with backoff until the deadline, as a refused connect is: a resolver's
+     * passing failure, and a name that does not exist yet. In a cluster a name exists
+     * while its pod does: a StatefulSet's pstrain-ps-0.pstrain-ps has no DNS record before
+     * the pod first runs, nor while it is being replaced, and the worker must wait for it
+     * rather than fail (at start) or reconnect in a loop with no pause (after a loss). */
+    if (status == UV_EAI_AGAIN || status == UV_EAI_NONAME || status == UV_EAI_NODATA ||
+        status == UV_EAI_FAIL) {
       retry_later(c, status);
     } else {
       wk_client_close(c, why);
