@@ -290,6 +290,17 @@ class Pod:
         self.c.event(f"pod {self.name}: container started, pid {self.proc.pid}"
                      + (f" (restart {self.restarts})" if self.restarts else ""))
 
+    def exec(self, argv, timeout=30):
+        """kubectl exec POD -- ARGV: in the container's namespaces and root, as its user with
+        its groups and environment, no capabilities. A CompletedProcess."""
+        uid, gid, _, groups, _ = self._security()
+        cmd = (["nsenter", "-t", str(self.pid), "-n", "-m", "-u", "-r", "-w",
+                "/usr/bin/setpriv", f"--reuid={uid}", f"--regid={gid}",
+                "--groups=" + ",".join(str(g) for g in groups) if groups else "--clear-groups",
+                "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+                "/usr/bin/env", "-i"] + [f"{k}={v}" for k, v in self._env().items()] + argv)
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
     @property
     def pid(self):
         return self.proc.pid if self.proc and self.proc.returncode is None else None

@@ -197,9 +197,17 @@ def run(a, m, cluster, secret):
             fail(f"pod {pod.name}'s process runs as {got}, CapEff {fields['CapEff'].strip()}, "
                  f"CapBnd {fields['CapBnd'].strip()}, NoNewPrivs {fields['NoNewPrivs'].strip()}",
                  cluster)
+    # deploy/README.md's way to watch: kubectl exec pstrain-ps-0 -- pstrain status, whose
+    # cluster secret comes from the pod's CREDENTIALS_DIRECTORY.
+    r = first_ps.exec(["pstrain", "status", "127.0.0.1:7070", "--json"])
+    status = json.loads(r.stdout) if r.returncode == 0 else {}
+    if status.get("registered") != 2 or status.get("version", 0) < st["version"]:
+        fail(f"pstrain status in the ps pod: exit {r.returncode}, {r.stdout.strip()[:200]} "
+             f"{r.stderr.strip()[-200:]}", cluster)
     ok(f"the ps pod (ready at {first_ps.ip}) and 2 worker pods, as uid {sc['runAsUser']} without "
        f"capabilities: both registered by name through the Service's DNS name, version "
-       f"{st['version']}, a checkpoint on the volume")
+       f"{st['version']}, a checkpoint on the volume; pstrain status in the ps pod says "
+       f"{status['registered']} of {status['workers']} registered at version {status['version']}")
 
     # A worker's process killed: the Job replaces its pod, same index.
     victim = job_pod(1)
