@@ -34,6 +34,7 @@ import sys
 import time
 
 import kube_manifests
+import kube_pod
 import kube_sim
 
 passed = 0
@@ -289,7 +290,7 @@ def straight_run(a, cm, work):
         conf[key] = os.path.join(d, key)
         with open(conf[key], "w") as f:
             f.write(cm["data"][key])
-    env = {"PATH": kube_sim.IMAGE_PATH}
+    env = {"PATH": kube_pod.IMAGE_PATH}
     common = ["--k8s-ps", "", "--metrics-listen", ""]
     procs = [subprocess.Popen(
         [a.programs[0], "--config", conf["ps.conf"], "--listen", "127.0.0.1:7070",
