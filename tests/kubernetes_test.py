@@ -10,9 +10,11 @@
   3. The job: the ps StatefulSet (its pod ready by /readyz, its name in the cluster's DNS only
      then) and the Indexed Job of workers, which find the ps by the Service's DNS names and
      their index by JOB_COMPLETION_INDEX. A worker's process is killed (kill -9): the Job
-     makes a new pod with the same index, at a new address, which rejoins its slot. Then
-     the ps pod is deleted with --force (kill -9): the StatefulSet makes pstrain-ps-0 again,
-     at a new address, on the same volume, and it resumes from its checkpoint; the workers
+     makes a new pod with the same index, at a new address, which rejoins its slot. The ps
+     pod is deleted (SIGTERM): it checkpoints and stops its workers (exit 3), the Job
+     replaces them without counting, the StatefulSet makes pstrain-ps-0 again on the same
+     volume and it goes on from where it stopped. Then it is deleted with --force (kill -9):
+     pstrain-ps-0 again, at a new address, resumes from its newest checkpoint; the workers
      reconnect by name. The Job completes; the summary on the volume says finished,
      resumed, and the test accuracy; the finished ps stays up (/readyz 503, no restart)
      until the StatefulSet is deleted, and then exits 0.
@@ -223,13 +225,42 @@ def run(a, m, cluster, secret):
     ok(f"worker pod {victim.name} killed (exit 137, counted: failed {job.failed}); its "
        f"replacement {new.name} (index 1, {new.ip}) rejoined slot 1")
 
-    # The ps pod deleted with --force: a new pstrain-ps-0 on the same volume resumes.
-    at_kill = cluster.run_until("the ps's status", lambda: status_json(ps()), 30)["version"]
+    # The ps pod deleted (kubectl delete pod: SIGTERM): it writes a checkpoint of where it
+    # stands and stops its workers (exit 3 everywhere); the Job replaces the worker pods
+    # without counting them, and pstrain-ps-0, made again on its volume, resumes from that
+    # checkpoint: no step is lost.
+    stopped_at = cluster.run_until("the ps's status", lambda: status_json(ps()), 30)["version"]
+    failed = job.failed
+    old_workers = [job_pod(0), job_pod(1)]
+    cluster.delete_pod("pstrain-ps-0")
+    cluster.run_until("pstrain-ps-0 made again, ready, both workers back",
+                      lambda: ps() and ps() is not first_ps and ps().ready and job_pod(0) and
+                      job_pod(1) and progress(0, {0: job_pod(0).name, 1: job_pod(1).name}), 120)
+    second_ps = ps()
+    st = status_json(second_ps)
+    replaced = [job_pod(0), job_pod(1)]
+    if first_ps.exit_code != 3 or [w.exit_code for w in old_workers] != [3, 3] or \
+            job.failed != failed or any(n is o for n, o in zip(replaced, old_workers)):
+        fail(f"a stopped ps pod: it exited {first_ps.exit_code}, its workers "
+             f"{[w.exit_code for w in old_workers]}, failures counted {failed} -> {job.failed}",
+             cluster)
+    if not st or st["version"] < stopped_at or second_ps.ip == first_ps.ip:
+        fail(f"the new ps pod at {second_ps.ip} ({first_ps.ip} before) stands at version "
+             f"{st and st['version']}, before {stopped_at}, where its predecessor stopped", cluster)
+    ok(f"ps pod deleted at version {stopped_at} (SIGTERM): it and its workers exited 3, the Job "
+       f"replaced both worker pods without counting them ({replaced[0].name}, "
+       f"{replaced[1].name}), pstrain-ps-0 again at {second_ps.ip} went on from where it stopped "
+       f"(version {st['version']})")
+
+    # The ps pod deleted with --force (kill -9): pstrain-ps-0 again, on the same volume,
+    # resumes from its newest checkpoint; the workers reconnect to it by name.
+    at_kill = cluster.run_until("100 steps past the stop", lambda: progress(stopped_at + 150),
+                                120)["version"]
     cluster.delete_pod("pstrain-ps-0", force=True)
     cluster.run_until("pstrain-ps-0 made again and ready",
-                      lambda: ps() and ps() is not first_ps and ps().ready, 90)
-    second_ps = ps()
-    if second_ps.ip == first_ps.ip:
+                      lambda: ps() and ps() is not second_ps and ps().ready, 90)
+    third_ps = ps()
+    if third_ps.ip == second_ps.ip:
         fail("the new ps pod has the old one's address", cluster)
     cluster.run_until("the Job completes", lambda: job.condition, 240)
     if job.condition != "Complete":
@@ -237,17 +268,18 @@ def run(a, m, cluster, secret):
     summary = json.load(open(os.path.join(claim, "summary.json")))
     acc = summary["test_accuracy"]
     if not (summary["finished"] and summary["resumed"] and
-            0 < summary["resumed_from_version"] <= at_kill):
-        fail(f"the summary does not say finished and resumed from a checkpoint before version "
-             f"{at_kill}: {summary}", cluster)
+            stopped_at < summary["resumed_from_version"] <= at_kill):
+        fail(f"the summary does not say finished and resumed from a checkpoint between versions "
+             f"{stopped_at} and {at_kill}: {summary}", cluster)
     if acc < a.min_accuracy:
         fail(f"test accuracy {acc} < {a.min_accuracy}", cluster)
     ok(f"ps pod deleted at version {at_kill} (--force, kill -9); pstrain-ps-0 again at "
-       f"{second_ps.ip} resumed from version {summary['resumed_from_version']} on its volume, "
+       f"{third_ps.ip} resumed from version {summary['resumed_from_version']} on its volume, "
        f"the workers reconnected by name, the Job completed (2 indexes, {job.failed} failure "
        f"counted); test accuracy {acc}")
 
     # The finished ps stays up, not ready, until its StatefulSet goes.
+    second_ps = third_ps
     cluster.run_until("the finished ps not ready", lambda: not second_ps.ready, 30)
     end = time.monotonic() + 3
     while time.monotonic() < end:
