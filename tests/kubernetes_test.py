@@ -254,7 +254,12 @@ def run(a, m, cluster, secret):
 
     # The ps pod deleted with --force (kill -9): pstrain-ps-0 again, on the same volume,
     # resumes from its newest checkpoint; the workers reconnect to it by name.
-    at_kill = cluster.run_until("100 steps past the stop", lambda: progress(stopped_at + 150),
+    def newer_checkpoint():
+        versions = [int(f[5:-12]) for f in os.listdir(ckpt_dir)
+                    if f.startswith("ckpt-") and f.endswith(".safetensors")]
+        return max(versions, default=0) > stopped_at
+    at_kill = cluster.run_until("a checkpoint after the stop, and 150 steps past it",
+                                lambda: newer_checkpoint() and progress(stopped_at + 150),
                                 120)["version"]
     cluster.delete_pod("pstrain-ps-0", force=True)
     cluster.run_until("pstrain-ps-0 made again and ready",
