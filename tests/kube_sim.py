@@ -208,11 +208,13 @@ class Cluster:
             tmpl, spec = job.spec["template"], job.spec
             container = tmpl["spec"]["containers"][0]["name"]
             active = {}
-            for pod in self.pods.values():
+            for pod in list(self.pods.values()):
                 if pod.owner != ("Job", job.name):
                     continue
                 if pod.phase in ("Succeeded", "Failed") and pod.uid not in job.accounted:
                     job.accounted.add(pod.uid)
+                    if pod.deleting:  # its finalizer lifted: the deleted pod goes now
+                        del self.pods[pod.name]
                     if pod.phase == "Succeeded":
                         job.succeeded.add(pod.index)
                         continue
@@ -263,6 +265,12 @@ class Cluster:
             if pod.owner == ("Job", job.name) and pod.pid:
                 self.delete_pod(pod.name)
 
+    def _job_tracks(self, pod):
+        """A Job's pods carry its finalizer (batch.kubernetes.io/job-tracking): a deleted one
+        stays until the Job has counted it, as failed when it did not succeed."""
+        return pod.owner[0] == "Job" and pod.owner[1] in self.jobs and \
+            pod.uid not in self.jobs[pod.owner[1]].accounted
+
     def _add(self, pod):
         self.pods[pod.name] = pod
         self.history.append(pod)
@@ -286,7 +294,7 @@ class Cluster:
                     pod.phase = "Succeeded" if code == 0 else "Failed"
                 if pod.phase in ("Succeeded", "Failed"):
                     pod.teardown()
-                    if pod.deleting:
+                    if pod.deleting and not self._job_tracks(pod):
                         del self.pods[pod.name]
                 continue
             if pod.deleting:

@@ -9,8 +9,8 @@
      policy at once, with no pod replaced.
   3. The job: the ps StatefulSet (its pod ready by /readyz, its name in the cluster's DNS only
      then) and the Indexed Job of workers, which find the ps by the Service's DNS names and
-     their index by JOB_COMPLETION_INDEX. A worker's process is killed (kill -9): the Job
-     makes a new pod with the same index, at a new address, which rejoins its slot. The ps
+     their index by JOB_COMPLETION_INDEX. A worker pod is deleted with --force (kill -9): the
+     Job makes a new pod with the same index, at a new address, which rejoins its slot. The ps
      pod is deleted (SIGTERM): it checkpoints and stops its workers (exit 3), the Job
      replaces them without counting, the StatefulSet makes pstrain-ps-0 again on the same
      volume and it goes on from where it stopped. Then it is deleted with --force (kill -9):
@@ -30,7 +30,6 @@ import os
 import re
 import secrets
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -212,18 +211,17 @@ def run(a, m, cluster, secret):
        f"{st['version']}, a checkpoint on the volume; pstrain status in the ps pod says "
        f"{status['registered']} of {status['workers']} registered at version {status['version']}")
 
-    # A worker's process killed: the Job replaces its pod, same index.
+    # A worker pod deleted with --force (kill -9): the Job replaces it, same index.
     victim = job_pod(1)
-    os.kill(victim.pid, signal.SIGKILL)
-    cluster.event(f"kill -9 {victim.name} (index 1)")
+    cluster.delete_pod(victim.name, force=True)
     cluster.run_until("a new pod for index 1 rejoins its slot",
                       lambda: job_pod(1) and job_pod(1) is not victim and
                       progress(0, {1: job_pod(1).name}), 120)
     new = job_pod(1)
     if victim.exit_code != 137 or new.ip == victim.ip:
         fail(f"the killed pod exited {victim.exit_code}; the new one is at {new.ip}", cluster)
-    ok(f"worker pod {victim.name} killed (exit 137, counted: failed {job.failed}); its "
-       f"replacement {new.name} (index 1, {new.ip}) rejoined slot 1")
+    ok(f"worker pod {victim.name} deleted with --force (kill -9: exit 137, counted: failed "
+       f"{job.failed}); its replacement {new.name} (index 1, {new.ip}) rejoined slot 1")
 
     # The ps pod deleted (kubectl delete pod: SIGTERM): it writes a checkpoint of where it
     # stands and stops its workers (exit 3 everywhere); the Job replaces the worker pods
