@@ -31,7 +31,12 @@ static int read_secret(const char *path, pst_secret *s, char *err, size_t errlen
     snprintf(err, errlen, "the cluster secret %.200s is not a regular file", path);
     return -EINVAL;
   }
-  if (st.st_mode & 077) {
+  /* Only its owner may read the secret, except that a file root owns may also be read by
+   * its group (0640, 0440), which root chose, as PostgreSQL allows for its key: that is how
+   * Kubernetes hands a Secret to a pod that runs as another user (kubelet makes the files
+   * root's, of the pod's fsGroup, mode 0440). Never by others, never written by the group. */
+  int group_may_read = st.st_uid == 0 && !(st.st_mode & 020);
+  if ((st.st_mode & 007) || ((st.st_mode & 070) && !group_may_read)) {
     close(fd);
     snprintf(err, errlen, "the cluster secret %.200s can be read by others (mode %04o): chmod 600 it",
              path, (unsigned)(st.st_mode & 07777));

@@ -34,7 +34,8 @@ typedef struct {
 
 /* The secret from `path` (a flag; "" for none), else from systemd's credential directory.
  * No secret anywhere is not an error (s->set = 0). A file that cannot be read, holds fewer
- * than 16 bytes, or that others can read (mode & 077) is: one line in err, -errno. */
+ * than 16 bytes, or that others can read (mode & 077, or for a file root owns, which its
+ * group may read as a Kubernetes Secret's is, mode & 027) is: one line in err, -errno. */
 int pst_secret_load(const char *path, pst_secret *s, char *err, size_t errlen);
 
 /* One connection's handshake state, the same struct on both sides. */

@@ -53,6 +53,19 @@ int main(void) {
   write_file(b_path, "0123456789abcdef0123", 0644);
   CHECK(pst_secret_load(b_path, &none, err, sizeof err) == -EPERM && strstr(err, "chmod 600"));
   CHECK(pst_secret_load("/nonexistent/secret", &none, err, sizeof err) == -ENOENT);
+  /* Group-readable: only a file root owns (a Kubernetes Secret: root's, the pod's fsGroup,
+   * 0440), and never group-writable. Only root can make the files of both owners. */
+  if (geteuid() == 0) {
+    write_file(b_path, "0123456789abcdef0123", 0440);
+    CHECK(chown(b_path, 0, 65532) == 0);
+    CHECK(pst_secret_load(b_path, &sb, err, sizeof err) == 0 && sb.set);
+    write_file(b_path, "0123456789abcdef0123", 0460);
+    CHECK(pst_secret_load(b_path, &none, err, sizeof err) == -EPERM);
+    write_file(b_path, "0123456789abcdef0123", 0640);
+    CHECK(chown(b_path, 65532, 65532) == 0);
+    CHECK(pst_secret_load(b_path, &none, err, sizeof err) == -EPERM && strstr(err, "chmod 600"));
+    CHECK(chown(b_path, 0, 0) == 0);
+  }
 
   /* A good handshake. */
   pst_auth w, p;

@@ -7,6 +7,8 @@
 #include <string.h>
 #include <uv.h>
 
+#include "common/k8s.h"
+
 #define TF_CONFIG_MAX_BYTES (1 << 20)
 
 static const char *role_prog(pst_role role) {
@@ -196,7 +198,8 @@ static int is_ip_literal(const char *host) {
   return uv_inet_pton(AF_INET, host, tmp) == 0 || uv_inet_pton(AF_INET6, host, tmp) == 0;
 }
 
-int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen) {
+/* TF_CONFIG's part of pst_cluster_configure. */
+static int tf_config_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen) {
   pst_cfg_opt *opt = pst_cfg_find(cfg, "tf-config");
   const char *text = opt && ((char *)opt->value)[0] ? (const char *)opt->value : NULL;
   pst_cfg_source src = text ? opt->source : PST_SRC_ENV;
@@ -267,6 +270,12 @@ int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen)
   }
   pst_cluster_free(&cl);
   return rc;
+}
+
+int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen) {
+  /* TF_CONFIG first: a TFJob's pods may also carry what Kubernetes itself sets. */
+  int rc = tf_config_configure(cfg, role, err, errlen);
+  return rc < 0 ? rc : pst_k8s_configure(cfg, role, err, errlen);
 }
 
 int pst_resolve_listen(const char *host, char *ip, size_t iplen, char *err, size_t errlen) {

@@ -48,8 +48,10 @@ int pst_cluster_parse(const char *json, pst_role role, const char *label, pst_cl
 void pst_cluster_free(pst_cluster *cl);
 
 /* Finds the TF_CONFIG (option "tf-config" of cfg, else the environment), parses it and sets
- * the options it implies that are still at their defaults. Returns 0 (also when there is no
- * TF_CONFIG), or a negative code with a one-line reason in err. */
+ * the options it implies that are still at their defaults; then what a Kubernetes pod's
+ * environment implies (common/k8s.h: the options k8s-ps and k8s-ps-replicas, the host name,
+ * JOB_COMPLETION_INDEX). Returns 0 (also when there is neither), or a negative code with a
+ * one-line reason in err. */
 int pst_cluster_configure(pst_cfg *cfg, pst_role role, char *err, size_t errlen);
 
 /* Resolves a listen host (an IP literal, "0.0.0.0", or a name, looked up synchronously with

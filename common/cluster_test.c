@@ -1,10 +1,13 @@
-/* TF_CONFIG parsing, the precedence of what it fills in, and listen-address resolution. */
+/* TF_CONFIG parsing, the precedence of what it fills in, the cluster from a Kubernetes pod's
+ * environment (common/k8s.h), and listen-address resolution. */
 #include "common/cluster.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "common/k8s.h"
 
 static int g_pass, g_fail;
 
@@ -194,6 +197,129 @@ static void test_configure(void) {
   CHECK(rc == 0 && !strcmp(o_ps, "127.0.0.1:7070") && o_index == -1, "no TF_CONFIG: defaults");
 }
 
+/* TF_CONFIG as Kubeflow's TFJob writes it into a worker pod: the replicas' DNS names, a
+ * chief, and "environment". The chief is not pstrain's: the workers are cluster.worker. */
+static void test_tfjob(void) {
+  const char *doc =
+      "{\"cluster\":{\"chief\":[\"mnist-chief-0.ml.svc:2222\"],"
+      "\"ps\":[\"mnist-ps-0.ml.svc:2222\",\"mnist-ps-1.ml.svc:2222\"],"
+      "\"worker\":[\"mnist-worker-0.ml.svc:2222\",\"mnist-worker-1.ml.svc:2222\","
+      "\"mnist-worker-2.ml.svc:2222\"]},\"task\":{\"type\":\"worker\",\"index\":2},"
+      "\"environment\":\"cloud\"}";
+  char err[512] = "";
+  char *argv[] = {"test", "--tf-config", (char *)doc, NULL};
+  int rc = load(wk_opts, 3, "PSTRAIN_TEST_WK_", PST_ROLE_WORKER, 3, argv, err, sizeof err);
+  CHECK(rc == 0 && !strcmp(o_ps, "mnist-ps-0.ml.svc:2222,mnist-ps-1.ml.svc:2222") &&
+            o_index == 2, "TFJob worker: rc %d ps %s index %lld (%s)", rc, o_ps,
+        (long long)o_index, err);
+}
+
+/* The Kubernetes tables: the cut-down ones and the two k8s options. */
+static char o_k8s[PST_CFG_STR_MAX];
+static int64_t o_k8s_replicas;
+static pst_cfg_opt kps_opts[] = {
+    PST_OPT("listen", PST_CFG_STRING, o_listen, "127.0.0.1:7070", "", 0, 0),
+    PST_OPT("workers", PST_CFG_INT, &o_workers, "1", "", 1, 4096),
+    PST_OPT("tf-config", PST_CFG_STRING, o_tf, "", "", 0, 0),
+    PST_OPT("shard", PST_CFG_STRING, o_shard, "0/1", "", 0, 0),
+    PST_K8S_OPTS(o_k8s, o_k8s_replicas),
+};
+static pst_cfg_opt kwk_opts[] = {
+    PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "", 0, 0),
+    PST_OPT("index", PST_CFG_INT, &o_index, "-1", "", -1, 4095),
+    PST_OPT("tf-config", PST_CFG_STRING, o_tf, "", "", 0, 0),
+    PST_K8S_OPTS(o_k8s, o_k8s_replicas),
+};
+
+/* Loads argv into a table, then applies a pod's host name and JOB_COMPLETION_INDEX. */
+static int k8s_load(pst_role role, const char *host, const char *index, int argc, char **argv,
+                    char *err, size_t errlen) {
+  int ps = role == PST_ROLE_PS;
+  pst_cfg cfg = {.prog = "test", .section = "test", .default_file = NULL,
+                 .env_prefix = ps ? "PSTRAIN_TEST_PS_" : "PSTRAIN_TEST_WK_",
+                 .opts = ps ? kps_opts : kwk_opts, .n_opts = ps ? 6 : 5};
+  err[0] = '\0';
+  int rc = pst_cfg_load(&cfg, argc, argv, err, errlen);
+  if (rc == 0) rc = pst_k8s_apply(&cfg, role, host, index, o_tf[0] != 0, err, errlen);
+  return rc;
+}
+
+static void test_k8s(void) {
+  char err[512];
+  pst_k8s_ps ps;
+  CHECK(pst_k8s_parse_ps("pstrain-ps:7070", 2, &ps, err, sizeof err) == 0 &&
+            !strcmp(ps.set, "pstrain-ps") && !strcmp(ps.service, "pstrain-ps") &&
+            ps.port == 7070 && ps.replicas == 2, "pstrain-ps:7070: %s", err);
+  CHECK(pst_k8s_parse_ps("ps.train-svc.ml:70", 1, &ps, err, sizeof err) == 0 &&
+            !strcmp(ps.set, "ps") && !strcmp(ps.service, "train-svc.ml"), "NAME.SERVICE");
+  const char *bad[] = {"pstrain-ps", "Pstrain:7070", "-ps:7070", "ps.:7070", "ps..x:7070",
+                       "ps:0", "[::1]:7070", "a_b:7070",
+                       "a2345678901234567890123456789012345678901234567890123:1"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK(pst_k8s_parse_ps(bad[i], 1, &ps, err, sizeof err) < 0 && strstr(err, "k8s-ps"),
+          "'%s' accepted", bad[i]);
+  CHECK(pst_k8s_parse_ps("ps:1", 65, &ps, err, sizeof err) < 0, "65 replicas accepted");
+
+  /* Ordinals from host names: the pod's name, or its whole DNS name. */
+  pst_k8s_parse_ps("pstrain-ps:7070", 12, &ps, err, sizeof err);
+  CHECK(pst_k8s_ordinal(&ps, "pstrain-ps-0", err, sizeof err) == 0, "ordinal 0");
+  CHECK(pst_k8s_ordinal(&ps, "pstrain-ps-11.pstrain-ps.ml.svc.cluster.local", err, sizeof err) ==
+            11, "ordinal from an FQDN");
+  const char *not_pods[] = {"pstrain-ps", "pstrain-ps-", "pstrain-ps-01", "pstrain-ps-1a",
+                            "pstrain-psx-1", "pstrain-ps-x", "other-0", ""};
+  for (size_t i = 0; i < sizeof not_pods / sizeof not_pods[0]; i++)
+    CHECK(pst_k8s_ordinal(&ps, not_pods[i], err, sizeof err) < 0 &&
+              strstr(err, "is not a pod of StatefulSet pstrain-ps"),
+          "'%s' taken for a pod (%s)", not_pods[i], err);
+  CHECK(pst_k8s_ordinal(&ps, "pstrain-ps-12", err, sizeof err) < 0 &&
+            strstr(err, "beyond k8s-ps-replicas 12"), "ordinal 12 of 12: %s", err);
+
+  /* The ps: listen on the StatefulSet's port, its shard from the host name. */
+  char *argv0[] = {"test", "--k8s-ps", "pstrain-ps:7075", "--k8s-ps-replicas", "3", NULL};
+  int rc = k8s_load(PST_ROLE_PS, "pstrain-ps-2", NULL, 5, argv0, err, sizeof err);
+  CHECK(rc == 0 && !strcmp(o_listen, "0.0.0.0:7075") && !strcmp(o_shard, "2/3"),
+        "k8s ps: rc %d listen %s shard %s (%s)", rc, o_listen, o_shard, err);
+  CHECK(kps_opts[0].source == PST_SRC_KUBERNETES && kps_opts[3].source == PST_SRC_KUBERNETES &&
+            strstr(kps_opts[3].origin, "pstrain-ps-2"), "sources %d %d, origin %s",
+        (int)kps_opts[0].source, (int)kps_opts[3].source, kps_opts[3].origin);
+  /* One replica: no shard; a flag wins over the pod's environment. */
+  char *argv1[] = {"test", "--k8s-ps", "pstrain-ps:7075", "--listen", "10.0.0.1:1", NULL};
+  rc = k8s_load(PST_ROLE_PS, "pstrain-ps-0", NULL, 5, argv1, err, sizeof err);
+  CHECK(rc == 0 && !strcmp(o_listen, "10.0.0.1:1") && !strcmp(o_shard, "0/1") &&
+            kps_opts[3].source == PST_SRC_DEFAULT, "flags win: %s %s", o_listen, o_shard);
+  rc = k8s_load(PST_ROLE_PS, "laptop", NULL, 3, argv0, err, sizeof err);
+  CHECK(rc < 0 && strstr(err, "'laptop'"), "a host that is no pod: %s", err);
+  /* k8s-ps and TF_CONFIG are two descriptions of one cluster: refused. */
+  char *argv2[] = {"test", "--k8s-ps", "pstrain-ps:7075", "--tf-config", "{}", NULL};
+  rc = k8s_load(PST_ROLE_PS, "pstrain-ps-0", NULL, 5, argv2, err, sizeof err);
+  CHECK(rc < 0 && strstr(err, "TF_CONFIG"), "k8s-ps with TF_CONFIG: %s", err);
+
+  /* A worker: every shard's DNS name, its index from the Indexed Job. */
+  char *argv3[] = {"test", "--k8s-ps", "pstrain-ps.pstrain-ps.ml:7075", "--k8s-ps-replicas", "2",
+                   NULL};
+  rc = k8s_load(PST_ROLE_WORKER, "pstrain-worker-3-x7k2p", "3", 5, argv3, err, sizeof err);
+  CHECK(rc == 0 &&
+            !strcmp(o_ps, "pstrain-ps-0.pstrain-ps.ml:7075,pstrain-ps-1.pstrain-ps.ml:7075") &&
+            o_index == 3, "k8s worker: rc %d ps %s index %lld (%s)", rc, o_ps,
+        (long long)o_index, err);
+  CHECK(kwk_opts[0].source == PST_SRC_KUBERNETES && kwk_opts[1].source == PST_SRC_KUBERNETES &&
+            !strcmp(kwk_opts[1].origin, PST_K8S_INDEX_ENV), "worker sources");
+  /* JOB_COMPLETION_INDEX without k8s-ps (a TF_CONFIG or --ps names the ps), and bad ones. */
+  char *argv4[] = {"test", "--ps", "ps0:1", NULL};
+  rc = k8s_load(PST_ROLE_WORKER, "w", "0", 3, argv4, err, sizeof err);
+  CHECK(rc == 0 && o_index == 0 && !strcmp(o_ps, "ps0:1"), "index alone: %s", err);
+  char *argv5[] = {"test", "--index", "1", NULL};
+  rc = k8s_load(PST_ROLE_WORKER, "w", "4", 3, argv5, err, sizeof err);
+  CHECK(rc == 0 && o_index == 1, "--index wins over JOB_COMPLETION_INDEX: %lld",
+        (long long)o_index);
+  const char *bad_index[] = {"-1", "4096", "1x", " 1", "1.0"};
+  for (size_t i = 0; i < sizeof bad_index / sizeof bad_index[0]; i++) {
+    rc = k8s_load(PST_ROLE_WORKER, "w", bad_index[i], 3, argv4, err, sizeof err);
+    CHECK(rc < 0 && strstr(err, PST_K8S_INDEX_ENV), "JOB_COMPLETION_INDEX '%s': %s",
+          bad_index[i], err);
+  }
+}
+
 static void test_resolve(void) {
   char ip[64], err[256];
   CHECK(pst_resolve_listen("0.0.0.0", ip, sizeof ip, err, sizeof err) == 0 &&
@@ -208,6 +334,8 @@ static void test_resolve(void) {
 int main(void) {
   test_parse();
   test_configure();
+  test_tfjob();
+  test_k8s();
   test_resolve();
   printf("%d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;

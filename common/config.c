@@ -13,6 +13,7 @@ static const char *source_name(pst_cfg_source s) {
     case PST_SRC_ENV: return "env";
     case PST_SRC_FLAG: return "flag";
     case PST_SRC_MODEL: return "model";
+    case PST_SRC_KUBERNETES: return "kubernetes";
     default: return "default";
   }
 }

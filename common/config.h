@@ -18,8 +18,16 @@
 
 typedef enum { PST_CFG_STRING, PST_CFG_INT, PST_CFG_DOUBLE, PST_CFG_BOOL } pst_cfg_type;
 /* Where a value came from. PST_SRC_MODEL: a model spec's optimizer line (model/model.h),
- * which only ever replaces a built-in default. */
-typedef enum { PST_SRC_DEFAULT = 0, PST_SRC_FILE, PST_SRC_ENV, PST_SRC_FLAG, PST_SRC_MODEL } pst_cfg_source;
+ * which only ever replaces a built-in default. PST_SRC_KUBERNETES: what a pod's environment
+ * implies (common/k8s.h), which likewise only fills in defaults. */
+typedef enum {
+  PST_SRC_DEFAULT = 0,
+  PST_SRC_FILE,
+  PST_SRC_ENV,
+  PST_SRC_FLAG,
+  PST_SRC_MODEL,
+  PST_SRC_KUBERNETES,
+} pst_cfg_source;
 
 typedef struct {
   const char *name;   /* "batch-size" */

@@ -139,13 +139,15 @@ static const char *reason_phrase(int status) {
     case 405: return "Method Not Allowed";
     case 431: return "Request Header Fields Too Large";
     case 500: return "Internal Server Error";
+    case 503: return "Service Unavailable";
     default: return "Error";
   }
 }
 
 /* Queues the response (status line, headers, body); the connection closes after it. */
 static void respond(pst_http_conn *c, int status, const char *content_type, int head_only) {
-  if (status != 200) {
+  /* A 503 keeps the handler's text: why the daemon is not ready (/readyz). */
+  if (status != 200 && !(status == 503 && c->body.len > 0 && !c->body.failed)) {
     pst_text_free(&c->body);
     pst_text_init(&c->body, 256);
     pst_text_printf(&c->body, "%d %s\n", status, reason_phrase(status));
@@ -361,6 +363,12 @@ static void render_common(const pst_http *h, pst_text *t) {
 
 static int metrics_handler(void *arg, const char *path, pst_text *body, const char **type) {
   pst_metrics_port *p = arg;
+  if (!strcmp(path, "/healthz")) {
+    /* Answered from the daemon's loop, so an answer means the loop turns: what systemd's
+     * watchdog checks, for a liveness probe. */
+    pst_text_printf(body, "ok\n");
+    return 200;
+  }
   if (strcmp(path, "/metrics") != 0)
     return p->other ? p->other(p->other_arg, path, body, type) : 404;
   p->render(p->arg, body);

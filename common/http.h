@@ -77,8 +77,9 @@ void pst_http_close(pst_http *h);
 
 /* A daemon's metrics port: GET /metrics answers with what render writes (the Prometheus
  * text format) followed by the figures every daemon has (its resident memory and CPU time,
- * and the metrics port's own connections and requests); anything else goes to `other`
- * (set after starting), or is a 404. */
+ * and the metrics port's own connections and requests); GET /healthz answers "ok" (from the
+ * daemon's loop, so an answer says the loop turns: a liveness probe); anything else goes to
+ * `other` (set after starting), or is a 404. A handler's 503 keeps its text (the reason). */
 typedef void (*pst_http_render)(const void *arg, pst_text *out);
 
 typedef struct {

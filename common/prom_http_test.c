@@ -86,6 +86,10 @@ static struct {
 
 static int handler(void *arg, const char *path, pst_text *body, const char **type) {
   g.handled++;
+  if (!strcmp(path, "/readyz")) {
+    pst_text_printf(body, "stopping\n");
+    return 503;
+  }
   if (strcmp(path, "/metrics") != 0) return 404;
   pst_prom_gauge(body, "pstrain_up", "Up.", 1);
   *type = "text/plain; version=0.0.4";
@@ -165,6 +169,11 @@ static void test_server(void) {
   const char *missing = "GET /nothing HTTP/1.0\n\n";
   CHECK(request(missing, strlen(missing), resp, sizeof resp) > 0);
   CHECK(!strncmp(resp, "HTTP/1.1 404 ", 13));
+  /* A 503 keeps the handler's reason (a readiness probe's answer). */
+  const char *ready = "GET /readyz HTTP/1.1\r\n\r\n";
+  CHECK(request(ready, strlen(ready), resp, sizeof resp) > 0);
+  CHECK(!strncmp(resp, "HTTP/1.1 503 Service Unavailable\r\n", 34));
+  CHECK(strstr(resp, "\r\n\r\nstopping\n") != NULL);
 
   /* 2. */
   uint64_t bad0 = g.http.bad_requests;

@@ -47,6 +47,13 @@ static char *status_json(ps_server *s) {
 
 int ps_dashboard_handle(void *arg, const char *path, pst_text *body, const char **type) {
   ps_server *s = arg;
+  if (!strcmp(path, "/readyz")) {
+    /* The loop that answers runs once ps_server_start has listened and loaded any
+     * checkpoint; ready until the ps begins to stop (finished, aborted or stopped). */
+    int ready = !s->stopping && uv_is_active((const uv_handle_t *)&s->listener);
+    pst_text_printf(body, "%s\n", ready ? "ready" : s->stopping ? "stopping" : "not listening");
+    return ready ? 200 : 503;
+  }
   if (!strcmp(path, "/") || !strcmp(path, "/index.html")) {
     pst_text_append(body, ps_dashboard_html, strlen(ps_dashboard_html));
     *type = "text/html; charset=utf-8";

@@ -3,7 +3,8 @@
  * canvases) that polls `/status.json` every second and draws the training and test
  * loss/accuracy curves and each worker's progress. /status.json is the STATUS message as
  * JSON (the same object `pstrain status --json` prints, proto/status_json.h) plus the
- * curves' points. */
+ * curves' points. /readyz (a readiness probe) answers 200 once the ps listens, with any
+ * checkpoint loaded, and 503 once it stops. */
 #ifndef PSTRAIN_PS_DASHBOARD_H
 #define PSTRAIN_PS_DASHBOARD_H
 

@@ -18,6 +18,7 @@
 #include "common/cluster.h"
 #include "common/config.h"
 #include "common/fpenv.h"
+#include "common/k8s.h"
 #include "common/log.h"
 #include "common/notify.h"
 #include "common/proc.h"
@@ -29,6 +30,7 @@
 #include "ps/dashboard.h"
 #include "ps/obs.h"
 #include "ps/evaluate.h"
+#include "ps/linger.h"
 #include "ps/server.h"
 #include "kernels/blas_setup.h"
 #include "worker/dataset.h"
@@ -38,10 +40,11 @@
 static char o_listen[PST_CFG_STR_MAX], o_mode[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX];
 static char o_optimizer[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX];
 static char o_summary[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
-static char o_tf_config[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
+static char o_tf_config[PST_CFG_STR_MAX], o_k8s_ps[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
 static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX], o_shard[PST_CFG_STR_MAX];
 static char o_metrics_listen[PST_CFG_STR_MAX], o_tensorboard[PST_CFG_STR_MAX];
 static char o_data_facts[PST_CFG_STR_MAX], o_eval_on[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
+static char o_on_finish[PST_CFG_STR_MAX];
 static pst_data_flags o_dataf;
 static int o_insecure;
 static pst_tls_files o_tls;
@@ -50,7 +53,7 @@ static double o_hello_timeout;
 static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
-static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples;
+static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
 static double o_grad_limit, o_clip_norm, o_eval_timeout;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
@@ -91,6 +94,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
+    PST_K8S_OPTS(o_k8s_ps, o_k8s_replicas),
     PST_OPT("secret-file", PST_CFG_STRING, o_secret_file, "", "cluster secret (default: systemd credential pstrain-secret); every connection must prove it holds it", 0, 0),
     PST_TLS_OPTS(o_tls),
     PST_OPT("insecure", PST_CFG_BOOL, &o_insecure, "false", "listen on a non-loopback address without a secret or TLS", 0, 0),
@@ -105,6 +109,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("checkpoint-seconds", PST_CFG_DOUBLE, &o_ckpt_seconds, "60", "seconds between checkpoints (0: off)", 0, 0),
     PST_OPT("checkpoint-keep", PST_CFG_INT, &o_ckpt_keep, "3", "checkpoints kept", 1, 1000),
     PST_OPT("resume", PST_CFG_STRING, o_resume, "auto", "auto (newest valid checkpoint), never, or a checkpoint file", 0, 0),
+    PST_OPT("on-finish", PST_CFG_STRING, o_on_finish, "exit", "once training has finished (now or in the checkpoint resumed): exit, or wait for SIGTERM serving /healthz, /readyz (503) and /metrics, then exit 0 (for a Kubernetes StatefulSet, which restarts a pod that exits)", 0, 0),
 };
 
 /* Turns the parsed options into ps_options, checking what the parser cannot. */
@@ -186,6 +191,10 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   }
   if (strcmp(o_on_loss, "continue") != 0 && strcmp(o_on_loss, "wait") != 0) {
     snprintf(err, errlen, "--on-worker-loss: '%.200s' is not continue or wait", o_on_loss);
+    return -EINVAL;
+  }
+  if (strcmp(o_on_finish, "exit") != 0 && strcmp(o_on_finish, "wait") != 0) {
+    snprintf(err, errlen, "--on-finish: '%.200s' is not exit or wait", o_on_finish);
     return -EINVAL;
   }
   if (!o_resume[0]) {
@@ -436,7 +445,7 @@ int main(int argc, char **argv) {
     ps_eval_free(evaluator);
     pst_tls_ctx_free(opt.tls);
     uv_loop_close(&loop);
-    return PST_EXIT_OK;
+    return strcmp(o_on_finish, "wait") == 0 ? ps_linger(o_metrics_listen, err) : PST_EXIT_OK;
   }
   if (rc < 0) {
     LOG_ERR("%s", err);
@@ -512,6 +521,8 @@ int main(int argc, char **argv) {
     free(args);
     return PST_EXIT_FAILED;
   }
+  if (exit_code == PST_EXIT_OK && strcmp(o_on_finish, "wait") == 0)
+    return ps_linger(o_metrics_listen, "training complete");
   LOG_INFO("exiting with status %d (%s)", exit_code,
            exit_code == PST_EXIT_OK        ? "training finished"
            : exit_code == PST_EXIT_STOPPED ? "stopped on request before training finished"

@@ -28,13 +28,20 @@ static const pst_reader_cbs reader_cbs = {rd_payload, rd_frame};
 
 /* ---- closing ---- */
 
-static void on_handle_closed(uv_handle_t *h) {
-  wk_client *c = h->data;
-  if (h == (uv_handle_t *)&c->io.tcp) c->tcp_open = 0;
-  if (c->tcp_open || !uv_is_closing((uv_handle_t *)&c->timer)) return;
+/* Closed once the connection, the timer and any name lookup are done with: a lookup that
+ * uv_cancel took off the thread pool's queue still calls back (UV_EAI_CANCELED), and the
+ * client must not be started again over its request before it has. */
+static void finish_close(wk_client *c) {
+  if (c->tcp_open || c->resolving || !uv_is_closing((uv_handle_t *)&c->timer)) return;
   if (c->state == WK_CONN_CLOSED) return;
   c->state = WK_CONN_CLOSED;
   c->cbs->on_closed(c, c->close_why);
+}
+
+static void on_handle_closed(uv_handle_t *h) {
+  wk_client *c = h->data;
+  if (h == (uv_handle_t *)&c->io.tcp) c->tcp_open = 0;
+  finish_close(c);
 }
 
 void wk_client_close(wk_client *c, const char *why) {
@@ -246,14 +253,22 @@ static void on_handshake(pst_tls_stream *io, int status) {
 
 static void on_resolved(uv_getaddrinfo_t *req, int status, struct addrinfo *res) {
   wk_client *c = req->data;
+  c->resolving = 0;
   if (closing(c)) {
     if (res) uv_freeaddrinfo(res);
+    finish_close(c);
     return;
   }
   if (status < 0) {
     char why[400];
     snprintf(why, sizeof why, "cannot resolve the ps host '%s': %s", c->host, uv_strerror(status));
-    if (status == UV_EAI_AGAIN) {
+    /* Retried with backoff until the deadline, as a refused connect is: a resolver's
+     * passing failure, and a name that does not exist yet. In a cluster a name exists
+     * while its pod does: a StatefulSet's pstrain-ps-0.pstrain-ps has no DNS record before
+     * the pod first runs, nor while it is being replaced, and the worker must wait for it
+     * rather than fail (at start) or reconnect in a loop with no pause (after a loss). */
+    if (status == UV_EAI_AGAIN || status == UV_EAI_NONAME || status == UV_EAI_NODATA ||
+        status == UV_EAI_FAIL) {
       retry_later(c, status);
     } else {
       wk_client_close(c, why);
@@ -295,6 +310,7 @@ static void try_connect(wk_client *c) {
   snprintf(port, sizeof port, "%d", c->port);
   c->gai.data = c;
   int rc = uv_getaddrinfo(c->loop, &c->gai, on_resolved, c->host, port, &hints);
+  c->resolving = rc == 0;
   if (rc < 0) {
     char why[400];
     snprintf(why, sizeof why, "cannot resolve the ps host '%s': %s", c->host, uv_strerror(rc));

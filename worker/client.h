@@ -50,6 +50,7 @@ struct wk_client {
   int last_attempt; /* the next attempt is the one at the deadline */
   char last_error[128];
   uv_getaddrinfo_t gai;
+  int resolving;          /* gai is out: wait for its callback before the client closes */
   uv_connect_t connect_req;
   /* The connection: io.tcp is its uv_tcp_t (io.tcp.data is this struct), with TLS on it when
    * tls is set. A new stream per attempt. */

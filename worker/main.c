@@ -15,6 +15,7 @@
 #include "common/config.h"
 #include "common/fpenv.h"
 #include "common/http.h"
+#include "common/k8s.h"
 #include "common/log.h"
 #include "common/notify.h"
 #include "common/tls_config.h"
@@ -25,12 +26,12 @@
 
 static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
 static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
-static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX];
+static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX], o_k8s_ps[PST_CFG_STR_MAX];
 static char o_secret_file[PST_CFG_STR_MAX], o_tls_name[PST_CFG_STR_MAX];
 static char o_metrics_listen[PST_CFG_STR_MAX];
 static pst_tls_files o_tls;
 static pst_data_flags o_dataf;
-static int64_t o_threads, o_index, o_gpu_mem;
+static int64_t o_threads, o_index, o_gpu_mem, o_k8s_replicas;
 static double o_timeout, o_slow, o_reconnect, o_delay;
 static int o_list, o_placement, o_push_by_layer, o_pull_by_layer;
 
@@ -58,6 +59,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("delay-ms", PST_CFG_DOUBLE, &o_delay, "0", "delay each pull and push this long, as a slow link would (experiments)", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
+    PST_K8S_OPTS(o_k8s_ps, o_k8s_replicas),
     PST_OPT("instance", PST_CFG_STRING, o_instance, "", "systemd instance: N means --device cuda:N, cpuN --device cpu", 0, 0),
 };
 

@@ -69,7 +69,7 @@ static void check_options(const pst_cfg *c) {
   for (int i = 0; i < c->n_opts; i++) {
     const pst_cfg_opt *o = &c->opts[i];
     CHECK(memchr(o->origin, '\0', sizeof o->origin) != NULL, "%s: origin not terminated", o->name);
-    CHECK(o->source >= PST_SRC_DEFAULT && o->source <= PST_SRC_MODEL, "%s: source %d", o->name,
+    CHECK(o->source >= PST_SRC_DEFAULT && o->source <= PST_SRC_KUBERNETES, "%s: source %d", o->name,
           (int)o->source);
     switch (o->type) {
       case PST_CFG_STRING:
