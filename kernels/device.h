@@ -21,7 +21,9 @@
  *   "cpu"     the CPU backend on cpu_threads threads;
  *   "cuda"    = "cuda:0";
  *   "cuda:N"  visible CUDA device N; an error (-ENODEV, -ENOENT, ...) when it is not usable;
- *   "auto"    cuda:0 when usable, else the CPU backend.
+ *   "auto"    cuda:0 when usable, else the CPU backend;
+ *   "null"    no compute at all (kernels/null_backend.c): the ceiling of any device;
+ *   "null:R"  the same, paced like a device that trains R samples a second.
  * mem_limit_mib caps the device memory of the CUDA backend (0 = no cap; the CPU backend
  * ignores it). note[notelen] always receives one line (no newline): on success what was
  * chosen (and, for "auto" falling back, why: "no CUDA driver (libcuda.so.1 not found);

@@ -43,7 +43,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("ps-shards", PST_CFG_INT, &f_shards, "1", "ps processes the weights are split over", 1, PST_MAX_SHARDS),
     PST_OPT("threads", PST_CFG_INT, &f_threads, "1", "CPU threads per worker", 1, 256),
     PST_OPT("ps-threads", PST_CFG_INT, &f_ps_threads, "0", "each ps's --threads (0: the cores the workers leave free, shared among the shards)", 0, 1024),
-    PST_OPT("device", PST_CFG_STRING, f_device, "", "worker device: auto, cpu, cuda, cuda:N", 0, 0),
+    PST_OPT("device", PST_CFG_STRING, f_device, "", "worker device: auto, cpu, cuda, cuda:N, null or null:RATE (no compute: the ceiling any device can reach)", 0, 0),
     PST_OPT("gpus", PST_CFG_STRING, f_gpus, "", "GPU ids, one worker each (e.g. 0,2,3)", 0, 0),
     PST_OPT("workers-per-gpu", PST_CFG_INT, &f_wpg, "1", "workers sharing each GPU", 1, 64),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &f_gpu_mem, "0", "MiB per worker (0: no cap)", 0, 1 << 24),

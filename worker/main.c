@@ -41,7 +41,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("data-dir", PST_CFG_STRING, o_data, PST_DATA_DEFAULT_DIR, "directory of the data: IDX files, CIFAR-10/100 binary files or an image folder", 0, 0),
     PST_DATA_OPTS(o_dataf),
     PST_OPT("model", PST_CFG_STRING, o_model, "", "model the worker expects (checked against the ps's)", 0, 0),
-    PST_OPT("device", PST_CFG_STRING, o_device, "auto", "auto, cpu, cuda or cuda:N", 0, 0),
+    PST_OPT("device", PST_CFG_STRING, o_device, "auto", "auto, cpu, cuda, cuda:N, or null (no compute: a fixed gradient, the ceiling any device can reach; null:RATE paces each step like a device training RATE samples a second)", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "CPU backend threads", 1, 256),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &o_gpu_mem, "0", "GPU memory cap in MiB (0: none)", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's device and algorithm", 0, 0),
