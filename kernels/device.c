@@ -194,6 +194,22 @@ static int parse_spec(const char *spec, int *kind, int *index, double *rate) {
   return 0;
 }
 
+/* The one reason a spec is refused. */
+static void bad_spec(const char *spec, char *note, size_t notelen) {
+  snprintf(note, notelen,
+           "bad device \"%.64s\": expected auto, cpu, cuda, cuda:N, null or null:RATE (RATE: "
+           "samples a second, at most 1e12)", spec);
+  one_line(note, notelen);
+}
+
+int pst_device_check_spec(const char *spec, char *err, size_t errlen) {
+  int kind, index;
+  double rate;
+  if (parse_spec(spec, &kind, &index, &rate) == 0) return 0;
+  bad_spec(spec, err, errlen);
+  return -EINVAL;
+}
+
 static int open_cpu(int cpu_threads, pst_backend **out) {
   int rc = pst_cpu_backend_create(cpu_threads > 0 ? cpu_threads : 1, out);
   if (rc == 0 && !*out) rc = -ENOMEM;
@@ -216,10 +232,7 @@ int pst_device_open(const char *spec, size_t mem_limit_mib, int cpu_threads, pst
   int kind, index, rc;
   double rate;
   if (parse_spec(spec, &kind, &index, &rate) != 0) {
-    snprintf(note, notelen,
-             "bad device \"%.64s\": expected auto, cpu, cuda, cuda:N, null or null:RATE (RATE: "
-             "samples a second, at most 1e12)", spec);
-    one_line(note, notelen);
+    bad_spec(spec, note, notelen);
     return -EINVAL;
   }
   if (kind == SPEC_NULL) {

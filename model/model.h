@@ -157,7 +157,10 @@ typedef struct {
 /* Parses spec text. On error returns -EINVAL and writes one line such as
  * "my.spec:3: conv2d needs a kernel like 3x3" into err. `source` names the text in errors. */
 int pst_model_parse(const char *text, const char *source, pst_model *m, char *err, size_t errlen);
-/* Loads a preset name ("mlp", "cnn", "cnn2") or else a spec file path. */
+/* Every preset's name, comma-separated (mobilenetv2 and resnet20 take options after a colon:
+ * model/presets.c). */
+#define PST_MODEL_PRESETS "mlp,cnn,cnn2,mobilenetv2,resnet20"
+/* Loads a preset name (PST_MODEL_PRESETS) or else a spec file path. */
 int pst_model_load(const char *name_or_path, pst_model *m, char *err, size_t errlen);
 /* The spec's training defaults for a run that uses optimizer `kind` (NULL: the one the spec
  * names), as name/value pairs in names[] and values[] (room for PST_MODEL_MAX_SETTINGS);

@@ -58,6 +58,14 @@ struct ps_conn {
   uint32_t pending_chunk;
   int pending_flags;     /* its place in the push (PST_CHUNK_FIRST, PST_CHUNK_LAST) */
   double push_at, pull_at; /* monotonic seconds: the push's first chunk, the PULL (/metrics) */
+  /* The round trip (issue 26, ps/metrics.h): when this worker's push was last read whole (0:
+   * not since its last reply began) and the ps's work counters then (pst_update's sum and
+   * optimizer seconds, the metrics' send seconds); once its next reply's first chunk is
+   * written, the ps's part of the wait and of that the seconds summing, in the optimizer and
+   * sending, kept (rt_ready) until its next push brings the whole. */
+  double rt_in, rt_sum0, rt_opt0, rt_send0;
+  double rt_ps, rt_sum, rt_opt, rt_send;
+  int rt_ready;
   /* Pulls: at most one waiting and one being written. */
   int pull_waiting;
   uint64_t pull_want;
@@ -156,6 +164,9 @@ void ps_pull_answer(ps_conn *c);
 void ps_pull_continue(ps_conn *c);
 /* The connection is closing: the chunks of its reply never sent count as done. */
 void ps_pull_abandon(ps_conn *c);
+/* c's push was read whole: its worker's wait for the next weights begins (the round trip's
+ * ps side, ps/metrics.h). */
+void ps_pull_wait_begins(ps_conn *c);
 /* c's write job ended (taken back by a close): its chunks count as done. */
 void ps_pull_job_ended(ps_conn *c);
 /* The callback of c's write job: sends what waited behind it, then the rest of the reply. */

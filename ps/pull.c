@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/clock.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
 
@@ -33,6 +34,27 @@ static void on_pull_write(uv_write_t *req, int status) {
   /* This connection may have a pull waiting behind the one just sent, and a step may be
    * waiting for the buffer. */
   ps_server_kick(c->srv);
+}
+
+void ps_pull_wait_begins(ps_conn *c) {
+  ps_server *s = c->srv;
+  c->rt_in = pst_now();
+  c->rt_sum0 = s->upd.sum_seconds;
+  c->rt_opt0 = s->upd.opt_seconds;
+  c->rt_send0 = s->metrics.send_seconds;
+}
+
+/* The first chunk of a reply has been handed to the kernel (or to an I/O thread): the ps's
+ * part of the worker's wait ends, and is kept until the worker's next push says the whole. */
+static void wait_ends(ps_conn *c) {
+  ps_server *s = c->srv;
+  if (c->rt_in <= 0) return;
+  c->rt_ps = pst_now() - c->rt_in;
+  c->rt_sum = s->upd.sum_seconds - c->rt_sum0;
+  c->rt_opt = s->upd.opt_seconds - c->rt_opt0;
+  c->rt_send = s->metrics.send_seconds - c->rt_send0;
+  c->rt_ready = 1;
+  c->rt_in = 0;
 }
 
 /* Chunks this connection's reply may send now. */
@@ -85,11 +107,14 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   j->iovcnt = (int)(2 * k);
   j->done = ps_pull_job_done;
   j->data = c;
+  double t0 = pst_now();
   if (ps_io_submit(s->io, j) < 0) return 0;
   s->metrics.bytes_out += frames;
+  c->last_tx = pst_now();
+  s->metrics.send_seconds += c->last_tx - t0;
+  if (c->pull_sent == 0) wait_ends(c);
   c->pull_sent += k;
   c->wjob_chunks = k;
-  c->last_tx = pst_now();
   return 1;
 }
 
@@ -134,6 +159,7 @@ void ps_pull_continue(ps_conn *c) {
     int hn = chunk_frame(c, i, bufs);
     c->wreq[i].data = c;
     s->metrics.bytes_out += (uint64_t)hn + bufs[1].len;
+    double t0 = pst_now();
     if (pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_pull_write) < 0) {
       /* The connection is failing: chunk i and the rest never started. */
       c->pull_sent = i;
@@ -141,6 +167,8 @@ void ps_pull_continue(ps_conn *c) {
       if (!c->pull_writing) ps_server_kick(s);
       return;
     }
+    s->metrics.send_seconds += pst_now() - t0;
+    if (i == 0) wait_ends(c);
   }
 }
 

@@ -193,6 +193,12 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     c->push_desc = desc;
     c->push_version = h->version;
     c->push_at = pst_now();
+    /* The worker's exposed wait of its step before, with the ps's part of it (ps/metrics.h).
+     * A figure of an hour or more is nobody's step: not counted. */
+    if (h->wait_us > 0 && c->rt_ready && h->wait_us < 3600u * 1000000u)
+      pst_metrics_round_trip(&s->metrics, h->wait_us * 1e-6, c->rt_ps, c->rt_sum, c->rt_opt,
+                             c->rt_send);
+    c->rt_ready = 0;
   }
   /* A share that would be copied into the sum is read straight into it. */
   c->push_dst = c->push_dropped ? NULL
@@ -262,6 +268,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         return 0;
       }
       uint32_t n = s->upd.n_chunks, pos = c->push_pos;
+      if (h->last) ps_pull_wait_begins(c); /* the push is in: the worker waits from here */
       c->pending = 1;
       c->pending_chunk = c->push_desc ? n - 1 - pos : pos;
       c->pending_flags = pst_update_chunk_flags(&s->upd, pos); /* on_payload checked last */

@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+
 const char *pst_mode_name(pst_mode m) {
   switch (m) {
     case PST_MODE_SYNC: return "sync";
@@ -212,7 +214,9 @@ static void chunk_range(void *ctx, size_t begin, size_t end) {
 static int run_chunk(pst_update *u, float *sum, const float *data, const float *grad,
                      float scale, size_t off, uint32_t len) {
   chunk_job j = {u, sum, data, grad, scale, off, 0};
+  double t0 = pst_now();
   ps_par_for(u->par, len, chunk_range, &j);
+  *(grad ? &u->opt_seconds : &u->sum_seconds) += pst_now() - t0;
   if (!atomic_load_explicit(&j.unsafe, memory_order_relaxed)) return 0;
   pst_opt_carry(u->opt, pst_store_front(u->store), pst_store_back(u->store), off, len);
   u->unsafe_chunks++;
@@ -384,7 +388,11 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
     apply(u, data, scale, off, len);
   } else if (u->shares[c] == 0) {
     /* The first share may already be in place (read straight into the sum). */
-    if (data != sum) memcpy(sum, data, len * sizeof(float));
+    if (data != sum) {
+      double t0 = pst_now();
+      memcpy(sum, data, len * sizeof(float));
+      u->sum_seconds += pst_now() - t0;
+    }
   } else if (last_share) {
     /* Chunk c is complete with this share: sum it in and apply the optimizer in one pass. */
     run_chunk(u, sum, data, sum, scale, off, len);

@@ -108,6 +108,10 @@ typedef struct {
   double clip_sq;         /* the bound on a share's squared norm, with rounding's slack */
   double *push_sq;        /* [N]: the squared norm of worker w's push so far */
   uint64_t unsafe_chunks; /* chunks whose update would have been non-finite: kept as they were */
+  /* Seconds of the caller's thread spent summing shares (sum_seconds) and in optimizer passes
+   * (opt_seconds, which include the sum of a chunk's last share, made in the same pass), for
+   * the round trip's parts (ps/metrics.h). */
+  double sum_seconds, opt_seconds;
   int last_unsafe;        /* the last offer kept a chunk back that way */
   char reject_why[128];   /* why the last PST_OFFER_REJECTED was */
 } pst_update;

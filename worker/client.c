@@ -16,6 +16,15 @@ static void try_connect(wk_client *c);
 
 static int rd_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   wk_client *c = r->data;
+  if (h->type == PSTRAIN__MSG_TYPE__WEIGHTS && c->push_done_at > 0) {
+    /* The first weights after a push: the reply to the pull that followed it. */
+    double wait = pst_now() - c->push_done_at;
+    if (wait < 0) wait = 0;
+    c->push_done_at = 0;
+    c->wait_us = wait * 1e6 < 4e9 ? (uint32_t)(wait * 1e6 + 0.5) : 4000000000u;
+    if (c->wait_us == 0) c->wait_us = 1; /* measured: 0 means none */
+    pst_quant_observe(&c->waits, wait);
+  }
   return c->cbs->on_payload(c, h, dst);
 }
 
@@ -370,8 +379,11 @@ int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats) {
 static void on_push_write(uv_write_t *req, int status) {
   wk_client *c = req->data;
   (void)status;
-  if (--c->writes_left == 0 && c->push_queued == c->n_chunks && c->state == WK_CONN_OPEN)
+  if (--c->writes_left == 0 && c->push_queued == c->n_chunks && c->state == WK_CONN_OPEN) {
+    if (!c->push_timed) c->push_done_at = pst_now();
+    c->push_timed = 1;
     c->cbs->on_push_sent(c);
+  }
 }
 
 /* Queues chunk i of the push in progress as the push's next frame. */
@@ -380,16 +392,38 @@ static int queue_chunk(wk_client *c, uint32_t i) {
   uint32_t len = (uint32_t)(c->n_floats - off < c->chunk_floats ? c->n_floats - off
                                                                  : c->chunk_floats);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
-  /* The last frame of the push says so, whichever chunk it carries. */
-  int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, c->push_version, off, len,
-                                 c->push_queued + 1 == c->n_chunks, head, PST_WIRE_CHUNK_HEAD);
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PUSH;
+  h.version = c->push_version;
+  h.offset = off;
+  h.count = len;
+  /* The last frame of the push says so, whichever chunk it carries; the first carries the
+   * exposed wait of the step before. */
+  h.last = c->push_queued + 1 == c->n_chunks;
+  if (c->push_queued == 0) {
+    h.wait_us = c->wait_us;
+    c->wait_us = 0;
+    c->push_done_at = 0;
+  }
+  int hn = pst_wire_encode(&h, len * 4u, head, PST_WIRE_CHUNK_HEAD);
+  if (hn < 0) return hn;
   uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
                       uv_buf_init((char *)(c->push_grad + off), len * 4u)};
   c->wreq[i].data = c;
   c->writes_left++;
   c->push_queued++;
   int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_push_write);
-  if (rc < 0) c->writes_left--;
+  if (rc < 0) {
+    c->writes_left--;
+    return rc;
+  }
+  /* The push's last bytes went into the kernel at once (plain TCP with room in the socket's
+   * buffer): that is when they left, not the write callback's turn of the loop. */
+  if (h.last && !pst_tls_stream_is_tls(&c->io) &&
+      uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) == 0) {
+    c->push_done_at = pst_now();
+    c->push_timed = 1;
+  }
   return rc;
 }
 
@@ -400,6 +434,7 @@ static int push_begin(wk_client *c, uint64_t version, const float *grad, int des
   c->push_desc = desc;
   c->push_queued = 0;
   c->writes_left = 0;
+  c->push_timed = 0;
   return 0;
 }
 

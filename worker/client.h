@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "common/auth.h"
+#include "common/prom.h"
 #include "common/tls.h"
 #include "proto/wire.h"
 
@@ -83,6 +84,14 @@ struct wk_client {
   const float *push_grad;
   int push_desc;
   uint32_t push_queued;
+  /* The exposed wait of each step (issue 26): from the last byte of a push handed to the
+   * kernel (push_done_at, 0 while none is pending) to the first WEIGHTS frame after it, the
+   * next reply's first chunk. wait_us goes to the ps on the next push's first chunk, and
+   * waits gathers them for this worker's own figures. */
+  double push_done_at;
+  int push_timed;         /* push_done_at was set for the push in progress */
+  uint32_t wait_us;
+  pst_quant waits;
   double last_rx, last_tx; /* monotonic seconds: the last bytes read, the last frame queued */
   const char *close_why;
   char close_buf[512];   /* a reason naming a host (255) and an error fits whole */

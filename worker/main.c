@@ -159,7 +159,8 @@ int main(int argc, char **argv) {
             "--slow-factor between 1 and 1000, --delay-ms between 0 and 600000");
     return PST_EXIT_USAGE;
   }
-  if (pst_data_flags_parse(&o_dataf, &opt.image, err, sizeof err) < 0) {
+  if (pst_data_flags_parse(&o_dataf, &opt.image, err, sizeof err) < 0 ||
+      pst_device_check_spec(o_device, err, sizeof err) < 0) {
     LOG_ERR("%s", err);
     return PST_EXIT_USAGE;
   }

@@ -340,6 +340,15 @@ static void finish(wk_trainer *t, uint64_t checksum) {
     LOG_INFO("--pull-by-layer: %" PRIu64 " of %" PRIu64 " steps started before their "
              "weights were all in; they waited %.3f s in all for the rest", t->steps_early,
              t->steps, t->weights_wait);
+  for (int i = 0; i < t->n_ps; i++) {
+    const pst_quant *q = &t->ps[i].client.waits;
+    if (q->n == 0) continue;
+    char which[32] = "";
+    if (t->n_ps > 1) snprintf(which, sizeof which, " with shard %d", i);
+    LOG_INFO("round trip%s: each step's exposed wait (its push's last byte out to the next "
+             "weights' first byte in) p50 %.3f ms, p99 %.3f ms over %" PRIu64 " steps", which,
+             pst_quant_value(q, 0.5) * 1e3, pst_quant_value(q, 0.99) * 1e3, q->n);
+  }
 }
 
 static void after_eval(wk_trainer *t) {
