@@ -174,6 +174,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.batch_size = (uint32_t)s->opt.batch_size;
   wl.seed = s->opt.seed;
   wl.chunk_floats = s->upd.chunk_floats;
+  wl.layer_chunks = s->opt.layer_chunks != 0;
   wl.staleness = (uint32_t)s->opt.staleness;
   wl.report_every = (uint32_t)s->opt.report_every;
   wl.eval_every = (uint32_t)s->opt.eval_every;

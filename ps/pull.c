@@ -70,7 +70,7 @@ static int chunk_frame(ps_conn *c, uint32_t i, uv_buf_t bufs[2]) {
   ps_server *s = c->srv;
   const float *w = s->store.buf[c->pull_hold.buf];
   uint32_t len = pst_update_chunk_len(&s->upd, i);
-  size_t off = (size_t)i * s->upd.chunk_floats;
+  size_t off = pst_update_chunk_off(&s->upd, i);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
   int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
                                  i + 1 == s->upd.n_chunks, head, PST_WIRE_CHUNK_HEAD);

@@ -168,7 +168,7 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   int first = pos == 0;
   int desc = first ? h->offset != 0 : c->push_desc;
   uint32_t chunk = desc ? n - 1 - pos : pos;
-  if (h->offset != (uint64_t)chunk * s->upd.chunk_floats ||
+  if (h->offset != (uint64_t)pst_update_chunk_off(&s->upd, chunk) ||
       h->count != pst_update_chunk_len(&s->upd, chunk) ||
       (h->last != 0) != (pos + 1 == n) || (!first && h->version != c->push_version)) {
     if (first && n > 1)
@@ -390,6 +390,21 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
                                   opt->clip_norm)) < 0) {
     snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s", n,
              strerror(-rc));
+    return rc;
+  }
+  /* The chunks follow the layers (model/model.h), within the largest chunk the workers'
+   * receive buffers allow (pst_update_init's cap); without layer_chunks, pst_update_init's
+   * chunks of one size stand. */
+  size_t n_chunks = pst_model_chunks(model, s->opt.shard_offset, n, s->upd.chunk_floats, NULL);
+  size_t *starts = opt->layer_chunks ? malloc((n_chunks + 1) * sizeof *starts) : NULL;
+  rc = starts || !opt->layer_chunks ? 0 : -ENOMEM;
+  if (starts) {
+    pst_model_chunks(model, s->opt.shard_offset, n, s->upd.chunk_floats, starts);
+    rc = pst_update_set_chunks(&s->upd, starts, n_chunks);
+  }
+  free(starts);
+  if (rc < 0) {
+    snprintf(err, errlen, "cannot cut the model into chunks: %s", strerror(-rc));
     return rc;
   }
   /* Batchnorm's moving statistics are model state, not weights: the optimizer adds the

@@ -282,6 +282,7 @@ static inline void start_with(pst_mode mode, int workers, const pst_model *model
   o.mode = mode;
   o.workers = workers;
   o.chunk_floats = chunk;
+  o.layer_chunks = 1; /* as the ps runs by default (one layer here: pieces of the chunk) */
   g.n_params = model->n_params;
   o.epochs = 1;
   o.batch_size = 8;

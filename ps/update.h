@@ -71,8 +71,9 @@ typedef struct {
   int workers;            /* N */
   int backup;             /* K: sync steps need N-K gradients */
   int needed;             /* shares a backup-worker step takes: N-K, fewer once members leave */
-  uint32_t chunk_floats;
+  uint32_t chunk_floats;  /* the largest chunk (every connection's receive buffer holds one) */
   uint32_t n_chunks;
+  size_t *chunk_off;      /* [n_chunks + 1]: chunk c is [chunk_off[c], chunk_off[c + 1]) */
   pst_store *store;
   pst_optimizer *opt;
   ps_par *par;            /* helper threads for the element-wise loops, or NULL (ps/par.h) */
@@ -145,6 +146,11 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
 #define PST_GRAD_LIMIT_STR(x) PST_GRAD_LIMIT_STR_(x)
 #define PST_GRAD_LIMIT_DEFAULT_TEXT PST_GRAD_LIMIT_STR(PST_GRAD_LIMIT_DEFAULT)
 int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm);
+/* The chunks' boundaries (pst_model_chunks: along the layers): starts[n_chunks + 1],
+ * starts[0] = 0, ascending, starts[n_chunks] = the store's n, no chunk over chunk_floats.
+ * Until it is called, chunk c is [c x chunk_floats, (c + 1) x chunk_floats). Only before
+ * any gradient (-EINVAL otherwise, and for boundaries that break the rules); -ENOMEM. */
+int pst_update_set_chunks(pst_update *u, const size_t *starts, size_t n_chunks);
 /* Sums and optimizer passes over a chunk run on par's threads (NULL: the caller's alone);
  * the results are the same bits either way. */
 void pst_update_set_par(pst_update *u, ps_par *par);
@@ -159,8 +165,13 @@ int pst_update_set_backup(pst_update *u, int backup);
  * unchanged). Membership also sets the backup-worker quorum: min(N-K, members). */
 void pst_update_set_member(pst_update *u, int w, int on, int *published);
 void pst_update_free(pst_update *u);
-/* Floats in chunk c. */
-uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c);
+/* Where chunk c starts in the vector, and its floats. */
+static inline size_t pst_update_chunk_off(const pst_update *u, uint32_t c) {
+  return u->chunk_off[c];
+}
+static inline uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
+  return (uint32_t)(u->chunk_off[c + 1] - u->chunk_off[c]);
+}
 /* sync: where worker w's chunk c, computed on `version`, may be read straight into: its
  * place in the back buffer when that share is the chunk's first of the step (it would be
  * copied there), else NULL. Claims the back buffer for the step like an offer does; the

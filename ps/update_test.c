@@ -687,6 +687,76 @@ static void test_clip_norm(void) {
   teardown(&s, &o, &u);
 }
 
+/* Chunks of any sizes (pst_update_set_chunks: along the model's layers, issue 26): the bad
+ * layouts are refused; with uneven chunks a sync step (workers in either order, pushes in
+ * either direction) and an async push end with the bits of chunks of one size, since every
+ * sum and pass is element-wise. */
+static uint64_t uneven_step(pst_mode mode, int reverse, unsigned desc_mask) {
+  static const size_t starts[] = {0, 3, 1003, 1004, 1500, 2000, 2999, 3999, 4999, 5999,
+                                  6999, 7999, 8999, 9999, N};
+  const size_t n = sizeof starts / sizeof starts[0] - 1;
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, mode);
+  CHECK(pst_update_set_chunks(&u, starts, n) == 0 && u.n_chunks == n);
+  CHECK(pst_update_chunk_off(&u, 2) == 1003 && pst_update_chunk_len(&u, 2) == 1);
+  uint32_t next[W] = {0};
+  int published = 0, rounds = 0, workers = mode == PST_MODE_SYNC ? W : 1;
+  while (s.version == 0 && rounds++ < 1000) {
+    for (int k = 0; k < workers; k++) {
+      int w = reverse ? W - 1 - k : k;
+      while (next[w] < u.n_chunks) {
+        int pub = 0, desc = (desc_mask >> w) & 1;
+        uint32_t c = desc ? u.n_chunks - 1 - next[w] : next[w];
+        int rc = pst_update_offer(&u, w, 0, c, pst_update_chunk_flags(&u, next[w]),
+                                  grads[w] + starts[c], &pub);
+        CHECK(rc >= 0);
+        if (rc != PST_OFFER_TAKEN) break;
+        next[w]++;
+        published |= pub;
+      }
+    }
+  }
+  CHECK(published && s.version == 1);
+  uint64_t sum = pst_store_checksum(&s);
+  teardown(&s, &o, &u);
+  return sum;
+}
+
+static void test_uneven_chunks(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  const size_t over[] = {0, CHUNK + 1, N}, gap[] = {0, 0, N}, short_[] = {0, 500, N - 1},
+               late[] = {1, 500, N};
+  CHECK(pst_update_set_chunks(&u, over, 2) == -EINVAL);
+  CHECK(pst_update_set_chunks(&u, gap, 2) == -EINVAL);
+  CHECK(pst_update_set_chunks(&u, short_, 2) == -EINVAL);
+  CHECK(pst_update_set_chunks(&u, late, 2) == -EINVAL);
+  CHECK(u.n_chunks == (N + CHUNK - 1) / CHUNK); /* unchanged */
+  int pub = 0;
+  CHECK(pst_update_offer(&u, 0, 0, 0, pst_update_chunk_flags(&u, 0), grads[0], &pub) ==
+        PST_OFFER_TAKEN);
+  const size_t fine[] = {0, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
+                         N};
+  CHECK(pst_update_set_chunks(&u, fine, 12) == -EINVAL); /* a step is open */
+  teardown(&s, &o, &u);
+  uint64_t want = run_sync_step(0);
+  for (unsigned mask = 0; mask < (1u << W); mask += 3) {
+    CHECK(uneven_step(PST_MODE_SYNC, 0, mask) == want);
+    CHECK(uneven_step(PST_MODE_SYNC, 1, mask) == want);
+  }
+  /* Async: one push, either direction, as with chunks of one size. */
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  CHECK(offer_range(&u, 0, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && pub);
+  uint64_t async_want = pst_store_checksum(&s);
+  teardown(&s, &o, &u);
+  CHECK(uneven_step(PST_MODE_ASYNC, 0, 0) == async_want);
+  CHECK(uneven_step(PST_MODE_ASYNC, 0, 1) == async_want);
+}
+
 int main(void) {
   test_grad_limit();
   test_unsafe_update();
@@ -697,6 +767,7 @@ int main(void) {
   test_sync_replacement();
   test_async_owner_lost();
   test_sync_order();
+  test_uneven_chunks();
   test_push_directions();
   test_sync_waits();
   test_sync_ready_prefix();

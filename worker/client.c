@@ -364,16 +364,28 @@ int wk_client_send_now(wk_client *c, const Pstrain__Header *h) {
   return rc == n ? 0 : rc < 0 ? rc : -EAGAIN;
 }
 
-int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats) {
-  if (chunk_floats == 0) return -EINVAL;
-  c->n_floats = n;
-  c->chunk_floats = chunk_floats;
-  c->n_chunks = (uint32_t)((n + chunk_floats - 1) / chunk_floats);
+int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n,
+                           uint32_t chunk_floats, int layer_chunks) {
+  if (chunk_floats == 0 || n == 0 || (layer_chunks && !m)) return -EINVAL;
+  size_t count = layer_chunks ? pst_model_chunks(m, lo, n, chunk_floats, NULL)
+                              : (n + chunk_floats - 1) / chunk_floats;
+  if (count == 0 || count > UINT32_MAX - 1) return -EINVAL;
   free(c->wreq);
   free(c->whead);
-  c->wreq = calloc(c->n_chunks, sizeof *c->wreq);
-  c->whead = malloc((size_t)c->n_chunks * PST_WIRE_CHUNK_HEAD);
-  return c->wreq && c->whead ? 0 : -ENOMEM;
+  free(c->starts);
+  c->n_floats = n;
+  c->n_chunks = (uint32_t)count;
+  c->wreq = calloc(count, sizeof *c->wreq);
+  c->whead = malloc(count * PST_WIRE_CHUNK_HEAD);
+  c->starts = malloc((count + 1) * sizeof *c->starts);
+  if (!c->wreq || !c->whead || !c->starts) return -ENOMEM;
+  if (layer_chunks) {
+    pst_model_chunks(m, lo, n, chunk_floats, c->starts);
+  } else {
+    for (size_t i = 0; i < count; i++) c->starts[i] = i * chunk_floats;
+    c->starts[count] = n;
+  }
+  return 0;
 }
 
 static void on_push_write(uv_write_t *req, int status) {
@@ -388,9 +400,8 @@ static void on_push_write(uv_write_t *req, int status) {
 
 /* Queues chunk i of the push in progress as the push's next frame. */
 static int queue_chunk(wk_client *c, uint32_t i) {
-  size_t off = (size_t)i * c->chunk_floats;
-  uint32_t len = (uint32_t)(c->n_floats - off < c->chunk_floats ? c->n_floats - off
-                                                                 : c->chunk_floats);
+  size_t off = c->starts[i];
+  uint32_t len = (uint32_t)(c->starts[i + 1] - off);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = PSTRAIN__MSG_TYPE__PUSH;
@@ -446,7 +457,7 @@ int wk_client_push_upto(wk_client *c, size_t from) {
   if (c->state != WK_CONN_OPEN) return -ENOTCONN;
   while (c->push_queued < c->n_chunks) {
     uint32_t i = c->push_desc ? c->n_chunks - 1 - c->push_queued : c->push_queued;
-    if (c->push_desc && (size_t)i * c->chunk_floats < from) break;
+    if (c->push_desc && c->starts[i] < from) break;
     c->last_tx = pst_now();
     int rc = queue_chunk(c, i);
     if (rc < 0) return rc;
@@ -463,6 +474,8 @@ void wk_client_free(wk_client *c) {
   pst_reader_free(&c->rd);
   free(c->wreq);
   free(c->whead);
+  free(c->starts);
   c->wreq = NULL;
   c->whead = NULL;
+  c->starts = NULL;
 }

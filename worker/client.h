@@ -11,6 +11,7 @@
 #include "common/auth.h"
 #include "common/prom.h"
 #include "common/tls.h"
+#include "model/model.h"
 #include "proto/wire.h"
 
 typedef struct wk_client wk_client;
@@ -72,9 +73,11 @@ struct wk_client {
   pst_auth auth;
   uint8_t hs[PST_AUTH_CHALLENGE_LEN];
   uint32_t hs_got;
-  /* Push frames, allocated once the chunk layout is known. */
-  uint32_t n_chunks, chunk_floats;
+  /* Push frames, allocated once the chunk layout is known: chunk i is the floats
+   * [starts[i], starts[i + 1]) of the part pushed. */
+  uint32_t n_chunks;
   size_t n_floats;
+  size_t *starts;         /* [n_chunks + 1] */
   uv_write_t *wreq;       /* [n_chunks] */
   uint8_t *whead;         /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
   uint32_t writes_left;    /* queued push writes not yet completed */
@@ -108,8 +111,12 @@ int wk_client_send(wk_client *c, const Pstrain__Header *h);
 /* Sends a small control message now if the socket takes it at once (an ERROR just before
  * closing, which a queued write would not outlive). */
 int wk_client_send_now(wk_client *c, const Pstrain__Header *h);
-/* Sets the chunk layout for pushes of n floats. */
-int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats);
+/* The chunk layout of pushes of the n floats [lo, lo + n) of m's parameter vector, as the
+ * WELCOME says: along the layers (layer_chunks: pst_model_chunks) or, from a ps before issue
+ * 26, in pieces of chunk_floats (m may then be NULL). 0, -EINVAL for chunk_floats 0, or
+ * -ENOMEM. */
+int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n,
+                           uint32_t chunk_floats, int layer_chunks);
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
  * on_push_sent. */
 int wk_client_push(wk_client *c, uint64_t version, const float *grad);

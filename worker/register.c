@@ -210,7 +210,8 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   sh->chunk_floats = w->chunk_floats;
   sh->start_step = w->start_step;
   sh->eval_epoch = w->eval_epoch;
-  int rc = wk_client_prepare_push(&sh->client, n, w->chunk_floats);
+  int rc = wk_client_prepare_push(&sh->client, &t->model, lo, n, w->chunk_floats,
+                                  w->layer_chunks);
   if (rc == -EINVAL) {
     wk_fail(t, "the ps at %s:%d sent a chunk size of 0 floats", sh->client.host,
             sh->client.port);
