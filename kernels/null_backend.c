@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
+#include <sys/prctl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -30,8 +31,8 @@
 
 /* Every gradient value of a sync step's sum (or of one async push, as the ps scales it). */
 #define GRAD_VALUE 1e-3f
-/* A wait shorter than this is carried over to the next operation: a sleep costs tens of
- * microseconds of its own. */
+/* A wait shorter than this is carried over to the next operation: a sleep costs microseconds
+ * of its own. */
 #define MIN_SLEEP 50e-6
 
 typedef struct {
@@ -41,22 +42,42 @@ typedef struct {
   int step_batch;         /* the batch of the training step since then (0: none) */
   float grad_scale;       /* the loss scale x the batch: the worker's share of the mean */
   double due;             /* monotonic seconds the emulated device is busy until */
+  double late;            /* how late the last wait ended, past the device's clock */
   char name[48];
 } null_impl;
 
-/* The device does `flops` of work: its clock moves on by their time, and the caller waits
- * once it is far enough ahead. */
+/* Sleeps until the monotonic time `until`, with the calling thread's timer slack at 1 us
+ * (Linux lets a sleep end up to 50 us late by default, and a step sleeps once per layer). */
+static void sleep_until(double until) {
+  static __thread int slack_set;
+  if (!slack_set) {
+    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+    slack_set = 1;
+  }
+  struct timespec ts = {(time_t)until, (long)((until - floor(until)) * 1e9)};
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {
+  }
+}
+
+/* Waits for the device's clock, and notes how late the wait ended. */
+static void wait_device(null_impl *n) {
+  sleep_until(n->due);
+  double late = pst_now() - n->due;
+  n->late = late > 0 ? late : 0;
+}
+
+/* The device does `flops` of work: it starts once it has finished what came before and the
+ * caller has asked, and its clock moves on by the work's time; the caller waits once the
+ * clock is far enough ahead. The caller's clock runs behind by how late its last wait ended:
+ * a real device's caller would not have slept past it. */
 static void spend(pst_backend *b, double flops) {
   null_impl *n = b->impl;
   n->counted += flops;
   if (n->rate <= 0 || n->flops_per_sample <= 0) return;
-  double now = pst_now();
-  if (n->due < now) n->due = now;
+  double asked = pst_now() - n->late;
+  if (n->due < asked) n->due = asked;
   n->due += flops / (n->flops_per_sample * n->rate);
-  if (n->due - now < MIN_SLEEP) return;
-  double left = n->due - now;
-  struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
-  nanosleep(&ts, NULL);
+  if (n->due - asked >= MIN_SLEEP) wait_device(n);
 }
 
 static void fill(float *p, size_t n, float v) {
@@ -88,11 +109,7 @@ static int null_synchronize(pst_backend *b) {
     n->flops_per_sample = n->counted / n->step_batch;
   n->counted = 0;
   n->step_batch = 0;
-  double left = n->due - pst_now();
-  if (left > 0) {
-    struct timespec ts = {(time_t)left, (long)((left - floor(left)) * 1e9)};
-    nanosleep(&ts, NULL);
-  }
+  if (n->rate > 0 && n->due > pst_now()) wait_device(n);
   return 0;
 }
 

@@ -58,13 +58,13 @@ struct ps_conn {
   uint32_t pending_chunk;
   int pending_flags;     /* its place in the push (PST_CHUNK_FIRST, PST_CHUNK_LAST) */
   double push_at, pull_at; /* monotonic seconds: the push's first chunk, the PULL (/metrics) */
-  /* The round trip (issue 26, ps/metrics.h): when this worker's push was last read whole (0:
-   * not since its last reply began) and the ps's work counters then (pst_update's sum and
-   * optimizer seconds, the metrics' send seconds); once its next reply's first chunk is
-   * written, the ps's part of the wait and of that the seconds summing, in the optimizer and
-   * sending, kept (rt_ready) until its next push brings the whole. */
-  double rt_in, rt_sum0, rt_opt0, rt_send0;
-  double rt_ps, rt_sum, rt_opt, rt_send;
+  /* The round trip (issue 26, ps/metrics.h), ps/pull.c's: the ps's work counters (its
+   * seconds summing, in the optimizer, sending: rt_w0) when this worker's push began to
+   * arrive, and when it was in whole (rt_in, rt_w1); once the first chunk of its next reply
+   * is about to be written, the ps's part of the wait (queued and the work since rt_w0),
+   * kept (rt_ready) until its next push brings the whole. */
+  double rt_in, rt_w0[3], rt_w1[3];
+  double rt_queued, rt_work[3];
   int rt_ready;
   /* Pulls: at most one waiting and one being written. */
   int pull_waiting;
@@ -164,8 +164,10 @@ void ps_pull_answer(ps_conn *c);
 void ps_pull_continue(ps_conn *c);
 /* The connection is closing: the chunks of its reply never sent count as done. */
 void ps_pull_abandon(ps_conn *c);
-/* c's push was read whole: its worker's wait for the next weights begins (the round trip's
- * ps side, ps/metrics.h). */
+/* The round trip's ps side (ps/metrics.h): c's push begins to arrive, its first chunk
+ * saying its worker's exposed wait in the step before (wait_us, 0: none), which meets the
+ * ps's part of it; and c's push is in whole: its worker waits for weights from here. */
+void ps_pull_push_begins(ps_conn *c, uint32_t wait_us);
 void ps_pull_wait_begins(ps_conn *c);
 /* c's write job ended (taken back by a close): its chunks count as done. */
 void ps_pull_job_ended(ps_conn *c);

@@ -138,10 +138,10 @@ void pst_metrics_pulled(pst_metrics *m, double seconds) {
 const char *const pst_rt_part_names[PST_RT_PARTS] = {"exposed", "wire",      "queued",
                                                       "sum",     "optimizer", "sending"};
 
-void pst_metrics_round_trip(pst_metrics *m, double exposed, double in_ps, double sum,
+void pst_metrics_round_trip(pst_metrics *m, double exposed, double queued, double sum,
                             double optimizer, double sending) {
-  double queued = in_ps - sum - optimizer - sending;
-  double v[PST_RT_PARTS] = {exposed, exposed - in_ps, queued, sum, optimizer, sending};
+  double wire = exposed - queued - sum - optimizer - sending;
+  double v[PST_RT_PARTS] = {exposed, wire, queued, sum, optimizer, sending};
   for (int i = 0; i < PST_RT_PARTS; i++) pst_quant_observe(&m->round_trip[i], v[i] > 0 ? v[i] : 0);
 }
 

@@ -88,11 +88,14 @@ typedef struct {
 
 /* The round trip (issue 26): each worker step's exposed wait, from the last byte of its push
  * leaving the worker to the first byte of its next weights reaching it, and where it went.
- * The worker measures the whole (and says it on its next push); the ps its own part, from
- * the push's last byte read to the reply's first chunk written, and of that the seconds it
- * spent summing shares, in optimizer passes and writing reply chunks. What is left of its part
- * is queued (behind other work, or waiting for other workers' shares); what is left of the
- * whole is the wire (both ways: the kernels' socket buffers, the network). */
+ * The worker measures the whole (and says it on its next push); the ps its own part: the
+ * seconds it spent summing shares, in optimizer passes and writing reply chunks from the
+ * push's first chunk on (work on the push's first chunks holds its last bytes in the socket),
+ * and the rest of the time from the push in whole to the reply's first chunk about to be
+ * written, queued (behind other work, or waiting for other workers' shares). What is left of
+ * the whole is the wire, both ways (the kernels' socket buffers, the network). On a link
+ * slower than the ps, work on a push's first chunks overlaps the rest of its transfer and is
+ * counted all the same, so the wire is then the smaller for it. */
 typedef enum {
   PST_RT_EXPOSED = 0,
   PST_RT_WIRE,
@@ -170,10 +173,10 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
 void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds);
 void pst_metrics_pulled(pst_metrics *m, double seconds);
 void pst_metrics_step(pst_metrics *m);
-/* One worker step's round trip: its exposed wait as the worker measured it, the ps's part of
- * it, and of that part the seconds summing, in the optimizer and sending (pst_rt_part).
- * Parts that the measurement noise would make negative count as 0. */
-void pst_metrics_round_trip(pst_metrics *m, double exposed, double in_ps, double sum,
+/* One worker step's round trip: its exposed wait as the worker measured it and the ps's
+ * parts of it (pst_rt_part); the wire is what is left. A part that measurement noise would
+ * make negative counts as 0. */
+void pst_metrics_round_trip(pst_metrics *m, double exposed, double queued, double sum,
                             double optimizer, double sending);
 /* Adds a worker's share of the epoch's test evaluation (epoch 1..epochs; others ignored). */
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,

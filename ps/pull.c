@@ -36,23 +36,43 @@ static void on_pull_write(uv_write_t *req, int status) {
   ps_server_kick(c->srv);
 }
 
-void ps_pull_wait_begins(ps_conn *c) {
-  ps_server *s = c->srv;
-  c->rt_in = pst_now();
-  c->rt_sum0 = s->upd.sum_seconds;
-  c->rt_opt0 = s->upd.opt_seconds;
-  c->rt_send0 = s->metrics.send_seconds;
+/* The ps's work counters: seconds summing, in optimizer passes, writing reply chunks. */
+static void work_now(const ps_server *s, double w[3]) {
+  w[0] = s->upd.sum_seconds;
+  w[1] = s->upd.opt_seconds;
+  w[2] = s->metrics.send_seconds;
 }
 
-/* The first chunk of a reply has been handed to the kernel (or to an I/O thread): the ps's
- * part of the worker's wait ends, and is kept until the worker's next push says the whole. */
-static void wait_ends(ps_conn *c) {
+void ps_pull_push_begins(ps_conn *c, uint32_t wait_us) {
   ps_server *s = c->srv;
+  /* A figure of an hour or more is nobody's step: not counted. */
+  if (wait_us > 0 && c->rt_ready && wait_us < 3600u * 1000000u)
+    pst_metrics_round_trip(&s->metrics, wait_us * 1e-6, c->rt_queued, c->rt_work[0],
+                           c->rt_work[1], c->rt_work[2]);
+  c->rt_ready = 0;
+  c->rt_in = 0;
+  work_now(s, c->rt_w0);
+}
+
+void ps_pull_wait_begins(ps_conn *c) {
+  c->rt_in = pst_now();
+  work_now(c->srv, c->rt_w1);
+}
+
+/* The first chunk of a reply is about to be handed to the kernel (or to an I/O thread): the
+ * ps's part of the worker's wait ends. Its work counts from the push's first chunk on: work
+ * on the push's early chunks (and anything else) held its last bytes in the socket. What
+ * is left of the time since the push was in whole is queued. */
+static void wait_ends(ps_conn *c) {
   if (c->rt_in <= 0) return;
-  c->rt_ps = pst_now() - c->rt_in;
-  c->rt_sum = s->upd.sum_seconds - c->rt_sum0;
-  c->rt_opt = s->upd.opt_seconds - c->rt_opt0;
-  c->rt_send = s->metrics.send_seconds - c->rt_send0;
+  double now[3];
+  work_now(c->srv, now);
+  double after = 0;
+  for (int k = 0; k < 3; k++) {
+    c->rt_work[k] = now[k] - c->rt_w0[k];
+    after += now[k] - c->rt_w1[k];
+  }
+  c->rt_queued = pst_now() - c->rt_in - after;
   c->rt_ready = 1;
   c->rt_in = 0;
 }
@@ -107,12 +127,12 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   j->iovcnt = (int)(2 * k);
   j->done = ps_pull_job_done;
   j->data = c;
+  if (c->pull_sent == 0) wait_ends(c);
   double t0 = pst_now();
   if (ps_io_submit(s->io, j) < 0) return 0;
   s->metrics.bytes_out += frames;
   c->last_tx = pst_now();
   s->metrics.send_seconds += c->last_tx - t0;
-  if (c->pull_sent == 0) wait_ends(c);
   c->pull_sent += k;
   c->wjob_chunks = k;
   return 1;
@@ -159,6 +179,7 @@ void ps_pull_continue(ps_conn *c) {
     int hn = chunk_frame(c, i, bufs);
     c->wreq[i].data = c;
     s->metrics.bytes_out += (uint64_t)hn + bufs[1].len;
+    if (i == 0) wait_ends(c);
     double t0 = pst_now();
     if (pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_pull_write) < 0) {
       /* The connection is failing: chunk i and the rest never started. */
@@ -168,7 +189,6 @@ void ps_pull_continue(ps_conn *c) {
       return;
     }
     s->metrics.send_seconds += pst_now() - t0;
-    if (i == 0) wait_ends(c);
   }
 }
 

@@ -193,12 +193,7 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     c->push_desc = desc;
     c->push_version = h->version;
     c->push_at = pst_now();
-    /* The worker's exposed wait of its step before, with the ps's part of it (ps/metrics.h).
-     * A figure of an hour or more is nobody's step: not counted. */
-    if (h->wait_us > 0 && c->rt_ready && h->wait_us < 3600u * 1000000u)
-      pst_metrics_round_trip(&s->metrics, h->wait_us * 1e-6, c->rt_ps, c->rt_sum, c->rt_opt,
-                             c->rt_send);
-    c->rt_ready = 0;
+    ps_pull_push_begins(c, h->wait_us); /* the round trip (ps/metrics.h) */
   }
   /* A share that would be copied into the sum is read straight into it. */
   c->push_dst = c->push_dropped ? NULL

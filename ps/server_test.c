@@ -19,7 +19,7 @@
  *   8. a peer that stops reading in the middle of a big reply holds up no other peer's
  *      reply, is closed at once, and the reply's hold on the store is let go;
  *   9. the round trip: a worker's exposed wait, said on its next push, meets the ps's part
- *      of it, and every part comes out between 0 and the whole.
+ *      of it, and the parts come out between 0 and the whole, adding up to it.
  *
  * Every case runs three times: with the loop thread alone, and with I/O threads (ps/io.h,
  * two of them, then one) moving every payload and every reply. The peers and the model are
@@ -308,6 +308,10 @@ static void test_round_trip(void) {
     CHECK(rt[i].n == 1 && v >= 0 && v <= 0.00505);
   }
   CHECK(fabs(pst_quant_value(&rt[PST_RT_EXPOSED], 0.5) - 0.005) < 0.00005);
+  /* The parts add up to the whole (each within its 1% bucket). */
+  double parts = 0;
+  for (int i = PST_RT_WIRE; i < PST_RT_PARTS; i++) parts += pst_quant_value(&rt[i], 0.5);
+  CHECK(fabs(parts - 0.005) < 0.0001);
   stop();
 }
 

@@ -18,7 +18,9 @@ static int rd_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   wk_client *c = r->data;
   if (h->type == PSTRAIN__MSG_TYPE__WEIGHTS && c->push_done_at > 0) {
     /* The first weights after a push: the reply to the pull that followed it. */
-    double wait = pst_now() - c->push_done_at;
+    c->reply_at = pst_now();
+    c->pushed_at = c->push_done_at;
+    double wait = c->reply_at - c->push_done_at;
     if (wait < 0) wait = 0;
     c->push_done_at = 0;
     c->wait_us = wait * 1e6 < 4e9 ? (uint32_t)(wait * 1e6 + 0.5) : 4000000000u;

@@ -93,6 +93,7 @@ struct wk_client {
    * waits gathers them for this worker's own figures. */
   double push_done_at;
   int push_timed;         /* push_done_at was set for the push in progress */
+  double pushed_at, reply_at; /* the last push's last byte out, the next reply's first in */
   uint32_t wait_us;
   pst_quant waits;
   double last_rx, last_tx; /* monotonic seconds: the last bytes read, the last frame queued */

@@ -190,6 +190,7 @@ typedef struct wk_trainer {
   double w_seconds;
   double w_wait;                  /* of w_seconds: the step's wait for its batch */
   double w_weights_wait;          /* not in w_seconds: its wait for streamed weights */
+  double w_run_at, w_ran_at;      /* monotonic seconds the work item began and ended */
   int w_rc;
   /* The report window. */
   double r_loss, r_seconds, r_wait;
