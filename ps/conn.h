@@ -74,7 +74,8 @@ struct ps_conn {
   pst_store_hold pull_hold; /* the store buffer and version the reply is sent from */
   uint32_t pull_sent;    /* chunks of the reply handed to uv_write (or abandoned) */
   uint32_t pull_done;    /* chunks whose write callback ran (or abandoned) */
-  uv_write_t *wreq;      /* [n_chunks] */
+  uv_write_t *wreq;      /* [n_chunks]: the write of chunks i.. of a reply uses wreq[i] */
+  uint32_t *wbatch;      /* [n_chunks]: how many chunks that write holds */
   uint8_t *whead;        /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
   uv_shutdown_t shutdown_req;
   /* The I/O threads' jobs (ps/io.h): a gradient payload being read into push_dst, and a run

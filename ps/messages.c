@@ -138,8 +138,9 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   uint32_t n = s->upd.n_chunks;
   c->recv = aligned_alloc(64, ((size_t)s->upd.chunk_floats * 4 + 63) & ~(size_t)63);
   c->wreq = calloc(n, sizeof *c->wreq);
+  c->wbatch = calloc(n, sizeof *c->wbatch);
   c->whead = malloc((size_t)n * PST_WIRE_CHUNK_HEAD);
-  if (!c->recv || !c->wreq || !c->whead) {
+  if (!c->recv || !c->wreq || !c->wbatch || !c->whead) {
     ps_send_error(c, "ps out of memory");
     ps_conn_close(c, "out of memory registering a worker", 0);
     return;

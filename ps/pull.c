@@ -27,7 +27,7 @@ static void finish_pull(ps_conn *c) {
 static void on_pull_write(uv_write_t *req, int status) {
   ps_conn *c = req->data;
   (void)status;
-  c->pull_done++;
+  c->pull_done += c->wbatch[req - c->wreq];
   if (c->pull_done < c->srv->upd.n_chunks) return;
   pst_metrics_pulled(&c->srv->metrics, pst_now() - c->pull_at);
   finish_pull(c);
@@ -76,6 +76,9 @@ static void wait_ends(ps_conn *c) {
   c->rt_ready = 1;
   c->rt_in = 0;
 }
+
+/* Reply chunks one write holds at most. */
+#define WRITE_BATCH 32
 
 /* Chunks this connection's reply may send now. */
 static uint32_t pull_ready_chunks(ps_conn *c) {
@@ -173,17 +176,25 @@ void ps_pull_continue(ps_conn *c) {
   if (ps_io_busy(&c->wjob)) return;
   uint32_t ready = pull_ready_chunks(c);
   if (c->state != CONN_CLOSING && c->pull_sent < ready && offload_chunks(c, ready)) return;
+  /* The ready chunks in writes of up to WRITE_BATCH chunks each: one system call for the
+   * lot instead of one per chunk (a model's small layers travel in chunks of their own). */
   while (c->pull_sent < ready && c->state != CONN_CLOSING) {
-    uint32_t i = c->pull_sent++;
-    uv_buf_t bufs[2];
-    int hn = chunk_frame(c, i, bufs);
-    c->wreq[i].data = c;
-    s->metrics.bytes_out += (uint64_t)hn + bufs[1].len;
-    if (i == 0) wait_ends(c);
+    uint32_t first = c->pull_sent, k = 0;
+    uv_buf_t bufs[2 * WRITE_BATCH];
+    size_t bytes = 0;
+    for (; k < WRITE_BATCH && first + k < ready; k++) {
+      int hn = chunk_frame(c, first + k, bufs + 2 * k);
+      bytes += (size_t)hn + bufs[2 * k + 1].len;
+    }
+    c->wreq[first].data = c;
+    c->wbatch[first] = k;
+    c->pull_sent += k;
+    s->metrics.bytes_out += bytes;
+    if (first == 0) wait_ends(c);
     double t0 = pst_now();
-    if (pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_pull_write) < 0) {
-      /* The connection is failing: chunk i and the rest never started. */
-      c->pull_sent = i;
+    if (pst_tls_stream_write(&c->io, &c->wreq[first], bufs, 2 * k, on_pull_write) < 0) {
+      /* The connection is failing: these chunks and the rest never started. */
+      c->pull_sent = first;
       ps_pull_abandon(c);
       if (!c->pull_writing) ps_server_kick(s);
       return;

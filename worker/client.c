@@ -400,8 +400,12 @@ static void on_push_write(uv_write_t *req, int status) {
   }
 }
 
-/* Queues chunk i of the push in progress as the push's next frame. */
-static int queue_chunk(wk_client *c, uint32_t i) {
+/* Chunks one push write holds at most. */
+#define PUSH_BATCH 32
+
+/* Encodes the frame of chunk i, the push's next, into its header slot; bufs gets the frame's
+ * two buffers. Returns 1 when it is the push's last frame, or a negative code. */
+static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
   size_t off = c->starts[i];
   uint32_t len = (uint32_t)(c->starts[i + 1] - off);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
@@ -420,19 +424,31 @@ static int queue_chunk(wk_client *c, uint32_t i) {
   }
   int hn = pst_wire_encode(&h, len * 4u, head, PST_WIRE_CHUNK_HEAD);
   if (hn < 0) return hn;
-  uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
-                      uv_buf_init((char *)(c->push_grad + off), len * 4u)};
+  bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
+  bufs[1] = uv_buf_init((char *)(c->push_grad + off), len * 4u);
+  c->push_queued++;
+  return h.last;
+}
+
+/* Queues the push's next `k` chunks, from chunk i on in the push's direction, as one write:
+ * one system call for them all. */
+static int queue_chunks(wk_client *c, uint32_t i, uint32_t k) {
+  uv_buf_t bufs[2 * PUSH_BATCH];
+  int last = 0;
+  for (uint32_t j = 0; j < k; j++) {
+    last = chunk_frame(c, c->push_desc ? i - j : i + j, bufs + 2 * j);
+    if (last < 0) return last;
+  }
   c->wreq[i].data = c;
   c->writes_left++;
-  c->push_queued++;
-  int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_push_write);
+  int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2 * k, on_push_write);
   if (rc < 0) {
     c->writes_left--;
     return rc;
   }
   /* The push's last bytes went into the kernel at once (plain TCP with room in the socket's
    * buffer): that is when they left, not the write callback's turn of the loop. */
-  if (h.last && !pst_tls_stream_is_tls(&c->io) &&
+  if (last && !pst_tls_stream_is_tls(&c->io) &&
       uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) == 0) {
     c->push_done_at = pst_now();
     c->push_timed = 1;
@@ -458,10 +474,14 @@ int wk_client_push_begin(wk_client *c, uint64_t version, const float *grad) {
 int wk_client_push_upto(wk_client *c, size_t from) {
   if (c->state != WK_CONN_OPEN) return -ENOTCONN;
   while (c->push_queued < c->n_chunks) {
-    uint32_t i = c->push_desc ? c->n_chunks - 1 - c->push_queued : c->push_queued;
-    if (c->push_desc && c->starts[i] < from) break;
+    /* The chunks not yet queued that are final, in the push's order, up to a batch. */
+    uint32_t i = c->push_desc ? c->n_chunks - 1 - c->push_queued : c->push_queued, k = 0;
+    while (k < PUSH_BATCH && c->push_queued + k < c->n_chunks &&
+           (!c->push_desc || c->starts[i - k] >= from))
+      k++;
+    if (k == 0) break;
     c->last_tx = pst_now();
-    int rc = queue_chunk(c, i);
+    int rc = queue_chunks(c, i, k);
     if (rc < 0) return rc;
   }
   return 0;
