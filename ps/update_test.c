@@ -468,9 +468,9 @@ static void test_non_finite(void) {
 
 /* The element-wise loops on helper threads (ps/par.h) give the same bits as on the loop's
  * thread alone: a sync step of 3 shares and an async push, Adam, over chunks large enough to
- * be split (PS_PAR_MIN), with 1, 2, 3 and 5 threads. */
-#define BIG (3 * PS_PAR_MIN + 1234) /* 2 chunks of 78,848 floats and a short one (40,146) */
-#define BIG_CHUNK (PS_PAR_MIN + 13 * 1024)
+ * be split (a thread per PS_PAR_MIN floats), with 1, 2, 3 and 5 threads. */
+#define BIG (5 * PS_PAR_MIN + 1234) /* 2 chunks of 144,384 floats and a short one (40,146) */
+#define BIG_CHUNK (2 * PS_PAR_MIN + 13 * 1024)
 
 static uint64_t big_run(pst_mode mode, int threads, float (*g)[BIG], float *out) {
   static float init[BIG];
@@ -534,7 +534,8 @@ static void mark(void *ctx, size_t b, size_t e) {
 }
 
 static void test_par_ranges(void) {
-  static const size_t sizes[] = {0, 1, 17, PS_PAR_MIN - 1, PS_PAR_MIN, PS_PAR_MIN + 5, 1000003};
+  static const size_t sizes[] = {0,          1,          17, PS_PAR_MIN - 1, PS_PAR_MIN,
+                                 PS_PAR_MIN + 5, 2 * PS_PAR_MIN + 5, 1000003};
   for (int t = 1; t <= 7; t += 2) {
     ps_par *p = NULL;
     CHECK(ps_par_create(t, &p) == 0 && ps_par_threads(p) == t);
