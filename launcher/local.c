@@ -22,7 +22,7 @@ static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_ev
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
-static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer, f_insecure;
+static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer, f_insecure, f_staleness_lr;
 static char f_ckpt_dir[PST_CFG_STR_MAX], f_ckpt_every[PST_CFG_STR_MAX];
 static char f_ckpt_seconds[PST_CFG_STR_MAX], f_ckpt_keep[PST_CFG_STR_MAX], f_resume[PST_CFG_STR_MAX];
 
@@ -31,6 +31,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("mode", PST_CFG_STRING, f_mode, "sync", "sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &f_staleness, "2", "ssp bound", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &f_backup, "0", "sync: steps need N-K gradients", 0, PL_MAX_WORKERS),
+    PST_OPT("staleness-lr", PST_CFG_BOOL, &f_staleness_lr, "false", "async and ssp: each gradient's learning rate divided by 1 + its staleness (compare: the modes' +sa)", 0, 0),
     PST_OPT("model", PST_CFG_STRING, f_model, "mlp", "preset (mlp, cnn, cnn2, mobilenetv2, resnet20) or spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &f_epochs, "2", "passes over the training set", 1, 10000),
     PST_OPT("batch-size", PST_CFG_INT, &f_batch, "64", "samples per worker per step", 1, 65536),
@@ -151,6 +152,7 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->mode = f_mode;
   o->staleness = (int)f_staleness;
   o->backup_workers = (int)f_backup;
+  o->staleness_lr = f_staleness_lr;
   o->model = f_model;
   o->epochs = (int)f_epochs;
   o->batch_size = (int)f_batch;

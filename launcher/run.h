@@ -15,6 +15,7 @@ typedef struct pl_run_options {
   int workers;
   const char *mode;           /* sync, async, ssp */
   int staleness;              /* ssp */
+  int staleness_lr;           /* async/ssp: the ps's --staleness-lr */
   int backup_workers;         /* sync: apply after N-K gradients */
   const char *model;
   int epochs;

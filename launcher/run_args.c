@@ -44,6 +44,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   arg(a, "--mode=%s", o->mode);
   arg(a, "--staleness=%d", o->staleness);
   if (o->backup_workers) arg(a, "--backup-workers=%d", o->backup_workers);
+  if (o->staleness_lr) arg(a, "--staleness-lr");
   arg(a, "--model=%s", o->model);
   arg(a, "--epochs=%d", o->epochs);
   arg(a, "--batch-size=%d", o->batch_size);

@@ -52,7 +52,7 @@ static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples;
 static double o_grad_limit, o_clip_norm, o_eval_timeout;
-static int o_layer_chunks;
+static int o_layer_chunks, o_staleness_lr;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -62,6 +62,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("mode", PST_CFG_STRING, o_mode, "sync", "update mode: sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &o_staleness, "2", "ssp: most pushes a worker may run ahead", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &o_backup, "0", "sync: apply each step after N-K gradients", 0, 4095),
+    PST_OPT("staleness-lr", PST_CFG_BOOL, &o_staleness_lr, "false", "async and ssp: apply each gradient with the learning rate divided by 1 + its staleness (staleness-aware asynchronous SGD, Zhang et al. 2016)", 0, 0),
     PST_OPT("model", PST_CFG_STRING, o_model, "mlp", "preset (mlp, cnn, cnn2, mobilenetv2, resnet20) or model spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &o_epochs, "2", "passes over the training set", 1, 10000),
     PST_OPT("batch-size", PST_CFG_INT, &o_batch, "64", "samples per worker per step", 1, 65536),
@@ -203,6 +204,11 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->workers = (int)o_workers;
   o->staleness = (int)o_staleness;
   o->backup_workers = (int)o_backup;
+  o->staleness_lr = o_staleness_lr;
+  if (o_staleness_lr && o->mode == PST_MODE_SYNC) {
+    snprintf(err, errlen, "--staleness-lr needs --mode async or ssp (sync gradients are never stale)");
+    return -EINVAL;
+  }
   if (o_backup > 0 && (o->mode != PST_MODE_SYNC || o_backup >= o_workers)) {
     snprintf(err, errlen, "--backup-workers K needs --mode sync and K < --workers");
     return -EINVAL;

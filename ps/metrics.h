@@ -59,6 +59,7 @@ typedef struct {
 typedef struct {
   const char *mode, *model, *optimizer;
   int batch;
+  int staleness_lr;       /* async/ssp: learning rates divided by 1 + staleness */
   uint64_t version;
   /* The whole model's checksum (FNV-1a 64 over every parameter), and who computed it: "ps"
    * (this ps holds them all), "workers" (a shard: from their evaluations of the last epoch,

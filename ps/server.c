@@ -380,6 +380,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
       (rc = pst_update_init(&s->upd, opt->mode, opt->workers, opt->chunk_floats, &s->store,
                             &s->optim)) < 0 ||
       (rc = pst_update_set_backup(&s->upd, opt->backup_workers)) < 0 ||
+      (rc = pst_update_set_staleness_lr(&s->upd, opt->staleness_lr)) < 0 ||
       (rc = pst_update_set_limits(&s->upd,
                                   opt->grad_limit > 0 ? opt->grad_limit : PST_GRAD_LIMIT_DEFAULT,
                                   opt->clip_norm)) < 0) {
@@ -557,6 +558,7 @@ static void ps_stop_report(ps_server *s, const char *reason, int failed) {
       .model = s->opt.model_name,
       .optimizer = pst_opt_kind_name(s->opt.opt.kind),
       .batch = s->opt.batch_size,
+      .staleness_lr = s->opt.staleness_lr,
       .version = s->store.version,
       .checksum = whole ? own : s->model_sum,
       .checksum_from = whole ? "ps" : reported ? "workers" : NULL,

@@ -27,6 +27,7 @@ typedef struct {
   pst_mode mode;
   int staleness;          /* ssp bound */
   int backup_workers;     /* sync: steps need N-K gradients */
+  int staleness_lr;       /* async/ssp: a gradient's learning rate / (1 + its staleness) */
   int epochs;
   int batch_size;         /* per worker */
   uint64_t seed;

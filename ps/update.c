@@ -102,6 +102,12 @@ int pst_update_set_chunks(pst_update *u, const size_t *starts, size_t n) {
   return 0;
 }
 
+int pst_update_set_staleness_lr(pst_update *u, int on) {
+  if (on && u->mode == PST_MODE_SYNC) return -EINVAL;
+  u->staleness_lr = on != 0;
+  return 0;
+}
+
 int pst_update_set_backup(pst_update *u, int backup) {
   if (backup < 0 || backup >= u->workers || (backup > 0 && u->mode != PST_MODE_SYNC))
     return -EINVAL;
@@ -498,7 +504,7 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, int f
     uint64_t st = pst_update_staleness(u, version);
     u->staleness_sum += st;
     if (st > u->staleness_max) u->staleness_max = st;
-    pst_opt_begin_step(u->opt);
+    pst_opt_begin_step_lr(u->opt, u->staleness_lr ? 1.0f / (1.0f + (float)st) : 1.0f);
   }
   if (c != (u->owner_desc ? u->n_chunks - 1 - u->owner_chunks : u->owner_chunks)) return -EPROTO;
   size_t off = u->chunk_off[c];

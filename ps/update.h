@@ -14,7 +14,10 @@
  *        applied to that chunk, overlapping the rest of the step's transfer (the last share
  *        is summed and applied block by block, one pass over the chunk).
  * async: each push is applied as it arrives (one push at a time, chunk by chunk into the
- *        back buffer) and published as a new version; its staleness is recorded.
+ *        back buffer) and published as a new version; its staleness is recorded. With the
+ *        staleness-aware learning rate (pst_update_set_staleness_lr; Zhang et al., 2016) a
+ *        push of staleness s is applied with the learning rate divided by 1 + s, so that a
+ *        gradient computed on weights many versions old moves them less.
  * ssp:   as async, and pulls are held back so that no worker runs more than `staleness`
  *        versions ahead of the slowest (see ps/server.c).
  *
@@ -96,6 +99,7 @@ typedef struct {
   int owner;              /* worker whose push is being applied, -1 for none */
   uint32_t owner_chunks;  /* of it, chunks applied */
   int owner_desc;         /* it comes last chunk first */
+  int staleness_lr;       /* async/ssp: a push's learning rate / (1 + its staleness) */
   /* statistics */
   uint64_t steps;
   uint64_t staleness_sum, staleness_max, pushes;
@@ -154,6 +158,9 @@ int pst_update_set_chunks(pst_update *u, const size_t *starts, size_t n_chunks);
 /* Sums and optimizer passes over a chunk run on par's threads (NULL: the caller's alone);
  * the results are the same bits either way. */
 void pst_update_set_par(pst_update *u, ps_par *par);
+/* Async and ssp: each push's learning rate divided by 1 + its staleness (on), or not (off,
+ * the default). -EINVAL in sync mode, whose gradients are never stale. */
+int pst_update_set_staleness_lr(pst_update *u, int on);
 /* Sync only: apply each step after N-K gradients (0 <= K < N). */
 int pst_update_set_backup(pst_update *u, int backup);
 /* Worker w joins (on = 1) or leaves (on = 0) the sync steps. A worker that joins takes part

@@ -758,7 +758,33 @@ static void test_uneven_chunks(void) {
   CHECK(uneven_step(PST_MODE_ASYNC, 0, 1) == async_want);
 }
 
+/* The staleness-aware learning rate (async): a push of staleness s is applied with lr / (1 +
+ * s); one of staleness 0 as without it; sync refuses it. SGD with lr 1, so each step is the
+ * gradient (scaled by N) times that rate. */
+static void test_staleness_lr(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  CHECK(pst_update_set_staleness_lr(&u, 1) == -EINVAL && pst_update_set_staleness_lr(&u, 0) == 0);
+  teardown(&s, &o, &u);
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  CHECK(pst_update_set_staleness_lr(&u, 1) == 0);
+  int pub = 0;
+  float w0 = pst_store_front(&s)[5];
+  CHECK(offer_range(&u, 0, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && pub);
+  float w1 = pst_store_front(&s)[5];
+  CHECK(w1 == w0 - 3.0f * grads[0][5]); /* staleness 0: the full rate */
+  /* Computed on version 0, applied at version 1: staleness 1, half the rate. */
+  CHECK(offer_range(&u, 1, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && pub);
+  float lr = 1.0f * (1.0f / 2.0f);
+  CHECK(pst_store_front(&s)[5] == w1 - lr * (3.0f * grads[1][5]));
+  CHECK(u.staleness_max == 1);
+  teardown(&s, &o, &u);
+}
+
 int main(void) {
+  test_staleness_lr();
   test_grad_limit();
   test_unsafe_update();
   test_clip_norm();
