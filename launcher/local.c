@@ -49,8 +49,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("workers-per-gpu", PST_CFG_INT, &f_wpg, "1", "workers sharing each GPU", 1, 64),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &f_gpu_mem, "0", "MiB per worker (0: no cap)", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &f_placement, "false", "workers log layer placement", 0, 0),
-    PST_OPT("push-by-layer", PST_CFG_BOOL, &f_push_by_layer, "false", "workers send each layer's gradient as their backward pass makes it", 0, 0),
-    PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "false", "workers start each step while its weights arrive, layer by layer", 0, 0),
+    PST_OPT("push-by-layer", PST_CFG_BOOL, &f_push_by_layer, "", "workers send each layer's gradient as their backward pass makes it (default: the workers', on for GPU and null devices)", 0, 0),
+    PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "", "workers start each step while its weights arrive, layer by layer (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB)", 4, 262144),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "mutual TLS between the ps and the workers, with a throwaway CA made in the run directory", 0, 0),
     PST_OPT("insecure", PST_CFG_BOOL, &f_insecure, "false", "no cluster secret: any user of this machine may join the job and change its weights (by default each run makes a throwaway one in its run directory)", 0, 0),
@@ -168,8 +168,9 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->workers_per_gpu = (int)f_wpg;
   o->gpu_memory_limit = (int)f_gpu_mem;
   o->log_placement = f_placement;
-  o->push_by_layer = f_push_by_layer;
-  o->pull_by_layer = f_pull_by_layer;
+  /* Given: passed on as given; not given: the workers' own default (their device decides). */
+  o->push_by_layer = pst_cfg_find(&cfg, "push-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_push_by_layer;
+  o->pull_by_layer = pst_cfg_find(&cfg, "pull-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_pull_by_layer;
   o->chunk_kib = (int)f_chunk;
   o->tls = f_tls;
   o->ps_shards = (int)f_shards;

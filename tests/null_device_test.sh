@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 26, points 1 and 2: the null device and the round trip.
 #  - a sync job of null workers (--device null: no compute, a fixed gradient) ends on the
-#    same weights with and without --push-by-layer and --pull-by-layer, and over 2 ps
+#    same weights layer by layer (the null device's default) and without, and over 2 ps
 #    shards: the gradient is of the model's exact size, layer by layer as a backward pass
 #    makes it;
 #  - the summary gives each worker step's round trip: every step after a worker's first
@@ -14,9 +14,9 @@ null_job() { # null_job NAME ARGS...: cnn2 (a model of several layers) on null w
   local_checksum "$@" --device null --model cnn2
 }
 
-plain=$(null_job plain)
-layered=$(null_job layered --push-by-layer --pull-by-layer)
-sharded=$(null_job sharded --push-by-layer --ps-shards 2)
+plain=$(null_job plain --push-by-layer false --pull-by-layer false)
+layered=$(null_job layered)
+sharded=$(null_job sharded --ps-shards 2)
 [ "$plain" = "$layered" ] && [ "$plain" = "$sharded" ] ||
   fail "null workers: checksum $plain plain, $layered layer by layer, $sharded over 2 shards"
 pass "null workers: checksum $plain plain, layer by layer and over 2 shards"

@@ -109,6 +109,12 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     return rc;
   }
   if (err[0]) LOG_INFO("%s", err);
+  /* The layer-by-layer flags not given: the device decides (worker/trainer.h). */
+  int gpu_like = strncmp(t->backend->name, "cpu", 3) != 0;
+  if (t->opt.push_by_layer == WK_LAYERED_AUTO) t->opt.push_by_layer = gpu_like;
+  if (t->opt.pull_by_layer == WK_LAYERED_AUTO) t->opt.pull_by_layer = gpu_like;
+  LOG_INFO("layer by layer on %s: push %s, pull %s", t->backend->name,
+           t->opt.push_by_layer ? "on" : "off", t->opt.pull_by_layer ? "on" : "off");
   rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
   if (rc < 0) {
     const char *why = t->backend->last_error ? t->backend->last_error(t->backend) : "";
