@@ -149,7 +149,7 @@ void ps_par_for(ps_par *p, size_t n, ps_par_fn fn, void *ctx) {
   /* As many threads as the loop has PS_PAR_MIN elements for: a helper woken for less costs
    * more than its share saves, and the ps's CPU per gradient would grow with --threads. */
   size_t active = p ? n / PS_PAR_MIN : 0;
-  if (active > (size_t)p->threads) active = (size_t)p->threads;
+  if (p && active > (size_t)p->threads) active = (size_t)p->threads;
   if (active <= 1) {
     if (n > 0) fn(ctx, 0, n);
     return;
