@@ -94,6 +94,37 @@ void pst_hist_observe(pst_hist *h, double v) {
   h->sum += v;
 }
 
+/* Bucket 0 holds everything up to QUANT_MIN; bucket i > 0 holds (QUANT_MIN x
+ * QUANT_STEP^(i-1), QUANT_MIN x QUANT_STEP^i]. */
+#define QUANT_MIN 1e-6
+#define QUANT_STEP 1.02
+
+void pst_quant_observe(pst_quant *q, double seconds) {
+  if (isnan(seconds)) return;
+  int i = 0;
+  if (seconds > QUANT_MIN) {
+    double k = ceil(log(seconds / QUANT_MIN) / log(QUANT_STEP));
+    i = k >= PST_QUANT_BUCKETS - 1 ? PST_QUANT_BUCKETS - 1 : k < 1 ? 1 : (int)k;
+  }
+  if (q->counts[i] < UINT32_MAX) q->counts[i]++;
+  q->n++;
+}
+
+double pst_quant_value(const pst_quant *q, double p) {
+  if (q->n == 0) return 0;
+  if (!(p > 0)) p = 0;
+  if (p > 1) p = 1;
+  uint64_t rank = (uint64_t)ceil(p * (double)q->n), seen = 0;
+  if (rank < 1) rank = 1;
+  for (int i = 0; i < PST_QUANT_BUCKETS; i++) {
+    seen += q->counts[i];
+    if (seen < rank) continue;
+    /* The geometric middle of the bucket: within 1% of anything in it. */
+    return i == 0 ? QUANT_MIN : QUANT_MIN * pow(QUANT_STEP, i - 0.5);
+  }
+  return QUANT_MIN * pow(QUANT_STEP, PST_QUANT_BUCKETS - 1.5);
+}
+
 static const char *type_name(pst_prom_type type) {
   return type == PST_PROM_COUNTER ? "counter" : type == PST_PROM_GAUGE ? "gauge" : "histogram";
 }

@@ -286,8 +286,28 @@ static void test_server(void) {
   CHECK(uv_loop_close(&g.loop) == 0);
 }
 
+/* Quantiles within 1% of the values they stand for, whatever the order of observation. */
+static void test_quant(void) {
+  static pst_quant q;
+  memset(&q, 0, sizeof q);
+  CHECK(pst_quant_value(&q, 0.5) == 0);
+  /* 1..1000 ms, shuffled by a stride coprime with 1000. */
+  for (int i = 0; i < 1000; i++) pst_quant_observe(&q, ((i * 617) % 1000 + 1) * 1e-3);
+  CHECK(q.n == 1000);
+  CHECK(fabs(pst_quant_value(&q, 0.5) - 0.500) <= 0.005);
+  CHECK(fabs(pst_quant_value(&q, 0.99) - 0.990) <= 0.0099);
+  CHECK(fabs(pst_quant_value(&q, 1.0) - 1.000) <= 0.01);
+  CHECK(fabs(pst_quant_value(&q, 0) - 0.001) <= 0.00001);
+  /* Outside the range: counted at its ends. */
+  memset(&q, 0, sizeof q);
+  pst_quant_observe(&q, 0);
+  pst_quant_observe(&q, 1e9);
+  CHECK(q.n == 2 && pst_quant_value(&q, 0.5) == 1e-6 && pst_quant_value(&q, 1) > 2000);
+}
+
 int main(void) {
   signal(SIGPIPE, SIG_IGN);
+  test_quant();
   test_text();
   test_server();
   return t_summary();

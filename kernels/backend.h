@@ -186,5 +186,10 @@ struct pst_backend {
 
 /* The CPU backend: OpenBLAS GEMMs on `threads` threads (1 per worker by default). */
 int pst_cpu_backend_create(int threads, pst_backend **out);
+/* The null backend (kernels/null_backend.c): computes nothing and writes a deterministic
+ * gradient, so that a job runs at what its ps and links allow. samples_per_sec > 0 paces
+ * each operation like a device of that compute-only rate; 0 takes no time. 0, or -EINVAL
+ * for a negative or non-finite rate, -ENOMEM. */
+int pst_null_backend_create(double samples_per_sec, pst_backend **out);
 
 #endif

@@ -21,7 +21,9 @@
  *   "cpu"     the CPU backend on cpu_threads threads;
  *   "cuda"    = "cuda:0";
  *   "cuda:N"  visible CUDA device N; an error (-ENODEV, -ENOENT, ...) when it is not usable;
- *   "auto"    cuda:0 when usable, else the CPU backend.
+ *   "auto"    cuda:0 when usable, else the CPU backend;
+ *   "null"    no compute at all (kernels/null_backend.c): the ceiling of any device;
+ *   "null:R"  the same, paced like a device that trains R samples a second.
  * mem_limit_mib caps the device memory of the CUDA backend (0 = no cap; the CPU backend
  * ignores it). note[notelen] always receives one line (no newline): on success what was
  * chosen (and, for "auto" falling back, why: "no CUDA driver (libcuda.so.1 not found);
@@ -29,6 +31,10 @@
  * bad specs give -EINVAL. */
 int pst_device_open(const char *spec, size_t mem_limit_mib, int cpu_threads, pst_backend **out,
                     char *note, size_t notelen);
+
+/* Whether spec is one pst_device_open takes (it opens nothing): 0, or -EINVAL with a
+ * one-line reason in err, for a configuration check before any work. */
+int pst_device_check_spec(const char *spec, char *err, size_t errlen);
 
 /* Prints one line per visible CUDA device ("cuda:0: NVIDIA H100 80GB HBM3, 79.1 GiB,
  * compute capability 9.0"), or a single "no CUDA devices: <why>". Returns the number of

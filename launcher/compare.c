@@ -32,6 +32,14 @@ static int parse_modes(const char *s, mode_run *runs, int max) {
     mode_run *r = &runs[n];
     memset(r, 0, sizeof *r);
     snprintf(r->label, sizeof r->label, "%.31s", tok);
+    /* MODE+sa: async or ssp with the staleness-aware learning rate (the ps's
+     * --staleness-lr). */
+    size_t len = strlen(tok);
+    if (len > 3 && !strcmp(tok + len - 3, "+sa")) {
+      tok[len - 3] = '\0';
+      r->staleness_lr = 1;
+      if (!strcmp(tok, "sync")) return -EINVAL;
+    }
     if (!strcmp(tok, "sync") || !strcmp(tok, "async")) {
       snprintf(r->mode, sizeof r->mode, "%s", tok);
     } else if (!strncmp(tok, "ssp", 3) && (tok[3] == '\0' || tok[3] == ':')) {
@@ -222,7 +230,8 @@ int pl_cmd_compare(int argc, char **argv) {
   pl_run_options base;
   static pst_model model;
   int rc = pl_parse_run_flags("compare", nrest, rest, &base, &model,
-                              "Also: --modes LIST (default sync,async,ssp:2; ssp:S sets the bound),\n"
+                              "Also: --modes LIST (default sync,async,ssp:2; ssp:S sets the bound; async+sa,\n"
+                              "ssp:S+sa: the staleness-aware learning rate, --staleness-lr),\n"
                               "--workers N or a list (2,4,8: one table per count and a scaling plot),\n"
                               "--repeats R (seeds --seed .. --seed+R-1 for every mode, default 1),\n"
                               "--targets LIST (default 0.85,0.88,0.90; --target-accuracy X: one target),\n"
@@ -258,7 +267,7 @@ int pl_cmd_compare(int argc, char **argv) {
   static mode_run grid[MAX_COUNTS][MAX_MODES];
   int n = parse_modes(modes_arg, grid[0], MAX_MODES);
   if (n <= 0) {
-    fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S (up to %d)\n",
+    fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S, async and ssp with +sa for the staleness-aware learning rate (up to %d)\n",
             MAX_MODES);
     return 2;
   }
@@ -297,6 +306,7 @@ int pl_cmd_compare(int argc, char **argv) {
         o.workers = counts[c];
         o.mode = m->mode;
         o.staleness = m->staleness;
+        o.staleness_lr = m->staleness_lr || base.staleness_lr;
         o.seed = base.seed + k;
         r->seed = o.seed;
         /* The run's folder (and TensorBoard run): the mode, then wN- in a sweep and -rK with

@@ -41,6 +41,7 @@ typedef struct {
   char safe[32];                  /* the label as a file name: "ssp-2" */
   char mode[16];
   int staleness;
+  int staleness_lr;               /* +sa: the ps's --staleness-lr */
   run_rec reps[MAX_REPEATS];
   /* The ps's staleness histogram, every seed added up: gradients per bucket, whose upper
    * bounds are stale_bounds (the last bucket is above them). */

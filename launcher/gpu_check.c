@@ -359,10 +359,9 @@ static void check_bench(gc_ctx *g, const char *model, int batch, int layered) {
   snprintf(a[n++], sizeof a[0], "%s", dir);
   snprintf(a[n++], sizeof a[0], "--json");
   snprintf(a[n++], sizeof a[0], "%s", json);
-  if (layered) {
-    snprintf(a[n++], sizeof a[0], "--push-by-layer");
-    snprintf(a[n++], sizeof a[0], "--pull-by-layer");
-  }
+  /* Both ways explicitly: without the flags a GPU worker pushes and pulls layer by layer. */
+  snprintf(a[n++], sizeof a[0], "--push-by-layer=%s", layered ? "true" : "false");
+  snprintf(a[n++], sizeof a[0], "--pull-by-layer=%s", layered ? "true" : "false");
   char *argv[17];
   for (int i = 0; i < n; i++) argv[i] = a[i];
   argv[n] = NULL;

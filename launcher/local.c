@@ -22,7 +22,7 @@ static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_ev
 static int64_t f_staleness, f_backup, f_chunk;
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
-static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer, f_insecure;
+static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer, f_insecure, f_staleness_lr;
 static char f_ckpt_dir[PST_CFG_STR_MAX], f_ckpt_every[PST_CFG_STR_MAX];
 static char f_ckpt_seconds[PST_CFG_STR_MAX], f_ckpt_keep[PST_CFG_STR_MAX], f_resume[PST_CFG_STR_MAX];
 
@@ -31,6 +31,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("mode", PST_CFG_STRING, f_mode, "sync", "sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &f_staleness, "2", "ssp bound", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &f_backup, "0", "sync: steps need N-K gradients", 0, PL_MAX_WORKERS),
+    PST_OPT("staleness-lr", PST_CFG_BOOL, &f_staleness_lr, "false", "async and ssp: each gradient's learning rate divided by 1 + its staleness (compare: the modes' +sa)", 0, 0),
     PST_OPT("model", PST_CFG_STRING, f_model, "mlp", "preset (mlp, cnn, cnn2, mobilenetv2, resnet20) or spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &f_epochs, "2", "passes over the training set", 1, 10000),
     PST_OPT("batch-size", PST_CFG_INT, &f_batch, "64", "samples per worker per step", 1, 65536),
@@ -43,13 +44,13 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("ps-shards", PST_CFG_INT, &f_shards, "1", "ps processes the weights are split over", 1, PST_MAX_SHARDS),
     PST_OPT("threads", PST_CFG_INT, &f_threads, "1", "CPU threads per worker", 1, 256),
     PST_OPT("ps-threads", PST_CFG_INT, &f_ps_threads, "0", "each ps's --threads (0: the cores the workers leave free, shared among the shards)", 0, 1024),
-    PST_OPT("device", PST_CFG_STRING, f_device, "", "worker device: auto, cpu, cuda, cuda:N", 0, 0),
+    PST_OPT("device", PST_CFG_STRING, f_device, "", "worker device: auto, cpu, cuda, cuda:N, null or null:RATE (no compute: the ceiling any device can reach)", 0, 0),
     PST_OPT("gpus", PST_CFG_STRING, f_gpus, "", "GPU ids, one worker each (e.g. 0,2,3)", 0, 0),
     PST_OPT("workers-per-gpu", PST_CFG_INT, &f_wpg, "1", "workers sharing each GPU", 1, 64),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &f_gpu_mem, "0", "MiB per worker (0: no cap)", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &f_placement, "false", "workers log layer placement", 0, 0),
-    PST_OPT("push-by-layer", PST_CFG_BOOL, &f_push_by_layer, "false", "workers send each layer's gradient as their backward pass makes it", 0, 0),
-    PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "false", "workers start each step while its weights arrive, layer by layer", 0, 0),
+    PST_OPT("push-by-layer", PST_CFG_BOOL, &f_push_by_layer, "", "workers send each layer's gradient as their backward pass makes it (default: the workers', on for GPU and null devices)", 0, 0),
+    PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "", "workers start each step while its weights arrive, layer by layer (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB)", 4, 262144),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "mutual TLS between the ps and the workers, with a throwaway CA made in the run directory", 0, 0),
     PST_OPT("insecure", PST_CFG_BOOL, &f_insecure, "false", "no cluster secret: any user of this machine may join the job and change its weights (by default each run makes a throwaway one in its run directory)", 0, 0),
@@ -151,6 +152,7 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->mode = f_mode;
   o->staleness = (int)f_staleness;
   o->backup_workers = (int)f_backup;
+  o->staleness_lr = f_staleness_lr;
   o->model = f_model;
   o->epochs = (int)f_epochs;
   o->batch_size = (int)f_batch;
@@ -166,8 +168,9 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->workers_per_gpu = (int)f_wpg;
   o->gpu_memory_limit = (int)f_gpu_mem;
   o->log_placement = f_placement;
-  o->push_by_layer = f_push_by_layer;
-  o->pull_by_layer = f_pull_by_layer;
+  /* Given: passed on as given; not given: the workers' own default (their device decides). */
+  o->push_by_layer = pst_cfg_find(&cfg, "push-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_push_by_layer;
+  o->pull_by_layer = pst_cfg_find(&cfg, "pull-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_pull_by_layer;
   o->chunk_kib = (int)f_chunk;
   o->tls = f_tls;
   o->ps_shards = (int)f_shards;

@@ -90,6 +90,7 @@ void pl_run_defaults(pl_run_options *o) {
   o->threads = 1;
   o->workers_per_gpu = 1;
   o->chunk_kib = 4096;
+  o->push_by_layer = o->pull_by_layer = -1; /* the workers' own default */
 }
 
 int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen) {

@@ -15,6 +15,7 @@ typedef struct pl_run_options {
   int workers;
   const char *mode;           /* sync, async, ssp */
   int staleness;              /* ssp */
+  int staleness_lr;           /* async/ssp: the ps's --staleness-lr */
   int backup_workers;         /* sync: apply after N-K gradients */
   const char *model;
   int epochs;
@@ -31,8 +32,8 @@ typedef struct pl_run_options {
   int workers_per_gpu;
   int gpu_memory_limit;       /* MiB */
   int log_placement;
-  int push_by_layer;          /* workers' --push-by-layer */
-  int pull_by_layer;          /* workers' --pull-by-layer */
+  int push_by_layer;          /* workers' --push-by-layer (-1: not given, their default) */
+  int pull_by_layer;          /* workers' --pull-by-layer (-1: not given, their default) */
   int chunk_kib;
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */
   int ps_shards;              /* ps processes the weights are split over (0 or 1: one) */

@@ -44,6 +44,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   arg(a, "--mode=%s", o->mode);
   arg(a, "--staleness=%d", o->staleness);
   if (o->backup_workers) arg(a, "--backup-workers=%d", o->backup_workers);
+  if (o->staleness_lr) arg(a, "--staleness-lr");
   arg(a, "--model=%s", o->model);
   arg(a, "--epochs=%d", o->epochs);
   arg(a, "--batch-size=%d", o->batch_size);
@@ -104,8 +105,8 @@ void pl_worker_argv(const pl_run_options *o, const pl_job *j, int i, pl_argv *w)
   else if (o->device) arg(w, "--device=%s", o->device);
   if (o->gpu_memory_limit) arg(w, "--gpu-memory-limit=%d", o->gpu_memory_limit);
   if (o->log_placement) arg(w, "--log-placement");
-  if (o->push_by_layer) arg(w, "--push-by-layer");
-  if (o->pull_by_layer) arg(w, "--pull-by-layer");
+  if (o->push_by_layer >= 0) arg(w, "--push-by-layer=%s", o->push_by_layer ? "true" : "false");
+  if (o->pull_by_layer >= 0) arg(w, "--pull-by-layer=%s", o->pull_by_layer ? "true" : "false");
   if (o->slow_factor[i] > 1) arg(w, "--slow-factor=%g", o->slow_factor[i]);
   if (o->delay_ms[i] > 0) arg(w, "--delay-ms=%g", o->delay_ms[i]);
   if (j->secret[0]) arg(w, "--secret-file=%s", j->secret);

@@ -924,8 +924,7 @@ int pst_model_load(const char *name_or_path, pst_model *m, char *err, size_t err
   const char *preset = pst_model_preset(name_or_path);
   if (preset != NULL) return pst_model_parse(preset, name_or_path, m, err, errlen);
   if (name_or_path == NULL || name_or_path[0] == '\0') {
-    snprintf(err, errlen, "no model given (want mlp, cnn, cnn2, mobilenetv2, resnet20 or a "
-             "spec file)");
+    snprintf(err, errlen, "no model given (want one of " PST_MODEL_PRESETS ", or a spec file)");
     return -EINVAL;
   }
   char *generated = malloc(MAX_FILE);

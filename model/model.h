@@ -157,7 +157,10 @@ typedef struct {
 /* Parses spec text. On error returns -EINVAL and writes one line such as
  * "my.spec:3: conv2d needs a kernel like 3x3" into err. `source` names the text in errors. */
 int pst_model_parse(const char *text, const char *source, pst_model *m, char *err, size_t errlen);
-/* Loads a preset name ("mlp", "cnn", "cnn2") or else a spec file path. */
+/* Every preset's name, comma-separated (mobilenetv2 and resnet20 take options after a colon:
+ * model/presets.c). */
+#define PST_MODEL_PRESETS "mlp,cnn,cnn2,mobilenetv2,resnet20"
+/* Loads a preset name (PST_MODEL_PRESETS) or else a spec file path. */
 int pst_model_load(const char *name_or_path, pst_model *m, char *err, size_t errlen);
 /* The spec's training defaults for a run that uses optimizer `kind` (NULL: the one the spec
  * names), as name/value pairs in names[] and values[] (room for PST_MODEL_MAX_SETTINGS);
@@ -171,6 +174,19 @@ int pst_model_defaults(const pst_model *m, const char *kind, const char **names,
  * gradient's place, the change they want (kernels/net.h), which the ps adds without the
  * optimizer (ps/optim.h). 0 for a model without batchnorm. */
 int pst_model_state_ranges(const pst_model *m, size_t *off, size_t *count);
+/* The chunks a part [lo, lo + n) of the parameter vector travels in on the wire (the ps and
+ * every worker compute them alike; issue 26). They follow the layers, so that a worker can
+ * send each layer's gradient as its backward pass makes it and run each layer's forward
+ * pass once that layer's weights are in, at any chunk size: a layer of at least
+ * PST_CHUNK_GROUP_FLOATS (or max_floats, when smaller) is a chunk of its own, cut into
+ * pieces of max_floats (the last shorter) when larger than that; smaller layers in a row
+ * share a chunk until it holds that many, and never more than max_floats. A layer that the
+ * part cuts counts with its floats inside the part. Returns the number of chunks (0 when n
+ * or max_floats is 0) and, when starts is not NULL, writes their count + 1 boundaries
+ * relative to lo: starts[0] = 0, ascending, starts[count] = n. */
+#define PST_CHUNK_GROUP_FLOATS (16u * 1024u)
+size_t pst_model_chunks(const pst_model *m, size_t lo, size_t n, size_t max_floats,
+                        size_t *starts);
 /* The text of a preset, or NULL. */
 const char *pst_model_preset(const char *name);
 /* Deterministic initialisation from seed: He-uniform for ReLU layers, Glorot-uniform

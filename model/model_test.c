@@ -835,7 +835,89 @@ static void test_batchnorm(void) {
         strstr(err, "the last layer must be dense") != NULL);
 }
 
+/* The chunks on the wire (pst_model_chunks): the presets' own cuts, a part of a shard, and
+ * for every preset at many chunk sizes the properties: ascending, covering the part, never
+ * over the chunk size, and each chunk either inside one layer (a piece of it that starts a
+ * multiple of the chunk size into it) or made of whole layers. */
+static size_t chunks_of(const char *model, size_t lo, size_t n, size_t max, size_t *starts) {
+  pst_model m;
+  char err[256];
+  CHECK(pst_model_load(model, &m, err, sizeof err) == 0);
+  return pst_model_chunks(&m, lo, n ? n : m.n_params, max, starts);
+}
+
+static void test_chunks(void) {
+  static size_t s[4096];
+  /* mlp: 200,960 + 32,896 + 1,290 floats. */
+  CHECK(chunks_of("mlp", 0, 0, 1u << 20, s) == 3 && s[0] == 0 && s[1] == 200960 &&
+        s[2] == 233856 && s[3] == 235146);
+  CHECK(chunks_of("mlp", 0, 0, 65536, s) == 6 && s[1] == 65536 && s[3] == 196608 &&
+        s[4] == 200960 && s[5] == 233856 && s[6] == 235146);
+  /* cnn2: conv 320, conv 18,496, dense 200,768, dense 650: the first conv is small, but
+   * the layer after it is not, so it stays a chunk of its own. */
+  CHECK(chunks_of("cnn2", 0, 0, 1u << 20, s) == 4 && s[1] == 320 && s[2] == 18816 &&
+        s[3] == 219584 && s[4] == 220234);
+  /* One layer is cut in chunks of the size, the last shorter (the bench's models). */
+  pst_model one;
+  char err[256];
+  CHECK(pst_model_parse("input 4\ndense 2 softmax\n", "t", &one, err, sizeof err) == 0);
+  CHECK(pst_model_chunks(&one, 0, 10, 4, s) == 3 && s[1] == 4 && s[2] == 8 && s[3] == 10);
+  CHECK(pst_model_chunks(&one, 0, 10, 0, s) == 0 && pst_model_chunks(&one, 0, 0, 4, s) == 0);
+  /* A shard's part [100000, 217573) of the mlp: the first layer's rest, the second's part. */
+  CHECK(chunks_of("mlp", 100000, 117573, 1u << 20, s) == 2 && s[1] == 100960 &&
+        s[2] == 117573);
+  const char *models[] = {"mlp", "cnn", "cnn2", "resnet20", "mobilenetv2:alpha=0.35"};
+  const size_t sizes[] = {1024, 4096, 16384, 20000, 65536, 262144, 1u << 20};
+  size_t bad = 0, checked = 0;
+  for (size_t i = 0; i < sizeof models / sizeof models[0]; i++) {
+    pst_model m;
+    CHECK(pst_model_load(models[i], &m, err, sizeof err) == 0);
+    /* Each layer's range, to check the cuts against. */
+    size_t la[PST_MODEL_MAX_LAYERS], lb[PST_MODEL_MAX_LAYERS];
+    int nl = 0;
+    for (int l = 1; l < m.n_layers; l++) {
+      const pst_layer *L = &m.layers[l];
+      size_t c = L->w_count + L->b_count + L->s_count;
+      if (c == 0) continue;
+      la[nl] = L->w_count ? L->w_offset : L->b_count ? L->b_offset : L->s_offset;
+      lb[nl] = la[nl] + c;
+      nl++;
+    }
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+      for (int part = 0; part < 2; part++) {
+        /* The whole vector, and the middle third (a shard that cuts layers). */
+        size_t lo = part ? m.n_params / 3 : 0, n = part ? m.n_params / 3 : m.n_params;
+        size_t c = pst_model_chunks(&m, lo, n, sizes[k], NULL);
+        if (c == 0 || c >= sizeof s / sizeof s[0] || pst_model_chunks(&m, lo, n, sizes[k], s) != c) {
+          bad++;
+          continue;
+        }
+        checked++;
+        if (s[0] != 0 || s[c] != n) bad++;
+        for (size_t j = 0; j < c; j++) {
+          size_t a = lo + s[j], b = lo + s[j + 1];
+          if (b <= a || b - a > sizes[k]) bad++;
+          /* Inside one layer (a piece a multiple of the size into its part), or whole
+           * layers (each cut on a layer's end). */
+          int inside = 0, whole = 1;
+          for (int l = 0; l < nl; l++) {
+            size_t la_ = la[l] > lo ? la[l] : lo;
+            if (a >= la_ && b <= lb[l] && (a - la_) % sizes[k] == 0) inside = 1;
+            if (a > la[l] && a < lb[l] && a != lo) whole = 0;
+            if (b > la[l] && b < lb[l] && b != lo + n) whole = 0;
+          }
+          if (!inside && !whole) bad++;
+        }
+      }
+    }
+    /* Many small layers are grouped: fewer chunks than layers. */
+    if (i >= 3) CHECK(pst_model_chunks(&m, 0, m.n_params, 1u << 20, NULL) < (size_t)nl / 2);
+  }
+  CHECK(checked == 70 && bad == 0);
+}
+
 int main(void) {
+  test_chunks();
   test_presets();
   test_batchnorm();
   test_canonical();

@@ -9,7 +9,9 @@
  * a training run, where a step's socket copies and the other processes' work come between
  * two passes. Without it the state was just planted and is hot in cache: the loop's own
  * speed, not the memory's.
- * With --threads T the pass is split over T threads as the ps splits it (ps/par.h).
+ * With --threads T the pass is split over T threads as the ps splits it (ps/par.h). Each row
+ * also gives the CPU time a pass took over every thread (the mean): what it costs the ps's
+ * cores besides its time.
  * The pass is the ps's: out of place (front weights to back weights, ps/store.h), over the
  * whole vector in one range. The state is planted again before every timed pass, so that a
  * pass that flushes denormals does not make the next one look cheap. "Denormal" means what a
@@ -36,6 +38,13 @@
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* This process's CPU seconds, every thread's: what a pass costs on all the cores it woke. */
+static double cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
@@ -115,7 +124,8 @@ int main(int argc, char **argv) {
          threads == 1 ? "" : "s", reps,
          cold ? "caches flushed before each pass (--cold)" : "state hot in cache");
   cJSON *rows = cJSON_CreateArray();
-  printf("%-9s %-9s %-6s %10s %8s\n", "optimizer", "state", "flush", "ms/pass", "GB/s");
+  printf("%-9s %-9s %-6s %10s %8s %12s\n", "optimizer", "state", "flush", "ms/pass", "GB/s",
+         "cpu ms/pass");
   static const int per_param[] = {12, 20, 28};
   for (int flush = 1; flush >= 0; flush--) {
     if (flush && pst_fp_flush_denormals() != 0) {
@@ -148,7 +158,7 @@ int main(int argc, char **argv) {
         memcpy(gg, g, bytes);
         if (denormal)
           for (long i = 1; i < n; i += 2) gg[i] = 0.0f;
-        double t[MAX_REPS];
+        double t[MAX_REPS], cpu = 0;
         for (long r = 0; r < reps + 3; r++) {
           for (int b = 0; b < 2; b++) {
             if (o.slot1[b]) memcpy(o.slot1[b], plant, bytes);
@@ -157,24 +167,26 @@ int main(int argc, char **argv) {
           if (evict) memset(evict, (int)r, EVICT_BYTES);
           int cur = (int)(r & 1);
           pst_opt_begin_step(&o);
-          double t0 = now_s();
+          double c0 = cpu_s(), t0 = now_s();
           pass_job job = {&o, w[cur], gg, w[cur ^ 1]};
           ps_par_for(par, (size_t)n, pass_range, &job);
           double dt = now_s() - t0;
           if (r >= 3) t[r - 3] = dt; /* the first passes fault pages in and warm caches */
+          if (r >= 3) cpu += cpu_s() - c0;
         }
         qsort(t, (size_t)reps, sizeof t[0], cmp_double);
         double med = t[reps / 2];
         double gbs = (double)per_param[kind] * (double)n / med / 1e9;
         const char *state = denormal ? "denormal" : "normal";
-        printf("%-9s %-9s %-6s %10.4f %8.1f\n", pst_opt_kind_name(cfg.kind), state,
-               flush ? "on" : "off", med * 1e3, gbs);
+        printf("%-9s %-9s %-6s %10.4f %8.1f %12.4f\n", pst_opt_kind_name(cfg.kind), state,
+               flush ? "on" : "off", med * 1e3, gbs, cpu * 1e3 / (double)reps);
         cJSON *row = cJSON_CreateObject();
         cJSON_AddStringToObject(row, "optimizer", pst_opt_kind_name(cfg.kind));
         cJSON_AddStringToObject(row, "state", state);
         cJSON_AddBoolToObject(row, "flush_denormals", flush);
         cJSON_AddNumberToObject(row, "ms_per_pass", med * 1e3);
         cJSON_AddNumberToObject(row, "gb_per_s", gbs);
+        cJSON_AddNumberToObject(row, "cpu_ms_per_pass", cpu * 1e3 / (double)reps);
         cJSON_AddItemToArray(rows, row);
         free(gg);
         pst_opt_free(&o);

@@ -177,6 +177,7 @@ static void on_conn_closed(uv_handle_t *h) {
   }
   free(c->recv);
   free(c->wreq);
+  free(c->wbatch);
   free(c->whead);
   free(c);
 }

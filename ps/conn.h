@@ -58,6 +58,14 @@ struct ps_conn {
   uint32_t pending_chunk;
   int pending_flags;     /* its place in the push (PST_CHUNK_FIRST, PST_CHUNK_LAST) */
   double push_at, pull_at; /* monotonic seconds: the push's first chunk, the PULL (/metrics) */
+  /* The round trip (issue 26, ps/metrics.h), ps/pull.c's: the ps's work counters (its
+   * seconds summing, in the optimizer, sending: rt_w0) when this worker's push began to
+   * arrive, and when it was in whole (rt_in, rt_w1); once the first chunk of its next reply
+   * is about to be written, the ps's part of the wait (queued and the work since rt_w0),
+   * kept (rt_ready) until its next push brings the whole. */
+  double rt_in, rt_w0[3], rt_w1[3];
+  double rt_queued, rt_work[3];
+  int rt_ready;
   /* Pulls: at most one waiting and one being written. */
   int pull_waiting;
   uint64_t pull_want;
@@ -66,7 +74,8 @@ struct ps_conn {
   pst_store_hold pull_hold; /* the store buffer and version the reply is sent from */
   uint32_t pull_sent;    /* chunks of the reply handed to uv_write (or abandoned) */
   uint32_t pull_done;    /* chunks whose write callback ran (or abandoned) */
-  uv_write_t *wreq;      /* [n_chunks] */
+  uv_write_t *wreq;      /* [n_chunks]: the write of chunks i.. of a reply uses wreq[i] */
+  uint32_t *wbatch;      /* [n_chunks]: how many chunks that write holds */
   uint8_t *whead;        /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
   uv_shutdown_t shutdown_req;
   /* The I/O threads' jobs (ps/io.h): a gradient payload being read into push_dst, and a run
@@ -156,6 +165,11 @@ void ps_pull_answer(ps_conn *c);
 void ps_pull_continue(ps_conn *c);
 /* The connection is closing: the chunks of its reply never sent count as done. */
 void ps_pull_abandon(ps_conn *c);
+/* The round trip's ps side (ps/metrics.h): c's push begins to arrive, its first chunk
+ * saying its worker's exposed wait in the step before (wait_us, 0: none), which meets the
+ * ps's part of it; and c's push is in whole: its worker waits for weights from here. */
+void ps_pull_push_begins(ps_conn *c, uint32_t wait_us);
+void ps_pull_wait_begins(ps_conn *c);
 /* c's write job ended (taken back by a close): its chunks count as done. */
 void ps_pull_job_ended(ps_conn *c);
 /* The callback of c's write job: sends what waited behind it, then the rest of the reply. */

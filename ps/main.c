@@ -55,6 +55,7 @@ static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
 static double o_grad_limit, o_clip_norm, o_eval_timeout;
+static int o_layer_chunks, o_staleness_lr;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -64,6 +65,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("mode", PST_CFG_STRING, o_mode, "sync", "update mode: sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &o_staleness, "2", "ssp: most pushes a worker may run ahead", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &o_backup, "0", "sync: apply each step after N-K gradients", 0, 4095),
+    PST_OPT("staleness-lr", PST_CFG_BOOL, &o_staleness_lr, "false", "async and ssp: apply each gradient with the learning rate divided by 1 + its staleness (staleness-aware asynchronous SGD, Zhang et al. 2016)", 0, 0),
     PST_OPT("model", PST_CFG_STRING, o_model, "mlp", "preset (mlp, cnn, cnn2, mobilenetv2, resnet20) or model spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &o_epochs, "2", "passes over the training set", 1, 10000),
     PST_OPT("batch-size", PST_CFG_INT, &o_batch, "64", "samples per worker per step", 1, 65536),
@@ -81,7 +83,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("grad-limit", PST_CFG_DOUBLE, &o_grad_limit, PST_GRAD_LIMIT_DEFAULT_TEXT, "largest magnitude a gradient value may have: a chunk with a larger one (or a NaN) is rejected and counted against its worker (0 < limit <= 1e30)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_DOUBLE, &o_clip_norm, "0", "workers clip each gradient to this norm (Keras's global clipnorm) and the ps rejects a push over it (0: off)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
-    PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB)", 4, 262144),
+    PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB): the largest, with --layer-chunks", 4, 262144),
+    PST_OPT("layer-chunks", PST_CFG_BOOL, &o_layer_chunks, "true", "cut the tensors into chunks along the model's layers, small layers grouped, so that layer-by-layer pushes and pulls overlap at any chunk size (false: chunks of --chunk-kib, as before)", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "threads for sums and optimizer passes (0: the cores this process may use); above 1, as many I/O threads less one", 0, 1024),
     PST_OPT("io-offload-kib", PST_CFG_INT, &o_io_kib, "256", "with --threads above 1: gradient payloads and runs of weight chunks from this size (KiB) are moved by the I/O threads (0: never)", 0, 1048576),
     PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between workers' loss reports", 1, 1000000),
@@ -210,6 +213,11 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->workers = (int)o_workers;
   o->staleness = (int)o_staleness;
   o->backup_workers = (int)o_backup;
+  o->staleness_lr = o_staleness_lr;
+  if (o_staleness_lr && o->mode == PST_MODE_SYNC) {
+    snprintf(err, errlen, "--staleness-lr needs --mode async or ssp (sync gradients are never stale)");
+    return -EINVAL;
+  }
   if (o_backup > 0 && (o->mode != PST_MODE_SYNC || o_backup >= o_workers)) {
     snprintf(err, errlen, "--backup-workers K needs --mode sync and K < --workers");
     return -EINVAL;
@@ -218,6 +226,7 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->batch_size = (int)o_batch;
   o->seed = (uint64_t)o_seed;
   o->chunk_floats = (uint32_t)(o_chunk_kib * 1024 / 4);
+  o->layer_chunks = o_layer_chunks;
   /* One by default: helper threads pay off only on cores nobody else needs. Where the ps
    * shares its cores with workers (one machine, the tests), 2 threads on 2 cores cost async
    * mlp runs 10-25% of their speed (docs/benchmarks.md); a dedicated ps host asks for 0. */

@@ -138,8 +138,9 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   uint32_t n = s->upd.n_chunks;
   c->recv = aligned_alloc(64, ((size_t)s->upd.chunk_floats * 4 + 63) & ~(size_t)63);
   c->wreq = calloc(n, sizeof *c->wreq);
+  c->wbatch = calloc(n, sizeof *c->wbatch);
   c->whead = malloc((size_t)n * PST_WIRE_CHUNK_HEAD);
-  if (!c->recv || !c->wreq || !c->whead) {
+  if (!c->recv || !c->wreq || !c->wbatch || !c->whead) {
     ps_send_error(c, "ps out of memory");
     ps_conn_close(c, "out of memory registering a worker", 0);
     return;
@@ -174,6 +175,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.batch_size = (uint32_t)s->opt.batch_size;
   wl.seed = s->opt.seed;
   wl.chunk_floats = s->upd.chunk_floats;
+  wl.layer_chunks = s->opt.layer_chunks != 0;
   wl.staleness = (uint32_t)s->opt.staleness;
   wl.report_every = (uint32_t)s->opt.report_every;
   wl.eval_every = (uint32_t)s->opt.eval_every;

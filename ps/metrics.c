@@ -135,6 +135,16 @@ void pst_metrics_pulled(pst_metrics *m, double seconds) {
   pst_hist_observe(&m->pull_seconds, seconds);
 }
 
+const char *const pst_rt_part_names[PST_RT_PARTS] = {"exposed", "wire",      "queued",
+                                                      "sum",     "optimizer", "sending"};
+
+void pst_metrics_round_trip(pst_metrics *m, double exposed, double queued, double sum,
+                            double optimizer, double sending) {
+  double wire = exposed - queued - sum - optimizer - sending;
+  double v[PST_RT_PARTS] = {exposed, wire, queued, sum, optimizer, sending};
+  for (int i = 0; i < PST_RT_PARTS; i++) pst_quant_observe(&m->round_trip[i], v[i] > 0 ? v[i] : 0);
+}
+
 void pst_metrics_step(pst_metrics *m) {
   double now = pst_now();
   /* The first version after a start (or a resume) has no predecessor to measure from. */
@@ -264,6 +274,7 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddStringToObject(o, "mode", r->mode);
   cJSON_AddStringToObject(o, "model", r->model);
   cJSON_AddStringToObject(o, "optimizer", r->optimizer);
+  cJSON_AddBoolToObject(o, "staleness_lr", r->staleness_lr);
   cJSON_AddNumberToObject(o, "workers", m->workers);
   cJSON_AddNumberToObject(o, "epochs", m->epochs);
   cJSON_AddNumberToObject(o, "epochs_evaluated", m->last_epoch);
@@ -309,6 +320,15 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "ps_cpu_seconds", cpu);
   cJSON_AddNumberToObject(o, "ps_cpu_ms_per_gradient",
                           r->applied > 0 ? cpu * 1e3 / (double)r->applied : 0);
+  /* The round trip's p50 and p99 per part, in milliseconds, over the workers' steps. */
+  cJSON_AddNumberToObject(o, "round_trip_steps", (double)m->round_trip[PST_RT_EXPOSED].n);
+  cJSON *rt = cJSON_AddObjectToObject(o, "round_trip_ms");
+  for (int i = 0; rt && i < PST_RT_PARTS; i++) {
+    cJSON *part = cJSON_AddObjectToObject(rt, pst_rt_part_names[i]);
+    if (!part) break;
+    cJSON_AddNumberToObject(part, "p50", pst_quant_value(&m->round_trip[i], 0.5) * 1e3);
+    cJSON_AddNumberToObject(part, "p99", pst_quant_value(&m->round_trip[i], 0.99) * 1e3);
+  }
   cJSON_AddNumberToObject(o, "dropped_gradients", (double)r->dropped);
   cJSON_AddNumberToObject(o, "rejected", (double)r->rejected);
   cJSON_AddNumberToObject(o, "unsafe_updates", (double)r->unsafe_updates);

@@ -59,6 +59,7 @@ typedef struct {
 typedef struct {
   const char *mode, *model, *optimizer;
   int batch;
+  int staleness_lr;       /* async/ssp: learning rates divided by 1 + staleness */
   uint64_t version;
   /* The whole model's checksum (FNV-1a 64 over every parameter), and who computed it: "ps"
    * (this ps holds them all), "workers" (a shard: from their evaluations of the last epoch,
@@ -86,6 +87,29 @@ typedef struct {
   const char *checkpoint; /* the newest checkpoint written, or "" */
 } pst_run_summary;
 
+/* The round trip (issue 26): each worker step's exposed wait, from the last byte of its push
+ * leaving the worker to the first byte of its next weights reaching it, and where it went.
+ * The worker measures the whole (and says it on its next push); the ps its own part: the
+ * seconds it spent summing shares, in optimizer passes and writing reply chunks from the
+ * push's first chunk on (work on the push's first chunks holds its last bytes in the socket),
+ * and the rest of the time from the push in whole to the reply's first chunk about to be
+ * written, queued (behind other work, or waiting for other workers' shares). What is left of
+ * the whole is the wire, both ways (the kernels' socket buffers, the network). On a link
+ * slower than the ps, work on a push's first chunks overlaps the rest of its transfer and is
+ * counted all the same, so the wire is then the smaller for it. */
+typedef enum {
+  PST_RT_EXPOSED = 0,
+  PST_RT_WIRE,
+  PST_RT_QUEUED,
+  PST_RT_SUM,
+  PST_RT_OPTIMIZER,
+  PST_RT_SENDING,
+  PST_RT_PARTS
+} pst_rt_part;
+
+/* The parts' names in the summary and /metrics ("exposed", "wire", ...). */
+extern const char *const pst_rt_part_names[PST_RT_PARTS];
+
 typedef struct {
   FILE *file;             /* NULL: no metrics file */
   char path[512];
@@ -108,6 +132,10 @@ typedef struct {
   pst_hist pull_seconds;  /* a PULL in .. its reply's last chunk written (waits included) */
   double last_step_at;    /* monotonic seconds of the newest version (0: none yet) */
   uint64_t bytes_in, bytes_out; /* on the ps's training port, all connections */
+  /* The round trip's parts over the workers' steps (seconds), and the loop's seconds spent
+   * writing reply chunks (one of the parts' sources). */
+  pst_quant round_trip[PST_RT_PARTS];
+  double send_seconds;
   /* TensorBoard scalars (--tensorboard): the caller's event file, or NULL; the learning
    * rate they show; the staleness histogram's count and sum at the last record, so each
    * record shows the mean staleness of the gradients applied since the one before. */
@@ -146,6 +174,11 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
 void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds);
 void pst_metrics_pulled(pst_metrics *m, double seconds);
 void pst_metrics_step(pst_metrics *m);
+/* One worker step's round trip: its exposed wait as the worker measured it and the ps's
+ * parts of it (pst_rt_part); the wire is what is left. A part that measurement noise would
+ * make negative counts as 0. */
+void pst_metrics_round_trip(pst_metrics *m, double exposed, double queued, double sum,
+                            double optimizer, double sending);
 /* Adds a worker's share of the epoch's test evaluation (epoch 1..epochs; others ignored). */
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,
                       uint64_t correct, uint64_t samples);

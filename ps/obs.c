@@ -181,6 +181,21 @@ void ps_obs_render(const void *arg, pst_text *t) {
                 &m->pull_seconds);
   pst_prom_gauge(t, "pstrain_max_lead", "ssp: the largest lead an answered pull had.",
                  (double)s->max_lead);
+  pst_prom_counter(t, "pstrain_round_trip_steps_total",
+                   "Worker steps whose round trip was measured (both sides' figures met).",
+                   (double)m->round_trip[PST_RT_EXPOSED].n);
+  pst_prom_family(t, "pstrain_round_trip_seconds", PST_PROM_GAUGE,
+                  "A worker step's exposed wait (its push's last byte out to its next weights' "
+                  "first byte in) and its parts, quantiles over the steps: wire, queued in the "
+                  "ps, summing, the optimizer, sending.");
+  for (int i = 0; i < PST_RT_PARTS; i++)
+    for (int k = 0; k < 2; k++) {
+      char labels[96];
+      snprintf(labels, sizeof labels, "part=\"%s\",quantile=\"%s\"", pst_rt_part_names[i],
+               k ? "0.99" : "0.5");
+      pst_prom_sample(t, "pstrain_round_trip_seconds", labels,
+                      pst_quant_value(&m->round_trip[i], k ? 0.99 : 0.5));
+    }
 
   pst_prom_gauge(t, "pstrain_workers", "Workers the job trains with (N).", s->opt.workers);
   pst_prom_gauge(t, "pstrain_workers_registered", "Slots a worker holds now.", s->registered);

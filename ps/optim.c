@@ -81,6 +81,7 @@ int pst_opt_init(pst_optimizer *o, const pst_opt_config *cfg, size_t n) {
   /* Neutral corrections, so that a misuse (apply before begin_step) cannot divide by zero. */
   o->bc1 = 1.0f;
   o->bc2 = 1.0f;
+  o->lr_scale = 1.0f;
   int slots = pst_opt_slots(cfg->kind);
   for (int b = 0; b < 2; b++) {
     if (slots >= 1 && (o->slot1[b] = alloc_slot(n)) == NULL) goto nomem;
@@ -125,14 +126,18 @@ void pst_opt_restore(pst_optimizer *o, uint64_t t, const float *slot1, const flo
   set_corrections(o);
 }
 
-void pst_opt_begin_step(pst_optimizer *o) {
+void pst_opt_begin_step_lr(pst_optimizer *o, float lr_scale) {
   o->t++;
+  o->lr_scale = lr_scale > 0 ? lr_scale : 1.0f;
   set_corrections(o);
 }
+
+void pst_opt_begin_step(pst_optimizer *o) { pst_opt_begin_step_lr(o, 1.0f); }
 
 void pst_opt_cancel_step(pst_optimizer *o) {
   if (o->t == 0) return;
   o->t--;
+  o->lr_scale = 1.0f;
   set_corrections(o);
 }
 
@@ -277,7 +282,10 @@ void pst_opt_apply(pst_optimizer *o, const float *w_in, float *w_out, const floa
 /* The optimizer proper over [off, off + count), inside the vector. */
 static void opt_apply(pst_optimizer *o, const float *w_in, float *w_out, const float *grad,
                       float gscale, size_t off, size_t count) {
-  const pst_opt_config *c = &o->cfg;
+  pst_opt_config cfg = o->cfg;
+  const pst_opt_config *c = &cfg;
+  /* The step's own learning rate: x 1 leaves every bit as it was. */
+  cfg.lr *= o->lr_scale;
   const float *wi = w_in + off;
   float *wo = w_out + off;
   int inplace = (w_in == w_out);

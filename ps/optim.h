@@ -53,6 +53,7 @@ typedef struct {
   int n_state;       /* model-state ranges, sorted, disjoint, inside [0, n) */
   size_t state_off[PST_OPT_MAX_STATE], state_end[PST_OPT_MAX_STATE];
   float bc1, bc2;    /* Adam bias corrections for step t */
+  float lr_scale;    /* step t's learning rate is cfg.lr x this (pst_opt_begin_step_lr) */
 } pst_optimizer;
 
 /* Defaults: lr 1e-3, momentum 0.9, betas 0.9/0.999, eps 1e-8, no weight decay, Adam. */
@@ -72,6 +73,10 @@ void pst_opt_free(pst_optimizer *o);
 int pst_opt_set_state(pst_optimizer *o, const size_t *off, const size_t *count, int n);
 /* Starts step t+1: call once per step before any pst_opt_apply for that step. */
 void pst_opt_begin_step(pst_optimizer *o);
+/* The same with the step's learning rate scaled by lr_scale (> 0: an async gradient's by its
+ * staleness, ps/update.h); the model state's changes are not scaled. pst_opt_begin_step is
+ * lr_scale 1, which changes no bit of a step. */
+void pst_opt_begin_step_lr(pst_optimizer *o, float lr_scale);
 /* The state after the last whole step: its step count and slot buffers (NULL for slots the
  * kind has not). `in_step`: a step has begun and not every value of it is applied yet, so
  * the state is the one before it. */

@@ -454,7 +454,44 @@ static void test_denormals_flushed(void) {
   }
 }
 
+/* A step's learning rate scaled (pst_opt_begin_step_lr, the staleness-aware learning rate):
+ * for every optimizer the step is the one of a learning rate that much smaller, bit for bit,
+ * the model state's changes unscaled; a scale of 1 is pst_opt_begin_step; a cancelled step's
+ * scale does not outlive it. */
+static void test_lr_scale(void) {
+  enum { M = 37 };
+  float w0[M], g[M], a[M], b[M];
+  for (int i = 0; i < M; i++) {
+    w0[i] = 0.1f * (float)(i % 7) - 0.3f;
+    g[i] = 0.01f * (float)((i * 5) % 11) - 0.05f;
+  }
+  const size_t st_off[1] = {30}, st_n[1] = {4};
+  for (int k = PST_OPT_SGD; k <= PST_OPT_ADAM; k++) {
+    pst_optimizer o1, o2;
+    pst_opt_config c1 = make_cfg((pst_opt_kind)k, 0.01f, 0.001f), c2 = c1;
+    c2.lr = c1.lr * 0.25f;
+    CHECK(pst_opt_init(&o1, &c1, M) == 0 && pst_opt_init(&o2, &c2, M) == 0);
+    CHECK(pst_opt_set_state(&o1, st_off, st_n, 1) == 0 && pst_opt_set_state(&o2, st_off, st_n, 1) == 0);
+    for (int step = 0; step < 3; step++) {
+      pst_opt_begin_step_lr(&o1, 0.25f);
+      pst_opt_begin_step(&o2);
+      pst_opt_apply(&o1, w0, a, g, 1.0f, 0, M);
+      pst_opt_apply(&o2, w0, b, g, 1.0f, 0, M);
+      CHECK(memcmp(a, b, sizeof a) == 0);
+      /* The state's change is added as it is (w += g). */
+      CHECK(a[31] == w0[31] + g[31]);
+      memcpy(w0, a, sizeof w0);
+    }
+    pst_opt_begin_step_lr(&o1, 0.5f);
+    pst_opt_cancel_step(&o1);
+    CHECK(o1.lr_scale == 1.0f);
+    pst_opt_free(&o1);
+    pst_opt_free(&o2);
+  }
+}
+
 int main(void) {
+  test_lr_scale();
   test_basics();
   test_state_restore();
   test_known_values();

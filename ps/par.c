@@ -10,8 +10,8 @@
 
 #include "common/fpenv.h"
 
-/* Pieces per thread: a loop is cut into threads x PIECES pieces that every thread claims one
- * at a time, so a helper the kernel has not scheduled yet (the ps often shares its machine
+/* Pieces per thread: a loop is cut into (threads it needs) x PIECES pieces that every thread
+ * claims one at a time, so a helper the kernel has not scheduled yet (the ps often shares its machine
  * with workers) holds up no more than the piece it has started; the caller takes whatever
  * pieces nobody has claimed. */
 #define PIECES 4
@@ -146,7 +146,11 @@ void ps_par_free(ps_par *p) {
 int ps_par_threads(const ps_par *p) { return p ? p->threads : 1; }
 
 void ps_par_for(ps_par *p, size_t n, ps_par_fn fn, void *ctx) {
-  if (!p || p->threads == 1 || n < PS_PAR_MIN) {
+  /* As many threads as the loop has PS_PAR_MIN elements for: a helper woken for less costs
+   * more than its share saves, and the ps's CPU per gradient would grow with --threads. */
+  size_t active = p ? n / PS_PAR_MIN : 0;
+  if (p && active > (size_t)p->threads) active = (size_t)p->threads;
+  if (active <= 1) {
     if (n > 0) fn(ctx, 0, n);
     return;
   }
@@ -155,10 +159,12 @@ void ps_par_for(ps_par *p, size_t n, ps_par_fn fn, void *ctx) {
   p->fn = fn;
   p->ctx = ctx;
   p->n = n;
-  p->pieces = (uint32_t)p->threads * PIECES;
+  p->pieces = (uint32_t)active * PIECES;
   p->finished = 0;
   atomic_store(&p->claim, (uint64_t)r << 32);
-  pthread_cond_broadcast(&p->go);
+  /* Only the helpers the loop needs are woken; the others sleep on (one that wakes anyway
+   * finds the round's pieces, or none left, and sleeps again). */
+  for (size_t k = 1; k < active; k++) pthread_cond_signal(&p->go);
   pthread_mutex_unlock(&p->mu);
   uint32_t ran = work(p, r, fn, ctx, n, p->pieces);
   pthread_mutex_lock(&p->mu);

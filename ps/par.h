@@ -29,7 +29,10 @@ void ps_par_free(ps_par *p);
 int ps_par_threads(const ps_par *p);
 /* Runs fn over [0, n) cut into contiguous pieces (boundaries on multiples of 16 elements, a
  * 64-byte line of floats) that the caller and the helpers claim one at a time; returns when
- * all are done. With p NULL, one thread, or n < PS_PAR_MIN: fn(ctx, 0, n) on the caller. */
+ * all are done. A loop takes one thread per PS_PAR_MIN elements, at most every thread: only
+ * the helpers it takes are woken, so an idle helper costs nothing, and a small loop no more
+ * than on one thread. With p NULL, one thread, or n < 2 x PS_PAR_MIN: fn(ctx, 0, n) on the
+ * caller. */
 void ps_par_for(ps_par *p, size_t n, ps_par_fn fn, void *ctx);
 
 #endif

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "common/clock.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
 
@@ -26,7 +27,7 @@ static void finish_pull(ps_conn *c) {
 static void on_pull_write(uv_write_t *req, int status) {
   ps_conn *c = req->data;
   (void)status;
-  c->pull_done++;
+  c->pull_done += c->wbatch[req - c->wreq];
   if (c->pull_done < c->srv->upd.n_chunks) return;
   pst_metrics_pulled(&c->srv->metrics, pst_now() - c->pull_at);
   finish_pull(c);
@@ -34,6 +35,50 @@ static void on_pull_write(uv_write_t *req, int status) {
    * waiting for the buffer. */
   ps_server_kick(c->srv);
 }
+
+/* The ps's work counters: seconds summing, in optimizer passes, writing reply chunks. */
+static void work_now(const ps_server *s, double w[3]) {
+  w[0] = s->upd.sum_seconds;
+  w[1] = s->upd.opt_seconds;
+  w[2] = s->metrics.send_seconds;
+}
+
+void ps_pull_push_begins(ps_conn *c, uint32_t wait_us) {
+  ps_server *s = c->srv;
+  /* A figure of an hour or more is nobody's step: not counted. */
+  if (wait_us > 0 && c->rt_ready && wait_us < 3600u * 1000000u)
+    pst_metrics_round_trip(&s->metrics, wait_us * 1e-6, c->rt_queued, c->rt_work[0],
+                           c->rt_work[1], c->rt_work[2]);
+  c->rt_ready = 0;
+  c->rt_in = 0;
+  work_now(s, c->rt_w0);
+}
+
+void ps_pull_wait_begins(ps_conn *c) {
+  c->rt_in = pst_now();
+  work_now(c->srv, c->rt_w1);
+}
+
+/* The first chunk of a reply is about to be handed to the kernel (or to an I/O thread): the
+ * ps's part of the worker's wait ends. Its work counts from the push's first chunk on: work
+ * on the push's early chunks (and anything else) held its last bytes in the socket. What
+ * is left of the time since the push was in whole is queued. */
+static void wait_ends(ps_conn *c) {
+  if (c->rt_in <= 0) return;
+  double now[3];
+  work_now(c->srv, now);
+  double after = 0;
+  for (int k = 0; k < 3; k++) {
+    c->rt_work[k] = now[k] - c->rt_w0[k];
+    after += now[k] - c->rt_w1[k];
+  }
+  c->rt_queued = pst_now() - c->rt_in - after;
+  c->rt_ready = 1;
+  c->rt_in = 0;
+}
+
+/* Reply chunks one write holds at most. */
+#define WRITE_BATCH 32
 
 /* Chunks this connection's reply may send now. */
 static uint32_t pull_ready_chunks(ps_conn *c) {
@@ -48,7 +93,7 @@ static int chunk_frame(ps_conn *c, uint32_t i, uv_buf_t bufs[2]) {
   ps_server *s = c->srv;
   const float *w = s->store.buf[c->pull_hold.buf];
   uint32_t len = pst_update_chunk_len(&s->upd, i);
-  size_t off = (size_t)i * s->upd.chunk_floats;
+  size_t off = pst_update_chunk_off(&s->upd, i);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
   int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
                                  i + 1 == s->upd.n_chunks, head, PST_WIRE_CHUNK_HEAD);
@@ -85,11 +130,14 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   j->iovcnt = (int)(2 * k);
   j->done = ps_pull_job_done;
   j->data = c;
+  if (c->pull_sent == 0) wait_ends(c);
+  double t0 = pst_now();
   if (ps_io_submit(s->io, j) < 0) return 0;
   s->metrics.bytes_out += frames;
+  c->last_tx = pst_now();
+  s->metrics.send_seconds += c->last_tx - t0;
   c->pull_sent += k;
   c->wjob_chunks = k;
-  c->last_tx = pst_now();
   return 1;
 }
 
@@ -128,19 +176,30 @@ void ps_pull_continue(ps_conn *c) {
   if (ps_io_busy(&c->wjob)) return;
   uint32_t ready = pull_ready_chunks(c);
   if (c->state != CONN_CLOSING && c->pull_sent < ready && offload_chunks(c, ready)) return;
+  /* The ready chunks in writes of up to WRITE_BATCH chunks each: one system call for the
+   * lot instead of one per chunk (a model's small layers travel in chunks of their own). */
   while (c->pull_sent < ready && c->state != CONN_CLOSING) {
-    uint32_t i = c->pull_sent++;
-    uv_buf_t bufs[2];
-    int hn = chunk_frame(c, i, bufs);
-    c->wreq[i].data = c;
-    s->metrics.bytes_out += (uint64_t)hn + bufs[1].len;
-    if (pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_pull_write) < 0) {
-      /* The connection is failing: chunk i and the rest never started. */
-      c->pull_sent = i;
+    uint32_t first = c->pull_sent, k = 0;
+    uv_buf_t bufs[2 * WRITE_BATCH];
+    size_t bytes = 0;
+    for (; k < WRITE_BATCH && first + k < ready; k++) {
+      int hn = chunk_frame(c, first + k, bufs + 2 * k);
+      bytes += (size_t)hn + bufs[2 * k + 1].len;
+    }
+    c->wreq[first].data = c;
+    c->wbatch[first] = k;
+    c->pull_sent += k;
+    s->metrics.bytes_out += bytes;
+    if (first == 0) wait_ends(c);
+    double t0 = pst_now();
+    if (pst_tls_stream_write(&c->io, &c->wreq[first], bufs, 2 * k, on_pull_write) < 0) {
+      /* The connection is failing: these chunks and the rest never started. */
+      c->pull_sent = first;
       ps_pull_abandon(c);
       if (!c->pull_writing) ps_server_kick(s);
       return;
     }
+    s->metrics.send_seconds += pst_now() - t0;
   }
 }
 

@@ -169,7 +169,7 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   int first = pos == 0;
   int desc = first ? h->offset != 0 : c->push_desc;
   uint32_t chunk = desc ? n - 1 - pos : pos;
-  if (h->offset != (uint64_t)chunk * s->upd.chunk_floats ||
+  if (h->offset != (uint64_t)pst_update_chunk_off(&s->upd, chunk) ||
       h->count != pst_update_chunk_len(&s->upd, chunk) ||
       (h->last != 0) != (pos + 1 == n) || (!first && h->version != c->push_version)) {
     if (first && n > 1)
@@ -194,6 +194,7 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     c->push_desc = desc;
     c->push_version = h->version;
     c->push_at = pst_now();
+    ps_pull_push_begins(c, h->wait_us); /* the round trip (ps/metrics.h) */
   }
   /* A share that would be copied into the sum is read straight into it. */
   c->push_dst = c->push_dropped ? NULL
@@ -263,6 +264,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         return 0;
       }
       uint32_t n = s->upd.n_chunks, pos = c->push_pos;
+      if (h->last) ps_pull_wait_begins(c); /* the push is in: the worker waits from here */
       c->pending = 1;
       c->pending_chunk = c->push_desc ? n - 1 - pos : pos;
       c->pending_flags = pst_update_chunk_flags(&s->upd, pos); /* on_payload checked last */
@@ -384,11 +386,27 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
       (rc = pst_update_init(&s->upd, opt->mode, opt->workers, opt->chunk_floats, &s->store,
                             &s->optim)) < 0 ||
       (rc = pst_update_set_backup(&s->upd, opt->backup_workers)) < 0 ||
+      (rc = pst_update_set_staleness_lr(&s->upd, opt->staleness_lr)) < 0 ||
       (rc = pst_update_set_limits(&s->upd,
                                   opt->grad_limit > 0 ? opt->grad_limit : PST_GRAD_LIMIT_DEFAULT,
                                   opt->clip_norm)) < 0) {
     snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s", n,
              strerror(-rc));
+    return rc;
+  }
+  /* The chunks follow the layers (model/model.h), within the largest chunk the workers'
+   * receive buffers allow (pst_update_init's cap); without layer_chunks, pst_update_init's
+   * chunks of one size stand. */
+  size_t n_chunks = pst_model_chunks(model, s->opt.shard_offset, n, s->upd.chunk_floats, NULL);
+  size_t *starts = opt->layer_chunks ? malloc((n_chunks + 1) * sizeof *starts) : NULL;
+  rc = starts || !opt->layer_chunks ? 0 : -ENOMEM;
+  if (starts) {
+    pst_model_chunks(model, s->opt.shard_offset, n, s->upd.chunk_floats, starts);
+    rc = pst_update_set_chunks(&s->upd, starts, n_chunks);
+  }
+  free(starts);
+  if (rc < 0) {
+    snprintf(err, errlen, "cannot cut the model into chunks: %s", strerror(-rc));
     return rc;
   }
   /* Batchnorm's moving statistics are model state, not weights: the optimizer adds the
@@ -546,6 +564,7 @@ static void ps_stop_report(ps_server *s, const char *reason, int failed) {
       .model = s->opt.model_name,
       .optimizer = pst_opt_kind_name(s->opt.opt.kind),
       .batch = s->opt.batch_size,
+      .staleness_lr = s->opt.staleness_lr,
       .version = s->store.version,
       .checksum = whole ? own : s->model_sum,
       .checksum_from = whole ? "ps" : reported ? "workers" : NULL,

@@ -27,10 +27,13 @@ typedef struct {
   pst_mode mode;
   int staleness;          /* ssp bound */
   int backup_workers;     /* sync: steps need N-K gradients */
+  int staleness_lr;       /* async/ssp: a gradient's learning rate / (1 + its staleness) */
   int epochs;
   int batch_size;         /* per worker */
   uint64_t seed;
   uint32_t chunk_floats;
+  int layer_chunks;       /* chunks along the model's layers (model/model.h), at most
+                           * chunk_floats each; 0: chunks of chunk_floats */
   /* The part of the parameter vector this ps holds (kernels/partition.h): shard shard_index
    * of shard_count, floats [shard_offset, shard_offset + shard_floats). shard_count 0 means
    * one ps holding everything (ps_server_start fills the rest in). */

@@ -17,12 +17,15 @@
  *      middle is refused without closing its connection;
  *   7. a peer that stops in the middle of a payload does not hold up the ps's stop;
  *   8. a peer that stops reading in the middle of a big reply holds up no other peer's
- *      reply, is closed at once, and the reply's hold on the store is let go.
+ *      reply, is closed at once, and the reply's hold on the store is let go;
+ *   9. the round trip: a worker's exposed wait, said on its next push, meets the ps's part
+ *      of it, and the parts come out between 0 and the whole, adding up to it.
  *
  * Every case runs three times: with the loop thread alone, and with I/O threads (ps/io.h,
  * two of them, then one) moving every payload and every reply. The peers and the model are
  * ps/test_peers.h's. */
 #include <errno.h>
+#include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -274,6 +277,44 @@ static void test_deaf_peer(void) {
   stop();
 }
 
+/* 9: one worker's step, its pull, and its next push saying the step's exposed wait (5 ms,
+ * more than the ps's part here): one step measured, the whole as said, and the parts
+ * between 0 and it; the ps's sums and optimizer passes were timed. A push that says nothing
+ * (an older worker) and the first push of a session (no step before) count nothing. */
+static void test_round_trip(void) {
+  float grad[N_PARAMS];
+  for (int i = 0; i < N_PARAMS; i++) grad[i] = 0.25f;
+  start(PST_MODE_SYNC, 1);
+  join(0);
+  pull(0, 0, 0);
+  settle();
+  g.wait_us = 7000; /* no step before this push: its figure has nothing to meet */
+  push_all(0, 0, 0, grad);
+  pull(0, 1, 0);
+  settle();
+  const pst_quant *rt = g.srv.metrics.round_trip;
+  CHECK(rt[PST_RT_EXPOSED].n == 0);
+  CHECK(g.srv.upd.opt_seconds > 0);
+  push_all(0, 1, 0, grad); /* says nothing */
+  pull(0, 2, 0);
+  settle();
+  CHECK(rt[PST_RT_EXPOSED].n == 0);
+  g.wait_us = 5000;
+  push_all(0, 2, 0, grad);
+  settle();
+  CHECK(g.srv.store.version == 3);
+  for (int i = 0; i < PST_RT_PARTS; i++) {
+    double v = pst_quant_value(&rt[i], 0.5);
+    CHECK(rt[i].n == 1 && v >= 0 && v <= 0.00505);
+  }
+  CHECK(fabs(pst_quant_value(&rt[PST_RT_EXPOSED], 0.5) - 0.005) < 0.00005);
+  /* The parts add up to the whole (each within its 1% bucket). */
+  double parts = 0;
+  for (int i = PST_RT_WIRE; i < PST_RT_PARTS; i++) parts += pst_quant_value(&rt[i], 0.5);
+  CHECK(fabs(parts - 0.005) < 0.0001);
+  stop();
+}
+
 /* The shares of case 1 are 1e8 and more, over the default gradient limit (ps/update.h). */
 static void tune(ps_options *o) { o->grad_limit = 1e9; }
 
@@ -310,6 +351,7 @@ int main(void) {
     test_push_directions();
     test_stall_mid_payload();
     test_deaf_peer();
+    test_round_trip();
     printf("%d thread%s%s: %s\n", g.threads, g.threads == 1 ? "" : "s",
            g.io_min ? ", every payload on the I/O threads" : "", g_fail == failed ? "ok" : "FAILED");
   }

@@ -72,6 +72,7 @@ static struct {
   int threads;              /* the ps's --threads: above 1, I/O threads too (ps/io.h) */
   uint32_t io_min;          /* their threshold: 1 hands every payload and reply to them */
   void (*tune)(ps_options *o); /* a test's own settings, applied last (NULL: none) */
+  uint32_t wait_us;         /* the next push's first chunk says this exposed wait (0: none) */
 } g;
 
 static inline int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
@@ -188,8 +189,15 @@ static inline void push_chunk_as(int k, uint64_t version, int c, int last, const
                           size_t cut) {
   uint8_t buf[PST_WIRE_CHUNK_HEAD + CHUNK * sizeof(float)];
   uint32_t off = (uint32_t)c * CHUNK, count = N_PARAMS - off < CHUNK ? N_PARAMS - off : CHUNK;
-  int n = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, version, off, count, last, buf,
-                                PST_WIRE_CHUNK_HEAD);
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PUSH;
+  h.version = version;
+  h.offset = off;
+  h.count = count;
+  h.last = last != 0;
+  h.wait_us = g.wait_us; /* a push's first frame is the first sent after it was set */
+  g.wait_us = 0;
+  int n = pst_wire_encode(&h, count * 4u, buf, PST_WIRE_CHUNK_HEAD);
   if (n <= 0) {
     g_fail++;
     return;
@@ -274,6 +282,7 @@ static inline void start_with(pst_mode mode, int workers, const pst_model *model
   o.mode = mode;
   o.workers = workers;
   o.chunk_floats = chunk;
+  o.layer_chunks = 1; /* as the ps runs by default (one layer here: pieces of the chunk) */
   g.n_params = model->n_params;
   o.epochs = 1;
   o.batch_size = 8;

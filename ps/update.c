@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
+
 const char *pst_mode_name(pst_mode m) {
   switch (m) {
     case PST_MODE_SYNC: return "sync";
@@ -36,22 +38,26 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   u->mode = mode;
   u->workers = workers;
   u->chunk_floats = chunk_floats;
-  u->n_chunks = (uint32_t)((store->n + chunk_floats - 1) / chunk_floats);
   u->store = store;
   u->opt = opt;
   u->owner = -1;
   u->needed = workers;
   u->members = workers;
-  u->next_slot = calloc(u->n_chunks, sizeof *u->next_slot);
-  u->shares = calloc(u->n_chunks, sizeof *u->shares);
-  u->chunk_done = calloc(u->n_chunks, 1);
   u->slot_of = malloc((size_t)workers * sizeof *u->slot_of);
   u->push_sq = calloc((size_t)workers, sizeof *u->push_sq);
   u->member = malloc((size_t)workers);
   u->in_step = calloc((size_t)workers, 1);
-  if (!u->next_slot || !u->shares || !u->chunk_done || !u->slot_of || !u->member ||
-      !u->in_step || !u->push_sq)
-    return -ENOMEM;
+  if (!u->slot_of || !u->member || !u->in_step || !u->push_sq) return -ENOMEM;
+  /* Chunks of chunk_floats each (the last shorter), until pst_update_set_chunks says
+   * otherwise. */
+  size_t n = (store->n + chunk_floats - 1) / chunk_floats;
+  size_t *starts = malloc((n + 1) * sizeof *starts);
+  if (!starts) return -ENOMEM;
+  for (size_t c = 0; c < n; c++) starts[c] = c * chunk_floats;
+  starts[n] = store->n;
+  int rc = pst_update_set_chunks(u, starts, n);
+  free(starts);
+  if (rc < 0) return rc;
   for (int i = 0; i < workers; i++) u->slot_of[i] = -1;
   memset(u->member, 1, (size_t)workers);
   return pst_update_set_limits(u, PST_GRAD_LIMIT_DEFAULT, 0);
@@ -73,6 +79,35 @@ int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm) {
 
 void pst_update_set_par(pst_update *u, ps_par *par) { u->par = par; }
 
+int pst_update_set_chunks(pst_update *u, const size_t *starts, size_t n) {
+  if (u->step_open || u->owner != -1 || n == 0 || n > UINT32_MAX - 1 || starts[0] != 0 ||
+      starts[n] != u->store->n)
+    return -EINVAL;
+  for (size_t c = 0; c < n; c++)
+    if (starts[c + 1] <= starts[c] || starts[c + 1] - starts[c] > u->chunk_floats) return -EINVAL;
+  size_t *off = malloc((n + 1) * sizeof *off);
+  uint32_t *next_slot = calloc(n, sizeof *next_slot), *shares = calloc(n, sizeof *shares);
+  uint8_t *done = calloc(n, 1);
+  if (!off || !next_slot || !shares || !done) {
+    free(off), free(next_slot), free(shares), free(done);
+    return -ENOMEM;
+  }
+  memcpy(off, starts, (n + 1) * sizeof *off);
+  free(u->chunk_off), free(u->next_slot), free(u->shares), free(u->chunk_done);
+  u->chunk_off = off;
+  u->next_slot = next_slot;
+  u->shares = shares;
+  u->chunk_done = done;
+  u->n_chunks = (uint32_t)n;
+  return 0;
+}
+
+int pst_update_set_staleness_lr(pst_update *u, int on) {
+  if (on && u->mode == PST_MODE_SYNC) return -EINVAL;
+  u->staleness_lr = on != 0;
+  return 0;
+}
+
 int pst_update_set_backup(pst_update *u, int backup) {
   if (backup < 0 || backup >= u->workers || (backup > 0 && u->mode != PST_MODE_SYNC))
     return -EINVAL;
@@ -82,6 +117,8 @@ int pst_update_set_backup(pst_update *u, int backup) {
 }
 
 void pst_update_free(pst_update *u) {
+  free(u->chunk_off);
+  u->chunk_off = NULL;
   free(u->next_slot);
   free(u->shares);
   free(u->chunk_done);
@@ -98,11 +135,6 @@ void pst_update_free(pst_update *u) {
   u->in_step = NULL;
 }
 
-uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
-  size_t off = (size_t)c * u->chunk_floats;
-  size_t left = u->store->n - off;
-  return left < u->chunk_floats ? (uint32_t)left : u->chunk_floats;
-}
 
 /* The largest |x| of the chunk, as its float's bits (the sign cleared): for non-negative
  * floats the bits order as the values do, and a NaN's or an infinity's are above any finite
@@ -122,7 +154,7 @@ static uint32_t max_abs_bits(const float *x, size_t n) {
 /* The squared norm of chunk c's share over the trained parameters (the optimizer's
  * model-state ranges left out). */
 static double trained_sq(const pst_update *u, uint32_t c, const float *x, uint32_t len) {
-  size_t off = (size_t)c * u->chunk_floats, end = off + len, at = off;
+  size_t off = u->chunk_off[c], end = off + len, at = off;
   const pst_optimizer *o = u->opt;
   double sq = 0;
   for (int r = 0; at < end; r++) {
@@ -212,7 +244,9 @@ static void chunk_range(void *ctx, size_t begin, size_t end) {
 static int run_chunk(pst_update *u, float *sum, const float *data, const float *grad,
                      float scale, size_t off, uint32_t len) {
   chunk_job j = {u, sum, data, grad, scale, off, 0};
+  double t0 = pst_now();
   ps_par_for(u->par, len, chunk_range, &j);
+  *(grad ? &u->opt_seconds : &u->sum_seconds) += pst_now() - t0;
   if (!atomic_load_explicit(&j.unsafe, memory_order_relaxed)) return 0;
   pst_opt_carry(u->opt, pst_store_front(u->store), pst_store_back(u->store), off, len);
   u->unsafe_chunks++;
@@ -259,7 +293,7 @@ float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c) {
   if (!u->in_step[w] || u->next_slot[c] != (uint32_t)w || u->shares[c] != 0 ||
       slot_from(u, (uint32_t)w + 1) >= (uint32_t)u->workers)
     return NULL;
-  return pst_store_back(s) + (size_t)c * u->chunk_floats;
+  return pst_store_back(s) + u->chunk_off[c];
 }
 
 static void finish_step(pst_update *u, int *published) {
@@ -295,7 +329,7 @@ static void close_sync_step(pst_update *u, int *published) {
  * (update.h: the mean over the samples that arrived); a chunk no share reached keeps its
  * values and optimizer state. */
 static void complete_chunk(pst_update *u, uint32_t c, int *published) {
-  size_t off = (size_t)c * u->chunk_floats;
+  size_t off = u->chunk_off[c];
   uint32_t len = pst_update_chunk_len(u, c);
   pst_store *s = u->store;
   if (u->shares[c] > 0)
@@ -347,7 +381,7 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
     }
     if (!open_step(u)) return PST_OFFER_LATER;
   }
-  size_t off = (size_t)c * u->chunk_floats;
+  size_t off = u->chunk_off[c];
   uint32_t len = pst_update_chunk_len(u, c);
   /* Values are checked once a share is about to be summed (a held-back one is not scanned
    * again each time it is offered), and before a share takes a backup-worker slot, so that a
@@ -384,7 +418,11 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
     apply(u, data, scale, off, len);
   } else if (u->shares[c] == 0) {
     /* The first share may already be in place (read straight into the sum). */
-    if (data != sum) memcpy(sum, data, len * sizeof(float));
+    if (data != sum) {
+      double t0 = pst_now();
+      memcpy(sum, data, len * sizeof(float));
+      u->sum_seconds += pst_now() - t0;
+    }
   } else if (last_share) {
     /* Chunk c is complete with this share: sum it in and apply the optimizer in one pass. */
     run_chunk(u, sum, data, sum, scale, off, len);
@@ -409,7 +447,7 @@ static void abandon_async_push(pst_update *u, int *published) {
   uint32_t lo = u->owner_desc ? 0 : u->owner_chunks;
   uint32_t hi = u->owner_desc ? u->n_chunks - u->owner_chunks : u->n_chunks;
   for (uint32_t c = lo; c < hi; c++)
-    pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), (size_t)c * u->chunk_floats,
+    pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), u->chunk_off[c],
                   pst_update_chunk_len(u, c));
   u->owner = -1;
   finish_step(u, published);
@@ -466,10 +504,10 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, int f
     uint64_t st = pst_update_staleness(u, version);
     u->staleness_sum += st;
     if (st > u->staleness_max) u->staleness_max = st;
-    pst_opt_begin_step(u->opt);
+    pst_opt_begin_step_lr(u->opt, u->staleness_lr ? 1.0f / (1.0f + (float)st) : 1.0f);
   }
   if (c != (u->owner_desc ? u->n_chunks - 1 - u->owner_chunks : u->owner_chunks)) return -EPROTO;
-  size_t off = (size_t)c * u->chunk_floats;
+  size_t off = u->chunk_off[c];
   if (apply(u, data, (float)u->workers, off, pst_update_chunk_len(u, c)) < 0) {
     /* Kept as it was (run_chunk): the rest of this push goes too, as for a NaN. */
     abandon_async_push(u, published);

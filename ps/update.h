@@ -14,7 +14,10 @@
  *        applied to that chunk, overlapping the rest of the step's transfer (the last share
  *        is summed and applied block by block, one pass over the chunk).
  * async: each push is applied as it arrives (one push at a time, chunk by chunk into the
- *        back buffer) and published as a new version; its staleness is recorded.
+ *        back buffer) and published as a new version; its staleness is recorded. With the
+ *        staleness-aware learning rate (pst_update_set_staleness_lr; Zhang et al., 2016) a
+ *        push of staleness s is applied with the learning rate divided by 1 + s, so that a
+ *        gradient computed on weights many versions old moves them less.
  * ssp:   as async, and pulls are held back so that no worker runs more than `staleness`
  *        versions ahead of the slowest (see ps/server.c).
  *
@@ -71,8 +74,9 @@ typedef struct {
   int workers;            /* N */
   int backup;             /* K: sync steps need N-K gradients */
   int needed;             /* shares a backup-worker step takes: N-K, fewer once members leave */
-  uint32_t chunk_floats;
+  uint32_t chunk_floats;  /* the largest chunk (every connection's receive buffer holds one) */
   uint32_t n_chunks;
+  size_t *chunk_off;      /* [n_chunks + 1]: chunk c is [chunk_off[c], chunk_off[c + 1]) */
   pst_store *store;
   pst_optimizer *opt;
   ps_par *par;            /* helper threads for the element-wise loops, or NULL (ps/par.h) */
@@ -95,6 +99,7 @@ typedef struct {
   int owner;              /* worker whose push is being applied, -1 for none */
   uint32_t owner_chunks;  /* of it, chunks applied */
   int owner_desc;         /* it comes last chunk first */
+  int staleness_lr;       /* async/ssp: a push's learning rate / (1 + its staleness) */
   /* statistics */
   uint64_t steps;
   uint64_t staleness_sum, staleness_max, pushes;
@@ -108,6 +113,10 @@ typedef struct {
   double clip_sq;         /* the bound on a share's squared norm, with rounding's slack */
   double *push_sq;        /* [N]: the squared norm of worker w's push so far */
   uint64_t unsafe_chunks; /* chunks whose update would have been non-finite: kept as they were */
+  /* Seconds of the caller's thread spent summing shares (sum_seconds) and in optimizer passes
+   * (opt_seconds, which include the sum of a chunk's last share, made in the same pass), for
+   * the round trip's parts (ps/metrics.h). */
+  double sum_seconds, opt_seconds;
   int last_unsafe;        /* the last offer kept a chunk back that way */
   char reject_why[128];   /* why the last PST_OFFER_REJECTED was */
 } pst_update;
@@ -141,9 +150,17 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
 #define PST_GRAD_LIMIT_STR(x) PST_GRAD_LIMIT_STR_(x)
 #define PST_GRAD_LIMIT_DEFAULT_TEXT PST_GRAD_LIMIT_STR(PST_GRAD_LIMIT_DEFAULT)
 int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm);
+/* The chunks' boundaries (pst_model_chunks: along the layers): starts[n_chunks + 1],
+ * starts[0] = 0, ascending, starts[n_chunks] = the store's n, no chunk over chunk_floats.
+ * Until it is called, chunk c is [c x chunk_floats, (c + 1) x chunk_floats). Only before
+ * any gradient (-EINVAL otherwise, and for boundaries that break the rules); -ENOMEM. */
+int pst_update_set_chunks(pst_update *u, const size_t *starts, size_t n_chunks);
 /* Sums and optimizer passes over a chunk run on par's threads (NULL: the caller's alone);
  * the results are the same bits either way. */
 void pst_update_set_par(pst_update *u, ps_par *par);
+/* Async and ssp: each push's learning rate divided by 1 + its staleness (on), or not (off,
+ * the default). -EINVAL in sync mode, whose gradients are never stale. */
+int pst_update_set_staleness_lr(pst_update *u, int on);
 /* Sync only: apply each step after N-K gradients (0 <= K < N). */
 int pst_update_set_backup(pst_update *u, int backup);
 /* Worker w joins (on = 1) or leaves (on = 0) the sync steps. A worker that joins takes part
@@ -155,8 +172,13 @@ int pst_update_set_backup(pst_update *u, int backup);
  * unchanged). Membership also sets the backup-worker quorum: min(N-K, members). */
 void pst_update_set_member(pst_update *u, int w, int on, int *published);
 void pst_update_free(pst_update *u);
-/* Floats in chunk c. */
-uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c);
+/* Where chunk c starts in the vector, and its floats. */
+static inline size_t pst_update_chunk_off(const pst_update *u, uint32_t c) {
+  return u->chunk_off[c];
+}
+static inline uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
+  return (uint32_t)(u->chunk_off[c + 1] - u->chunk_off[c]);
+}
 /* sync: where worker w's chunk c, computed on `version`, may be read straight into: its
  * place in the back buffer when that share is the chunk's first of the step (it would be
  * copied there), else NULL. Claims the back buffer for the step like an offer does; the

@@ -468,9 +468,9 @@ static void test_non_finite(void) {
 
 /* The element-wise loops on helper threads (ps/par.h) give the same bits as on the loop's
  * thread alone: a sync step of 3 shares and an async push, Adam, over chunks large enough to
- * be split (PS_PAR_MIN), with 1, 2, 3 and 5 threads. */
-#define BIG (3 * PS_PAR_MIN + 1234) /* 2 chunks of 78,848 floats and a short one (40,146) */
-#define BIG_CHUNK (PS_PAR_MIN + 13 * 1024)
+ * be split (a thread per PS_PAR_MIN floats), with 1, 2, 3 and 5 threads. */
+#define BIG (5 * PS_PAR_MIN + 1234) /* 2 chunks of 144,384 floats and a short one (40,146) */
+#define BIG_CHUNK (2 * PS_PAR_MIN + 13 * 1024)
 
 static uint64_t big_run(pst_mode mode, int threads, float (*g)[BIG], float *out) {
   static float init[BIG];
@@ -534,7 +534,8 @@ static void mark(void *ctx, size_t b, size_t e) {
 }
 
 static void test_par_ranges(void) {
-  static const size_t sizes[] = {0, 1, 17, PS_PAR_MIN - 1, PS_PAR_MIN, PS_PAR_MIN + 5, 1000003};
+  static const size_t sizes[] = {0,          1,          17, PS_PAR_MIN - 1, PS_PAR_MIN,
+                                 PS_PAR_MIN + 5, 2 * PS_PAR_MIN + 5, 1000003};
   for (int t = 1; t <= 7; t += 2) {
     ps_par *p = NULL;
     CHECK(ps_par_create(t, &p) == 0 && ps_par_threads(p) == t);
@@ -687,7 +688,103 @@ static void test_clip_norm(void) {
   teardown(&s, &o, &u);
 }
 
+/* Chunks of any sizes (pst_update_set_chunks: along the model's layers, issue 26): the bad
+ * layouts are refused; with uneven chunks a sync step (workers in either order, pushes in
+ * either direction) and an async push end with the bits of chunks of one size, since every
+ * sum and pass is element-wise. */
+static uint64_t uneven_step(pst_mode mode, int reverse, unsigned desc_mask) {
+  static const size_t starts[] = {0, 3, 1003, 1004, 1500, 2000, 2999, 3999, 4999, 5999,
+                                  6999, 7999, 8999, 9999, N};
+  const size_t n = sizeof starts / sizeof starts[0] - 1;
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, mode);
+  CHECK(pst_update_set_chunks(&u, starts, n) == 0 && u.n_chunks == n);
+  CHECK(pst_update_chunk_off(&u, 2) == 1003 && pst_update_chunk_len(&u, 2) == 1);
+  uint32_t next[W] = {0};
+  int published = 0, rounds = 0, workers = mode == PST_MODE_SYNC ? W : 1;
+  while (s.version == 0 && rounds++ < 1000) {
+    for (int k = 0; k < workers; k++) {
+      int w = reverse ? W - 1 - k : k;
+      while (next[w] < u.n_chunks) {
+        int pub = 0, desc = (desc_mask >> w) & 1;
+        uint32_t c = desc ? u.n_chunks - 1 - next[w] : next[w];
+        int rc = pst_update_offer(&u, w, 0, c, pst_update_chunk_flags(&u, next[w]),
+                                  grads[w] + starts[c], &pub);
+        CHECK(rc >= 0);
+        if (rc != PST_OFFER_TAKEN) break;
+        next[w]++;
+        published |= pub;
+      }
+    }
+  }
+  CHECK(published && s.version == 1);
+  uint64_t sum = pst_store_checksum(&s);
+  teardown(&s, &o, &u);
+  return sum;
+}
+
+static void test_uneven_chunks(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  const size_t over[] = {0, CHUNK + 1, N}, gap[] = {0, 0, N}, short_[] = {0, 500, N - 1},
+               late[] = {1, 500, N};
+  CHECK(pst_update_set_chunks(&u, over, 2) == -EINVAL);
+  CHECK(pst_update_set_chunks(&u, gap, 2) == -EINVAL);
+  CHECK(pst_update_set_chunks(&u, short_, 2) == -EINVAL);
+  CHECK(pst_update_set_chunks(&u, late, 2) == -EINVAL);
+  CHECK(u.n_chunks == (N + CHUNK - 1) / CHUNK); /* unchanged */
+  int pub = 0;
+  CHECK(pst_update_offer(&u, 0, 0, 0, pst_update_chunk_flags(&u, 0), grads[0], &pub) ==
+        PST_OFFER_TAKEN);
+  const size_t fine[] = {0, 500, 1000, 2000, 3000, 4000, 5000, 6000, 7000, 8000, 9000, 10000,
+                         N};
+  CHECK(pst_update_set_chunks(&u, fine, 12) == -EINVAL); /* a step is open */
+  teardown(&s, &o, &u);
+  uint64_t want = run_sync_step(0);
+  for (unsigned mask = 0; mask < (1u << W); mask += 3) {
+    CHECK(uneven_step(PST_MODE_SYNC, 0, mask) == want);
+    CHECK(uneven_step(PST_MODE_SYNC, 1, mask) == want);
+  }
+  /* Async: one push, either direction, as with chunks of one size. */
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  CHECK(offer_range(&u, 0, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && pub);
+  uint64_t async_want = pst_store_checksum(&s);
+  teardown(&s, &o, &u);
+  CHECK(uneven_step(PST_MODE_ASYNC, 0, 0) == async_want);
+  CHECK(uneven_step(PST_MODE_ASYNC, 0, 1) == async_want);
+}
+
+/* The staleness-aware learning rate (async): a push of staleness s is applied with lr / (1 +
+ * s); one of staleness 0 as without it; sync refuses it. SGD with lr 1, so each step is the
+ * gradient (scaled by N) times that rate. */
+static void test_staleness_lr(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_SYNC);
+  CHECK(pst_update_set_staleness_lr(&u, 1) == -EINVAL && pst_update_set_staleness_lr(&u, 0) == 0);
+  teardown(&s, &o, &u);
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  CHECK(pst_update_set_staleness_lr(&u, 1) == 0);
+  int pub = 0;
+  float w0 = pst_store_front(&s)[5];
+  CHECK(offer_range(&u, 0, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && pub);
+  float w1 = pst_store_front(&s)[5];
+  CHECK(w1 == w0 - 3.0f * grads[0][5]); /* staleness 0: the full rate */
+  /* Computed on version 0, applied at version 1: staleness 1, half the rate. */
+  CHECK(offer_range(&u, 1, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && pub);
+  float lr = 1.0f * (1.0f / 2.0f);
+  CHECK(pst_store_front(&s)[5] == w1 - lr * (3.0f * grads[1][5]));
+  CHECK(u.staleness_max == 1);
+  teardown(&s, &o, &u);
+}
+
 int main(void) {
+  test_staleness_lr();
   test_grad_limit();
   test_unsafe_update();
   test_clip_norm();
@@ -697,6 +794,7 @@ int main(void) {
   test_sync_replacement();
   test_async_owner_lost();
   test_sync_order();
+  test_uneven_chunks();
   test_push_directions();
   test_sync_waits();
   test_sync_ready_prefix();

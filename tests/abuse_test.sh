@@ -28,17 +28,20 @@ print("registered in slot 2", flush=True)
 if mode == "quit":
     s.close(); sys.exit(0)
 time.sleep(0.5)
-n = 235146                                             # the mlp's parameters: one chunk
-def push(version, count, value):
-    h = field(1, 0, varint(5)) + field(2, 0, varint(version)) + field(3, 0, varint(0)) + \
-        field(4, 0, varint(count)) + field(5, 0, varint(1))
+starts = [0, 200960, 233856, 235146]                  # the mlp's chunks: its layers
+def chunk(version, off, count, value, last):
+    h = field(1, 0, varint(5)) + field(2, 0, varint(version)) + field(3, 0, varint(off)) + \
+        field(4, 0, varint(count)) + (field(5, 0, varint(1)) if last else b"")
     return frame(h, struct.pack("<f", value) * count)
+def push(version, value):                              # a whole gradient, chunk by chunk
+    return b"".join(chunk(version, a, b - a, value, b == starts[-1])
+                    for a, b in zip(starts, starts[1:]))
 report = field(1, 0, varint(1)) + field(2, 0, varint(1)) + field(3, 0, varint(1)) + \
          field(4, 1, struct.pack("<d", 0.01)) + field(5, 0, varint(3333)) + field(6, 0, varint(3333))
 try:
-    s.sendall(push(0, n, float("nan")))               # NaN: refused
-    s.sendall(push(0, 1000, 0.0))                      # the wrong size: refused
-    s.sendall(push(0, n, 0.0))                         # version 0, long gone by now: dropped
+    s.sendall(push(0, float("nan")))                   # NaN: refused
+    s.sendall(chunk(0, 0, 1000, 0.0, True))            # the wrong size: refused
+    s.sendall(push(0, 0.0))                            # version 0, long gone by now: dropped
     s.sendall(frame(field(1, 0, varint(11)) + field(14, 2, varint(len(report)) + report)))
     while s.recv(65536): pass                          # until the ps closes us
 except OSError:

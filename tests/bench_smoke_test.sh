@@ -48,4 +48,19 @@ for r in runs:
 PY
 grep -q "| 2 | " "$OUT/bench-train/summary.md" || fail "no row for 2 workers in summary.md"
 pass "pstrain bench-train: 1 and 2 workers, table and JSON"
-echo "3 passed, 0 failed"
+
+# The ceiling (issue 26): null workers, two models, each row with its round trip.
+"$LAUNCHER_BIN" bench-train --device null --models mlp,cnn --worker-counts 1 \
+  --out "$OUT/bench-null" --json "$OUT/bench-null.json" >"$OUT/bench-null.log" 2>&1 ||
+  { cat "$OUT/bench-null.log"; fail "pstrain bench-train --device null failed"; }
+/usr/bin/python3 - "$OUT/bench-null.json" <<'PY' || fail "bad bench-train --device null JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"]
+assert d["device"] == "null" and [r["model"] for r in runs] == ["mlp", "cnn"], d
+for r in runs:
+    assert r["ok"] and r["steps_per_sec_per_worker"] > 0, r
+    assert 0 < r["round_trip_p50_ms"] <= r["round_trip_p99_ms"], r
+PY
+pass "pstrain bench-train --device null: the ceiling and the round trip of two models"
+echo "4 passed, 0 failed"

@@ -42,6 +42,48 @@ def dfield(num, value):
     return field(num, 1, struct.pack("<d", value))
 
 
+def layer_chunks(spec, n, max_floats, group=16 * 1024):
+    """The chunks of a whole vector along the layers, as model/model.h's pst_model_chunks cuts
+    them, for the models these tests use: an input and dense layers."""
+    sizes, width = [], None
+    for line in spec.splitlines():
+        t = line.split("#")[0].split()
+        if not t or t[0] == "optimizer":
+            continue
+        if t[0] == "input":
+            width = 1
+            for d in t[1].split("x"):
+                width *= int(d)
+        elif t[0] == "dense":
+            units = int(t[1])
+            sizes.append(width * units + (0 if "bias=no" in t else units))
+            width = units
+        else:
+            raise ValueError("peer.py cuts chunks for dense layers only, not " + t[0])
+    assert sum(sizes) == n, (sizes, n)
+    group = min(group, max_floats)
+    starts, at, open_ = [0], 0, 0
+    for size in sizes:
+        end = at + size
+        if size >= group:
+            if open_:
+                starts.append(at)
+            starts += list(range(at + max_floats, end, max_floats)) + [end]
+            open_ = 0
+        else:
+            if open_ and open_ + size > max_floats:
+                starts.append(at)
+                open_ = 0
+            open_ += size
+            if open_ >= group:
+                starts.append(end)
+                open_ = 0
+        at = end
+    if open_:
+        starts.append(n)
+    return starts
+
+
 def frame(header, payload=b""):
     return b"PSTR" + struct.pack("<HHII", 1, 0, len(header), len(payload)) + header + payload
 
@@ -132,6 +174,11 @@ class Peer:
         self.welcome = dict(index=first(w, 1), world=first(w, 2), n_params=first(w, 6),
                             epochs=first(w, 7), batch=first(w, 8), chunk=first(w, 10),
                             start_step=first(w, 13))
+        n, chunk = self.welcome["n_params"], self.welcome["chunk"]
+        if first(w, 24):  # the chunks follow the layers (issue 26)
+            self.starts = layer_chunks(first(w, 4, b"").decode(), n, chunk)
+        else:
+            self.starts = list(range(0, n, chunk)) + [n]
         return self.welcome
 
     def pull(self, version, last=False):
@@ -149,10 +196,10 @@ class Peer:
 
     def push(self, version, value):
         """A whole gradient of `value` everywhere, computed on `version`, chunk by chunk."""
-        n, chunk = self.welcome["n_params"], self.welcome["chunk"]
-        for off in range(0, n, chunk):
-            count = min(chunk, n - off)
-            last = off + count == n
+        n = self.welcome["n_params"]
+        for off, end in zip(self.starts, self.starts[1:]):
+            count = end - off
+            last = end == n
             h = vfield(1, MSG["PUSH"]) + vfield(2, version) + vfield(3, off) + vfield(4, count)
             h += vfield(5, 1) if last else b""
             self.send(h, struct.pack("<f", value) * count)

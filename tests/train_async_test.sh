@@ -26,4 +26,18 @@ grads=$(json_field "$OUT/async4.json" gradients_applied)
 [ "$grads" -ge 900 ] || fail "async, 4 workers: only $grads gradients applied"
 at_least 1.5 "$ms" || fail "async, 4 workers: the ps used $ms ms of CPU per gradient (bound 1.5)"
 pass "async, 4 workers: the ps used $ms ms of CPU per gradient over $grads gradients"
-echo "2 passed, 0 failed"
+
+# The staleness-aware learning rate (issue 26): each gradient applied with the rate divided by
+# 1 + its staleness. It trains (chance is 0.10; 0.82-0.84 without it here) and the summary says
+# so; a sync ps refuses the flag, one line and status 2 (update_test checks the rates).
+train async 4 "$OUT/async4sa.json" --model mlp --epochs 1 --seed 4 --staleness-lr
+acc=$(json_field "$OUT/async4sa.json" test_accuracy)
+at_least "$acc" 0.78 || fail "async with --staleness-lr: accuracy $acc"
+[ "$(json_field "$OUT/async4sa.json" staleness_lr)" = "True" ] || fail "the summary says no staleness_lr"
+set +e
+"$PS_BIN" --mode sync --staleness-lr --listen 127.0.0.1:0 >"$OUT/sync-sa.out" 2>&1
+rc=$?
+set -e
+[ $rc -eq 2 ] && [ "$(grep -c . "$OUT/sync-sa.out")" -eq 1 ] || fail "sync --staleness-lr: status $rc"
+pass "async, 4 workers, --staleness-lr: accuracy $acc; refused in sync (status $rc)"
+echo "3 passed, 0 failed"

@@ -293,6 +293,17 @@ static void pulled(bench *b) {
 
 /* ---- registration ---- */
 
+/* The push's chunks, as the ps cuts its part of the vector (along the model's layers since
+ * issue 26). */
+static int prepare_push(bench *b, const Pstrain__Welcome *wl) {
+  pst_model m;
+  char err[512];
+  if (wl->layer_chunks && pst_model_parse(wl->model_spec, "ps model", &m, err, sizeof err) < 0)
+    return -EINVAL;
+  return wk_client_prepare_push(&b->cl, &m, wl->shard_count > 1 ? wl->shard_offset : 0, b->n,
+                                wl->chunk_floats, wl->layer_chunks);
+}
+
 static int setup(bench *b, const Pstrain__Welcome *wl) {
   b->index = (int)wl->worker_index;
   b->world = (int)wl->world_size;
@@ -312,7 +323,7 @@ static int setup(bench *b, const Pstrain__Welcome *wl) {
     b->tmp = aligned_alloc(64, bytes);
   }
   if (!b->grad || !b->w || (b->check != CHECK_NONE && (!b->sim || !b->tmp)) ||
-      wk_client_prepare_push(&b->cl, b->n, wl->chunk_floats) < 0) {
+      prepare_push(b, wl) < 0) {
     fail(b, "cannot allocate buffers for %zu parameters", b->n);
     return -1;
   }

@@ -16,6 +16,17 @@ static void try_connect(wk_client *c);
 
 static int rd_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   wk_client *c = r->data;
+  if (h->type == PSTRAIN__MSG_TYPE__WEIGHTS && c->push_done_at > 0) {
+    /* The first weights after a push: the reply to the pull that followed it. */
+    c->reply_at = pst_now();
+    c->pushed_at = c->push_done_at;
+    double wait = c->reply_at - c->push_done_at;
+    if (wait < 0) wait = 0;
+    c->push_done_at = 0;
+    c->wait_us = wait * 1e6 < 4e9 ? (uint32_t)(wait * 1e6 + 0.5) : 4000000000u;
+    if (c->wait_us == 0) c->wait_us = 1; /* measured: 0 means none */
+    pst_quant_observe(&c->waits, wait);
+  }
   return c->cbs->on_payload(c, h, dst);
 }
 
@@ -371,41 +382,93 @@ int wk_client_send_now(wk_client *c, const Pstrain__Header *h) {
   return rc == n ? 0 : rc < 0 ? rc : -EAGAIN;
 }
 
-int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats) {
-  if (chunk_floats == 0) return -EINVAL;
-  c->n_floats = n;
-  c->chunk_floats = chunk_floats;
-  c->n_chunks = (uint32_t)((n + chunk_floats - 1) / chunk_floats);
+int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n,
+                           uint32_t chunk_floats, int layer_chunks) {
+  if (chunk_floats == 0 || n == 0 || (layer_chunks && !m)) return -EINVAL;
+  size_t count = layer_chunks ? pst_model_chunks(m, lo, n, chunk_floats, NULL)
+                              : (n + chunk_floats - 1) / chunk_floats;
+  if (count == 0 || count > UINT32_MAX - 1) return -EINVAL;
   free(c->wreq);
   free(c->whead);
-  c->wreq = calloc(c->n_chunks, sizeof *c->wreq);
-  c->whead = malloc((size_t)c->n_chunks * PST_WIRE_CHUNK_HEAD);
-  return c->wreq && c->whead ? 0 : -ENOMEM;
+  free(c->starts);
+  c->n_floats = n;
+  c->n_chunks = (uint32_t)count;
+  c->wreq = calloc(count, sizeof *c->wreq);
+  c->whead = malloc(count * PST_WIRE_CHUNK_HEAD);
+  c->starts = malloc((count + 1) * sizeof *c->starts);
+  if (!c->wreq || !c->whead || !c->starts) return -ENOMEM;
+  if (layer_chunks) {
+    pst_model_chunks(m, lo, n, chunk_floats, c->starts);
+  } else {
+    for (size_t i = 0; i < count; i++) c->starts[i] = i * chunk_floats;
+    c->starts[count] = n;
+  }
+  return 0;
 }
 
 static void on_push_write(uv_write_t *req, int status) {
   wk_client *c = req->data;
   (void)status;
-  if (--c->writes_left == 0 && c->push_queued == c->n_chunks && c->state == WK_CONN_OPEN)
+  if (--c->writes_left == 0 && c->push_queued == c->n_chunks && c->state == WK_CONN_OPEN) {
+    if (!c->push_timed) c->push_done_at = pst_now();
+    c->push_timed = 1;
     c->cbs->on_push_sent(c);
+  }
 }
 
-/* Queues chunk i of the push in progress as the push's next frame. */
-static int queue_chunk(wk_client *c, uint32_t i) {
-  size_t off = (size_t)i * c->chunk_floats;
-  uint32_t len = (uint32_t)(c->n_floats - off < c->chunk_floats ? c->n_floats - off
-                                                                 : c->chunk_floats);
+/* Chunks one push write holds at most. */
+#define PUSH_BATCH 32
+
+/* Encodes the frame of chunk i, the push's next, into its header slot; bufs gets the frame's
+ * two buffers. Returns 1 when it is the push's last frame, or a negative code. */
+static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
+  size_t off = c->starts[i];
+  uint32_t len = (uint32_t)(c->starts[i + 1] - off);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
-  /* The last frame of the push says so, whichever chunk it carries. */
-  int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__PUSH, c->push_version, off, len,
-                                 c->push_queued + 1 == c->n_chunks, head, PST_WIRE_CHUNK_HEAD);
-  uv_buf_t bufs[2] = {uv_buf_init((char *)head, (unsigned)hn),
-                      uv_buf_init((char *)(c->push_grad + off), len * 4u)};
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PUSH;
+  h.version = c->push_version;
+  h.offset = off;
+  h.count = len;
+  /* The last frame of the push says so, whichever chunk it carries; the first carries the
+   * exposed wait of the step before. */
+  h.last = c->push_queued + 1 == c->n_chunks;
+  if (c->push_queued == 0) {
+    h.wait_us = c->wait_us;
+    c->wait_us = 0;
+    c->push_done_at = 0;
+  }
+  int hn = pst_wire_encode(&h, len * 4u, head, PST_WIRE_CHUNK_HEAD);
+  if (hn < 0) return hn;
+  bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
+  bufs[1] = uv_buf_init((char *)(c->push_grad + off), len * 4u);
+  c->push_queued++;
+  return h.last;
+}
+
+/* Queues the push's next `k` chunks, from chunk i on in the push's direction, as one write:
+ * one system call for them all. */
+static int queue_chunks(wk_client *c, uint32_t i, uint32_t k) {
+  uv_buf_t bufs[2 * PUSH_BATCH];
+  int last = 0;
+  for (uint32_t j = 0; j < k; j++) {
+    last = chunk_frame(c, c->push_desc ? i - j : i + j, bufs + 2 * j);
+    if (last < 0) return last;
+  }
   c->wreq[i].data = c;
   c->writes_left++;
-  c->push_queued++;
-  int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2, on_push_write);
-  if (rc < 0) c->writes_left--;
+  int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2 * k, on_push_write);
+  if (rc < 0) {
+    c->writes_left--;
+    return rc;
+  }
+  /* The push's last bytes went into the kernel at once (plain TCP with room in the socket's
+   * buffer): that is when they left, not the write callback's turn of the loop. */
+  if (last && !pst_tls_stream_is_tls(&c->io) &&
+      uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) == 0) {
+    c->push_done_at = pst_now();
+    c->push_timed = 1;
+  }
   return rc;
 }
 
@@ -416,6 +479,7 @@ static int push_begin(wk_client *c, uint64_t version, const float *grad, int des
   c->push_desc = desc;
   c->push_queued = 0;
   c->writes_left = 0;
+  c->push_timed = 0;
   return 0;
 }
 
@@ -426,10 +490,14 @@ int wk_client_push_begin(wk_client *c, uint64_t version, const float *grad) {
 int wk_client_push_upto(wk_client *c, size_t from) {
   if (c->state != WK_CONN_OPEN) return -ENOTCONN;
   while (c->push_queued < c->n_chunks) {
-    uint32_t i = c->push_desc ? c->n_chunks - 1 - c->push_queued : c->push_queued;
-    if (c->push_desc && (size_t)i * c->chunk_floats < from) break;
+    /* The chunks not yet queued that are final, in the push's order, up to a batch. */
+    uint32_t i = c->push_desc ? c->n_chunks - 1 - c->push_queued : c->push_queued, k = 0;
+    while (k < PUSH_BATCH && c->push_queued + k < c->n_chunks &&
+           (!c->push_desc || c->starts[i - k] >= from))
+      k++;
+    if (k == 0) break;
     c->last_tx = pst_now();
-    int rc = queue_chunk(c, i);
+    int rc = queue_chunks(c, i, k);
     if (rc < 0) return rc;
   }
   return 0;
@@ -444,6 +512,8 @@ void wk_client_free(wk_client *c) {
   pst_reader_free(&c->rd);
   free(c->wreq);
   free(c->whead);
+  free(c->starts);
   c->wreq = NULL;
   c->whead = NULL;
+  c->starts = NULL;
 }

@@ -9,7 +9,9 @@
 #include <uv.h>
 
 #include "common/auth.h"
+#include "common/prom.h"
 #include "common/tls.h"
+#include "model/model.h"
 #include "proto/wire.h"
 
 typedef struct wk_client wk_client;
@@ -72,9 +74,11 @@ struct wk_client {
   pst_auth auth;
   uint8_t hs[PST_AUTH_CHALLENGE_LEN];
   uint32_t hs_got;
-  /* Push frames, allocated once the chunk layout is known. */
-  uint32_t n_chunks, chunk_floats;
+  /* Push frames, allocated once the chunk layout is known: chunk i is the floats
+   * [starts[i], starts[i + 1]) of the part pushed. */
+  uint32_t n_chunks;
   size_t n_floats;
+  size_t *starts;         /* [n_chunks + 1] */
   uv_write_t *wreq;       /* [n_chunks] */
   uint8_t *whead;         /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
   uint32_t writes_left;    /* queued push writes not yet completed */
@@ -84,6 +88,15 @@ struct wk_client {
   const float *push_grad;
   int push_desc;
   uint32_t push_queued;
+  /* The exposed wait of each step (issue 26): from the last byte of a push handed to the
+   * kernel (push_done_at, 0 while none is pending) to the first WEIGHTS frame after it, the
+   * next reply's first chunk. wait_us goes to the ps on the next push's first chunk, and
+   * waits gathers them for this worker's own figures. */
+  double push_done_at;
+  int push_timed;         /* push_done_at was set for the push in progress */
+  double pushed_at, reply_at; /* the last push's last byte out, the next reply's first in */
+  uint32_t wait_us;
+  pst_quant waits;
   double last_rx, last_tx; /* monotonic seconds: the last bytes read, the last frame queued */
   const char *close_why;
   char close_buf[512];   /* a reason naming a host (255) and an error fits whole */
@@ -100,8 +113,12 @@ int wk_client_send(wk_client *c, const Pstrain__Header *h);
 /* Sends a small control message now if the socket takes it at once (an ERROR just before
  * closing, which a queued write would not outlive). */
 int wk_client_send_now(wk_client *c, const Pstrain__Header *h);
-/* Sets the chunk layout for pushes of n floats. */
-int wk_client_prepare_push(wk_client *c, size_t n, uint32_t chunk_floats);
+/* The chunk layout of pushes of the n floats [lo, lo + n) of m's parameter vector, as the
+ * WELCOME says: along the layers (layer_chunks: pst_model_chunks) or, from a ps before issue
+ * 26, in pieces of chunk_floats (m may then be NULL). 0, -EINVAL for chunk_floats 0, or
+ * -ENOMEM. */
+int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n,
+                           uint32_t chunk_floats, int layer_chunks);
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
  * on_push_sent. */
 int wk_client_push(wk_client *c, uint64_t version, const float *grad);

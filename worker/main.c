@@ -42,7 +42,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("data-dir", PST_CFG_STRING, o_data, PST_DATA_DEFAULT_DIR, "directory of the data: IDX files, CIFAR-10/100 binary files or an image folder", 0, 0),
     PST_DATA_OPTS(o_dataf),
     PST_OPT("model", PST_CFG_STRING, o_model, "", "model the worker expects (checked against the ps's)", 0, 0),
-    PST_OPT("device", PST_CFG_STRING, o_device, "auto", "auto, cpu, cuda or cuda:N", 0, 0),
+    PST_OPT("device", PST_CFG_STRING, o_device, "auto", "auto, cpu, cuda, cuda:N, or null (no compute: a fixed gradient, the ceiling any device can reach; null:RATE paces each step like a device training RATE samples a second)", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "CPU backend threads", 1, 256),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &o_gpu_mem, "0", "GPU memory cap in MiB (0: none)", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's device and algorithm", 0, 0),
@@ -53,8 +53,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("connect-timeout", PST_CFG_DOUBLE, &o_timeout, "30", "seconds to keep retrying the ps", 0, 0),
     PST_OPT("reconnect-timeout", PST_CFG_DOUBLE, &o_reconnect, "300", "seconds to keep reconnecting to a lost ps (0: exit at once)", 0, 0),
     PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
-    PST_OPT("push-by-layer", PST_CFG_BOOL, &o_push_by_layer, "false", "send each layer's gradient as the backward pass makes it, last layer first", 0, 0),
-    PST_OPT("pull-by-layer", PST_CFG_BOOL, &o_pull_by_layer, "false", "start each training step while its weights arrive, each layer's forward pass once its weights are in", 0, 0),
+    PST_OPT("push-by-layer", PST_CFG_BOOL, &o_push_by_layer, "", "send each layer's gradient as the backward pass makes it, last layer first (default: on for GPU and null devices, off for the CPU)", 0, 0),
+    PST_OPT("pull-by-layer", PST_CFG_BOOL, &o_pull_by_layer, "", "start each training step while its weights arrive, each layer's forward pass once its weights are in (default: on for GPU and null devices, off for the CPU)", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
     PST_OPT("delay-ms", PST_CFG_DOUBLE, &o_delay, "0", "delay each pull and push this long, as a slow link would (experiments)", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
@@ -161,7 +161,8 @@ int main(int argc, char **argv) {
             "--slow-factor between 1 and 1000, --delay-ms between 0 and 600000");
     return PST_EXIT_USAGE;
   }
-  if (pst_data_flags_parse(&o_dataf, &opt.image, err, sizeof err) < 0) {
+  if (pst_data_flags_parse(&o_dataf, &opt.image, err, sizeof err) < 0 ||
+      pst_device_check_spec(o_device, err, sizeof err) < 0) {
     LOG_ERR("%s", err);
     return PST_EXIT_USAGE;
   }
@@ -193,8 +194,11 @@ int main(int argc, char **argv) {
   opt.model = o_model;
   opt.connect_timeout = o_timeout;
   opt.reconnect_timeout = o_reconnect;
-  opt.push_by_layer = o_push_by_layer;
-  opt.pull_by_layer = o_pull_by_layer;
+  /* Not given anywhere: the device decides once it is open (worker/register.c). */
+  opt.push_by_layer = pst_cfg_find(&cfg, "push-by-layer")->source == PST_SRC_DEFAULT
+                          ? WK_LAYERED_AUTO : o_push_by_layer;
+  opt.pull_by_layer = pst_cfg_find(&cfg, "pull-by-layer")->source == PST_SRC_DEFAULT
+                          ? WK_LAYERED_AUTO : o_pull_by_layer;
   opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
   opt.log_placement = o_placement;
   opt.slow_factor = o_slow;

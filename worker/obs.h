@@ -17,6 +17,8 @@
 
 struct wk_trainer;
 
+#define WK_STEP_PARTS 7
+
 typedef struct {
   pst_hist pull_seconds;    /* PULL sent .. the reply's last chunk in */
   pst_hist push_seconds;    /* push queued .. its last chunk handed to the kernel */
@@ -31,6 +33,15 @@ typedef struct {
                              * only by wk_obs_step_done, after the step's work is done) */
   uint64_t samples;         /* trained */
   int epochs_trained;       /* the newest epoch whose steps are all done (1-based; 0: none) */
+  /* A training step's time, part by part in the order they come (monotonic seconds of the
+   * step in progress, and each part's sum over the steps): queued for the threadpool,
+   * computing (waits for streamed weights included), back to the loop, the push's exposed
+   * part, the round trip (the push's last byte out to the reply's first in), the rest of the
+   * reply, and the loop until the next step is queued. Parts that the layer-by-layer flags
+   * overlap with others count 0. */
+  double queued_at, run_at, ran_at, done_at, in_at;
+  double part[WK_STEP_PARTS];
+  uint64_t parted_steps;
   double epoch_loss;        /* its training loss */
 } wk_obs;
 
@@ -42,6 +53,13 @@ void wk_obs_weights_in(wk_obs *o);
 void wk_obs_step_done(wk_obs *o, double compute_seconds, int samples);
 /* The push has left. */
 void wk_obs_push_sent(wk_obs *o);
+/* A training step is queued for the threadpool (closing the step before's time, given its
+ * push's last byte out and its reply's first byte in, 0 when unknown); it runs from run_at
+ * to ran_at (threadpool seconds); its end reaches the loop. */
+void wk_obs_step_queued(wk_obs *o, double pushed_at, double reply_at);
+void wk_obs_step_ran(wk_obs *o, double run_at, double ran_at);
+/* One line of the parts' means (wk_obs's part), for the log. */
+void wk_obs_step_parts(const wk_obs *o, char *buf, size_t len);
 /* Every step of an epoch is done (t: the trainer, whose state says which): the status line
  * says so from now on, and is sent to systemd at once. */
 void wk_obs_epoch_done(struct wk_trainer *t, double train_loss);

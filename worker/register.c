@@ -109,6 +109,12 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
     return rc;
   }
   if (err[0]) LOG_INFO("%s", err);
+  /* The layer-by-layer flags not given: the device decides (worker/trainer.h). */
+  int gpu_like = strncmp(t->backend->name, "cpu", 3) != 0;
+  if (t->opt.push_by_layer == WK_LAYERED_AUTO) t->opt.push_by_layer = gpu_like;
+  if (t->opt.pull_by_layer == WK_LAYERED_AUTO) t->opt.pull_by_layer = gpu_like;
+  LOG_INFO("layer by layer on %s: push %s, pull %s", t->backend->name,
+           t->opt.push_by_layer ? "on" : "off", t->opt.pull_by_layer ? "on" : "off");
   rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
   if (rc < 0) {
     const char *why = t->backend->last_error ? t->backend->last_error(t->backend) : "";
@@ -210,7 +216,8 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   sh->chunk_floats = w->chunk_floats;
   sh->start_step = w->start_step;
   sh->eval_epoch = w->eval_epoch;
-  int rc = wk_client_prepare_push(&sh->client, n, w->chunk_floats);
+  int rc = wk_client_prepare_push(&sh->client, &t->model, lo, n, w->chunk_floats,
+                                  w->layer_chunks);
   if (rc == -EINVAL) {
     wk_fail(t, "the ps at %s:%d sent a chunk size of 0 floats", sh->client.host,
             sh->client.port);

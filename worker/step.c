@@ -252,7 +252,9 @@ static void work_run(uv_work_t *req) {
     free(idx);
   }
   /* Compute time: a wait for streamed weights is the link's, as a pull's is. */
-  t->w_seconds = pst_now() - t0 - t->w_weights_wait;
+  t->w_ran_at = pst_now();
+  t->w_run_at = t0;
+  t->w_seconds = t->w_ran_at - t0 - t->w_weights_wait;
   if (t->work_kind == WK_WORK_TRAIN && t->opt.slow_factor > 1.0) {
     /* A straggler for experiments: idle in proportion to the real compute time. */
     idle(t, (t->opt.slow_factor - 1.0) * t->w_seconds);
@@ -261,6 +263,7 @@ static void work_run(uv_work_t *req) {
 }
 
 static void after_train(wk_trainer *t) {
+  wk_obs_step_ran(&t->obs, t->w_run_at, t->w_ran_at);
   t->steps++;
   wk_obs_step_done(&t->obs, t->w_seconds, t->w_samples);
   /* After the first step, so that the algorithms the backend picked are known. */
@@ -344,6 +347,21 @@ static void finish(wk_trainer *t, uint64_t checksum) {
     LOG_INFO("--pull-by-layer: %" PRIu64 " of %" PRIu64 " steps started before their "
              "weights were all in; they waited %.3f s in all for the rest", t->steps_early,
              t->steps, t->weights_wait);
+  if (t->obs.parted_steps > 0) {
+    char parts[400];
+    wk_obs_step_parts(&t->obs, parts, sizeof parts);
+    LOG_INFO("a training step's time, ms on average over %" PRIu64 " steps: %s",
+             t->obs.parted_steps, parts);
+  }
+  for (int i = 0; i < t->n_ps; i++) {
+    const pst_quant *q = &t->ps[i].client.waits;
+    if (q->n == 0) continue;
+    char which[32] = "";
+    if (t->n_ps > 1) snprintf(which, sizeof which, " with shard %d", i);
+    LOG_INFO("round trip%s: each step's exposed wait (its push's last byte out to the next "
+             "weights' first byte in) p50 %.3f ms, p99 %.3f ms over %" PRIu64 " steps", which,
+             pst_quant_value(q, 0.5) * 1e3, pst_quant_value(q, 0.99) * 1e3, q->n);
+  }
 }
 
 static void after_eval(wk_trainer *t) {
@@ -496,6 +514,8 @@ static void start_work(wk_trainer *t, wk_work_kind kind) {
   t->work_running = 1;
   t->work_streamed = t->pull_streaming;
   atomic_store(&t->work_abandoned, 0);
+  if (kind == WK_WORK_TRAIN)
+    wk_obs_step_queued(&t->obs, t->ps[0].client.pushed_at, t->ps[0].client.reply_at);
   /* A streamed step's push is begun once its weights are all in (wk_pull_complete): each
    * shard's part is marked with the version that shard's reply names at its end. */
   if (kind == WK_WORK_TRAIN && !t->pull_streaming) begin_layer_push(t);

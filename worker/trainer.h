@@ -34,6 +34,11 @@ typedef struct {
   int port;
 } wk_ps_addr;
 
+/* --push-by-layer and --pull-by-layer not given: on for a device that is not the CPU (a
+ * GPU's compute is short against its transfers, and the null device stands for one), off
+ * for the CPU, whose compute is the step (docs/benchmarks.md, issue 26). */
+#define WK_LAYERED_AUTO (-1)
+
 typedef struct {
   wk_ps_addr ps[PST_MAX_SHARDS]; /* the ps shards, in order (one without sharding) */
   int n_ps;
@@ -55,6 +60,7 @@ typedef struct {
                               * (last layer first) instead of the whole gradient after it */
   int pull_by_layer;         /* start each training step while its weights are arriving,
                               * each layer's forward pass once that layer's are in */
+                             /* (either WK_LAYERED_AUTO until the device is open) */
   const pst_secret *secret;  /* the cluster secret, or NULL/unset */
   pst_tls_ctx *tls;          /* mutual TLS with the ps, or NULL */
   const char *tls_name;      /* with TLS: the name the ps's certificate must carry, or NULL */
@@ -190,6 +196,7 @@ typedef struct wk_trainer {
   double w_seconds;
   double w_wait;                  /* of w_seconds: the step's wait for its batch */
   double w_weights_wait;          /* not in w_seconds: its wait for streamed weights */
+  double w_run_at, w_ran_at;      /* monotonic seconds the work item began and ended */
   int w_rc;
   /* The report window. */
   double r_loss, r_seconds, r_wait;

@@ -23,7 +23,7 @@ static void test_bad_specs(void) {
     int rc = pst_device_open(bad[i], 0, 1, &b, note, sizeof note);
     CHECK(rc == -EINVAL);
     CHECK(b == NULL);
-    CHECK(one_line(note) && strstr(note, "expected auto, cpu, cuda or cuda:N") != NULL);
+    CHECK(one_line(note) && strstr(note, "expected auto, cpu, cuda, cuda:N, null or null:RATE") != NULL);
     if (rc != -EINVAL) fprintf(stderr, "  spec \"%s\": rc %d, note: %s\n", bad[i], rc, note);
   }
   char note[64];

@@ -71,6 +71,7 @@ lib_sources() {
   echo "$root/proto/wire.c"
   echo "$root/proto/send.c"
   echo "$root/proto/status_json.c"
+  echo "$root/model/chunks.c"
   echo "$root/model/model.c"
   echo "$root/model/presets.c"
   echo "$root/kernels/partition.c"

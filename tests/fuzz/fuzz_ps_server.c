@@ -302,9 +302,12 @@ static void send_frame(int k, Pstrain__Header *h, const float *payload, uint32_t
 }
 
 static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_t p) {
+  /* The ps's own chunks (one layer here: pieces of chunk_floats), or past the last one. */
   uint32_t cf = g.srv.upd.chunk_floats;
-  size_t off = (size_t)chunk * cf;
-  uint32_t count = (uint32_t)(g.model.n_params - off < cf ? g.model.n_params - off : cf);
+  size_t off = chunk < g.srv.upd.n_chunks ? pst_update_chunk_off(&g.srv.upd, chunk)
+                                          : (size_t)chunk * cf;
+  uint32_t count = chunk < g.srv.upd.n_chunks ? pst_update_chunk_len(&g.srv.upd, chunk)
+                   : (uint32_t)(g.model.n_params - off < cf ? g.model.n_params - off : cf);
   float v[64];
   for (uint32_t i = 0; i < count; i++)
     v[i] = (p & 0x80) && i == 1 ? (p & 0x40 ? 1e30f : -0.0f) : 0.01f * (float)((p + i) % 7) - 0.03f;
@@ -473,6 +476,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   o.backup_workers = (b0 & 0x20) && o.mode == PST_MODE_SYNC && o.workers > 1;
   o.wait_on_loss = (b0 & 0x40) && o.mode == PST_MODE_SYNC;
   o.chunk_floats = (b0 & 0x80) ? 16 : 4;
+  o.layer_chunks = 1;
   o.staleness = b1 & 3;
   o.epochs = 1 + ((b1 >> 2) & 1);
   o.batch_size = 8;
