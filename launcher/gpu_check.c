@@ -61,9 +61,10 @@ static const gc_sizes g_gpu = {GC_GPU_TRAIN, GC_GPU_TEST, 128, 16, 64, {64, 256}
 static const gc_sizes g_dry = {GC_DRY_TRAIN, GC_DRY_TEST, 32, 1, 32, {16, 64}, "1", 0.0,
                                300, 180, 120};
 
-/* The presets, each with the input size it is trained at. The batch norms' momentum is 0.9
- * here (model/presets.c: Keras's 0.999 and 0.99 keep 0.999^256 = 77% of the starting
- * moving statistics after 256 steps, and evaluation would use those). */
+/* The presets, each with the input size it is trained at. The batch norms' momentum is
+ * written out (0.9, the presets' default since 2026-11-26): with Keras's 0.999, 0.999^256 =
+ * 77% of the starting moving statistics would remain after 256 steps, and evaluation would
+ * use those. */
 static const struct {
   const char *name, *model, *image_size;
 } g_presets[] = {

@@ -221,12 +221,13 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
 
 static pst_model g_model;
 
-/* What the job is, once every check has passed. */
-static void local_starting(const pl_run_options *o) {
+/* What the job is, once every check has passed. WORKERS is the count the job starts, which
+ * --gpus and --workers-per-gpu decide where they are given (not --workers). */
+static void local_starting(const pl_run_options *o, int workers) {
   printf("pstrain local: %d ps%s + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per "
          "worker, %s lr %g%s%s\nlogs and metrics: %s\n",
-         o->ps_shards > 1 ? o->ps_shards : 1, o->ps_shards > 1 ? " shards" : "", o->workers,
-         o->workers > 1 ? "s" : "", o->mode, o->model, o->epochs, o->epochs > 1 ? "s" : "",
+         o->ps_shards > 1 ? o->ps_shards : 1, o->ps_shards > 1 ? " shards" : "", workers,
+         workers > 1 ? "s" : "", o->mode, o->model, o->epochs, o->epochs > 1 ? "s" : "",
          o->batch_size, o->optimizer, o->lr, o->tls ? ", mutual TLS" : "",
          o->insecure ? ", no cluster secret" : "", o->run_dir);
   if (o->checkpoint_dir) printf("checkpoints: %s\n", o->checkpoint_dir);

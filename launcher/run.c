@@ -606,7 +606,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     if (lock_fd >= 0) close(lock_fd);
     return rc;
   }
-  if (o->starting) o->starting(o);
+  if (o->starting) o->starting(o, j.workers);
   long n_train = train_samples(o->data_dir);
   if (n_train > 0) r.total_steps = (long)o->epochs * ((n_train / workers) / o->batch_size);
 

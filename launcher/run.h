@@ -57,8 +57,9 @@ typedef struct pl_run_options {
   const char *resume;
   int quiet;                  /* no per-epoch lines */
   /* Called once the run's checks have passed, just before its processes start (local prints
-   * what it runs then, so that a bad flag or path is the only line); may be NULL. */
-  void (*starting)(const struct pl_run_options *o);
+   * what it runs then, so that a bad flag or path is the only line), with the number of
+   * workers it starts (--gpus decides it where given); may be NULL. */
+  void (*starting)(const struct pl_run_options *o, int workers);
   const char *label;          /* shown in progress lines, e.g. the mode */
 } pl_run_options;
 

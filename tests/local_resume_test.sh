@@ -81,25 +81,35 @@ started shards --ps-shards 2 --checkpoint-dir "$OUT/ck-shards"
 kill -INT "$JOB"
 rc=0; wait_pid "$JOB" 30 || rc=$?
 [ "$rc" = 130 ] || fail "Ctrl-C over 2 shards: the launcher exited $rc, not 130"
-# The newest checkpoint of each shard: the versions the two stopped at, which the signal may
-# have left a version apart already; when it did not, shard 1's is copied one version on.
-newest() {
+# Each shard's checkpoint versions, and the newest of each: the versions the two stopped at,
+# which the signal may have left a version apart already; when it did not, shard 1's is
+# copied one version on. The job must resume from the newest version both shards hold (a
+# periodic one when the signal left them apart, as the shard ahead holds no checkpoint of
+# the other's version), and set aside every checkpoint newer than that.
+versions() {
   ls "$OUT/ck-shards/shard-$1-of-2/"ckpt-*.safetensors 2>/dev/null | sed 's/.*ckpt-0*\([0-9]*\)\.safetensors/\1/' |
-    sort -n | tail -n 1
+    sort -n
 }
-v0=$(newest 0); v1=$(newest 1)
+v0=$(versions 0 | tail -n 1); v1=$(versions 1 | tail -n 1)
 [ -n "$v0" ] && [ -n "$v1" ] || fail "a shard saved no checkpoint in its directory ($v0, $v1)"
 if [ "$v0" = "$v1" ]; then
   cp "$(printf '%s/ck-shards/shard-1-of-2/ckpt-%012d.safetensors' "$OUT" "$v1")" \
     "$(printf '%s/ck-shards/shard-1-of-2/ckpt-%012d.safetensors' "$OUT" $((v1 + 1)))"
   v1=$((v1 + 1))
 fi
-at=$((v0 < v1 ? v0 : v1))
-if [ "$v0" -gt "$at" ]; then ahead_shard=0 ahead_v=$v0; else ahead_shard=1 ahead_v=$v1; fi
-ahead=$(printf '%s/ck-shards/shard-%d-of-2/ckpt-%012d.safetensors' "$OUT" "$ahead_shard" "$ahead_v")
+at=$(comm -12 <(versions 0 | sort) <(versions 1 | sort) | sort -n | tail -n 1)
+[ -n "$at" ] || fail "the shards hold no checkpoint of the same version"
+ahead=()
+for i in 0 1; do
+  for v in $(versions "$i"); do
+    [ "$v" -gt "$at" ] && ahead+=("$(printf '%s/ck-shards/shard-%d-of-2/ckpt-%012d.safetensors' "$OUT" "$i" "$v")")
+  done
+done
 resumed shards "$at" --ps-shards 2 --checkpoint-dir "$OUT/ck-shards"
-[ -f "$ahead.abandoned" ] && [ ! -e "$ahead" ] || fail "shard $ahead_shard's checkpoint of version $ahead_v, ahead, was not set aside"
-pass "Ctrl-C over 2 ps shards: with shard $ahead_shard at version $ahead_v, a version ahead, both resumed from $at, the newest they share, each from its own directory, with the straight run's weights"
+for f in "${ahead[@]}"; do
+  [ -f "$f.abandoned" ] && [ ! -e "$f" ] || fail "$(basename "$f"), newer than version $at which both shards hold, was not set aside"
+done
+pass "Ctrl-C over 2 ps shards: stopped at versions $v0 and $v1, both resumed from $at, the newest they share, each from its own directory, with the straight run's weights"
 
 # 3. kill -9 of everything, with a second job refused meanwhile.
 started crash --checkpoint-dir "$OUT/ck-crash"
