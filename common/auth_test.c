@@ -10,15 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static int g_pass, g_fail;
-#define CHECK(c)                                                          \
-  do {                                                                    \
-    if (c) g_pass++;                                                      \
-    else {                                                                \
-      g_fail++;                                                           \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c); \
-    }                                                                     \
-  } while (0)
+#include "common/check.h"
 
 static void write_file(const char *path, const char *text, mode_t mode) {
   FILE *f = fopen(path, "w");

@@ -7,16 +7,7 @@
 
 #include "proto/wire.h"
 
-static int g_pass, g_fail;
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (cond) {                                                       \
-      g_pass++;                                                       \
-    } else {                                                          \
-      g_fail++;                                                       \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
-  } while (0)
+#include "common/check.h"
 
 typedef struct {
   int frames;

@@ -19,17 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                   \
-  do {                                                                \
-    if (cond) {                                                       \
-      g_pass++;                                                       \
-    } else {                                                          \
-      g_fail++;                                                       \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                 \
-  } while (0)
+#include "common/check.h"
 
 #define MAXT (3 * PST_CKPT_MAX_MODEL_TENSORS)
 

@@ -11,17 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) {                                                          \
-      g_pass++;                                                          \
-    } else {                                                             \
-      g_fail++;                                                          \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);    \
-    }                                                                    \
-  } while (0)
+#include "common/check.h"
 
 static int close_to(double got, double want) {
   return fabs(got - want) <= 1e-6 * fabs(want) + 1e-7;

@@ -5,17 +5,7 @@
 
 #include "ps/store.h"
 
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (cond) {                                                      \
-      g_pass++;                                                      \
-    } else {                                                         \
-      g_fail++;                                                      \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                \
-  } while (0)
+#include "common/check.h"
 
 int main(void) {
   float init[8] = {1, 2, 3, 4, 5, 6, 7, 8};

@@ -31,17 +31,7 @@
 #define N_CHUNKS 3
 #define MAX_PEERS 3
 
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                  \
-  do {                                                               \
-    if (cond) {                                                      \
-      g_pass++;                                                      \
-    } else {                                                         \
-      g_fail++;                                                      \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond); \
-    }                                                                \
-  } while (0)
+#include "common/check.h"
 
 /* A fake worker: its socket, a reader for what the ps sends, and what arrived. */
 typedef struct {

@@ -10,15 +10,7 @@
 #include "ps/par.h"
 #include "ps/update.h"
 
-static int g_pass, g_fail;
-#define CHECK(c)                                                                   \
-  do {                                                                             \
-    if (c) g_pass++;                                                               \
-    else {                                                                         \
-      g_fail++;                                                                    \
-      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);        \
-    }                                                                              \
-  } while (0)
+#include "common/check.h"
 
 #define N 10007   /* not a multiple of the chunk */
 #define CHUNK 1000

@@ -11,17 +11,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-static int g_pass, g_fail;
-
-#define CHECK(cond)                                                      \
-  do {                                                                   \
-    if (cond) {                                                          \
-      g_pass++;                                                          \
-    } else {                                                             \
-      g_fail++;                                                          \
-      fprintf(stderr, "FAIL %s:%d: %s\n", __FILE__, __LINE__, #cond);    \
-    }                                                                    \
-  } while (0)
+#include "common/check.h"
 
 static char g_dir[PATH_MAX];
 
