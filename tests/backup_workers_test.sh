@@ -16,7 +16,10 @@ steps=78   # (60000 / 3) / 256 per worker
 [ "$applied" -le $((2 * updates)) ] && [ "$applied" -ge "$updates" ] || fail "applied $applied vs $updates steps"
 # Per worker: every one of its pushes was applied or dropped, and the totals match the
 # summary. Which gradients are late is decided by arrival, so a fast worker may lose one now
-# and then (the slow one claimed a slot first); most drops must be the slow worker's.
+# and then (the slow one claimed a slot first); most drops must be the slow worker's. Most,
+# not a fixed share: the slow worker's lead is 2 x its ~6 ms step, and on 2 cores shared
+# with the other tests a fast worker descheduled for longer arrives after it, its gradient
+# then rightly the one dropped (seen: 26 of 41 drops the slow worker's, at load 5).
 sum_a=0; sum_d=0
 for w in 0 1 2; do
   line=$(grep -o "worker $w '[^']*' finished.*" "$OUT/ps-sync.log") || fail "no end line for worker $w"
@@ -27,6 +30,6 @@ for w in 0 1 2; do
   [ $w -eq 2 ] && slow_d=$d
 done
 [ $sum_a -eq "$applied" ] && [ $sum_d -eq "$dropped" ] || fail "per-worker counts do not add up to the summary"
-[ $((slow_d * 5)) -ge $((dropped * 4)) ] || fail "only $slow_d of $dropped drops are the slow worker's"
+[ $((slow_d * 2)) -gt "$dropped" ] || fail "only $slow_d of $dropped drops are the slow worker's"
 pass "backup workers: $applied applied + $dropped dropped = $((3 * steps)) pushes over $updates steps"
 echo "1 passed, 0 failed"
