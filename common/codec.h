@@ -1,0 +1,63 @@
+/* Tensor encodings on the wire (issue 27): what a PUSH or WEIGHTS payload carries in place of
+ * raw float32, and the one table of their names that the ps, the worker and the launcher share.
+ *
+ * The ps decides a job's encodings (--push-compress, --pull-compress) and its WELCOME tells the
+ * workers. The ps keeps fp32 master weights and state: a pull in fp16 or bf16 is rounded from
+ * them, and a push in either is decoded back to float32 before it is validated and summed like
+ * any other, so a sync step's sum is exact for the decoded values and in worker order.
+ *
+ * Rounding is to nearest, ties to even, as IEEE 754 conversions do. A finite value beyond the
+ * encoding's range is clamped to its largest finite value (fp16: 65504), never turned into an
+ * infinity: with error feedback the part cut off is sent in later steps. Infinities and NaNs
+ * stay what they are, so that the ps rejects such a push as it rejects one in float32.
+ *
+ * Every routine has a scalar reference and vectorised paths (F16C with AVX2, which the build's
+ * -march=x86-64-v3 assumes, and AVX-512 when the CPU has it, chosen at run time); all give the
+ * same bits. */
+#ifndef PSTRAIN_COMMON_CODEC_H
+#define PSTRAIN_COMMON_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The values are the wire's (Welcome.push_encoding and pull_encoding). */
+typedef enum { PST_ENC_NONE = 0, PST_ENC_FP16 = 1, PST_ENC_BF16 = 2, PST_ENC_COUNT } pst_enc;
+
+/* Every encoding this build knows, as the bits 1 << encoding (Hello.encodings). */
+#define PST_ENC_KNOWN ((1u << PST_ENC_COUNT) - 1u)
+
+/* The name of an encoding ("none", "fp16", "bf16"), or "?" for a value out of range. */
+const char *pst_enc_name(pst_enc e);
+/* Parses a name. 0, or -EINVAL. */
+int pst_enc_parse(const char *s, pst_enc *e);
+/* The names joined for messages and help texts: "none|fp16|bf16". */
+const char *pst_enc_choices(void);
+/* Bytes per value on the wire: 4, 2, 2. 0 for a value out of range. */
+unsigned pst_enc_bytes(pst_enc e);
+
+/* The largest finite value of each 16-bit format, what finite values beyond it clamp to. */
+#define PST_FP16_MAX 65504.0f
+
+/* Encodes x[n] into out (n values of pst_enc_bytes(e) bytes each; e must not be NONE). With
+ * resid (error feedback), what is encoded is x[i] + resid[i], and resid[i] becomes what
+ * that lost to rounding and clamping (0 when the value was not finite), to be added to the
+ * next step's gradient. out must not overlap x or resid. */
+void pst_enc_encode(pst_enc e, const float *x, float *resid, void *out, size_t n);
+/* Decodes n values whose encoded bytes sit at the start of buf into buf's n floats, in place
+ * (from the last value back, so that no encoded byte is overwritten before it is read). */
+void pst_enc_decode_inplace(pst_enc e, float *buf, size_t n);
+
+/* The scalar conversions, the reference the vector paths are checked against. */
+uint16_t pst_fp16_from_float(float f);
+float pst_fp16_to_float(uint16_t h);
+uint16_t pst_bf16_from_float(float f);
+float pst_bf16_to_float(uint16_t h);
+
+/* Which instructions the routines use: the best this CPU has (the default), or, for tests,
+ * a lower one. 0, or -ENOTSUP when the CPU lacks it. */
+typedef enum { PST_ISA_SCALAR = 0, PST_ISA_AVX2 = 1, PST_ISA_AVX512 = 2, PST_ISA_BEST = 3 } pst_isa;
+int pst_codec_use(pst_isa isa);
+/* The one in use now. */
+pst_isa pst_codec_isa(void);
+
+#endif
