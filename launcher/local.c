@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/codec.h"
 #include "common/config.h"
 #include "model/model_config.h"
 #include "kernels/partition.h"
@@ -17,6 +18,7 @@ static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
 static char f_slow[PST_CFG_STR_MAX], f_delay[PST_CFG_STR_MAX];
 static char f_eval_on[PST_CFG_STR_MAX], f_grad_limit[PST_CFG_STR_MAX], f_clip_norm[PST_CFG_STR_MAX];
+static char f_push_compress[PST_CFG_STR_MAX], f_pull_compress[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
 static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_every;
 static int64_t f_staleness, f_backup, f_chunk;
@@ -62,6 +64,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("eval-on", PST_CFG_STRING, f_eval_on, "", "who evaluates each epoch: workers, or ps (the ps itself, from the same data: figures no worker can forge; default: the ps's)", 0, 0),
     PST_OPT("grad-limit", PST_CFG_STRING, f_grad_limit, "", "the ps's --grad-limit: largest magnitude a gradient value may have (default: the ps's)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_STRING, f_clip_norm, "", "the ps's --clip-norm: workers clip each gradient to this norm (default: none)", 0, 0),
+    PST_OPT("push-compress", PST_CFG_STRING, f_push_compress, "none", "the ps's --push-compress: gradients on the wire as none (float32), fp16 or bf16, with error feedback on the workers", 0, 0),
+    PST_OPT("pull-compress", PST_CFG_STRING, f_pull_compress, "none", "the ps's --pull-compress: weights on the wire as none (float32), fp16 or bf16, rounded from the ps's float32 weights", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
@@ -184,6 +188,21 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->eval_on = f_eval_on[0] ? f_eval_on : NULL;
   o->grad_limit = f_grad_limit[0] ? f_grad_limit : NULL;
   o->clip_norm = f_clip_norm[0] ? f_clip_norm : NULL;
+  {
+    /* Checked here against the one table of names, so that a typo is one line and exit 2
+     * before anything starts; "none" passes nothing on (a ps of any version then agrees). */
+    pst_enc e;
+    const char *names[2] = {f_push_compress, f_pull_compress};
+    const char *flags[2] = {"--push-compress", "--pull-compress"};
+    for (int k = 0; k < 2; k++)
+      if (pst_enc_parse(names[k], &e) < 0) {
+        fprintf(stderr, "%s: %s: '%.100s' is not %s\n", prog, flags[k], names[k],
+                pst_enc_choices());
+        return 2;
+      }
+    o->push_compress = strcmp(f_push_compress, "none") ? f_push_compress : NULL;
+    o->pull_compress = strcmp(f_pull_compress, "none") ? f_pull_compress : NULL;
+  }
   o->checkpoint_dir = f_ckpt_dir[0] ? f_ckpt_dir : NULL;
   o->checkpoint_every = f_ckpt_every[0] ? f_ckpt_every : NULL;
   o->checkpoint_seconds = f_ckpt_seconds[0] ? f_ckpt_seconds : NULL;

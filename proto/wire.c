@@ -80,13 +80,19 @@ int pst_wire_encode(const Pstrain__Header *h, uint32_t payload_len, uint8_t *buf
 
 int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offset,
                           uint32_t count, int last, uint8_t *buf, size_t buflen) {
+  return pst_wire_encode_chunk_enc(type, version, offset, count, last, 4, buf, buflen);
+}
+
+int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t offset,
+                              uint32_t count, int last, unsigned value_bytes, uint8_t *buf,
+                              size_t buflen) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = type;
   h.version = version;
   h.offset = offset;
   h.count = count;
   h.last = last != 0;
-  return pst_wire_encode(&h, count * 4u, buf, buflen);
+  return pst_wire_encode(&h, count * value_bytes, buf, buflen);
 }
 
 /* Whether m or a message inside it holds a field numbered 0. No such field exists in
@@ -115,6 +121,12 @@ static int has_field_zero(const ProtobufCMessage *m) {
 }
 
 int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err, size_t errlen) {
+  return pst_wire_validate_values(h, payload_len, 4, err, errlen);
+}
+
+int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,
+                             char *err, size_t errlen) {
+  if (value_bytes != 2 && value_bytes != 4) value_bytes = 4;
   if (has_field_zero(&h->base)) {
     snprintf(err, errlen, "a field numbered 0 (not a protobuf field)");
     return -EPROTO;
@@ -122,9 +134,13 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__WEIGHTS:
     case PSTRAIN__MSG_TYPE__PUSH:
-      if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 || h->count * 4 != payload_len) {
-        snprintf(err, errlen, "tensor chunk of %" PRIu64 " floats with a %" PRIu32 "-byte payload",
-                 h->count, payload_len);
+      /* The count is capped as for float32 whatever the encoding: the receiver decodes the
+       * values in place into count floats. */
+      if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 ||
+          h->count * value_bytes != payload_len) {
+        snprintf(err, errlen,
+                 "tensor chunk of %" PRIu64 " values of %u bytes with a %" PRIu32 "-byte payload",
+                 h->count, value_bytes, payload_len);
         return -EPROTO;
       }
       if (h->offset > UINT64_MAX / 8) {
@@ -224,6 +240,10 @@ int pst_reader_grow(pst_reader *r, uint32_t max_payload, uint32_t max_header, si
   return 0;
 }
 
+void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes) {
+  r->value_bytes = value_bytes == 2 ? 2 : 4;
+}
+
 void pst_reader_free(pst_reader *r) {
   free(r->header_buf);
   free(r->stage);
@@ -294,7 +314,8 @@ static int header_done(pst_reader *r) {
              r->prefix.header_len);
     return fail(r, r->header_buf, r->prefix.header_len);
   }
-  if (pst_wire_validate(h, r->prefix.payload_len, r->err, sizeof r->err) < 0)
+  if (pst_wire_validate_values(h, r->prefix.payload_len, r->value_bytes ? r->value_bytes : 4,
+                               r->err, sizeof r->err) < 0)
     return fail(r, r->header_buf, r->prefix.header_len);
   r->hdr = h;
   r->got = 0;

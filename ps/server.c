@@ -264,6 +264,10 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         return 0;
       }
       uint32_t n = s->upd.n_chunks, pos = c->push_pos;
+      /* An encoded chunk landed at the start of its place (on_payload): decoded there to
+       * float32 before anything looks at it, so it is validated and summed like any other. */
+      if (s->opt.push_enc != PST_ENC_NONE)
+        pst_enc_decode_inplace(s->opt.push_enc, c->push_dst, (size_t)h->count);
       if (h->last) ps_pull_wait_begins(c); /* the push is in: the worker waits from here */
       c->pending = 1;
       c->pending_chunk = c->push_desc ? n - 1 - pos : pos;
@@ -408,6 +412,18 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   if (rc < 0) {
     snprintf(err, errlen, "cannot cut the model into chunks: %s", strerror(-rc));
     return rc;
+  }
+  if (opt->pull_enc != PST_ENC_NONE) {
+    /* Half the weights' bytes per store buffer, and a version stamp per chunk. */
+    for (int b = 0; b < 2; b++) {
+      s->pull_enc_buf[b] = malloc((n ? n : 1) * sizeof *s->pull_enc_buf[b]);
+      s->pull_enc_version[b] = malloc(s->upd.n_chunks * sizeof *s->pull_enc_version[b]);
+      if (!s->pull_enc_buf[b] || !s->pull_enc_version[b]) {
+        snprintf(err, errlen, "cannot allocate the encoded weights (%zu parameters)", n);
+        return -ENOMEM;
+      }
+      for (uint32_t c = 0; c < s->upd.n_chunks; c++) s->pull_enc_version[b][c] = UINT64_MAX;
+    }
   }
   /* Batchnorm's moving statistics are model state, not weights: the optimizer adds the
    * workers' pushed changes there instead of training them (ps/optim.h). This shard's part
@@ -588,6 +604,8 @@ static void ps_stop_report(ps_server *s, const char *reason, int failed) {
       .checkpoint = ps_ckpt_last_path(s),
       .rejected = s->rejected,
       .evaluated_by = s->opt.evaluator ? "ps" : "workers",
+      .push_encoding = pst_enc_name(s->opt.push_enc),
+      .pull_encoding = pst_enc_name(s->opt.pull_enc),
       .evals_missed = missed,
       .unsafe_updates = s->upd.unsafe_chunks,
       .flags = s->eval_flags,
@@ -614,6 +632,12 @@ void ps_server_free(ps_server *s) {
   s->io = NULL;
   pst_opt_free(&s->optim);
   pst_store_free(&s->store);
+  for (int b = 0; b < 2; b++) {
+    free(s->pull_enc_buf[b]);
+    free(s->pull_enc_version[b]);
+    s->pull_enc_buf[b] = NULL;
+    s->pull_enc_version[b] = NULL;
+  }
   free(s->workers);
   s->workers = NULL;
 }

@@ -403,7 +403,23 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
     for (size_t i = 0; i < count; i++) c->starts[i] = i * chunk_floats;
     c->starts[count] = n;
   }
-  return 0;
+  /* Float32 until the WELCOME's encodings are set (wk_client_set_encodings). */
+  return wk_client_set_encodings(c, PST_ENC_NONE, PST_ENC_NONE);
+}
+
+int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull) {
+  if ((unsigned)push >= PST_ENC_COUNT || (unsigned)pull >= PST_ENC_COUNT) return -EINVAL;
+  free(c->push_enc_buf);
+  free(c->push_resid);
+  c->push_enc_buf = NULL;
+  c->push_resid = NULL;
+  c->push_enc = push;
+  c->pull_enc = pull;
+  pst_reader_set_value_bytes(&c->rd, pst_enc_bytes(pull));
+  if (push == PST_ENC_NONE) return 0;
+  c->push_enc_buf = malloc((c->n_floats ? c->n_floats : 1) * sizeof *c->push_enc_buf);
+  c->push_resid = calloc(c->n_floats ? c->n_floats : 1, sizeof *c->push_resid);
+  return c->push_enc_buf && c->push_resid ? 0 : -ENOMEM;
 }
 
 static void on_push_write(uv_write_t *req, int status) {
@@ -438,10 +454,18 @@ static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
     c->wait_us = 0;
     c->push_done_at = 0;
   }
-  int hn = pst_wire_encode(&h, len * 4u, head, PST_WIRE_CHUNK_HEAD);
+  unsigned vb = pst_enc_bytes(c->push_enc);
+  int hn = pst_wire_encode(&h, len * vb, head, PST_WIRE_CHUNK_HEAD);
   if (hn < 0) return hn;
   bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
-  bufs[1] = uv_buf_init((char *)(c->push_grad + off), len * 4u);
+  if (c->push_enc == PST_ENC_NONE) {
+    bufs[1] = uv_buf_init((char *)(c->push_grad + off), len * 4u);
+  } else {
+    /* Encoded now, with what earlier pushes of these values lost to rounding added. */
+    pst_enc_encode(c->push_enc, c->push_grad + off, c->push_resid + off, c->push_enc_buf + off,
+                   len);
+    bufs[1] = uv_buf_init((char *)(c->push_enc_buf + off), len * vb);
+  }
   c->push_queued++;
   return h.last;
 }
@@ -513,7 +537,11 @@ void wk_client_free(wk_client *c) {
   free(c->wreq);
   free(c->whead);
   free(c->starts);
+  free(c->push_enc_buf);
+  free(c->push_resid);
   c->wreq = NULL;
   c->whead = NULL;
   c->starts = NULL;
+  c->push_enc_buf = NULL;
+  c->push_resid = NULL;
 }

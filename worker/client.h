@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "common/auth.h"
+#include "common/codec.h"
 #include "common/prom.h"
 #include "common/tls.h"
 #include "model/model.h"
@@ -86,6 +87,12 @@ struct wk_client {
    * chunks have been queued (wk_client_push_upto). */
   uint64_t push_version;
   const float *push_grad;
+  /* The job's encodings (WELCOME; wk_client_set_encodings). With a push encoding, each chunk
+   * is encoded into push_enc_buf as it is queued, and push_resid[n_floats] keeps what
+   * rounding lost (error feedback), added to the same value of the next push. */
+  pst_enc push_enc, pull_enc;
+  uint16_t *push_enc_buf;
+  float *push_resid;
   int push_desc;
   uint32_t push_queued;
   /* The exposed wait of each step (issue 26): from the last byte of a push handed to the
@@ -119,6 +126,11 @@ int wk_client_send_now(wk_client *c, const Pstrain__Header *h);
  * -ENOMEM. */
 int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n,
                            uint32_t chunk_floats, int layer_chunks);
+/* The job's encodings, after wk_client_prepare_push: pushes go out in push (from a buffer
+ * of this client's, with error feedback: the residual starts at zero here), and WEIGHTS
+ * payloads are read in pull (the owner decodes them in place, pst_enc_decode_inplace). 0,
+ * -EINVAL for an encoding this build does not know, or -ENOMEM. */
+int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull);
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
  * on_push_sent. */
 int wk_client_push(wk_client *c, uint64_t version, const float *grad);

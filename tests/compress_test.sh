@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Issue 27, point 2: gradients and weights in fp16 or bf16 on the wire, negotiated per job.
+#  1. bad encodings: pstrain local and pstrain-ps stop with one line and exit 2;
+#  2. a Python peer against a ps with --push-compress fp16 --pull-compress bf16: a HELLO that
+#     names no encodings (a worker from before them) is refused; one that knows them gets a
+#     WELCOME naming them, and weights of 2 bytes a value, all finite and equal to the ps's
+#     initial weights rounded to bf16; an fp16 push of NaNs or infinities is rejected (the
+#     version stays), one of finite values is applied (the version moves); a float32 push
+#     (4 bytes a value) closes the connection;
+#  3. sync mlp jobs (2 workers): fp16 push and pull are bit-identical run to run, train as
+#     well as float32 (test accuracy within 0.02), and move what the encodings say per step:
+#     2 workers x parameters x (push bytes + pull bytes), within 3% (the summary's
+#     wire_bytes_per_step); bf16 pushes with float32 pulls too; and two ps shards as well.
+source "$(dirname "$0")/lib.sh"
+PEER_DIR="$RUNFILES/tests"
+MLP_PARAMS=235146
+
+# ---- 1. bad encodings ----
+rc=0
+"$LAUNCHER_BIN" local --push-compress fp8 >"$OUT/bad-local.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "pstrain local --push-compress fp8: exit $rc, not 2"
+[ "$(wc -l <"$OUT/bad-local.log")" -eq 1 ] || fail "pstrain local --push-compress fp8: not one line"
+rc=0
+"$PS_BIN" --workers 1 --listen "127.0.0.1:$(free_port)" --pull-compress int4 \
+  >"$OUT/bad-ps.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] || fail "pstrain-ps --pull-compress int4: exit $rc, not 2"
+! grep -q "listening on" "$OUT/bad-ps.log" || fail "pstrain-ps --pull-compress int4: it listened"
+pass "unknown encodings: one line, exit 2"
+
+# ---- 2. the negotiation and the ps's checks, from a Python peer ----
+port=$(free_port)
+start_ps ps-peer --listen "127.0.0.1:$port" --workers 1 --model mlp --epochs 1 --seed 5 \
+  --push-compress fp16 --pull-compress bf16 --worker-timeout 30 --checkpoint-dir "$OUT/ckpt0" \
+  --checkpoint-every 0 --checkpoint-seconds 0
+ps_pid=$LAST_PID
+wait_for "$OUT/ps-peer.log" "listening on" 10
+cat >"$OUT/peer_check.py" <<'PY'
+import math, struct, sys
+from peer import Peer, MSG, vfield, first, decode
+
+port = int(sys.argv[1])
+
+def version():
+    p = Peer(port)
+    p.simple("STATUS_REQ")
+    f = p.read_until(MSG["STATUS"])
+    p.close()
+    return first(decode(first(f[1], 13, b"")), 1)
+
+old = Peer(port)
+assert old.hello("old") is None, "a worker that names no encodings was welcomed"
+assert old.read_frame() is None, "the ps kept the refused connection open"
+
+p = Peer(port)
+w = p.hello("new", encodings=7)
+assert w is not None, "a worker that knows the encodings was refused"
+assert (w["push_encoding"], w["pull_encoding"]) == (1, 2), w
+v, chunks = p.pull_payloads(0)
+assert v == 0, v
+n = 0
+for off, count, payload in chunks:
+    assert len(payload) == 2 * count, (off, count, len(payload))
+    n += count
+    vals = [struct.unpack("<f", b"\0\0" + payload[2 * i:2 * i + 2])[0] for i in range(count)]
+    assert all(math.isfinite(x) for x in vals), "a non-finite weight"
+    if off == 0:
+        first_vals = vals
+assert n == w["n_params"], (n, w["n_params"])
+assert any(x != 0 for x in first_vals), "all-zero weights"
+# Frames on one connection are handled in order: a pull of version 0 after each push says
+# whether that push made a step (the reply would carry version 1).
+for bad in (b"\x00\x7c", b"\x00\xfe"):  # fp16 infinity, fp16 NaN
+    p.push(0, 0, value_bytes=bad)
+    assert p.pull(0) == 0, "a push of non-finite fp16 values was applied"
+p.push(0, 0, value_bytes=struct.pack("<e", 0.001))
+assert p.pull(1) == 1, "a finite fp16 push was not applied"
+assert version() == 1
+# Float32 values where the job says fp16: a malformed frame, and the connection closes.
+p.push(1, 0.001)
+while True:
+    f = p.read_frame()
+    if f is None:
+        break
+    assert f[0] in (MSG["HEARTBEAT"], MSG["ERROR"]), f"a float32 push got frame type {f[0]}"
+print("ok")
+PY
+PYTHONPATH="$PEER_DIR" /usr/bin/python3 "$OUT/peer_check.py" "$port" >"$OUT/peer_check.log" 2>&1 ||
+  { cat "$OUT/peer_check.log"; fail "the peer's checks failed"; }
+kill "$ps_pid" 2>/dev/null || true
+wait "$ps_pid" 2>/dev/null || true
+pass "negotiation: old workers refused, encoded weights, non-finite fp16 pushes rejected, float32 pushes close"
+
+# ---- 3. whole jobs ----
+# bytes_per_step NAME PUSH_BYTES PULL_BYTES: the summary's figure against 2 workers x params x
+# (push + pull bytes), within 3% (frame headers, reports, the first and final pulls).
+bytes_per_step() {
+  /usr/bin/python3 - "$OUT/$1.json" "$2" "$3" "$MLP_PARAMS" <<'PY' || fail "$1: wire bytes per step"
+import json, sys
+s = json.load(open(sys.argv[1]))
+want = 2 * int(sys.argv[4]) * (int(sys.argv[2]) + int(sys.argv[3]))
+got = s["wire_bytes_per_step"]
+print(f"{sys.argv[1]}: {got:.0f} bytes per step, {s['wire_bytes_per_sample']:.1f} per sample "
+      f"(encodings {s['push_encoding']}/{s['pull_encoding']}; expected {want})")
+assert 1.0 <= got / want <= 1.03, (got, want)
+assert s["wire_bytes_per_sample"] * s["samples"] > 0.99 * got * s["updates"]
+PY
+}
+accuracy() { json_field "$OUT/$1.json" test_accuracy; }
+
+fp32=$(local_checksum fp32)
+bytes_per_step fp32 4 4
+a=$(local_checksum fp16-a --push-compress fp16 --pull-compress fp16)
+b=$(local_checksum fp16-b --push-compress fp16 --pull-compress fp16)
+[ "$a" = "$b" ] || fail "fp16 runs differ: $a vs $b"
+[ "$a" != "$fp32" ] || fail "fp16 gave float32's weights: nothing was rounded"
+bytes_per_step fp16-a 2 2
+/usr/bin/python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.02 else 1)' \
+  "$(accuracy fp16-a)" "$(accuracy fp32)" ||
+  fail "fp16 accuracy $(accuracy fp16-a) against float32's $(accuracy fp32)"
+pass "fp16 push and pull: bit-identical run to run ($a), half the bytes, accuracy $(accuracy fp16-a) (float32 $(accuracy fp32))"
+
+local_checksum bf16 --push-compress bf16 >/dev/null
+bytes_per_step bf16 2 4
+local_checksum fp16-shards --push-compress fp16 --pull-compress fp16 --ps-shards 2 >/dev/null
+/usr/bin/python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.02 else 1)' \
+  "$(accuracy fp16-shards)" "$(accuracy fp32)" || fail "fp16 over 2 shards: accuracy $(accuracy fp16-shards)"
+pass "bf16 push with float32 pull: 3/4 of the bytes; fp16 over 2 ps shards trains"
+echo "5 passed, 0 failed"
