@@ -1,6 +1,7 @@
 /* Tensor encodings (common/codec.h): the scalar reference and its vectorised twins. */
 #include "common/codec.h"
 
+#include <cpuid.h>
 #include <errno.h>
 #include <immintrin.h>
 #include <math.h>
@@ -119,7 +120,9 @@ static void decode_scalar_back(pst_enc e, float *buf, size_t from, size_t to) {
 
 /* ---- AVX2 with F16C (always there under -march=x86-64-v3) ---- */
 
-static void encode_avx2(pst_enc e, const float *x, float *resid, void *out, size_t n) {
+/* The target attribute lets this compile without the build's -march too (the fuzzers'
+ * clang build); the dispatch below calls it only on a CPU that has the instructions. */
+__attribute__((target("avx2,f16c"))) static void encode_avx2(pst_enc e, const float *x, float *resid, void *out, size_t n) {
   uint8_t *o = out;
   const __m256 absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
   const __m256 inf = _mm256_castsi256_ps(_mm256_set1_epi32(0x7f800000));
@@ -156,7 +159,7 @@ static void encode_avx2(pst_enc e, const float *x, float *resid, void *out, size
   encode_scalar(e, x, resid, out, i, n);
 }
 
-static void decode_avx2_back(pst_enc e, float *buf, size_t n) {
+__attribute__((target("avx2,f16c"))) static void decode_avx2_back(pst_enc e, float *buf, size_t n) {
   size_t blocks = n / 8;
   decode_scalar_back(e, buf, blocks * 8, n);
   const uint8_t *in = (const uint8_t *)buf;
@@ -237,7 +240,10 @@ static pst_isa best_isa(void) {
   if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
       __builtin_cpu_supports("avx512vl"))
     return PST_ISA_AVX512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c")) return PST_ISA_AVX2;
+  /* F16C from CPUID itself: clang's __builtin_cpu_supports does not know the name. */
+  unsigned a, b, c, d;
+  int f16c = __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+  if (__builtin_cpu_supports("avx2") && f16c) return PST_ISA_AVX2;
   return PST_ISA_SCALAR;
 }
 
