@@ -144,6 +144,8 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
       r->max_stale = num(j, "max_staleness");
       r->dropped = num(j, "dropped_gradients");
       r->max_lead = num(j, "max_lead");
+      r->wire_step = num(j, "wire_bytes_per_step");
+      r->wire_sample = num(j, "wire_bytes_per_sample");
       r->ups = r->train_s > 0 ? r->updates / r->train_s : 0;
       double samples = num(j, "samples"), ep = num(j, "epochs");
       if (samples > 0 && ep > 0) spe = samples / ep / per_step;

@@ -30,6 +30,7 @@ typedef struct {
   int have_summary;
   double wall, train_s, eval_s, accuracy, updates, sps, ups;
   double mean_stale, max_stale, dropped, max_lead;
+  double wire_step, wire_sample;  /* bytes on the ps's port per update, per sample (issue 27) */
   eval_point *pts;
   int npts, cap;
   int dense;                      /* pts are dense evaluations */
