@@ -7,7 +7,8 @@
 #     initial weights rounded to bf16; an fp16 push of NaNs or infinities is rejected (the
 #     version stays), one of finite values is applied (the version moves); a float32 push
 #     (4 bytes a value) closes the connection;
-#  3. sync mlp jobs (2 workers): fp16 push and pull are bit-identical run to run, train as
+#  3. sync mlp jobs (2 workers): fp16 push and pull are bit-identical run to run (and with the
+#     ps's I/O threads, over TLS, layer by layer), train as
 #     well as float32 (test accuracy within 0.02), and move what the encodings say per step:
 #     2 workers x parameters x (push bytes + pull bytes), within 3% (the summary's
 #     wire_bytes_per_step); bf16 pushes with float32 pulls too; and two ps shards as well.
@@ -119,10 +120,21 @@ bytes_per_step fp16-a 2 2
   fail "fp16 accuracy $(accuracy fp16-a) against float32's $(accuracy fp32)"
 pass "fp16 push and pull: bit-identical run to run ($a), half the bytes, accuracy $(accuracy fp16-a) (float32 $(accuracy fp32))"
 
+# The other ways bytes move give the same bits: the ps's I/O threads (payloads of 16 KiB and
+# more read and written off the loop: the first layer's chunk of 200,960 values is 393 KiB in fp16,
+# over --io-offload-kib's 256), TLS, and pushes last chunk first with pulls layer by layer.
+c=$(local_checksum fp16-io --push-compress fp16 --pull-compress fp16 --ps-threads 3 --chunk-kib 4096)
+[ "$c" = "$a" ] || fail "fp16 with the ps's I/O threads: $c, not $a"
+c=$(local_checksum fp16-tls --push-compress fp16 --pull-compress fp16 --tls)
+[ "$c" = "$a" ] || fail "fp16 over TLS: $c, not $a"
+c=$(local_checksum fp16-layers --push-compress fp16 --pull-compress fp16 --push-by-layer --pull-by-layer)
+[ "$c" = "$a" ] || fail "fp16 layer by layer: $c, not $a"
+pass "fp16: the same bits with the ps's I/O threads, over TLS, and layer by layer"
+
 local_checksum bf16 --push-compress bf16 >/dev/null
 bytes_per_step bf16 2 4
 local_checksum fp16-shards --push-compress fp16 --pull-compress fp16 --ps-shards 2 >/dev/null
 /usr/bin/python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) <= 0.02 else 1)' \
   "$(accuracy fp16-shards)" "$(accuracy fp32)" || fail "fp16 over 2 shards: accuracy $(accuracy fp16-shards)"
 pass "bf16 push with float32 pull: 3/4 of the bytes; fp16 over 2 ps shards trains"
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"
