@@ -38,7 +38,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   a->n = 0;
   a->argv[0] = NULL;
   arg(a, "%s", j->ps_bin);
-  arg(a, "--listen=127.0.0.1:%d", j->ports[s]);
+  arg(a, "--listen=%s:%d", j->ps_host[0] ? j->ps_host : "127.0.0.1", j->ports[s]);
   if (j->n_ps > 1) arg(a, "--shard=%d/%d", s, j->n_ps);
   arg(a, "--workers=%d", j->workers);
   arg(a, "--mode=%s", o->mode);
