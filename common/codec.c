@@ -6,19 +6,20 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ---- names: the one table ---- */
 
-static const char *const enc_names[PST_ENC_COUNT] = {"none", "fp16", "bf16"};
-static const unsigned enc_bytes[PST_ENC_COUNT] = {4, 2, 2};
+static const char *const enc_names[PST_ENC_COUNT] = {"none", "fp16", "bf16", "topk"};
+static const unsigned enc_bytes[PST_ENC_COUNT] = {4, 2, 2, 8};
 
 const char *pst_enc_name(pst_enc e) {
   return (unsigned)e < PST_ENC_COUNT ? enc_names[e] : "?";
 }
 
 int pst_enc_parse(const char *s, pst_enc *e) {
-  for (unsigned i = 0; i < PST_ENC_COUNT; i++)
+  for (unsigned i = 0; i < PST_ENC_TOPK; i++)
     if (s && strcmp(s, enc_names[i]) == 0) {
       *e = (pst_enc)i;
       return 0;
@@ -27,6 +28,111 @@ int pst_enc_parse(const char *s, pst_enc *e) {
 }
 
 const char *pst_enc_choices(void) { return "none|fp16|bf16"; }
+const char *pst_enc_push_choices(void) { return "none|fp16|bf16|topk:FRACTION (0 < FRACTION <= 0.5)"; }
+
+int pst_enc_parse_push(const char *s, pst_enc *e, double *fraction) {
+  *fraction = 0;
+  size_t len = strlen(enc_names[PST_ENC_TOPK]);
+  if (s && strncmp(s, enc_names[PST_ENC_TOPK], len) == 0 && s[len] == ':') {
+    char *end;
+    double f = strtod(s + len + 1, &end);
+    if (end == s + len + 1 || *end || !(f > 0 && f <= PST_TOPK_MAX_FRACTION)) return -EINVAL;
+    *e = PST_ENC_TOPK;
+    *fraction = f;
+    return 0;
+  }
+  return pst_enc_parse(s, e);
+}
+
+/* ---- top-k ---- */
+
+size_t pst_topk_k(double fraction, size_t n) {
+  size_t max = n / 2 > 1 ? n / 2 : 1;
+  double k = fraction * (double)n + 0.5;
+  size_t kk = k >= (double)max ? max : (size_t)k;
+  return kk < 1 ? 1 : kk;
+}
+
+/* A magnitude's sort key: |x|'s bits, which order finite magnitudes as the values do, put
+ * infinities above them and NaNs above everything. */
+static uint32_t mag_key(float x) {
+  uint32_t b;
+  memcpy(&b, &x, sizeof b);
+  return b & 0x7fffffffu;
+}
+
+/* The k-th largest of a[n] (1 <= k <= n), by quickselect with a three-way partition; a is
+ * reordered. */
+static uint32_t kth_largest(uint32_t *a, size_t n, size_t k) {
+  size_t lo = 0, hi = n, want = k - 1;
+  for (;;) {
+    if (hi - lo == 1) return a[lo];
+    uint32_t pivot = a[lo + (hi - lo) / 2], t;
+    /* [lo, lt): above the pivot; [lt, i): equal; [gt, hi): below. */
+    size_t lt = lo, i = lo, gt = hi;
+    while (i < gt) {
+      if (a[i] > pivot) {
+        t = a[lt], a[lt++] = a[i], a[i++] = t;
+      } else if (a[i] < pivot) {
+        t = a[--gt], a[gt] = a[i], a[i] = t;
+      } else {
+        i++;
+      }
+    }
+    if (want < lt) hi = lt;
+    else if (want < gt) return pivot;
+    else lo = gt;
+  }
+}
+
+size_t pst_topk_encode(const float *x, float *resid, size_t n, size_t k, uint32_t *scratch,
+                       uint8_t *out) {
+  if (n == 0 || k == 0) return 0;
+  if (k > n) k = n;
+  for (size_t i = 0; i < n; i++) {
+    float v = resid ? x[i] + resid[i] : x[i];
+    scratch[i] = mag_key(v);
+  }
+  uint32_t t = kth_largest(scratch, n, k);
+  /* How many above the threshold; the rest of the k are ties at it, lowest indices first. */
+  size_t above = 0;
+  for (size_t i = 0; i < n; i++) {
+    float v = resid ? x[i] + resid[i] : x[i];
+    above += mag_key(v) > t;
+  }
+  size_t ties = k - above, sent = 0;
+  for (size_t i = 0; i < n; i++) {
+    float v = resid ? x[i] + resid[i] : x[i];
+    uint32_t m = mag_key(v);
+    int take = m > t || (m == t && ties > 0);
+    if (m == t && take) ties--;
+    if (take) {
+      uint32_t idx = (uint32_t)i;
+      memcpy(out + 8 * sent, &idx, 4);
+      memcpy(out + 8 * sent + 4, &v, 4);
+      sent++;
+    }
+    if (resid) resid[i] = take || !isfinite(v) ? 0.0f : v;
+  }
+  return 8 * sent;
+}
+
+int pst_topk_decode(const uint8_t *in, size_t bytes, float *out, size_t n) {
+  size_t max = n / 2 > 1 ? n / 2 : 1;
+  if (bytes == 0 || bytes % 8 || bytes / 8 > max || n == 0) return -EINVAL;
+  memset(out, 0, n * sizeof *out);
+  uint32_t prev = 0;
+  for (size_t p = 0; p < bytes / 8; p++) {
+    uint32_t idx;
+    float v;
+    memcpy(&idx, in + 8 * p, 4);
+    memcpy(&v, in + 8 * p + 4, 4);
+    if (idx >= n || (p > 0 && idx <= prev)) return -EINVAL;
+    out[idx] = v;
+    prev = idx;
+  }
+  return 0;
+}
 
 unsigned pst_enc_bytes(pst_enc e) { return (unsigned)e < PST_ENC_COUNT ? enc_bytes[e] : 0; }
 
@@ -265,7 +371,7 @@ int pst_codec_use(pst_isa isa) {
 }
 
 void pst_enc_encode(pst_enc e, const float *x, float *resid, void *out, size_t n) {
-  if (e != PST_ENC_FP16 && e != PST_ENC_BF16) return;
+  if (e != PST_ENC_FP16 && e != PST_ENC_BF16) return; /* top-k: pst_topk_encode */
   switch (pst_codec_isa()) {
     case PST_ISA_AVX512: encode_avx512(e, x, resid, out, n); break;
     case PST_ISA_AVX2: encode_avx2(e, x, resid, out, n); break;

@@ -20,20 +20,52 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* The values are the wire's (Welcome.push_encoding and pull_encoding). */
-typedef enum { PST_ENC_NONE = 0, PST_ENC_FP16 = 1, PST_ENC_BF16 = 2, PST_ENC_COUNT } pst_enc;
+/* The values are the wire's (Welcome.push_encoding and pull_encoding). TOPK is for pushes
+ * only: each chunk sends its k largest values by magnitude as (index, value) pairs, k the
+ * job's fraction of the chunk (Welcome.topk_fraction; see pst_topk_k). */
+typedef enum {
+  PST_ENC_NONE = 0,
+  PST_ENC_FP16 = 1,
+  PST_ENC_BF16 = 2,
+  PST_ENC_TOPK = 3,
+  PST_ENC_COUNT
+} pst_enc;
 
 /* Every encoding this build knows, as the bits 1 << encoding (Hello.encodings). */
 #define PST_ENC_KNOWN ((1u << PST_ENC_COUNT) - 1u)
 
 /* The name of an encoding ("none", "fp16", "bf16"), or "?" for a value out of range. */
 const char *pst_enc_name(pst_enc e);
-/* Parses a name. 0, or -EINVAL. */
+/* Parses a pull encoding's name (none, fp16, bf16). 0, or -EINVAL. */
 int pst_enc_parse(const char *s, pst_enc *e);
-/* The names joined for messages and help texts: "none|fp16|bf16". */
+/* Parses a push encoding: a pull one's names, or topk:FRACTION (0 < FRACTION <= 0.5; *fraction
+ * is set for it, 0 otherwise). 0, or -EINVAL. */
+int pst_enc_parse_push(const char *s, pst_enc *e, double *fraction);
+/* The names joined for messages and help texts: "none|fp16|bf16" for pulls, and with
+ * "|topk:FRACTION" for pushes. */
 const char *pst_enc_choices(void);
-/* Bytes per value on the wire: 4, 2, 2. 0 for a value out of range. */
+const char *pst_enc_push_choices(void);
+/* Bytes per value on the wire: 4, 2, 2; 8 per pair for TOPK (a u32 index and a float32). 0
+ * for a value out of range. */
 unsigned pst_enc_bytes(pst_enc e);
+
+/* ---- top-k (pushes) ---- */
+
+#define PST_TOPK_MAX_FRACTION 0.5
+/* The pairs a chunk of n values sends at `fraction`: round(fraction x n), at least 1 and at
+ * most max(1, n / 2), so that the pairs (8 bytes each) fit in the chunk's own n floats. */
+size_t pst_topk_k(double fraction, size_t n);
+/* Encodes the k values of x[n] (+ resid[n], error feedback) of largest magnitude as k pairs
+ * (u32 little-endian index, ascending; float32 value) into out[8k]; resid then holds what
+ * was not sent (0 where a value was sent, or was not finite). Ties at the k-th magnitude go
+ * to the lower indices; non-finite values are taken first, so that the ps rejects them.
+ * scratch: n u32s. Returns the bytes written (8k). */
+size_t pst_topk_encode(const float *x, float *resid, size_t n, size_t k, uint32_t *scratch,
+                       uint8_t *out);
+/* Decodes `bytes` bytes of pairs into out[n] (the rest zero). -EINVAL when bytes is not a
+ * positive multiple of 8 within max(1, n / 2) pairs, or the indices do not ascend strictly
+ * within n; out may then hold anything. in and out must not overlap. */
+int pst_topk_decode(const uint8_t *in, size_t bytes, float *out, size_t n);
 
 /* The largest finite value of each 16-bit format, what finite values beyond it clamp to. */
 #define PST_FP16_MAX 65504.0f

@@ -106,7 +106,7 @@ static void fill(float *v, size_t n) {
 
 static void check_scalar(void) {
   /* Names: one table, parsed both ways. */
-  for (unsigned i = 0; i < PST_ENC_COUNT; i++) {
+  for (unsigned i = 0; i < PST_ENC_TOPK; i++) {
     pst_enc e;
     CHECK(pst_enc_parse(pst_enc_name((pst_enc)i), &e) == 0 && e == (pst_enc)i, "name %u", i);
   }
@@ -257,7 +257,112 @@ static void check_paths(void) {
   pst_codec_use(PST_ISA_BEST);
 }
 
+/* Top-k: the pairs are the k largest magnitudes (ties to the lower indices), ascending, the
+ * residual is what was not sent, decoding gives them back; the names; malformed pairs refused. */
+static int cmp_desc(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void check_topk(void) {
+  pst_enc e;
+  double f;
+  CHECK(pst_enc_parse_push("topk:0.01", &e, &f) == 0 && e == PST_ENC_TOPK && f == 0.01, "topk:0.01");
+  CHECK(pst_enc_parse_push("fp16", &e, &f) == 0 && e == PST_ENC_FP16 && f == 0, "fp16 as a push");
+  const char *bad[] = {"topk", "topk:", "topk:0", "topk:0.6", "topk:x", "topk:0.1x", "topk:-1"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    CHECK(pst_enc_parse_push(bad[i], &e, &f) == -EINVAL, "%s parsed", bad[i]);
+  CHECK(pst_enc_parse("topk", &e) == -EINVAL, "topk as a pull");
+  CHECK(pst_topk_k(0.01, 1000) == 10 && pst_topk_k(0.01, 10) == 1 && pst_topk_k(0.5, 7) == 3 &&
+            pst_topk_k(0.5, 1) == 1 && pst_topk_k(0.001, 100000) == 100, "pst_topk_k");
+  enum { N = 3001 };
+  static float x[N], r[N], keep[N], d[N];
+  static uint32_t scratch[N], keys[N];
+  static uint8_t out[8 * N];
+  for (int round = 0; round < 40; round++) {
+    size_t n = round < 20 ? 1 + rnd() % 64 : 1 + rnd() % N;
+    for (size_t i = 0; i < n; i++) {
+      /* Few distinct magnitudes in some rounds: many ties at the threshold. */
+      x[i] = round % 3 == 0 ? (float)((int)(rnd() % 5) - 2) : (float)((int)(rnd() % 20001) - 10000) * 1e-4f;
+      r[i] = round % 2 ? (float)((int)(rnd() % 101) - 50) * 1e-5f : 0;
+      keep[i] = r[i];
+    }
+    if (round == 7) x[n / 2] = NAN;
+    size_t k = pst_topk_k(round % 4 == 1 ? 0.5 : 0.05, n);
+    size_t bytes = pst_topk_encode(x, r, n, k, scratch, out);
+    CHECK(bytes == 8 * k, "round %d: %zu bytes for k %zu", round, bytes, k);
+    CHECK(pst_topk_decode(out, bytes, d, n) == 0, "round %d: own pairs refused", round);
+    /* The threshold: the k-th largest magnitude of x + resid. */
+    for (size_t i = 0; i < n; i++) {
+      float v = x[i] + keep[i];
+      uint32_t b;
+      memcpy(&b, &v, 4);
+      keys[i] = b & 0x7fffffffu;
+    }
+    qsort(keys, n, sizeof *keys, cmp_desc);
+    uint32_t t = keys[k - 1];
+    size_t sent = 0;
+    uint32_t prev = 0;
+    for (size_t p = 0; p < k; p++) {
+      uint32_t idx;
+      memcpy(&idx, out + 8 * p, 4);
+      CHECK(p == 0 || idx > prev, "round %d: indices do not ascend", round);
+      prev = idx;
+    }
+    for (size_t i = 0; i < n; i++) {
+      float v = x[i] + keep[i];
+      uint32_t b;
+      memcpy(&b, &v, 4);
+      uint32_t m = b & 0x7fffffffu;
+      /* A zero decodes the same sent or not, and keeps no residual either way. */
+      if (v == 0) {
+        CHECK(d[i] == 0 && r[i] == 0, "round %d: zero at %zu", round, i);
+        continue;
+      }
+      int is_sent = isnan(v) ? isnan(d[i]) : d[i] == v;
+      if (m > t) CHECK(is_sent, "round %d: value %zu above the threshold not sent", round, i);
+      if (m < t) CHECK(!is_sent && d[i] == 0, "round %d: value %zu below the threshold sent", round, i);
+      if (is_sent) {
+        sent++;
+        CHECK(isnan(v) ? isnan(d[i]) : d[i] == v, "round %d: value %zu decoded to %a, not %a", round,
+              i, d[i], v);
+        CHECK(r[i] == 0, "round %d: a sent value kept a residual", round);
+      } else {
+        CHECK(r[i] == (isfinite(v) ? v : 0), "round %d: value %zu's residual %a, not %a", round,
+              i, r[i], v);
+      }
+    }
+    /* Ties go to the lower indices: a tie sent never follows a tie not sent. */
+    int unsent_tie = 0;
+    for (size_t i = 0; i < n; i++) {
+      float v = x[i] + keep[i];
+      uint32_t b;
+      memcpy(&b, &v, 4);
+      if ((b & 0x7fffffffu) != t || v == 0) continue;
+      int is_sent = d[i] == v;
+      CHECK(!(is_sent && unsent_tie), "round %d: a tie at index %zu sent after one skipped", round, i);
+      if (!is_sent) unsent_tie = 1;
+    }
+    (void)sent;
+  }
+  /* Malformed pairs: a length that is no pair count, too many pairs, an index out of range,
+   * indices not strictly ascending. */
+  uint8_t p[32] = {0};
+  float o[8];
+  uint32_t idx[4] = {0, 3, 3, 9};
+  for (int i = 0; i < 4; i++) memcpy(p + 8 * i, &idx[i], 4);
+  CHECK(pst_topk_decode(p, 7, o, 8) == -EINVAL, "7 bytes");
+  CHECK(pst_topk_decode(p, 0, o, 8) == -EINVAL, "no pairs");
+  CHECK(pst_topk_decode(p, 16, o, 8) == 0, "2 good pairs");
+  CHECK(pst_topk_decode(p, 24, o, 8) == -EINVAL, "a repeated index");
+  CHECK(pst_topk_decode(p, 40, o, 8) == -EINVAL, "more pairs than n / 2");
+  memcpy(p + 8, &idx[3], 4);
+  CHECK(pst_topk_decode(p, 16, o, 8) == -EINVAL, "an index out of range");
+  CHECK(pst_topk_decode(p, 8, o, 1) == 0, "one pair for one value");
+}
+
 int main(void) {
+  check_topk();
   check_scalar();
   for (int isa = PST_ISA_SCALAR; isa <= PST_ISA_AVX512; isa++)
     if (pst_codec_use((pst_isa)isa) == 0) check_feedback((pst_isa)isa);

@@ -65,7 +65,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("eval-on", PST_CFG_STRING, f_eval_on, "", "who evaluates each epoch: workers, or ps (the ps itself, from the same data: figures no worker can forge; default: the ps's)", 0, 0),
     PST_OPT("grad-limit", PST_CFG_STRING, f_grad_limit, "", "the ps's --grad-limit: largest magnitude a gradient value may have (default: the ps's)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_STRING, f_clip_norm, "", "the ps's --clip-norm: workers clip each gradient to this norm (default: none)", 0, 0),
-    PST_OPT("push-compress", PST_CFG_STRING, f_push_compress, "none", "the ps's --push-compress: gradients on the wire as none (float32), fp16 or bf16, with error feedback on the workers", 0, 0),
+    PST_OPT("push-compress", PST_CFG_STRING, f_push_compress, "none", "the ps's --push-compress: gradients on the wire as none (float32), fp16, bf16 or topk:FRACTION (each chunk's largest values), with error feedback on the workers", 0, 0),
     PST_OPT("pull-compress", PST_CFG_STRING, f_pull_compress, "none", "the ps's --pull-compress: weights on the wire as none (float32), fp16 or bf16, rounded from the ps's float32 weights", 0, 0),
     PST_OPT("link", PST_CFG_STRING, f_link, "", "RATE[,DELAY[,LOSS]]: each worker in a network namespace of its own, behind a link of that rate (e.g. 1gbit), delay (1ms) and loss (0.1%) both ways, shaped with tc (needs root and iproute2; default: loopback)", 0, 0),
     PST_OPT("link-worker", PST_CFG_STRING, f_link_worker, "", "I:RATE[,DELAY[,LOSS]][;I:...]: worker I's link instead of --link's", 0, 0),
@@ -195,14 +195,17 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
     /* Checked here against the one table of names, so that a typo is one line and exit 2
      * before anything starts; "none" passes nothing on (a ps of any version then agrees). */
     pst_enc e;
-    const char *names[2] = {f_push_compress, f_pull_compress};
-    const char *flags[2] = {"--push-compress", "--pull-compress"};
-    for (int k = 0; k < 2; k++)
-      if (pst_enc_parse(names[k], &e) < 0) {
-        fprintf(stderr, "%s: %s: '%.100s' is not %s\n", prog, flags[k], names[k],
-                pst_enc_choices());
-        return 2;
-      }
+    double fraction;
+    if (pst_enc_parse_push(f_push_compress, &e, &fraction) < 0) {
+      fprintf(stderr, "%s: --push-compress: '%.100s' is not %s\n", prog, f_push_compress,
+              pst_enc_push_choices());
+      return 2;
+    }
+    if (pst_enc_parse(f_pull_compress, &e) < 0) {
+      fprintf(stderr, "%s: --pull-compress: '%.100s' is not %s\n", prog, f_pull_compress,
+              pst_enc_choices());
+      return 2;
+    }
     o->push_compress = strcmp(f_push_compress, "none") ? f_push_compress : NULL;
     o->link = f_link[0] ? f_link : NULL;
     o->link_worker = f_link_worker[0] ? f_link_worker : NULL;

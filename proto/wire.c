@@ -126,7 +126,7 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
 
 int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,
                              char *err, size_t errlen) {
-  if (value_bytes != 2 && value_bytes != 4) value_bytes = 4;
+  if (value_bytes != 2 && value_bytes != 4 && value_bytes != PST_WIRE_SPARSE) value_bytes = 4;
   if (has_field_zero(&h->base)) {
     snprintf(err, errlen, "a field numbered 0 (not a protobuf field)");
     return -EPROTO;
@@ -136,7 +136,18 @@ int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, uns
     case PSTRAIN__MSG_TYPE__PUSH:
       /* The count is capped as for float32 whatever the encoding: the receiver decodes the
        * values in place into count floats. */
-      if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 ||
+      /* Sparse (top-k) chunks: a positive number of 8-byte pairs, at most max(1, count / 2),
+       * so that they fit in the count floats they decode into (common/codec.h). */
+      if (value_bytes == PST_WIRE_SPARSE && h->count > 0 && h->count <= PST_WIRE_MAX_PAYLOAD / 4 &&
+          payload_len > 0 && payload_len % 8 == 0 &&
+          payload_len / 8 <= (h->count / 2 > 1 ? h->count / 2 : 1)) {
+        if (h->offset > UINT64_MAX / 8) {
+          snprintf(err, errlen, "tensor chunk offset %" PRIu64 " out of range", h->offset);
+          return -EPROTO;
+        }
+        return 0;
+      }
+      if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 || value_bytes == PST_WIRE_SPARSE ||
           h->count * value_bytes != payload_len) {
         snprintf(err, errlen,
                  "tensor chunk of %" PRIu64 " values of %u bytes with a %" PRIu32 "-byte payload",
@@ -241,7 +252,7 @@ int pst_reader_grow(pst_reader *r, uint32_t max_payload, uint32_t max_header, si
 }
 
 void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes) {
-  r->value_bytes = value_bytes == 2 ? 2 : 4;
+  r->value_bytes = value_bytes == 2 || value_bytes == PST_WIRE_SPARSE ? value_bytes : 4;
 }
 
 void pst_reader_free(pst_reader *r) {

@@ -63,8 +63,11 @@ int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t 
 /* Checks a decoded header against its prefix: a known type, the payload length matching
  * 4 * count for tensor chunks and 0 otherwise, sane counts. Returns 0 or -EPROTO. */
 int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err, size_t errlen);
-/* The same for tensor chunks of value_bytes bytes per value (2 or 4; the count's cap stays
- * that of float32, as the values are decoded in place into count floats). */
+/* value_bytes for sparse chunks (top-k pushes, common/codec.h): the payload is k pairs of 8
+ * bytes, 1 <= k <= max(1, count / 2). */
+#define PST_WIRE_SPARSE 8u
+/* The same for tensor chunks of value_bytes bytes per value (2 or 4, or PST_WIRE_SPARSE; the
+ * count's cap stays that of float32, as the values are decoded in place into count floats). */
 int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,
                              char *err, size_t errlen);
 

@@ -83,7 +83,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("data-facts", PST_CFG_STRING, o_data_facts, "", "TRAIN,TEST,CLASSES: the data every worker must have (training and test samples, classes); empty: what the first worker to register says", 0, 0),
     PST_OPT("grad-limit", PST_CFG_DOUBLE, &o_grad_limit, PST_GRAD_LIMIT_DEFAULT_TEXT, "largest magnitude a gradient value may have: a chunk with a larger one (or a NaN) is rejected and counted against its worker (0 < limit <= 1e30)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_DOUBLE, &o_clip_norm, "0", "workers clip each gradient to this norm (Keras's global clipnorm) and the ps rejects a push over it (0: off)", 0, 0),
-    PST_OPT("push-compress", PST_CFG_STRING, o_push_compress, "none", "encoding of the workers' gradients on the wire: none (float32), fp16 or bf16 (half the bytes; the workers keep what rounding lost and add it to the next step's gradient)", 0, 0),
+    PST_OPT("push-compress", PST_CFG_STRING, o_push_compress, "none", "encoding of the workers' gradients on the wire: none (float32), fp16 or bf16 (half the bytes), or topk:FRACTION (each chunk's largest FRACTION of values, 0 < FRACTION <= 0.5, as index and value pairs); the workers keep what was lost or not sent and add it to the next step's gradient", 0, 0),
     PST_OPT("pull-compress", PST_CFG_STRING, o_pull_compress, "none", "encoding of the weights sent to the workers: none (float32), fp16 or bf16 (half the bytes, rounded from the ps's float32 weights, which stay the master copy)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB): the largest, with --layer-chunks", 4, 262144),
@@ -170,8 +170,9 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   }
   o->grad_limit = o_grad_limit;
   o->clip_norm = o_clip_norm;
-  if (pst_enc_parse(o_push_compress, &o->push_enc) < 0) {
-    snprintf(err, errlen, "--push-compress: '%.200s' is not %s", o_push_compress, pst_enc_choices());
+  if (pst_enc_parse_push(o_push_compress, &o->push_enc, &o->topk_fraction) < 0) {
+    snprintf(err, errlen, "--push-compress: '%.200s' is not %s", o_push_compress,
+             pst_enc_push_choices());
     return -EINVAL;
   }
   if (pst_enc_parse(o_pull_compress, &o->pull_enc) < 0) {

@@ -63,6 +63,7 @@ typedef struct {
    * push_enc and are decoded to float32 before any check or sum; pulls go out in pull_enc,
    * rounded from the fp32 weights. A worker that does not know them is refused. */
   pst_enc push_enc, pull_enc;
+  double topk_fraction;   /* push_enc TOPK: the share of each chunk a push sends */
   /* The data every worker must have (training and test samples, classes); 0 0 0: whatever
    * the first worker to register says (ps/validate.c). */
   uint32_t data_train, data_test, data_classes;
@@ -192,6 +193,10 @@ typedef struct ps_server {
    * and a streamed chunk is final. NULL without it. */
   uint16_t *pull_enc_buf[2];
   uint64_t *pull_enc_version[2];
+  /* --push-compress topk: a top-k chunk's pairs are copied here before they are decoded into
+   * the receive buffer they arrived in (the loop decodes one chunk at a time). */
+  uint8_t *topk_pairs;
+  char push_enc_text[48];  /* the summary's push_encoding ("topk:0.01") */
 } ps_server;
 
 /* Sets up everything and starts listening. init_params holds this shard's opt->shard_floats

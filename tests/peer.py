@@ -212,6 +212,16 @@ class Peer:
             h += vfield(5, 1) if last else b""
             self.send(h, one * count)
 
+    def push_raw(self, version, payload_of):
+        """A whole push whose chunk payloads are payload_of(offset, count) as given (e.g. the
+        (index, value) pairs of a top-k push)."""
+        n = self.welcome["n_params"]
+        for off, end in zip(self.starts, self.starts[1:]):
+            count = end - off
+            h = vfield(1, MSG["PUSH"]) + vfield(2, version) + vfield(3, off) + vfield(4, count)
+            h += vfield(5, 1) if end == n else b""
+            self.send(h, payload_of(off, count))
+
     def pull_payloads(self, version):
         """Like pull, but returns (version, [(offset, count, payload), ...]) of the reply."""
         self.send(vfield(1, MSG["PULL"]) + vfield(2, version))

@@ -221,11 +221,12 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
                                   w->layer_chunks);
   if (rc == 0) {
     rc = wk_client_set_encodings(&sh->client, (pst_enc)w->push_encoding,
-                                 (pst_enc)w->pull_encoding);
+                                 (pst_enc)w->pull_encoding, w->topk_fraction);
     if (rc == -EINVAL) {
       /* Hello.encodings said what this worker knows: a ps that asks for more is broken. */
-      wk_fail(t, "the ps at %s:%d asked for encodings %u and %u, which this worker does not know",
-              sh->client.host, sh->client.port, w->push_encoding, w->pull_encoding);
+      wk_fail(t, "the ps at %s:%d asked for encodings %u and %u (top-k fraction %g), which this "
+              "worker does not know", sh->client.host, sh->client.port, w->push_encoding,
+              w->pull_encoding, w->topk_fraction);
       return -EPROTO;
     }
   }

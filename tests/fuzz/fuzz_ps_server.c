@@ -13,7 +13,8 @@
  *            bit 6: --on-worker-loss wait | bit 7: 16-float chunks (else 4: 3 chunks)
  *   data[1]  staleness (bits 0-1) | epochs - 1 (bit 2) | optimizer (bits 3-4) |
  *            bit 5: a cluster secret (common/auth.h) | bit 6: --max-connections 2 (else 64) |
- *            bit 7: --push-compress fp16 --pull-compress bf16 (common/codec.h; issue 27)
+ *            bit 7: --push-compress fp16 --pull-compress bf16 (common/codec.h; issue 27), or
+ *            with bit 0 too (a staleness bit, which only ssp reads) --push-compress topk:0.5
  *   then operations, op = one byte: client k = op & 3, kind = (op >> 2) & 7:
  *     0  write the next data[i] bytes (one-byte length) to client k (connecting it first)
  *     1  the same with a two-byte little-endian length
@@ -299,7 +300,7 @@ static void run_until_quiet(void) {
 /* A frame with count values of vb bytes each (4: float32; 2: fp16 or bf16 encoded). */
 static void send_frame_vb(int k, Pstrain__Header *h, const void *payload, uint32_t count,
                           unsigned vb) {
-  static uint8_t buf[PST_WIRE_MAX_FRAME_HEAD + 64 * 4];
+  static uint8_t buf[PST_WIRE_MAX_FRAME_HEAD + 64 * 8];
   int n = pst_wire_encode(h, count * vb, buf, PST_WIRE_MAX_FRAME_HEAD);
   CHECK(n > 0, "pst_wire_encode: %d", n);
   if (count) memcpy(buf + n, payload, count * vb);
@@ -329,6 +330,20 @@ static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_
   pst_enc e = g.srv.opt.push_enc;
   if (e == PST_ENC_NONE) {
     send_frame(k, &h, v, count);
+    return;
+  }
+  if (e == PST_ENC_TOPK) {
+    /* The pairs a worker sends; bits 7 and 6 repeat an index (a malformed frame) when there
+     * are two pairs, or give index count (out of range) when there is one. */
+    uint8_t pairs[64 * 8];
+    uint32_t scratch[64];
+    size_t bytes = pst_topk_encode(v, NULL, count, pst_topk_k(0.5, count), scratch, pairs);
+    if ((p & 0xc0) == 0xc0) {
+      uint32_t bad = bytes >= 16 ? 0 : count;
+      memcpy(pairs + (bytes >= 16 ? 8 : 0), &bad, 4);
+      if (bytes >= 16) memcpy(pairs, &bad, 4);
+    }
+    send_frame_vb(k, &h, pairs, (uint32_t)(bytes / 8), 8);
     return;
   }
   /* The job's encoding, as a worker sends it; bit 7 with bit 6 puts an fp16 infinity (or a
@@ -513,7 +528,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   g.with_secret = (b1 >> 5) & 1;
   o.secret = g.with_secret ? &g.secret : NULL;
   o.max_connections = (b1 & 0x40) ? 2 : 64;
-  o.push_enc = (b1 & 0x80) ? PST_ENC_FP16 : PST_ENC_NONE;
+  o.push_enc = (b1 & 0x80) ? ((b1 & 1) ? PST_ENC_TOPK : PST_ENC_FP16) : PST_ENC_NONE;
+  o.topk_fraction = 0.5;
   o.pull_enc = (b1 & 0x80) ? PST_ENC_BF16 : PST_ENC_NONE;
   o.hello_timeout = 86400;
   o.worker_timeout = 86400;

@@ -364,6 +364,13 @@ static void ps_seeds(void) {
   save_buf(t, "sync_2_workers_fp16_bf16_job", &o);
   o.n = 0; put8(&o, 0x01); put8(&o, 0x90); job(&o, 1, 4);
   save_buf(t, "async_1_worker_fp16_bf16_job", &o);
+  /* Top-k pushes (bits 7 and 0): a job, and a push with a repeated index. */
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x81); job(&o, 2, 3);
+  save_buf(t, "sync_2_workers_topk_job", &o);
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x81);
+  macro(&o, 0, M_HELLO, 1); macro(&o, 1, M_HELLO, 2); op(&o, OP_RUN, 0);
+  macro(&o, 0, M_PULL, 0); op(&o, OP_RUN, 0); macro(&o, 0, M_PUSH, 0xc0); op(&o, OP_RUN, 0);
+  save_buf(t, "topk_repeated_index", &o);
   /* A push with an fp16 infinity (macro byte 0xc0), then a good one. */
   o.n = 0; put8(&o, 0x04); put8(&o, 0x80);
   macro(&o, 0, M_HELLO, 1); macro(&o, 1, M_HELLO, 2); op(&o, OP_RUN, 0);
