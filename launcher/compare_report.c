@@ -257,7 +257,7 @@ static void table_row(row *w, const mode_run *m, int repeats, int ntargets) {
   int failed = 0;
   for (int k = 0; k < repeats; k++) failed += m->reps[k].rc != 0;
   if (failed)
-    snprintf(w->cells[w->ncells++], 96, "%s (%d of %d failed)", m->label, failed, repeats);
+    snprintf(w->cells[w->ncells++], 96, "%.60s (%d of %d failed)", m->label, failed, repeats);
   else
     snprintf(w->cells[w->ncells++], 96, "%s", m->label);
   fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, accuracy)), "%.4f");

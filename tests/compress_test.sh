@@ -199,4 +199,32 @@ assert s["test_accuracy"] > 0.7, s["test_accuracy"]  # 117 steps; float32 gets 0
 assert s["rejected"] == 0, s["rejected"]
 PY
 pass "top-k 0.05 with fp16 pulls: bit-identical run to run ($a), the pairs' bytes, trains"
-echo "8 passed, 0 failed"
+
+# compare sweeps encodings (issue 27, point 3): one row per mode and encoding, each with its
+# wire bytes; bad entries are one line and exit 2.
+"$LAUNCHER_BIN" compare --modes sync --encodings none,fp16/fp16 --workers 2 --epochs 1 \
+  --batch-size 1024 --targets 0.7 --out "$OUT/compare" >"$OUT/compare.log" 2>&1 ||
+  { cat "$OUT/compare.log"; fail "compare --encodings failed"; }
+/usr/bin/python3 - "$OUT/compare/summary.md" <<'PY' || fail "compare --encodings: its table"
+import sys
+rows = {}
+head = None
+for line in open(sys.argv[1]):
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if cells and cells[0] == "mode":
+        head = cells
+    elif head and len(cells) == len(head) and not cells[0].startswith("---"):
+        rows[cells[0]] = dict(zip(head, cells))
+assert set(rows) == {"sync none", "sync fp16/fp16"}, rows.keys()
+mb = {k: float(v["wire MB per update"]) for k, v in rows.items()}
+assert 0.49 < mb["sync fp16/fp16"] / mb["sync none"] < 0.51, mb
+PY
+for bad in "--encodings fp8" "--encodings fp16/topk:0.1" "--links 100"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$LAUNCHER_BIN" compare --modes sync $bad --out "$OUT/compare-bad" >"$OUT/compare-bad.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] || fail "compare $bad: exit $rc, not 2"
+  [ "$(wc -l <"$OUT/compare-bad.log")" -eq 1 ] || fail "compare $bad: not one line"
+done
+pass "compare --encodings: a row per encoding with its bytes (fp16 half of float32's); bad entries exit 2"
+echo "9 passed, 0 failed"
