@@ -3,6 +3,7 @@
 
 #include <cpuid.h>
 #include <errno.h>
+#include <float.h>
 #include <immintrin.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -11,8 +12,8 @@
 
 /* ---- names: the one table ---- */
 
-static const char *const enc_names[PST_ENC_COUNT] = {"none", "fp16", "bf16", "topk"};
-static const unsigned enc_bytes[PST_ENC_COUNT] = {4, 2, 2, 8};
+static const char *const enc_names[PST_ENC_COUNT] = {"none", "fp16", "bf16", "topk", "int8"};
+static const unsigned enc_bytes[PST_ENC_COUNT] = {4, 2, 2, 8, 1};
 
 const char *pst_enc_name(pst_enc e) {
   return (unsigned)e < PST_ENC_COUNT ? enc_names[e] : "?";
@@ -28,7 +29,9 @@ int pst_enc_parse(const char *s, pst_enc *e) {
 }
 
 const char *pst_enc_choices(void) { return "none|fp16|bf16"; }
-const char *pst_enc_push_choices(void) { return "none|fp16|bf16|topk:FRACTION (0 < FRACTION <= 0.5)"; }
+const char *pst_enc_push_choices(void) {
+  return "none|fp16|bf16|int8|topk:FRACTION (0 < FRACTION <= 0.5)";
+}
 
 int pst_enc_parse_push(const char *s, pst_enc *e, double *fraction) {
   *fraction = 0;
@@ -41,7 +44,48 @@ int pst_enc_parse_push(const char *s, pst_enc *e, double *fraction) {
     *fraction = f;
     return 0;
   }
+  if (s && strcmp(s, enc_names[PST_ENC_INT8]) == 0) {
+    *e = PST_ENC_INT8;
+    return 0;
+  }
   return pst_enc_parse(s, e);
+}
+
+/* ---- int8 ----
+ * Plain loops that GCC vectorises under the build's -march=x86-64-v3 (no intrinsics: one
+ * path, so no path can disagree with another). */
+
+size_t pst_int8_encode(const float *x, float *resid, size_t n, uint8_t *out) {
+  float m = 0;
+  int bad = 0;
+  for (size_t i = 0; i < n; i++) {
+    float v = resid ? x[i] + resid[i] : x[i];
+    float a = fabsf(v);
+    bad |= !(a <= FLT_MAX);
+    m = a > m ? a : m;
+  }
+  float scale = bad ? NAN : m / 127.0f;
+  float inv = m > 0 && !bad ? 127.0f / m : 0.0f;
+  memcpy(out, &scale, 4);
+  int8_t *q = (int8_t *)(out + 4);
+  for (size_t i = 0; i < n; i++) {
+    float v = resid ? x[i] + resid[i] : x[i];
+    float r = nearbyintf(v * inv); /* the default rounding: to nearest, ties to even */
+    r = r > 127.0f ? 127.0f : r < -127.0f ? -127.0f : r;
+    if (!(fabsf(v) <= FLT_MAX)) r = 0;
+    q[i] = (int8_t)r;
+    if (resid) resid[i] = !(fabsf(v) <= FLT_MAX) ? 0.0f : bad ? v : v - r * scale;
+  }
+  return 4 + n;
+}
+
+int pst_int8_decode(const uint8_t *in, size_t bytes, float *out, size_t n) {
+  if (n == 0 || bytes != n + 4) return -EINVAL;
+  float scale;
+  memcpy(&scale, in, 4);
+  const int8_t *q = (const int8_t *)(in + 4);
+  for (size_t i = 0; i < n; i++) out[i] = (float)q[i] * scale;
+  return 0;
 }
 
 /* ---- top-k ---- */

@@ -28,6 +28,7 @@ typedef enum {
   PST_ENC_FP16 = 1,
   PST_ENC_BF16 = 2,
   PST_ENC_TOPK = 3,
+  PST_ENC_INT8 = 4, /* pushes only: a float32 scale, then one signed byte per value */
   PST_ENC_COUNT
 } pst_enc;
 
@@ -38,16 +39,28 @@ typedef enum {
 const char *pst_enc_name(pst_enc e);
 /* Parses a pull encoding's name (none, fp16, bf16). 0, or -EINVAL. */
 int pst_enc_parse(const char *s, pst_enc *e);
-/* Parses a push encoding: a pull one's names, or topk:FRACTION (0 < FRACTION <= 0.5; *fraction
- * is set for it, 0 otherwise). 0, or -EINVAL. */
+/* Parses a push encoding: a pull one's names, int8, or topk:FRACTION (0 < FRACTION <= 0.5;
+ * *fraction is set for it, 0 otherwise). 0, or -EINVAL. */
 int pst_enc_parse_push(const char *s, pst_enc *e, double *fraction);
 /* The names joined for messages and help texts: "none|fp16|bf16" for pulls, and with
  * "|topk:FRACTION" for pushes. */
 const char *pst_enc_choices(void);
 const char *pst_enc_push_choices(void);
-/* Bytes per value on the wire: 4, 2, 2; 8 per pair for TOPK (a u32 index and a float32). 0
- * for a value out of range. */
+/* Bytes per value on the wire: 4, 2, 2; 8 per pair for TOPK (a u32 index and a float32); 1
+ * for INT8 (and 4 for the chunk's scale). 0 for a value out of range. */
 unsigned pst_enc_bytes(pst_enc e);
+
+/* ---- int8 (pushes) ---- */
+
+/* Encodes x[n] (+ resid[n], error feedback) as a little-endian float32 scale s = max|v| / 127
+ * and n signed bytes q = round(v / s) (to nearest even, within -127..127), into out[4 + n]; v
+ * is decoded as q x s, and resid keeps v - q x s. A non-finite value makes the scale a NaN (the
+ * ps rejects the chunk, as a float32 one with it), its residual 0 and the others' their values
+ * (nothing of them was sent). Returns 4 + n. */
+size_t pst_int8_encode(const float *x, float *resid, size_t n, uint8_t *out);
+/* Decodes bytes (which must be 4 + n, n >= 1) into out[n]; -EINVAL otherwise. in and out must
+ * not overlap. */
+int pst_int8_decode(const uint8_t *in, size_t bytes, float *out, size_t n);
 
 /* ---- top-k (pushes) ---- */
 

@@ -361,7 +361,53 @@ static void check_topk(void) {
   CHECK(pst_topk_decode(p, 8, o, 1) == 0, "one pair for one value");
 }
 
+/* int8: the scale is max|v| / 127, values round to nearest within -127..127, decoding gives
+ * q x scale, feedback keeps the rest; a non-finite value makes the chunk's scale a NaN; bad
+ * lengths refused. */
+static void check_int8(void) {
+  pst_enc e;
+  double f;
+  CHECK(pst_enc_parse_push("int8", &e, &f) == 0 && e == PST_ENC_INT8, "int8 as a push");
+  CHECK(pst_enc_parse("int8", &e) == -EINVAL, "int8 as a pull");
+  enum { N = 1001 };
+  static float x[N], r[N], keep[N], d[N];
+  static uint8_t out[N + 4];
+  for (int round = 0; round < 20; round++) {
+    size_t n = 1 + rnd() % N;
+    for (size_t i = 0; i < n; i++) {
+      x[i] = (float)((int)(rnd() % 20001) - 10000) * 1e-5f * (round % 5 == 0 ? 1e-30f : 1.0f);
+      r[i] = round % 2 ? (float)((int)(rnd() % 101) - 50) * 1e-7f : 0;
+      keep[i] = r[i];
+    }
+    CHECK(pst_int8_encode(x, r, n, out) == n + 4, "round %d: length", round);
+    CHECK(pst_int8_decode(out, n + 4, d, n) == 0, "round %d: own bytes refused", round);
+    float scale, m = 0;
+    memcpy(&scale, out, 4);
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i] + keep[i]));
+    CHECK(scale == m / 127.0f, "round %d: scale %a, not %a", round, scale, m / 127.0f);
+    for (size_t i = 0; i < n; i++) {
+      float v = x[i] + keep[i];
+      int8_t q = (int8_t)out[4 + i];
+      CHECK(q >= -127 && q <= 127, "round %d: byte %d", round, q);
+      CHECK(d[i] == (float)q * scale, "round %d: decoded %a", round, d[i]);
+      CHECK(r[i] == v - d[i], "round %d: residual", round);
+      /* Nearest: no other byte decodes closer. */
+      CHECK(fabsf(v - d[i]) <= scale * 0.5f * 1.0001f + 1e-45f, "round %d: %a -> %a not nearest",
+            round, v, d[i]);
+    }
+  }
+  float y[3] = {1.0f, INFINITY, -2.0f}, ry[3] = {0, 0, 0}, dy[3];
+  uint8_t oy[7];
+  pst_int8_encode(y, ry, 3, oy);
+  pst_int8_decode(oy, 7, dy, 3);
+  CHECK(isnan(dy[0]) && isnan(dy[2]), "a non-finite value: the chunk decodes to NaNs");
+  CHECK(ry[0] == 1.0f && ry[1] == 0 && ry[2] == -2.0f, "a non-finite chunk's residuals");
+  CHECK(pst_int8_decode(oy, 6, dy, 3) == -EINVAL && pst_int8_decode(oy, 8, dy, 3) == -EINVAL &&
+            pst_int8_decode(oy, 4, dy, 0) == -EINVAL, "bad lengths");
+}
+
 int main(void) {
+  check_int8();
   check_topk();
   check_scalar();
   for (int isa = PST_ISA_SCALAR; isa <= PST_ISA_AVX512; isa++)

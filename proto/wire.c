@@ -126,7 +126,9 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
 
 int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,
                              char *err, size_t errlen) {
-  if (value_bytes != 2 && value_bytes != 4 && value_bytes != PST_WIRE_SPARSE) value_bytes = 4;
+  if (value_bytes != 2 && value_bytes != 4 && value_bytes != PST_WIRE_SPARSE &&
+      value_bytes != PST_WIRE_INT8)
+    value_bytes = 4;
   if (has_field_zero(&h->base)) {
     snprintf(err, errlen, "a field numbered 0 (not a protobuf field)");
     return -EPROTO;
@@ -147,8 +149,17 @@ int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, uns
         }
         return 0;
       }
+      /* int8 chunks: a 4-byte scale, then a byte per value. */
+      if (value_bytes == PST_WIRE_INT8 && h->count > 0 && h->count <= PST_WIRE_MAX_PAYLOAD / 4 &&
+          payload_len == h->count + 4) {
+        if (h->offset > UINT64_MAX / 8) {
+          snprintf(err, errlen, "tensor chunk offset %" PRIu64 " out of range", h->offset);
+          return -EPROTO;
+        }
+        return 0;
+      }
       if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 || value_bytes == PST_WIRE_SPARSE ||
-          h->count * value_bytes != payload_len) {
+          value_bytes == PST_WIRE_INT8 || h->count * value_bytes != payload_len) {
         snprintf(err, errlen,
                  "tensor chunk of %" PRIu64 " values of %u bytes with a %" PRIu32 "-byte payload",
                  h->count, value_bytes, payload_len);
@@ -252,7 +263,10 @@ int pst_reader_grow(pst_reader *r, uint32_t max_payload, uint32_t max_header, si
 }
 
 void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes) {
-  r->value_bytes = value_bytes == 2 || value_bytes == PST_WIRE_SPARSE ? value_bytes : 4;
+  r->value_bytes = value_bytes == 2 || value_bytes == PST_WIRE_SPARSE ||
+                           value_bytes == PST_WIRE_INT8
+                       ? value_bytes
+                       : 4;
 }
 
 void pst_reader_free(pst_reader *r) {

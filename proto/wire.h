@@ -66,6 +66,8 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
 /* value_bytes for sparse chunks (top-k pushes, common/codec.h): the payload is k pairs of 8
  * bytes, 1 <= k <= max(1, count / 2). */
 #define PST_WIRE_SPARSE 8u
+/* value_bytes for int8 chunks (int8 pushes): a float32 scale, then count signed bytes. */
+#define PST_WIRE_INT8 1u
 /* The same for tensor chunks of value_bytes bytes per value (2 or 4, or PST_WIRE_SPARSE; the
  * count's cap stays that of float32, as the values are decoded in place into count floats). */
 int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,

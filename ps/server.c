@@ -197,8 +197,10 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     ps_pull_push_begins(c, h->wait_us); /* the round trip (ps/metrics.h) */
   }
   /* A share that would be copied into the sum is read straight into it (not a top-k one:
-   * its pairs may need more room than the chunk's floats, and are spread out from a copy). */
-  c->push_dst = c->push_dropped || s->opt.push_enc == PST_ENC_TOPK
+   * its pairs may need more room than the chunk's floats, and are spread out from a copy;
+   * nor an int8 one, whose scale makes a one-value chunk 5 bytes). */
+  c->push_dst = c->push_dropped || s->opt.push_enc == PST_ENC_TOPK ||
+                        s->opt.push_enc == PST_ENC_INT8
                     ? NULL
                     : pst_update_direct(&s->upd, c->worker, c->push_version, chunk);
   if (c->push_dst == NULL) c->push_dst = c->recv;
@@ -276,6 +278,14 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
           snprintf(r->err, sizeof r->err, "top-k gradient chunk at offset %" PRIu64
                    " of %" PRIu64 " values: %" PRIu32 " bytes of pairs out of range or order",
                    h->offset, h->count, bytes);
+          return -EPROTO;
+        }
+      } else if (s->opt.push_enc == PST_ENC_INT8) {
+        /* The length was checked with the header (count + 4): this cannot fail. */
+        uint32_t bytes = r->prefix.payload_len;
+        memcpy(s->topk_pairs, c->push_dst, bytes);
+        if (pst_int8_decode(s->topk_pairs, bytes, c->push_dst, (size_t)h->count) < 0) {
+          snprintf(r->err, sizeof r->err, "int8 gradient chunk of %" PRIu32 " bytes", bytes);
           return -EPROTO;
         }
       } else if (s->opt.push_enc != PST_ENC_NONE) {
@@ -426,13 +436,16 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
     snprintf(err, errlen, "cannot cut the model into chunks: %s", strerror(-rc));
     return rc;
   }
-  if (opt->push_enc == PST_ENC_TOPK) {
+  if (opt->push_enc == PST_ENC_TOPK || opt->push_enc == PST_ENC_INT8) {
     s->topk_pairs = malloc((size_t)s->upd.chunk_floats * 4 + 8);
     if (!s->topk_pairs) {
       snprintf(err, errlen, "cannot allocate the top-k buffer");
       return -ENOMEM;
     }
-    snprintf(s->push_enc_text, sizeof s->push_enc_text, "topk:%g", opt->topk_fraction);
+    if (opt->push_enc == PST_ENC_TOPK)
+      snprintf(s->push_enc_text, sizeof s->push_enc_text, "topk:%g", opt->topk_fraction);
+    else
+      snprintf(s->push_enc_text, sizeof s->push_enc_text, "int8");
   } else {
     snprintf(s->push_enc_text, sizeof s->push_enc_text, "%s", pst_enc_name(opt->push_enc));
   }

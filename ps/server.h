@@ -193,8 +193,9 @@ typedef struct ps_server {
    * and a streamed chunk is final. NULL without it. */
   uint16_t *pull_enc_buf[2];
   uint64_t *pull_enc_version[2];
-  /* --push-compress topk: a top-k chunk's pairs are copied here before they are decoded into
-   * the receive buffer they arrived in (the loop decodes one chunk at a time). */
+  /* --push-compress topk or int8: a chunk's pairs, or its scale and bytes, are copied here
+   * before they are decoded into the receive buffer they arrived in (the loop decodes one
+   * chunk at a time). */
   uint8_t *topk_pairs;
   char push_enc_text[48];  /* the summary's push_encoding ("topk:0.01") */
 } ps_server;

@@ -200,6 +200,25 @@ assert s["rejected"] == 0, s["rejected"]
 PY
 pass "top-k 0.05 with fp16 pulls: bit-identical run to run ($a), the pairs' bytes, trains"
 
+# int8 pushes (a scale and a byte per value, error feedback) with fp16 pulls: bit-identical
+# run to run, n + 4 bytes per chunk pushed, and training as float32 does (within 0.02).
+a=$(local_checksum int8-a --push-compress int8 --pull-compress fp16)
+b=$(local_checksum int8-b --push-compress int8 --pull-compress fp16)
+[ "$a" = "$b" ] || fail "int8 runs differ: $a vs $b"
+/usr/bin/python3 - "$OUT/int8-a.json" "$OUT/fp32.json" "$MLP_PARAMS" <<'PY' || fail "int8: bytes or accuracy"
+import json, sys
+s, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+n = int(sys.argv[3])
+push = s["wire_bytes_per_step"] - 2 * n * 2  # less the fp16 pulls
+print(f"int8: {s['wire_bytes_per_step']:.0f} bytes per step, pushes {push:.0f}; accuracy "
+      f"{s['test_accuracy']} (float32 {f['test_accuracy']})")
+assert s["push_encoding"] == "int8", s["push_encoding"]
+assert 2 * n <= push <= 2 * n * 1.06, push  # a byte a value, the scales and frame headers
+assert abs(s["test_accuracy"] - f["test_accuracy"]) <= 0.02
+assert s["rejected"] == 0, s["rejected"]
+PY
+pass "int8 pushes with fp16 pulls: bit-identical run to run ($a), a byte a value, accuracy as float32's"
+
 # compare sweeps encodings (issue 27, point 3): one row per mode and encoding, each with its
 # wire bytes; bad entries are one line and exit 2.
 "$LAUNCHER_BIN" compare --modes sync --encodings none,fp16/fp16 --workers 2 --epochs 1 \
@@ -227,4 +246,4 @@ for bad in "--encodings fp8" "--encodings fp16/topk:0.1" "--links 100"; do
   [ "$(wc -l <"$OUT/compare-bad.log")" -eq 1 ] || fail "compare $bad: not one line"
 done
 pass "compare --encodings: a row per encoding with its bytes (fp16 half of float32's); bad entries exit 2"
-echo "9 passed, 0 failed"
+echo "10 passed, 0 failed"

@@ -423,7 +423,9 @@ int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double top
   pst_reader_set_value_bytes(&c->rd, pst_enc_bytes(pull));
   if (push == PST_ENC_NONE) return 0;
   size_t n = c->n_floats ? c->n_floats : 1;
-  c->push_enc_buf = malloc(push == PST_ENC_TOPK ? n * 4 + 8 * (size_t)c->n_chunks : n * 2);
+  c->push_enc_buf = malloc(push == PST_ENC_TOPK   ? n * 4 + 8 * (size_t)c->n_chunks
+                           : push == PST_ENC_INT8 ? n + 4 * (size_t)c->n_chunks
+                                                  : n * 2);
   c->push_resid = calloc(n, sizeof *c->push_resid);
   if (push == PST_ENC_TOPK) c->topk_scratch = malloc(n * sizeof *c->topk_scratch);
   return c->push_enc_buf && c->push_resid && (push != PST_ENC_TOPK || c->topk_scratch)
@@ -470,6 +472,9 @@ static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
     enc = c->push_enc_buf + 4 * off + 8 * (size_t)i;
     bytes = pst_topk_encode(c->push_grad + off, c->push_resid + off, len,
                             pst_topk_k(c->topk_fraction, len), c->topk_scratch, enc);
+  } else if (c->push_enc == PST_ENC_INT8) {
+    enc = c->push_enc_buf + off + 4 * (size_t)i;
+    bytes = pst_int8_encode(c->push_grad + off, c->push_resid + off, len, enc);
   } else if (c->push_enc != PST_ENC_NONE) {
     enc = c->push_enc_buf + 2 * off;
     pst_enc_encode(c->push_enc, c->push_grad + off, c->push_resid + off, enc, len);

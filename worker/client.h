@@ -93,7 +93,8 @@ struct wk_client {
   pst_enc push_enc, pull_enc;
   double topk_fraction;   /* push_enc TOPK: the share of each chunk sent */
   uint8_t *push_enc_buf;  /* fp16/bf16: value i at byte 2i; top-k: chunk c's pairs at byte
-                           * 4 x starts[c] + 8c (they take at most 4 x its length + 8) */
+                           * 4 x starts[c] + 8c (they take at most 4 x its length + 8); int8:
+                           * chunk c's scale and bytes at starts[c] + 4c */
   uint32_t *topk_scratch; /* [n_floats]: top-k's selection keys */
   float *push_resid;
   int push_desc;

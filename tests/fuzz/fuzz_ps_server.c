@@ -14,7 +14,7 @@
  *   data[1]  staleness (bits 0-1) | epochs - 1 (bit 2) | optimizer (bits 3-4) |
  *            bit 5: a cluster secret (common/auth.h) | bit 6: --max-connections 2 (else 64) |
  *            bit 7: --push-compress fp16 --pull-compress bf16 (common/codec.h; issue 27), or
- *            with bit 0 too (a staleness bit, which only ssp reads) --push-compress topk:0.5
+ *            with staleness bits (which only ssp reads) 1 --push-compress topk:0.5, 2 int8
  *   then operations, op = one byte: client k = op & 3, kind = (op >> 2) & 7:
  *     0  write the next data[i] bytes (one-byte length) to client k (connecting it first)
  *     1  the same with a two-byte little-endian length
@@ -332,6 +332,13 @@ static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_
     send_frame(k, &h, v, count);
     return;
   }
+  if (e == PST_ENC_INT8) {
+    /* Bits 7 and 6: a chunk one byte short (a malformed frame). */
+    uint8_t q[64 + 4];
+    pst_int8_encode(v, NULL, count, q);
+    send_frame_vb(k, &h, q, count + 4 - ((p & 0xc0) == 0xc0), 1);
+    return;
+  }
   if (e == PST_ENC_TOPK) {
     /* The pairs a worker sends; bits 7 and 6 repeat an index (a malformed frame) when there
      * are two pairs, or give index count (out of range) when there is one. */
@@ -528,7 +535,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   g.with_secret = (b1 >> 5) & 1;
   o.secret = g.with_secret ? &g.secret : NULL;
   o.max_connections = (b1 & 0x40) ? 2 : 64;
-  o.push_enc = (b1 & 0x80) ? ((b1 & 1) ? PST_ENC_TOPK : PST_ENC_FP16) : PST_ENC_NONE;
+  o.push_enc = (b1 & 0x80) ? ((b1 & 3) == 1   ? PST_ENC_TOPK
+                               : (b1 & 3) == 2 ? PST_ENC_INT8
+                                               : PST_ENC_FP16)
+                           : PST_ENC_NONE;
   o.topk_fraction = 0.5;
   o.pull_enc = (b1 & 0x80) ? PST_ENC_BF16 : PST_ENC_NONE;
   o.hello_timeout = 86400;

@@ -371,6 +371,13 @@ static void ps_seeds(void) {
   macro(&o, 0, M_HELLO, 1); macro(&o, 1, M_HELLO, 2); op(&o, OP_RUN, 0);
   macro(&o, 0, M_PULL, 0); op(&o, OP_RUN, 0); macro(&o, 0, M_PUSH, 0xc0); op(&o, OP_RUN, 0);
   save_buf(t, "topk_repeated_index", &o);
+  /* int8 pushes (bits 7 and 1): a job, and a chunk one byte short. */
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x82); job(&o, 2, 3);
+  save_buf(t, "sync_2_workers_int8_job", &o);
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x82);
+  macro(&o, 0, M_HELLO, 1); macro(&o, 1, M_HELLO, 2); op(&o, OP_RUN, 0);
+  macro(&o, 0, M_PULL, 0); op(&o, OP_RUN, 0); macro(&o, 0, M_PUSH, 0xc0); op(&o, OP_RUN, 0);
+  save_buf(t, "int8_short_chunk", &o);
   /* A push with an fp16 infinity (macro byte 0xc0), then a good one. */
   o.n = 0; put8(&o, 0x04); put8(&o, 0x80);
   macro(&o, 0, M_HELLO, 1); macro(&o, 1, M_HELLO, 2); op(&o, OP_RUN, 0);
