@@ -29,6 +29,7 @@ typedef struct {
   double samples_per_sec, steps_per_sec, accuracy, ps_cpu_ms;
   double rt_p50, rt_p99; /* ms: each step's exposed wait (the ps's summary; -1: absent) */
   double compute_mean;   /* mean over the workers of their last "samples/s computing" */
+  double wire_step, wire_sample; /* bytes on the ps's port per update and per sample */
   int compute_seen;      /* workers whose log had that figure */
 } count_run;
 
@@ -69,6 +70,8 @@ static void digest(count_run *r, int batch) {
   r->ps_cpu_ms = pl_json_num(s, "ps_cpu_ms_per_gradient");
   r->rt_p50 = pl_json_num(s, "round_trip_steps") > 0 ? round_trip_ms(s, "exposed", "p50") : -1;
   r->rt_p99 = r->rt_p50 >= 0 ? round_trip_ms(s, "exposed", "p99") : -1;
+  r->wire_step = pl_json_num(s, "wire_bytes_per_step");
+  r->wire_sample = pl_json_num(s, "wire_bytes_per_sample");
   double sum = 0;
   r->compute_seen = 0;
   for (int i = 0; i < r->workers; i++) {
@@ -82,8 +85,8 @@ static void table(FILE *f, const count_run *runs, int n, const char *title) {
   fprintf(f, "%s\n\n", title);
   fprintf(f, "| model | workers | samples/s | steps/s per worker | x 1 worker | compute-only "
              "samples/s per worker | of workers x compute | round trip p50 / p99 ms | ps CPU "
-             "ms per gradient | test accuracy |\n");
-  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|\n");
+             "ms per gradient | wire MB per step | wire bytes per sample | test accuracy |\n");
+  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   double one = 0;
   for (int i = 0; i < n; i++) {
     const count_run *r = &runs[i];
@@ -91,7 +94,7 @@ static void table(FILE *f, const count_run *runs, int n, const char *title) {
     if (i == 0 || strcmp(r->model, runs[i - 1].model))
       one = r->rc == 0 ? r->samples_per_sec / r->workers : 0;
     if (r->rc) {
-      fprintf(f, "| %s | %d | failed (status %d; logs in %s) | | | | | | | |\n", r->model,
+      fprintf(f, "| %s | %d | failed (status %d; logs in %s) | | | | | | | | | |\n", r->model,
               r->workers, r->rc, r->dir);
       continue;
     }
@@ -103,9 +106,9 @@ static void table(FILE *f, const count_run *runs, int n, const char *title) {
                100.0 * r->samples_per_sec / (r->compute_mean * r->workers));
     }
     if (r->rt_p50 >= 0) snprintf(rt, sizeof rt, "%.3f / %.3f", r->rt_p50, r->rt_p99);
-    fprintf(f, "| %s | %d | %.0f | %.1f | %s | %s | %s | %s | %.3f | %.4f |\n", r->model,
-            r->workers, r->samples_per_sec, r->steps_per_sec, x1, comp, share, rt, r->ps_cpu_ms,
-            r->accuracy);
+    fprintf(f, "| %s | %d | %.0f | %.1f | %s | %s | %s | %s | %.3f | %.3f | %.0f | %.4f |\n",
+            r->model, r->workers, r->samples_per_sec, r->steps_per_sec, x1, comp, share, rt,
+            r->ps_cpu_ms, r->wire_step / 1e6, r->wire_sample, r->accuracy);
   }
 }
 
@@ -116,6 +119,8 @@ static int write_json(const char *path, const count_run *runs, int n, const pl_r
   cJSON_AddNumberToObject(doc, "epochs", o->epochs);
   cJSON_AddNumberToObject(doc, "batch_size", o->batch_size);
   cJSON_AddNumberToObject(doc, "threads_per_worker", o->threads);
+  cJSON_AddStringToObject(doc, "push_compress", o->push_compress ? o->push_compress : "none");
+  cJSON_AddStringToObject(doc, "pull_compress", o->pull_compress ? o->pull_compress : "none");
   for (int i = 0; i < n; i++) {
     cJSON *r = cJSON_CreateObject();
     cJSON_AddStringToObject(r, "model", runs[i].model);
@@ -127,6 +132,8 @@ static int write_json(const char *path, const count_run *runs, int n, const pl_r
     cJSON_AddNumberToObject(r, "round_trip_p50_ms", runs[i].rt_p50);
     cJSON_AddNumberToObject(r, "round_trip_p99_ms", runs[i].rt_p99);
     cJSON_AddNumberToObject(r, "ps_cpu_ms_per_gradient", runs[i].ps_cpu_ms);
+    cJSON_AddNumberToObject(r, "wire_bytes_per_step", runs[i].wire_step);
+    cJSON_AddNumberToObject(r, "wire_bytes_per_sample", runs[i].wire_sample);
     cJSON_AddNumberToObject(r, "test_accuracy", runs[i].accuracy);
     cJSON_AddItemToArray(rows, r);
   }
@@ -266,9 +273,12 @@ int pl_cmd_bench_train(int argc, char **argv) {
   }
   free(rest);
   char title[256];
-  snprintf(title, sizeof title, "## pstrain bench-train: %s, %s, %d epoch%s, batch %d per worker",
+  snprintf(title, sizeof title,
+           "## pstrain bench-train: %s, %s, %d epoch%s, batch %d per worker, push %s, pull %s",
            base.mode, base.device ? base.device : "device auto", base.epochs,
-           base.epochs == 1 ? "" : "s", base.batch_size);
+           base.epochs == 1 ? "" : "s", base.batch_size,
+           base.push_compress ? base.push_compress : "none",
+           base.pull_compress ? base.pull_compress : "none");
   printf("\n");
   table(stdout, runs, total, title);
   char md[PATH_MAX + 32];

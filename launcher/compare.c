@@ -21,7 +21,9 @@
 #include "common/clock.h"
 #include "common/proc.h"
 #include "launcher/commands.h"
+#include "common/codec.h"
 #include "launcher/compare.h"
+#include "launcher/link.h"
 
 static int parse_modes(const char *s, mode_run *runs, int max) {
   int n = 0;
@@ -57,6 +59,80 @@ static int parse_modes(const char *s, mode_run *runs, int max) {
     n++;
   }
   return n;
+}
+
+/* A file-name-safe copy of a label: anything but letters, digits, '.', '_' and '-' becomes
+ * '-'. */
+static void make_safe(mode_run *r) {
+  snprintf(r->safe, sizeof r->safe, "%s", r->label);
+  for (char *p = r->safe; *p; p++)
+    if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') *p = '-';
+}
+
+/* --encodings PUSH[/PULL],... and --links SPEC;SPEC...: every mode of runs[0..n) once per
+ * encoding and link (issue 27), labelled "MODE PUSH/PULL @LINK". Returns the new count, or
+ * -1 with a one-line reason in err. */
+static int expand_settings(mode_run *runs, int n, int max, const char *encs, const char *links,
+                           char *err, size_t errlen) {
+  char ebuf[512], lbuf[512];
+  const char *elist[MAX_MODES], *llist[MAX_MODES];
+  int ne = 0, nl = 0;
+  snprintf(ebuf, sizeof ebuf, "%s", encs ? encs : "");
+  snprintf(lbuf, sizeof lbuf, "%s", links ? links : "");
+  for (char *save = NULL, *t = strtok_r(ebuf, ",", &save); t && ne < MAX_MODES;
+       t = strtok_r(NULL, ",", &save)) {
+    char push[64], *slash;
+    pst_enc e;
+    double f;
+    snprintf(push, sizeof push, "%s", t);
+    if ((slash = strchr(push, '/'))) *slash = '\0';
+    if (strlen(t) >= 48 || pst_enc_parse_push(push, &e, &f) < 0 ||
+        (slash && pst_enc_parse(slash + 1, &e) < 0)) {
+      snprintf(err, errlen, "--encodings: '%.60s' is not PUSH[/PULL] (PUSH %s; PULL %s)", t,
+               pst_enc_push_choices(), pst_enc_choices());
+      return -1;
+    }
+    elist[ne++] = t;
+  }
+  for (char *save = NULL, *t = strtok_r(lbuf, ";", &save); t && nl < MAX_MODES;
+       t = strtok_r(NULL, ";", &save)) {
+    pl_link_spec l;
+    char why[300];
+    if (strlen(t) >= 64 || pl_link_parse(t, &l, why, sizeof why) < 0) {
+      snprintf(err, errlen, "--links: %s", why);
+      return -1;
+    }
+    llist[nl++] = t;
+  }
+  if (ne == 0) elist[ne++] = NULL;
+  if (nl == 0) llist[nl++] = NULL;
+  if (n * ne * nl > max) {
+    snprintf(err, errlen, "%d modes x %d encodings x %d links is over %d settings", n, ne, nl,
+             max);
+    return -1;
+  }
+  static mode_run base[MAX_MODES];
+  memcpy(base, runs, (size_t)n * sizeof *runs);
+  int k = 0;
+  for (int i = 0; i < n; i++)
+    for (int e = 0; e < ne; e++)
+      for (int l = 0; l < nl; l++) {
+        mode_run *r = &runs[k++];
+        *r = base[i];
+        if (elist[e]) {
+          const char *slash = strchr(elist[e], '/');
+          snprintf(r->push, sizeof r->push, "%.*s",
+                   (int)(slash ? (size_t)(slash - elist[e]) : strlen(elist[e])), elist[e]);
+          if (slash) snprintf(r->pull, sizeof r->pull, "%s", slash + 1);
+        }
+        if (llist[l]) snprintf(r->link, sizeof r->link, "%s", llist[l]);
+        size_t used = strlen(r->label);
+        if (elist[e]) used += (size_t)snprintf(r->label + used, sizeof r->label - used, " %s", elist[e]);
+        if (llist[l] && used < sizeof r->label)
+          snprintf(r->label + used, sizeof r->label - used, " @%s", llist[l]);
+        make_safe(r);
+      }
+  return k;
 }
 
 /* "0.85,0.88,0.9": each in (0, 1]. */
@@ -144,6 +220,8 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
       r->max_stale = num(j, "max_staleness");
       r->dropped = num(j, "dropped_gradients");
       r->max_lead = num(j, "max_lead");
+      r->wire_step = num(j, "wire_bytes_per_step");
+      r->wire_sample = num(j, "wire_bytes_per_sample");
       r->ups = r->train_s > 0 ? r->updates / r->train_s : 0;
       double samples = num(j, "samples"), ep = num(j, "epochs");
       if (samples > 0 && ep > 0) spe = samples / ep / per_step;
@@ -199,11 +277,12 @@ int pl_cmd_compare(int argc, char **argv) {
   }
   int nrest = 0;
   rest[nrest++] = argv[0];
+  const char *encodings_arg = NULL, *links_arg = NULL;
   static const char *const names[] = {"--modes", "--out", "--target-accuracy", "--targets",
-                                      "--repeats", "--workers"};
+                                      "--repeats", "--workers", "--encodings", "--links"};
   const char **const values[] = {&modes_arg, &out_arg, &target_arg, &targets_arg, &repeats_arg,
-                                 &workers_arg};
-  if (pl_split_flags("compare", nargs, args, names, values, 6, rest, &nrest) != 0) {
+                                 &workers_arg, &encodings_arg, &links_arg};
+  if (pl_split_flags("compare", nargs, args, names, values, 8, rest, &nrest) != 0) {
     free(rest);
     free(args);
     return 2;
@@ -235,6 +314,9 @@ int pl_cmd_compare(int argc, char **argv) {
                               "--workers N or a list (2,4,8: one table per count and a scaling plot),\n"
                               "--repeats R (seeds --seed .. --seed+R-1 for every mode, default 1),\n"
                               "--targets LIST (default 0.85,0.88,0.90; --target-accuracy X: one target),\n"
+                              "--encodings LIST (PUSH[/PULL] each, e.g. none,fp16/fp16,topk:0.01/fp16: every\n"
+                              "mode once per encoding), --links LIST (RATE[,DELAY[,LOSS]] each, separated by\n"
+                              "';': every mode once per --link),\n"
                               "--out DIR (default: a new /tmp/pstrain-run-* directory).\n"
                               "Use --eval-every STEPS for accuracy curves (a test subset of --eval-samples).\n"
                               "Writes per-run metrics and logs, PNG plots (gnuplot), summary.md and a\n"
@@ -270,6 +352,14 @@ int pl_cmd_compare(int argc, char **argv) {
     fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S, async and ssp with +sa for the staleness-aware learning rate (up to %d)\n",
             MAX_MODES);
     return 2;
+  }
+  if (encodings_arg || links_arg) {
+    char serr[400];
+    n = expand_settings(grid[0], n, MAX_MODES, encodings_arg, links_arg, serr, sizeof serr);
+    if (n < 0) {
+      fprintf(stderr, "pstrain compare: %s\n", serr);
+      return 2;
+    }
   }
   for (int c = 1; c < ncounts; c++) memcpy(grid[c], grid[0], sizeof grid[0]);
   if (base.tensorboard_dir && mkdir(base.tensorboard_dir, 0755) < 0 && errno != EEXIST) {
@@ -307,6 +397,9 @@ int pl_cmd_compare(int argc, char **argv) {
         o.mode = m->mode;
         o.staleness = m->staleness;
         o.staleness_lr = m->staleness_lr || base.staleness_lr;
+        if (m->push[0]) o.push_compress = strcmp(m->push, "none") ? m->push : NULL;
+        if (m->pull[0]) o.pull_compress = strcmp(m->pull, "none") ? m->pull : NULL;
+        if (m->link[0]) o.link = m->link;
         o.seed = base.seed + k;
         r->seed = o.seed;
         /* The run's folder (and TensorBoard run): the mode, then wN- in a sweep and -rK with

@@ -7,7 +7,7 @@
 #include <limits.h>
 #include <stdio.h>
 
-#define MAX_MODES 8
+#define MAX_MODES 16 /* settings: modes x --encodings x --links */
 #define MAX_REPEATS 20
 #define MAX_TARGETS 8
 #define MAX_COUNTS 8
@@ -30,6 +30,7 @@ typedef struct {
   int have_summary;
   double wall, train_s, eval_s, accuracy, updates, sps, ups;
   double mean_stale, max_stale, dropped, max_lead;
+  double wire_step, wire_sample;  /* bytes on the ps's port per update, per sample (issue 27) */
   eval_point *pts;
   int npts, cap;
   int dense;                      /* pts are dense evaluations */
@@ -37,8 +38,10 @@ typedef struct {
 } run_rec;
 
 typedef struct {
-  char label[32];                 /* "sync", "async", "ssp:2" */
-  char safe[32];                  /* the label as a file name: "ssp-2" */
+  char label[96];                 /* "sync", "async", "ssp:2", "sync fp16/fp16 @100mbit" */
+  char safe[96];                  /* the label as a file name: "ssp-2" */
+  /* Issue 27: the setting's encodings and link (--encodings, --links; "" for the job's). */
+  char push[48], pull[16], link[64];
   char mode[16];
   int staleness;
   int staleness_lr;               /* +sa: the ps's --staleness-lr */

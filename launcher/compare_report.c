@@ -247,6 +247,8 @@ static int table_header(row *h, const double *targets, int ntargets) {
   snprintf(h->cells[h->ncells++], 96, "max staleness");
   snprintf(h->cells[h->ncells++], 96, "max ssp lead");
   snprintf(h->cells[h->ncells++], 96, "dropped gradients");
+  snprintf(h->cells[h->ncells++], 96, "wire MB per update");
+  snprintf(h->cells[h->ncells++], 96, "wire bytes per sample");
   return h->ncells;
 }
 
@@ -255,7 +257,7 @@ static void table_row(row *w, const mode_run *m, int repeats, int ntargets) {
   int failed = 0;
   for (int k = 0; k < repeats; k++) failed += m->reps[k].rc != 0;
   if (failed)
-    snprintf(w->cells[w->ncells++], 96, "%s (%d of %d failed)", m->label, failed, repeats);
+    snprintf(w->cells[w->ncells++], 96, "%.60s (%d of %d failed)", m->label, failed, repeats);
   else
     snprintf(w->cells[w->ncells++], 96, "%s", m->label);
   fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, accuracy)), "%.4f");
@@ -287,6 +289,10 @@ static void table_row(row *w, const mode_run *m, int repeats, int ntargets) {
     snprintf(w->cells[w->ncells++], 96, "-");
   }
   fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, dropped)), "%.0f");
+  spread b = spread_field(m, repeats, offsetof(run_rec, wire_step));
+  b.med /= 1e6, b.lo /= 1e6, b.hi /= 1e6;
+  fmt_spread(w->cells[w->ncells++], 96, b, "%.3f");
+  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, wire_sample)), "%.0f");
 }
 
 static void md_row(FILE *f, const row *r) {

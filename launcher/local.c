@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/codec.h"
 #include "common/config.h"
 #include "model/model_config.h"
 #include "kernels/partition.h"
@@ -17,6 +18,8 @@ static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
 static char f_slow[PST_CFG_STR_MAX], f_delay[PST_CFG_STR_MAX];
 static char f_eval_on[PST_CFG_STR_MAX], f_grad_limit[PST_CFG_STR_MAX], f_clip_norm[PST_CFG_STR_MAX];
+static char f_push_compress[PST_CFG_STR_MAX], f_pull_compress[PST_CFG_STR_MAX];
+static char f_link[PST_CFG_STR_MAX], f_link_worker[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
 static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_every;
 static int64_t f_staleness, f_backup, f_chunk;
@@ -62,6 +65,10 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("eval-on", PST_CFG_STRING, f_eval_on, "", "who evaluates each epoch: workers, or ps (the ps itself, from the same data: figures no worker can forge; default: the ps's)", 0, 0),
     PST_OPT("grad-limit", PST_CFG_STRING, f_grad_limit, "", "the ps's --grad-limit: largest magnitude a gradient value may have (default: the ps's)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_STRING, f_clip_norm, "", "the ps's --clip-norm: workers clip each gradient to this norm (default: none)", 0, 0),
+    PST_OPT("push-compress", PST_CFG_STRING, f_push_compress, "none", "the ps's --push-compress: gradients on the wire as none (float32), fp16, bf16 or topk:FRACTION (each chunk's largest values), with error feedback on the workers", 0, 0),
+    PST_OPT("pull-compress", PST_CFG_STRING, f_pull_compress, "none", "the ps's --pull-compress: weights on the wire as none (float32), fp16 or bf16, rounded from the ps's float32 weights", 0, 0),
+    PST_OPT("link", PST_CFG_STRING, f_link, "", "RATE[,DELAY[,LOSS]]: each worker in a network namespace of its own, behind a link of that rate (e.g. 1gbit), delay (1ms) and loss (0.1%) both ways, shaped with tc (needs root and iproute2; default: loopback)", 0, 0),
+    PST_OPT("link-worker", PST_CFG_STRING, f_link_worker, "", "I:RATE[,DELAY[,LOSS]][;I:...]: worker I's link instead of --link's", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, f_summary, "", "write the summary object here", 0, 0),
@@ -184,6 +191,26 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   o->eval_on = f_eval_on[0] ? f_eval_on : NULL;
   o->grad_limit = f_grad_limit[0] ? f_grad_limit : NULL;
   o->clip_norm = f_clip_norm[0] ? f_clip_norm : NULL;
+  {
+    /* Checked here against the one table of names, so that a typo is one line and exit 2
+     * before anything starts; "none" passes nothing on (a ps of any version then agrees). */
+    pst_enc e;
+    double fraction;
+    if (pst_enc_parse_push(f_push_compress, &e, &fraction) < 0) {
+      fprintf(stderr, "%s: --push-compress: '%.100s' is not %s\n", prog, f_push_compress,
+              pst_enc_push_choices());
+      return 2;
+    }
+    if (pst_enc_parse(f_pull_compress, &e) < 0) {
+      fprintf(stderr, "%s: --pull-compress: '%.100s' is not %s\n", prog, f_pull_compress,
+              pst_enc_choices());
+      return 2;
+    }
+    o->push_compress = strcmp(f_push_compress, "none") ? f_push_compress : NULL;
+    o->link = f_link[0] ? f_link : NULL;
+    o->link_worker = f_link_worker[0] ? f_link_worker : NULL;
+    o->pull_compress = strcmp(f_pull_compress, "none") ? f_pull_compress : NULL;
+  }
   o->checkpoint_dir = f_ckpt_dir[0] ? f_ckpt_dir : NULL;
   o->checkpoint_every = f_ckpt_every[0] ? f_ckpt_every : NULL;
   o->checkpoint_seconds = f_ckpt_seconds[0] ? f_ckpt_seconds : NULL;

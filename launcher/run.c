@@ -4,6 +4,7 @@
 #include "common/proc.h"
 #include "common/tls_pki.h"
 #include "kernels/partition.h"
+#include "launcher/link.h"
 #include "launcher/run_internal.h"
 #include "ps/atomic_file.h"
 
@@ -32,6 +33,7 @@ typedef struct {
   char name[32];
   char log[PATH_MAX];
   char **argv;             /* a worker's command line, kept to restart it */
+  int ns;                  /* --link: the namespace it runs in (-1: the ps's, i: worker i's) */
   int restarts;
   int signalled;           /* told to stop: once only, see stop_all */
 } child;
@@ -73,6 +75,7 @@ typedef struct {
   double train_loss;
   int epochs_done;
   double t0;
+  pl_links links;          /* --link's namespaces (links.up: in use) */
 } run_ctx;
 
 void pl_run_defaults(pl_run_options *o) {
@@ -300,6 +303,13 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
 }
 
 static int spawn(run_ctx *r, child *c, char **argv) {
+  /* Behind --link, inside its namespace: "ip netns exec NS" execs the program, so the pid
+   * is the program's, and signals reach it as without. */
+  char *wrapped[PL_MAX_ARGS + 8];
+  if (r->links.up) {
+    if (pl_links_wrap(&r->links, c->ns, argv, wrapped, PL_MAX_ARGS + 8) < 0) return -E2BIG;
+    argv = wrapped;
+  }
   /* A restarted worker's log goes on after its predecessor's. */
   int fd = open(c->log, O_WRONLY | O_CREAT | (c->restarts ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd < 0) {
@@ -576,6 +586,34 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
             o->resume, r.n_ps);
     return 2;
   }
+  /* --link: the links are parsed here (--link-worker needs the worker count), and made once
+   * the run's checks have passed. */
+  static pl_link_spec link_all, link_per[PL_MAX_WORKERS];
+  memset(&link_all, 0, sizeof link_all);
+  memset(link_per, 0, sizeof link_per);
+  snprintf(j.ps_host, sizeof j.ps_host, "127.0.0.1");
+  if (o->link || o->link_worker) {
+    char lerr[400];
+    if ((o->link && pl_link_parse(o->link, &link_all, lerr, sizeof lerr) < 0) ||
+        (o->link_worker &&
+         pl_link_parse_workers(o->link_worker, workers, link_per, lerr, sizeof lerr) < 0)) {
+      fprintf(stderr, "pstrain: %s%s\n", o->link && !strstr(lerr, "--link-worker") ? "--link: " : "",
+              lerr);
+      return 2;
+    }
+    for (int i = 0; !o->link && i < workers; i++)
+      if (!link_per[i].set) {
+        fprintf(stderr, "pstrain: --link-worker gives no link for worker %d (and no --link "
+                        "gives the others')\n", i);
+        return 2;
+      }
+    if (o->metrics_listen) {
+      fprintf(stderr, "pstrain: --dashboard cannot be used with --link (the ps listens inside "
+                      "a network namespace of its own)\n");
+      return 2;
+    }
+    snprintf(j.ps_host, sizeof j.ps_host, "%s", PL_LINK_PS_ADDR);
+  }
   /* --port is shard 0's; the others take the ports after it. */
   for (int i = 0; i < r.n_ps; i++) {
     j.ports[i] = o->port ? o->port + i : pl_free_port();
@@ -584,7 +622,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
       return 1;
     }
     size_t used = strlen(j.ps_list);
-    snprintf(j.ps_list + used, sizeof j.ps_list - used, "%s127.0.0.1:%d", i ? "," : "", j.ports[i]);
+    snprintf(j.ps_list + used, sizeof j.ps_list - used, "%s%s:%d", i ? "," : "", j.ps_host,
+             j.ports[i]);
   }
   /* The ps shares this machine with the workers: its shards get the cores they leave free. */
   int free_cores = pst_proc_cores() - workers * (o->threads > 0 ? o->threads : 1);
@@ -600,6 +639,12 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     int arc = pl_align_shard_checkpoints(o->checkpoint_dir, r.n_ps, note, sizeof note);
     if (arc != 0) fprintf(stderr, "pstrain: %s\n", note);
     if (arc < 0) rc = 1;
+  }
+  if (rc == 0 && (link_all.set || o->link_worker)) {
+    char lerr[600];
+    rc = pl_links_up(&r.links, workers, link_all.set ? &link_all : NULL, link_per, lerr,
+                     sizeof lerr);
+    if (rc != 0) fprintf(stderr, "pstrain: %s\n", lerr);
   }
   if (rc != 0) {
     if (r.metrics) fclose(r.metrics);
@@ -618,6 +663,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     static pl_argv a;
     pl_ps_argv(o, &j, s, &a);
     /* ps.log is shard 0's, as without shards; ps-shard1.log, ... the others'. */
+    r.ps[s].ns = -1;
     if (r.n_ps > 1) snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps shard %d", s);
     else snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps");
     if (s == 0) snprintf(r.ps[s].log, sizeof r.ps[s].log, "%s/ps.log", o->run_dir);
@@ -631,6 +677,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     static pl_argv w;
     pl_worker_argv(o, &j, i, &w);
     snprintf(r.workers[i].name, sizeof r.workers[i].name, "worker %d", i);
+    r.workers[i].ns = i;
     snprintf(r.workers[i].log, sizeof r.workers[i].log, "%s/worker%d.log", o->run_dir, i);
     r.workers[i].argv = argv_dup(w.argv, w.n);
     rc = r.workers[i].argv ? spawn(&r, &r.workers[i], w.argv) : -ENOMEM;
@@ -657,6 +704,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     }
   }
   uv_run(&r.loop, UV_RUN_DEFAULT);
+  /* Every process has exited (finished, failed or stopped by Ctrl-C): the links go. */
+  pl_links_down(&r.links);
   read_metrics(&r);
   if (r.tty && !o->quiet) fprintf(stdout, "\r\033[K");
   if (r.metrics) fclose(r.metrics);

@@ -54,6 +54,11 @@ typedef struct pl_run_options {
   const char *checkpoint_dir, *checkpoint_every, *checkpoint_seconds, *checkpoint_keep;
   /* The ps's --eval-on, --grad-limit and --clip-norm as given (NULL: the ps's defaults). */
   const char *eval_on, *grad_limit, *clip_norm;
+  /* The ps's --push-compress and --pull-compress (common/codec.h; NULL: float32). */
+  const char *push_compress, *pull_compress;
+  /* --link RATE[,DELAY[,LOSS]] and --link-worker I:RATE[,...][;...] (launcher/link.h): each
+   * worker in a network namespace of its own behind a shaped link (NULL: loopback). */
+  const char *link, *link_worker;
   const char *resume;
   int quiet;                  /* no per-epoch lines */
   /* Called once the run's checks have passed, just before its processes start (local prints

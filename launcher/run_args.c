@@ -38,7 +38,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   a->n = 0;
   a->argv[0] = NULL;
   arg(a, "%s", j->ps_bin);
-  arg(a, "--listen=127.0.0.1:%d", j->ports[s]);
+  arg(a, "--listen=%s:%d", j->ps_host[0] ? j->ps_host : "127.0.0.1", j->ports[s]);
   if (j->n_ps > 1) arg(a, "--shard=%d/%d", s, j->n_ps);
   arg(a, "--workers=%d", j->workers);
   arg(a, "--mode=%s", o->mode);
@@ -76,6 +76,8 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   if (o->resume) arg(a, "--resume=%s", o->resume);
   if (o->grad_limit) arg(a, "--grad-limit=%s", o->grad_limit);
   if (o->clip_norm) arg(a, "--clip-norm=%s", o->clip_norm);
+  if (o->push_compress) arg(a, "--push-compress=%s", o->push_compress);
+  if (o->pull_compress) arg(a, "--pull-compress=%s", o->pull_compress);
   if (o->eval_on) {
     /* --eval-on ps: the ps loads the data as the workers do, with their flags. */
     arg(a, "--eval-on=%s", o->eval_on);

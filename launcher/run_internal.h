@@ -14,7 +14,8 @@ typedef struct {
   int n_ps;                       /* ps shards (1: one ps) */
   int workers;
   int ps_threads;                 /* each ps's --threads */
-  int ports[PST_MAX_SHARDS];      /* on 127.0.0.1, shard by shard */
+  int ports[PST_MAX_SHARDS];      /* on ps_host, shard by shard */
+  char ps_host[32];               /* 127.0.0.1, or the ps's address behind --link */
   char ps_list[PST_MAX_SHARDS * 24]; /* the workers' --ps */
   int n_gpus, gpu_ids[64];        /* --gpus (0: none given) */
   char metrics[PATH_MAX], summary[PATH_MAX]; /* shard 0's */

@@ -80,13 +80,19 @@ int pst_wire_encode(const Pstrain__Header *h, uint32_t payload_len, uint8_t *buf
 
 int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offset,
                           uint32_t count, int last, uint8_t *buf, size_t buflen) {
+  return pst_wire_encode_chunk_enc(type, version, offset, count, last, 4, buf, buflen);
+}
+
+int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t offset,
+                              uint32_t count, int last, unsigned value_bytes, uint8_t *buf,
+                              size_t buflen) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = type;
   h.version = version;
   h.offset = offset;
   h.count = count;
   h.last = last != 0;
-  return pst_wire_encode(&h, count * 4u, buf, buflen);
+  return pst_wire_encode(&h, count * value_bytes, buf, buflen);
 }
 
 /* Whether m or a message inside it holds a field numbered 0. No such field exists in
@@ -115,6 +121,14 @@ static int has_field_zero(const ProtobufCMessage *m) {
 }
 
 int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err, size_t errlen) {
+  return pst_wire_validate_values(h, payload_len, 4, err, errlen);
+}
+
+int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,
+                             char *err, size_t errlen) {
+  if (value_bytes != 2 && value_bytes != 4 && value_bytes != PST_WIRE_SPARSE &&
+      value_bytes != PST_WIRE_INT8)
+    value_bytes = 4;
   if (has_field_zero(&h->base)) {
     snprintf(err, errlen, "a field numbered 0 (not a protobuf field)");
     return -EPROTO;
@@ -122,9 +136,33 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__WEIGHTS:
     case PSTRAIN__MSG_TYPE__PUSH:
-      if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 || h->count * 4 != payload_len) {
-        snprintf(err, errlen, "tensor chunk of %" PRIu64 " floats with a %" PRIu32 "-byte payload",
-                 h->count, payload_len);
+      /* The count is capped as for float32 whatever the encoding: the receiver decodes the
+       * values in place into count floats. */
+      /* Sparse (top-k) chunks: a positive number of 8-byte pairs, at most max(1, count / 2),
+       * so that they fit in the count floats they decode into (common/codec.h). */
+      if (value_bytes == PST_WIRE_SPARSE && h->count > 0 && h->count <= PST_WIRE_MAX_PAYLOAD / 4 &&
+          payload_len > 0 && payload_len % 8 == 0 &&
+          payload_len / 8 <= (h->count / 2 > 1 ? h->count / 2 : 1)) {
+        if (h->offset > UINT64_MAX / 8) {
+          snprintf(err, errlen, "tensor chunk offset %" PRIu64 " out of range", h->offset);
+          return -EPROTO;
+        }
+        return 0;
+      }
+      /* int8 chunks: a 4-byte scale, then a byte per value. */
+      if (value_bytes == PST_WIRE_INT8 && h->count > 0 && h->count <= PST_WIRE_MAX_PAYLOAD / 4 &&
+          payload_len == h->count + 4) {
+        if (h->offset > UINT64_MAX / 8) {
+          snprintf(err, errlen, "tensor chunk offset %" PRIu64 " out of range", h->offset);
+          return -EPROTO;
+        }
+        return 0;
+      }
+      if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 || value_bytes == PST_WIRE_SPARSE ||
+          value_bytes == PST_WIRE_INT8 || h->count * value_bytes != payload_len) {
+        snprintf(err, errlen,
+                 "tensor chunk of %" PRIu64 " values of %u bytes with a %" PRIu32 "-byte payload",
+                 h->count, value_bytes, payload_len);
         return -EPROTO;
       }
       if (h->offset > UINT64_MAX / 8) {
@@ -224,6 +262,13 @@ int pst_reader_grow(pst_reader *r, uint32_t max_payload, uint32_t max_header, si
   return 0;
 }
 
+void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes) {
+  r->value_bytes = value_bytes == 2 || value_bytes == PST_WIRE_SPARSE ||
+                           value_bytes == PST_WIRE_INT8
+                       ? value_bytes
+                       : 4;
+}
+
 void pst_reader_free(pst_reader *r) {
   free(r->header_buf);
   free(r->stage);
@@ -294,7 +339,8 @@ static int header_done(pst_reader *r) {
              r->prefix.header_len);
     return fail(r, r->header_buf, r->prefix.header_len);
   }
-  if (pst_wire_validate(h, r->prefix.payload_len, r->err, sizeof r->err) < 0)
+  if (pst_wire_validate_values(h, r->prefix.payload_len, r->value_bytes ? r->value_bytes : 4,
+                               r->err, sizeof r->err) < 0)
     return fail(r, r->header_buf, r->prefix.header_len);
   r->hdr = h;
   r->got = 0;

@@ -54,9 +54,24 @@ int pst_wire_encode(const Pstrain__Header *h, uint32_t payload_len, uint8_t *buf
 int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offset,
                           uint32_t count, int last, uint8_t *buf, size_t buflen);
 
+/* The same with value_bytes bytes per value (2: an fp16 or bf16 encoded chunk, common/codec.h;
+ * anything but 2 means 4). The payload of count values then holds count x value_bytes bytes. */
+int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t offset,
+                              uint32_t count, int last, unsigned value_bytes, uint8_t *buf,
+                              size_t buflen);
+
 /* Checks a decoded header against its prefix: a known type, the payload length matching
  * 4 * count for tensor chunks and 0 otherwise, sane counts. Returns 0 or -EPROTO. */
 int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err, size_t errlen);
+/* value_bytes for sparse chunks (top-k pushes, common/codec.h): the payload is k pairs of 8
+ * bytes, 1 <= k <= max(1, count / 2). */
+#define PST_WIRE_SPARSE 8u
+/* value_bytes for int8 chunks (int8 pushes): a float32 scale, then count signed bytes. */
+#define PST_WIRE_INT8 1u
+/* The same for tensor chunks of value_bytes bytes per value (2 or 4, or PST_WIRE_SPARSE; the
+ * count's cap stays that of float32, as the values are decoded in place into count floats). */
+int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,
+                             char *err, size_t errlen);
 
 /* ---- incremental reader ---- */
 
@@ -81,6 +96,7 @@ struct pst_reader {
   const pst_reader_cbs *cbs;
   void *data;                 /* the owner's */
   uint32_t max_payload;
+  unsigned value_bytes;       /* bytes per value of tensor payloads: 4 (0 reads as 4), or 2 */
   int paused;
   pst_prefix prefix;
   uint8_t prefix_buf[PST_WIRE_PREFIX_LEN];
@@ -112,6 +128,10 @@ int pst_reader_init_small(pst_reader *r, const pst_reader_cbs *cbs, void *data);
 int pst_reader_grow(pst_reader *r, uint32_t max_payload, uint32_t max_header, size_t arena,
                     size_t stage);
 void pst_reader_free(pst_reader *r);
+/* The bytes per value of the tensor chunks this reader accepts from now on (the job's encoding,
+ * common/codec.h): 2, or 4 for anything else. on_payload's destination still has room for
+ * count floats, and the encoded bytes land at its start for the owner to decode in place. */
+void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes);
 /* Where the next read should land: use as libuv's alloc_cb result. */
 void pst_reader_buffer(pst_reader *r, char **base, size_t *len);
 /* The rest of the current payload as one buffer, for an owner that reads it some other way

@@ -36,6 +36,8 @@ static int grow_reader(ps_conn *c) {
     snprintf(c->rd.err, sizeof c->rd.err, "out of memory for the reader");
     return rc;
   }
+  /* From now on its PUSH payloads carry the job's push encoding (WELCOME said so). */
+  pst_reader_set_value_bytes(&c->rd, pst_enc_bytes(c->srv->opt.push_enc));
   return pst_reader_resume(&c->rd);
 }
 

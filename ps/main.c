@@ -56,6 +56,7 @@ static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
 static double o_grad_limit, o_clip_norm, o_eval_timeout;
 static int o_layer_chunks, o_staleness_lr;
+static char o_push_compress[PST_CFG_STR_MAX], o_pull_compress[PST_CFG_STR_MAX];
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
 static pst_cfg_opt g_opts[] = {
@@ -82,6 +83,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("data-facts", PST_CFG_STRING, o_data_facts, "", "TRAIN,TEST,CLASSES: the data every worker must have (training and test samples, classes); empty: what the first worker to register says", 0, 0),
     PST_OPT("grad-limit", PST_CFG_DOUBLE, &o_grad_limit, PST_GRAD_LIMIT_DEFAULT_TEXT, "largest magnitude a gradient value may have: a chunk with a larger one (or a NaN) is rejected and counted against its worker (0 < limit <= 1e30)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_DOUBLE, &o_clip_norm, "0", "workers clip each gradient to this norm (Keras's global clipnorm) and the ps rejects a push over it (0: off)", 0, 0),
+    PST_OPT("push-compress", PST_CFG_STRING, o_push_compress, "none", "encoding of the workers' gradients on the wire: none (float32), fp16 or bf16 (half the bytes), or topk:FRACTION (each chunk's largest FRACTION of values, 0 < FRACTION <= 0.5, as index and value pairs); the workers keep what was lost or not sent and add it to the next step's gradient", 0, 0),
+    PST_OPT("pull-compress", PST_CFG_STRING, o_pull_compress, "none", "encoding of the weights sent to the workers: none (float32), fp16 or bf16 (half the bytes, rounded from the ps's float32 weights, which stay the master copy)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB): the largest, with --layer-chunks", 4, 262144),
     PST_OPT("layer-chunks", PST_CFG_BOOL, &o_layer_chunks, "true", "cut the tensors into chunks along the model's layers, small layers grouped, so that layer-by-layer pushes and pulls overlap at any chunk size (false: chunks of --chunk-kib, as before)", 0, 0),
@@ -167,6 +170,15 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   }
   o->grad_limit = o_grad_limit;
   o->clip_norm = o_clip_norm;
+  if (pst_enc_parse_push(o_push_compress, &o->push_enc, &o->topk_fraction) < 0) {
+    snprintf(err, errlen, "--push-compress: '%.200s' is not %s", o_push_compress,
+             pst_enc_push_choices());
+    return -EINVAL;
+  }
+  if (pst_enc_parse(o_pull_compress, &o->pull_enc) < 0) {
+    snprintf(err, errlen, "--pull-compress: '%.200s' is not %s", o_pull_compress, pst_enc_choices());
+    return -EINVAL;
+  }
   if (!(o_status_interval >= 0 && o_status_interval <= 86400)) {
     snprintf(err, errlen, "--status-interval must be between 0 and 86400 seconds");
     return -EINVAL;

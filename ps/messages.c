@@ -181,6 +181,9 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.eval_every = (uint32_t)s->opt.eval_every;
   wl.eval_samples = (uint32_t)s->opt.eval_samples;
   wl.clip_norm = s->opt.clip_norm;
+  wl.push_encoding = (uint32_t)s->opt.push_enc;
+  wl.pull_encoding = (uint32_t)s->opt.pull_enc;
+  wl.topk_fraction = s->opt.push_enc == PST_ENC_TOPK ? s->opt.topk_fraction : 0;
   wl.eval_on_ps = s->opt.evaluator != NULL;
   wl.start_step = ps_slot_position(s, idx);
   wl.eval_epoch = w->evals_done;

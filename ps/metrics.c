@@ -290,6 +290,18 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "samples", (double)m->samples_trained);
   cJSON_AddNumberToObject(o, "data_wait_seconds", m->data_wait);
   cJSON_AddNumberToObject(o, "updates", (double)r->version);
+  /* Bytes on the ps's training port, both ways, all connections (what a link between the
+   * ps and its workers carries), and per update and per sample trained by this process: the
+   * figures the encodings change (issue 27). */
+  cJSON_AddStringToObject(o, "push_encoding", r->push_encoding ? r->push_encoding : "none");
+  cJSON_AddStringToObject(o, "pull_encoding", r->pull_encoding ? r->pull_encoding : "none");
+  double wire = (double)m->bytes_in + (double)m->bytes_out;
+  uint64_t own = m->samples_trained - m->samples_resumed;
+  uint64_t updates = r->version > r->resumed_from ? r->version - r->resumed_from : 0;
+  cJSON_AddNumberToObject(o, "wire_bytes_in", (double)m->bytes_in);
+  cJSON_AddNumberToObject(o, "wire_bytes_out", (double)m->bytes_out);
+  cJSON_AddNumberToObject(o, "wire_bytes_per_step", updates ? wire / (double)updates : 0);
+  cJSON_AddNumberToObject(o, "wire_bytes_per_sample", own ? wire / (double)own : 0);
   /* The model's checksum, and this ps's part of the weights with its own checksum (the same
    * as the model's without shards): a shard's summary does not pass its part off as the
    * model (issue 25). */

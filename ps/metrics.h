@@ -80,6 +80,8 @@ typedef struct {
   int workers_abandoned;  /* slots whose rejoin timeout ran out */
   uint64_t rejected;      /* gradients or reports refused as invalid */
   const char *evaluated_by; /* "workers" (each its test slice) or "ps" (--eval-on ps) */
+  /* The job's encodings on the wire (common/codec.h names). */
+  const char *push_encoding, *pull_encoding;
   uint64_t evals_missed;  /* evaluation shares not reported within --eval-timeout */
   uint64_t unsafe_updates; /* chunks whose update would not have been finite: kept */
   const pst_eval_flag *flags;

@@ -91,14 +91,27 @@ static uint32_t pull_ready_chunks(ps_conn *c) {
  * its payload in the held store buffer. Returns the header's length. */
 static int chunk_frame(ps_conn *c, uint32_t i, uv_buf_t bufs[2]) {
   ps_server *s = c->srv;
-  const float *w = s->store.buf[c->pull_hold.buf];
+  int b = c->pull_hold.buf;
+  const float *w = s->store.buf[b];
   uint32_t len = pst_update_chunk_len(&s->upd, i);
   size_t off = pst_update_chunk_off(&s->upd, i);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
-  int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
-                                 i + 1 == s->upd.n_chunks, head, PST_WIRE_CHUNK_HEAD);
+  pst_enc e = s->opt.pull_enc;
+  unsigned vb = pst_enc_bytes(e);
+  int hn = pst_wire_encode_chunk_enc(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
+                                     i + 1 == s->upd.n_chunks, vb, head, PST_WIRE_CHUNK_HEAD);
   bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
-  bufs[1] = uv_buf_init((char *)(w + off), len * 4u);
+  if (e == PST_ENC_NONE) {
+    bufs[1] = uv_buf_init((char *)(w + off), len * 4u);
+    return hn;
+  }
+  /* Encoded once per buffer, chunk and version, whichever reply sends it first (server.h). */
+  uint16_t *enc = s->pull_enc_buf[b] + off;
+  if (s->pull_enc_version[b][i] != c->pull_hold.version) {
+    pst_enc_encode(e, w + off, NULL, enc, len);
+    s->pull_enc_version[b][i] = c->pull_hold.version;
+  }
+  bufs[1] = uv_buf_init((char *)enc, len * vb);
   return hn;
 }
 
@@ -116,7 +129,7 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   size_t bytes = 0;
   uint32_t k = 0;
   for (; c->pull_sent + k < ready && k < PS_IO_MAX_IOV / 2; k++)
-    bytes += pst_update_chunk_len(&s->upd, c->pull_sent + k) * 4u;
+    bytes += (size_t)pst_update_chunk_len(&s->upd, c->pull_sent + k) * pst_enc_bytes(s->opt.pull_enc);
   if (bytes < s->opt.io_min) return 0;
   size_t frames = 0;
   for (uint32_t i = 0; i < k; i++) {

@@ -196,9 +196,13 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     c->push_at = pst_now();
     ps_pull_push_begins(c, h->wait_us); /* the round trip (ps/metrics.h) */
   }
-  /* A share that would be copied into the sum is read straight into it. */
-  c->push_dst = c->push_dropped ? NULL
-                                : pst_update_direct(&s->upd, c->worker, c->push_version, chunk);
+  /* A share that would be copied into the sum is read straight into it (not a top-k one:
+   * its pairs may need more room than the chunk's floats, and are spread out from a copy;
+   * nor an int8 one, whose scale makes a one-value chunk 5 bytes). */
+  c->push_dst = c->push_dropped || s->opt.push_enc == PST_ENC_TOPK ||
+                        s->opt.push_enc == PST_ENC_INT8
+                    ? NULL
+                    : pst_update_direct(&s->upd, c->worker, c->push_version, chunk);
   if (c->push_dst == NULL) c->push_dst = c->recv;
   *dst = c->push_dst;
   return 0;
@@ -264,6 +268,29 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         return 0;
       }
       uint32_t n = s->upd.n_chunks, pos = c->push_pos;
+      /* An encoded chunk landed at the start of its place (on_payload): decoded there to
+       * float32 before anything looks at it, so it is validated and summed like any other. */
+      if (s->opt.push_enc == PST_ENC_TOPK) {
+        /* Pairs whose indices leave the chunk or do not ascend are a malformed frame. */
+        uint32_t bytes = r->prefix.payload_len;
+        memcpy(s->topk_pairs, c->push_dst, bytes);
+        if (pst_topk_decode(s->topk_pairs, bytes, c->push_dst, (size_t)h->count) < 0) {
+          snprintf(r->err, sizeof r->err, "top-k gradient chunk at offset %" PRIu64
+                   " of %" PRIu64 " values: %" PRIu32 " bytes of pairs out of range or order",
+                   h->offset, h->count, bytes);
+          return -EPROTO;
+        }
+      } else if (s->opt.push_enc == PST_ENC_INT8) {
+        /* The length was checked with the header (count + 4): this cannot fail. */
+        uint32_t bytes = r->prefix.payload_len;
+        memcpy(s->topk_pairs, c->push_dst, bytes);
+        if (pst_int8_decode(s->topk_pairs, bytes, c->push_dst, (size_t)h->count) < 0) {
+          snprintf(r->err, sizeof r->err, "int8 gradient chunk of %" PRIu32 " bytes", bytes);
+          return -EPROTO;
+        }
+      } else if (s->opt.push_enc != PST_ENC_NONE) {
+        pst_enc_decode_inplace(s->opt.push_enc, c->push_dst, (size_t)h->count);
+      }
       if (h->last) ps_pull_wait_begins(c); /* the push is in: the worker waits from here */
       c->pending = 1;
       c->pending_chunk = c->push_desc ? n - 1 - pos : pos;
@@ -408,6 +435,31 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   if (rc < 0) {
     snprintf(err, errlen, "cannot cut the model into chunks: %s", strerror(-rc));
     return rc;
+  }
+  if (opt->push_enc == PST_ENC_TOPK || opt->push_enc == PST_ENC_INT8) {
+    s->topk_pairs = malloc((size_t)s->upd.chunk_floats * 4 + 8);
+    if (!s->topk_pairs) {
+      snprintf(err, errlen, "cannot allocate the top-k buffer");
+      return -ENOMEM;
+    }
+    if (opt->push_enc == PST_ENC_TOPK)
+      snprintf(s->push_enc_text, sizeof s->push_enc_text, "topk:%g", opt->topk_fraction);
+    else
+      snprintf(s->push_enc_text, sizeof s->push_enc_text, "int8");
+  } else {
+    snprintf(s->push_enc_text, sizeof s->push_enc_text, "%s", pst_enc_name(opt->push_enc));
+  }
+  if (opt->pull_enc != PST_ENC_NONE) {
+    /* Half the weights' bytes per store buffer, and a version stamp per chunk. */
+    for (int b = 0; b < 2; b++) {
+      s->pull_enc_buf[b] = malloc((n ? n : 1) * sizeof *s->pull_enc_buf[b]);
+      s->pull_enc_version[b] = malloc(s->upd.n_chunks * sizeof *s->pull_enc_version[b]);
+      if (!s->pull_enc_buf[b] || !s->pull_enc_version[b]) {
+        snprintf(err, errlen, "cannot allocate the encoded weights (%zu parameters)", n);
+        return -ENOMEM;
+      }
+      for (uint32_t c = 0; c < s->upd.n_chunks; c++) s->pull_enc_version[b][c] = UINT64_MAX;
+    }
   }
   /* Batchnorm's moving statistics are model state, not weights: the optimizer adds the
    * workers' pushed changes there instead of training them (ps/optim.h). This shard's part
@@ -588,6 +640,8 @@ static void ps_stop_report(ps_server *s, const char *reason, int failed) {
       .checkpoint = ps_ckpt_last_path(s),
       .rejected = s->rejected,
       .evaluated_by = s->opt.evaluator ? "ps" : "workers",
+      .push_encoding = s->push_enc_text,
+      .pull_encoding = pst_enc_name(s->opt.pull_enc),
       .evals_missed = missed,
       .unsafe_updates = s->upd.unsafe_chunks,
       .flags = s->eval_flags,
@@ -614,6 +668,14 @@ void ps_server_free(ps_server *s) {
   s->io = NULL;
   pst_opt_free(&s->optim);
   pst_store_free(&s->store);
+  free(s->topk_pairs);
+  s->topk_pairs = NULL;
+  for (int b = 0; b < 2; b++) {
+    free(s->pull_enc_buf[b]);
+    free(s->pull_enc_version[b]);
+    s->pull_enc_buf[b] = NULL;
+    s->pull_enc_version[b] = NULL;
+  }
   free(s->workers);
   s->workers = NULL;
 }

@@ -7,6 +7,7 @@
 #include <uv.h>
 
 #include "common/auth.h"
+#include "common/codec.h"
 #include "common/log.h"
 #include "common/tls.h"
 #include "model/model.h"
@@ -16,6 +17,7 @@
 #include "ps/optim.h"
 #include "ps/rules.h"
 #include "ps/store.h"
+#include "common/codec.h"
 #include "ps/update.h"
 #include "proto/wire.h"
 
@@ -57,6 +59,11 @@ typedef struct {
    * with clip_norm > 0 (told to the workers, which clip to it) a norm within it. */
   double grad_limit;
   double clip_norm;
+  /* The job's tensor encodings (common/codec.h; issue 27), told in WELCOME: pushes arrive in
+   * push_enc and are decoded to float32 before any check or sum; pulls go out in pull_enc,
+   * rounded from the fp32 weights. A worker that does not know them is refused. */
+  pst_enc push_enc, pull_enc;
+  double topk_fraction;   /* push_enc TOPK: the share of each chunk a push sends */
   /* The data every worker must have (training and test samples, classes); 0 0 0: whatever
    * the first worker to register says (ps/validate.c). */
   uint32_t data_train, data_test, data_classes;
@@ -179,6 +186,18 @@ typedef struct ps_server {
    * model_sums: reports that gave one; model_sums_differ: two of them disagreed. */
   uint64_t model_sum;
   int model_sums, model_sums_differ;
+  /* --pull-compress: each store buffer's weights encoded, chunk by chunk, the first time a
+   * reply sends that chunk of that buffer's version (pull_enc_version[b][c]; UINT64_MAX:
+   * never), so that every reply of one version shares one encoding pass. A buffer's chunk is
+   * never encoded again while a reply sends it: the store lets no step write a held buffer,
+   * and a streamed chunk is final. NULL without it. */
+  uint16_t *pull_enc_buf[2];
+  uint64_t *pull_enc_version[2];
+  /* --push-compress topk or int8: a chunk's pairs, or its scale and bytes, are copied here
+   * before they are decoded into the receive buffer they arrived in (the loop decodes one
+   * chunk at a time). */
+  uint8_t *topk_pairs;
+  char push_enc_text[48];  /* the summary's push_encoding ("topk:0.01") */
 } ps_server;
 
 /* Sets up everything and starts listening. init_params holds this shard's opt->shard_floats

@@ -52,6 +52,16 @@ int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whyl
              s->opt.shard_count, h->shard_index, k, s->opt.shard_count);
     return -EINVAL;
   }
+  /* A worker from before issue 27 (or one of a build without an encoding) would send float32
+   * pushes and read encoded weights as floats: refused like a worker of another model. */
+  uint32_t need = (s->opt.push_enc ? 1u << s->opt.push_enc : 0) |
+                  (s->opt.pull_enc ? 1u << s->opt.pull_enc : 0);
+  if ((h->encodings & need) != need) {
+    snprintf(why, whylen, "this job pushes in %s and pulls in %s, which the worker does not know "
+             "(a pstrain-worker from before compression; use one of the ps's version)",
+             pst_enc_name(s->opt.push_enc), pst_enc_name(s->opt.pull_enc));
+    return -EINVAL;
+  }
   if (h->train_samples == 0 && h->test_samples == 0) return 0; /* no data facts: nothing to check */
   if ((int)h->classes > s->model->classes || h->classes == 0) {
     snprintf(why, whylen, "the worker's data has %u classes, but the model outputs %d", h->classes,

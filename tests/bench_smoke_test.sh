@@ -45,6 +45,9 @@ for r in runs:
     assert r["compute_samples_per_sec_per_worker"] > 0, r
     assert 0 < r["ps_cpu_ms_per_gradient"] < 100, r
     assert r["test_accuracy"] > 0.5, r
+    # Bytes on the ps's port (issue 27): at least one float32 push and pull per worker.
+    assert r["wire_bytes_per_step"] >= 8 * 235146 * r["workers"], r
+    assert r["wire_bytes_per_sample"] > 0, r
 PY
 grep -q "| 2 | " "$OUT/bench-train/summary.md" || fail "no row for 2 workers in summary.md"
 pass "pstrain bench-train: 1 and 2 workers, table and JSON"

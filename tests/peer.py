@@ -162,10 +162,14 @@ class Peer:
             if f[0] == MSG["ERROR"]:
                 return f
 
-    def hello(self, name="peer", index=-1, train=0, test=0, classes=0):
+    def hello(self, name="peer", index=-1, train=0, test=0, classes=0, encodings=0):
+        """encodings: the bits 1 << encoding of the tensor encodings the peer claims to know
+        (issue 27; 0, as a worker from before them, says nothing)."""
         body = field(1, 2, varint(len(name)) + name.encode()) + vfield(3, zigzag(index))
         if train or test:
             body += vfield(5, train) + vfield(6, test) + vfield(7, classes)
+        if encodings:
+            body += vfield(10, encodings)
         self.send(vfield(1, MSG["HELLO"]) + msgfield(10, body))
         f = self.read_until(MSG["WELCOME"])
         if f is None or f[0] != MSG["WELCOME"]:
@@ -173,7 +177,8 @@ class Peer:
         w = decode(first(f[1], 11, b""))
         self.welcome = dict(index=first(w, 1), world=first(w, 2), n_params=first(w, 6),
                             epochs=first(w, 7), batch=first(w, 8), chunk=first(w, 10),
-                            start_step=first(w, 13))
+                            start_step=first(w, 13), push_encoding=first(w, 25),
+                            pull_encoding=first(w, 26))
         n, chunk = self.welcome["n_params"], self.welcome["chunk"]
         if first(w, 24):  # the chunks follow the layers (issue 26)
             self.starts = layer_chunks(first(w, 4, b"").decode(), n, chunk)
@@ -194,15 +199,41 @@ class Peer:
             if f[0] in (MSG["ERROR"], MSG["SHUTDOWN"]):
                 return None
 
-    def push(self, version, value):
-        """A whole gradient of `value` everywhere, computed on `version`, chunk by chunk."""
+    def push(self, version, value, value_bytes=None):
+        """A whole gradient of `value` everywhere, computed on `version`, chunk by chunk.
+        value_bytes: the payload of one value as given (e.g. an fp16 encoding's 2 bytes);
+        default: float32 `value`."""
         n = self.welcome["n_params"]
+        one = value_bytes if value_bytes is not None else struct.pack("<f", value)
         for off, end in zip(self.starts, self.starts[1:]):
             count = end - off
             last = end == n
             h = vfield(1, MSG["PUSH"]) + vfield(2, version) + vfield(3, off) + vfield(4, count)
             h += vfield(5, 1) if last else b""
-            self.send(h, struct.pack("<f", value) * count)
+            self.send(h, one * count)
+
+    def push_raw(self, version, payload_of):
+        """A whole push whose chunk payloads are payload_of(offset, count) as given (e.g. the
+        (index, value) pairs of a top-k push)."""
+        n = self.welcome["n_params"]
+        for off, end in zip(self.starts, self.starts[1:]):
+            count = end - off
+            h = vfield(1, MSG["PUSH"]) + vfield(2, version) + vfield(3, off) + vfield(4, count)
+            h += vfield(5, 1) if end == n else b""
+            self.send(h, payload_of(off, count))
+
+    def pull_payloads(self, version):
+        """Like pull, but returns (version, [(offset, count, payload), ...]) of the reply."""
+        self.send(vfield(1, MSG["PULL"]) + vfield(2, version))
+        chunks = []
+        while True:
+            f = self.read_frame()
+            if f is None or f[0] in (MSG["ERROR"], MSG["SHUTDOWN"]):
+                return None, chunks
+            if f[0] == MSG["WEIGHTS"]:
+                chunks.append((first(f[1], 3), first(f[1], 4), f[2]))
+                if first(f[1], 5):
+                    return first(f[1], 2), chunks
 
     def report(self, epoch, correct, samples, loss_sum, is_eval=True, version=0):
         r = vfield(1, epoch) + vfield(2, 1) + (vfield(3, 1) if is_eval else b"")

@@ -403,7 +403,33 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
     for (size_t i = 0; i < count; i++) c->starts[i] = i * chunk_floats;
     c->starts[count] = n;
   }
-  return 0;
+  /* Float32 until the WELCOME's encodings are set (wk_client_set_encodings). */
+  return wk_client_set_encodings(c, PST_ENC_NONE, PST_ENC_NONE, 0);
+}
+
+int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction) {
+  if ((unsigned)push >= PST_ENC_COUNT || (unsigned)pull >= PST_ENC_TOPK ||
+      (push == PST_ENC_TOPK && !(topk_fraction > 0 && topk_fraction <= PST_TOPK_MAX_FRACTION)))
+    return -EINVAL;
+  free(c->push_enc_buf);
+  free(c->push_resid);
+  free(c->topk_scratch);
+  c->push_enc_buf = NULL;
+  c->push_resid = NULL;
+  c->topk_scratch = NULL;
+  c->push_enc = push;
+  c->pull_enc = pull;
+  c->topk_fraction = topk_fraction;
+  pst_reader_set_value_bytes(&c->rd, pst_enc_bytes(pull));
+  if (push == PST_ENC_NONE) return 0;
+  size_t n = c->n_floats ? c->n_floats : 1;
+  c->push_enc_buf = malloc(push == PST_ENC_TOPK   ? n * 4 + 8 * (size_t)c->n_chunks
+                           : push == PST_ENC_INT8 ? n + 4 * (size_t)c->n_chunks
+                                                  : n * 2);
+  c->push_resid = calloc(n, sizeof *c->push_resid);
+  if (push == PST_ENC_TOPK) c->topk_scratch = malloc(n * sizeof *c->topk_scratch);
+  return c->push_enc_buf && c->push_resid && (push != PST_ENC_TOPK || c->topk_scratch)
+             ? 0 : -ENOMEM;
 }
 
 static void on_push_write(uv_write_t *req, int status) {
@@ -438,10 +464,26 @@ static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
     c->wait_us = 0;
     c->push_done_at = 0;
   }
-  int hn = pst_wire_encode(&h, len * 4u, head, PST_WIRE_CHUNK_HEAD);
+  /* Encoded now, with what earlier pushes of these values lost to rounding, or did not
+   * send, added (error feedback). */
+  uint8_t *enc = NULL;
+  size_t bytes = (size_t)len * 4u;
+  if (c->push_enc == PST_ENC_TOPK) {
+    enc = c->push_enc_buf + 4 * off + 8 * (size_t)i;
+    bytes = pst_topk_encode(c->push_grad + off, c->push_resid + off, len,
+                            pst_topk_k(c->topk_fraction, len), c->topk_scratch, enc);
+  } else if (c->push_enc == PST_ENC_INT8) {
+    enc = c->push_enc_buf + off + 4 * (size_t)i;
+    bytes = pst_int8_encode(c->push_grad + off, c->push_resid + off, len, enc);
+  } else if (c->push_enc != PST_ENC_NONE) {
+    enc = c->push_enc_buf + 2 * off;
+    pst_enc_encode(c->push_enc, c->push_grad + off, c->push_resid + off, enc, len);
+    bytes = (size_t)len * 2u;
+  }
+  int hn = pst_wire_encode(&h, (uint32_t)bytes, head, PST_WIRE_CHUNK_HEAD);
   if (hn < 0) return hn;
   bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
-  bufs[1] = uv_buf_init((char *)(c->push_grad + off), len * 4u);
+  bufs[1] = uv_buf_init(enc ? (char *)enc : (char *)(c->push_grad + off), (unsigned)bytes);
   c->push_queued++;
   return h.last;
 }
@@ -513,7 +555,13 @@ void wk_client_free(wk_client *c) {
   free(c->wreq);
   free(c->whead);
   free(c->starts);
+  free(c->push_enc_buf);
+  free(c->push_resid);
+  free(c->topk_scratch);
+  c->topk_scratch = NULL;
   c->wreq = NULL;
   c->whead = NULL;
   c->starts = NULL;
+  c->push_enc_buf = NULL;
+  c->push_resid = NULL;
 }

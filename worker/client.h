@@ -9,6 +9,7 @@
 #include <uv.h>
 
 #include "common/auth.h"
+#include "common/codec.h"
 #include "common/prom.h"
 #include "common/tls.h"
 #include "model/model.h"
@@ -86,6 +87,16 @@ struct wk_client {
    * chunks have been queued (wk_client_push_upto). */
   uint64_t push_version;
   const float *push_grad;
+  /* The job's encodings (WELCOME; wk_client_set_encodings). With a push encoding, each chunk
+   * is encoded into push_enc_buf as it is queued, and push_resid[n_floats] keeps what
+   * rounding lost (error feedback), added to the same value of the next push. */
+  pst_enc push_enc, pull_enc;
+  double topk_fraction;   /* push_enc TOPK: the share of each chunk sent */
+  uint8_t *push_enc_buf;  /* fp16/bf16: value i at byte 2i; top-k: chunk c's pairs at byte
+                           * 4 x starts[c] + 8c (they take at most 4 x its length + 8); int8:
+                           * chunk c's scale and bytes at starts[c] + 4c */
+  uint32_t *topk_scratch; /* [n_floats]: top-k's selection keys */
+  float *push_resid;
   int push_desc;
   uint32_t push_queued;
   /* The exposed wait of each step (issue 26): from the last byte of a push handed to the
@@ -119,6 +130,12 @@ int wk_client_send_now(wk_client *c, const Pstrain__Header *h);
  * -ENOMEM. */
 int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n,
                            uint32_t chunk_floats, int layer_chunks);
+/* The job's encodings, after wk_client_prepare_push: pushes go out in push (from a buffer
+ * of this client's, with error feedback: the residual starts at zero here; top-k with
+ * topk_fraction in (0, 0.5]), and WEIGHTS
+ * payloads are read in pull (the owner decodes them in place, pst_enc_decode_inplace). 0,
+ * -EINVAL for an encoding this build does not know, or -ENOMEM. */
+int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction);
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
  * on_push_sent. */
 int wk_client_push(wk_client *c, uint64_t version, const float *grad);

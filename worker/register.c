@@ -155,6 +155,7 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
   hello.train_samples = (uint32_t)t->train.n;
   hello.test_samples = (uint32_t)t->test.n;
   hello.classes = (uint32_t)t->classes;
+  hello.encodings = PST_ENC_KNOWN; /* the ps refuses this worker for a job in any other */
   if (t->n_ps > 1) {
     hello.shard_index = (uint32_t)wk_shard_index(t, sh);
     hello.shard_count = (uint32_t)t->n_ps;
@@ -218,6 +219,17 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   sh->eval_epoch = w->eval_epoch;
   int rc = wk_client_prepare_push(&sh->client, &t->model, lo, n, w->chunk_floats,
                                   w->layer_chunks);
+  if (rc == 0) {
+    rc = wk_client_set_encodings(&sh->client, (pst_enc)w->push_encoding,
+                                 (pst_enc)w->pull_encoding, w->topk_fraction);
+    if (rc == -EINVAL) {
+      /* Hello.encodings said what this worker knows: a ps that asks for more is broken. */
+      wk_fail(t, "the ps at %s:%d asked for encodings %u and %u (top-k fraction %g), which this "
+              "worker does not know", sh->client.host, sh->client.port, w->push_encoding,
+              w->pull_encoding, w->topk_fraction);
+      return -EPROTO;
+    }
+  }
   if (rc == -EINVAL) {
     wk_fail(t, "the ps at %s:%d sent a chunk size of 0 floats", sh->client.host,
             sh->client.port);

@@ -134,6 +134,10 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       return 0;
     case PSTRAIN__MSG_TYPE__WEIGHTS: {
       int streaming = t->pull_streaming;
+      /* An encoded chunk landed at the start of its place (on_payload checked the range):
+       * float32 from here on, before any step may compute on it. */
+      if (c->pull_enc != PST_ENC_NONE)
+        pst_enc_decode_inplace(c->pull_enc, t->params + sh->offset + h->offset, (size_t)h->count);
       if (h->last) {
         if ((t->state != WK_PULLING && !streaming) || sh->pulled) return -EPROTO;
         on_weights_done(t, sh, h->version);

@@ -118,7 +118,7 @@ for t in "${targets[@]}"; do
       # A plain program (no fuzzer, no sanitizers): writes the seed corpora.
       echo "build.sh: make_seeds" >&2
       "$CC" "${CFLAGS[@]}" "$here/make_seeds.c" "$root/proto/wire.c" "$out/gen/proto/pstrain.pb-c.c" \
-        "$root/common/log.c" -lprotobuf-c -lz -o "$out/make_seeds" ;;
+        "$root/common/log.c" "$root/common/codec.c" -lprotobuf-c -lz -lm -o "$out/make_seeds" ;;
     *) echo "build.sh: unknown target '$t'" >&2; exit 2 ;;
   esac
 done

@@ -12,7 +12,9 @@
  *            bit 4: clients half-close at the end | bit 5: one backup worker (sync, N > 1) |
  *            bit 6: --on-worker-loss wait | bit 7: 16-float chunks (else 4: 3 chunks)
  *   data[1]  staleness (bits 0-1) | epochs - 1 (bit 2) | optimizer (bits 3-4) |
- *            bit 5: a cluster secret (common/auth.h) | bit 6: --max-connections 2 (else 64)
+ *            bit 5: a cluster secret (common/auth.h) | bit 6: --max-connections 2 (else 64) |
+ *            bit 7: --push-compress fp16 --pull-compress bf16 (common/codec.h; issue 27), or
+ *            with staleness bits (which only ssp reads) 1 --push-compress topk:0.5, 2 int8
  *   then operations, op = one byte: client k = op & 3, kind = (op >> 2) & 7:
  *     0  write the next data[i] bytes (one-byte length) to client k (connecting it first)
  *     1  the same with a two-byte little-endian length
@@ -157,6 +159,8 @@ static void client_connect(int k) {
   c->pre_got = 0;
   if (c->rd_ok) pst_reader_free(&c->rd);
   CHECK(pst_reader_init(&c->rd, &cl_cbs, c, 0) == 0, "pst_reader_init");
+  /* The job's pull encoding: WEIGHTS of any other size are malformed. */
+  pst_reader_set_value_bytes(&c->rd, pst_enc_bytes(g.srv.opt.pull_enc));
   c->rd_ok = 1;
   /* A stopping server has closed its listener: the connection is refused. */
   if (g.srv.stopping || uv_is_closing((uv_handle_t *)&g.srv.listener)) return;
@@ -293,12 +297,18 @@ static void run_until_quiet(void) {
 
 /* ---- well-formed frames, so that inputs reach training quickly ---- */
 
-static void send_frame(int k, Pstrain__Header *h, const float *payload, uint32_t count) {
-  static uint8_t buf[PST_WIRE_MAX_FRAME_HEAD + 64 * 4];
-  int n = pst_wire_encode(h, count * 4u, buf, PST_WIRE_MAX_FRAME_HEAD);
+/* A frame with count values of vb bytes each (4: float32; 2: fp16 or bf16 encoded). */
+static void send_frame_vb(int k, Pstrain__Header *h, const void *payload, uint32_t count,
+                          unsigned vb) {
+  static uint8_t buf[PST_WIRE_MAX_FRAME_HEAD + 64 * 8];
+  int n = pst_wire_encode(h, count * vb, buf, PST_WIRE_MAX_FRAME_HEAD);
   CHECK(n > 0, "pst_wire_encode: %d", n);
-  if (count) memcpy(buf + n, payload, count * 4u);
-  client_send(k, buf, (size_t)n + count * 4u);
+  if (count) memcpy(buf + n, payload, count * vb);
+  client_send(k, buf, (size_t)n + count * vb);
+}
+
+static void send_frame(int k, Pstrain__Header *h, const float *payload, uint32_t count) {
+  send_frame_vb(k, h, payload, count, 4);
 }
 
 static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_t p) {
@@ -317,7 +327,38 @@ static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_
   h.offset = off;
   h.count = count;
   h.last = last;
-  send_frame(k, &h, v, count);
+  pst_enc e = g.srv.opt.push_enc;
+  if (e == PST_ENC_NONE) {
+    send_frame(k, &h, v, count);
+    return;
+  }
+  if (e == PST_ENC_INT8) {
+    /* Bits 7 and 6: a chunk one byte short (a malformed frame). */
+    uint8_t q[64 + 4];
+    pst_int8_encode(v, NULL, count, q);
+    send_frame_vb(k, &h, q, count + 4 - ((p & 0xc0) == 0xc0), 1);
+    return;
+  }
+  if (e == PST_ENC_TOPK) {
+    /* The pairs a worker sends; bits 7 and 6 repeat an index (a malformed frame) when there
+     * are two pairs, or give index count (out of range) when there is one. */
+    uint8_t pairs[64 * 8];
+    uint32_t scratch[64];
+    size_t bytes = pst_topk_encode(v, NULL, count, pst_topk_k(0.5, count), scratch, pairs);
+    if ((p & 0xc0) == 0xc0) {
+      uint32_t bad = bytes >= 16 ? 0 : count;
+      memcpy(pairs + (bytes >= 16 ? 8 : 0), &bad, 4);
+      if (bytes >= 16) memcpy(pairs, &bad, 4);
+    }
+    send_frame_vb(k, &h, pairs, (uint32_t)(bytes / 8), 8);
+    return;
+  }
+  /* The job's encoding, as a worker sends it; bit 7 with bit 6 puts an fp16 infinity (or a
+   * bf16 NaN) in, which the ps must reject as it rejects one in float32. */
+  uint16_t enc[64];
+  pst_enc_encode(e, v, NULL, enc, count);
+  if ((p & 0xc0) == 0xc0 && count > 1) enc[1] = e == PST_ENC_FP16 ? 0x7c00 : 0x7fc1;
+  send_frame_vb(k, &h, enc, count, 2);
 }
 
 /* Macros (the byte after op 6, modulo M_COUNT): tests/fuzz/make_seeds.c names them. */
@@ -346,6 +387,7 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
       hello.model_fingerprint = (p & 0x80) ? 0x1234 : (p & 0x40) ? g.model.fingerprint : 0;
       hello.requested_index = (int)(p % 5) - 1;
       hello.dropped_gradients = (p >> 3) & 3;
+      hello.encodings = PST_ENC_KNOWN;
       h.type = PSTRAIN__MSG_TYPE__HELLO;
       h.hello = &hello;
       break;
@@ -392,6 +434,8 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
       hello.train_samples = (p & 0x80) ? 6400000 : 8u * (1 + (p & 7));
       hello.test_samples = 1 + ((p >> 3) & 3);
       hello.classes = (p & 0x40) ? 3 : 2;
+      /* Bit 5: a worker from before the encodings (refused by a job that uses them). */
+      hello.encodings = (p & 0x20) ? 0 : PST_ENC_KNOWN;
       h.type = PSTRAIN__MSG_TYPE__HELLO;
       h.hello = &hello;
       break;
@@ -491,6 +535,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   g.with_secret = (b1 >> 5) & 1;
   o.secret = g.with_secret ? &g.secret : NULL;
   o.max_connections = (b1 & 0x40) ? 2 : 64;
+  o.push_enc = (b1 & 0x80) ? ((b1 & 3) == 1   ? PST_ENC_TOPK
+                               : (b1 & 3) == 2 ? PST_ENC_INT8
+                                               : PST_ENC_FP16)
+                           : PST_ENC_NONE;
+  o.topk_fraction = 0.5;
+  o.pull_enc = (b1 & 0x80) ? PST_ENC_BF16 : PST_ENC_NONE;
   o.hello_timeout = 86400;
   o.worker_timeout = 86400;
   o.rejoin_timeout = 604800;

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <zlib.h>
 
+#include "common/codec.h"
 #include "model/model.h"
 #include "proto/wire.h"
 
@@ -78,6 +79,33 @@ static void hello(buf *o, int index) {
   h.type = PSTRAIN__MSG_TYPE__HELLO;
   h.hello = &he;
   frame(o, &h, 0, 0);
+}
+/* A HELLO that knows the tensor encodings (issue 27), and a PUSH chunk in fp16. */
+static void hello_enc(buf *o, int index) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  Pstrain__Hello he = PSTRAIN__HELLO__INIT;
+  he.worker_name = "seed";
+  he.requested_index = index;
+  he.encodings = PST_ENC_KNOWN;
+  h.type = PSTRAIN__MSG_TYPE__HELLO;
+  h.hello = &he;
+  frame(o, &h, 0, 0);
+}
+static void chunk_fp16(buf *o, uint64_t version, uint64_t offset, uint32_t count, int last) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  static uint8_t b[PST_WIRE_MAX_FRAME_HEAD];
+  h.type = PSTRAIN__MSG_TYPE__PUSH;
+  h.version = version;
+  h.offset = offset;
+  h.count = count;
+  h.last = last;
+  int n = pst_wire_encode(&h, count * 2, b, sizeof b);
+  if (n < 0) exit(1);
+  put(o, b, (size_t)n);
+  for (uint32_t i = 0; i < count; i++) {
+    uint16_t v = pst_fp16_from_float(0.01f * (float)(i % 5));
+    put(o, &v, 2);
+  }
 }
 static void simple(buf *o, Pstrain__MsgType t, uint64_t version, int last) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
@@ -331,6 +359,43 @@ static void ps_seeds(void) {
   macro(&o, 2, M_PULL, 3); macro(&o, 3, M_HELLO, 0); macro(&o, 3, M_HELLO, 0);
   op(&o, OP_RUN, 0);
   save_buf(t, "protocol_violations", &o);
+  /* Issue 27: jobs that push fp16 and pull bf16 (data[1] bit 7). */
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x80); job(&o, 2, 3);
+  save_buf(t, "sync_2_workers_fp16_bf16_job", &o);
+  o.n = 0; put8(&o, 0x01); put8(&o, 0x90); job(&o, 1, 4);
+  save_buf(t, "async_1_worker_fp16_bf16_job", &o);
+  /* Top-k pushes (bits 7 and 0): a job, and a push with a repeated index. */
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x81); job(&o, 2, 3);
+  save_buf(t, "sync_2_workers_topk_job", &o);
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x81);
+  macro(&o, 0, M_HELLO, 1); macro(&o, 1, M_HELLO, 2); op(&o, OP_RUN, 0);
+  macro(&o, 0, M_PULL, 0); op(&o, OP_RUN, 0); macro(&o, 0, M_PUSH, 0xc0); op(&o, OP_RUN, 0);
+  save_buf(t, "topk_repeated_index", &o);
+  /* int8 pushes (bits 7 and 1): a job, and a chunk one byte short. */
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x82); job(&o, 2, 3);
+  save_buf(t, "sync_2_workers_int8_job", &o);
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x82);
+  macro(&o, 0, M_HELLO, 1); macro(&o, 1, M_HELLO, 2); op(&o, OP_RUN, 0);
+  macro(&o, 0, M_PULL, 0); op(&o, OP_RUN, 0); macro(&o, 0, M_PUSH, 0xc0); op(&o, OP_RUN, 0);
+  save_buf(t, "int8_short_chunk", &o);
+  /* A push with an fp16 infinity (macro byte 0xc0), then a good one. */
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x80);
+  macro(&o, 0, M_HELLO, 1); macro(&o, 1, M_HELLO, 2); op(&o, OP_RUN, 0);
+  macro(&o, 0, M_PULL, 0); macro(&o, 1, M_PULL, 0); op(&o, OP_RUN, 0);
+  macro(&o, 0, M_PUSH, 0xc0); macro(&o, 1, M_PUSH, 0); op(&o, OP_RUN, 0);
+  macro(&o, 0, M_PUSH, 0); op(&o, OP_RUN, 0); macro(&o, 0, M_STATUS, 0); op(&o, OP_RUN, 0);
+  save_buf(t, "fp16_nonfinite_push", &o);
+  /* A worker from before the encodings (its HELLO names none): refused. */
+  o.n = 0; put8(&o, 0x04); put8(&o, 0x80);
+  macro(&o, 0, M_HELLO_DATA, 0x20); op(&o, OP_RUN, 0); macro(&o, 1, M_HELLO, 1);
+  op(&o, OP_RUN, 0);
+  save_buf(t, "fp16_old_worker_refused", &o);
+  /* Raw fp16 frames (2 bytes a value), then a float32 chunk where fp16 is due. */
+  f.n = 0; hello_enc(&f, -1); simple(&f, PSTRAIN__MSG_TYPE__PULL, 0, 0);
+  chunk_fp16(&f, 0, 0, 4, 0); chunk_fp16(&f, 0, 4, 4, 0); chunk_fp16(&f, 0, 8, 2, 1);
+  simple(&f, PSTRAIN__MSG_TYPE__PULL, 1, 0); chunk(&f, PSTRAIN__MSG_TYPE__PUSH, 1, 0, 4, 0);
+  o.n = 0; put8(&o, 0x01); put8(&o, 0x80); raw(&o, 0, &f); op(&o, OP_RUN, 0);
+  save_buf(t, "raw_fp16_session", &o);
 }
 
 /* ---- model specs ---- */

@@ -1,0 +1,108 @@
+/* Tensor encodings on the wire (issue 27): what a PUSH or WEIGHTS payload carries in place of
+ * raw float32, and the one table of their names that the ps, the worker and the launcher share.
+ *
+ * The ps decides a job's encodings (--push-compress, --pull-compress) and its WELCOME tells the
+ * workers. The ps keeps fp32 master weights and state: a pull in fp16 or bf16 is rounded from
+ * them, and a push in either is decoded back to float32 before it is validated and summed like
+ * any other, so a sync step's sum is exact for the decoded values and in worker order.
+ *
+ * Rounding is to nearest, ties to even, as IEEE 754 conversions do. A finite value beyond the
+ * encoding's range is clamped to its largest finite value (fp16: 65504), never turned into an
+ * infinity: with error feedback the part cut off is sent in later steps. Infinities and NaNs
+ * stay what they are, so that the ps rejects such a push as it rejects one in float32.
+ *
+ * Every routine has a scalar reference and vectorised paths (F16C with AVX2, which the build's
+ * -march=x86-64-v3 assumes, and AVX-512 when the CPU has it, chosen at run time); all give the
+ * same bits. */
+#ifndef PSTRAIN_COMMON_CODEC_H
+#define PSTRAIN_COMMON_CODEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The values are the wire's (Welcome.push_encoding and pull_encoding). TOPK is for pushes
+ * only: each chunk sends its k largest values by magnitude as (index, value) pairs, k the
+ * job's fraction of the chunk (Welcome.topk_fraction; see pst_topk_k). */
+typedef enum {
+  PST_ENC_NONE = 0,
+  PST_ENC_FP16 = 1,
+  PST_ENC_BF16 = 2,
+  PST_ENC_TOPK = 3,
+  PST_ENC_INT8 = 4, /* pushes only: a float32 scale, then one signed byte per value */
+  PST_ENC_COUNT
+} pst_enc;
+
+/* Every encoding this build knows, as the bits 1 << encoding (Hello.encodings). */
+#define PST_ENC_KNOWN ((1u << PST_ENC_COUNT) - 1u)
+
+/* The name of an encoding ("none", "fp16", "bf16"), or "?" for a value out of range. */
+const char *pst_enc_name(pst_enc e);
+/* Parses a pull encoding's name (none, fp16, bf16). 0, or -EINVAL. */
+int pst_enc_parse(const char *s, pst_enc *e);
+/* Parses a push encoding: a pull one's names, int8, or topk:FRACTION (0 < FRACTION <= 0.5;
+ * *fraction is set for it, 0 otherwise). 0, or -EINVAL. */
+int pst_enc_parse_push(const char *s, pst_enc *e, double *fraction);
+/* The names joined for messages and help texts: "none|fp16|bf16" for pulls, and with
+ * "|topk:FRACTION" for pushes. */
+const char *pst_enc_choices(void);
+const char *pst_enc_push_choices(void);
+/* Bytes per value on the wire: 4, 2, 2; 8 per pair for TOPK (a u32 index and a float32); 1
+ * for INT8 (and 4 for the chunk's scale). 0 for a value out of range. */
+unsigned pst_enc_bytes(pst_enc e);
+
+/* ---- int8 (pushes) ---- */
+
+/* Encodes x[n] (+ resid[n], error feedback) as a little-endian float32 scale s = max|v| / 127
+ * and n signed bytes q = round(v / s) (to nearest even, within -127..127), into out[4 + n]; v
+ * is decoded as q x s, and resid keeps v - q x s. A non-finite value makes the scale a NaN (the
+ * ps rejects the chunk, as a float32 one with it), its residual 0 and the others' their values
+ * (nothing of them was sent). Returns 4 + n. */
+size_t pst_int8_encode(const float *x, float *resid, size_t n, uint8_t *out);
+/* Decodes bytes (which must be 4 + n, n >= 1) into out[n]; -EINVAL otherwise. in and out must
+ * not overlap. */
+int pst_int8_decode(const uint8_t *in, size_t bytes, float *out, size_t n);
+
+/* ---- top-k (pushes) ---- */
+
+#define PST_TOPK_MAX_FRACTION 0.5
+/* The pairs a chunk of n values sends at `fraction`: round(fraction x n), at least 1 and at
+ * most max(1, n / 2), so that the pairs (8 bytes each) fit in the chunk's own n floats. */
+size_t pst_topk_k(double fraction, size_t n);
+/* Encodes the k values of x[n] (+ resid[n], error feedback) of largest magnitude as k pairs
+ * (u32 little-endian index, ascending; float32 value) into out[8k]; resid then holds what
+ * was not sent (0 where a value was sent, or was not finite). Ties at the k-th magnitude go
+ * to the lower indices; non-finite values are taken first, so that the ps rejects them.
+ * scratch: n u32s. Returns the bytes written (8k). */
+size_t pst_topk_encode(const float *x, float *resid, size_t n, size_t k, uint32_t *scratch,
+                       uint8_t *out);
+/* Decodes `bytes` bytes of pairs into out[n] (the rest zero). -EINVAL when bytes is not a
+ * positive multiple of 8 within max(1, n / 2) pairs, or the indices do not ascend strictly
+ * within n; out may then hold anything. in and out must not overlap. */
+int pst_topk_decode(const uint8_t *in, size_t bytes, float *out, size_t n);
+
+/* The largest finite value of each 16-bit format, what finite values beyond it clamp to. */
+#define PST_FP16_MAX 65504.0f
+
+/* Encodes x[n] into out (n values of pst_enc_bytes(e) bytes each; e must not be NONE). With
+ * resid (error feedback), what is encoded is x[i] + resid[i], and resid[i] becomes what
+ * that lost to rounding and clamping (0 when the value was not finite), to be added to the
+ * next step's gradient. out must not overlap x or resid. */
+void pst_enc_encode(pst_enc e, const float *x, float *resid, void *out, size_t n);
+/* Decodes n values whose encoded bytes sit at the start of buf into buf's n floats, in place
+ * (from the last value back, so that no encoded byte is overwritten before it is read). */
+void pst_enc_decode_inplace(pst_enc e, float *buf, size_t n);
+
+/* The scalar conversions, the reference the vector paths are checked against. */
+uint16_t pst_fp16_from_float(float f);
+float pst_fp16_to_float(uint16_t h);
+uint16_t pst_bf16_from_float(float f);
+float pst_bf16_to_float(uint16_t h);
+
+/* Which instructions the routines use: the best this CPU has (the default), or, for tests,
+ * a lower one. 0, or -ENOTSUP when the CPU lacks it. */
+typedef enum { PST_ISA_SCALAR = 0, PST_ISA_AVX2 = 1, PST_ISA_AVX512 = 2, PST_ISA_BEST = 3 } pst_isa;
+int pst_codec_use(pst_isa isa);
+/* The one in use now. */
+pst_isa pst_codec_isa(void);
+
+#endif

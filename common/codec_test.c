@@ -1,0 +1,418 @@
+/* The tensor encodings (common/codec.h): the scalar reference against an independent check
+ * (nearest value, ties to even, and F16C's own scalar conversion), and every vectorised path
+ * against the reference, bit for bit, on every rounding edge and on random values of every
+ * magnitude, with error feedback and in-place decoding at lengths that leave tails. */
+#include "common/codec.h"
+
+#include <errno.h>
+#include <immintrin.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int failures;
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (!(cond)) {                                \
+      fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+      fprintf(stderr, __VA_ARGS__);               \
+      fprintf(stderr, "\n");                      \
+      if (++failures > 20) exit(1);               \
+    }                                             \
+  } while (0)
+
+static uint32_t bits(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  return x;
+}
+static float from_bits(uint32_t x) {
+  float f;
+  memcpy(&f, &x, 4);
+  return f;
+}
+
+static uint16_t enc1(pst_enc e, float x) {
+  return e == PST_ENC_FP16 ? pst_fp16_from_float(x) : pst_bf16_from_float(x);
+}
+static float dec1(pst_enc e, uint16_t h) {
+  return e == PST_ENC_FP16 ? pst_fp16_to_float(h) : pst_bf16_to_float(h);
+}
+
+/* The reference rounds a finite x in range to the nearest encodable value, ties to the even
+ * encoding: checked against the encodings on either side. */
+static void check_nearest(pst_enc e, float x) {
+  uint16_t h = enc1(e, x);
+  double d = dec1(e, h), xv = x;
+  CHECK(!isnan(d), "%s(%a) gave NaN", pst_enc_name(e), x);
+  if (isinf(d)) return; /* beyond the range: the clamp's business, checked elsewhere */
+  uint16_t mag = h & 0x7fff, sign = h & 0x8000;
+  double err = fabs(xv - d);
+  if (mag > 0) {
+    double lo = dec1(e, (uint16_t)(sign | (mag - 1)));
+    CHECK(err <= fabs(xv - lo), "%s(%a): %a is not nearest (%a closer)", pst_enc_name(e), x, d, lo);
+    if (err == fabs(xv - lo)) CHECK((h & 1) == 0, "%s(%a): tie not to even", pst_enc_name(e), x);
+  }
+  uint16_t up = (uint16_t)(sign | (mag + 1));
+  double hi = dec1(e, up);
+  if (!isinf(hi) && !isnan(hi)) {
+    CHECK(err <= fabs(xv - hi), "%s(%a): %a is not nearest (%a closer)", pst_enc_name(e), x, d, hi);
+    if (err == fabs(xv - hi)) CHECK((h & 1) == 0, "%s(%a): tie not to even", pst_enc_name(e), x);
+  }
+  /* The other sign's zero: -0 and +0 are both nearest to a tiny value; the sign is kept. */
+  CHECK((h & 0x8000) == ((bits(x) >> 16) & 0x8000), "%s(%a): sign lost", pst_enc_name(e), x);
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t rnd(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)(rng >> 11);
+}
+
+/* Values around every edge: zeros, float subnormals, the half subnormal range and its rounding
+ * boundaries, the normal range's limits, the clamp, infinities and NaNs. */
+static size_t edges(float *v, size_t cap) {
+  size_t n = 0;
+  const float fixed[] = {0.0f, -0.0f, 1.0f, -1.0f, 0x1p-149f, -0x1p-149f, 0x1p-126f, 0x1.fffffep-127f,
+                         0x1p-25f, 0x1.000002p-25f, 0x1.fffffep-26f, 0x1p-24f, 0x1.8p-24f,
+                         0x1.8p-23f, 0x1.ffcp-15f, 0x1p-14f, 0x1.ffep-15f, 0x1.002p-14f,
+                         65504.0f, -65504.0f, 65519.0f, 65519.996f, 65520.0f, -65520.0f,
+                         1e5f, 1e6f, -1e6f, 3.0e38f, 0x1.fffffep127f, -0x1.fffffep127f,
+                         0x1.fefffep127f, 0x1.ff0000p127f, 0x1.ff0002p127f, 1.00390625f,
+                         1.005859375f, 1.0009765625f, 1.00146484375f, 0x1.004p0f, 0x1.0018p0f};
+  for (size_t i = 0; i < sizeof fixed / sizeof *fixed && n < cap; i++) v[n++] = fixed[i];
+  const uint32_t specials[] = {0x7f800000u, 0xff800000u, 0x7fc00000u, 0xffc00000u,
+                               0x7f800001u, 0x7fbfffffu, 0xff812345u, 0x7fffffffu};
+  for (size_t i = 0; i < sizeof specials / sizeof *specials && n < cap; i++)
+    v[n++] = from_bits(specials[i]);
+  return n;
+}
+
+/* Fills v with values of every magnitude and sign, edges sprinkled in. */
+static void fill(float *v, size_t n) {
+  float e[64];
+  size_t ne = edges(e, 64);
+  for (size_t i = 0; i < n; i++) {
+    uint32_t r = rnd();
+    if (r % 17 == 0) v[i] = e[rnd() % ne];
+    else if (r % 3 == 0) v[i] = from_bits(rnd() ^ (rnd() << 21)); /* any bits at all */
+    else v[i] = ((float)(rnd() % 2000000) - 1e6f) * 0x1p-20f * (float)(1u << (rnd() % 20));
+  }
+}
+
+static void check_scalar(void) {
+  /* Names: one table, parsed both ways. */
+  for (unsigned i = 0; i < PST_ENC_TOPK; i++) {
+    pst_enc e;
+    CHECK(pst_enc_parse(pst_enc_name((pst_enc)i), &e) == 0 && e == (pst_enc)i, "name %u", i);
+  }
+  pst_enc e;
+  CHECK(pst_enc_parse("fp8", &e) == -EINVAL, "fp8 parsed");
+  CHECK(pst_enc_bytes(PST_ENC_NONE) == 4 && pst_enc_bytes(PST_ENC_FP16) == 2 &&
+            pst_enc_bytes(PST_ENC_BF16) == 2, "bytes");
+
+  /* Every half and bf16 decodes to a value that encodes back to itself (NaNs to a NaN). */
+  for (uint32_t h = 0; h < 65536; h++) {
+    for (int k = 1; k <= 2; k++) {
+      pst_enc en = (pst_enc)k;
+      float d = dec1(en, (uint16_t)h);
+      if (isnan(d)) CHECK(isnan(dec1(en, enc1(en, d))), "%s NaN %#x", pst_enc_name(en), h);
+      else CHECK(enc1(en, d) == h, "%s %#x -> %a -> %#x", pst_enc_name(en), h, d, enc1(en, d));
+    }
+    /* The half decoder against F16C's. */
+    float ref = _cvtsh_ss((unsigned short)h);
+    float mine = pst_fp16_to_float((uint16_t)h);
+    CHECK(isnan(ref) ? isnan(mine) : bits(ref) == bits(mine), "fp16 decode %#x", h);
+  }
+  /* Encoding: the nearest value, ties to even, on edges and at random; the half encoder also
+   * against F16C's scalar conversion, NaN payloads included. */
+  float v[1 << 16];
+  size_t ne = edges(v, 64);
+  fill(v + ne, (sizeof v / sizeof *v) - ne);
+  for (size_t i = 0; i < sizeof v / sizeof *v; i++) {
+    for (int k = 1; k <= 2; k++)
+      if (isfinite(v[i])) check_nearest((pst_enc)k, v[i]);
+    uint16_t f16c = _cvtss_sh(v[i], _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    CHECK(f16c == pst_fp16_from_float(v[i]), "fp16(%a) = %#x, F16C %#x", v[i],
+          pst_fp16_from_float(v[i]), f16c);
+  }
+  /* Exact points: 2^-25 ties down to 0, a hair above rounds up to the smallest subnormal. */
+  CHECK(pst_fp16_from_float(0x1p-25f) == 0 && pst_fp16_from_float(0x1.000002p-25f) == 1,
+        "half subnormal boundary");
+  CHECK(pst_fp16_from_float(0x1p-149f) == 0 && pst_fp16_from_float(-0x1p-149f) == 0x8000,
+        "float subnormals to signed zero");
+  CHECK(pst_bf16_from_float(0x1p-149f) == 0 && pst_bf16_from_float(0x1p-133f) == 0x0001,
+        "bf16 keeps float subnormals (%#x)", pst_bf16_from_float(0x1p-133f));
+  CHECK(pst_fp16_from_float(65519.0f) == 0x7bff && pst_fp16_from_float(65520.0f) == 0x7c00,
+        "half overflow edge");
+}
+
+/* Encoding with error feedback through the public routine: the clamp, what is kept for the
+ * next step, non-finite values left for the ps to reject. */
+static void check_feedback(pst_isa isa) {
+  pst_codec_use(isa);
+  for (int k = 1; k <= 2; k++) {
+    pst_enc e = (pst_enc)k;
+    float x[19] = {1e6f, -1e6f, 1.0f, 0x1.0018p0f, 3e38f, INFINITY, -INFINITY, NAN, 1e-30f,
+                   0x1.fffffep127f};
+    float r[19] = {0}, d[19];
+    uint16_t o[19];
+    pst_enc_encode(e, x, r, o, 19);
+    memcpy(d, o, sizeof o);
+    pst_enc_decode_inplace(e, d, 19);
+    float max = e == PST_ENC_FP16 ? PST_FP16_MAX : 0x1.fep127f;
+    if (e == PST_ENC_FP16) {
+      CHECK(d[0] == max && r[0] == 1e6f - max, "%s: 1e6 clamped to %a, kept %a", pst_enc_name(e),
+            d[0], r[0]);
+      CHECK(d[1] == -max && r[1] == -(1e6f - max), "%s: -1e6 clamped", pst_enc_name(e));
+    } else {
+      /* bf16 has float's range: only a value that would round up past it is clamped. */
+      CHECK(isfinite(d[4]) && d[9] == max && r[9] == x[9] - max, "bf16: FLT_MAX -> %a", d[9]);
+    }
+    CHECK(isinf(d[5]) && d[5] > 0 && isinf(d[6]) && d[6] < 0 && isnan(d[7]),
+          "%s: non-finite values not kept (%a %a %a)", pst_enc_name(e), d[5], d[6], d[7]);
+    CHECK(r[5] == 0 && r[6] == 0 && r[7] == 0, "%s: residual of a non-finite value", pst_enc_name(e));
+    for (int i = 0; i < 19; i++)
+      if (isfinite(x[i]) && fabsf(x[i]) <= max)
+        CHECK(d[i] + r[i] == x[i], "%s: %a = %a + %a", pst_enc_name(e), x[i], d[i], r[i]);
+    /* Feedback over steps: what was sent in total is what was given less what is held back. */
+    float g[37], res[37] = {0};
+    double sent[37] = {0}, given[37] = {0};
+    for (int step = 0; step < 50; step++) {
+      for (int i = 0; i < 37; i++) g[i] = ((float)((i * 7919 + step * 104729) % 2001) - 1000.0f) * 1e-5f;
+      uint16_t eo[37];
+      float dd[37];
+      pst_enc_encode(e, g, res, eo, 37);
+      memcpy(dd, eo, sizeof eo);
+      pst_enc_decode_inplace(e, dd, 37);
+      for (int i = 0; i < 37; i++) {
+        sent[i] += dd[i];
+        given[i] += g[i];
+      }
+    }
+    for (int i = 0; i < 37; i++)
+      /* Only the float additions of gradient and residual round: far below the
+       * 16-bit formats' steps (about 1e-5 here), which feedback must not lose. */
+      CHECK(fabs(sent[i] + res[i] - given[i]) < 1e-7, "%s: feedback lost %g at %d",
+            pst_enc_name(e), sent[i] + res[i] - given[i], i);
+  }
+}
+
+/* Each vector path against the scalar one, bit for bit: encoded values, residuals and decoding
+ * in place, at lengths that leave tails of every size. */
+static void check_paths(void) {
+  enum { N = 40000 };
+  static float x[N], r0[N], rs[N], rv[N], ds[N], dv[N];
+  static uint16_t os[N], ov[N];
+  fill(x, N);
+  for (size_t i = 0; i < N; i++) r0[i] = (float)((int)(rnd() % 201) - 100) * 1e-6f;
+  int tested = 0;
+  for (int isa = PST_ISA_AVX2; isa <= PST_ISA_AVX512; isa++) {
+    if (pst_codec_use((pst_isa)isa) < 0) {
+      printf("codec_test: the CPU has no %s; that path is not tested here\n",
+             isa == PST_ISA_AVX2 ? "AVX2/F16C" : "AVX-512");
+      continue;
+    }
+    tested++;
+    for (int k = 1; k <= 2; k++) {
+      pst_enc e = (pst_enc)k;
+      const size_t lens[] = {0, 1, 7, 8, 9, 15, 16, 17, 31, 33, 1000, N};
+      for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        size_t n = lens[li];
+        for (int fb = 0; fb < 2; fb++) {
+          memcpy(rs, r0, sizeof rs);
+          memcpy(rv, r0, sizeof rv);
+          pst_codec_use(PST_ISA_SCALAR);
+          pst_enc_encode(e, x, fb ? rs : NULL, os, n);
+          memcpy(ds, os, n * 2);
+          pst_enc_decode_inplace(e, ds, n);
+          pst_codec_use((pst_isa)isa);
+          pst_enc_encode(e, x, fb ? rv : NULL, ov, n);
+          memcpy(dv, ov, n * 2);
+          pst_enc_decode_inplace(e, dv, n);
+          CHECK(memcmp(os, ov, n * 2) == 0, "isa %d %s n %zu: encodings differ", isa,
+                pst_enc_name(e), n);
+          CHECK(memcmp(rs, rv, n * 4) == 0, "isa %d %s n %zu: residuals differ", isa,
+                pst_enc_name(e), n);
+          CHECK(memcmp(ds, dv, n * 4) == 0, "isa %d %s n %zu: decodings differ", isa,
+                pst_enc_name(e), n);
+          /* In place is the same as decoding value by value. */
+          for (size_t i = 0; i < n; i++) {
+            float want = dec1(e, os[i]);
+            if (!(isnan(want) ? isnan(dv[i]) : bits(want) == bits(dv[i]))) {
+              CHECK(0, "isa %d %s n %zu: value %zu decoded to %a, not %a", isa,
+                    pst_enc_name(e), n, i, dv[i], want);
+              break;
+            }
+          }
+        }
+      }
+    }
+  }
+  CHECK(tested > 0 || pst_codec_use(PST_ISA_AVX2) < 0, "no vector path tested");
+  pst_codec_use(PST_ISA_BEST);
+}
+
+/* Top-k: the pairs are the k largest magnitudes (ties to the lower indices), ascending, the
+ * residual is what was not sent, decoding gives them back; the names; malformed pairs refused. */
+static int cmp_desc(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return x < y ? 1 : x > y ? -1 : 0;
+}
+
+static void check_topk(void) {
+  pst_enc e;
+  double f;
+  CHECK(pst_enc_parse_push("topk:0.01", &e, &f) == 0 && e == PST_ENC_TOPK && f == 0.01, "topk:0.01");
+  CHECK(pst_enc_parse_push("fp16", &e, &f) == 0 && e == PST_ENC_FP16 && f == 0, "fp16 as a push");
+  const char *bad[] = {"topk", "topk:", "topk:0", "topk:0.6", "topk:x", "topk:0.1x", "topk:-1"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+    CHECK(pst_enc_parse_push(bad[i], &e, &f) == -EINVAL, "%s parsed", bad[i]);
+  CHECK(pst_enc_parse("topk", &e) == -EINVAL, "topk as a pull");
+  CHECK(pst_topk_k(0.01, 1000) == 10 && pst_topk_k(0.01, 10) == 1 && pst_topk_k(0.5, 7) == 3 &&
+            pst_topk_k(0.5, 1) == 1 && pst_topk_k(0.001, 100000) == 100, "pst_topk_k");
+  enum { N = 3001 };
+  static float x[N], r[N], keep[N], d[N];
+  static uint32_t scratch[N], keys[N];
+  static uint8_t out[8 * N];
+  for (int round = 0; round < 40; round++) {
+    size_t n = round < 20 ? 1 + rnd() % 64 : 1 + rnd() % N;
+    for (size_t i = 0; i < n; i++) {
+      /* Few distinct magnitudes in some rounds: many ties at the threshold. */
+      x[i] = round % 3 == 0 ? (float)((int)(rnd() % 5) - 2) : (float)((int)(rnd() % 20001) - 10000) * 1e-4f;
+      r[i] = round % 2 ? (float)((int)(rnd() % 101) - 50) * 1e-5f : 0;
+      keep[i] = r[i];
+    }
+    if (round == 7) x[n / 2] = NAN;
+    size_t k = pst_topk_k(round % 4 == 1 ? 0.5 : 0.05, n);
+    size_t bytes = pst_topk_encode(x, r, n, k, scratch, out);
+    CHECK(bytes == 8 * k, "round %d: %zu bytes for k %zu", round, bytes, k);
+    CHECK(pst_topk_decode(out, bytes, d, n) == 0, "round %d: own pairs refused", round);
+    /* The threshold: the k-th largest magnitude of x + resid. */
+    for (size_t i = 0; i < n; i++) {
+      float v = x[i] + keep[i];
+      uint32_t b;
+      memcpy(&b, &v, 4);
+      keys[i] = b & 0x7fffffffu;
+    }
+    qsort(keys, n, sizeof *keys, cmp_desc);
+    uint32_t t = keys[k - 1];
+    size_t sent = 0;
+    uint32_t prev = 0;
+    for (size_t p = 0; p < k; p++) {
+      uint32_t idx;
+      memcpy(&idx, out + 8 * p, 4);
+      CHECK(p == 0 || idx > prev, "round %d: indices do not ascend", round);
+      prev = idx;
+    }
+    for (size_t i = 0; i < n; i++) {
+      float v = x[i] + keep[i];
+      uint32_t b;
+      memcpy(&b, &v, 4);
+      uint32_t m = b & 0x7fffffffu;
+      /* A zero decodes the same sent or not, and keeps no residual either way. */
+      if (v == 0) {
+        CHECK(d[i] == 0 && r[i] == 0, "round %d: zero at %zu", round, i);
+        continue;
+      }
+      int is_sent = isnan(v) ? isnan(d[i]) : d[i] == v;
+      if (m > t) CHECK(is_sent, "round %d: value %zu above the threshold not sent", round, i);
+      if (m < t) CHECK(!is_sent && d[i] == 0, "round %d: value %zu below the threshold sent", round, i);
+      if (is_sent) {
+        sent++;
+        CHECK(isnan(v) ? isnan(d[i]) : d[i] == v, "round %d: value %zu decoded to %a, not %a", round,
+              i, d[i], v);
+        CHECK(r[i] == 0, "round %d: a sent value kept a residual", round);
+      } else {
+        CHECK(r[i] == (isfinite(v) ? v : 0), "round %d: value %zu's residual %a, not %a", round,
+              i, r[i], v);
+      }
+    }
+    /* Ties go to the lower indices: a tie sent never follows a tie not sent. */
+    int unsent_tie = 0;
+    for (size_t i = 0; i < n; i++) {
+      float v = x[i] + keep[i];
+      uint32_t b;
+      memcpy(&b, &v, 4);
+      if ((b & 0x7fffffffu) != t || v == 0) continue;
+      int is_sent = d[i] == v;
+      CHECK(!(is_sent && unsent_tie), "round %d: a tie at index %zu sent after one skipped", round, i);
+      if (!is_sent) unsent_tie = 1;
+    }
+    (void)sent;
+  }
+  /* Malformed pairs: a length that is no pair count, too many pairs, an index out of range,
+   * indices not strictly ascending. */
+  uint8_t p[32] = {0};
+  float o[8];
+  uint32_t idx[4] = {0, 3, 3, 9};
+  for (int i = 0; i < 4; i++) memcpy(p + 8 * i, &idx[i], 4);
+  CHECK(pst_topk_decode(p, 7, o, 8) == -EINVAL, "7 bytes");
+  CHECK(pst_topk_decode(p, 0, o, 8) == -EINVAL, "no pairs");
+  CHECK(pst_topk_decode(p, 16, o, 8) == 0, "2 good pairs");
+  CHECK(pst_topk_decode(p, 24, o, 8) == -EINVAL, "a repeated index");
+  CHECK(pst_topk_decode(p, 40, o, 8) == -EINVAL, "more pairs than n / 2");
+  memcpy(p + 8, &idx[3], 4);
+  CHECK(pst_topk_decode(p, 16, o, 8) == -EINVAL, "an index out of range");
+  CHECK(pst_topk_decode(p, 8, o, 1) == 0, "one pair for one value");
+}
+
+/* int8: the scale is max|v| / 127, values round to nearest within -127..127, decoding gives
+ * q x scale, feedback keeps the rest; a non-finite value makes the chunk's scale a NaN; bad
+ * lengths refused. */
+static void check_int8(void) {
+  pst_enc e;
+  double f;
+  CHECK(pst_enc_parse_push("int8", &e, &f) == 0 && e == PST_ENC_INT8, "int8 as a push");
+  CHECK(pst_enc_parse("int8", &e) == -EINVAL, "int8 as a pull");
+  enum { N = 1001 };
+  static float x[N], r[N], keep[N], d[N];
+  static uint8_t out[N + 4];
+  for (int round = 0; round < 20; round++) {
+    size_t n = 1 + rnd() % N;
+    for (size_t i = 0; i < n; i++) {
+      x[i] = (float)((int)(rnd() % 20001) - 10000) * 1e-5f * (round % 5 == 0 ? 1e-30f : 1.0f);
+      r[i] = round % 2 ? (float)((int)(rnd() % 101) - 50) * 1e-7f : 0;
+      keep[i] = r[i];
+    }
+    CHECK(pst_int8_encode(x, r, n, out) == n + 4, "round %d: length", round);
+    CHECK(pst_int8_decode(out, n + 4, d, n) == 0, "round %d: own bytes refused", round);
+    float scale, m = 0;
+    memcpy(&scale, out, 4);
+    for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i] + keep[i]));
+    CHECK(scale == m / 127.0f, "round %d: scale %a, not %a", round, scale, m / 127.0f);
+    for (size_t i = 0; i < n; i++) {
+      float v = x[i] + keep[i];
+      int8_t q = (int8_t)out[4 + i];
+      CHECK(q >= -127 && q <= 127, "round %d: byte %d", round, q);
+      CHECK(d[i] == (float)q * scale, "round %d: decoded %a", round, d[i]);
+      CHECK(r[i] == v - d[i], "round %d: residual", round);
+      /* Nearest: no other byte decodes closer. */
+      CHECK(fabsf(v - d[i]) <= scale * 0.5f * 1.0001f + 1e-45f, "round %d: %a -> %a not nearest",
+            round, v, d[i]);
+    }
+  }
+  float y[3] = {1.0f, INFINITY, -2.0f}, ry[3] = {0, 0, 0}, dy[3];
+  uint8_t oy[7];
+  pst_int8_encode(y, ry, 3, oy);
+  pst_int8_decode(oy, 7, dy, 3);
+  CHECK(isnan(dy[0]) && isnan(dy[2]), "a non-finite value: the chunk decodes to NaNs");
+  CHECK(ry[0] == 1.0f && ry[1] == 0 && ry[2] == -2.0f, "a non-finite chunk's residuals");
+  CHECK(pst_int8_decode(oy, 6, dy, 3) == -EINVAL && pst_int8_decode(oy, 8, dy, 3) == -EINVAL &&
+            pst_int8_decode(oy, 4, dy, 0) == -EINVAL, "bad lengths");
+}
+
+int main(void) {
+  check_int8();
+  check_topk();
+  check_scalar();
+  for (int isa = PST_ISA_SCALAR; isa <= PST_ISA_AVX512; isa++)
+    if (pst_codec_use((pst_isa)isa) == 0) check_feedback((pst_isa)isa);
+  check_paths();
+  printf("codec_test: best path %d; %s\n", (int)pst_codec_isa(), failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
