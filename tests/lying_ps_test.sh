@@ -42,7 +42,7 @@ lied_to() {
   # yet seen the old connection close: those say so, and are not counted.)
   bad=$(grep -c "lost the ps (bad frame from the ps: " "$log" || true)
   [ "$bad" -eq 6 ] || fail "$name: worker 0 dropped $bad connections for a bad frame, not 6 (one per lie but the swap)"
-  for reason in "unexpected tensor chunk (offset 10737" "tensor chunk of [0-9]* floats with a" \
+  for reason in "unexpected tensor chunk (offset 10737" "tensor chunk of [0-9]* values of 4 bytes with a" \
                 "bad magic" "header length 1073741824" "unknown message type 99"; do
     grep -q "lost the ps (bad frame from the ps: $reason" "$log" || fail "$name: no one-line reason '$reason'"
   done
