@@ -162,6 +162,20 @@ class Peer:
             if f[0] == MSG["ERROR"]:
                 return f
 
+    def closed_by(self, send, what):
+        """Calls send(), which the ps must answer by closing the connection: nothing but
+        heartbeats and an ERROR may come before the close. A send cut short by the close
+        (the ps closed at the first chunk, before the others were sent) is part of it."""
+        try:
+            send()
+        except OSError:
+            pass
+        while True:
+            f = self.read_frame()
+            if f is None:
+                return
+            assert f[0] in (MSG["HEARTBEAT"], MSG["ERROR"]), f"{what} got frame type {f[0]}"
+
     def hello(self, name="peer", index=-1, train=0, test=0, classes=0, encodings=0):
         """encodings: the bits 1 << encoding of the tensor encodings the peer claims to know
         (issue 27; 0, as a worker from before them, says nothing)."""
