@@ -407,16 +407,22 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
   return wk_client_set_encodings(c, PST_ENC_NONE, PST_ENC_NONE, 0);
 }
 
-int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction) {
-  if ((unsigned)push >= PST_ENC_COUNT || (unsigned)pull >= PST_ENC_TOPK ||
-      (push == PST_ENC_TOPK && !(topk_fraction > 0 && topk_fraction <= PST_TOPK_MAX_FRACTION)))
-    return -EINVAL;
+/* The push encoding's buffers: its encoded bytes, the error-feedback residual, top-k's
+ * selection scratch. */
+static void free_push_encoding(wk_client *c) {
   free(c->push_enc_buf);
   free(c->push_resid);
   free(c->topk_scratch);
   c->push_enc_buf = NULL;
   c->push_resid = NULL;
   c->topk_scratch = NULL;
+}
+
+int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction) {
+  if ((unsigned)push >= PST_ENC_COUNT || (unsigned)pull >= PST_ENC_TOPK ||
+      (push == PST_ENC_TOPK && !(topk_fraction > 0 && topk_fraction <= PST_TOPK_MAX_FRACTION)))
+    return -EINVAL;
+  free_push_encoding(c);
   c->push_enc = push;
   c->pull_enc = pull;
   c->topk_fraction = topk_fraction;
@@ -555,13 +561,8 @@ void wk_client_free(wk_client *c) {
   free(c->wreq);
   free(c->whead);
   free(c->starts);
-  free(c->push_enc_buf);
-  free(c->push_resid);
-  free(c->topk_scratch);
-  c->topk_scratch = NULL;
+  free_push_encoding(c);
   c->wreq = NULL;
   c->whead = NULL;
   c->starts = NULL;
-  c->push_enc_buf = NULL;
-  c->push_resid = NULL;
 }
