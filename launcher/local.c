@@ -228,10 +228,6 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
     fprintf(stderr, "%s: --lr must be > 0\n", prog);
     return 2;
   }
-  if (f_backup >= f_workers) {
-    fprintf(stderr, "%s: --backup-workers must be less than --workers\n", prog);
-    return 2;
-  }
   if (parse_per_worker(f_slow, o->slow_factor, o->workers, 1, 1000) < 0) {
     fprintf(stderr, "%s: --slow-worker wants I:FACTOR with 0 <= I < workers and 1 <= FACTOR <= 1000\n", prog);
     return 2;

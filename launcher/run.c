@@ -572,6 +572,12 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     fprintf(stderr, "pstrain: --workers must be in 1..%d\n", PL_MAX_WORKERS);
     return 2;
   }
+  /* Checked against the count the job starts, which --gpus decides where it is given. */
+  if (o->backup_workers >= workers) {
+    fprintf(stderr, "pstrain: --backup-workers %d must be less than the %d worker%s this job "
+                    "starts\n", o->backup_workers, workers, workers > 1 ? "s" : "");
+    return 2;
+  }
   j.workers = workers;
   r.n_ps = j.n_ps = o->ps_shards > 1 ? o->ps_shards : 1;
   if (r.n_ps > PST_MAX_SHARDS) {

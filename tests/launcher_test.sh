@@ -36,6 +36,11 @@ out_error tb-nodir "--tensorboard $OUT/nowhere/tb: the directory $OUT/nowhere do
 touch "$OUT/a-file"
 out_error ckpt-file "--checkpoint-dir $OUT/a-file/ck: cannot create it" --checkpoint-dir "$OUT/a-file/ck"
 out_error ckpt-keep "checkpoint-keep must be in" --checkpoint-keep 0
+# --backup-workers is checked against the workers the job starts: --gpus decides how many.
+out_error backup-gpus "--backup-workers 1 must be less than the 1 worker this job starts" \
+  --gpus 0 --workers 4 --backup-workers 1
+out_error backup-workers "--backup-workers 2 must be less than the 2 workers this job starts" \
+  --workers 2 --backup-workers 2
 rc=0; "$LAUNCHER_BIN" local --epochs 1 --run-dir "$OUT/nowhere/run" >"$OUT/rundir.out" 2>&1 || rc=$?
 [ "$rc" = 2 ] && [ "$(wc -l <"$OUT/rundir.out")" = 1 ] || fail "a run directory that cannot be made: exit $rc, $(cat "$OUT/rundir.out")"
 port=$(free_port)

@@ -41,9 +41,13 @@ static const pst_reader_cbs reader_cbs = {rd_payload, rd_frame};
 
 /* Closed once the connection, the timer and any name lookup are done with: a lookup that
  * uv_cancel took off the thread pool's queue still calls back (UV_EAI_CANCELED), and the
- * client must not be started again over its request before it has. */
+ * client must not be started again over its request before it has. The timer counts as
+ * done only once its close callback has run, not when uv_close was called: the cancelled
+ * lookup's callback comes in the same loop turn before the closing handles' callbacks, and
+ * a client started again from on_closed then (a reconnection) would initialise a timer that
+ * libuv still holds on its closing list (an assertion in uv__finish_close, seen in CI). */
 static void finish_close(wk_client *c) {
-  if (c->tcp_open || c->resolving || !uv_is_closing((uv_handle_t *)&c->timer)) return;
+  if (c->tcp_open || c->resolving || c->timer_open) return;
   if (c->state == WK_CONN_CLOSED) return;
   c->state = WK_CONN_CLOSED;
   c->cbs->on_closed(c, c->close_why);
@@ -52,6 +56,7 @@ static void finish_close(wk_client *c) {
 static void on_handle_closed(uv_handle_t *h) {
   wk_client *c = h->data;
   if (h == (uv_handle_t *)&c->io.tcp) c->tcp_open = 0;
+  if (h == (uv_handle_t *)&c->timer) c->timer_open = 0;
   finish_close(c);
 }
 
@@ -349,6 +354,7 @@ int wk_client_start(wk_client *c, uv_loop_t *loop, const char *host, int port,
   if (rc < 0) return rc;
   uv_timer_init(loop, &c->timer);
   c->timer.data = c;
+  c->timer_open = 1;
   /* The loop's clock is cached: after seconds of work outside it (the worker loads its data
    * before the loop runs) the backoff timers would all be due at once. */
   uv_update_time(loop);

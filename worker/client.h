@@ -59,6 +59,7 @@ struct wk_client {
    * tls is set. A new stream per attempt. */
   pst_tls_stream io;
   int tcp_open;           /* io initialised and not yet closed */
+  int timer_open;         /* timer initialised and its close callback not yet run */
   pst_tls_ctx *tls;       /* NULL: plain TCP */
   const char *tls_name;   /* NULL, or the name the ps's certificate must carry */
   char session[128];      /* with TLS, once the handshake finished: "TLSv1.3 ..., peer CN=..." */
