@@ -5,6 +5,7 @@
 #include "common/tls_pki.h"
 #include "kernels/partition.h"
 #include "launcher/link.h"
+#include "launcher/run_ctx.h"
 #include "launcher/run_internal.h"
 #include "ps/atomic_file.h"
 
@@ -25,58 +26,6 @@
 
 #include <cjson/cJSON.h>
 
-typedef struct {
-  uv_process_t proc;
-  int started, exited;
-  int64_t status;
-  int term_signal;
-  char name[32];
-  char log[PATH_MAX];
-  char **argv;             /* a worker's command line, kept to restart it */
-  int ns;                  /* --link: the namespace it runs in (-1: the ps's, i: worker i's) */
-  int restarts;
-  int signalled;           /* told to stop: once only, see stop_all */
-} child;
-
-/* A worker that dies (a crash, kill -9, out of memory) is started again with its index, the
- * way systemd's Restart=on-failure does for the units: it rejoins its slot and the job goes
- * on. Past this many restarts of one worker, its failure ends the job. */
-#define PL_WORKER_RESTARTS 3
-
-/* Once every ps has finished the run, its workers are told so and exit by themselves; only
- * one still running after this long is stopped. (Stopping them at once raced with their own
- * exit: a worker that had just read "training complete" could take the SIGTERM first and exit
- * as stopped.) */
-#define PL_DRAIN_S 10.0
-
-typedef struct {
-  const pl_run_options *o;
-  uv_loop_t loop;
-  uv_timer_t tick;
-  uv_signal_t sig_int, sig_term, sig_hup;
-  child ps[PST_MAX_SHARDS]; /* the ps shards; ps[0] writes the metrics and the summary */
-  int n_ps;
-  child *workers;
-  int n_workers;
-  int alive;
-  int failed;              /* some process failed: everything is being stopped */
-  int interrupted;
-  int stopping;
-  double drain_deadline;   /* every ps finished: workers still running then are stopped */
-  char first_failure[1024];
-  int failure_rank;        /* how telling first_failure is: see on_child_exit */
-  FILE *metrics;
-  char metrics_path[PATH_MAX];
-  char line[4096];
-  size_t line_len;
-  int tty;
-  long total_steps;        /* per worker, all epochs */
-  long steps_seen;
-  double train_loss;
-  int epochs_done;
-  double t0;
-  pl_links links;          /* --link's namespaces (links.up: in use) */
-} run_ctx;
 
 void pl_run_defaults(pl_run_options *o) {
   memset(o, 0, sizeof *o);
@@ -153,199 +102,6 @@ static long train_samples(const char *dir) {
   return ((long)h[4] << 24) | (h[5] << 16) | (h[6] << 8) | h[7];
 }
 
-/* ---- children ---- */
-
-/* Every ps shard is up: workers may be restarted. */
-static int ps_running(const run_ctx *r) {
-  for (int i = 0; i < r->n_ps; i++)
-    if (!r->ps[i].started || r->ps[i].exited) return 0;
-  return 1;
-}
-
-/* Every ps shard has exited, each with status 0: the run is over. */
-static int ps_finished(const run_ctx *r) {
-  for (int i = 0; i < r->n_ps; i++)
-    if (!r->ps[i].exited || r->ps[i].status != 0 || r->ps[i].term_signal != 0) return 0;
-  return 1;
-}
-
-static int is_ps(const run_ctx *r, const child *c) { return c >= r->ps && c < r->ps + r->n_ps; }
-
-/* Each process is told to stop once: a ps that got SIGTERM is saving its last checkpoint, and
- * a second signal would end it halfway through (its handlers are gone by then). SIGKILL
- * (a second Ctrl-C) goes to everything still running. */
-static void stop_one(child *c, int sig) {
-  if (!c->started || c->exited || (c->signalled && sig != SIGKILL)) return;
-  uv_process_kill(&c->proc, sig);
-  c->signalled = 1;
-}
-
-static void stop_all(run_ctx *r, int sig) {
-  for (int i = 0; i < r->n_ps; i++) stop_one(&r->ps[i], sig);
-  for (int i = 0; i < r->n_workers; i++) stop_one(&r->workers[i], sig);
-}
-
-/* Every ps shard has exited (or never started). */
-static int ps_all_exited(const run_ctx *r) {
-  for (int i = 0; i < r->n_ps; i++)
-    if (r->ps[i].started && !r->ps[i].exited) return 0;
-  return 1;
-}
-
-/* The last line of a child's log that says what went wrong. */
-static void last_error_line(const char *log, char *out, size_t outlen) {
-  FILE *f = fopen(log, "r");
-  out[0] = '\0';
-  if (!f) return;
-  char line[1024];
-  while (fgets(line, sizeof line, f)) {
-    if (strstr(line, "error") || out[0] == '\0') {
-      line[strcspn(line, "\n")] = '\0';
-      /* Drop the "<3>" journald level prefix for people. */
-      const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
-      snprintf(out, outlen, "%.*s", (int)outlen - 1, p);
-    }
-  }
-  fclose(f);
-}
-
-/* The last line of a child's log, without its level prefix. */
-static void last_line(const char *log, char *out, size_t outlen) {
-  FILE *f = fopen(log, "r");
-  out[0] = '\0';
-  if (!f) return;
-  char line[1024];
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\n")] = '\0';
-    if (!line[0]) continue;
-    const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
-    snprintf(out, outlen, "%.*s", (int)outlen - 1, p);
-  }
-  fclose(f);
-}
-
-static int spawn(run_ctx *r, child *c, char **argv);
-
-static void on_restart_closed(uv_handle_t *h) {
-  child *c = h->data;
-  run_ctx *r = (run_ctx *)h->loop->data;
-  if (r->stopping || !ps_running(r)) return;
-  c->exited = 0;
-  if (spawn(r, c, c->argv) < 0) {
-    r->failed = 1;
-    r->stopping = 1;
-    stop_all(r, SIGTERM);
-  }
-}
-
-static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
-  child *c = p->data;
-  run_ctx *r = (run_ctx *)p->loop->data;
-  c->exited = 1;
-  c->status = status;
-  c->term_signal = term_signal;
-  r->alive--;
-  /* A process this launcher told to stop that did (exit status 3, PST_EXIT_STOPPED) has not
-   * failed: a worker still waiting for a ps that has finished, or one stopped because
-   * another process failed, whose failure is the one to report. */
-  int stopped = c->signalled && status == 3 && term_signal == 0;
-  int bad = (status != 0 && !stopped) || (term_signal != 0 && !r->stopping);
-  if (bad && !is_ps(r, c) && c->argv && !r->stopping && !r->interrupted &&
-      c->restarts < PL_WORKER_RESTARTS && ps_running(r)) {
-    c->restarts++;
-    fprintf(stderr, "pstrain: %s exited with %s %d; starting it again (%d of %d)\n", c->name,
-            term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
-            c->restarts, PL_WORKER_RESTARTS);
-    uv_close((uv_handle_t *)p, on_restart_closed);
-    return;
-  }
-  uv_close((uv_handle_t *)p, NULL);
-  char why[800]; /* a worker's compute failure names its layer, shape and library call */
-  last_error_line(c->log, why, sizeof why);
-  /* A process that logged an error counts even when our SIGTERM ended it first. */
-  int logged_error = strstr(why, "error:") != NULL;
-  if ((bad || logged_error) && !r->interrupted) {
-    /* Several processes fail together when one does; report the cause: a worker's own
-     * error (3, e.g. its data) over the ps's (2) over a worker that only lost the ps or
-     * was told to stop (1). */
-    int lost_ps = strstr(why, "the ps stopped training") || strstr(why, "connection") ||
-                  strstr(why, "cannot reach the ps");
-    int rank = is_ps(r, c) ? 2 : lost_ps ? 1 : 3;
-    if (rank > r->failure_rank) {
-      if (term_signal && !bad)
-        snprintf(r->first_failure, sizeof r->first_failure, "%s failed: %s", c->name, why);
-      else
-        snprintf(r->first_failure, sizeof r->first_failure, "%s exited with %s %d: %s", c->name,
-                 term_signal ? "signal" : "status", term_signal ? term_signal : (int)status,
-                 why[0] ? why : "(no output)");
-      r->failure_rank = rank;
-    }
-    r->failed = 1;
-  }
-  if (bad) {
-    /* One failure ends the job: nobody is left behind. When it was interrupted, the ps's
-     * go first (on_signal), and the workers once the last one has ended. */
-    r->stopping = 1;
-    if (!r->interrupted || ps_all_exited(r)) stop_all(r, SIGTERM);
-  } else if (is_ps(r, c) && !r->stopping && ps_finished(r)) {
-    /* Every ps finished the run (shards end one by one, each once every worker is done with
-     * it): the workers have been told and get PL_DRAIN_S to exit by themselves. */
-    r->stopping = 1;
-    r->drain_deadline = pst_now() + PL_DRAIN_S;
-  }
-  if (r->alive == 0) {
-    uv_timer_stop(&r->tick);
-    uv_close((uv_handle_t *)&r->tick, NULL);
-    uv_close((uv_handle_t *)&r->sig_int, NULL);
-    uv_close((uv_handle_t *)&r->sig_term, NULL);
-    uv_close((uv_handle_t *)&r->sig_hup, NULL);
-  }
-}
-
-static int spawn(run_ctx *r, child *c, char **argv) {
-  /* Behind --link, inside its namespace: "ip netns exec NS" execs the program, so the pid
-   * is the program's, and signals reach it as without. */
-  char *wrapped[PL_MAX_ARGS + 8];
-  if (r->links.up) {
-    if (pl_links_wrap(&r->links, c->ns, argv, wrapped, PL_MAX_ARGS + 8) < 0) return -E2BIG;
-    argv = wrapped;
-  }
-  /* A restarted worker's log goes on after its predecessor's. */
-  int fd = open(c->log, O_WRONLY | O_CREAT | (c->restarts ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    fprintf(stderr, "pstrain: cannot write %s: %s\n", c->log, strerror(errno));
-    return -errno;
-  }
-  uv_stdio_container_t stdio[3];
-  stdio[0].flags = UV_IGNORE;
-  stdio[1].flags = UV_INHERIT_FD;
-  stdio[1].data.fd = fd;
-  stdio[2].flags = UV_INHERIT_FD;
-  stdio[2].data.fd = fd;
-  uv_process_options_t po;
-  memset(&po, 0, sizeof po);
-  po.file = argv[0];
-  po.args = argv;
-  po.exit_cb = on_child_exit;
-  po.stdio = stdio;
-  po.stdio_count = 3;
-  /* A process group of its own: a Ctrl-C at the terminal reaches the launcher alone, which
-   * then stops each process once (stop_all), not the terminal's SIGINT and the launcher's
-   * SIGTERM one after the other. */
-  po.flags = UV_PROCESS_DETACHED;
-  c->proc.data = c;
-  c->signalled = 0;
-  int rc = uv_spawn(&r->loop, &c->proc, &po);
-  close(fd);
-  if (rc < 0) {
-    fprintf(stderr, "pstrain: cannot start %s: %s\n", argv[0], uv_strerror(rc));
-    return rc;
-  }
-  c->started = 1;
-  r->alive++;
-  return 0;
-}
-
 /* ---- progress ---- */
 
 double pl_json_num(const char *line, const char *key) {
@@ -415,7 +171,7 @@ static void on_tick(uv_timer_t *t) {
   read_metrics(r);
   if (r->drain_deadline > 0 && pst_now() > r->drain_deadline) {
     r->drain_deadline = 0;
-    stop_all(r, SIGTERM);
+    pl_stop_all(r, SIGTERM);
   }
   if (r->tty && !r->o->quiet && r->total_steps > 0 && !r->stopping) {
     double frac = (double)r->steps_seen / (double)r->total_steps;
@@ -442,7 +198,7 @@ static void on_signal(uv_signal_t *h, int signum) {
   run_ctx *r = h->data;
   if (r->interrupted && signum == SIGINT) {
     fprintf(stderr, "pstrain: interrupted again; killing every process\n");
-    stop_all(r, SIGKILL);
+    pl_stop_all(r, SIGKILL);
     return;
   }
   if (!r->interrupted && r->o->checkpoint_dir)
@@ -454,8 +210,8 @@ static void on_signal(uv_signal_t *h, int signum) {
                     "at once)\n");
   r->interrupted = 1;
   r->stopping = 1;
-  for (int i = 0; i < r->n_ps; i++) stop_one(&r->ps[i], SIGTERM);
-  if (ps_all_exited(r)) stop_all(r, SIGTERM);
+  for (int i = 0; i < r->n_ps; i++) pl_stop_one(&r->ps[i], SIGTERM);
+  if (pl_ps_all_exited(r)) pl_stop_all(r, SIGTERM);
 }
 
 /* ---- the run ---- */
@@ -674,7 +430,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     else snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps");
     if (s == 0) snprintf(r.ps[s].log, sizeof r.ps[s].log, "%s/ps.log", o->run_dir);
     else snprintf(r.ps[s].log, sizeof r.ps[s].log, "%s/ps-shard%d.log", o->run_dir, s);
-    rc = spawn(&r, &r.ps[s], a.argv);
+    rc = pl_spawn(&r, &r.ps[s], a.argv);
   }
 
   r.workers = calloc((size_t)workers, sizeof *r.workers);
@@ -686,7 +442,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     r.workers[i].ns = i;
     snprintf(r.workers[i].log, sizeof r.workers[i].log, "%s/worker%d.log", o->run_dir, i);
     r.workers[i].argv = argv_dup(w.argv, w.n);
-    rc = r.workers[i].argv ? spawn(&r, &r.workers[i], w.argv) : -ENOMEM;
+    rc = r.workers[i].argv ? pl_spawn(&r, &r.workers[i], w.argv) : -ENOMEM;
   }
   uv_timer_init(&r.loop, &r.tick);
   r.tick.data = &r;
@@ -701,7 +457,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   if (rc < 0) {
     r.failed = 1;
     r.stopping = 1;
-    stop_all(&r, SIGTERM);
+    pl_stop_all(&r, SIGTERM);
     if (r.alive == 0) {
       uv_close((uv_handle_t *)&r.tick, NULL);
       uv_close((uv_handle_t *)&r.sig_int, NULL);
@@ -736,7 +492,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     /* Every process ended well, but the ps wrote no summary: it found nothing to do (a
      * checkpoint of a finished job), and its last line says so. */
     char why[400];
-    last_line(r.ps[0].log, why, sizeof why);
+    pl_last_line(r.ps[0].log, why, sizeof why);
     fprintf(stderr, "pstrain: the ps wrote no summary: %s\n", why);
   }
   if (r.failed || rc < 0) {
