@@ -62,6 +62,47 @@ int main(void) {
     free(scratch);
     free(pairs);
   }
+  /* An int8 push of an mlp's 235,146 values with feedback, on the scalar path and the best;
+   * a delta pull's chunk over as many, as the ps makes it for each worker, and as the worker
+   * adds it. */
+  {
+    enum { M = 235146 };
+    uint8_t *p8 = malloc(M + 4);
+    if (!p8) return 1;
+    for (int best = 0; best < 2; best++) {
+      pst_codec_use(best ? PST_ISA_BEST : PST_ISA_SCALAR);
+      double t = 1e9;
+      for (int k = 0; k < ROUNDS; k++) {
+        double t0 = now();
+        pst_int8_encode(x, r, M, p8);
+        double t1 = now();
+        if (t1 - t0 < t) t = t1 - t0;
+      }
+      printf("| int8 push, 235,146 values, %s path | encode with feedback: %.3f ms (%.2f GB/s) |\n",
+             best ? "best" : "scalar", t * 1e3, M * 4.0 / t / 1e9);
+    }
+    free(p8);
+  }
+  {
+    enum { M = 235146 };
+    float *held = calloc(M, sizeof *held);
+    uint8_t *q = malloc(M + 4);
+    if (!held || !q) return 1;
+    double best = 1e9, add = 1e9;
+    for (int k = 0; k < ROUNDS; k++) {
+      double t0 = now();
+      pst_int8_delta(x, held, M, q);
+      double t1 = now();
+      pst_int8_add(q, M + 4, d, M);
+      double t2 = now();
+      if (t1 - t0 < best) best = t1 - t0;
+      if (t2 - t1 < add) add = t2 - t1;
+    }
+    printf("| delta pull, 235,146 values | ps: %.3f ms (%.2f GB/s); worker's add: %.3f ms |\n",
+           best * 1e3, M * 4.0 / best / 1e9, add * 1e3);
+    free(held);
+    free(q);
+  }
   free(x);
   free(r);
   free(d);

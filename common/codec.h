@@ -29,6 +29,12 @@ typedef enum {
   PST_ENC_BF16 = 2,
   PST_ENC_TOPK = 3,
   PST_ENC_INT8 = 4, /* pushes only: a float32 scale, then one signed byte per value */
+  /* Pulls only: a reply is either float32 (Header.delta false) or, per chunk, an int8 chunk
+   * of the change from the weights this worker holds to the ps's (Header.delta true), which
+   * the worker adds to them (pst_int8_add). The ps keeps, per worker connection, the weights
+   * that worker holds, so what int8 rounds off is sent with the next change, never lost.
+   * ps/pull.c says when a reply is float32. */
+  PST_ENC_DELTA = 5,
   PST_ENC_COUNT
 } pst_enc;
 
@@ -37,17 +43,18 @@ typedef enum {
 
 /* The name of an encoding ("none", "fp16", "bf16"), or "?" for a value out of range. */
 const char *pst_enc_name(pst_enc e);
-/* Parses a pull encoding's name (none, fp16, bf16). 0, or -EINVAL. */
+/* Parses a pull encoding's name (none, fp16, bf16, delta). 0, or -EINVAL. */
 int pst_enc_parse(const char *s, pst_enc *e);
-/* Parses a push encoding: a pull one's names, int8, or topk:FRACTION (0 < FRACTION <= 0.5;
+/* Parses a push encoding: none, fp16, bf16, int8, or topk:FRACTION (0 < FRACTION <= 0.5;
  * *fraction is set for it, 0 otherwise). 0, or -EINVAL. */
 int pst_enc_parse_push(const char *s, pst_enc *e, double *fraction);
-/* The names joined for messages and help texts: "none|fp16|bf16" for pulls, and with
- * "|topk:FRACTION" for pushes. */
+/* The names joined for messages and help texts: "none|fp16|bf16|delta" for pulls, and
+ * "none|fp16|bf16|int8|topk:FRACTION" for pushes. */
 const char *pst_enc_choices(void);
 const char *pst_enc_push_choices(void);
 /* Bytes per value on the wire: 4, 2, 2; 8 per pair for TOPK (a u32 index and a float32); 1
- * for INT8 (and 4 for the chunk's scale). 0 for a value out of range. */
+ * for INT8 and DELTA (and 4 for the chunk's scale; a DELTA reply may also be float32). 0 for
+ * a value out of range. */
 unsigned pst_enc_bytes(pst_enc e);
 
 /* ---- int8 (pushes) ---- */
@@ -61,6 +68,19 @@ size_t pst_int8_encode(const float *x, float *resid, size_t n, uint8_t *out);
 /* Decodes bytes (which must be 4 + n, n >= 1) into out[n]; -EINVAL otherwise. in and out must
  * not overlap. */
 int pst_int8_decode(const uint8_t *in, size_t bytes, float *out, size_t n);
+
+/* Adds the values of an int8 chunk (bytes = 4 + n, n >= 1) to acc[n]: acc[i] += q[i] x
+ * scale, each a float32 multiply and add. The ps and the worker both take a delta pull's
+ * chunk with this one routine, so that the ps's copy of what the worker holds and the
+ * worker's weights stay equal bit for bit. -EINVAL, acc untouched, for a wrong length or a
+ * scale that is not finite (what a lying ps could send). */
+int pst_int8_add(const uint8_t *in, size_t bytes, float *acc, size_t n);
+/* A delta pull's chunk, as the ps makes it: the change target[n] - held[n] as an int8 chunk
+ * into out[4 + n], added to held (held += decoded change), in two passes over the values.
+ * The same bytes and the same held as pst_int8_encode of the change followed by
+ * pst_int8_add. -EINVAL, nothing written, when n is 0 or the change is not finite (send
+ * float32 then). */
+int pst_int8_delta(const float *target, float *held, size_t n, uint8_t *out);
 
 /* ---- top-k (pushes) ---- */
 

@@ -381,6 +381,21 @@ static void check_int8(void) {
     }
     CHECK(pst_int8_encode(x, r, n, out) == n + 4, "round %d: length", round);
     CHECK(pst_int8_decode(out, n + 4, d, n) == 0, "round %d: own bytes refused", round);
+    /* The path in use (the best this CPU has) against the scalar one, with and without
+     * feedback: the same bytes and residuals. */
+    static float r2[N];
+    static uint8_t out2[N + 4], out3[N + 4], out4[N + 4];
+    pst_isa best = pst_codec_isa();
+    memcpy(r2, keep, n * sizeof *r2);
+    pst_int8_encode(x, NULL, n, out3);
+    pst_codec_use(PST_ISA_SCALAR);
+    pst_int8_encode(x, r2, n, out2);
+    pst_int8_encode(x, NULL, n, out4);
+    pst_codec_use(best);
+    CHECK(memcmp(out, out2, n + 4) == 0 && memcmp(r, r2, n * sizeof *r) == 0,
+          "round %d n %zu: path %d differs from the scalar one", round, n, (int)best);
+    CHECK(memcmp(out3, out4, n + 4) == 0, "round %d n %zu: without feedback, path %d differs",
+          round, n, (int)best);
     float scale, m = 0;
     memcpy(&scale, out, 4);
     for (size_t i = 0; i < n; i++) m = fmaxf(m, fabsf(x[i] + keep[i]));
@@ -406,7 +421,95 @@ static void check_int8(void) {
             pst_int8_decode(oy, 4, dy, 0) == -EINVAL, "bad lengths");
 }
 
+/* Delta pulls: the name is a pull's only, and pst_int8_add adds exactly what
+ * pst_int8_decode gives (the ps and the worker each keep the sum, and must agree bit for bit);
+ * a scale that is not finite, or a wrong length, changes nothing. Adding a change chunk by
+ * chunk keeps the copy within half a step of int8 of the target, however many rounds. */
+static void check_delta(void) {
+  pst_enc e;
+  double f;
+  CHECK(pst_enc_parse("delta", &e) == 0 && e == PST_ENC_DELTA, "delta as a pull");
+  CHECK(pst_enc_parse_push("delta", &e, &f) == -EINVAL, "delta as a push");
+  CHECK(strstr(pst_enc_choices(), "delta") && !strstr(pst_enc_push_choices(), "delta"),
+        "choices");
+  enum { N = 1000 };
+  static float target[N], held[N], copy[N], d[N], dec[N];
+  static uint8_t out[N + 4];
+  uint32_t rng = 7;
+  for (int round = 0; round < 50; round++) {
+    float worst = 0, step = 0;
+    for (int i = 0; i < N; i++) {
+      rng = rng * 1664525u + 1013904223u;
+      target[i] += ((float)(rng >> 8) / 16777216.0f - 0.5f) * 1e-3f * (float)(1 + i % 7);
+      d[i] = target[i] - held[i];
+    }
+    pst_int8_encode(d, NULL, N, out);
+    CHECK(pst_int8_decode(out, N + 4, dec, N) == 0, "round %d: decode", round);
+    memcpy(copy, held, sizeof copy);
+    CHECK(pst_int8_add(out, N + 4, held, N) == 0, "round %d: add", round);
+    memcpy(&step, out, 4);
+    for (int i = 0; i < N; i++) {
+      CHECK(held[i] == copy[i] + dec[i], "round %d: value %d is not copy + decoded", round, i);
+      worst = fmaxf(worst, fabsf(target[i] - held[i]));
+    }
+    CHECK(worst <= step * 0.5f * 1.0001f + 1e-30f, "round %d: %g off, a step is %g", round,
+          (double)worst, (double)step);
+  }
+  /* The ps's fused pass, on every path this CPU has and at lengths that leave tails, gives
+   * the bytes and the copy of pst_int8_encode and pst_int8_add: with changes of every size,
+   * subnormal ones (whose grid, 127 / max, overflows) and none at all among them. */
+  static float held2[N], held3[N], start[N];
+  static uint8_t out2[N + 4], out3[N + 4];
+  const size_t lens[] = {1, 7, 8, 9, 31, 32, 33, 63, 64, 65, 999, N};
+  for (int isa = PST_ISA_SCALAR; isa <= PST_ISA_AVX512; isa++) {
+    if (pst_codec_use((pst_isa)isa) < 0) continue;
+    for (int round = 0; round < 24; round++) {
+      size_t n = lens[round % (sizeof lens / sizeof *lens)];
+      float mag = round % 3 == 0 ? 3.0f : round % 3 == 1 ? 1e-5f : 1e-38f;
+      for (size_t i = 0; i < n; i++) {
+        rng = rng * 1664525u + 1013904223u;
+        target[i] = held[i] + (rng % 5 == 0 ? 0.0f : ((float)(rng >> 8) / 16777216.0f - 0.5f) * mag);
+        d[i] = target[i] - held[i];
+      }
+      memcpy(held2, held, sizeof held2);
+      memcpy(start, held, sizeof start);
+      pst_int8_encode(d, NULL, n, out);
+      CHECK(pst_int8_add(out, n + 4, held, n) == 0, "isa %d round %d: add", isa, round);
+      CHECK(pst_int8_delta(target, held2, n, out2) == 0, "isa %d round %d: delta", isa, round);
+      CHECK(memcmp(out, out2, n + 4) == 0, "isa %d n %zu: the fused pass's bytes differ", isa, n);
+      CHECK(memcmp(held, held2, n * sizeof *held) == 0, "isa %d n %zu: the copies differ", isa, n);
+      /* And the scalar path from the same start gives the same bytes and copy. */
+      pst_codec_use(PST_ISA_SCALAR);
+      memcpy(held3, start, n * sizeof *held3);
+      CHECK(pst_int8_delta(target, held3, n, out3) == 0, "isa %d round %d: scalar", isa, round);
+      CHECK(memcmp(out3, out2, n + 4) == 0 && memcmp(held3, held2, n * sizeof *held3) == 0,
+            "isa %d n %zu: the path differs from the scalar one", isa, n);
+      pst_codec_use((pst_isa)isa);
+      for (size_t i = 0; i < n; i++)
+        CHECK(isfinite(held[i]), "isa %d n %zu: value %zu not finite", isa, n, i);
+    }
+  }
+  pst_codec_use(PST_ISA_BEST);
+  target[5] = INFINITY;
+  memcpy(held2, held, sizeof held2);
+  CHECK(pst_int8_delta(target, held2, N, out2) == -EINVAL, "an infinite change");
+  CHECK(memcmp(held, held2, sizeof held) == 0, "a refused change changed the copy");
+  CHECK(pst_int8_delta(target, held2, 0, out2) == -EINVAL, "no values");
+  target[5] = 0;
+  memcpy(copy, held, sizeof copy);
+  float bad = NAN;
+  memcpy(out, &bad, 4);
+  CHECK(pst_int8_add(out, N + 4, held, N) == -EINVAL, "a NaN scale");
+  bad = INFINITY;
+  memcpy(out, &bad, 4);
+  CHECK(pst_int8_add(out, N + 4, held, N) == -EINVAL, "an infinite scale");
+  CHECK(pst_int8_add(out, N + 3, held, N) == -EINVAL && pst_int8_add(out, 4, held, 0) == -EINVAL,
+        "bad lengths");
+  CHECK(memcmp(copy, held, sizeof copy) == 0, "a refused chunk changed the weights");
+}
+
 int main(void) {
+  check_delta();
   check_int8();
   check_topk();
   check_scalar();

@@ -66,7 +66,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("grad-limit", PST_CFG_STRING, f_grad_limit, "", "the ps's --grad-limit: largest magnitude a gradient value may have (default: the ps's)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_STRING, f_clip_norm, "", "the ps's --clip-norm: workers clip each gradient to this norm (default: none)", 0, 0),
     PST_OPT("push-compress", PST_CFG_STRING, f_push_compress, "none", "the ps's --push-compress: gradients on the wire as none (float32), fp16, bf16 or topk:FRACTION (each chunk's largest values), with error feedback on the workers", 0, 0),
-    PST_OPT("pull-compress", PST_CFG_STRING, f_pull_compress, "none", "the ps's --pull-compress: weights on the wire as none (float32), fp16 or bf16, rounded from the ps's float32 weights", 0, 0),
+    PST_OPT("pull-compress", PST_CFG_STRING, f_pull_compress, "none", "the ps's --pull-compress: weights on the wire as none (float32), fp16 or bf16 (rounded from the ps's float32 weights), or delta (int8 changes from what each worker holds)", 0, 0),
     PST_OPT("link", PST_CFG_STRING, f_link, "", "RATE[,DELAY[,LOSS]]: each worker in a network namespace of its own, behind a link of that rate (e.g. 1gbit), delay (1ms) and loss (0.1%) both ways, shaped with tc (needs root and iproute2; default: loopback)", 0, 0),
     PST_OPT("link-worker", PST_CFG_STRING, f_link_worker, "", "I:RATE[,DELAY[,LOSS]][;I:...]: worker I's link instead of --link's", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),

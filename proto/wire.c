@@ -95,6 +95,18 @@ int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t 
   return pst_wire_encode(&h, count * value_bytes, buf, buflen);
 }
 
+int pst_wire_encode_delta_chunk(uint64_t version, uint64_t offset, uint32_t count, int last,
+                                uint8_t *buf, size_t buflen) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__WEIGHTS;
+  h.version = version;
+  h.offset = offset;
+  h.count = count;
+  h.last = last != 0;
+  h.delta = 1;
+  return pst_wire_encode(&h, count + 4, buf, buflen);
+}
+
 /* Whether m or a message inside it holds a field numbered 0. No such field exists in
  * protobuf, and protobuf-c refuses it in a one-byte tag but accepts it in a longer
  * (non-minimal) one, keeping it as an unknown field that then packs into a one-byte tag it
@@ -269,6 +281,8 @@ void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes) {
                        : 4;
 }
 
+void pst_reader_take_delta(pst_reader *r, int on) { r->takes_delta = on != 0; }
+
 void pst_reader_free(pst_reader *r) {
   free(r->header_buf);
   free(r->stage);
@@ -339,8 +353,15 @@ static int header_done(pst_reader *r) {
              r->prefix.header_len);
     return fail(r, r->header_buf, r->prefix.header_len);
   }
-  if (pst_wire_validate_values(h, r->prefix.payload_len, r->value_bytes ? r->value_bytes : 4,
-                               r->err, sizeof r->err) < 0)
+  unsigned vb = r->value_bytes ? r->value_bytes : 4;
+  if (h->delta && (h->type == PSTRAIN__MSG_TYPE__WEIGHTS || h->type == PSTRAIN__MSG_TYPE__PUSH)) {
+    if (!r->takes_delta || h->type != PSTRAIN__MSG_TYPE__WEIGHTS) {
+      snprintf(r->err, sizeof r->err, "a delta chunk where none may come");
+      return fail(r, r->header_buf, r->prefix.header_len);
+    }
+    vb = PST_WIRE_INT8;
+  }
+  if (pst_wire_validate_values(h, r->prefix.payload_len, vb, r->err, sizeof r->err) < 0)
     return fail(r, r->header_buf, r->prefix.header_len);
   r->hdr = h;
   r->got = 0;

@@ -59,6 +59,10 @@ int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offs
 int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t offset,
                               uint32_t count, int last, unsigned value_bytes, uint8_t *buf,
                               size_t buflen);
+/* A WEIGHTS chunk of a delta pull (Header.delta): count values as an int8 chunk, a 4-byte
+ * scale and count bytes (common/codec.h). */
+int pst_wire_encode_delta_chunk(uint64_t version, uint64_t offset, uint32_t count, int last,
+                                uint8_t *buf, size_t buflen);
 
 /* Checks a decoded header against its prefix: a known type, the payload length matching
  * 4 * count for tensor chunks and 0 otherwise, sane counts. Returns 0 or -EPROTO. */
@@ -97,6 +101,7 @@ struct pst_reader {
   void *data;                 /* the owner's */
   uint32_t max_payload;
   unsigned value_bytes;       /* bytes per value of tensor payloads: 4 (0 reads as 4), or 2 */
+  int takes_delta;            /* WEIGHTS chunks with Header.delta (int8) may come */
   int paused;
   pst_prefix prefix;
   uint8_t prefix_buf[PST_WIRE_PREFIX_LEN];
@@ -132,6 +137,10 @@ void pst_reader_free(pst_reader *r);
  * common/codec.h): 2, or 4 for anything else. on_payload's destination still has room for
  * count floats, and the encoded bytes land at its start for the owner to decode in place. */
 void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes);
+/* Whether WEIGHTS chunks marked delta (Header.delta: an int8 chunk, 4 + count bytes) may come
+ * besides the value size above (--pull-compress delta). A tensor chunk marked delta on a
+ * reader that does not take them, or a PUSH marked delta, is malformed. */
+void pst_reader_take_delta(pst_reader *r, int on);
 /* Where the next read should land: use as libuv's alloc_cb result. */
 void pst_reader_buffer(pst_reader *r, char **base, size_t *len);
 /* The rest of the current payload as one buffer, for an owner that reads it some other way

@@ -266,7 +266,44 @@ static void test_mutations(void) {
   g_pass++;
 }
 
+/* Delta pulls (Header.delta): a reader that takes them reads a marked WEIGHTS chunk as int8
+ * (4 + count bytes) and an unmarked one as float32; a marked chunk of the wrong length, a
+ * marked PUSH, or a marked chunk on a reader that takes none, is malformed. */
+static int feed_delta(int takes, Pstrain__MsgType type, int delta, uint32_t count,
+                      uint32_t payload) {
+  uint8_t b[128 + 64];
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = type;
+  h.count = count;
+  h.delta = delta;
+  int n = pst_wire_encode(&h, payload, b, 64);
+  memset(b + n, 0, payload);
+  sink s;
+  memset(&s, 0, sizeof s);
+  pst_reader r;
+  pst_reader_init(&r, &cbs, &s, 1 << 20);
+  pst_reader_take_delta(&r, takes);
+  int rc = feed(&r, b, (size_t)n + payload, 7);
+  pst_reader_free(&r);
+  return rc < 0 ? rc : s.frames;
+}
+
+static void test_delta(void) {
+  uint8_t b[64];
+  CHECK(pst_wire_encode_delta_chunk(9, 0, 10, 1, b, sizeof b) > 0);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 1, 10, 14) == 1);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 0, 10, 40) == 1);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 1, 10, 40) == -EPROTO);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 0, 10, 14) == -EPROTO);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__PUSH, 1, 10, 14) == -EPROTO);
+  CHECK(feed_delta(0, PSTRAIN__MSG_TYPE__WEIGHTS, 1, 10, 14) == -EPROTO);
+  CHECK(feed_delta(0, PSTRAIN__MSG_TYPE__PUSH, 1, 10, 40) == -EPROTO);
+  /* A PULL may carry the flag (the worker allows a delta reply). */
+  CHECK(feed_delta(0, PSTRAIN__MSG_TYPE__PULL, 1, 0, 0) == 1);
+}
+
 int main(void) {
+  test_delta();
   test_round_trip();
   test_direct_payload();
   test_tensor_stream();

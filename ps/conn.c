@@ -181,6 +181,9 @@ static void on_conn_closed(uv_handle_t *h) {
   free(c->wreq);
   free(c->wbatch);
   free(c->whead);
+  free(c->delta_ref);
+  free(c->delta_buf);
+  free(c->delta_sent);
   free(c);
 }
 

@@ -77,6 +77,18 @@ struct ps_conn {
   uv_write_t *wreq;      /* [n_chunks]: the write of chunks i.. of a reply uses wreq[i] */
   uint32_t *wbatch;      /* [n_chunks]: how many chunks that write holds */
   uint8_t *whead;        /* [n_chunks * PST_WIRE_CHUNK_HEAD] */
+  /* --pull-compress delta (ps/pull.c): the weights this worker holds, as it holds them
+   * [the shard's floats] (valid when delta_have: a float32 reply made it whole, and no reply
+   * since was cut short), and the
+   * reply's int8 chunks [floats + 4 x n_chunks bytes: chunk c at its offset + 4c]. Both
+   * come with the first reply; NULL without delta pulls or when they could not be had (every
+   * reply is then float32). pull_delta: the PULL allowed a delta; pull_full: this reply is
+   * float32. */
+  float *delta_ref;
+  uint8_t *delta_buf;
+  uint8_t *delta_sent;   /* [n_chunks]: this reply's chunk went as a delta (not float32) */
+  uint32_t delta_framed; /* this reply's chunks framed so far (in order) */
+  int delta_have, pull_delta, pull_full;
   uv_shutdown_t shutdown_req;
   /* The I/O threads' jobs (ps/io.h): a gradient payload being read into push_dst, and a run
    * of this reply's chunks being written. While rjob is out libuv does not read this socket,

@@ -1,10 +1,14 @@
 /* The pull path of the ps: answering PULLs straight from the weight store and streaming a
  * sync pull of the version being built; each reply holds its store buffer (ps/store.h, the
  * owner of the counts that keep every reply to one version). */
+#include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/clock.h"
+#include "common/codec.h"
 #include "proto/wire.h"
 #include "ps/conn.h"
 
@@ -87,6 +91,76 @@ static uint32_t pull_ready_chunks(ps_conn *c) {
   return pst_update_ready_chunks(&s->upd);
 }
 
+/* --pull-compress delta: this connection's copy of the weights its worker holds, and the
+ * buffer of its replies' int8 chunks, allocated with its first reply. Without them (no
+ * memory) every reply is float32. */
+static int delta_alloc(ps_conn *c) {
+  ps_server *s = c->srv;
+  uint32_t last = s->upd.n_chunks - 1;
+  size_t n = pst_update_chunk_off(&s->upd, last) + pst_update_chunk_len(&s->upd, last);
+  c->delta_ref = malloc(n * sizeof *c->delta_ref);
+  c->delta_buf = malloc(n + 4 * (size_t)s->upd.n_chunks);
+  c->delta_sent = malloc(s->upd.n_chunks);
+  if (c->delta_ref && c->delta_buf && c->delta_sent) return 0;
+  free(c->delta_ref);
+  free(c->delta_buf);
+  free(c->delta_sent);
+  c->delta_ref = NULL;
+  c->delta_buf = NULL;
+  c->delta_sent = NULL;
+  return -ENOMEM;
+}
+
+/* Whether the reply about to be sent may be a delta. It is float32 when the worker did not
+ * allow one (it holds no whole last reply, or will evaluate these weights), when the ps
+ * holds no copy of what the worker has (the connection's first reply, or one cut short),
+ * and for the final weights and a dense evaluation's: evaluations, and the checksums the
+ * workers report of them, are of the ps's own weights, not of a worker's copy. */
+static int delta_reply(ps_conn *c, int eval_asked) {
+  if (c->srv->opt.pull_enc != PST_ENC_DELTA) return 0;
+  if (!c->delta_ref && delta_alloc(c) < 0) return 0;
+  return c->pull_delta && c->delta_have && !c->pull_final && !eval_asked;
+}
+
+/* Chunk i of a delta pull's reply (the weights w of the held buffer). A float32 reply's
+ * chunk goes out from the store as without delta pulls, and is copied into what the ps
+ * knows the worker holds; the reply's last chunk makes that copy whole. A delta reply's
+ * chunk is the change from that copy to w, as an int8 chunk, added to the copy as the
+ * worker adds it (pst_int8_delta gives pst_int8_add's bits, codec_test checks), so both
+ * stay equal bit for bit, and what int8 rounds off is part of the next reply's change. A
+ * change too large for float32 goes as float32 instead; each chunk says which it is. */
+static int delta_frame(ps_conn *c, uint32_t i, const float *w, uint8_t *head, uv_buf_t bufs[2]) {
+  ps_server *s = c->srv;
+  uint32_t len = pst_update_chunk_len(&s->upd, i);
+  size_t off = pst_update_chunk_off(&s->upd, i);
+  int last = i + 1 == s->upd.n_chunks;
+  float *ref = c->delta_ref ? c->delta_ref + off : NULL;
+  uint8_t *out = c->delta_buf ? c->delta_buf + off + 4 * (size_t)i : NULL;
+  /* A chunk is framed again when an I/O thread could not take the chunks framed for it
+   * (ps/io.c while stopping): the change was already added to the copy, so its bytes are
+   * sent as they were encoded. Chunks are framed in order. */
+  int again = ref && i < c->delta_framed;
+  if (ref && !again) {
+    c->delta_framed = i + 1;
+    c->delta_sent[i] = 0;
+    if (!c->pull_full) c->delta_sent[i] = pst_int8_delta(w + off, ref, len, out) == 0;
+    if (!c->delta_sent[i]) memcpy(ref, w + off, (size_t)len * sizeof *ref);
+    if (last && c->pull_full) c->delta_have = 1;
+  }
+  if (ref && c->delta_sent[i]) {
+    int hn = pst_wire_encode_delta_chunk(c->pull_hold.version, off, len, last, head,
+                                         PST_WIRE_CHUNK_HEAD);
+    bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
+    bufs[1] = uv_buf_init((char *)out, len + 4u);
+    return hn;
+  }
+  int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len, last,
+                                 head, PST_WIRE_CHUNK_HEAD);
+  bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
+  bufs[1] = uv_buf_init((char *)(w + off), len * 4u);
+  return hn;
+}
+
 /* The frame of reply chunk i: its header (encoded into this connection's slot for it) and
  * its payload in the held store buffer. Returns the header's length. */
 static int chunk_frame(ps_conn *c, uint32_t i, uv_buf_t bufs[2]) {
@@ -97,6 +171,7 @@ static int chunk_frame(ps_conn *c, uint32_t i, uv_buf_t bufs[2]) {
   size_t off = pst_update_chunk_off(&s->upd, i);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
   pst_enc e = s->opt.pull_enc;
+  if (e == PST_ENC_DELTA) return delta_frame(c, i, w, head, bufs);
   unsigned vb = pst_enc_bytes(e);
   int hn = pst_wire_encode_chunk_enc(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
                                      i + 1 == s->upd.n_chunks, vb, head, PST_WIRE_CHUNK_HEAD);
@@ -115,6 +190,12 @@ static int chunk_frame(ps_conn *c, uint32_t i, uv_buf_t bufs[2]) {
   return hn;
 }
 
+/* Bytes per value of this reply's payloads (a delta pull's float32 replies: 4). */
+static unsigned reply_value_bytes(const ps_conn *c) {
+  pst_enc e = c->srv->opt.pull_enc;
+  return e == PST_ENC_DELTA && c->pull_full ? 4 : pst_enc_bytes(e);
+}
+
 /* Hands the ready chunks (up to a job's worth) to an I/O thread (ps/io.h) when there are
  * enough bytes to pay for it, on plain TCP, and when nothing is queued in libuv before them
  * (the job's bytes must follow every byte written before). Returns 1 when it did. */
@@ -129,7 +210,7 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   size_t bytes = 0;
   uint32_t k = 0;
   for (; c->pull_sent + k < ready && k < PS_IO_MAX_IOV / 2; k++)
-    bytes += (size_t)pst_update_chunk_len(&s->upd, c->pull_sent + k) * pst_enc_bytes(s->opt.pull_enc);
+    bytes += (size_t)pst_update_chunk_len(&s->upd, c->pull_sent + k) * reply_value_bytes(c);
   if (bytes < s->opt.io_min) return 0;
   size_t frames = 0;
   for (uint32_t i = 0; i < k; i++) {
@@ -222,20 +303,25 @@ void ps_pull_continue(ps_conn *c) {
  * first reply at or past that version, so the point is taken when the ps gets there, not
  * when the slowest worker does; one point per reply, so a worker behind catches up one per
  * step. The replies after the last push (the final weights) ask for nothing: the full test
- * set is evaluated on them. Shard 0 asks; every shard hears the reports. */
-static void ask_eval(ps_conn *c) {
+ * set is evaluated on them. Shard 0 asks; every shard hears the reports, and keeps the
+ * same count, so that each knows which of its replies are evaluated (delta pulls send
+ * those in float32; in sync every shard is at one version, so they agree). Returns 1 when
+ * this reply is one. */
+static int ask_eval(ps_conn *c) {
   ps_server *s = c->srv;
   ps_worker *w = &s->workers[c->worker];
   uint64_t per = (uint64_t)s->opt.eval_every *
                  (uint64_t)(s->opt.mode == PST_MODE_SYNC ? 1 : s->opt.workers);
   uint32_t p = w->subset_asked + 1;
-  if (c->pull_hold.version < (uint64_t)p * per) return;
+  if (c->pull_hold.version < (uint64_t)p * per) return 0;
   w->subset_asked = p;
+  if (s->opt.shard_index != 0) return 1;
   pst_metrics_subset_asked(&s->metrics, p);
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = PSTRAIN__MSG_TYPE__EVAL;
   h.eval_point = p;
   ps_send_header(c, &h);
+  return 1;
 }
 
 void ps_pull_answer(ps_conn *c) {
@@ -246,8 +332,11 @@ void ps_pull_answer(ps_conn *c) {
   c->pull_sent = c->pull_done = 0;
   c->pull_hold = pst_store_take(st, s->opt.mode == PST_MODE_SYNC && !c->pull_final &&
                                         c->pull_want == st->version + 1);
-  if (s->opt.eval_every > 0 && s->opt.shard_index == 0 && !c->pull_final && c->worker >= 0)
-    ask_eval(c);
+  int asked = 0;
+  if (s->opt.eval_every > 0 && !c->pull_final && c->worker >= 0) asked = ask_eval(c);
+  c->pull_full = !delta_reply(c, asked);
+  c->delta_framed = 0;
+  if (c->pull_full) c->delta_have = 0; /* whole again once this reply's last chunk is framed */
   ps_pull_continue(c);
 }
 
@@ -280,6 +369,7 @@ int ps_pull_ready(ps_server *s, ps_conn *c) {
 void ps_pull_abandon(ps_conn *c) {
   uint32_t n = c->srv->upd.n_chunks;
   if (!c->pull_writing || c->pull_sent >= n) return;
+  c->delta_have = 0; /* the worker holds part of this reply */
   /* A streamed reply cut short: the chunks never sent count as done. */
   c->pull_done += n - c->pull_sent;
   c->pull_sent = n;

@@ -251,6 +251,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       c->pull_at = pst_now();
       c->pull_want = h->version;
       c->pull_final = h->last;
+      c->pull_delta = h->delta;
       if (ps_pull_ready(s, c)) ps_pull_answer(c);
       return 0;
     case PSTRAIN__MSG_TYPE__PUSH: {
@@ -449,7 +450,8 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   } else {
     snprintf(s->push_enc_text, sizeof s->push_enc_text, "%s", pst_enc_name(opt->push_enc));
   }
-  if (opt->pull_enc != PST_ENC_NONE) {
+  /* Delta pulls keep their buffers per connection (ps/pull.c); the 16-bit ones share these. */
+  if (opt->pull_enc == PST_ENC_FP16 || opt->pull_enc == PST_ENC_BF16) {
     /* Half the weights' bytes per store buffer, and a version stamp per chunk. */
     for (int b = 0; b < 2; b++) {
       s->pull_enc_buf[b] = malloc((n ? n : 1) * sizeof *s->pull_enc_buf[b]);

@@ -11,7 +11,9 @@
 #     ps's I/O threads, over TLS, layer by layer), train as
 #     well as float32 (test accuracy within 0.02), and move what the encodings say per step:
 #     2 workers x parameters x (push bytes + pull bytes), within 3% (the summary's
-#     wire_bytes_per_step); bf16 pushes with float32 pulls too; and two ps shards as well.
+#     wire_bytes_per_step); bf16 pushes with float32 pulls too; and two ps shards as well;
+#  4. delta pulls (int8 changes from what each worker holds): the same, the workers ending
+#     with the ps's weights, over 2 shards with dense evaluations, and after a kill -9.
 source "$(dirname "$0")/lib.sh"
 PEER_DIR="$RUNFILES/tests"
 MLP_PARAMS=235146
@@ -203,6 +205,62 @@ assert s["rejected"] == 0, s["rejected"]
 PY
 pass "int8 pushes with fp16 pulls: bit-identical run to run ($a), a byte a value, accuracy as float32's"
 
+# Delta pulls: each reply after a worker's first is, chunk by chunk, an int8 change from the
+# weights that worker holds (the ps keeps a copy of them per connection). Bit-identical run
+# to run; the pulls take a byte a value (plus the scales, and the float32 first, evaluated
+# and final replies); training as float32's (within 0.02); and every worker ends with the
+# ps's own weights (the final reply is float32): its final checksum is the ps's, and the ps
+# saw no evaluation of other weights. Over 2 shards with dense evaluations, whose replies
+# are float32 from every shard: the workers' evaluations agree on one model.
+a=$(local_checksum delta-a --pull-compress delta)
+b=$(local_checksum delta-b --pull-compress delta)
+[ "$a" = "$b" ] || fail "delta runs differ: $a vs $b"
+[ "$a" != "$fp32" ] || fail "delta gave float32's weights: nothing was rounded"
+/usr/bin/python3 - "$OUT/delta-a.json" "$OUT/fp32.json" "$MLP_PARAMS" <<'PY' || fail "delta: bytes or accuracy"
+import json, sys
+s, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+n = int(sys.argv[3])
+pull = s["wire_bytes_per_step"] - 2 * n * 4  # less the float32 pushes
+print(f"delta: {s['wire_bytes_per_step']:.0f} bytes per step, pulls {pull:.0f}; accuracy "
+      f"{s['test_accuracy']} (float32 {f['test_accuracy']})")
+assert s["pull_encoding"] == "delta", s["pull_encoding"]
+# A byte a value; three float32 replies per worker over 117 steps add about 0.2 n.
+assert 2 * n <= pull <= 2 * n * 1.2, pull
+assert abs(s["test_accuracy"] - f["test_accuracy"]) <= 0.02
+assert s["rejected"] == 0, s["rejected"]
+PY
+for w in "$OUT"/delta-a/worker*.log; do
+  grep -q "final weights: .*checksum $a" "$w" || fail "delta: $(basename "$w") did not end with the ps's weights $a"
+done
+! grep -q "but this ps holds weights" "$OUT/delta-a/ps.log" || fail "delta: the workers evaluated other weights than the ps's"
+# The same bits over TLS, and with pushes and pulls layer by layer (each change is added as
+# its chunk arrives, while the step computes on the layers before it).
+c=$(local_checksum delta-tls --pull-compress delta --tls)
+[ "$c" = "$a" ] || fail "delta over TLS: $c, not $a"
+c=$(local_checksum delta-layers --pull-compress delta --push-by-layer --pull-by-layer)
+[ "$c" = "$a" ] || fail "delta layer by layer: $c, not $a"
+local_checksum delta-shards --pull-compress delta --ps-shards 2 --eval-every 10 >/dev/null
+! grep -q "another worker's had" "$OUT"/delta-shards/ps*.log || fail "delta over 2 shards: evaluations of different weights"
+pass "delta pulls: bit-identical run to run ($a), also over TLS and layer by layer; a byte a value, accuracy as float32's, the ps's final weights; 2 shards with dense evaluations"
+
+# A worker killed mid-run with delta pulls is started again: its new connection's first reply
+# is float32 (the ps's copy of what the old one held is gone with it), and the job ends with
+# every worker holding the ps's weights.
+"$LAUNCHER_BIN" local --workers 2 --epochs 2 --batch-size 32 --delay-worker 0:3 --pull-compress delta \
+  --run-dir "$OUT/delta-kill" --summary-json "$OUT/delta-kill.json" >"$OUT/delta-kill.out" 2>&1 &
+launcher=$!
+PIDS+=("$launcher")
+for _ in $(seq 400); do grep -q '"train"' "$OUT/delta-kill/metrics.jsonl" 2>/dev/null && break; sleep 0.05; done
+pkill -9 -P "$launcher" -f -- "--index=1" || fail "delta: no worker 1 to kill"
+rc=0; wait_pid "$launcher" 180 || rc=$?
+[ $rc -eq 0 ] && grep -q "worker 1 .* rejoined" "$OUT/delta-kill/ps.log" || fail "delta: the killed worker did not rejoin: rc $rc"
+k=$(json_field "$OUT/delta-kill.json" weights_checksum)
+for w in "$OUT"/delta-kill/worker*.log; do
+  grep -q "final weights: .*checksum $k" "$w" || fail "delta: after the kill, $(basename "$w") did not end with the ps's weights $k"
+done
+at_least "$(accuracy delta-kill)" 0.8 || fail "delta: accuracy $(accuracy delta-kill) after a worker was killed"
+pass "delta pulls: a killed worker rejoins on float32 weights and the job ends with the ps's ($k)"
+
 # compare sweeps encodings (issue 27, point 3): one row per mode and encoding, each with its
 # wire bytes; bad entries are one line and exit 2.
 "$LAUNCHER_BIN" compare --modes sync --encodings none,fp16/fp16 --workers 2 --epochs 1 \
@@ -230,4 +288,4 @@ for bad in "--encodings fp8" "--encodings fp16/topk:0.1" "--links 100"; do
   [ "$(wc -l <"$OUT/compare-bad.log")" -eq 1 ] || fail "compare $bad: not one line"
 done
 pass "compare --encodings: a row per encoding with its bytes (fp16 half of float32's); bad entries exit 2"
-echo "10 passed, 0 failed"
+echo "12 passed, 0 failed"

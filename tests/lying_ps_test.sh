@@ -9,7 +9,8 @@
 # crash, never train on the lie); the swapped chunks carry their offsets and must be taken
 # as they are. Twice: with --pull-by-layer, whose step computes on a reply while the rest
 # of it is still coming, and without. The ps waits for the lost worker (--on-worker-loss
-# wait), so each run must end with exactly the weights of a clean run.
+# wait), so each run must end with exactly the weights of a clean run. Then, with delta
+# pulls, a delta chunk whose scale is a NaN (proxy mode nanscale).
 source "$(dirname "$0")/lib.sh"
 args=(--model mlp --epochs 1 --batch-size 256 --seed 5 --chunk-kib 16)
 train sync 2 "$OUT/clean.json" "${args[@]}"
@@ -56,4 +57,29 @@ lied_to() {
 
 lied_to streamed --pull-by-layer
 lied_to whole
-echo "2 passed, 0 failed"
+
+# Delta pulls (--pull-compress delta): a delta chunk whose scale is a NaN would make every
+# weight it touches a NaN. The worker refuses it with its reason, connects again, gets float32
+# weights on the new connection, and the job ends with the ps's weights.
+port=$(free_port)
+proxy_port=$(free_port)
+start_bg proxy-delta /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
+  "$OUT/lies-delta" nanscale 3
+start_ps ps-delta --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-delta.json" \
+  --worker-timeout 3 --on-worker-loss wait --pull-compress delta "${args[@]}"
+ps_pid=$LAST_PID
+start_worker w0-delta --ps "127.0.0.1:$proxy_port" --index 0
+w0=$LAST_PID
+start_worker w1-delta --ps "127.0.0.1:$port" --index 1
+w1=$LAST_PID
+wait_pid "$w0" 120 || fail "delta: worker 0 exited non-zero after the NaN scale"
+wait_pid "$w1" 120 || fail "delta: worker 1 exited non-zero"
+wait_pid "$ps_pid" 30 || fail "delta: the ps exited non-zero"
+[ "$(cat "$OUT/lies-delta" 2>/dev/null)" = nanscale ] || fail "delta: the proxy told no NaN scale"
+grep -q "lost the ps (bad frame from the ps: a delta chunk whose scale is not finite" "$OUT/w0-delta.log" ||
+  fail "delta: worker 0 did not refuse the NaN scale with its reason"
+got=$(json_field "$OUT/s-delta.json" weights_checksum)
+grep -q "final weights: .*checksum $got" "$OUT/w0-delta.log" || fail "delta: worker 0 did not end with the ps's weights $got"
+at_least "$(json_field "$OUT/s-delta.json" test_accuracy)" 0.8 || fail "delta: accuracy after the NaN scale"
+pass "delta: a NaN scale refused with its reason, the worker reconnected and ended with the ps's weights ($got)"
+echo "3 passed, 0 failed"

@@ -13,6 +13,10 @@ payload) and, on the connections it is told to, changes what the ps sends.
         forwarded as it goes otherwise; once every lie is told, connections are forwarded
         whole.
 
+    ps_proxy.py LISTEN PS_PORT MARKER nanscale N
+        On the first connection, the first delta chunk (Header.delta, --pull-compress delta)
+        from the N-th reply on gets a scale that is a NaN; the rest is forwarded whole.
+
     ps_proxy.py LISTEN PS_PORT MARKER stall_push N
         On the first connection, once N PUSH frames have passed whole, forwards the next
         one's prefix, header and half its payload, and then nothing more from the worker
@@ -163,6 +167,7 @@ def next_lie():
 def down(p, w, mode, n, k, marker):
     """The ps's side: whole, stalled (mode "stall", k = 0) or with a lie (mode "lie")."""
     lie = "due" if mode == "lie" else None
+    nan_told = False
     stall = mode == "stall" and k == 0
     replies = chunks = 0
     held = None  # "reorder": the chunk held back to go after the next one
@@ -176,6 +181,11 @@ def down(p, w, mode, n, k, marker):
             weights = f.get(1) == WEIGHTS
             due = weights and replies == n and chunks == 2
             out = frame(prefix, head, payload)
+            if mode == "nanscale" and k == 0 and weights and replies >= n and f.get(18) and not nan_told:
+                open(marker, "a").write("nanscale\n")
+                payload = struct.pack("<f", float("nan")) + payload[4:]
+                out = frame(prefix, head, payload)
+                nan_told = True
             if due and stall:
                 open(marker, "a").write("stalled\n")
                 while p.recv(65536):

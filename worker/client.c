@@ -413,28 +413,35 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
   return wk_client_set_encodings(c, PST_ENC_NONE, PST_ENC_NONE, 0);
 }
 
-/* The push encoding's buffers: its encoded bytes, the error-feedback residual, top-k's
- * selection scratch. */
-static void free_push_encoding(wk_client *c) {
+/* The encodings' buffers: the push's encoded bytes, its error-feedback residual, top-k's
+ * selection scratch, and where a delta pull's chunks land. */
+static void free_encodings(wk_client *c) {
   free(c->push_enc_buf);
   free(c->push_resid);
   free(c->topk_scratch);
+  free(c->pull_delta_in);
   c->push_enc_buf = NULL;
   c->push_resid = NULL;
   c->topk_scratch = NULL;
+  c->pull_delta_in = NULL;
 }
 
 int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction) {
-  if ((unsigned)push >= PST_ENC_COUNT || (unsigned)pull >= PST_ENC_TOPK ||
+  if ((unsigned)push >= PST_ENC_COUNT || push == PST_ENC_DELTA ||
+      (pull != PST_ENC_NONE && pull != PST_ENC_FP16 && pull != PST_ENC_BF16 &&
+       pull != PST_ENC_DELTA) ||
       (push == PST_ENC_TOPK && !(topk_fraction > 0 && topk_fraction <= PST_TOPK_MAX_FRACTION)))
     return -EINVAL;
-  free_push_encoding(c);
+  free_encodings(c);
   c->push_enc = push;
   c->pull_enc = pull;
   c->topk_fraction = topk_fraction;
-  pst_reader_set_value_bytes(&c->rd, pst_enc_bytes(pull));
-  if (push == PST_ENC_NONE) return 0;
   size_t n = c->n_floats ? c->n_floats : 1;
+  /* Delta pulls: float32 chunks, and int8 ones marked delta, which land here first. */
+  pst_reader_set_value_bytes(&c->rd, pull == PST_ENC_DELTA ? 4 : pst_enc_bytes(pull));
+  pst_reader_take_delta(&c->rd, pull == PST_ENC_DELTA);
+  if (pull == PST_ENC_DELTA && !(c->pull_delta_in = malloc(n + 4))) return -ENOMEM;
+  if (push == PST_ENC_NONE) return 0;
   c->push_enc_buf = malloc(push == PST_ENC_TOPK   ? n * 4 + 8 * (size_t)c->n_chunks
                            : push == PST_ENC_INT8 ? n + 4 * (size_t)c->n_chunks
                                                   : n * 2);
@@ -567,7 +574,7 @@ void wk_client_free(wk_client *c) {
   free(c->wreq);
   free(c->whead);
   free(c->starts);
-  free_push_encoding(c);
+  free_encodings(c);
   c->wreq = NULL;
   c->whead = NULL;
   c->starts = NULL;

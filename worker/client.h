@@ -98,6 +98,9 @@ struct wk_client {
                            * chunk c's scale and bytes at starts[c] + 4c */
   uint32_t *topk_scratch; /* [n_floats]: top-k's selection keys */
   float *push_resid;
+  /* --pull-compress delta: a WEIGHTS chunk marked delta lands here [n_floats + 4 bytes], to
+   * be added to the weights (pst_int8_add). */
+  uint8_t *pull_delta_in;
   int push_desc;
   uint32_t push_queued;
   /* The exposed wait of each step (issue 26): from the last byte of a push handed to the
@@ -134,8 +137,9 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
 /* The job's encodings, after wk_client_prepare_push: pushes go out in push (from a buffer
  * of this client's, with error feedback: the residual starts at zero here; top-k with
  * topk_fraction in (0, 0.5]), and WEIGHTS
- * payloads are read in pull (the owner decodes them in place, pst_enc_decode_inplace). 0,
- * -EINVAL for an encoding this build does not know, or -ENOMEM. */
+ * payloads are read in pull (the owner decodes them in place, pst_enc_decode_inplace; with
+ * DELTA, chunks marked delta go to pull_delta_in for the owner to add). 0, -EINVAL for an
+ * encoding this build does not know or one that is not for that direction, or -ENOMEM. */
 int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction);
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
  * on_push_sent. */

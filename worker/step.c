@@ -66,7 +66,14 @@ static void pull(wk_trainer *t) {
    * still be building (a slot whose push was in whole when its connection broke stands at
    * the next step): asking for whatever is newest would have a step's batch computed on
    * another step's weights. A shard a step ahead answers its newest, as it always has. */
-  send_simple(t, PSTRAIN__MSG_TYPE__PULL, !sync ? 0 : t->have_weights ? t->version + 1 : t->steps);
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PULL;
+  h.version = !sync ? 0 : t->have_weights ? t->version + 1 : t->steps;
+  /* Delta pulls: the weights of an epoch's evaluation must be the ps's own, in float32. The
+   * ps decides the rest (a connection's first reply, the final weights, a dense
+   * evaluation's are float32 too: ps/pull.c). */
+  h.delta = t->ps[0].client.pull_enc == PST_ENC_DELTA && !t->eval_due;
+  wk_send_all(t, &h);
 }
 
 /* After the last push: BYE (no more gradients from us), then the final weights, which the

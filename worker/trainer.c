@@ -90,7 +90,8 @@ static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
     snprintf(c->rd.err, sizeof c->rd.err, "unexpected tensor chunk (offset %" PRIu64 ")", h->offset);
     return -EPROTO;
   }
-  *dst = t->params + sh->offset + h->offset;
+  /* A delta chunk (--pull-compress delta) is added to the weights once it is in whole. */
+  *dst = h->delta ? (float *)c->pull_delta_in : t->params + sh->offset + h->offset;
   if (t->opt.pull_by_layer && !sh->pull_begun) {
     sh->pull_begun = 1;
     wk_try_early_step(t);
@@ -136,8 +137,17 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       int streaming = t->pull_streaming;
       /* An encoded chunk landed at the start of its place (on_payload checked the range):
        * float32 from here on, before any step may compute on it. */
-      if (c->pull_enc != PST_ENC_NONE)
-        pst_enc_decode_inplace(c->pull_enc, t->params + sh->offset + h->offset, (size_t)h->count);
+      float *w = t->params + sh->offset + h->offset;
+      if (h->delta) {
+        /* The change from the weights this worker holds: the ps added it to its copy of
+         * them with the same routine, so both stay equal bit for bit. */
+        if (pst_int8_add(c->pull_delta_in, (size_t)h->count + 4, w, (size_t)h->count) < 0) {
+          snprintf(c->rd.err, sizeof c->rd.err, "a delta chunk whose scale is not finite");
+          return -EPROTO;
+        }
+      } else if (c->pull_enc != PST_ENC_NONE && c->pull_enc != PST_ENC_DELTA) {
+        pst_enc_decode_inplace(c->pull_enc, w, (size_t)h->count);
+      }
       if (h->last) {
         if ((t->state != WK_PULLING && !streaming) || sh->pulled) return -EPROTO;
         on_weights_done(t, sh, h->version);

@@ -15,6 +15,7 @@
  *            bit 5: a cluster secret (common/auth.h) | bit 6: --max-connections 2 (else 64) |
  *            bit 7: --push-compress fp16 --pull-compress bf16 (common/codec.h; issue 27), or
  *            with staleness bits (which only ssp reads) 1 --push-compress topk:0.5, 2 int8
+ *            pushes with --pull-compress delta
  *   then operations, op = one byte: client k = op & 3, kind = (op >> 2) & 7:
  *     0  write the next data[i] bytes (one-byte length) to client k (connecting it first)
  *     1  the same with a two-byte little-endian length
@@ -159,8 +160,11 @@ static void client_connect(int k) {
   c->pre_got = 0;
   if (c->rd_ok) pst_reader_free(&c->rd);
   CHECK(pst_reader_init(&c->rd, &cl_cbs, c, 0) == 0, "pst_reader_init");
-  /* The job's pull encoding: WEIGHTS of any other size are malformed. */
-  pst_reader_set_value_bytes(&c->rd, pst_enc_bytes(g.srv.opt.pull_enc));
+  /* The job's pull encoding: WEIGHTS of any other size are malformed (delta pulls: float32,
+   * or int8 chunks marked delta). */
+  int delta = g.srv.opt.pull_enc == PST_ENC_DELTA;
+  pst_reader_set_value_bytes(&c->rd, delta ? 4 : pst_enc_bytes(g.srv.opt.pull_enc));
+  pst_reader_take_delta(&c->rd, delta);
   c->rd_ok = 1;
   /* A stopping server has closed its listener: the connection is refused. */
   if (g.srv.stopping || uv_is_closing((uv_handle_t *)&g.srv.listener)) return;
@@ -395,6 +399,7 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
       h.type = PSTRAIN__MSG_TYPE__PULL;
       h.version = p & 0x3f;
       h.last = (p & 0x40) != 0;
+      h.delta = (p & 0x80) != 0; /* a delta pull's reply may come (--pull-compress delta) */
       break;
     case 2: /* bit 5: last chunk first, as --push-by-layer sends it */
       for (uint32_t c = 0; c < nc; c++)
@@ -540,7 +545,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                : PST_ENC_FP16)
                            : PST_ENC_NONE;
   o.topk_fraction = 0.5;
-  o.pull_enc = (b1 & 0x80) ? PST_ENC_BF16 : PST_ENC_NONE;
+  /* int8 pushes go with delta pulls, the others with bf16 pulls. */
+  o.pull_enc = (b1 & 0x80) ? ((b1 & 3) == 2 ? PST_ENC_DELTA : PST_ENC_BF16) : PST_ENC_NONE;
   o.hello_timeout = 86400;
   o.worker_timeout = 86400;
   o.rejoin_timeout = 604800;
