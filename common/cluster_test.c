@@ -2,6 +2,7 @@
  * environment (common/k8s.h), and listen-address resolution. */
 #include "common/cluster.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -331,7 +332,26 @@ static void test_resolve(void) {
         rc == 0 ? ip : "?", err);
 }
 
+/* host:port as every flag and TF_CONFIG entry is read (common/config.h): a bracket only around
+ * a whole IPv6 address, so that what is written back as an address parses again. A long
+ * IPv6 literal is refused at listen with its reason. */
+static void test_hostport(void) {
+  char host[256], ip[64], err[256];
+  int port;
+  CHECK(pst_parse_hostport("[::1]:70", host, sizeof host, &port) == 0 && !strcmp(host, "::1") &&
+        port == 70, "[::1]:70");
+  CHECK(pst_parse_hostport("a.b:1", host, sizeof host, &port) == 0 && !strcmp(host, "a.b"), "a.b:1");
+  CHECK(pst_parse_hostport("d::1]:70", host, sizeof host, &port) < 0, "d::1]:70 accepted");
+  CHECK(pst_parse_hostport("[d::[1]:70", host, sizeof host, &port) < 0, "[d::[1]:70 accepted");
+  CHECK(pst_parse_hostport("a[b:70", host, sizeof host, &port) < 0, "a[b:70 accepted");
+  char lit[128];
+  snprintf(lit, sizeof lit, "::%%%s", "abcdefghijklmnopqrstuvwxyzabcdefghijklmnopqrstuvwxyzabcdefghijkl");
+  CHECK(pst_resolve_listen(lit, ip, sizeof ip, err, sizeof err) == -ENAMETOOLONG &&
+        strstr(err, "too long") && !strchr(err, '\n'), "a long literal: %s", err);
+}
+
 int main(void) {
+  test_hostport();
   test_parse();
   test_configure();
   test_tfjob();

@@ -330,6 +330,10 @@ int pst_parse_hostport(const char *s, char *host, size_t hostlen, int *port) {
     hl = (size_t)(colon - s);
   }
   if (hl == 0 || hl >= hostlen) return -EINVAL;
+  /* A bracket belongs only around a whole IPv6 address: "d::1]:70" would otherwise be the host
+   * "d::1]", which written back as an address ("[d::1]]:70") no longer parses (found by
+   * fuzz_tf_config). */
+  if (memchr(h, '[', hl) || memchr(h, ']', hl)) return -EINVAL;
   char *end;
   long p = strtol(colon + 1, &end, 10);
   if (end == colon + 1 || *end || p < 1 || p > 65535) return -EINVAL;
