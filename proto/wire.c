@@ -83,26 +83,28 @@ int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offs
   return pst_wire_encode_chunk_enc(type, version, offset, count, last, 4, buf, buflen);
 }
 
+/* The fields every tensor chunk's header has. */
+static void chunk_header(Pstrain__Header *h, Pstrain__MsgType type, uint64_t version,
+                         uint64_t offset, uint32_t count, int last) {
+  h->type = type;
+  h->version = version;
+  h->offset = offset;
+  h->count = count;
+  h->last = last != 0;
+}
+
 int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t offset,
                               uint32_t count, int last, unsigned value_bytes, uint8_t *buf,
                               size_t buflen) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  h.type = type;
-  h.version = version;
-  h.offset = offset;
-  h.count = count;
-  h.last = last != 0;
+  chunk_header(&h, type, version, offset, count, last);
   return pst_wire_encode(&h, count * value_bytes, buf, buflen);
 }
 
 int pst_wire_encode_delta_chunk(uint64_t version, uint64_t offset, uint32_t count, int last,
                                 uint8_t *buf, size_t buflen) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  h.type = PSTRAIN__MSG_TYPE__WEIGHTS;
-  h.version = version;
-  h.offset = offset;
-  h.count = count;
-  h.last = last != 0;
+  chunk_header(&h, PSTRAIN__MSG_TYPE__WEIGHTS, version, offset, count, last);
   h.delta = 1;
   return pst_wire_encode(&h, count + 4, buf, buflen);
 }
