@@ -140,12 +140,13 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       float *w = t->params + sh->offset + h->offset;
       if (h->delta) {
         /* The change from the weights this worker holds: the ps added it to its copy of
-         * them with the same routine, so both stay equal bit for bit. */
+         * them with the same arithmetic (pst_int8_delta, which codec_test checks against
+         * this routine), so both stay equal bit for bit. */
         if (pst_int8_add(c->pull_delta_in, (size_t)h->count + 4, w, (size_t)h->count) < 0) {
           snprintf(c->rd.err, sizeof c->rd.err, "a delta chunk whose scale is not finite");
           return -EPROTO;
         }
-      } else if (c->pull_enc != PST_ENC_NONE && c->pull_enc != PST_ENC_DELTA) {
+      } else if (c->pull_enc != PST_ENC_NONE) { /* fp16, bf16; a no-op for delta's float32 */
         pst_enc_decode_inplace(c->pull_enc, w, (size_t)h->count);
       }
       if (h->last) {
