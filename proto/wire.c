@@ -197,6 +197,7 @@ int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, uns
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
     case PSTRAIN__MSG_TYPE__ROLLBACK:
     case PSTRAIN__MSG_TYPE__EVAL:
+    case PSTRAIN__MSG_TYPE__DATA:
       if (payload_len != 0) {
         snprintf(err, errlen, "message type %d carries an unexpected %" PRIu32 "-byte payload",
                  (int)h->type, payload_len);

@@ -50,6 +50,71 @@ static void abandon(ps_server *s, int i, const char *why) {
   pst_notify_status("worker slot %d abandoned (%s); training goes on without it", i, why);
 }
 
+/* ---- the data handout: workers come and go (--workers MIN:MAX) ---- */
+
+static void joined_elastic(ps_server *s, int i) {
+  ps_worker *w = &s->workers[i];
+  ps_conn *c = w->conn;
+  w->leaving = 0;
+  w->lost = 0;
+  if (w->abandoned) s->abandoned--;
+  w->abandoned = 0;
+  if (!w->ever) s->slots_seen++;
+  w->ever = 1;
+  s->empty_since = 0;
+  update_member(s, i, 1);
+  LOG_INFO("worker %d '%s' joined from %s%s%s: %d training (of %d to %d); it takes part from "
+           "version %" PRIu64, i, w->name, c->peer, c->session[0] ? " over " : "", c->session,
+           ps_present_workers(s), s->opt.workers_min, s->opt.workers, w->join_at);
+  pst_metrics_workers(&s->metrics, ps_present_workers(s), s->store.version, "joined");
+  if (!s->started && s->registered >= s->opt.workers_min) {
+    s->started = 1;
+    pst_metrics_mark_start(&s->metrics);
+    LOG_INFO("%d workers registered (at least %d); training %s, %d epochs, the ps handing out "
+             "the data%s", s->registered, s->opt.workers_min, pst_mode_name(s->opt.mode),
+             s->opt.epochs, s->resumed ? " (resumed)" : "");
+    ps_server_kick(s); /* the pulls held until now */
+  }
+}
+
+static void gone_elastic(ps_server *s, int i, const char *why) {
+  ps_worker *w = &s->workers[i];
+  ps_data_slot_gone(s, i, w->leaving ? "its worker left" : "its worker was lost");
+  update_member(s, i, 0);
+  int present = ps_present_workers(s);
+  if (w->leaving) {
+    s->departures++;
+    LOG_INFO("worker %d '%s' departed (it said goodbye); %d training", i, w->name, present);
+  } else {
+    w->losses++;
+    s->losses++;
+    LOG_WARN("worker %d '%s' lost (%s); %d training, and any newcomer may take its place", i,
+             w->name, why ? why : "disconnected", present);
+    pst_notify_status("worker %d lost (%s); %d training", i, why ? why : "disconnected", present);
+  }
+  pst_metrics_workers(&s->metrics, present, s->store.version, w->leaving ? "departed" : "lost");
+  if (present < s->opt.workers_min && !ps_data_finished(s))
+    LOG_WARN("%d workers training, fewer than --workers' minimum of %d: training goes on with "
+             "them, and newcomers are admitted", present, s->opt.workers_min);
+  if (s->registered == 0) s->empty_since = pst_now();
+  ps_server_kick(s);
+}
+
+void ps_worker_leaves(ps_conn *c) {
+  ps_server *s = c->srv;
+  ps_worker *w = &s->workers[c->worker];
+  if (!s->opt.data_handout) {
+    ps_reject(c, "a worker of a fixed shard cannot leave the job (BYE leaving without "
+                 "--data-order ps)");
+    return;
+  }
+  if (w->leaving) return;
+  w->leaving = 1;
+  c->pull_waiting = 0;
+  ps_send_shutdown(c, "goodbye: the range you held is back in the pool", 0, 0);
+  ps_conn_close(c, NULL, 0);
+}
+
 void ps_worker_lost(ps_server *s, int i, const char *why) {
   ps_worker *w = &s->workers[i];
   w->conn = NULL;
@@ -68,6 +133,10 @@ void ps_worker_lost(ps_server *s, int i, const char *why) {
     /* A finished worker owes nothing more but its evaluation, which it no longer owes now:
      * the epoch, or the run, may be complete without it. */
     ps_check_progress(s);
+    return;
+  }
+  if (s->opt.data_handout) {
+    gone_elastic(s, i, why);
     return;
   }
   w->lost = 1;
@@ -89,6 +158,10 @@ void ps_worker_lost(ps_server *s, int i, const char *why) {
 void ps_worker_joined(ps_server *s, int i) {
   ps_worker *w = &s->workers[i];
   ps_conn *c = w->conn;
+  if (s->opt.data_handout) {
+    joined_elastic(s, i);
+    return;
+  }
   if (w->lost || w->abandoned) {
     LOG_INFO("worker %d '%s' rejoined from %s%s%s %.1f s after its slot was lost; it resumes at "
              "step %" PRIu64 " of its shard (version %" PRIu64 ")",
@@ -127,6 +200,9 @@ static int owes_eval(const ps_server *s, int i, uint32_t epoch) {
  * every slot finished or given up, the final weights fixed). */
 static int epoch_trained(const ps_server *s, uint32_t epoch) {
   if (!s->data_known || !s->started) return 0;
+  if (s->opt.data_handout)
+    return epoch >= (uint32_t)s->opt.epochs ? ps_data_finished(s) && ps_present_workers(s) == 0
+                                            : s->data.complete >= epoch;
   if (epoch >= (uint32_t)s->opt.epochs) return s->finished + s->abandoned == s->opt.workers;
   uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
   for (int i = 0; i < s->opt.workers; i++) {
@@ -291,7 +367,12 @@ void ps_check_progress(ps_server *s) {
   if (s->opt.evaluator) ps_evals(s);
   else check_evals(s);
   int present = 0, over = 0;
-  for (int i = 0; i < s->opt.workers; i++) {
+  if (s->opt.data_handout) {
+    /* Over once every range is trained and every worker still there has said BYE. */
+    if (!s->started || !ps_data_finished(s) || ps_present_workers(s) > 0) return;
+    over = s->opt.workers;
+  }
+  for (int i = 0; i < s->opt.workers && !s->opt.data_handout; i++) {
     ps_worker *w = &s->workers[i];
     if (w->conn && !w->done) present++;
     if (w->done || w->abandoned) over++;
@@ -299,13 +380,14 @@ void ps_check_progress(ps_server *s) {
   /* Sync, going on without lost workers: once every worker still there has finished, a
    * replacement would find nothing left to train (its shard's position is the version), so
    * the lost slots are done with. */
-  if (s->started && present == 0 && over < s->opt.workers && s->opt.mode == PST_MODE_SYNC &&
+  if (s->started && !s->opt.data_handout && present == 0 && over < s->opt.workers &&
+      s->opt.mode == PST_MODE_SYNC &&
       !s->opt.wait_on_loss && s->finished > 0) {
     for (int i = 0; i < s->opt.workers; i++)
       if (s->workers[i].lost) abandon(s, i, "every other worker has finished");
     over = s->finished + s->abandoned;
   }
-  if (s->abandoned == s->opt.workers) {
+  if (s->abandoned == s->opt.workers && !s->opt.data_handout) {
     s->exit_code = PST_EXIT_FAILED;
     LOG_ERR("every worker slot was abandoned; training aborted at version %" PRIu64,
             s->store.version);
@@ -371,6 +453,14 @@ static void on_watch(uv_timer_t *t) {
       abandon(s, i, why);
       ps_server_kick(s);
     }
+  }
+  if (s->opt.data_handout && s->started && s->registered == 0 && s->empty_since > 0 &&
+      !ps_data_finished(s) && now - s->empty_since > s->opt.rejoin_timeout) {
+    s->exit_code = PST_EXIT_FAILED;
+    LOG_ERR("no worker for %.0f s (--rejoin-timeout); training aborted at version %" PRIu64,
+            now - s->empty_since, s->store.version);
+    ps_server_stop(s, "every worker left or was lost; training aborted", 1);
+    return;
   }
   if (!s->stopping) eval_deadlines(s, now);
   if (!s->stopping) ps_admission_watch(s, now);

@@ -44,7 +44,7 @@ static char o_tf_config[PST_CFG_STR_MAX], o_k8s_ps[PST_CFG_STR_MAX], o_ckpt_dir[
 static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX], o_shard[PST_CFG_STR_MAX];
 static char o_metrics_listen[PST_CFG_STR_MAX], o_tensorboard[PST_CFG_STR_MAX];
 static char o_data_facts[PST_CFG_STR_MAX], o_eval_on[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
-static char o_on_finish[PST_CFG_STR_MAX];
+static char o_on_finish[PST_CFG_STR_MAX], o_workers[PST_CFG_STR_MAX], o_data_order[PST_CFG_STR_MAX];
 static pst_data_flags o_dataf;
 static int o_insecure;
 static pst_tls_files o_tls;
@@ -52,7 +52,7 @@ static int64_t o_max_conns;
 static double o_hello_timeout;
 static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
-static int64_t o_workers, o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
+static int64_t o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
 static double o_grad_limit, o_clip_norm, o_eval_timeout;
 static int o_layer_chunks, o_staleness_lr;
@@ -61,7 +61,8 @@ static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval
 
 static pst_cfg_opt g_opts[] = {
     PST_OPT("listen", PST_CFG_STRING, o_listen, PS_DEFAULT_LISTEN, "address:port to listen on", 0, 0),
-    PST_OPT("workers", PST_CFG_INT, &o_workers, "1", "number of workers to train with (N)", 1, 4096),
+    PST_OPT("workers", PST_CFG_STRING, o_workers, "1", "number of workers to train with: N, or MIN:MAX (start with MIN, admit newcomers up to MAX at a step boundary, go on as they leave; the ps then hands out the data)", 0, 0),
+    PST_OPT("data-order", PST_CFG_STRING, o_data_order, "auto", "who orders the training data: shards (each worker its fixed shard, which it shuffles), ps (the ps hands out ranges of each epoch's order as workers ask: they may come and go), or auto (ps for MIN:MAX with MIN < MAX, else shards)", 0, 0),
     PST_OPT("shard", PST_CFG_STRING, o_shard, "0/1", "I/K: this ps holds part I of the weights split over K ps shards", 0, 0),
     PST_OPT("mode", PST_CFG_STRING, o_mode, "sync", "update mode: sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &o_staleness, "2", "ssp: most pushes a worker may run ahead", 0, 1000000),
@@ -222,7 +223,46 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->opt.beta2 = (float)o_beta2;
   o->opt.eps = (float)o_eps;
   o->opt.weight_decay = (float)o_wd;
-  o->workers = (int)o_workers;
+  /* --workers N or MIN:MAX (docs/modes.md, elastic jobs). */
+  long lo, hi;
+  char end;
+  int nf = sscanf(o_workers, "%ld:%ld%c", &lo, &hi, &end);
+  if (nf == 1 && !strchr(o_workers, ':')) hi = lo;
+  else if (nf != 2) lo = 0;
+  if (lo < 1 || hi < lo || hi > 4096) {
+    snprintf(err, errlen, "--workers: '%.200s' is not N or MIN:MAX with 1 <= MIN <= MAX <= 4096",
+             o_workers);
+    return -EINVAL;
+  }
+  o->workers = (int)hi;
+  o->workers_min = (int)lo;
+  if (strcmp(o_data_order, "auto") != 0 && strcmp(o_data_order, "ps") != 0 &&
+      strcmp(o_data_order, "shards") != 0) {
+    snprintf(err, errlen, "--data-order: '%.200s' is not shards, ps or auto", o_data_order);
+    return -EINVAL;
+  }
+  o->data_handout = !strcmp(o_data_order, "ps") || (!strcmp(o_data_order, "auto") && lo < hi);
+  if (lo < hi && !o->data_handout) {
+    snprintf(err, errlen, "--workers %.60s: workers that come and go need the ps to hand out "
+                          "the data (--data-order ps), not fixed shards", o_workers);
+    return -EINVAL;
+  }
+  if (o->data_handout) {
+    /* Each epoch's evaluation by the ps: the workers' test slices follow their indices, which
+     * come and go. Dense evaluations are split the same way, and backup workers, waiting for a
+     * lost worker and checkpoints need the slots' fixed shards (issue 28 leaves them out). */
+    const char *no = o_backup > 0 ? "--backup-workers"
+                     : o_eval_every > 0 ? "--eval-every"
+                     : !strcmp(o_on_loss, "wait") ? "--on-worker-loss wait"
+                     : o_ckpt_dir[0] ? "--checkpoint-dir"
+                     : NULL;
+    if (no) {
+      snprintf(err, errlen, "%s: not with the data handed out by the ps (--data-order ps, or "
+                            "--workers MIN:MAX)", no);
+      return -EINVAL;
+    }
+    snprintf(o_eval_on, sizeof o_eval_on, "ps");
+  }
   o->staleness = (int)o_staleness;
   o->backup_workers = (int)o_backup;
   o->staleness_lr = o_staleness_lr;
@@ -230,7 +270,7 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
     snprintf(err, errlen, "--staleness-lr needs --mode async or ssp (sync gradients are never stale)");
     return -EINVAL;
   }
-  if (o_backup > 0 && (o->mode != PST_MODE_SYNC || o_backup >= o_workers)) {
+  if (o_backup > 0 && (o->mode != PST_MODE_SYNC || o_backup >= hi)) {
     snprintf(err, errlen, "--backup-workers K needs --mode sync and K < --workers");
     return -EINVAL;
   }

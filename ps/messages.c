@@ -105,6 +105,14 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     ps_conn_close(c, NULL, 0);
     return;
   }
+  if (s->opt.data_handout && !hello->takes_ranges) {
+    snprintf(why, sizeof why, "this ps hands out the data (--data-order ps) and this worker "
+                              "trains a fixed shard: it is older than the ps; upgrade it");
+    LOG_WARN("refused worker '%.60s' from %s: %s", hello->worker_name, c->peer, why);
+    ps_send_error(c, why);
+    ps_conn_close(c, NULL, 0);
+    return;
+  }
   if (ps_check_hello(s, hello, why, sizeof why) < 0) {
     LOG_WARN("refused worker '%.60s' from %s: %s", hello->worker_name, c->peer, why);
     ps_send_error(c, why);
@@ -147,6 +155,11 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   }
   ps_worker *w = &s->workers[idx];
   w->conn = c;
+  if (s->opt.data_handout) {
+    /* The step it takes part from: never the one under way (ps/dataplan.c). */
+    w->join_at = ps_data_join_version(s);
+    pst_update_join_at(&s->upd, idx, w->join_at);
+  }
   if (hello->dropped_gradients > 0) {
     /* Late work of a worker that lost its connection (stalled, or cut off): never applied,
      * counted here like any other dropped gradient. */
@@ -176,6 +189,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.seed = s->opt.seed;
   wl.chunk_floats = s->upd.chunk_floats;
   wl.layer_chunks = s->opt.layer_chunks != 0;
+  wl.data_ranges = s->opt.data_handout != 0;
   wl.staleness = (uint32_t)s->opt.staleness;
   wl.report_every = (uint32_t)s->opt.report_every;
   wl.eval_every = (uint32_t)s->opt.eval_every;

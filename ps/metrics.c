@@ -131,6 +131,23 @@ void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds) {
   pst_hist_observe(&m->push_seconds, seconds);
 }
 
+void pst_metrics_range(pst_metrics *m, const char *what, int worker, uint64_t version,
+                       uint32_t epoch, uint64_t start, uint32_t count) {
+  if (!m->file) return;
+  fprintf(m->file,
+          "{\"time\":%.3f,\"event\":\"data\",\"what\":\"%s\",\"worker\":%d,\"version\":%" PRIu64
+          ",\"epoch\":%u,\"start\":%" PRIu64 ",\"count\":%u}\n",
+          pst_now() - m->t0, what, worker, version, epoch, start, count);
+}
+
+void pst_metrics_workers(pst_metrics *m, int workers, uint64_t version, const char *why) {
+  if (!m->file) return;
+  fprintf(m->file,
+          "{\"time\":%.3f,\"event\":\"workers\",\"workers\":%d,\"version\":%" PRIu64
+          ",\"why\":\"%s\",\"train_time\":%.3f}\n",
+          pst_now() - m->t0, workers, version, why, train_seconds(m, pst_now()));
+}
+
 void pst_metrics_pulled(pst_metrics *m, double seconds) {
   pst_hist_observe(&m->pull_seconds, seconds);
 }

@@ -174,6 +174,13 @@ void pst_metrics_train(pst_metrics *m, int worker, uint32_t epoch, uint64_t step
  * last being taken); a pull's reply has left (seconds since the PULL); a new version was
  * published. */
 void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds);
+/* The data handout (issue 28): a range of epoch `epoch`'s order, positions [start, start +
+ * count), handed to `worker` for the step on `version`, trained, or returned to the pool
+ * (what: "handed", "trained", "returned"). One "data" line each, in the order they happen. */
+void pst_metrics_range(pst_metrics *m, const char *what, int worker, uint64_t version,
+                       uint32_t epoch, uint64_t start, uint32_t count);
+/* The workers training changed (one joined, left or was lost): a "workers" line. */
+void pst_metrics_workers(pst_metrics *m, int workers, uint64_t version, const char *why);
 void pst_metrics_pulled(pst_metrics *m, double seconds);
 void pst_metrics_step(pst_metrics *m);
 /* One worker step's round trip: its exposed wait as the worker measured it and the ps's

@@ -334,6 +334,7 @@ void ps_pull_answer(ps_conn *c) {
                                         c->pull_want == st->version + 1);
   int asked = 0;
   if (s->opt.eval_every > 0 && !c->pull_final && c->worker >= 0) asked = ask_eval(c);
+  ps_data_before_reply(c);
   c->pull_full = !delta_reply(c, asked);
   c->delta_framed = 0;
   if (c->pull_full) c->delta_have = 0; /* whole again once this reply's last chunk is framed */
@@ -347,7 +348,11 @@ void ps_pull_answer(ps_conn *c) {
 int ps_pull_ready(ps_server *s, ps_conn *c) {
   if (c->pull_writing) return 0;
   /* The final weights: once no slot will push again (finished, or given up). */
-  if (c->pull_final) return s->finished + s->abandoned == s->opt.workers;
+  if (c->pull_final)
+    return s->opt.data_handout ? ps_data_finished(s) && ps_present_workers(s) == 0
+                               : s->finished + s->abandoned == s->opt.workers;
+  /* The data handout: no step before MIN workers are there (ps/liveness.c). */
+  if (s->opt.data_handout && !s->started) return 0;
   if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version + 1;
   if (s->opt.mode == PST_MODE_SSP) {
     /* A worker's clock is the number of pushes it has made; it may run at most `staleness`

@@ -12,7 +12,7 @@
 #define I PS_ACT_IGNORE
 
 /* Columns: the message types in Pstrain__MsgType order. The types only a ps sends (WELCOME,
- * WEIGHTS, ACK, STATUS, SHUTDOWN, EVAL) and MSG_INVALID close the connection everywhere: a
+ * WEIGHTS, ACK, STATUS, SHUTDOWN, EVAL, DATA) and MSG_INVALID close the connection everywhere: a
  * peer that sends them is not a worker. ERROR closes it too: its sender closes after it.
  *
  * Why the others are where they are:
@@ -30,17 +30,17 @@
  *   - REPORT and HEARTBEAT may come between a push's chunks (a worker that pushes each layer
  *     as its backward pass ends sends them from its loop meanwhile). */
 static const unsigned char k_rules[PS_PHASE_COUNT][PS_RULE_TYPES] = {
-    /*            INV HELLO WELC PULL WGTS PUSH ACK ERR STREQ STAT SHUT REP BYE HB  RB  EVAL */
-    [PS_PHASE_AUTH] =     {C, C, C, C, C, C, C, C, C, C, C, C, C, C, C, C},
-    [PS_PHASE_OPEN] =     {C, H, C, C, C, C, C, C, H, C, C, C, C, H, C, C},
-    [PS_PHASE_WORKER] =   {C, C, C, H, C, H, C, C, H, C, C, H, H, H, H, C},
-    [PS_PHASE_PUSHING] =  {C, C, C, S, C, H, C, C, H, C, C, H, S, H, S, C},
-    [PS_PHASE_PULLING] =  {C, C, C, C, C, H, C, C, H, C, C, H, H, H, S, C},
-    [PS_PHASE_FINISHED] = {C, C, C, H, C, S, C, C, H, C, C, H, H, H, S, C},
-    [PS_PHASE_STOPPING] = {I, I, I, I, I, I, I, I, I, I, I, I, I, I, I, I},
+    /*            INV HELLO WELC PULL WGTS PUSH ACK ERR STREQ STAT SHUT REP BYE HB  RB  EVAL DATA */
+    [PS_PHASE_AUTH] =     {C, C, C, C, C, C, C, C, C, C, C, C, C, C, C, C, C},
+    [PS_PHASE_OPEN] =     {C, H, C, C, C, C, C, C, H, C, C, C, C, H, C, C, C},
+    [PS_PHASE_WORKER] =   {C, C, C, H, C, H, C, C, H, C, C, H, H, H, H, C, C},
+    [PS_PHASE_PUSHING] =  {C, C, C, S, C, H, C, C, H, C, C, H, S, H, S, C, C},
+    [PS_PHASE_PULLING] =  {C, C, C, C, C, H, C, C, H, C, C, H, H, H, S, C, C},
+    [PS_PHASE_FINISHED] = {C, C, C, H, C, S, C, C, H, C, C, H, H, H, S, C, C},
+    [PS_PHASE_STOPPING] = {I, I, I, I, I, I, I, I, I, I, I, I, I, I, I, I, I},
 };
 
-_Static_assert(PSTRAIN__MSG_TYPE__EVAL == PS_RULE_TYPES - 1,
+_Static_assert(PSTRAIN__MSG_TYPE__DATA == PS_RULE_TYPES - 1,
                "one column of the table per message type");
 
 ps_action ps_rule(ps_phase ph, int type) {
@@ -81,7 +81,8 @@ const char *ps_action_name(ps_action a) {
 const char *ps_msg_name(int type, char *buf, unsigned long buflen) {
   static const char *const names[PS_RULE_TYPES] = {
       "MSG_INVALID", "HELLO", "WELCOME", "PULL", "WEIGHTS", "PUSH", "ACK", "ERROR",
-      "STATUS_REQ", "STATUS", "SHUTDOWN", "REPORT", "BYE", "HEARTBEAT", "ROLLBACK", "EVAL"};
+      "STATUS_REQ", "STATUS", "SHUTDOWN", "REPORT", "BYE", "HEARTBEAT", "ROLLBACK", "EVAL",
+      "DATA"};
   if (type >= 0 && type < PS_RULE_TYPES) return names[type];
   snprintf(buf, buflen, "type %d", type);
   return buf;

@@ -42,7 +42,7 @@ typedef enum { PS_ACT_HANDLE = 0, PS_ACT_STRIKE, PS_ACT_CLOSE, PS_ACT_IGNORE } p
 
 /* Message types a peer could put in a header: every value of Pstrain__MsgType below this.
  * Anything at or past it (the wire refuses unknown types before this) is closed. */
-#define PS_RULE_TYPES 16
+#define PS_RULE_TYPES 17
 
 struct ps_conn;
 /* Where connection c stands now. */

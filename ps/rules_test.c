@@ -239,7 +239,8 @@ static void table_promises(void) {
   static const int ps_only[] = {PSTRAIN__MSG_TYPE__MSG_INVALID, PSTRAIN__MSG_TYPE__WELCOME,
                                 PSTRAIN__MSG_TYPE__WEIGHTS,     PSTRAIN__MSG_TYPE__ACK,
                                 PSTRAIN__MSG_TYPE__STATUS,      PSTRAIN__MSG_TYPE__SHUTDOWN,
-                                PSTRAIN__MSG_TYPE__EVAL,        PSTRAIN__MSG_TYPE__ERROR};
+                                PSTRAIN__MSG_TYPE__EVAL,        PSTRAIN__MSG_TYPE__ERROR,
+                                PSTRAIN__MSG_TYPE__DATA};
   for (int ph = 0; ph < PS_PHASE_COUNT; ph++) {
     for (int t = -1; t <= PS_RULE_TYPES; t++) {
       ps_action a = ps_rule((ps_phase)ph, t);

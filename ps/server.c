@@ -52,6 +52,7 @@ static int try_take(ps_conn *c) {
       snprintf(why, sizeof why, "%s", s->upd.reject_why);
     c->pending = 0;
     c->push_dropped = !(c->pending_flags & PST_CHUNK_LAST);
+    ps_data_pushed(s, c->worker, c->push_version, 0);
     if (published) ps_ckpt_published(s);
     ps_reject(c, why);
     if (c->state == CONN_CLOSING) return -EPROTO;
@@ -67,6 +68,7 @@ static int try_take(ps_conn *c) {
                c->worker, w->name, c->push_version, s->store.version, w->dropped + 1);
     c->pending = 0;
     c->push_dropped = !(c->pending_flags & PST_CHUNK_LAST);
+    ps_data_pushed(s, c->worker, c->push_version, 0);
     w->dropped++;
     w->last_version = c->push_version;
     return 1;
@@ -87,6 +89,7 @@ static int try_take(ps_conn *c) {
     w->last_version = c->push_version;
     w->last_staleness = staleness;
     pst_metrics_applied(&s->metrics, staleness, pst_now() - c->push_at);
+    ps_data_pushed(s, c->worker, c->push_version, 1);
   }
   /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
    * waiting pulls want (and a checkpoint may be due). */
@@ -308,6 +311,10 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
       return 0;
     case PSTRAIN__MSG_TYPE__BYE:
+      if (h->leaving) {
+        ps_worker_leaves(c);
+        return PST_READER_PAUSE;
+      }
       if (!s->workers[c->worker].done) {
         s->workers[c->worker].done = 1;
         s->finished++;
@@ -384,6 +391,8 @@ static void on_signal(uv_signal_t *h, int signum) {
 uint64_t ps_slot_position(const ps_server *s, int i) {
   const ps_worker *w = &s->workers[i];
   if (s->opt.mode != PST_MODE_SYNC) return w->pushes;
+  /* The data handout: the step it takes part from (ps/dataplan.c). */
+  if (s->opt.data_handout) return w->join_at;
   /* A slot's first worker starts its shard at the beginning (with backup workers the others
    * may be steps ahead by then); a replacement, or any worker of a resumed ps, where the
    * steps are: the batches of the steps it missed are skipped. A slot whose push for the
@@ -506,6 +515,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
     s->test_n = opt->data_test;
     s->classes = opt->data_classes;
   }
+  if ((rc = ps_data_start(s, err, errlen)) < 0) return rc;
   /* A checkpoint to resume from sets the weights, the optimizer, the slots' positions and
    * the metrics so far, and makes the metrics file grow instead of starting anew. */
   if ((rc = ps_ckpt_open(s, err, errlen)) < 0) return rc;

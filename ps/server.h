@@ -13,6 +13,7 @@
 #include "model/model.h"
 #include "ps/metrics.h"
 #include "ps/eval_hook.h"
+#include "ps/handout.h"
 #include "ps/io.h"
 #include "ps/optim.h"
 #include "ps/rules.h"
@@ -25,7 +26,9 @@
 typedef struct {
   char listen_host[256];
   int listen_port;
-  int workers;
+  int workers;            /* the most workers (MAX of --workers MIN:MAX; N of a plain N) */
+  int workers_min;        /* training starts with, and goes on from, this many (MIN) */
+  int data_handout;       /* the ps hands out the data (--data-order ps, ps/dataplan.c) */
   pst_mode mode;
   int staleness;          /* ssp bound */
   int backup_workers;     /* sync: steps need N-K gradients */
@@ -125,6 +128,14 @@ typedef struct {
   /* Its evaluation shares of the last epochs, by epoch % PS_EVAL_SHARES: what it reported,
    * for the plausibility check against the others' (ps/liveness.c). */
   ps_eval_share eval_share[PS_EVAL_SHARES];
+  /* The data handout (ps/dataplan.c): the ranges its worker holds, for the step on
+   * range_version[k] at k = that version & 1 (count 0: none): a sync worker may be given the
+   * next step's while its push of this one is still being taken. And the step it takes part
+   * from. */
+  pst_range range[2];
+  uint64_t range_version[2];
+  uint64_t join_at;
+  int leaving;            /* its worker said goodbye (BYE leaving): its close is no loss */
 } ps_worker;
 
 typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */
@@ -198,6 +209,12 @@ typedef struct ps_server {
    * chunk at a time). */
   uint8_t *topk_pairs;
   char push_enc_text[48];  /* the summary's push_encoding ("topk:0.01") */
+  /* The data handout (--data-order ps, ps/dataplan.c). plan_next: sync, the steps on
+   * versions below it have their ranges given out. */
+  pst_handout data;
+  uint64_t plan_next;
+  int departures;         /* workers that left on purpose (BYE leaving) */
+  double empty_since;     /* monotonic seconds since no worker is connected (0: some are) */
 } ps_server;
 
 /* Sets up everything and starts listening. init_params holds this shard's opt->shard_floats
@@ -217,12 +234,31 @@ int ps_liveness_start(ps_server *s);
 void ps_liveness_stop(ps_server *s);
 /* Slot i's worker is gone (connection closed, or silent for the timeout). */
 void ps_worker_lost(ps_server *s, int i, const char *why);
+/* The worker on c says goodbye (BYE leaving, the data handout): its range goes back, it is
+ * told SHUTDOWN and its connection closes; a departure, not a loss. */
+void ps_worker_leaves(ps_conn *c);
 /* A worker took slot i; says so in the log when it was a rejoin. */
 void ps_worker_joined(ps_server *s, int i);
 /* Evaluations and the end of the run, re-checked after every event that may complete them. */
 void ps_check_progress(ps_server *s);
 /* Slot i's share of epoch's evaluation came in (for the others' deadlines). */
 void ps_eval_reported(ps_server *s, int i, uint32_t epoch);
+/* The data handout (ps/dataplan.c; every call a no-op without it). */
+int ps_data_start(ps_server *s, char *err, size_t errlen);
+/* Where a worker registering now starts (sync: the step it pulls first). */
+uint64_t ps_data_join_version(const ps_server *s);
+/* The pull of connection c is about to be answered: its DATA frame (its range) first. */
+void ps_data_before_reply(ps_conn *c);
+/* Slot i's push on `version` was taken whole (trained = 1), or will never be (dropped,
+ * rejected: 0): its range is trained, or goes back. */
+void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained);
+/* Slot i's worker is gone (lost, or left): its range goes back to the pool. */
+void ps_data_slot_gone(ps_server *s, int i, const char *why);
+/* Every range of every epoch is trained. */
+int ps_data_finished(const ps_server *s);
+/* Workers training now (connected, not finished). */
+int ps_present_workers(const ps_server *s);
+
 /* Checks on what workers send (ps/validate.c): 0, or -EINVAL with the reason. */
 int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen);
 int ps_check_report(ps_server *s, int worker, const Pstrain__Report *r, char *why, size_t whylen);

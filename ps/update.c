@@ -47,7 +47,8 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   u->push_sq = calloc((size_t)workers, sizeof *u->push_sq);
   u->member = malloc((size_t)workers);
   u->in_step = calloc((size_t)workers, 1);
-  if (!u->slot_of || !u->member || !u->in_step || !u->push_sq) return -ENOMEM;
+  u->join_at = calloc((size_t)workers, sizeof *u->join_at);
+  if (!u->slot_of || !u->member || !u->in_step || !u->push_sq || !u->join_at) return -ENOMEM;
   /* Chunks of chunk_floats each (the last shorter), until pst_update_set_chunks says
    * otherwise. */
   size_t n = (store->n + chunk_floats - 1) / chunk_floats;
@@ -88,10 +89,13 @@ int pst_update_set_chunks(pst_update *u, const size_t *starts, size_t n) {
   size_t *off = malloc((n + 1) * sizeof *off);
   uint32_t *next_slot = calloc(n, sizeof *next_slot), *shares = calloc(n, sizeof *shares);
   uint8_t *done = calloc(n, 1);
-  if (!off || !next_slot || !shares || !done) {
-    free(off), free(next_slot), free(shares), free(done);
+  uint64_t *csamples = calloc(n, sizeof *csamples);
+  if (!off || !next_slot || !shares || !done || !csamples) {
+    free(off), free(next_slot), free(shares), free(done), free(csamples);
     return -ENOMEM;
   }
+  free(u->chunk_samples);
+  u->chunk_samples = csamples;
   memcpy(off, starts, (n + 1) * sizeof *off);
   free(u->chunk_off), free(u->next_slot), free(u->shares), free(u->chunk_done);
   u->chunk_off = off;
@@ -116,7 +120,33 @@ int pst_update_set_backup(pst_update *u, int backup) {
   return 0;
 }
 
+int pst_update_by_samples(pst_update *u, uint32_t scale_samples) {
+  if (u->mode != PST_MODE_SYNC || u->backup > 0 || scale_samples == 0) return -EINVAL;
+  for (int k = 0; k < 2; k++) {
+    if (!u->samples[k]) u->samples[k] = calloc((size_t)u->workers, sizeof *u->samples[k]);
+    if (!u->samples[k]) return -ENOMEM;
+  }
+  u->by_samples = 1;
+  u->scale_samples = scale_samples;
+  return 0;
+}
+
+void pst_update_set_samples(pst_update *u, int w, uint64_t version, uint32_t samples) {
+  if (u->by_samples && w >= 0 && w < u->workers) u->samples[version & 1][w] = samples;
+}
+
+void pst_update_join_at(pst_update *u, int w, uint64_t version) {
+  if (w >= 0 && w < u->workers) u->join_at[w] = version;
+}
+
 void pst_update_free(pst_update *u) {
+  free(u->samples[0]);
+  free(u->samples[1]);
+  free(u->join_at);
+  free(u->chunk_samples);
+  u->samples[0] = u->samples[1] = NULL;
+  u->join_at = NULL;
+  u->chunk_samples = NULL;
   free(u->chunk_off);
   u->chunk_off = NULL;
   free(u->next_slot);
@@ -261,6 +291,16 @@ static int apply(pst_update *u, const float *grad, float scale, size_t off, uint
   return run_chunk(u, NULL, NULL, grad, scale, off, len);
 }
 
+/* Worker w takes part in the step on the store's version. */
+static int takes_part(const pst_update *u, int w) {
+  return u->member[w] && u->join_at[w] <= u->store->version;
+}
+
+/* The samples slot w's share of the step in progress covers (by samples). */
+static uint32_t slot_samples(const pst_update *u, int w) {
+  return u->samples[u->store->version & 1][w];
+}
+
 /* The first slot of the step at or after s, or N. */
 static uint32_t slot_from(const pst_update *u, uint32_t s) {
   while (s < (uint32_t)u->workers && !u->in_step[s]) s++;
@@ -276,8 +316,11 @@ static int open_step(pst_update *u) {
   u->step_open = 1;
   pst_opt_begin_step(u->opt);
   if (u->mode == PST_MODE_SYNC) {
-    for (int i = 0; i < u->workers; i++)
-      u->in_step[i] = u->backup == 0 ? u->member[i] : i < u->needed;
+    u->opened_with = 0;
+    for (int i = 0; i < u->workers; i++) {
+      u->in_step[i] = u->backup == 0 ? takes_part(u, i) : i < u->needed;
+      u->opened_with += u->in_step[i];
+    }
     uint32_t first = slot_from(u, 0);
     for (uint32_t c = 0; c < u->n_chunks; c++) u->next_slot[c] = first;
   }
@@ -287,7 +330,7 @@ static int open_step(pst_update *u) {
 float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c) {
   pst_store *s = u->store;
   if (u->mode != PST_MODE_SYNC || u->workers < 2 || u->backup != 0 || c >= u->n_chunks ||
-      w < 0 || w >= u->workers || !u->member[w] || version != s->version || !open_step(u))
+      w < 0 || w >= u->workers || !takes_part(u, w) || version != s->version || !open_step(u))
     return NULL;
   /* Only the chunk's first share, and only when another share will follow it. */
   if (!u->in_step[w] || u->next_slot[c] != (uint32_t)w || u->shares[c] != 0 ||
@@ -304,6 +347,7 @@ static void finish_step(pst_update *u, int *published) {
 
 static void reset_sync_step(pst_update *u) {
   memset(u->shares, 0, u->n_chunks * sizeof *u->shares);
+  memset(u->chunk_samples, 0, u->n_chunks * sizeof *u->chunk_samples);
   memset(u->chunk_done, 0, u->n_chunks);
   memset(u->in_step, 0, (size_t)u->workers);
   for (int i = 0; i < u->workers; i++) u->slot_of[i] = -1;
@@ -315,7 +359,7 @@ static void reset_sync_step(pst_update *u) {
 }
 
 static void close_sync_step(pst_update *u, int *published) {
-  uint32_t full = (uint32_t)(u->workers - u->backup);
+  uint32_t full = (uint32_t)(u->by_samples ? u->opened_with : u->workers - u->backup);
   for (uint32_t c = 0; c < u->n_chunks; c++)
     if (u->shares[c] < full) {
       u->partial_steps++;
@@ -332,7 +376,10 @@ static void complete_chunk(pst_update *u, uint32_t c, int *published) {
   size_t off = u->chunk_off[c];
   uint32_t len = pst_update_chunk_len(u, c);
   pst_store *s = u->store;
-  if (u->shares[c] > 0)
+  if (u->by_samples && u->chunk_samples[c] > 0)
+    apply(u, pst_store_back(s) + off, (float)u->scale_samples / (float)u->chunk_samples[c], off,
+          len);
+  else if (!u->by_samples && u->shares[c] > 0)
     apply(u, pst_store_back(s) + off, (float)u->workers / (float)u->shares[c], off, len);
   else
     pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), off, len);
@@ -368,7 +415,7 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
     return -ESTALE;
   }
   if (!u->step_open) {
-    if (!u->member[w]) {
+    if (!takes_part(u, w)) {
       u->dropped++;
       return PST_OFFER_DROPPED;
     }
@@ -376,7 +423,7 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
      * waits without claiming the back buffer. */
     if (u->backup == 0) {
       int first = 0;
-      while (first < u->workers && !u->member[first]) first++;
+      while (first < u->workers && !takes_part(u, first)) first++;
       if (w != first) return PST_OFFER_LATER;
     }
     if (!open_step(u)) return PST_OFFER_LATER;
@@ -413,7 +460,16 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
   /* Each share is scaled by 1/(b*N); a sum of m shares is rescaled to their mean (N/m: 1
    * when all N are in). */
   float scale = (float)u->workers / (float)(u->shares[c] + 1);
-  if (u->shares[c] == 0 && last_share) {
+  uint64_t samples = 0;
+  if (u->by_samples) {
+    samples = u->chunk_samples[c] + slot_samples(u, slot);
+    scale = samples > 0 ? (float)u->scale_samples / (float)samples : 0.0f;
+    u->chunk_samples[c] = samples;
+  }
+  if (u->by_samples && last_share && samples == 0) {
+    /* No samples in this chunk at all (only zero shares): it keeps its values. */
+    pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), off, len);
+  } else if (u->shares[c] == 0 && last_share) {
     /* A single share is the sum itself: apply the optimizer straight from it. */
     apply(u, data, scale, off, len);
   } else if (u->shares[c] == 0) {

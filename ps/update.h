@@ -31,6 +31,14 @@
  *        (the replacement of a lost worker resending the step, --on-worker-loss wait) is
  *        read and not summed again.
  *
+ * by samples (sync, the data handout of issue 28; pst_update_by_samples): each worker's share
+ *        covers the samples of the range the ps gave it for the step (possibly fewer than a
+ *        batch, or none: a zero share), its loss still divided by b x N. A chunk summed from
+ *        shares of S samples in all is scaled by b x N / S: the mean over the samples actually
+ *        summed, whoever was there (with N full batches, exactly 1, as above). A chunk of no
+ *        samples keeps its values. A worker may join at a later step (pst_update_join_at),
+ *        so that the step in progress never waits for a newcomer.
+ *
  * backup workers (sync, K > 0): the step for v is applied once N-K gradients for v are in.
  *        The first N-K workers to start pushing for v get slots 0..N-K-1 and are summed in
  *        slot order; a later push for v, or any push for an older version, is read and
@@ -118,6 +126,13 @@ typedef struct {
    * the round trip's parts (ps/metrics.h). */
   double sum_seconds, opt_seconds;
   int last_unsafe;        /* the last offer kept a chunk back that way */
+  /* By samples (pst_update_by_samples; sync, the data handout). */
+  int by_samples;
+  uint32_t scale_samples; /* b x N: what each share's loss was divided by */
+  uint32_t *samples[2];   /* [2][N]: slot w's samples in the step on version v, at [v & 1] */
+  uint64_t *chunk_samples; /* [n_chunks]: samples summed into chunk c in the step */
+  uint64_t *join_at;      /* [N]: member w takes part from the step on this version on */
+  int opened_with;        /* slots in the step when it opened */
   char reject_why[128];   /* why the last PST_OFFER_REJECTED was */
 } pst_update;
 
@@ -171,6 +186,15 @@ int pst_update_set_backup(pst_update *u, int backup);
  * when its worker leaves is finished with the chunks it sent (the rest carried over
  * unchanged). Membership also sets the backup-worker quorum: min(N-K, members). */
 void pst_update_set_member(pst_update *u, int w, int on, int *published);
+/* Sync: scale each step by the samples summed (update.h's "by samples"), each share's loss
+ * having been divided by scale_samples (b x N). 0, or -EINVAL (another mode, backup workers,
+ * 0), -ENOMEM. */
+int pst_update_by_samples(pst_update *u, uint32_t scale_samples);
+/* By samples: worker w's share of the step on `version` covers `samples` samples. Set before
+ * any of its chunks is offered (the ps gives the step's ranges when it answers the pull). */
+void pst_update_set_samples(pst_update *u, int w, uint64_t version, uint32_t samples);
+/* Worker w, once a member, takes part from the step on `version` on (0: at once). */
+void pst_update_join_at(pst_update *u, int w, uint64_t version);
 void pst_update_free(pst_update *u);
 /* Where chunk c starts in the vector, and its floats. */
 static inline size_t pst_update_chunk_off(const pst_update *u, uint32_t c) {

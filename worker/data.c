@@ -366,6 +366,13 @@ void pst_rng_shuffle(pst_rng *r, int32_t *idx, int n) {
   }
 }
 
+void pst_epoch_order(uint64_t seed, uint32_t epoch, int32_t *idx, int n) {
+  pst_rng r;
+  pst_rng_seed(&r, (seed ^ 0xda7a0de5ull) * 0x9e3779b97f4a7c15ull + epoch);
+  for (int i = 0; i < n; i++) idx[i] = i;
+  pst_rng_shuffle(&r, idx, n);
+}
+
 void pst_data_gather(const pst_dataset *d, const int32_t *idx, int batch, float *x, int32_t *y) {
   size_t features = (size_t)d->rows * (size_t)d->cols * (size_t)d->channels;
   for (int b = 0; b < batch; b++) {

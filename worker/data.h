@@ -35,6 +35,10 @@ void pst_rng_seed(pst_rng *r, uint64_t seed);
 uint64_t pst_rng_next(pst_rng *r);
 /* Fisher-Yates shuffle of idx[n]. */
 void pst_rng_shuffle(pst_rng *r, int32_t *idx, int n);
+/* The sample order of epoch `epoch` (1-based) over n samples when the ps hands out the data
+ * (issue 28, ps/handout.h): a permutation of [0, n) that depends on the job seed and the
+ * epoch alone, so that the ps's ranges of positions name the same samples on every worker. */
+void pst_epoch_order(uint64_t seed, uint32_t epoch, int32_t *idx, int n);
 
 /* Gathers the samples idx[0..batch) into x[batch, features] and y[batch]. */
 void pst_data_gather(const pst_dataset *d, const int32_t *idx, int batch, float *x, int32_t *y);

@@ -31,7 +31,7 @@ static char o_secret_file[PST_CFG_STR_MAX], o_tls_name[PST_CFG_STR_MAX];
 static char o_metrics_listen[PST_CFG_STR_MAX];
 static pst_tls_files o_tls;
 static pst_data_flags o_dataf;
-static int64_t o_threads, o_index, o_gpu_mem, o_k8s_replicas;
+static int64_t o_threads, o_index, o_gpu_mem, o_k8s_replicas, o_leave_after;
 static double o_timeout, o_slow, o_reconnect, o_delay;
 static int o_list, o_placement, o_push_by_layer, o_pull_by_layer;
 
@@ -56,6 +56,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("push-by-layer", PST_CFG_BOOL, &o_push_by_layer, "", "send each layer's gradient as the backward pass makes it, last layer first (default: on for GPU and null devices, off for the CPU)", 0, 0),
     PST_OPT("pull-by-layer", PST_CFG_BOOL, &o_pull_by_layer, "", "start each training step while its weights arrive, each layer's forward pass once its weights are in (default: on for GPU and null devices, off for the CPU)", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
+    PST_OPT("leave-after-step", PST_CFG_INT, &o_leave_after, "0", "leave the job after this many steps, as on SIGTERM: say goodbye, exit 0 (0: never; the ps must hand out the data, --workers MIN:MAX or --data-order ps)", 0, INT64_MAX),
     PST_OPT("delay-ms", PST_CFG_DOUBLE, &o_delay, "0", "delay each pull and push this long, as a slow link would (experiments)", 0, 0),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
@@ -203,6 +204,7 @@ int main(int argc, char **argv) {
   opt.log_placement = o_placement;
   opt.slow_factor = o_slow;
   opt.delay_ms = o_delay;
+  opt.leave_after_step = (uint64_t)o_leave_after;
   static pst_secret secret;
   if (pst_secret_load(o_secret_file, &secret, err, sizeof err) < 0) {
     LOG_ERR("%s", err);

@@ -66,6 +66,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->eval_every = (int)w->eval_every;
   t->clip_norm = w->clip_norm;
   t->eval_on_ps = w->eval_on_ps;
+  t->data_ranges = w->data_ranges;
   if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1 ||
       !(t->clip_norm >= 0 && t->clip_norm <= 1e30)) {
     wk_fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d, clip norm %g)",
@@ -97,6 +98,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   /* Every worker takes the same number of steps per epoch, so sync steps line up: the
    * smallest shard's full batches (the shards differ by at most one sample). */
   t->steps_per_epoch = pst_steps_per_epoch(t->train.n, t->world, t->batch);
+  if (t->data_ranges) t->steps_per_epoch = (t->train.n + t->batch - 1) / t->batch; /* ranges */
   if (t->steps_per_epoch < 1) {
     wk_fail(t, "a shard of %d samples holds no full batch of %d", t->train.n / t->world, t->batch);
     return -EINVAL;
@@ -128,17 +130,26 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->grad = host_buffer(t, n * sizeof(float));
   t->xb = malloc((size_t)t->batch * (size_t)t->model.input_size * sizeof(float));
   t->yb = malloc((size_t)t->batch * sizeof(int32_t));
-  t->order = malloc((size_t)(t->shard_end - t->shard_begin) * sizeof(int32_t));
-  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order ||
+  t->order = malloc((size_t)(t->data_ranges ? t->train.n : t->shard_end - t->shard_begin) *
+                    sizeof(int32_t));
+  t->rg_idx = malloc((size_t)t->batch * sizeof(int32_t));
+  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order || !t->rg_idx ||
       wk_prefetch_start(&t->prefetch, &t->prep, t->batch) < 0) {
     wk_fail(t, "out of memory for %zu parameters", n);
     return -ENOMEM;
   }
-  LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d "
-           "epochs%s%s", t->index, t->world, t->backend->name,
-           t->mode == 0 ? "sync" : t->mode == 1 ? "async" : "ssp", t->shard_begin, t->shard_end,
-           t->steps_per_epoch, t->batch, t->epochs, t->ps[0].client.session[0] ? "; ps over " : "",
-           t->ps[0].client.session);
+  if (t->data_ranges)
+    LOG_INFO("worker %d (of at most %d) on %s: %s mode, the ps hands out ranges of each epoch's "
+             "order of %d samples, batch %d, %d epochs%s%s", t->index, t->world,
+             t->backend->name, t->mode == 0 ? "sync" : t->mode == 1 ? "async" : "ssp",
+             t->train.n, t->batch, t->epochs, t->ps[0].client.session[0] ? "; ps over " : "",
+             t->ps[0].client.session);
+  else
+    LOG_INFO("worker %d of %d on %s: %s mode, shard [%d, %d), %d steps of %d per epoch, %d "
+             "epochs%s%s", t->index, t->world, t->backend->name,
+             t->mode == 0 ? "sync" : t->mode == 1 ? "async" : "ssp", t->shard_begin,
+             t->shard_end, t->steps_per_epoch, t->batch, t->epochs,
+             t->ps[0].client.session[0] ? "; ps over " : "", t->ps[0].client.session);
   return 0;
 }
 
@@ -156,6 +167,7 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
   hello.test_samples = (uint32_t)t->test.n;
   hello.classes = (uint32_t)t->classes;
   hello.encodings = PST_ENC_KNOWN; /* the ps refuses this worker for a job in any other */
+  hello.takes_ranges = 1;
   if (t->n_ps > 1) {
     hello.shard_index = (uint32_t)wk_shard_index(t, sh);
     hello.shard_count = (uint32_t)t->n_ps;

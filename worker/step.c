@@ -81,6 +81,7 @@ static void pull(wk_trainer *t) {
  * every mode. */
 static void pull_final(wk_trainer *t) {
   send_simple(t, PSTRAIN__MSG_TYPE__BYE, t->version);
+  t->bye_sent = 1;
   pull_reset(t);
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = PSTRAIN__MSG_TYPE__PULL;
@@ -99,14 +100,24 @@ static void new_epoch_order(wk_trainer *t) {
  * so a worker that rejoins, or any worker of a resumed ps, takes exactly the batches an
  * uninterrupted run would. */
 void wk_take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_done) {
+  if (t->data_ranges) {
+    /* The ps says what to train before every step (wk_take_range); the epochs are its. */
+    t->epoch = t->step_in_epoch = 0;
+    t->steps = start_step;
+    t->eval_due = 0;
+    t->rg_count = 0;
+    t->rg_done = t->bye_sent = 0;
+    evals_done = 0;
+  }
   uint64_t spe = (uint64_t)t->steps_per_epoch;
   uint64_t epoch = start_step / spe;
   if (epoch > (uint64_t)t->epochs) epoch = (uint64_t)t->epochs;
+  if (t->data_ranges) epoch = 0;
   t->epoch = (int)epoch;
-  t->step_in_epoch = epoch < (uint64_t)t->epochs ? (int)(start_step % spe) : 0;
+  t->step_in_epoch = epoch < (uint64_t)t->epochs && !t->data_ranges ? (int)(start_step % spe) : 0;
   t->steps = start_step;
   pst_rng_seed(&t->rng, t->seed * 1000003u + (uint64_t)t->index);
-  for (int e = 0; e <= t->epoch && e < t->epochs; e++) new_epoch_order(t);
+  for (int e = 0; e <= t->epoch && e < t->epochs && !t->data_ranges; e++) new_epoch_order(t);
   /* The newest finished epoch's evaluation share, if this slot still owes it (its worker
    * was lost around the epoch's end): evaluated on the weights it pulls now, so that the
    * epoch's figures cover the whole test set. */
@@ -120,6 +131,42 @@ void wk_take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_done) {
   t->r_correct = t->r_samples = 0;
   t->e_loss = t->e_seconds = t->e_wait = 0;
   t->e_correct = t->e_samples = 0;
+}
+
+int wk_take_range(wk_trainer *t, const Pstrain__DataRange *d) {
+  if (!d || (!d->done && d->count > 0 &&
+             (d->epoch < 1 || d->epoch > (uint32_t)t->epochs || d->count > (uint32_t)t->batch ||
+              d->start > (uint64_t)t->train.n || d->count > (uint64_t)t->train.n - d->start)))
+    return -EPROTO;
+  t->rg_done = d->done;
+  t->rg_count = d->done ? 0 : d->count;
+  t->rg_version = d->version;
+  if (d->done) {
+    t->epoch = t->epochs; /* the next weights are the last: BYE, then the final ones */
+    return 0;
+  }
+  if (t->rg_count == 0) return 0; /* a zero share this step: the last ranges are out */
+  t->rg_start = d->start;
+  if (t->rg_epoch != d->epoch) {
+    /* A new epoch: its figures so far are said, as after a fixed shard's last step. */
+    if (t->rg_epoch > 0 && t->e_samples > 0)
+      LOG_INFO("epoch %u/%d: train loss %.4f accuracy %.4f over the %" PRIu64 " samples this "
+               "worker trained", t->rg_epoch, t->epochs, t->e_loss / (double)t->e_samples,
+               (double)t->e_correct / (double)t->e_samples, t->e_samples);
+    t->e_loss = t->e_seconds = t->e_wait = 0;
+    t->e_correct = t->e_samples = 0;
+    t->rg_epoch = d->epoch;
+  }
+  t->epoch = (int)d->epoch - 1;
+  if (t->order_epoch != d->epoch) {
+    pst_epoch_order(t->seed, d->epoch, t->order, t->train.n);
+    t->order_epoch = d->epoch;
+  }
+  for (int i = 0; i < t->batch; i++)
+    t->rg_idx[i] = t->order[d->start + ((uint32_t)i < d->count ? (uint32_t)i : 0)];
+  /* Prepared while the weights arrive. */
+  wk_prefetch_ask(&t->prefetch, t->steps, t->rg_idx);
+  return 0;
 }
 
 /* The first exchange of a session with the ps (after every WELCOME): weights to train on,
@@ -215,7 +262,26 @@ static void work_run(uv_work_t *req) {
   t->w_rc = t->work_streamed ? pst_net_load_params_streamed(t->net, t->params, params_wait, t)
                              : pst_net_load_params(t->net, t->params);
   if (t->w_rc < 0) return;
-  if (t->work_kind == WK_WORK_TRAIN) {
+  if (t->work_kind == WK_WORK_TRAIN && t->data_ranges) {
+    /* The ps's range (wk_take_range): a short one trains its samples alone; none, a zero
+     * share, so that the sync step goes on without waiting for this worker. */
+    int n = (int)t->rg_count;
+    if (n == 0) {
+      memset(t->grad, 0, t->model.n_params * sizeof(float));
+    } else {
+      double d0 = pst_now();
+      t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, t->rg_idx, t->xb, t->yb);
+      t->obs.gather_seconds = pst_now() - d0;
+      float scale = 1.0f / ((float)t->batch * (float)t->world);
+      pst_net_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
+                                       0xbf58476d1ce4e5b9ull +
+                                   t->steps);
+      t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, n, scale, t->grad, &t->w_loss,
+                                   &t->w_correct);
+      if (t->w_rc == 0 && t->clip_norm > 0) clip_gradient(t);
+    }
+    t->w_samples = n;
+  } else if (t->work_kind == WK_WORK_TRAIN) {
     const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
     double d0 = pst_now();
     t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, idx, t->xb, t->yb);
@@ -306,6 +372,7 @@ static void after_train(wk_trainer *t) {
       return;
     }
   }
+  if (t->data_ranges) t->step_in_epoch = 0; /* the ps's epochs (wk_take_range) */
   if (t->steps % (uint64_t)t->report_every == 0 || t->step_in_epoch == t->steps_per_epoch) {
     send_report(t, 0, t->r_loss, t->r_correct, t->r_samples, t->r_seconds, t->r_wait, 0);
     t->r_loss = t->r_seconds = t->r_wait = 0;
@@ -332,10 +399,29 @@ static void after_train(wk_trainer *t) {
    * its weights early. Sending the PULL ahead of the push (pstrain-benchclient --pull-first)
    * overlaps this worker's own push and pull too, but measured slower on 2 cores
    * (docs/benchmarks.md). */
+  if (t->leave_pending || (t->opt.leave_after_step > 0 && t->steps >= t->opt.leave_after_step &&
+                           t->data_ranges)) {
+    wk_leave(t);
+    return;
+  }
   if (t->epoch < t->epochs)
     pull(t);
   else
     pull_final(t);
+}
+
+void wk_leave(wk_trainer *t) {
+  if (t->leaving) return;
+  t->leaving = 1;
+  t->leave_pending = 0;
+  LOG_INFO("leaving the job after %" PRIu64 " steps: saying goodbye to the ps", t->steps);
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__BYE;
+  h.version = t->version;
+  h.leaving = 1;
+  wk_send_all(t, &h);
+  /* The ps answers SHUTDOWN and closes: then this worker exits 0 (worker/trainer.c). */
+  t->state = WK_FINISHING;
 }
 
 /* The final weights are in (and evaluated, unless the ps evaluates): what the run was. */
@@ -420,6 +506,9 @@ void wk_next_work(wk_trainer *t) {
   } else if (t->epoch < t->epochs) {
     /* The gradient buffer is reused: wait until the previous push has left. */
     if (!t->push_in_flight) start_work(t, WK_WORK_TRAIN);
+  } else if (t->data_ranges && !t->bye_sent) {
+    /* The ps said every range is trained: BYE, and the final weights. */
+    pull_final(t);
   } else if (t->state != WK_FINISHING) {
     /* The final weights came, and the ps evaluates them (--eval-on ps), or this slot's
      * evaluation was done before it came back for them. */

@@ -134,6 +134,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       wk_on_welcome(t, sh, h->welcome);
       return 0;
     case PSTRAIN__MSG_TYPE__WEIGHTS: {
+      if (t->leaving) return 0; /* a reply that was on its way when this worker said goodbye */
       int streaming = t->pull_streaming;
       /* An encoded chunk landed at the start of its place (on_payload checked the range):
        * float32 from here on, before any step may compute on it. */
@@ -157,6 +158,17 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       return 0;
     }
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      return 0;
+    case PSTRAIN__MSG_TYPE__DATA:
+      /* Shard 0 hands out the data, just before the weights of the step it is for. */
+      if (t->leaving) return 0;
+      if (!t->data_ranges || t->state != WK_PULLING || wk_shard_index(t, sh) != 0) return -EPROTO;
+      if (wk_take_range(t, h->data) < 0) {
+        wk_fail(t, "the ps handed out a range this worker cannot train (epoch %u, positions "
+                   "[%" PRIu64 ", +%u) of %d samples, batch %d)", h->data ? h->data->epoch : 0,
+                h->data ? h->data->start : 0, h->data ? h->data->count : 0, t->train.n, t->batch);
+        return 0;
+      }
       return 0;
     case PSTRAIN__MSG_TYPE__EVAL:
       /* Shard 0 asks, just before the weights it is for (an ask out of place is ignored:
@@ -379,6 +391,15 @@ static void on_signal(uv_signal_t *h, int signum) {
    * decided), a late signal, e.g. the launcher's as it reaps a finished job, changes nothing:
    * the handles are already closing and the exit status is settled. */
   if (t->stop_requested || t->state == WK_STOPPED) return;
+  if (t->data_ranges && t->welcomed && !t->leaving && t->state != WK_FINISHING &&
+      wk_all_open(t)) {
+    /* The ps hands out the data: leaving is no failure. The step under way finishes and is
+     * pushed; a pull under way is dropped; then goodbye, and exit 0 (wk_leave). */
+    LOG_INFO("%s received: leaving the job", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    if (t->work_running) t->leave_pending = 1;
+    else wk_leave(t);
+    return;
+  }
   LOG_INFO("%s received: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
   t->stop_requested = 1;
   t->exit_code = PST_EXIT_STOPPED;
@@ -437,6 +458,7 @@ void wk_trainer_free(wk_trainer *t) {
   free(t->xb);
   free(t->yb);
   free(t->order);
+  free(t->rg_idx);
   free(t->subset_idx);
   uv_cond_destroy(&t->pull_cond);
   uv_mutex_destroy(&t->pull_mu);

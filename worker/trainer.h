@@ -64,6 +64,7 @@ typedef struct {
   const pst_secret *secret;  /* the cluster secret, or NULL/unset */
   pst_tls_ctx *tls;          /* mutual TLS with the ps, or NULL */
   const char *tls_name;      /* with TLS: the name the ps's certificate must carry, or NULL */
+  uint64_t leave_after_step; /* >0: leave the job after this many steps (the data handout) */
 } wk_options;
 
 typedef enum {
@@ -172,7 +173,17 @@ typedef struct wk_trainer {
   pst_batch_prep prep;            /* how training batches are made for this model */
   pst_batch_prep test_prep;       /* the same for the test set (never augmented) */
   wk_prefetch prefetch;           /* the next training batch, prepared while a step runs */
-  int32_t *order;                 /* [shard size]: this epoch's shuffled indices */
+  int32_t *order;                 /* [shard size]: this epoch's shuffled indices (the data
+                                   * handout: [training samples], epoch order_epoch's order) */
+  /* The data handout (issue 28; WELCOME data_ranges): the ps's range for the next step (its
+   * DATA frame, rg_done: nothing left to train), its samples in rg_idx [batch] (padded with
+   * its first when shorter), and a goodbye under way (leaving) or due after the step
+   * (leave_pending: a SIGTERM, --leave-after-step). */
+  int data_ranges;
+  uint32_t rg_epoch, rg_count, order_epoch;
+  uint64_t rg_start, rg_version;
+  int rg_done, bye_sent, leaving, leave_pending;
+  int32_t *rg_idx;
   pst_rng rng;
   float *params;                  /* [n_params] host: the pulled weights */
   float *grad;                    /* [n_params] host: the gradient being pushed */

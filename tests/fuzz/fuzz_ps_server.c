@@ -27,7 +27,7 @@
  *        in either order, one PUSH chunk, REPORT, eval REPORT, BYE, STATUS_REQ, HEARTBEAT,
  *        ERROR, the handshake's first message (a fresh nonce), ROLLBACK, a HELLO with data
  *        facts, a subset eval REPORT, or a message only a ps sends: WELCOME, WEIGHTS, ACK,
- *        STATUS, SHUTDOWN, EVAL), the byte after gives its numbers; these get a fuzzer deep
+ *        STATUS, SHUTDOWN, EVAL, DATA), the byte after gives its numbers; these get a fuzzer deep
  *        into training quickly, and any of them in any state of a connection (ps/rules.h)
  *     7  the ps is stopped (bit 5 of op: as failed; bit 6: as on SIGTERM)
  * At the end the loop runs until idle, the server is stopped (if it has not stopped by
@@ -383,6 +383,7 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
   Pstrain__Welcome wl = PSTRAIN__WELCOME__INIT;
   Pstrain__Status st = PSTRAIN__STATUS__INIT;
   Pstrain__Shutdown sd = PSTRAIN__SHUTDOWN__INIT;
+  Pstrain__DataRange dr = PSTRAIN__DATA_RANGE__INIT;
   if (g.srv.workers == NULL) return; /* the server failed to start */
   uint32_t nc = g.srv.upd.n_chunks;
   switch (t % M_COUNT) {
@@ -445,7 +446,7 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
       h.hello = &hello;
       break;
     case 14: /* what only a ps sends: no peer may send it */
-      switch (p % 6) {
+      switch (p % 7) {
         case 0:
           wl.n_params = g.model.n_params;
           h.type = PSTRAIN__MSG_TYPE__WELCOME;
@@ -468,9 +469,15 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
           h.type = PSTRAIN__MSG_TYPE__SHUTDOWN;
           h.shutdown = &sd;
           break;
-        default:
+        case 5:
           h.type = PSTRAIN__MSG_TYPE__EVAL;
           h.eval_point = p;
+          break;
+        default:
+          h.type = PSTRAIN__MSG_TYPE__DATA;
+          h.data = &dr;
+          dr.epoch = p;
+          dr.count = p;
           break;
       }
       break;

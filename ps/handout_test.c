@@ -1,0 +1,99 @@
+/* The data handout's books (ps/handout.h): every sample of every epoch is trained exactly
+ * once whatever ranges come back and when, returned ranges go out again first, an epoch is
+ * complete only once all of its samples are trained, and ranges it never gave are refused. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ps/handout.h"
+
+static int g_pass, g_fail;
+#define CHECK(c)                                                                   \
+  do {                                                                             \
+    if (c) g_pass++;                                                               \
+    else {                                                                         \
+      g_fail++;                                                                    \
+      fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__, #c);        \
+    }                                                                              \
+  } while (0)
+
+#define SAMPLES 1003 /* not a multiple of the range */
+#define RANGE 64
+#define EPOCHS 3
+
+/* Random workers take ranges, train them or give them back (left, lost, dropped), until the
+ * handout is finished; every position of every epoch must be trained once. */
+static void exactly_once(unsigned seed) {
+  static unsigned char seen[EPOCHS + 1][SAMPLES];
+  memset(seen, 0, sizeof seen);
+  srand(seed);
+  pst_handout h;
+  CHECK(pst_handout_init(&h, SAMPLES, RANGE, EPOCHS) == 0);
+  pst_range held[8];
+  memset(held, 0, sizeof held);
+  int bad = 0, steps = 0;
+  while (!pst_handout_finished(&h) && steps < 100000) {
+    steps++;
+    int w = rand() % 8;
+    if (held[w].count == 0) {
+      pst_range r;
+      int got = pst_handout_next(&h, &r);
+      if (got) held[w] = r;
+      else if (r.count != 0) bad++;
+      continue;
+    }
+    if (rand() % 5 == 0) {
+      if (pst_handout_return(&h, &held[w]) < 0) bad++;
+    } else {
+      for (uint32_t i = 0; i < held[w].count; i++)
+        seen[held[w].epoch][held[w].start + i]++;
+      if (pst_handout_trained(&h, &held[w]) < 0) bad++;
+    }
+    memset(&held[w], 0, sizeof held[w]);
+  }
+  CHECK(bad == 0);
+  CHECK(pst_handout_finished(&h));
+  CHECK(h.out == 0);
+  int wrong = 0;
+  for (int e = 1; e <= EPOCHS; e++)
+    for (int i = 0; i < SAMPLES; i++) wrong += seen[e][i] != 1;
+  CHECK(wrong == 0);
+  pst_range r;
+  CHECK(pst_handout_next(&h, &r) == 0 && r.count == 0);
+  pst_handout_free(&h);
+}
+
+/* A fixed sequence: the ranges in order, the short last one, a returned range first again,
+ * an epoch complete only when its last sample is trained. */
+static void order(void) {
+  pst_handout h;
+  CHECK(pst_handout_init(&h, 150, 64, 2) == 0);
+  pst_range a, b, c, d;
+  CHECK(pst_handout_next(&h, &a) == 1 && a.epoch == 1 && a.start == 0 && a.count == 64);
+  CHECK(pst_handout_next(&h, &b) == 1 && b.epoch == 1 && b.start == 64 && b.count == 64);
+  CHECK(pst_handout_next(&h, &c) == 1 && c.epoch == 1 && c.start == 128 && c.count == 22);
+  CHECK(pst_handout_return(&h, &b) == 0);
+  CHECK(pst_handout_next(&h, &d) == 1 && d.epoch == 1 && d.start == 64 && d.count == 64);
+  CHECK(pst_handout_trained(&h, &a) == 0 && pst_handout_trained(&h, &c) == 0);
+  CHECK(h.complete == 0);
+  pst_range e;
+  CHECK(pst_handout_next(&h, &e) == 1 && e.epoch == 2 && e.start == 0);
+  CHECK(pst_handout_trained(&h, &d) == 0 && h.complete == 1);
+  /* Ranges it never gave: an epoch past the last, positions past the samples or not yet
+   * handed out, more than a range. */
+  pst_range never[] = {{3, 0, 10}, {2, 140, 20}, {2, 64, 64}, {1, 0, 65}};
+  for (size_t i = 0; i < sizeof never / sizeof never[0]; i++) {
+    CHECK(pst_handout_trained(&h, &never[i]) == -EINVAL);
+    CHECK(pst_handout_return(&h, &never[i]) == -EINVAL);
+  }
+  CHECK(pst_handout_init(&h, 0, 64, 1) == -EINVAL);
+  pst_handout_free(&h);
+}
+
+int main(void) {
+  order();
+  for (unsigned s = 1; s <= 20; s++) exactly_once(s);
+  printf("%d passed, %d failed\n", g_pass, g_fail);
+  return g_fail ? 1 : 0;
+}
