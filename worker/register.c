@@ -67,6 +67,12 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
   t->clip_norm = w->clip_norm;
   t->eval_on_ps = w->eval_on_ps;
   t->data_ranges = w->data_ranges;
+  if (t->opt.leave_after_step > 0 && !t->data_ranges) {
+    wk_fail(t, "--leave-after-step: this ps gives each worker a fixed shard, which nobody else "
+               "would train; leaving needs a ps that hands out the data (--workers MIN:MAX or "
+               "--data-order ps)");
+    return -EINVAL;
+  }
   if (t->world < 1 || t->index >= t->world || t->batch < 1 || t->epochs < 1 ||
       !(t->clip_norm >= 0 && t->clip_norm <= 1e30)) {
     wk_fail(t, "the ps sent an inconsistent registration (index %d of %d, batch %d, clip norm %g)",

@@ -325,6 +325,19 @@ static void on_closed(wk_client *c, const char *why) {
   int losing = t->losing;
   t->losing = 0;
   t->lost_why = NULL;
+  if (t->leaving && t->state != WK_STOPPED) {
+    /* Goodbye was said (or meant): a connection that closes now ends the job for this worker
+     * as the ps's SHUTDOWN would. The ps takes back what it held when it finds it gone. */
+    if (lost)
+      LOG_INFO("left the job; the connection closed before the ps's goodbye (%s): the ps takes "
+               "back this worker's range when it finds it gone", lost);
+    else
+      LOG_INFO("left the job");
+    t->exit_code = 0;
+    t->state = WK_STOPPED;
+    lost = NULL;
+    losing = 0;
+  }
   if (losing && !t->refused && t->state != WK_STOPPED && !t->stop_requested &&
       reconnect(t, lost) == 0)
     return;
@@ -393,11 +406,24 @@ static void on_signal(uv_signal_t *h, int signum) {
   if (t->stop_requested || t->state == WK_STOPPED) return;
   if (t->data_ranges && t->welcomed && !t->leaving && t->state != WK_FINISHING &&
       wk_all_open(t)) {
-    /* The ps hands out the data: leaving is no failure. The step under way finishes and is
-     * pushed; a pull under way is dropped; then goodbye, and exit 0 (wk_leave). */
-    LOG_INFO("%s received: leaving the job", signum == SIGINT ? "SIGINT" : "SIGTERM");
-    if (t->work_running) t->leave_pending = 1;
-    else wk_leave(t);
+    /* The ps hands out the data: leaving is no failure. The step under way (or the one whose
+     * weights are on their way) is trained and pushed, then goodbye, and exit 0 (wk_leave,
+     * from after_train): leaving only between a push and the next pull means no reply of
+     * the ps is ever cut off, and the range that step trained is not wasted. */
+    if (!t->leave_pending)
+      LOG_INFO("%s received: leaving the job after this step", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    t->leave_pending = 1;
+    return;
+  }
+  if (t->data_ranges && t->welcomed && !t->leaving) {
+    /* Between connections: nothing to hand back that the ps does not take back itself when it
+     * finds the connection gone. Leaving is still no failure. */
+    LOG_INFO("%s received while reconnecting: leaving the job", signum == SIGINT ? "SIGINT" : "SIGTERM");
+    t->leaving = 1;
+    t->stop_requested = 1;
+    t->exit_code = 0;
+    if (!t->work_running) wk_close_all(t);
+    else wk_abandon_work(t);
     return;
   }
   LOG_INFO("%s received: stopping", signum == SIGINT ? "SIGINT" : "SIGTERM");
