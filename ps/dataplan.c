@@ -141,10 +141,12 @@ void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained) {
   if (pst_handout_trained(&s->data, r) == 0)
     pst_metrics_range(&s->metrics, "trained", i, version, r->epoch, r->start, r->count);
   r->count = 0;
-  for (uint32_t e = before + 1; e <= s->data.complete; e++)
+  for (uint32_t e = before + 1; e <= s->data.complete; e++) {
+    pst_metrics_data_epoch(&s->metrics, e, s->store.version, s->data.samples, s->data.epochs);
     LOG_INFO("epoch %u/%d: every one of its %" PRIu64 " samples trained once (version %" PRIu64
              ", %" PRIu64 " ranges handed out so far, %" PRIu64 " of them returned)", e,
              s->opt.epochs, s->data.samples, s->store.version, s->data.handed, s->data.returned);
+  }
 }
 
 void ps_data_slot_gone(ps_server *s, int i, const char *why) {

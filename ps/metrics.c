@@ -140,6 +140,15 @@ void pst_metrics_range(pst_metrics *m, const char *what, int worker, uint64_t ve
           pst_now() - m->t0, what, worker, version, epoch, start, count);
 }
 
+void pst_metrics_data_epoch(pst_metrics *m, uint32_t epoch, uint64_t version, uint64_t samples,
+                            uint32_t epochs) {
+  if (!m->file) return;
+  fprintf(m->file,
+          "{\"time\":%.3f,\"event\":\"data_epoch\",\"epoch\":%u,\"epochs\":%u,\"samples\":%" PRIu64
+          ",\"version\":%" PRIu64 ",\"train_time\":%.3f}\n",
+          pst_now() - m->t0, epoch, epochs, samples, version, train_seconds(m, pst_now()));
+}
+
 void pst_metrics_workers(pst_metrics *m, int workers, uint64_t version, const char *why) {
   if (!m->file) return;
   fprintf(m->file,

@@ -179,6 +179,11 @@ void pst_metrics_applied(pst_metrics *m, uint64_t staleness, double seconds);
  * (what: "handed", "trained", "returned"). One "data" line each, in the order they happen. */
 void pst_metrics_range(pst_metrics *m, const char *what, int worker, uint64_t version,
                        uint32_t epoch, uint64_t start, uint32_t count);
+/* The data handout: epoch `epoch` has every one of its `samples` samples trained (at
+ * `version`); epoch 0: the handout starts (a "data_epoch" line each, for `pstrain local
+ * --schedule` and the plots). */
+void pst_metrics_data_epoch(pst_metrics *m, uint32_t epoch, uint64_t version, uint64_t samples,
+                            uint32_t epochs);
 /* The workers training changed (one joined, left or was lost): a "workers" line. */
 void pst_metrics_workers(pst_metrics *m, int workers, uint64_t version, const char *why);
 void pst_metrics_pulled(pst_metrics *m, double seconds);

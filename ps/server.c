@@ -530,6 +530,9 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
                              s->resumed, err, errlen)) < 0)
     return rc;
   ps_ckpt_restore_metrics(s);
+  if (opt->data_handout)
+    pst_metrics_data_epoch(&s->metrics, s->data.complete, s->store.version, s->data.samples,
+                           s->data.epochs);
 
   struct sockaddr_storage addr;
   if (uv_ip4_addr(opt->listen_host, opt->listen_port, (struct sockaddr_in *)&addr) != 0 &&
