@@ -12,6 +12,9 @@
 #include "launcher/commands.h"
 #include "worker/dataset.h"
 
+static int parse_run_flags(const char *cmd, const char *prog, int argc, char **argv,
+                           pl_run_options *o, pst_model *model, const char *extra_usage);
+
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
 static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
 static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
@@ -20,6 +23,7 @@ static char f_slow[PST_CFG_STR_MAX], f_delay[PST_CFG_STR_MAX];
 static char f_eval_on[PST_CFG_STR_MAX], f_grad_limit[PST_CFG_STR_MAX], f_clip_norm[PST_CFG_STR_MAX];
 static char f_push_compress[PST_CFG_STR_MAX], f_pull_compress[PST_CFG_STR_MAX];
 static char f_link[PST_CFG_STR_MAX], f_link_worker[PST_CFG_STR_MAX];
+static char f_schedule[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
 static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_every;
 static int64_t f_staleness, f_backup, f_chunk;
@@ -30,7 +34,8 @@ static char f_ckpt_dir[PST_CFG_STR_MAX], f_ckpt_every[PST_CFG_STR_MAX];
 static char f_ckpt_seconds[PST_CFG_STR_MAX], f_ckpt_keep[PST_CFG_STR_MAX], f_resume[PST_CFG_STR_MAX];
 
 static pst_cfg_opt g_opts[] = {
-    PST_OPT("workers", PST_CFG_INT, &f_workers, "2", "worker processes", 1, PL_MAX_WORKERS),
+    PST_OPT("workers", PST_CFG_INT, &f_workers, "2", "worker processes; or MIN:MAX on the command line: an elastic job, whose ps starts training once MIN workers have joined, admits newcomers up to MAX and hands out the data (MIN are started; --schedule starts and stops others)", 1, PL_MAX_WORKERS),
+    PST_OPT("schedule", PST_CFG_STRING, f_schedule, "", "\"epoch X: +N, epoch Y: -M, ...\": once X epochs' worth of samples are trained (2.5: half-way through epoch 3), start N more workers, or ask the newest M to leave (SIGTERM: they finish their step and exit 0). Makes the ps hand out the data; with a plain --workers N, N is the minimum and the most the schedule runs at once the maximum", 0, 0),
     PST_OPT("mode", PST_CFG_STRING, f_mode, "sync", "sync, async or ssp", 0, 0),
     PST_OPT("staleness", PST_CFG_INT, &f_staleness, "2", "ssp bound", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &f_backup, "0", "sync: steps need N-K gradients", 0, PL_MAX_WORKERS),
@@ -121,10 +126,76 @@ static int parse_per_worker(const char *s, double *out, int workers, double lo, 
   return 0;
 }
 
+/* --workers MIN:MAX on the command line: argv is copied into out with the value cut back
+ * to MIN, so that the one integer option (its bounds, its errors, the config file's and the
+ * environment's plain N) stays as it was, and MAX is kept in *max (0 when not given).
+ * Returns the new argc, or -EINVAL with the reason printed. */
+static int split_workers_range(const char *prog, int argc, char **argv, char **out,
+                               char (*store)[16], int *max) {
+  *max = 0;
+  for (int i = 0; i < argc; i++) {
+    out[i] = argv[i];
+    const char *v = NULL;
+    if (i > 0 && !strncmp(argv[i], "--workers=", 10)) v = argv[i] + 10;
+    else if (i > 0 && !strcmp(argv[i], "--workers") && i + 1 < argc && strchr(argv[i + 1], ':'))
+      v = argv[i + 1];
+    if (!v || !strchr(v, ':')) continue;
+    int lo, hi;
+    if (pl_parse_workers_range(v, &lo, &hi) < 0) {
+      fprintf(stderr, "%s: --workers: '%.40s' is not N or MIN:MAX with 1 <= MIN <= MAX <= %d\n",
+              prog, v, PL_MAX_WORKERS);
+      return -EINVAL;
+    }
+    *max = hi;
+    if (argv[i][9] == '=') {
+      snprintf(store[i], sizeof store[i], "--workers=%d", lo);
+      out[i] = store[i];
+    } else {
+      i++;
+      snprintf(store[i], sizeof store[i], "%d", lo);
+      out[i] = store[i];
+    }
+  }
+  out[argc] = NULL;
+  return argc;
+}
+
 int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o,
                        pst_model *model, const char *extra_usage) {
   char prog[64], err[600];
   snprintf(prog, sizeof prog, "pstrain %s", cmd);
+  int workers_max;
+  char **args = calloc((size_t)argc + 1, sizeof *args);
+  char (*store)[16] = calloc((size_t)argc + 1, sizeof *store);
+  if (!args || !store) {
+    free(args);
+    free(store);
+    fprintf(stderr, "%s: out of memory\n", prog);
+    return 1;
+  }
+  int rc = split_workers_range(prog, argc, argv, args, store, &workers_max);
+  if (rc >= 0) rc = parse_run_flags(cmd, prog, argc, args, o, model, extra_usage);
+  else rc = 2;
+  free(args);
+  free(store);
+  if (rc != 0) return rc;
+  o->workers_max = workers_max > o->workers ? workers_max : 0;
+  if (f_schedule[0]) {
+    o->schedule = f_schedule;
+    o->n_sched = pl_parse_schedule(f_schedule, o->sched, PL_MAX_SCHEDULE, err, sizeof err);
+    char warn[300];
+    if (o->n_sched < 0 || pl_check_schedule(o, err, sizeof err, warn, sizeof warn) < 0) {
+      fprintf(stderr, "%s: %s\n", prog, err);
+      return 2;
+    }
+    if (warn[0]) fprintf(stderr, "%s: %s\n", prog, warn);
+  }
+  return 0;
+}
+
+static int parse_run_flags(const char *cmd, const char *prog, int argc, char **argv,
+                           pl_run_options *o, pst_model *model, const char *extra_usage) {
+  char err[600];
   enum { N_SHARED = sizeof g_opts / sizeof g_opts[0], N_LOCAL = sizeof g_local_opts / sizeof g_local_opts[0] };
   static pst_cfg_opt opts[N_SHARED + N_LOCAL];
   int local = strcmp(cmd, "local") == 0;

@@ -10,9 +10,25 @@
 
 #define PL_MAX_WORKERS 256
 #define PL_MAX_GPU_ID 1023 /* largest id --gpus takes */
+#define PL_MAX_SCHEDULE 64 /* points of a --schedule */
+
+/* One point of `--schedule` (launcher/schedule.c): once `epoch` epochs' worth of samples are
+ * trained, `delta` workers are started (> 0) or asked to leave (< 0). */
+typedef struct {
+  double epoch;
+  int delta;
+} pl_sched_point;
 
 typedef struct pl_run_options {
   int workers;
+  /* --workers MIN:MAX (issue 28): workers is MIN, the count started first, and workers_max
+   * is MAX, the most the ps admits; 0 for a fixed count (--workers N). */
+  int workers_max;
+  /* --schedule: the text as given (NULL: none) and its points, in order. A schedule makes the
+   * ps hand out the data (--data-order ps), so that workers may come and go. */
+  const char *schedule;
+  pl_sched_point sched[PL_MAX_SCHEDULE];
+  int n_sched;
   const char *mode;           /* sync, async, ssp */
   int staleness;              /* ssp */
   int staleness_lr;           /* async/ssp: the ps's --staleness-lr */
@@ -75,6 +91,9 @@ typedef struct {
   double test_accuracy;
   double samples_per_sec;
   char summary_json[2048];    /* the ps's summary line */
+  /* An elastic job's workers (issue 28), from the ps's "workers" records: the most that
+   * trained at once, and how many left when asked (departed) or were lost. */
+  int most_workers, departed, lost;
 } pl_run_result;
 
 void pl_run_defaults(pl_run_options *o);
@@ -90,6 +109,22 @@ double pl_json_num(const char *line, const char *key);
 /* A comma-separated list of integers in [lo, hi], at most max of them, into out. Returns how
  * many (0 for an empty string), -EINVAL on a bad entry, -E2BIG when there are more. */
 int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi);
+/* launcher/schedule.c: `--schedule "epoch 1: +2, epoch 2.5: -2"` into out (at most max
+ * points, in non-decreasing order of epoch). Returns how many, or -EINVAL with a one-line
+ * reason in err. */
+int pl_parse_schedule(const char *s, pl_sched_point *out, int max, char *err, size_t errlen);
+/* `--workers` as N or MIN:MAX: *min and *max (equal for N). Returns 0, or -EINVAL when it is
+ * neither (1 <= MIN <= MAX <= PL_MAX_WORKERS). */
+int pl_parse_workers_range(const char *s, int *min, int *max);
+/* The schedule checked against the job: starting from o->workers, each point's count must
+ * stay in 1..MAX (MAX: o->workers_max, or, for a fixed --workers N, the schedule's peak,
+ * which it then sets), no point may lie at or after o->epochs, and every process the job may
+ * start must fit PL_MAX_WORKERS. Returns 0, or -EINVAL with a one-line reason in err; a
+ * count below MIN is allowed (the ps goes on with fewer) and said in warn ("" when none). */
+int pl_check_schedule(pl_run_options *o, char *err, size_t errlen, char *warn, size_t warnlen);
+/* The processes a job with this schedule may start in all: MIN plus every +N. */
+int pl_schedule_processes(const pl_run_options *o);
+
 /* A free TCP port on 127.0.0.1. */
 int pl_free_port(void);
 

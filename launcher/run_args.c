@@ -40,7 +40,11 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   arg(a, "%s", j->ps_bin);
   arg(a, "--listen=%s:%d", j->ps_host[0] ? j->ps_host : "127.0.0.1", j->ports[s]);
   if (j->n_ps > 1) arg(a, "--shard=%d/%d", s, j->n_ps);
-  arg(a, "--workers=%d", j->workers);
+  /* An elastic job (issue 28): the ps starts with MIN and admits up to MAX; a schedule also
+   * needs the ps to hand out the data where MIN = MAX (auto picks it only for MIN < MAX). */
+  if (o->workers_max > j->workers) arg(a, "--workers=%d:%d", j->workers, o->workers_max);
+  else arg(a, "--workers=%d", j->workers);
+  if (o->n_sched > 0) arg(a, "--data-order=ps");
   arg(a, "--mode=%s", o->mode);
   arg(a, "--staleness=%d", o->staleness);
   if (o->backup_workers) arg(a, "--backup-workers=%d", o->backup_workers);
@@ -93,11 +97,16 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
 }
 
 void pl_worker_argv(const pl_run_options *o, const pl_job *j, int i, pl_argv *w) {
+  pl_worker_argv_slot(o, j, i, i, w);
+}
+
+void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, int i,
+                         pl_argv *w) {
   w->n = 0;
   w->argv[0] = NULL;
   arg(w, "%s", j->wk_bin);
   arg(w, "--ps=%s", j->ps_list);
-  arg(w, "--index=%d", i);
+  arg(w, "--index=%d", index);
   arg(w, "--name=worker%d", i);
   arg(w, "--data-dir=%s", o->data_dir);
   data_flags(w, o);

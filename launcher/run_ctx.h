@@ -23,7 +23,18 @@ typedef struct {
   int ns;                  /* --link: the namespace it runs in (-1: the ps's, i: worker i's) */
   int restarts;
   int signalled;           /* told to stop: once only, see stop_all */
+  int scheduled;           /* started by --schedule (asks the ps for any index) */
+  int leaving;             /* asked to leave by --schedule (SIGTERM): exit 0 is its goodbye */
+  double t_start, t_exit;  /* seconds since the run began */
 } child;
+
+/* The ps's "workers" records kept for the summary: the count of training workers over time. */
+#define PL_MAX_SERIES 512
+typedef struct {
+  double time, train_time;
+  int workers;
+  char why[12];            /* joined, departed, lost */
+} pl_workers_point;
 
 /* A worker that dies (a crash, kill -9, out of memory) is started again with its index, the
  * way systemd's Restart=on-failure does for the units: it rejoins its slot and the job goes
@@ -63,7 +74,30 @@ typedef struct {
   int epochs_done;
   double t0;
   pl_links links;          /* --link's namespaces (links.up: in use) */
+  /* An elastic job (issue 28, launcher/run_elastic.c). workers has room for every process
+   * the schedule may start (cap_workers); job is what their command lines are made from. */
+  const struct pl_job_s *job;
+  int cap_workers;
+  double epoch_samples;    /* samples per epoch, from the ps's data_epoch records */
+  double trained;          /* samples trained, every epoch: the "trained" ranges' counts */
+  int sched_next;          /* the next point of o->sched to act on */
+  double sched_wait_since; /* a departure waiting for newcomers to join (0: none) */
+  int ps_workers;          /* training workers, the ps's last "workers" record */
+  int most_workers, joined, departed, lost;
+  pl_workers_point series[PL_MAX_SERIES];
+  int n_series;
 } run_ctx;
+
+/* launcher/run_elastic.c. A metrics record that concerns an elastic job (the data handout's
+ * and the "workers" records); 1 when it was one. */
+int pl_elastic_record(run_ctx *r, const char *event, const void *record);
+/* Acts on the schedule's points that training has reached: called from the run's timer. */
+void pl_elastic_tick(run_ctx *r);
+/* At the end: the workers over time on stdout (unless quiet) and, with every process's
+ * outcome, in run_dir/elastic.json; fills res's figures. */
+void pl_elastic_report(run_ctx *r, pl_run_result *res);
+/* This run is elastic: --workers MIN:MAX or a schedule. */
+int pl_elastic(const pl_run_options *o);
 
 /* Starts c with argv (behind --link, in its namespace), its output in c->log. 0 or a
  * negative error code, said on stderr. */

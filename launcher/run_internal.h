@@ -9,7 +9,7 @@
 #include "kernels/partition.h"
 #include "launcher/run.h"
 
-typedef struct {
+typedef struct pl_job_s {
   char ps_bin[PATH_MAX], wk_bin[PATH_MAX];
   int n_ps;                       /* ps shards (1: one ps) */
   int workers;
@@ -36,6 +36,10 @@ typedef struct {
 /* The command line of ps shard `shard`, and of worker `index`. */
 void pl_ps_argv(const pl_run_options *o, const pl_job *j, int shard, pl_argv *a);
 void pl_worker_argv(const pl_run_options *o, const pl_job *j, int index, pl_argv *a);
+/* A worker of slot `slot` (its log, name and per-worker flags) asking the ps for `index`
+ * (-1: any free one, as workers a --schedule starts do). */
+void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, int slot,
+                         pl_argv *a);
 /* The ps's own check of every flag the launcher passes on (the checkpoint flags go to it as
  * given, so that its defaults and bounds are the only ones): shard 0's command line with
  * --print-config, before anything starts. Returns 0, or 2 with the ps's reason printed in one

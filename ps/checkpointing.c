@@ -71,6 +71,11 @@ static char *settings_json(const ps_server *s) {
   cJSON_AddNumberToObject(o, "beta2", s->opt.opt.beta2);
   cJSON_AddNumberToObject(o, "eps", s->opt.opt.eps);
   cJSON_AddNumberToObject(o, "weight_decay", s->opt.opt.weight_decay);
+  /* Only with the data handed out, so that other runs' checkpoints read as before. */
+  if (s->opt.data_handout) {
+    cJSON_AddStringToObject(o, "data_order", "ps");
+    cJSON_AddNumberToObject(o, "workers_min", s->opt.workers_min);
+  }
   /* Only for shards, so that an unsharded run's checkpoints read as before. */
   if (s->opt.shard_count > 1) {
     char shard[32];
@@ -80,6 +85,106 @@ static char *settings_json(const ps_server *s) {
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return text;
+}
+
+static double jnum(const cJSON *o, const char *key);
+
+/* The data handout's position (issue 28): "data": {"epoch", "next", "trained": [samples of
+ * epochs 1..N], "back": [[epoch, start, count], ...]}, the ranges to hand out again first. */
+static int add_data_position(const ps_server *s, cJSON *o) {
+  uint32_t epoch;
+  uint64_t next;
+  uint64_t *trained = calloc((size_t)s->data.epochs + 2, sizeof *trained);
+  pst_range *back = NULL;
+  size_t n_back = 0;
+  if (!trained || ps_data_position(s, &epoch, &next, trained, &back, &n_back) < 0) {
+    free(trained);
+    return -ENOMEM;
+  }
+  cJSON *d = cJSON_AddObjectToObject(o, "data");
+  cJSON *tr = d ? cJSON_AddArrayToObject(d, "trained") : NULL;
+  cJSON *bk = d ? cJSON_AddArrayToObject(d, "back") : NULL;
+  int rc = d && tr && bk ? 0 : -ENOMEM;
+  if (rc == 0) {
+    cJSON_AddNumberToObject(d, "epoch", epoch);
+    cJSON_AddNumberToObject(d, "next", (double)next);
+    for (uint32_t e = 1; e <= s->data.epochs; e++)
+      cJSON_AddItemToArray(tr, cJSON_CreateNumber((double)trained[e]));
+    for (size_t i = 0; i < n_back; i++) {
+      double v[3] = {back[i].epoch, (double)back[i].start, back[i].count};
+      cJSON_AddItemToArray(bk, cJSON_CreateDoubleArray(v, 3));
+    }
+  }
+  free(trained);
+  free(back);
+  return rc;
+}
+
+/* Reads "data" back into the handout; a checkpoint of a job that handed out the data must
+ * have it, whole and adding up (pst_handout_restore checks the books). */
+static int restore_data_position(ps_server *s, const cJSON *st, const char *path, char *err,
+                                 size_t errlen) {
+  const cJSON *d = cJSON_GetObjectItemCaseSensitive(st, "data");
+  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(d, "trained");
+  const cJSON *bk = cJSON_GetObjectItemCaseSensitive(d, "back");
+  if (!cJSON_IsObject(d) || !cJSON_IsArray(tr) || !cJSON_IsArray(bk) ||
+      cJSON_GetArraySize(tr) != (int)s->data.epochs) {
+    snprintf(err, errlen, "%s: its metadata lacks the data position of a job whose ps hands out "
+             "the data", path);
+    return -EINVAL;
+  }
+  uint64_t *trained = calloc((size_t)s->data.epochs + 2, sizeof *trained);
+  size_t n_back = (size_t)cJSON_GetArraySize(bk);
+  pst_range *back = calloc(n_back + 1, sizeof *back);
+  if (!trained || !back) {
+    free(trained);
+    free(back);
+    return -ENOMEM;
+  }
+  int rc = 0, e = 1;
+  const cJSON *j;
+  /* Numbers beyond 2^53 or negative would not round-trip: refused as the books would be. */
+  cJSON_ArrayForEach(j, tr) {
+    double v = cJSON_IsNumber(j) ? j->valuedouble : -1;
+    if (!(v >= 0 && v <= 9007199254740992.0)) rc = -EINVAL;
+    else trained[e] = (uint64_t)v;
+    e++;
+  }
+  size_t i = 0;
+  cJSON_ArrayForEach(j, bk) {
+    const cJSON *a = cJSON_GetArrayItem(j, 0), *b = cJSON_GetArrayItem(j, 1),
+                *c = cJSON_GetArrayItem(j, 2);
+    if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != 3 || !cJSON_IsNumber(a) ||
+        !cJSON_IsNumber(b) || !cJSON_IsNumber(c) || !(a->valuedouble >= 0) ||
+        !(a->valuedouble < 4294967296.0) || !(b->valuedouble >= 0) ||
+        !(b->valuedouble <= 9007199254740992.0) || !(c->valuedouble >= 0) ||
+        !(c->valuedouble < 4294967296.0)) {
+      rc = -EINVAL;
+      break;
+    }
+    back[i].epoch = (uint32_t)a->valuedouble;
+    back[i].start = (uint64_t)b->valuedouble;
+    back[i].count = (uint32_t)c->valuedouble;
+    i++;
+  }
+  double ep = jnum(d, "epoch"), nx = jnum(d, "next");
+  char why[256] = "a number out of range";
+  if (rc == 0 && (!(ep >= 0 && ep < 4294967296.0) || !(nx >= 0 && nx <= 9007199254740992.0)))
+    rc = -EINVAL;
+  if (rc == 0)
+    rc = pst_handout_restore(&s->data, (uint32_t)ep, (uint64_t)nx, trained, back, n_back, why,
+                             sizeof why);
+  if (rc == -EINVAL)
+    snprintf(err, errlen, "%s: its data position is not one this job could reach: %s", path, why);
+  else if (rc < 0)
+    snprintf(err, errlen, "%s: cannot restore its data position: %s", path, strerror(-rc));
+  else
+    LOG_INFO("data position restored: fresh ranges from epoch %u at sample %" PRIu64 " of its "
+             "order, %zu ranges to hand out again first, %u epochs complete", s->data.epoch,
+             s->data.next, s->data.n_back, s->data.complete);
+  free(trained);
+  free(back);
+  return rc;
 }
 
 static char *state_json(const ps_server *s) {
@@ -114,6 +219,10 @@ static char *state_json(const ps_server *s) {
     cJSON_AddNumberToObject(j, "version", (double)x->version);
     cJSON_AddBoolToObject(j, "complete", x->complete);
     cJSON_AddItemToArray(ev, j);
+  }
+  if (s->opt.data_handout && add_data_position(s, o) < 0) {
+    cJSON_Delete(o);
+    return NULL;
   }
   cJSON_AddNumberToObject(o, "samples_trained", (double)s->metrics.samples_trained);
   cJSON_AddNumberToObject(o, "staleness_sum", (double)s->upd.staleness_sum);
@@ -255,8 +364,9 @@ static void save(ps_server *s) {
    * newest epoch evaluated. */
   int spe = s->data_known ? pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size) : 0;
   snprintf(k->epoch_s, sizeof k->epoch_s, "%" PRIu64,
-           s->opt.mode == PST_MODE_SYNC && spe > 0 ? s->store.version / (uint64_t)spe
-                                                    : (uint64_t)s->metrics.last_epoch);
+           s->opt.data_handout ? (uint64_t)s->data.complete
+           : s->opt.mode == PST_MODE_SYNC && spe > 0 ? s->store.version / (uint64_t)spe
+                                                      : (uint64_t)s->metrics.last_epoch);
   snprintf(k->fp_s, sizeof k->fp_s, "%016" PRIx64, s->model->fingerprint);
   snprintf(k->seed_s, sizeof k->seed_s, "%" PRIu64, s->opt.seed);
   snprintf(k->shard_s, sizeof k->shard_s, "%d/%d", s->opt.shard_index, s->opt.shard_count);
@@ -402,7 +512,7 @@ static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err
       const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
       if (cJSON_IsString(name)) snprintf(w->name, sizeof w->name, "%s", name->valuestring);
       /* A finished slot stays finished; an abandoned one may be taken again. */
-      if (jbool(j, "done")) {
+      if (jbool(j, "done") && !s->opt.data_handout) { /* handed-out data: workers join anew */
         w->done = 1;
         s->finished++;
       }
@@ -419,6 +529,9 @@ static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err
         int published;
         pst_update_set_member(&s->upd, w, 0, &published);
       }
+    if (s->opt.data_handout) rc = restore_data_position(s, st, path, err, errlen);
+  }
+  if (rc == 0) {
     s->resumed = 1;
     s->resumed_from = s->store.version;
     /* The evaluations wait for the metrics (ps_ckpt_restore_metrics). */

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
@@ -138,8 +139,11 @@ void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained) {
     return;
   }
   uint32_t before = s->data.complete;
-  if (pst_handout_trained(&s->data, r) == 0)
+  if (pst_handout_trained(&s->data, r) == 0) {
     pst_metrics_range(&s->metrics, "trained", i, version, r->epoch, r->start, r->count);
+    w->trained_range = *r;
+    w->trained_version = version;
+  }
   r->count = 0;
   for (uint32_t e = before + 1; e <= s->data.complete; e++) {
     pst_metrics_data_epoch(&s->metrics, e, s->store.version, s->data.samples, s->data.epochs);
@@ -162,4 +166,40 @@ void ps_data_slot_gone(ps_server *s, int i, const char *why) {
   int first = w->range_version[0] <= w->range_version[1] ? 0 : 1;
   give_back(s, i, first);
   give_back(s, i, 1 - first);
+}
+
+static int by_position(const void *a, const void *b) {
+  const pst_range *x = a, *y = b;
+  if (x->epoch != y->epoch) return x->epoch < y->epoch ? -1 : 1;
+  return x->start < y->start ? -1 : x->start > y->start;
+}
+
+int ps_data_position(const ps_server *s, uint32_t *epoch, uint64_t *next, uint64_t *trained,
+                     pst_range **back, size_t *n_back) {
+  const pst_handout *h = &s->data;
+  size_t cap = h->n_back + 3 * (size_t)s->opt.workers, n = 0;
+  pst_range *b = malloc(cap * sizeof *b);
+  if (!b) return -ENOMEM;
+  *epoch = h->epoch;
+  *next = h->next;
+  for (uint32_t e = 1; e <= h->epochs; e++) trained[e] = h->trained[e];
+  /* Ranges out now, and in sync the ones trained in the step under way (its gradients are
+   * not in the published weights): in position order after the ones already back, so that
+   * a resumed run hands them out again the same way whichever worker held them. */
+  for (int i = 0; i < s->opt.workers; i++) {
+    const ps_worker *w = &s->workers[i];
+    for (int k = 0; k < 2; k++)
+      if (w->range[k].count) b[n++] = w->range[k];
+    const pst_range *t = &w->trained_range;
+    if (s->opt.mode == PST_MODE_SYNC && t->count && w->trained_version >= s->store.version) {
+      b[n++] = *t;
+      trained[t->epoch] -= t->count;
+    }
+  }
+  qsort(b, n, sizeof *b, by_position);
+  memmove(b + h->n_back, b, n * sizeof *b);
+  memcpy(b, h->back, h->n_back * sizeof *b);
+  *back = b;
+  *n_back = n + h->n_back;
+  return 0;
 }

@@ -51,6 +51,14 @@ int pst_handout_next(pst_handout *h, pst_range *r);
  * change nothing. -EINVAL for a range this handout could not have given. */
 int pst_handout_trained(pst_handout *h, const pst_range *r);
 int pst_handout_return(pst_handout *h, const pst_range *r);
+/* A checkpoint's data position (ps/checkpointing.c): fresh ranges from `epoch` at `next`,
+ * trained[e] samples of epoch e trained (trained[1..epochs]), and the ranges to hand out
+ * again first (those that were out when the checkpoint was taken come back with them). The
+ * books must add up: every position handed out of an epoch is either trained or in `back`,
+ * exactly once in count. 0, or -EINVAL with the reason, or -ENOMEM; h is initialised by
+ * pst_handout_init with the run's samples, range and epochs, and left as it was on error. */
+int pst_handout_restore(pst_handout *h, uint32_t epoch, uint64_t next, const uint64_t *trained,
+                        const pst_range *back, size_t n_back, char *why, size_t whylen);
 /* Every sample of every epoch trained. */
 static inline int pst_handout_finished(const pst_handout *h) { return h->complete >= h->epochs; }
 

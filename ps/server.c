@@ -530,6 +530,12 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
                              s->resumed, err, errlen)) < 0)
     return rc;
   ps_ckpt_restore_metrics(s);
+  /* A resumed run's records go on in the same file: a "resumed" record says from which
+   * version, so that whoever checks the records (tests/data_coverage.py) knows the ranges
+   * trained at or after it were given back by the checkpoint. */
+  if (opt->data_handout && s->resumed)
+    pst_metrics_range(&s->metrics, "resumed", -1, s->store.version, s->data.epoch, s->data.next,
+                      0);
   if (opt->data_handout)
     pst_metrics_data_epoch(&s->metrics, s->data.complete, s->store.version, s->data.samples,
                            s->data.epochs);

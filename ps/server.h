@@ -134,6 +134,11 @@ typedef struct {
    * from. */
   pst_range range[2];
   uint64_t range_version[2];
+  /* The last range it trained, and the version of the weights it trained it on: a sync
+   * checkpoint of an older version than that one's step gives the range back (ps/dataplan.c,
+   * ps_data_position). */
+  pst_range trained_range;
+  uint64_t trained_version;
   uint64_t join_at;
   int leaving;            /* its worker said goodbye (BYE leaving): its close is no loss */
 } ps_worker;
@@ -254,6 +259,13 @@ void ps_data_before_reply(ps_conn *c);
 void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained);
 /* Slot i's worker is gone (lost, or left): its range goes back to the pool. */
 void ps_data_slot_gone(ps_server *s, int i, const char *why);
+/* The data position a checkpoint of the published version holds (ps/checkpointing.c):
+ * where fresh ranges go on, the samples of each epoch trained in that version
+ * (trained[1..epochs]), and the ranges to hand out again first: those returned, those out
+ * now, and (sync) those trained in the step after it. *back is malloc'ed (free it). 0 or
+ * -ENOMEM. */
+int ps_data_position(const ps_server *s, uint32_t *epoch, uint64_t *next, uint64_t *trained,
+                     pst_range **back, size_t *n_back);
 /* Every range of every epoch is trained. */
 int ps_data_finished(const ps_server *s);
 /* Workers training now (connected, not finished). */

@@ -2,7 +2,9 @@
 """Checks, from a ps's metrics file (JSON lines), that the data handout of issue 28 trained
 every sample of every epoch exactly once: the "data" records with what "trained" must cover
 positions [0, SAMPLES) of each epoch's order without a gap or an overlap, and every range
-handed out must end trained or returned. Prints one line per epoch and a JSON summary on the
+handed out must end trained or returned. A "resumed" record (a sync ps resumed from the
+checkpoint of that version) drops the ranges trained on that version or later, which the
+checkpoint gave back. Prints one line per epoch and a JSON summary on the
 last line; exits 1 on any violation.
 
 usage: data_coverage.py METRICS SAMPLES EPOCHS"""
@@ -30,6 +32,14 @@ def main():
             if rec.get("event") != "data":
                 continue
             key = (rec["epoch"], rec["start"])
+            if rec["what"] == "resumed":
+                # A ps resumed from the checkpoint of this version (sync): what was out went
+                # back with it, and ranges trained on it or later are not in its weights.
+                v = rec["version"]
+                out = {}
+                for e in trained:
+                    trained[e] = [t for t in trained[e] if t[2] < v]
+                continue
             if rec["what"] == "handed":
                 handed += 1
                 out[key] = out.get(key, 0) + 1
@@ -44,11 +54,12 @@ def main():
                     if rec["epoch"] not in trained:
                         print(f"range of epoch {rec['epoch']} outside 1..{epochs}")
                         return 1
-                    trained[rec["epoch"]].append((rec["start"], rec["start"] + rec["count"]))
+                    trained[rec["epoch"]].append((rec["start"], rec["start"] + rec["count"],
+                                                  rec["version"]))
     bad = 0
     for e in range(1, epochs + 1):
         pos, dup, gaps = 0, 0, 0
-        for a, b in sorted(trained[e]):
+        for a, b, _ in sorted(trained[e]):
             if a < pos:
                 dup += min(b, pos) - a
             elif a > pos:
