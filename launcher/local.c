@@ -180,6 +180,16 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
   free(store);
   if (rc != 0) return rc;
   o->workers_max = workers_max > o->workers ? workers_max : 0;
+  /* A ps that hands out the data evaluates itself (it refuses workers' evaluation then), and
+   * needs the data as the workers are given it. */
+  if (o->workers_max > 0 || f_schedule[0]) {
+    if (o->eval_on && strcmp(o->eval_on, "ps")) {
+      fprintf(stderr, "%s: --eval-on %s: an elastic job (--workers MIN:MAX or --schedule) is "
+                      "evaluated by its ps (--eval-on ps)\n", prog, o->eval_on);
+      return 2;
+    }
+    o->eval_on = "ps";
+  }
   if (f_schedule[0]) {
     o->schedule = f_schedule;
     o->n_sched = pl_parse_schedule(f_schedule, o->sched, PL_MAX_SCHEDULE, err, sizeof err);

@@ -125,7 +125,9 @@ static void handle_metric(run_ctx *r, const char *line) {
     cJSON_Delete(o);
     return;
   }
-  if (!strcmp(event, "train")) {
+  if (pl_elastic_record(r, event, o)) {
+    /* The data handout's records and the workers': launcher/run_elastic.c. */
+  } else if (!strcmp(event, "train")) {
     long step = (long)num(o, "step");
     if (step > r->steps_seen) r->steps_seen = step;
     r->train_loss = num(o, "loss");
@@ -169,6 +171,7 @@ static void read_metrics(run_ctx *r) {
 static void on_tick(uv_timer_t *t) {
   run_ctx *r = t->data;
   read_metrics(r);
+  pl_elastic_tick(r);
   if (r->drain_deadline > 0 && pst_now() > r->drain_deadline) {
     r->drain_deadline = 0;
     pl_stop_all(r, SIGTERM);
@@ -217,7 +220,7 @@ static void on_signal(uv_signal_t *h, int signum) {
 /* ---- the run ---- */
 
 /* A heap copy of argv[0..n) with its NULL, or NULL. */
-static char **argv_dup(char **argv, int n) {
+char **pl_argv_dup(char **argv, int n) {
   char **out = calloc((size_t)n + 1, sizeof *out);
   for (int i = 0; out && i < n; i++)
     if (!(out[i] = strdup(argv[i]))) {
@@ -334,6 +337,13 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
                     "starts\n", o->backup_workers, workers, workers > 1 ? "s" : "");
     return 2;
   }
+  /* An elastic job's workers are counted and started by the schedule, on loopback: --gpus
+   * and --link give each worker of a fixed count its GPU or its namespace. */
+  if (pl_elastic(o) && (j.n_gpus > 0 || o->link || o->link_worker)) {
+    fprintf(stderr, "pstrain: --workers MIN:MAX and --schedule cannot be used with %s (it "
+                    "places a fixed number of workers)\n", j.n_gpus > 0 ? "--gpus" : "--link");
+    return 2;
+  }
   j.workers = workers;
   r.n_ps = j.n_ps = o->ps_shards > 1 ? o->ps_shards : 1;
   if (r.n_ps > PST_MAX_SHARDS) {
@@ -433,7 +443,11 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     rc = pl_spawn(&r, &r.ps[s], a.argv);
   }
 
-  r.workers = calloc((size_t)workers, sizeof *r.workers);
+  /* Room for every worker the schedule may start besides the first: a slot each, never
+   * reused, so that each keeps its own log. */
+  r.cap_workers = o->n_sched > 0 ? pl_schedule_processes(o) : workers;
+  r.job = &j;
+  r.workers = calloc((size_t)r.cap_workers, sizeof *r.workers);
   r.n_workers = workers;
   for (int i = 0; rc == 0 && i < workers; i++) {
     static pl_argv w;
@@ -441,8 +455,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     snprintf(r.workers[i].name, sizeof r.workers[i].name, "worker %d", i);
     r.workers[i].ns = i;
     snprintf(r.workers[i].log, sizeof r.workers[i].log, "%s/worker%d.log", o->run_dir, i);
-    r.workers[i].argv = argv_dup(w.argv, w.n);
+    r.workers[i].argv = pl_argv_dup(w.argv, w.n);
     rc = r.workers[i].argv ? pl_spawn(&r, &r.workers[i], w.argv) : -ENOMEM;
+    r.workers[i].t_start = pst_now() - r.t0;
   }
   uv_timer_init(&r.loop, &r.tick);
   r.tick.data = &r;
@@ -470,6 +485,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   pl_links_down(&r.links);
   read_metrics(&r);
   if (r.tty && !o->quiet) fprintf(stdout, "\r\033[K");
+  pl_elastic_report(&r, res);
   if (r.metrics) fclose(r.metrics);
   int loop_rc = uv_loop_close(&r.loop);
   for (int i = 0; i < r.n_workers; i++) argv_free(r.workers[i].argv);

@@ -100,6 +100,7 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
   c->exited = 1;
   c->status = status;
   c->term_signal = term_signal;
+  c->t_exit = pst_now() - r->t0;
   r->alive--;
   /* A process this launcher told to stop that did (exit status 3, PST_EXIT_STOPPED) has not
    * failed: a worker still waiting for a ps that has finished, or one stopped because

@@ -105,6 +105,8 @@ int pl_spawn(run_ctx *r, child *c, char **argv);
 /* Tells c, or every process, to stop with sig: once each, except SIGKILL. */
 void pl_stop_one(child *c, int sig);
 void pl_stop_all(run_ctx *r, int sig);
+/* A heap copy of argv[0..n) with its NULL, or NULL. */
+char **pl_argv_dup(char **argv, int n);
 /* Every ps shard has exited (or never started). */
 int pl_ps_all_exited(const run_ctx *r);
 /* The last line of a log, without its level prefix ("" when none). */

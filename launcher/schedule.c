@@ -32,6 +32,12 @@ static const char *parse_epoch(const char *p, double *out) {
   return q;
 }
 
+/* The length of one point's text, up to its comma (at most 60 characters shown). */
+static int item_len(const char *item) {
+  size_t n = strcspn(item, ",");
+  return n > 60 ? 60 : (int)n;
+}
+
 int pl_parse_schedule(const char *s, pl_sched_point *out, int max, char *err, size_t errlen) {
   int n = 0;
   const char *p = s;
@@ -54,8 +60,8 @@ int pl_parse_schedule(const char *s, pl_sched_point *out, int max, char *err, si
     errno = 0;
     long count = strtol(q, &end, 10);
     if (errno || count < 1 || count > PL_MAX_WORKERS) {
-      snprintf(err, errlen, "--schedule: '%.60s': a point starts or stops 1..%d workers", item,
-               PL_MAX_WORKERS);
+      snprintf(err, errlen, "--schedule: '%.*s': a point starts or stops 1..%d workers",
+               item_len(item), item, PL_MAX_WORKERS);
       return -EINVAL;
     }
     pt.delta = sign * (int)count;
@@ -76,9 +82,9 @@ int pl_parse_schedule(const char *s, pl_sched_point *out, int max, char *err, si
     p = q + 1;
     continue;
   bad:
-    snprintf(err, errlen, "--schedule: '%.60s' is not 'epoch X: +N' or 'epoch X: -N' (points "
+    snprintf(err, errlen, "--schedule: '%.*s' is not 'epoch X: +N' or 'epoch X: -N' (points "
                           "separated by commas, e.g. \"epoch 1: +2, epoch 2.5: -2\")",
-             *item ? item : "(nothing)");
+             *item ? item_len(item) : 9, *item ? item : "(nothing)");
     return -EINVAL;
   }
 }
