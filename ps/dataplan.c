@@ -38,6 +38,9 @@ int ps_data_start(ps_server *s, char *err, size_t errlen) {
                             (uint32_t)s->opt.epochs);
   if (rc == 0 && s->opt.mode == PST_MODE_SYNC)
     rc = pst_update_by_samples(&s->upd, (uint32_t)s->opt.batch_size * (uint32_t)s->opt.workers);
+  if (rc == 0 && s->opt.lr_linear)
+    rc = pst_update_set_lr_scaling(&s->upd,
+                                   (uint32_t)s->opt.batch_size * (uint32_t)s->opt.workers_min);
   if (rc < 0) {
     snprintf(err, errlen, "cannot set up the data handout: %s", strerror(-rc));
     return rc;

@@ -66,7 +66,9 @@ static void joined_elastic(ps_server *s, int i) {
   LOG_INFO("worker %d '%s' joined from %s%s%s: %d training (of %d to %d); it takes part from "
            "version %" PRIu64, i, w->name, c->peer, c->session[0] ? " over " : "", c->session,
            ps_present_workers(s), s->opt.workers_min, s->opt.workers, w->join_at);
-  pst_metrics_workers(&s->metrics, ps_present_workers(s), s->store.version, "joined");
+  int present = ps_present_workers(s);
+  if (present > s->workers_most) s->workers_most = present;
+  pst_metrics_workers(&s->metrics, present, s->store.version, "joined", i, w->join_at);
   if (!s->started && s->registered >= s->opt.workers_min) {
     s->started = 1;
     pst_metrics_mark_start(&s->metrics);
@@ -92,7 +94,8 @@ static void gone_elastic(ps_server *s, int i, const char *why) {
              w->name, why ? why : "disconnected", present);
     pst_notify_status("worker %d lost (%s); %d training", i, why ? why : "disconnected", present);
   }
-  pst_metrics_workers(&s->metrics, present, s->store.version, w->leaving ? "departed" : "lost");
+  pst_metrics_workers(&s->metrics, present, s->store.version, w->leaving ? "departed" : "lost",
+                      i, 0);
   if (present < s->opt.workers_min && !ps_data_finished(s))
     LOG_WARN("%d workers training, fewer than --workers' minimum of %d: training goes on with "
              "them, and newcomers are admitted", present, s->opt.workers_min);

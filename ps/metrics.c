@@ -149,12 +149,13 @@ void pst_metrics_data_epoch(pst_metrics *m, uint32_t epoch, uint64_t version, ui
           pst_now() - m->t0, epoch, epochs, samples, version, train_seconds(m, pst_now()));
 }
 
-void pst_metrics_workers(pst_metrics *m, int workers, uint64_t version, const char *why) {
+void pst_metrics_workers(pst_metrics *m, int workers, uint64_t version, const char *why,
+                         int worker, uint64_t from) {
   if (!m->file) return;
   fprintf(m->file,
           "{\"time\":%.3f,\"event\":\"workers\",\"workers\":%d,\"version\":%" PRIu64
-          ",\"why\":\"%s\",\"train_time\":%.3f}\n",
-          pst_now() - m->t0, workers, version, why, train_seconds(m, pst_now()));
+          ",\"why\":\"%s\",\"worker\":%d,\"from\":%" PRIu64 ",\"train_time\":%.3f}\n",
+          pst_now() - m->t0, workers, version, why, worker, from, train_seconds(m, pst_now()));
 }
 
 void pst_metrics_pulled(pst_metrics *m, double seconds) {
@@ -394,6 +395,11 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "resumed_from_version", (double)r->resumed_from);
   cJSON_AddNumberToObject(o, "partial_steps", (double)r->partial_steps);
   cJSON_AddNumberToObject(o, "workers_lost", r->workers_lost);
+  cJSON_AddStringToObject(o, "data_order", r->data_order ? r->data_order : "shards");
+  cJSON_AddNumberToObject(o, "workers_departed", r->workers_departed);
+  cJSON_AddNumberToObject(o, "workers_most", r->workers_most);
+  cJSON_AddNumberToObject(o, "ranges_handed", (double)r->ranges_handed);
+  cJSON_AddNumberToObject(o, "ranges_returned", (double)r->ranges_returned);
   cJSON_AddNumberToObject(o, "workers_abandoned", r->workers_abandoned);
   cJSON_AddStringToObject(o, "checkpoint", r->checkpoint ? r->checkpoint : "");
   char *text = cJSON_PrintUnformatted(o);

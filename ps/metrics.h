@@ -77,6 +77,11 @@ typedef struct {
   int resumed;
   uint64_t partial_steps; /* sync steps applied without some lost worker's share */
   int workers_lost;       /* losses of a worker over the run */
+  /* The data handout (issue 28; data_order "ps", else "shards" and the rest 0): workers that
+   * left on purpose, the most training at once, and the ranges handed out and returned. */
+  const char *data_order;
+  int workers_departed, workers_most;
+  uint64_t ranges_handed, ranges_returned;
   int workers_abandoned;  /* slots whose rejoin timeout ran out */
   uint64_t rejected;      /* gradients or reports refused as invalid */
   const char *evaluated_by; /* "workers" (each its test slice) or "ps" (--eval-on ps) */
@@ -184,8 +189,11 @@ void pst_metrics_range(pst_metrics *m, const char *what, int worker, uint64_t ve
  * --schedule` and the plots). */
 void pst_metrics_data_epoch(pst_metrics *m, uint32_t epoch, uint64_t version, uint64_t samples,
                             uint32_t epochs);
-/* The workers training changed (one joined, left or was lost): a "workers" line. */
-void pst_metrics_workers(pst_metrics *m, int workers, uint64_t version, const char *why);
+/* The workers training changed (one joined, left or was lost): a "workers" line with the
+ * count, the version then, why, which slot, and (joined) the version of the first step it
+ * takes part in. */
+void pst_metrics_workers(pst_metrics *m, int workers, uint64_t version, const char *why,
+                         int worker, uint64_t from);
 void pst_metrics_pulled(pst_metrics *m, double seconds);
 void pst_metrics_step(pst_metrics *m);
 /* One worker step's round trip: its exposed wait as the worker measured it and the ps's

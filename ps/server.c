@@ -502,7 +502,8 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   if (!s->workers) return -ENOMEM;
   if (opt->data_train > 0) {
     if ((int)opt->data_classes > model->classes ||
-        pst_steps_per_epoch((int)opt->data_train, opt->workers, opt->batch_size) < 1) {
+        (!opt->data_handout && /* handed-out ranges may be shorter than a batch */
+         pst_steps_per_epoch((int)opt->data_train, opt->workers, opt->batch_size) < 1)) {
       snprintf(err, errlen, "--data-facts %u,%u,%u: %s", opt->data_train, opt->data_test,
                opt->data_classes,
                (int)opt->data_classes > model->classes
@@ -657,6 +658,11 @@ static void ps_stop_report(ps_server *s, const char *reason, int failed) {
       .resumed_from = s->resumed_from,
       .partial_steps = s->upd.partial_steps,
       .workers_lost = lost,
+      .data_order = s->opt.data_handout ? "ps" : "shards",
+      .workers_departed = s->departures,
+      .workers_most = s->workers_most,
+      .ranges_handed = s->data.handed,
+      .ranges_returned = s->data.returned,
       .workers_abandoned = s->abandoned,
       .checkpoint = ps_ckpt_last_path(s),
       .rejected = s->rejected,
@@ -683,6 +689,7 @@ void ps_server_free(ps_server *s) {
   ps_ckpt_free(s);
   pst_metrics_close(&s->metrics);
   pst_update_free(&s->upd);
+  pst_handout_free(&s->data);
   ps_par_free(s->par);
   s->par = NULL;
   ps_io_free(s->io);

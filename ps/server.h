@@ -33,6 +33,7 @@ typedef struct {
   int staleness;          /* ssp bound */
   int backup_workers;     /* sync: steps need N-K gradients */
   int staleness_lr;       /* async/ssp: a gradient's learning rate / (1 + its staleness) */
+  int lr_linear;          /* --lr-scaling linear (sync, the data handout) */
   int epochs;
   int batch_size;         /* per worker */
   uint64_t seed;
@@ -219,6 +220,7 @@ typedef struct ps_server {
   pst_handout data;
   uint64_t plan_next;
   int departures;         /* workers that left on purpose (BYE leaving) */
+  int workers_most;       /* the most workers training at once */
   double empty_since;     /* monotonic seconds since no worker is connected (0: some are) */
 } ps_server;
 

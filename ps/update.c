@@ -131,6 +131,12 @@ int pst_update_by_samples(pst_update *u, uint32_t scale_samples) {
   return 0;
 }
 
+int pst_update_set_lr_scaling(pst_update *u, uint32_t base_samples) {
+  if (base_samples > 0 && !u->by_samples) return -EINVAL;
+  u->lr_base = base_samples;
+  return 0;
+}
+
 void pst_update_set_samples(pst_update *u, int w, uint64_t version, uint32_t samples) {
   if (u->by_samples && w >= 0 && w < u->workers) u->samples[version & 1][w] = samples;
 }
@@ -314,16 +320,24 @@ static int open_step(pst_update *u) {
   if (u->step_open) return 1;
   if (pst_store_back_busy(u->store)) return 0;
   u->step_open = 1;
-  pst_opt_begin_step(u->opt);
+  uint64_t planned = 0;
   if (u->mode == PST_MODE_SYNC) {
     u->opened_with = 0;
     for (int i = 0; i < u->workers; i++) {
       u->in_step[i] = u->backup == 0 ? takes_part(u, i) : i < u->needed;
       u->opened_with += u->in_step[i];
+      if (u->in_step[i] && u->by_samples) planned += slot_samples(u, i);
     }
     uint32_t first = slot_from(u, 0);
     for (uint32_t c = 0; c < u->n_chunks; c++) u->next_slot[c] = first;
   }
+  /* The learning rate is fixed for the whole step (every chunk the same), from the samples
+   * the step was planned with, not from those that arrive: a share cut off by a lost worker
+   * changes the step's mean, not its rate. A step planned with no samples keeps the rate. */
+  if (u->lr_base > 0 && planned > 0)
+    pst_opt_begin_step_lr(u->opt, (float)planned / (float)u->lr_base);
+  else
+    pst_opt_begin_step(u->opt);
   return 1;
 }
 

@@ -133,6 +133,8 @@ typedef struct {
   uint64_t *chunk_samples; /* [n_chunks]: samples summed into chunk c in the step */
   uint64_t *join_at;      /* [N]: member w takes part from the step on this version on */
   int opened_with;        /* slots in the step when it opened */
+  uint32_t lr_base;       /* by samples, --lr-scaling linear: a step's learning rate is scaled
+                           * by the samples planned for it / this (b x MIN); 0: off */
   char reject_why[128];   /* why the last PST_OFFER_REJECTED was */
 } pst_update;
 
@@ -190,6 +192,9 @@ void pst_update_set_member(pst_update *u, int w, int on, int *published);
  * having been divided by scale_samples (b x N). 0, or -EINVAL (another mode, backup workers,
  * 0), -ENOMEM. */
 int pst_update_by_samples(pst_update *u, uint32_t scale_samples);
+/* By samples, the linear-scaling rule (Goyal et al., 2017): each step's learning rate is
+ * scaled by the samples its workers were given / base_samples (0: off). 0 or -EINVAL. */
+int pst_update_set_lr_scaling(pst_update *u, uint32_t base_samples);
 /* By samples: worker w's share of the step on `version` covers `samples` samples. Set before
  * any of its chunks is offered (the ps gives the step's ranges when it answers the pull). */
 void pst_update_set_samples(pst_update *u, int w, uint64_t version, uint32_t samples);

@@ -10,7 +10,8 @@
  * Input: two bytes of server settings, then operations.
  *   data[0]  mode (0 sync, 1 async, 2 ssp, 3 sync) | workers - 1 (bits 2-3: 1..3, 3 -> 1) |
  *            bit 4: clients half-close at the end | bit 5: one backup worker (sync, N > 1) |
- *            bit 6: --on-worker-loss wait | bit 7: 16-float chunks (else 4: 3 chunks)
+ *            bit 6: --on-worker-loss wait | bit 7: 16-float chunks (else 4: 3 chunks);
+ *            workers bits 3 with bit 6: --workers 2:3, the ps handing out the data (issue 28)
  *   data[1]  staleness (bits 0-1) | epochs - 1 (bit 2) | optimizer (bits 3-4) |
  *            bit 5: a cluster secret (common/auth.h) | bit 6: --max-connections 2 (else 64) |
  *            bit 7: --push-compress fp16 --pull-compress bf16 (common/codec.h; issue 27), or
@@ -427,7 +428,10 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
       h.type = PSTRAIN__MSG_TYPE__REPORT;
       h.report = &rep;
       break;
-    case 6: h.type = PSTRAIN__MSG_TYPE__BYE; break;
+    case 6: /* a goodbye at the end, or on leaving the job (the data handout, issue 28) */
+      h.type = PSTRAIN__MSG_TYPE__BYE;
+      h.leaving = p & 1;
+      break;
     case 7: h.type = PSTRAIN__MSG_TYPE__STATUS_REQ; break;
     case 8: h.type = PSTRAIN__MSG_TYPE__HEARTBEAT; break;
     case 11:
@@ -531,6 +535,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   o.workers = ((b0 >> 2) & 3) == 3 ? 1 : 1 + ((b0 >> 2) & 3);
   o.backup_workers = (b0 & 0x20) && o.mode == PST_MODE_SYNC && o.workers > 1;
   o.wait_on_loss = (b0 & 0x40) && o.mode == PST_MODE_SYNC;
+  /* The data handed out by the ps (issue 28): workers 2 to 3 that come and go, the data's
+   * size fixed up front (a HELLO with 16 training samples matches it). */
+  if (((b0 >> 2) & 3) == 3 && (b0 & 0x40)) {
+    o.workers = 3;
+    o.workers_min = 2;
+    o.data_handout = 1;
+    o.wait_on_loss = 0;
+    o.backup_workers = 0;
+    o.data_train = 16;
+    o.data_test = 8;
+    o.data_classes = 2;
+  }
   o.chunk_floats = (b0 & 0x80) ? 16 : 4;
   o.layer_chunks = 1;
   o.staleness = b1 & 3;
