@@ -188,6 +188,14 @@ int pl_cmd_bench_train(int argc, char **argv) {
     free(rest);
     return rc == 1 ? 0 : rc;
   }
+  /* Each measurement is a fixed number of workers; an elastic job's changing count would
+   * make its samples/s belong to no row of the table. */
+  if (pl_elastic(&base)) {
+    fprintf(stderr, "pstrain bench-train: --workers MIN:MAX and --schedule are for `pstrain "
+                    "local` and `pstrain compare`\n");
+    free(rest);
+    return 2;
+  }
   static char model_store[1024];
   const char *models[MAX_MODELS];
   int n_models = 1;

@@ -171,6 +171,77 @@ static int by_samples(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
+/* Pairs of numbers in the order read: (time, samples) or (time, workers). */
+typedef struct {
+  double (*v)[2];
+  int n, cap;
+} trained_series;
+
+static void series_add(trained_series *s, double a, double b) {
+  if (s->n == s->cap) {
+    int cap = s->cap ? s->cap * 2 : 256;
+    double(*v)[2] = realloc(s->v, (size_t)cap * sizeof *v);
+    if (!v) return;
+    s->v = v;
+    s->cap = cap;
+  }
+  s->v[s->n][0] = a;
+  s->v[s->n][1] = b;
+  s->n++;
+}
+
+/* The ps's records that an elastic run's plot needs: each range trained (with the handout)
+ * or each worker's report (without), and each change of the number of workers. The ps's
+ * "time" is the x axis: the evaluations' pauses show as the dips they are. */
+static int saw_data;
+static void elastic_record(trained_series *tp, trained_series *wk, const char *ev, const cJSON *j) {
+  if (!strcmp(ev, "data")) {
+    const char *what = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "what"));
+    if (what && !strcmp(what, "trained")) {
+      if (!saw_data) tp->n = 0; /* reports read before: the ranges count instead */
+      saw_data = 1;
+      series_add(tp, num(j, "time"), num(j, "count"));
+    }
+  } else if (!strcmp(ev, "train") && !saw_data && num(j, "samples") > 0) {
+    series_add(tp, num(j, "time"), num(j, "samples"));
+  } else if (!strcmp(ev, "workers") && num(j, "workers") >= 0) {
+    series_add(wk, num(j, "time"), num(j, "workers"));
+  }
+}
+
+/* DIR/throughput.dat (time, samples/s over windows of about a 40th of the run, at least
+ * 0.25 s) and DIR/workers.dat (time, workers, a step each change). */
+static void write_elastic(const char *dir, trained_series *tp, const trained_series *wk) {
+  saw_data = 0;
+  char path[PATH_MAX + 32];
+  double end = 0;
+  for (int i = 0; i < tp->n; i++)
+    if (tp->v[i][0] > end) end = tp->v[i][0];
+  snprintf(path, sizeof path, "%s/throughput.dat", dir);
+  FILE *f = fopen(path, "w");
+  if (f) {
+    double width = end / 40 > 0.25 ? end / 40 : 0.25;
+    int bins = (int)(end / width) + 1;
+    double *sum = calloc((size_t)bins, sizeof *sum);
+    for (int i = 0; sum && i < tp->n; i++) {
+      int b = (int)(tp->v[i][0] / width);
+      if (b >= 0 && b < bins) sum[b] += tp->v[i][1];
+    }
+    fprintf(f, "# time samples_per_sec\n");
+    for (int b = 0; sum && b < bins; b++) fprintf(f, "%g %g\n", (b + 0.5) * width, sum[b] / width);
+    free(sum);
+    fclose(f);
+  }
+  snprintf(path, sizeof path, "%s/workers.dat", dir);
+  f = fopen(path, "w");
+  if (f) {
+    fprintf(f, "# time workers\n");
+    for (int i = 0; i < wk->n; i++) fprintf(f, "%g %g\n", wk->v[i][0], wk->v[i][1]);
+    if (wk->n > 0 && end > wk->v[wk->n - 1][0]) fprintf(f, "%g %g\n", end, wk->v[wk->n - 1][1]);
+    fclose(f);
+  }
+}
+
 /* Reads a run's metrics: its evaluations (dense ones when there are any, else the epochs'),
  * the staleness its training reports carried, and its summary. */
 static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const double *targets,
@@ -182,6 +253,10 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
   double per_step = (double)o->batch_size * o->workers;
   double spe = -1; /* steps per epoch per worker, from the summary's samples */
   char line[8192];
+  /* An elastic run's samples over time and its workers (written beside its metrics for the
+   * plot of both, launcher/compare_report.c). */
+  m->elastic |= pl_elastic(o);
+  trained_series tp = {0}, wk = {0};
   while (in && fgets(line, sizeof line, in)) {
     cJSON *j = cJSON_Parse(line);
     const char *ev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "event"));
@@ -189,6 +264,7 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
       cJSON_Delete(j);
       continue;
     }
+    if (pl_elastic(o)) elastic_record(&tp, &wk, ev, j);
     double tt = num(j, "train_time");
     if (tt < 0) tt = num(j, "time");
     if (!strcmp(ev, "eval_subset")) {
@@ -238,6 +314,9 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
     cJSON_Delete(j);
   }
   if (in) fclose(in);
+  if (pl_elastic(o)) write_elastic(r->dir, &tp, &wk);
+  free(tp.v);
+  free(wk.v);
   /* The epochs' evaluations: samples from the epoch number. */
   for (int i = 0; i < epochs.npts; i++) {
     epochs.pts[i].samples = spe > 0 ? epochs.pts[i].samples * spe * per_step : epochs.pts[i].samples;
@@ -288,8 +367,21 @@ int pl_cmd_compare(int argc, char **argv) {
     return 2;
   }
   int counts[MAX_COUNTS];
-  int ncounts = workers_arg ? pl_parse_int_list(workers_arg, counts, MAX_COUNTS, 1, PL_MAX_WORKERS)
-                            : 0;
+  /* --workers MIN:MAX: one elastic count, passed on to every run as it is (pl_parse_run_flags
+   * checks it); MIN names its table and plots. */
+  int range_min = 0, range_max = 0;
+  if (workers_arg && strchr(workers_arg, ':') &&
+      pl_parse_workers_range(workers_arg, &range_min, &range_max) < 0) {
+    fprintf(stderr, "pstrain compare: --workers: '%.40s' is not N, a list like 2,4,8 or MIN:MAX "
+                    "with 1 <= MIN <= MAX <= %d\n", workers_arg, PL_MAX_WORKERS);
+    free(rest);
+    free(args);
+    return 2;
+  }
+  int ncounts = range_min ? 1
+                : workers_arg ? pl_parse_int_list(workers_arg, counts, MAX_COUNTS, 1, PL_MAX_WORKERS)
+                              : 0;
+  if (range_min) counts[0] = range_min;
   if (workers_arg && ncounts <= 0) {
     fprintf(stderr, "pstrain compare: --workers wants a count or a list like 2,4,8 (up to %d, "
                     "each in 1..%d)\n", MAX_COUNTS, PL_MAX_WORKERS);
@@ -299,7 +391,10 @@ int pl_cmd_compare(int argc, char **argv) {
   }
   /* The run flags are checked against the smallest count: --slow-worker I must fit them all. */
   char wflag[32];
-  if (workers_arg) {
+  if (range_min) {
+    snprintf(wflag, sizeof wflag, "--workers=%d:%d", range_min, range_max);
+    rest[nrest++] = wflag;
+  } else if (workers_arg) {
     int smallest = counts[0];
     for (int c = 1; c < ncounts; c++)
       if (counts[c] < smallest) smallest = counts[c];
@@ -312,6 +407,8 @@ int pl_cmd_compare(int argc, char **argv) {
                               "Also: --modes LIST (default sync,async,ssp:2; ssp:S sets the bound; async+sa,\n"
                               "ssp:S+sa: the staleness-aware learning rate, --staleness-lr),\n"
                               "--workers N or a list (2,4,8: one table per count and a scaling plot),\n"
+                              "or MIN:MAX (an elastic job, with --schedule: see `pstrain local --help`;\n"
+                              "its plots add samples/s and the workers over time),\n"
                               "--repeats R (seeds --seed .. --seed+R-1 for every mode, default 1),\n"
                               "--targets LIST (default 0.85,0.88,0.90; --target-accuracy X: one target),\n"
                               "--encodings LIST (PUSH[/PULL] each, e.g. none,fp16/fp16,topk:0.01/fp16: every\n"
@@ -518,7 +615,11 @@ int pl_cmd_compare(int argc, char **argv) {
     pl_cmp_md_table(f, grid[c], n, (int)repeats, targets, ntargets);
     fprintf(f, "\nPlots:");
     for (int p = 0; p < PL_CMP_CURVE_PLOTS; p++) fprintf(f, " %s%s.png,", prefix, pl_cmp_plot_names[p]);
-    fprintf(f, " %sstaleness.png\n\n", prefix);
+    fprintf(f, " %sstaleness.png", prefix);
+    int elastic = 0;
+    for (int i = 0; i < n; i++) elastic |= grid[c][i].elastic;
+    if (elastic) fprintf(f, ", %sworkers_vs_time.png (samples/s and workers over time)", prefix);
+    fprintf(f, "\n\n");
     fprintf(h, "<h2>%s</h2>\n", title);
     pl_cmp_html_table(h, grid[c], n, (int)repeats, targets, ntargets);
     char png[96];
@@ -528,6 +629,10 @@ int pl_cmd_compare(int argc, char **argv) {
     }
     snprintf(png, sizeof png, "%sstaleness.png", prefix);
     pl_cmp_html_image(h, abs_out, png);
+    if (elastic) {
+      snprintf(png, sizeof png, "%sworkers_vs_time.png", prefix);
+      pl_cmp_html_image(h, abs_out, png);
+    }
     printf("## %s\n\n", title);
     pl_cmp_md_table(stdout, grid[c], n, (int)repeats, targets, ntargets);
     printf("\n");

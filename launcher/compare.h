@@ -51,6 +51,9 @@ typedef struct {
   double stale_hist[MAX_STALE];
   double stale_bounds[MAX_STALE];
   int stale_nb;
+  /* Elastic runs (--workers MIN:MAX or --schedule): each run's throughput.dat and
+   * workers.dat, plotted together in workers_vs_time.png. */
+  int elastic;
 } mode_run;
 
 /* The curve plots of each worker count, PL_CMP_CURVE_PLOTS of them: file names without

@@ -181,6 +181,29 @@ int pl_cmp_plot_count(const char *out, const char *prefix, mode_run *modes, int 
               i + 1 < n ? ", " : "\n");
     }
   }
+  /* Elastic runs: samples/s (left axis) and the workers training (right axis) over the ps's
+   * time, the first seed of each mode: what joining and leaving did to the throughput. */
+  int elastic = 0;
+  for (int i = 0; i < n; i++) elastic |= modes[i].elastic;
+  if (elastic) {
+    fprintf(f, "set output '%s/%sworkers_vs_time.png'\n", out, prefix);
+    fprintf(f, "set title \"training samples/s and workers vs time, %d worker%s at first "
+               "(first seed)\"\n", workers, workers > 1 ? "s" : "");
+    fprintf(f, "set xlabel 'seconds since the ps started'\nset ylabel 'samples/s (all workers)'\n"
+               "set y2label 'workers training'\nset y2tics 1\nset ytics nomirror\n"
+               "set yrange [0:*]\nset y2range [0:*]\n");
+    fprintf(f, "plot ");
+    for (int i = 0; i < n; i++) {
+      if (!modes[i].elastic) continue;
+      fprintf(f, "'%s/throughput.dat' using 1:2 with lines lc %d lw 2 title '%s samples/s', "
+                 "'%s/workers.dat' using 1:2 axes x1y2 with steps lc %d lw 2 dt 2 title '%s "
+                 "workers', ",
+              modes[i].reps[0].dir, i + 1, modes[i].label, modes[i].reps[0].dir, i + 1,
+              modes[i].label);
+    }
+    fprintf(f, "NaN notitle\n");
+    fprintf(f, "unset y2label\nunset y2tics\nset ytics mirror\nset autoscale y\n");
+  }
   fprintf(f, "set output '%s/%sstaleness.png'\n", out, prefix);
   fprintf(f, "set title 'staleness of the gradients applied, %d worker%s (all seeds)'\n",
           workers, workers > 1 ? "s" : "");

@@ -461,7 +461,10 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   }
   uv_timer_init(&r.loop, &r.tick);
   r.tick.data = &r;
-  uv_timer_start(&r.tick, on_tick, 200, 200);
+  /* A schedule acts when training reaches its points: the metrics are read more often then,
+   * so that a point lands within a few steps of where it was asked for. */
+  uint64_t tick_ms = o->n_sched > 0 ? 50 : 200;
+  uv_timer_start(&r.tick, on_tick, tick_ms, tick_ms);
   uv_signal_init(&r.loop, &r.sig_int);
   uv_signal_init(&r.loop, &r.sig_term);
   uv_signal_init(&r.loop, &r.sig_hup);

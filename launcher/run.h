@@ -122,6 +122,8 @@ int pl_parse_workers_range(const char *s, int *min, int *max);
  * start must fit PL_MAX_WORKERS. Returns 0, or -EINVAL with a one-line reason in err; a
  * count below MIN is allowed (the ps goes on with fewer) and said in warn ("" when none). */
 int pl_check_schedule(pl_run_options *o, char *err, size_t errlen, char *warn, size_t warnlen);
+/* This run is elastic: --workers MIN:MAX or a schedule (launcher/run_elastic.c). */
+int pl_elastic(const pl_run_options *o);
 /* The processes a job with this schedule may start in all: MIN plus every +N. */
 int pl_schedule_processes(const pl_run_options *o);
 

@@ -96,8 +96,6 @@ void pl_elastic_tick(run_ctx *r);
 /* At the end: the workers over time on stdout (unless quiet) and, with every process's
  * outcome, in run_dir/elastic.json; fills res's figures. */
 void pl_elastic_report(run_ctx *r, pl_run_result *res);
-/* This run is elastic: --workers MIN:MAX or a schedule. */
-int pl_elastic(const pl_run_options *o);
 
 /* Starts c with argv (behind --link, in its namespace), its output in c->log. 0 or a
  * negative error code, said on stderr. */
