@@ -256,6 +256,7 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
     const char *no = o_backup > 0 ? "--backup-workers"
                      : o_eval_every > 0 ? "--eval-every"
                      : !strcmp(o_on_loss, "wait") ? "--on-worker-loss wait"
+                     : o->shard_count > 1 ? "--shard I/K with K > 1"
                      : NULL;
     if (no) {
       snprintf(err, errlen, "%s: not with the data handed out by the ps (--data-order ps, or "
