@@ -59,6 +59,10 @@ int pst_handout_return(pst_handout *h, const pst_range *r);
  * pst_handout_init with the run's samples, range and epochs, and left as it was on error. */
 int pst_handout_restore(pst_handout *h, uint32_t epoch, uint64_t next, const uint64_t *trained,
                         const pst_range *back, size_t n_back, char *why, size_t whylen);
+/* A range can be handed out now (one came back, or fresh ones are left). */
+static inline int pst_handout_available(const pst_handout *h) {
+  return h->n_back > 0 || h->epoch <= h->epochs;
+}
 /* Every sample of every epoch trained. */
 static inline int pst_handout_finished(const pst_handout *h) { return h->complete >= h->epochs; }
 

@@ -62,6 +62,13 @@ static void joined_elastic(ps_server *s, int i) {
   if (!w->ever) s->slots_seen++;
   w->ever = 1;
   s->empty_since = 0;
+  /* ssp: the newcomer's clock starts at the slowest present worker's (ps_ssp_clock). */
+  uint64_t slowest = UINT64_MAX;
+  for (int k = 0; k < s->opt.workers; k++)
+    if (k != i && s->workers[k].conn && !s->workers[k].done &&
+        ps_ssp_clock(&s->workers[k]) < slowest)
+      slowest = ps_ssp_clock(&s->workers[k]);
+  w->clock_off = slowest == UINT64_MAX ? 0 : slowest - w->pushes;
   update_member(s, i, 1);
   LOG_INFO("worker %d '%s' joined from %s%s%s: %d training (of %d to %d); it takes part from "
            "version %" PRIu64, i, w->name, c->peer, c->session[0] ? " over " : "", c->session,

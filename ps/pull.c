@@ -354,13 +354,18 @@ int ps_pull_ready(ps_server *s, ps_conn *c) {
   /* The data handout: no step before MIN workers are there (ps/liveness.c). */
   if (s->opt.data_handout && !s->started) return 0;
   if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version + 1;
+  /* async, ssp with the data handed out: a pull waits while every range is out (the epoch's
+   * last ones, with others): answered, its worker would push a gradient of no samples, which
+   * an optimizer with momentum still turns into a step, and pull again at once. It is
+   * answered when a range comes back (ps_server_kick) or the last is trained (done). */
+  if (s->opt.data_handout && !pst_handout_available(&s->data) && !ps_data_finished(s)) return 0;
   if (s->opt.mode == PST_MODE_SSP) {
     /* A worker's clock is the number of pushes it has made; it may run at most `staleness`
      * pushes ahead of the slowest unfinished worker. */
-    uint64_t mine = s->workers[c->worker].pushes, slowest = UINT64_MAX;
+    uint64_t mine = ps_ssp_clock(&s->workers[c->worker]), slowest = UINT64_MAX;
     for (int i = 0; i < s->opt.workers; i++)
-      if (!s->workers[i].done && s->workers[i].conn && s->workers[i].pushes < slowest)
-        slowest = s->workers[i].pushes;
+      if (!s->workers[i].done && s->workers[i].conn && ps_ssp_clock(&s->workers[i]) < slowest)
+        slowest = ps_ssp_clock(&s->workers[i]);
     if (!s->started) slowest = 0;
     if (slowest != UINT64_MAX && mine > slowest + (uint64_t)s->opt.staleness) return 0;
     /* The ps's own record of how far ahead anyone was allowed to get. */

@@ -142,7 +142,14 @@ typedef struct {
   uint64_t trained_version;
   uint64_t join_at;
   int leaving;            /* its worker said goodbye (BYE leaving): its close is no loss */
+  /* ssp: the worker's clock is pushes + clock_off (unsigned, wrapping). 0 but for a newcomer
+   * of an elastic job, whose clock starts at the slowest present worker's, so that it is
+   * neither held back nor holds the others back by the pushes it never made. */
+  uint64_t clock_off;
 } ps_worker;
+
+/* ssp: a worker's clock (ps_worker.clock_off). */
+static inline uint64_t ps_ssp_clock(const ps_worker *w) { return w->pushes + w->clock_off; }
 
 typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */
 

@@ -25,14 +25,21 @@ for run in ("sync-r1", "sync-r2", "async-r1", "async-r2"):
     pts = [r for r in recs if r["event"] == "eval_subset"]
     # sync: every worker evaluates the weights of exactly point x 20 steps. async: each
     # worker the first weights it pulls at or past version point x 20 x 2 (as many samples);
-    # a worker that finished before the last point leaves it partial (compare skips it).
+    # a worker that finished before a point leaves it and every later one partial (compare
+    # skips them). On a loaded machine one async worker can run 80 steps ahead and finish
+    # before version 160, so points 4 and 5 both have one share (seen with a fuzzer beside
+    # the suite): the partial points are a suffix, never the first.
     if run.startswith("sync"):
         assert [p["point"] for p in pts] == [1, 2, 3, 4, 5], (run, [p["point"] for p in pts])
     else:
         assert [p["point"] for p in pts][:4] == [1, 2, 3, 4] and len(pts) <= 5, (run, pts)
+    shares = [p["shares"] for p in pts]
+    if run.startswith("sync"):
+        assert shares == [2] * len(pts), (run, shares)
+    else:
+        assert shares[0] == 2 and shares == sorted(shares, reverse=True) and min(shares) >= 1, (run, shares)
     for p in pts:
-        full = run.startswith("sync") or p is not pts[-1]
-        assert p["shares"] == 2 and p["samples"] == 2000 or not full, (run, p)
+        assert p["samples"] == 1000 * p["shares"], (run, p)
         assert 0 < p["accuracy"] <= 1 and p["version_min"] <= p["version"], (run, p)
         if run.startswith("sync"):
             assert p["version"] == p["version_min"] == 20 * p["point"], (run, p)

@@ -38,6 +38,9 @@
 #   c       systemctl kill -s KILL pstrain-ps mid-run: systemd restarts it, it resumes from
 #           a checkpoint, the workers (not restarted) reconnect, the job finishes with the
 #           clean job's weights, bit for bit (a resumed sync job replays the lost steps)
+#   f       (issue 28) an elastic job, workers = 1:2: systemctl stop pstrain-worker@cpu1
+#           mid-run is a departure: it exits 0, systemd does not restart it, the job finishes
+#           with one departure and no loss
 #   d       systemctl stop pstrain-ps mid-run: the ps exits 3, the workers exit 3, nothing
 #           is restarted (NRestarts unchanged over 10 s), every unit inactive, not failed;
 #           starting the units again resumes the job, which finishes (e again), again with
@@ -671,6 +674,42 @@ step_stop_resume() {
   same_weights || return 1
 }
 
+# f: an elastic job (ps.conf workers = 1:2, the ps handing out the data): `systemctl stop`
+# of a worker mid-run is a departure, not a failure. The worker finishes its step, says
+# goodbye and exits 0; systemd leaves it inactive with Result=success and never restarts it
+# (Restart=on-failure), and the ps and the other worker finish the job, which counts one
+# departure and no loss.
+step_elastic_stop() {
+  reset_job
+  C sed -i 's/^workers = 2$/workers = 1:2/' /etc/pstrain/ps.conf
+  local rc=0
+  elastic_stop_body || rc=1
+  C sed -i 's/^workers = 1:2$/workers = 2/' /etc/pstrain/ps.conf
+  return $rc
+}
+elastic_stop_body() {
+  start_job || return 1
+  wait_for 60 version_at_least 50 || { why "the elastic job did not reach version 50"; return 1; }
+  local v_stop r0 t0
+  v_stop=$(ps_version)
+  t0=$(now)
+  r0=$(prop "$W1" NRestarts)
+  C systemctl stop "$W1" || { why "systemctl stop $W1 failed"; return 1; }
+  echo "  systemctl stop $W1 at version $v_stop returned after $(since "$t0") s: $(props "$W1")"
+  [ "$(prop "$W1" ActiveState)" = inactive ] && [ "$(prop "$W1" Result)" = success ] &&
+    [ "$(prop "$W1" ExecMainStatus)" = 0 ] ||
+    { why "$(props "$W1"), expected inactive/success ExecMainStatus=0 for a worker that left"; return 1; }
+  # Past RestartSec (5 s): still inactive, not restarted.
+  sleep 7
+  [ "$(prop "$W1" ActiveState)" = inactive ] && [ "$(prop "$W1" NRestarts)" = "$r0" ] ||
+    { why "the worker that left was started again: $(props "$W1"), NRestarts $(prop "$W1" NRestarts) (was $r0)"; return 1; }
+  [ "$(prop "$PS" ActiveState)" = active ] || { why "the ps is not active after the departure: $(props "$PS")"; return 1; }
+  finish_job 300 || return 1
+  echo "figure: elastic job, $W1 stopped at version $v_stop: test accuracy $ACC, ${JOB_WALL} s in all"
+  summary_says workers_departed 1 || return 1
+  summary_says workers_lost 0 || return 1
+}
+
 # ---------------------------------------------------------------------------------------
 
 build_root
@@ -696,8 +735,9 @@ if [ "$HAVE_RECOVERY" = 1 ] && [ -n "${CLEAN_ACC:-}" ]; then
   step b "systemctl kill -s KILL $W1 mid-run: restarted, rejoins, the job finishes" step_kill_worker
   step c "systemctl kill -s KILL $PS mid-run: restarted, resumes, workers reconnect, the job finishes" step_kill_ps
   step d+e "systemctl stop $PS mid-run: exit 3 everywhere, nothing restarts; started again it resumes and finishes" step_stop_resume
+  step f "an elastic job (workers 1:2): systemctl stop $W1 is a departure: exit 0, not restarted, the job finishes" step_elastic_stop
 else
-  for s in b c d+e; do
+  for s in b c d+e f; do
     failed=$((failed + 1))
     if [ "$HAVE_RECOVERY" = 1 ]; then echo "FAIL: $s: not run: no clean reference accuracy (step a+e failed)"
     else echo "FAIL: $s: not run: the daemons lack issue 11's checkpoint/reconnect options"; fi
