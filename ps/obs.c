@@ -201,6 +201,22 @@ void ps_obs_render(const void *arg, pst_text *t) {
   pst_prom_gauge(t, "pstrain_workers_registered", "Slots a worker holds now.", s->registered);
   pst_prom_gauge(t, "pstrain_workers_finished", "Slots whose worker said BYE.", s->finished);
   pst_prom_counter(t, "pstrain_worker_losses_total", "Times a worker was lost.", s->losses);
+  if (s->opt.data_handout) {
+    /* An elastic job (issue 28): who trains now, who left, and how far the handout is. */
+    pst_prom_gauge(t, "pstrain_workers_min", "Workers the job starts with and trains on (MIN).",
+                   s->opt.workers_min);
+    pst_prom_gauge(t, "pstrain_workers_training", "Workers connected and not finished.",
+                   ps_present_workers(s));
+    pst_prom_counter(t, "pstrain_worker_departures_total", "Workers that left on purpose.",
+                     (uint64_t)s->departures);
+    pst_prom_counter(t, "pstrain_data_ranges_handed_total", "Ranges of samples handed out.",
+                     s->data.handed);
+    pst_prom_counter(t, "pstrain_data_ranges_returned_total",
+                     "Ranges that came back untrained (their worker left or was lost).",
+                     s->data.returned);
+    pst_prom_gauge(t, "pstrain_data_epochs_complete", "Epochs with every sample trained.",
+                   s->data.complete);
+  }
   per_worker(t, s, "pstrain_worker_connected", PST_PROM_GAUGE,
              "1 while a worker holds the slot.", w_connected);
   per_worker(t, s, "pstrain_worker_done", PST_PROM_GAUGE, "1 once the slot's worker said BYE.",

@@ -42,8 +42,10 @@ static=$(json_field "$OUT/static.json" test_accuracy)
 # 2. Grow after epoch 1, shrink during epoch 3.
 port=$(free_port)
 start_ps grow-ps --listen "127.0.0.1:$port" --workers 2:4 --epochs 4 --metrics "$OUT/grow.jsonl" \
-  --summary-json "$OUT/grow.json" --lr-scaling linear "${args[@]}"
+  --summary-json "$OUT/grow.json" --lr-scaling linear --metrics-listen 0 "${args[@]}"
 ps_pid=$LAST_PID
+wait_for "$OUT/grow-ps.log" "metrics on http://127.0.0.1:[0-9]+/metrics" 10
+ps_url=$(grep -oE "http://127.0.0.1:[0-9]+/metrics" "$OUT/grow-ps.log")
 w=()
 for i in 0 1; do start_worker "grow-w$i" --ps "127.0.0.1:$port"; w+=("$LAST_PID"); done
 wait_for "$OUT/grow.jsonl" '"event":"data_epoch","epoch":1,' 60
@@ -62,6 +64,11 @@ PY
 do sleep 0.05; done
 kill -TERM "${w[1]}" "${w[3]}"
 for i in 1 3; do wait_pid "${w[$i]}" 30 || fail "worker $i left with a non-zero status"; done
+# /metrics while the other two train on (an epoch and a half at least).
+dep=$(/usr/bin/python3 "$RUNFILES/tests/metrics_client.py" get "$ps_url" pstrain_worker_departures_total) ||
+  fail "cannot scrape the ps"
+now=$(/usr/bin/python3 "$RUNFILES/tests/metrics_client.py" get "$ps_url" pstrain_workers_training)
+[ "${dep%.*}" = 2 ] && [ "${now%.*}" = 2 ] || fail "/metrics: $dep departures and $now training, expected 2 and 2"
 for i in 0 2; do wait_pid "${w[$i]}" 120 || fail "worker $i exited non-zero"; done
 wait_pid "$ps_pid" 30 || fail "the ps exited non-zero"
 covered "$OUT/grow.jsonl" 4 grow
