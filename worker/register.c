@@ -316,7 +316,10 @@ static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
   t->discarded = 0;
   t->timeout_s = timeout_ms / 1000.0;
   wk_take_position(t, start, evals);
-  if (again || start > 0)
+  if (t->data_ranges && (again || start > 0))
+    LOG_INFO("%s: the ps hands out the data; this worker takes part from version %" PRIu64,
+             again ? "registered again" : "joined a running job", start);
+  else if (again || start > 0)
     LOG_INFO("%s at step %" PRIu64 " of the shard: epoch %d/%d, step %d of %d%s",
              again ? "registered again" : "resuming", start,
              t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs, t->step_in_epoch,
