@@ -9,7 +9,9 @@
 #     part at most two versions after they registered (the step under way and, when its
 #     successor's ranges are out already, that one), and the accuracy is within 0.5 points of
 #     a fixed 2-worker job with static shards.
-#  3. kill -9 of one worker of four mid-epoch, no replacement: exactly once.
+#  3. kill -9 of one worker of four mid-epoch, no replacement: exactly once; and a worker
+#     stopped (SIGSTOP) past --worker-timeout, then continued: lost, its range handed out
+#     again, it registers again and trains on; exactly once.
 #  4. The ps killed (kill -9) mid-epoch and started again: it resumes the epoch where its
 #     checkpoint was (the records say so), the workers reconnect, exactly once.
 #  5. --leave-after-step: the worker leaves by itself (exit 0, one departure).
@@ -112,6 +114,26 @@ wait_pid "$ps_pid" 30 || fail "the ps exited non-zero after a worker was killed"
 covered "$OUT/kill.jsonl" 2 kill
 [ "$(json_field "$OUT/kill.json" workers_lost)" -eq 1 ] || fail "the summary does not count the loss"
 pass "kill -9 of one of four: every sample once per epoch"
+
+# 3b. A worker stopped (SIGSTOP) past --worker-timeout: lost, its ranges back to the pool;
+# continued (SIGCONT), it finds its connection gone, registers again and trains on.
+port=$(free_port)
+start_ps stall-ps --listen "127.0.0.1:$port" --workers 2:3 --epochs 2 --worker-timeout 2 \
+  --metrics "$OUT/stall.jsonl" --summary-json "$OUT/stall.json" "${args[@]}"
+ps_pid=$LAST_PID
+w=()
+for i in 0 1 2; do start_worker "stall-w$i" --ps "127.0.0.1:$port"; w+=("$LAST_PID"); done
+wait_for "$OUT/stall.jsonl" '"event":"workers","workers":3,' 60
+wait_for "$OUT/stall.jsonl" '"what":"trained","worker":[0-9],"version":2[0-9],' 60
+kill -STOP "${w[1]}"
+wait_for "$OUT/stall.jsonl" '"why":"lost"' 20
+kill -CONT "${w[1]}"
+for i in 0 1 2; do wait_pid "${w[$i]}" 120 || fail "worker $i exited non-zero after the stall"; done
+wait_pid "$ps_pid" 30 || fail "the ps exited non-zero after a worker stalled"
+covered "$OUT/stall.jsonl" 2 stall
+[ "$(json_field "$OUT/stall.json" workers_lost)" -eq 1 ] || fail "the stall was not counted as a loss"
+[ "$(json_field "$OUT/stall.json" ranges_returned)" -ge 1 ] || fail "the stalled worker's range did not come back"
+pass "SIGSTOP past the timeout, then SIGCONT: lost, its range back, it rejoins; every sample once"
 
 # 4. The ps killed mid-epoch and started again from its checkpoints.
 port=$(free_port)
