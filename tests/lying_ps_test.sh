@@ -10,7 +10,8 @@
 # as they are. Twice: with --pull-by-layer, whose step computes on a reply while the rest
 # of it is still coming, and without. The ps waits for the lost worker (--on-worker-loss
 # wait), so each run must end with exactly the weights of a clean run. Then, with delta
-# pulls, a delta chunk whose scale is a NaN (proxy mode nanscale).
+# pulls, a delta chunk whose scale is a NaN (proxy mode nanscale); and with the data handed
+# out by the ps, a range past the end of the training set (proxy mode baddata).
 source "$(dirname "$0")/lib.sh"
 args=(--model mlp --epochs 1 --batch-size 256 --seed 5 --chunk-kib 16)
 train sync 2 "$OUT/clean.json" "${args[@]}"
@@ -82,4 +83,28 @@ got=$(json_field "$OUT/s-delta.json" weights_checksum)
 grep -q "final weights: .*checksum $got" "$OUT/w0-delta.log" || fail "delta: worker 0 did not end with the ps's weights $got"
 at_least "$(json_field "$OUT/s-delta.json" test_accuracy)" 0.8 || fail "delta: accuracy after the NaN scale"
 pass "delta: a NaN scale refused with its reason, the worker reconnected and ended with the ps's weights ($got)"
-echo "3 passed, 0 failed"
+
+# The data handed out by the ps (issue 28): a DATA frame naming positions past the end of the
+# training set. The worker refuses it with its reason and connects again; the ps takes the
+# worker's range back and hands it out again, so every sample is still trained once.
+port=$(free_port)
+proxy_port=$(free_port)
+start_bg proxy-data /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
+  "$OUT/lies-data" baddata 5
+start_ps ps-data --listen "127.0.0.1:$port" --workers 2 --data-order ps --metrics "$OUT/data.jsonl" \
+  --summary-json "$OUT/s-data.json" "${args[@]}"
+ps_pid=$LAST_PID
+start_worker w0-data --ps "127.0.0.1:$proxy_port"
+w0=$LAST_PID
+start_worker w1-data --ps "127.0.0.1:$port"
+w1=$LAST_PID
+wait_pid "$w0" 120 || fail "data: worker 0 exited non-zero after the bad range"
+wait_pid "$w1" 120 || fail "data: worker 1 exited non-zero"
+wait_pid "$ps_pid" 30 || fail "data: the ps exited non-zero"
+[ "$(cat "$OUT/lies-data" 2>/dev/null)" = baddata ] || fail "data: the proxy told no bad range"
+grep -q "lost the ps (bad frame from the ps: a range this worker cannot train" "$OUT/w0-data.log" ||
+  fail "data: worker 0 did not refuse the bad range with its reason"
+/usr/bin/python3 "$RUNFILES/tests/data_coverage.py" "$OUT/data.jsonl" 60000 1 >"$OUT/data-coverage.txt" ||
+  fail "data: not every sample was trained once after the bad range: $(tail -n 2 "$OUT/data-coverage.txt")"
+pass "data: a range past the training set refused with its reason, the worker reconnected, every sample once"
+echo "4 passed, 0 failed"

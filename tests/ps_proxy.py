@@ -17,6 +17,10 @@ payload) and, on the connections it is told to, changes what the ps sends.
         On the first connection, the first delta chunk (Header.delta, --pull-compress delta)
         from the N-th reply on gets a scale that is a NaN; the rest is forwarded whole.
 
+    ps_proxy.py LISTEN PS_PORT MARKER baddata N
+        On the first connection, the N-th DATA frame (the data handed out by the ps, issue
+        28) names a range past the end of the training set; the rest is forwarded whole.
+
     ps_proxy.py LISTEN PS_PORT MARKER stall_push N
         On the first connection, once N PUSH frames have passed whole, forwards the next
         one's prefix, header and half its payload, and then nothing more from the worker
@@ -39,6 +43,7 @@ import threading
 
 WEIGHTS = 4
 PUSH = 5
+DATA = 16
 
 # What a lying ps sends in place of one WEIGHTS chunk, and the worker's error it must meet.
 LIES = [
@@ -169,7 +174,7 @@ def down(p, w, mode, n, k, marker):
     lie = "due" if mode == "lie" else None
     nan_told = False
     stall = mode == "stall" and k == 0
-    replies = chunks = 0
+    replies = chunks = datas = 0
     held = None  # "reorder": the chunk held back to go after the next one
     try:
         while True:
@@ -186,6 +191,17 @@ def down(p, w, mode, n, k, marker):
                 payload = struct.pack("<f", float("nan")) + payload[4:]
                 out = frame(prefix, head, payload)
                 nan_told = True
+            if mode == "baddata" and k == 0 and f.get(1) == DATA:
+                datas += 1
+                if datas == n:
+                    open(marker, "a").write("baddata\n")
+                    # Header: type DATA, version; data (field 19): epoch 1, positions
+                    # [10**9, +1), far past any training set.
+                    rng = put_varint(1 << 3) + put_varint(1) + put_varint(2 << 3) + \
+                        put_varint(10**9) + put_varint(3 << 3) + put_varint(1)
+                    head = chunk_header({1: DATA, 2: f.get(2, 0)}) + put_varint(19 << 3 | 2) + \
+                        put_varint(len(rng)) + rng
+                    out = frame(prefix, head, b"")
             if due and stall:
                 open(marker, "a").write("stalled\n")
                 while p.recv(65536):

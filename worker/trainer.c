@@ -164,10 +164,13 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       if (t->leaving) return 0;
       if (!t->data_ranges || t->state != WK_PULLING || wk_shard_index(t, sh) != 0) return -EPROTO;
       if (wk_take_range(t, h->data) < 0) {
-        wk_fail(t, "the ps handed out a range this worker cannot train (epoch %u, positions "
-                   "[%" PRIu64 ", +%u) of %d samples, batch %d)", h->data ? h->data->epoch : 0,
-                h->data ? h->data->start : 0, h->data ? h->data->count : 0, t->train.n, t->batch);
-        return 0;
+        /* A bad frame like any other: this connection closes with the reason and the
+         * worker connects again; the ps takes back what it handed out on it. */
+        snprintf(c->rd.err, sizeof c->rd.err, "a range this worker cannot train (epoch %u, "
+                 "positions [%" PRIu64 ", +%u) of %d samples, batch %d)",
+                 h->data ? h->data->epoch : 0, h->data ? h->data->start : 0,
+                 h->data ? h->data->count : 0, t->train.n, t->batch);
+        return -EPROTO;
       }
       return 0;
     case PSTRAIN__MSG_TYPE__EVAL:
