@@ -79,6 +79,7 @@ static void order(void) {
     CHECK(pst_handout_trained(&h, &never[i]) == -EINVAL);
     CHECK(pst_handout_return(&h, &never[i]) == -EINVAL);
   }
+  pst_handout_free(&h);
   CHECK(pst_handout_init(&h, 0, 64, 1) == -EINVAL);
   pst_handout_free(&h);
 }
