@@ -579,7 +579,6 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   return ps_liveness_start(s);
 }
 
-static void ps_stop_report(ps_server *s, const char *reason, int failed);
 
 void ps_server_stop(ps_server *s, const char *reason, int failed) {
   if (s->stopping) return;
@@ -599,7 +598,7 @@ void ps_server_stop(ps_server *s, const char *reason, int failed) {
     next = c->next;
     conn_close(c, NULL);
   }
-  if (!s->rollback_path[0]) ps_stop_report(s, reason, failed);
+  if (!s->rollback_path[0]) ps_obs_stop_report(s, reason, failed);
   for (ps_conn *c = s->conns, *next; c; c = next) {
     next = c->next;
     if (c->state == CONN_WORKER) ps_send_shutdown(c, reason, failed, s->stop_requested);
@@ -613,76 +612,6 @@ void ps_server_stop(ps_server *s, const char *reason, int failed) {
   ps_liveness_stop(s);
   /* Closed once the last job is back: a close waiting for its write job needs its callback. */
   ps_io_close(s->io);
-}
-
-/* The end of a run: the last checkpoint (written on the threadpool: the loop ends after
- * it), the summary and the metrics file's last word. */
-static void ps_stop_report(ps_server *s, const char *reason, int failed) {
-  ps_ckpt_final(s, reason);
-  int lost = 0;
-  uint64_t missed = 0;
-  for (int i = 0; i < s->opt.workers; i++) {
-    lost += s->workers[i].losses;
-    missed += s->workers[i].evals_missed;
-  }
-  /* The whole model's checksum: this ps's own when it holds every parameter, else the one
-   * the workers' evaluations of the last epoch reported (ps/messages.c), when they agree. */
-  uint64_t own = pst_store_checksum(&s->store);
-  int whole = s->opt.shard_count <= 1;
-  int reported = s->model_sums > 0 && !s->model_sums_differ;
-  if (whole && reported && s->model_sum != own)
-    LOG_WARN("the workers evaluated final weights with checksum %016" PRIx64 ", but this ps "
-             "holds weights with checksum %016" PRIx64, s->model_sum, own);
-  pst_run_summary sum = {
-      .mode = pst_mode_name(s->opt.mode),
-      .model = s->opt.model_name,
-      .optimizer = pst_opt_kind_name(s->opt.opt.kind),
-      .batch = s->opt.batch_size,
-      .staleness_lr = s->opt.staleness_lr,
-      .version = s->store.version,
-      .checksum = whole ? own : s->model_sum,
-      .checksum_from = whole ? "ps" : reported ? "workers" : NULL,
-      .shard_index = whole ? 0 : s->opt.shard_index,
-      .shard_count = whole ? 1 : s->opt.shard_count,
-      .shard_checksum = own,
-      .mean_staleness =
-          s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0,
-      .max_staleness = s->upd.staleness_max,
-      .applied = s->upd.pushes,
-      .dropped = s->upd.dropped,
-      .max_lead = s->max_lead,
-      .failed = failed,
-      .stopped = s->stop_requested,
-      .stop_reason = reason,
-      .resumed = s->resumed,
-      .resumed_from = s->resumed_from,
-      .partial_steps = s->upd.partial_steps,
-      .workers_lost = lost,
-      .data_order = s->opt.data_handout ? "ps" : "shards",
-      .workers_departed = s->departures,
-      .workers_most = s->workers_most,
-      .ranges_handed = s->data.handed,
-      .ranges_returned = s->data.returned,
-      .workers_abandoned = s->abandoned,
-      .checkpoint = ps_ckpt_last_path(s),
-      .rejected = s->rejected,
-      .evaluated_by = s->opt.evaluator ? "ps" : "workers",
-      .push_encoding = s->push_enc_text,
-      .pull_encoding = pst_enc_name(s->opt.pull_enc),
-      .evals_missed = missed,
-      .unsafe_updates = s->upd.unsafe_chunks,
-      .flags = s->eval_flags,
-      .n_flags = s->n_eval_flags,
-  };
-  int rc = pst_metrics_summary(&s->metrics, s->opt.summary_path, &sum);
-  if (rc < 0) {
-    LOG_ERR("%s: cannot write the summary: %s", s->opt.summary_path, strerror(-rc));
-    if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;
-  }
-  if (pst_metrics_check(&s->metrics) < 0) {
-    LOG_ERR("%s: records could not be written to the metrics file (disk full?)", s->metrics.path);
-    if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;
-  }
 }
 
 void ps_server_free(ps_server *s) {
