@@ -70,10 +70,10 @@ static void joined_elastic(ps_server *s, int i) {
       slowest = ps_ssp_clock(&s->workers[k]);
   w->clock_off = slowest == UINT64_MAX ? 0 : slowest - w->pushes;
   update_member(s, i, 1);
+  int present = ps_present_workers(s);
   LOG_INFO("worker %d '%s' joined from %s%s%s: %d training (of %d to %d); it takes part from "
            "version %" PRIu64, i, w->name, c->peer, c->session[0] ? " over " : "", c->session,
-           ps_present_workers(s), s->opt.workers_min, s->opt.workers, w->join_at);
-  int present = ps_present_workers(s);
+           present, s->opt.workers_min, s->opt.workers, w->join_at);
   if (present > s->workers_most) s->workers_most = present;
   pst_metrics_workers(&s->metrics, present, s->store.version, "joined", i, w->join_at);
   if (!s->started && s->registered >= s->opt.workers_min) {
@@ -206,14 +206,17 @@ static int owes_eval(const ps_server *s, int i, uint32_t epoch) {
   return w->evals_done < epoch && (w->conn != NULL || !w->ever);
 }
 
+int ps_no_more_pushes(const ps_server *s) {
+  if (s->opt.data_handout) return ps_data_finished(s) && ps_present_workers(s) == 0;
+  return s->finished + s->abandoned == s->opt.workers;
+}
+
 /* --eval-on ps: whether every slot still training has trained through `epoch` (the last:
  * every slot finished or given up, the final weights fixed). */
 static int epoch_trained(const ps_server *s, uint32_t epoch) {
   if (!s->data_known || !s->started) return 0;
-  if (s->opt.data_handout)
-    return epoch >= (uint32_t)s->opt.epochs ? ps_data_finished(s) && ps_present_workers(s) == 0
-                                            : s->data.complete >= epoch;
-  if (epoch >= (uint32_t)s->opt.epochs) return s->finished + s->abandoned == s->opt.workers;
+  if (epoch >= (uint32_t)s->opt.epochs) return ps_no_more_pushes(s);
+  if (s->opt.data_handout) return s->data.complete >= epoch;
   uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
   for (int i = 0; i < s->opt.workers; i++) {
     const ps_worker *w = &s->workers[i];
@@ -379,7 +382,7 @@ void ps_check_progress(ps_server *s) {
   int present = 0, over = 0;
   if (s->opt.data_handout) {
     /* Over once every range is trained and every worker still there has said BYE. */
-    if (!s->started || !ps_data_finished(s) || ps_present_workers(s) > 0) return;
+    if (!s->started || !ps_no_more_pushes(s)) return;
     over = s->opt.workers;
   }
   for (int i = 0; i < s->opt.workers && !s->opt.data_handout; i++) {

@@ -348,9 +348,7 @@ void ps_pull_answer(ps_conn *c) {
 int ps_pull_ready(ps_server *s, ps_conn *c) {
   if (c->pull_writing) return 0;
   /* The final weights: once no slot will push again (finished, or given up). */
-  if (c->pull_final)
-    return s->opt.data_handout ? ps_data_finished(s) && ps_present_workers(s) == 0
-                               : s->finished + s->abandoned == s->opt.workers;
+  if (c->pull_final) return ps_no_more_pushes(s);
   /* The data handout: no step before MIN workers are there (ps/liveness.c). */
   if (s->opt.data_handout && !s->started) return 0;
   if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version + 1;

@@ -253,6 +253,9 @@ void ps_worker_lost(ps_server *s, int i, const char *why);
 void ps_worker_leaves(ps_conn *c);
 /* A worker took slot i; says so in the log when it was a rejoin. */
 void ps_worker_joined(ps_server *s, int i);
+/* No worker will push again: every slot finished or given up (with the data handed out: every
+ * range trained and every worker gone or finished). The final weights are fixed then. */
+int ps_no_more_pushes(const ps_server *s);
 /* Evaluations and the end of the run, re-checked after every event that may complete them. */
 void ps_check_progress(ps_server *s);
 /* Slot i's share of epoch's evaluation came in (for the others' deadlines). */
