@@ -88,6 +88,15 @@ int pst_int8_delta(const float *target, float *held, size_t n, uint8_t *out);
 /* The pairs a chunk of n values sends at `fraction`: round(fraction x n), at least 1 and at
  * most max(1, n / 2), so that the pairs (8 bytes each) fit in the chunk's own n floats. */
 size_t pst_topk_k(double fraction, size_t n);
+/* Warm-up of the sparsity (Deep Gradient Compression's): the fraction a push of weights
+ * `version` sends when the job's fraction is `fraction` and its warm-up lasts `warmup`
+ * versions. It starts at PST_TOPK_WARMUP_START and falls exponentially to `fraction` at
+ * version `warmup` (DGC: 25%, 6.25%, 1.6%, ... a quarter each epoch); `fraction` itself
+ * after that, with no warm-up, or when `fraction` is already as large. A function of the
+ * version alone, so that every worker of a step sends alike and a sync run stays
+ * bit-identical from run to run and across a resume. */
+#define PST_TOPK_WARMUP_START 0.25
+double pst_topk_fraction_at(double fraction, uint64_t warmup, uint64_t version);
 /* Encodes the k values of x[n] (+ resid[n], error feedback) of largest magnitude as k pairs
  * (u32 little-endian index, ascending; float32 value) into out[8k]; resid then holds what
  * was not sent (0 where a value was sent, or was not finite). Ties at the k-th magnitude go
@@ -95,6 +104,13 @@ size_t pst_topk_k(double fraction, size_t n);
  * scratch: n u32s. Returns the bytes written (8k). */
 size_t pst_topk_encode(const float *x, float *resid, size_t n, size_t k, uint32_t *scratch,
                        uint8_t *out);
+/* Deep Gradient Compression's momentum correction, for a job whose optimizer is momentum m:
+ * the worker keeps the momentum instead of the ps. u[n] (its velocity) becomes m x u + x,
+ * the pairs are those of pst_topk_encode of u (+ resid), and u is zeroed where a value was
+ * sent (DGC's momentum factor masking), so that a sent value's momentum is not applied again
+ * by later steps. The ps then steps with momentum 0 (ps/main.c). Returns the bytes written. */
+size_t pst_topk_encode_momentum(const float *x, float *u, float *resid, size_t n, size_t k,
+                                float m, uint32_t *scratch, uint8_t *out);
 /* Decodes `bytes` bytes of pairs into out[n] (the rest zero). -EINVAL when bytes is not a
  * positive multiple of 8 within max(1, n / 2) pairs, or the indices do not ascend strictly
  * within n; out may then hold anything. in and out must not overlap. */

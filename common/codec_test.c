@@ -508,10 +508,83 @@ static void check_delta(void) {
   CHECK(memcmp(copy, held, sizeof copy) == 0, "a refused chunk changed the weights");
 }
 
+/* The scalar reference (quickselect) and the vector path (radix selection, blocks of eight)
+ * choose the same pairs and leave the same residuals, bit for bit: sizes from 1 to an mlp
+ * layer's, no residual and one, many ties, every value equal, zeros, infinities and NaNs,
+ * and k from 1 to n / 2. */
+static void check_topk_paths(void) {
+  if (pst_codec_use(PST_ISA_AVX2) < 0) {
+    printf("codec_test: no AVX2: top-k's vector path not tested\n");
+    return;
+  }
+  enum { N = 200960 };
+  float *x = malloc(N * sizeof *x), *r0 = malloc(N * sizeof *r0), *r1 = malloc(N * sizeof *r1);
+  uint32_t *scratch = malloc(N * sizeof *scratch);
+  uint8_t *o0 = malloc(8 * (size_t)N), *o1 = malloc(8 * (size_t)N);
+  if (!x || !r0 || !r1 || !scratch || !o0 || !o1) {
+    CHECK(0, "top-k paths: out of memory");
+    return;
+  }
+  for (int round = 0; round < 60; round++) {
+    size_t n = round < 40 ? 1 + rnd() % 300 : round < 56 ? 1 + rnd() % 40000 : N;
+    int kind = round % 6;
+    for (size_t i = 0; i < n; i++) {
+      /* A sum of uniforms, roughly normal, at a scale that varies by round. */
+      float g = (float)((int)(rnd() % 2001) + (int)(rnd() % 2001) - 2000) * 1e-3f;
+      x[i] = kind == 0 ? g * 1e-3f
+             : kind == 1 ? (float)((int)(rnd() % 3) - 1)     /* many ties */
+             : kind == 2 ? 0.25f                             /* all equal */
+             : kind == 3 ? (rnd() % 4 ? 0.0f : g)            /* mostly zero */
+                         : g;
+      r0[i] = r1[i] = kind == 4 ? 0.0f : (float)((int)(rnd() % 101) - 50) * 1e-5f;
+    }
+    if (kind == 5 && n > 3) x[rnd() % n] = NAN, x[rnd() % n] = INFINITY, x[rnd() % n] = -INFINITY;
+    double fr[] = {0.001, 0.01, 0.1, 0.5};
+    size_t k = round % 7 == 0 ? 1 : pst_topk_k(fr[round % 4], n);
+    int feedback = round % 5 != 0;
+    pst_codec_use(PST_ISA_SCALAR);
+    size_t b0 = pst_topk_encode(x, feedback ? r0 : NULL, n, k, scratch, o0);
+    pst_codec_use(PST_ISA_BEST);
+    size_t b1 = pst_topk_encode(x, feedback ? r1 : NULL, n, k, scratch, o1);
+    CHECK(b0 == b1 && b0 == 8 * k, "round %d (n %zu, k %zu): %zu and %zu bytes", round, n, k, b0, b1);
+    CHECK(memcmp(o0, o1, b0 < b1 ? b0 : b1) == 0, "round %d (n %zu, k %zu): the pairs differ", round, n, k);
+    CHECK(memcmp(r0, r1, n * sizeof *r0) == 0, "round %d (n %zu, k %zu): the residuals differ", round, n, k);
+  }
+  free(x), free(r0), free(r1), free(scratch), free(o0), free(o1);
+}
+
+/* Momentum correction over several steps against its definition: the velocity is m x u + x,
+ * the pairs are top-k's of velocity + residual, and the velocity is zero where a value went
+ * and unchanged elsewhere. */
+static void check_topk_momentum(void) {
+  enum { N = 5000 };
+  static float x[N], u[N], r[N], ru[N], rr[N], d[N];
+  static uint32_t scratch[N];
+  static uint8_t out[8 * N], want[8 * N];
+  const float m = 0.9f;
+  for (int step = 0; step < 6; step++) {
+    for (size_t i = 0; i < N; i++) x[i] = (float)((int)(rnd() % 20001) - 10000) * 1e-4f;
+    for (size_t i = 0; i < N; i++) ru[i] = m * ru[i] + x[i];
+    size_t k = pst_topk_k(0.01, N);
+    size_t wb = pst_topk_encode(ru, rr, N, k, scratch, want);
+    size_t b = pst_topk_encode_momentum(x, u, r, N, k, m, scratch, out);
+    CHECK(b == wb && memcmp(out, want, b) == 0, "momentum step %d: not top-k of the velocity", step);
+    CHECK(memcmp(r, rr, sizeof r) == 0, "momentum step %d: residuals", step);
+    CHECK(pst_topk_decode(out, b, d, N) == 0, "momentum step %d: pairs refused", step);
+    for (size_t i = 0; i < N; i++) {
+      int sent = d[i] != 0;
+      CHECK(sent ? u[i] == 0 : u[i] == ru[i], "momentum step %d: velocity at %zu", step, i);
+      if (sent) ru[i] = 0;
+    }
+  }
+}
+
 int main(void) {
   check_delta();
   check_int8();
   check_topk();
+  check_topk_paths();
+  check_topk_momentum();
   check_scalar();
   for (int isa = PST_ISA_SCALAR; isa <= PST_ISA_AVX512; isa++)
     if (pst_codec_use((pst_isa)isa) == 0) check_feedback((pst_isa)isa);

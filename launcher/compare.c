@@ -422,8 +422,9 @@ int pl_cmd_compare(int argc, char **argv) {
   free(args);
   if (rc == 1) return 0;
   if (rc) return rc;
-  if (!workers_arg) { /* one count: --workers's default, or the config file's */
-    counts[0] = base.workers;
+  if (!workers_arg) { /* one count: --workers's default, the config file's, or --gpus's */
+    int w = pl_job_workers(&base);
+    counts[0] = w > 0 ? w : base.workers;
     ncounts = 1;
   }
   char *end = NULL;
@@ -467,7 +468,7 @@ int pl_cmd_compare(int argc, char **argv) {
   if (pl_make_run_dir(out_arg, out, sizeof out) < 0) return 1;
   char abs_out[PATH_MAX];
   if (!realpath(out, abs_out)) snprintf(abs_out, sizeof abs_out, "%s", out);
-  if (!workers_arg) snprintf(wflag, sizeof wflag, "%d", base.workers);
+  if (!workers_arg) snprintf(wflag, sizeof wflag, "%d", counts[0]);
   char command[4096], machine[512], load_start[128], load_end[128], date[64];
   pl_cmp_command_line(command, sizeof command, argc, argv);
   pl_cmp_machine_line(machine, sizeof machine);

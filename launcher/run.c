@@ -307,6 +307,13 @@ static int prepare(const pl_run_options *o, run_ctx *r, pl_job *j, int *lock_fd)
   return 0;
 }
 
+int pl_job_workers(const pl_run_options *o) {
+  int ids[64];
+  int n = pl_parse_int_list(o->gpus ? o->gpus : "", ids, 64, 0, PL_MAX_GPU_ID);
+  if (n < 0) return -EINVAL;
+  return n > 0 ? n * o->workers_per_gpu : o->workers;
+}
+
 int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   memset(res, 0, sizeof *res);
   static run_ctx r;
@@ -326,7 +333,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     fprintf(stderr, "pstrain: --gpus wants a list like 0,2,3 (up to 64 ids in 0..%d)\n", PL_MAX_GPU_ID);
     return 2;
   }
-  int workers = j.n_gpus > 0 ? j.n_gpus * o->workers_per_gpu : o->workers;
+  int workers = pl_job_workers(o);
   if (workers < 1 || workers > PL_MAX_WORKERS) {
     fprintf(stderr, "pstrain: --workers must be in 1..%d\n", PL_MAX_WORKERS);
     return 2;

@@ -70,6 +70,9 @@ typedef struct pl_run_options {
   const char *checkpoint_dir, *checkpoint_every, *checkpoint_seconds, *checkpoint_keep;
   /* The ps's --eval-on, --grad-limit and --clip-norm as given (NULL: the ps's defaults). */
   const char *eval_on, *grad_limit, *clip_norm;
+  /* The ps's --topk-warmup, passed on only where the pushes are top-k (compare sweeps
+   * encodings with it); NULL: the ps's default. */
+  const char *topk_warmup;
   /* The ps's --push-compress and --pull-compress (common/codec.h; NULL: float32). */
   const char *push_compress, *pull_compress;
   /* --link RATE[,DELAY[,LOSS]] and --link-worker I:RATE[,...][;...] (launcher/link.h): each
@@ -124,6 +127,9 @@ int pl_parse_workers_range(const char *s, int *min, int *max);
 int pl_check_schedule(pl_run_options *o, char *err, size_t errlen, char *warn, size_t warnlen);
 /* This run is elastic: --workers MIN:MAX or a schedule (launcher/run_elastic.c). */
 int pl_elastic(const pl_run_options *o);
+/* The workers the job starts: one per id of --gpus times --workers-per-gpu where --gpus is
+ * given, else --workers. -EINVAL for a --gpus that is not a list of ids. */
+int pl_job_workers(const pl_run_options *o);
 /* The processes a job with this schedule may start in all: MIN plus every +N. */
 int pl_schedule_processes(const pl_run_options *o);
 

@@ -81,6 +81,8 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   if (o->grad_limit) arg(a, "--grad-limit=%s", o->grad_limit);
   if (o->clip_norm) arg(a, "--clip-norm=%s", o->clip_norm);
   if (o->push_compress) arg(a, "--push-compress=%s", o->push_compress);
+  if (o->topk_warmup && o->push_compress && strncmp(o->push_compress, "topk:", 5) == 0)
+    arg(a, "--topk-warmup=%s", o->topk_warmup);
   if (o->pull_compress) arg(a, "--pull-compress=%s", o->pull_compress);
   if (o->eval_on) {
     /* --eval-on ps: the ps loads the data as the workers do, with their flags. */

@@ -55,7 +55,8 @@ static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static int64_t o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
-static double o_grad_limit, o_clip_norm, o_eval_timeout;
+static double o_grad_limit, o_clip_norm, o_eval_timeout, o_topk_warmup;
+static int o_topk_correction;
 static int o_layer_chunks, o_staleness_lr;
 static char o_push_compress[PST_CFG_STR_MAX], o_pull_compress[PST_CFG_STR_MAX];
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
@@ -87,6 +88,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("grad-limit", PST_CFG_DOUBLE, &o_grad_limit, PST_GRAD_LIMIT_DEFAULT_TEXT, "largest magnitude a gradient value may have: a chunk with a larger one (or a NaN) is rejected and counted against its worker (0 < limit <= 1e30)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_DOUBLE, &o_clip_norm, "0", "workers clip each gradient to this norm (Keras's global clipnorm) and the ps rejects a push over it (0: off)", 0, 0),
     PST_OPT("push-compress", PST_CFG_STRING, o_push_compress, "none", "encoding of the workers' gradients on the wire: none (float32), fp16 or bf16 (half the bytes), or topk:FRACTION (each chunk's largest FRACTION of values, 0 < FRACTION <= 0.5, as index and value pairs); the workers keep what was lost or not sent and add it to the next step's gradient", 0, 0),
+    PST_OPT("topk-warmup", PST_CFG_DOUBLE, &o_topk_warmup, "0", "with --push-compress topk:F: epochs over which the share a push sends falls from 0.25 to F (Deep Gradient Compression's warm-up; 0: F from the start)", 0, 0),
+    PST_OPT("topk-momentum-correction", PST_CFG_BOOL, &o_topk_correction, "true", "with --push-compress topk:F and --optimizer momentum: the workers keep the momentum and send the top-k of their velocities, the ps steps with momentum 0 (Deep Gradient Compression's momentum correction; false: the ps applies the momentum to the sparse sums)", 0, 0),
     PST_OPT("pull-compress", PST_CFG_STRING, o_pull_compress, "none", "encoding of the weights sent to the workers: none (float32), fp16 or bf16 (half the bytes, rounded from the ps's float32 weights, which stay the master copy), or delta (int8 changes from what each worker holds, about a quarter of the bytes; float32 for evaluated and final weights)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB): the largest, with --layer-chunks", 4, 262144),
@@ -178,6 +181,15 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
              pst_enc_push_choices());
     return -EINVAL;
   }
+  if (!(o_topk_warmup >= 0 && o_topk_warmup <= 1e6)) {
+    snprintf(err, errlen, "--topk-warmup must be between 0 and 1e6 epochs");
+    return -EINVAL;
+  }
+  if (o_topk_warmup > 0 && o->push_enc != PST_ENC_TOPK) {
+    snprintf(err, errlen, "--topk-warmup needs --push-compress topk:FRACTION");
+    return -EINVAL;
+  }
+  o->topk_warmup = o_topk_warmup;
   if (pst_enc_parse(o_pull_compress, &o->pull_enc) < 0) {
     snprintf(err, errlen, "--pull-compress: '%.200s' is not %s", o_pull_compress, pst_enc_choices());
     return -EINVAL;
@@ -225,6 +237,15 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->opt.beta2 = (float)o_beta2;
   o->opt.eps = (float)o_eps;
   o->opt.weight_decay = (float)o_wd;
+  /* Momentum correction: applied by the ps to sums of top-k pushes, momentum would act on
+   * each value only in the steps it is sent, as a burst of the steps it waited (Lin et al.,
+   * Deep Gradient Compression, 2018, section 3.2); each worker applies it to its own
+   * gradients before selecting instead, and the ps's step is then plain SGD. */
+  o->topk_momentum = 0;
+  if (o->push_enc == PST_ENC_TOPK && o->opt.kind == PST_OPT_MOMENTUM && o_topk_correction) {
+    o->topk_momentum = o->opt.momentum;
+    o->opt.momentum = 0;
+  }
   /* --workers N or MIN:MAX (docs/modes.md, elastic jobs). */
   long lo, hi;
   char end;

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/shard.h"
 #include "ps/checkpoint.h"
 #include "proto/send.h"
 #include "proto/wire.h"
@@ -91,6 +92,16 @@ void ps_send_shutdown(ps_conn *c, const char *reason, int failed, int stopped) {
 }
 
 /* ---- handling ---- */
+
+/* --topk-warmup's epochs as versions, which is what the workers count by: an epoch is
+ * steps_per_epoch versions in sync, and a version per gradient, that many times the workers,
+ * in async and ssp. The data facts are known by the time a WELCOME goes out. */
+static uint64_t topk_warmup_versions(const ps_server *s) {
+  if (s->opt.push_enc != PST_ENC_TOPK || !(s->opt.topk_warmup > 0) || !s->data_known) return 0;
+  double spe = pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  if (s->opt.mode != PST_MODE_SYNC) spe *= s->opt.workers;
+  return (uint64_t)(s->opt.topk_warmup * spe + 0.5);
+}
 
 void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   ps_server *s = c->srv;
@@ -198,6 +209,8 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.push_encoding = (uint32_t)s->opt.push_enc;
   wl.pull_encoding = (uint32_t)s->opt.pull_enc;
   wl.topk_fraction = s->opt.push_enc == PST_ENC_TOPK ? s->opt.topk_fraction : 0;
+  wl.topk_warmup = topk_warmup_versions(s);
+  wl.topk_momentum = s->opt.topk_momentum;
   wl.eval_on_ps = s->opt.evaluator != NULL;
   wl.start_step = ps_slot_position(s, idx);
   wl.eval_epoch = w->evals_done;

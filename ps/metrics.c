@@ -321,6 +321,8 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
    * ps and its workers carries), and per update and per sample trained by this process: the
    * figures the encodings change (issue 27). */
   cJSON_AddStringToObject(o, "push_encoding", r->push_encoding ? r->push_encoding : "none");
+  cJSON_AddNumberToObject(o, "topk_warmup_epochs", r->topk_warmup);
+  cJSON_AddNumberToObject(o, "topk_momentum", r->topk_momentum);
   cJSON_AddStringToObject(o, "pull_encoding", r->pull_encoding ? r->pull_encoding : "none");
   double wire = (double)m->bytes_in + (double)m->bytes_out;
   uint64_t own = m->samples_trained - m->samples_resumed;

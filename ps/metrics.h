@@ -87,6 +87,8 @@ typedef struct {
   const char *evaluated_by; /* "workers" (each its test slice) or "ps" (--eval-on ps) */
   /* The job's encodings on the wire (common/codec.h names). */
   const char *push_encoding, *pull_encoding;
+  double topk_warmup;     /* top-k pushes: the warm-up's epochs (0: none) */
+  double topk_momentum;   /* top-k pushes: the momentum the workers keep (0: none) */
   uint64_t evals_missed;  /* evaluation shares not reported within --eval-timeout */
   uint64_t unsafe_updates; /* chunks whose update would not have been finite: kept */
   const pst_eval_flag *flags;

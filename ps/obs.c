@@ -445,6 +445,8 @@ void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
       .rejected = s->rejected,
       .evaluated_by = s->opt.evaluator ? "ps" : "workers",
       .push_encoding = s->push_enc_text,
+      .topk_warmup = s->opt.push_enc == PST_ENC_TOPK ? s->opt.topk_warmup : 0,
+      .topk_momentum = s->opt.topk_momentum,
       .pull_encoding = pst_enc_name(s->opt.pull_enc),
       .evals_missed = missed,
       .unsafe_updates = s->upd.unsafe_chunks,

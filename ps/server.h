@@ -68,6 +68,8 @@ typedef struct {
    * rounded from the fp32 weights. A worker that does not know them is refused. */
   pst_enc push_enc, pull_enc;
   double topk_fraction;   /* push_enc TOPK: the share of each chunk a push sends */
+  double topk_warmup;     /* ... after a warm-up of this many epochs (pst_topk_fraction_at) */
+  double topk_momentum;   /* > 0: the momentum the workers keep (ps/main.c); opt's is then 0 */
   /* The data every worker must have (training and test samples, classes); 0 0 0: whatever
    * the first worker to register says (ps/validate.c). */
   uint32_t data_train, data_test, data_classes;

@@ -120,6 +120,48 @@ kill "$ps_pid" 2>/dev/null || true
 wait "$ps_pid" 2>/dev/null || true
 pass "top-k: a worker without it refused, NaN pairs rejected, good pairs applied, an index out of range closes"
 
+# Momentum correction (DGC): with top-k pushes and --optimizer momentum the WELCOME gives the
+# workers the momentum and the ps steps with none: two equal pushes move a weight by equal
+# steps. With --topk-momentum-correction=false the ps keeps it: the second step is 1.9 times
+# the first (momentum 0.9).
+cat >"$OUT/peer_mom.py" <<'PY'
+import struct, sys
+from peer import Peer
+
+port, want_m, want_ratio = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+p = Peer(port)
+w = p.hello("topk-momentum", encodings=15)
+assert w is not None and abs(w["topk_momentum"] - want_m) < 1e-6, w
+pairs = lambda *iv: b"".join(struct.pack("<If", i, v) for i, v in iv)
+def first_weight(version):
+    v, chunks = p.pull_payloads(version)
+    assert v == version, (v, version)
+    return struct.unpack_from("<f", chunks[0][2], 0)[0]
+w0 = first_weight(0)
+p.push_raw(0, lambda off, count: pairs((0, 0.25)))
+w1 = first_weight(1)
+p.push_raw(1, lambda off, count: pairs((0, 0.25)))
+w2 = first_weight(2)
+ratio = (w1 - w2) / (w0 - w1)
+print(f"steps {w0 - w1:.6g} then {w1 - w2:.6g}: ratio {ratio:.4f} (want {want_ratio})")
+assert w0 - w1 > 0 and abs(ratio - want_ratio) < 1e-3, ratio
+print("ok")
+PY
+for mc in "true 0.9 1.0" "false 0 1.9"; do
+  read -r on m ratio <<<"$mc"
+  port=$(free_port)
+  start_ps "ps-mom-$on" --listen "127.0.0.1:$port" --workers 1 --model mlp --epochs 1 --seed 5 \
+    --push-compress topk:0.5 --optimizer momentum --momentum 0.9 --lr 0.5 \
+    --topk-momentum-correction="$on" --worker-timeout 30
+  ps_pid=$LAST_PID
+  wait_for "$OUT/ps-mom-$on.log" "listening on" 10
+  PYTHONPATH="$PEER_DIR" /usr/bin/python3 "$OUT/peer_mom.py" "$port" "$m" "$ratio" >"$OUT/peer_mom-$on.log" 2>&1 ||
+    { cat "$OUT/peer_mom-$on.log"; fail "momentum correction $on: the peer's checks failed"; }
+  kill "$ps_pid" 2>/dev/null || true
+  wait "$ps_pid" 2>/dev/null || true
+done
+pass "top-k with momentum: the workers are told it and the ps steps without it (and with it when the correction is off)"
+
 # ---- 3. whole jobs ----
 # bytes_per_step NAME PUSH_BYTES PULL_BYTES: the summary's figure against 2 workers x params x
 # (push + pull bytes), within 3% (frame headers, reports, the first and final pulls).
@@ -204,6 +246,49 @@ assert abs(s["test_accuracy"] - f["test_accuracy"]) <= 0.02
 assert s["rejected"] == 0, s["rejected"]
 PY
 pass "int8 pushes with fp16 pulls: bit-identical run to run ($a), a byte a value, accuracy as float32's"
+
+# Top-k's warm-up (--topk-warmup 1: over the epoch's 117 steps the share sent falls from 0.25
+# to 0.05, by the version alone): bit-identical run to run, and the pushes carry the
+# schedule's mean share (about 0.124, not 0.05); without top-k pushes the ps refuses it.
+a=$(local_checksum topkwu-a --push-compress topk:0.05 --pull-compress fp16 --topk-warmup 1)
+b=$(local_checksum topkwu-b --push-compress topk:0.05 --pull-compress fp16 --topk-warmup 1)
+[ "$a" = "$b" ] || fail "top-k runs with a warm-up differ: $a vs $b"
+/usr/bin/python3 - "$OUT/topkwu-a.json" "$MLP_PARAMS" <<'PY' || fail "top-k warm-up: bytes or accuracy"
+import json, sys
+s = json.load(open(sys.argv[1]))
+n = int(sys.argv[2])
+steps = 60000 // 512
+mean = sum(0.25 * (0.05 / 0.25) ** (v / steps) for v in range(steps)) / steps
+push = s["wire_bytes_per_step"] - 2 * n * 2  # less the fp16 pulls
+print(f"top-k 0.05 with a warm-up of 1 epoch: pushes {push:.0f} bytes per step, the schedule's "
+      f"mean share {mean:.4f} ({mean * n * 16:.0f} bytes); accuracy {s['test_accuracy']}")
+assert s["topk_warmup_epochs"] == 1, s["topk_warmup_epochs"]
+assert mean * n * 16 * 0.97 <= push <= mean * n * 16 * 1.1, push
+assert s["test_accuracy"] > 0.7, s["test_accuracy"]
+assert s["rejected"] == 0, s["rejected"]
+PY
+for bad in "--topk-warmup 1" "--push-compress topk:0.1 --topk-warmup -1" "--push-compress topk:0.1 --topk-warmup x"; do
+  rc=0
+  # shellcheck disable=SC2086
+  "$PS_BIN" --workers 1 --listen "127.0.0.1:$(free_port)" $bad >"$OUT/bad-wu.log" 2>&1 || rc=$?
+  [ "$rc" -eq 2 ] && [ "$(wc -l <"$OUT/bad-wu.log")" -eq 1 ] || fail "pstrain-ps $bad: exit $rc"
+done
+pass "top-k warm-up: bit-identical run to run ($a), the schedule's bytes; bad values refused"
+
+# Top-k with a momentum optimizer: the workers keep the momentum (velocities, masked where
+# sent); bit-identical run to run, and it trains.
+a=$(local_checksum topkm-a --push-compress topk:0.05 --pull-compress fp16 --optimizer momentum --lr 0.05)
+b=$(local_checksum topkm-b --push-compress topk:0.05 --pull-compress fp16 --optimizer momentum --lr 0.05)
+[ "$a" = "$b" ] || fail "top-k runs with momentum correction differ: $a vs $b"
+/usr/bin/python3 - "$OUT/topkm-a.json" <<'PY' || fail "top-k with momentum correction: summary or accuracy"
+import json, sys
+s = json.load(open(sys.argv[1]))
+print(f"top-k 0.05 with momentum kept by the workers: accuracy {s['test_accuracy']}")
+assert abs(s["topk_momentum"] - 0.9) < 1e-6, s["topk_momentum"]
+assert s["test_accuracy"] > 0.7, s["test_accuracy"]
+assert s["rejected"] == 0, s["rejected"]
+PY
+pass "top-k with momentum correction: bit-identical run to run ($a), trains"
 
 # Delta pulls: each reply after a worker's first is, chunk by chunk, an int8 change from the
 # weights that worker holds (the ps keeps a copy of them per connection). Bit-identical run

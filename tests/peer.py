@@ -192,7 +192,8 @@ class Peer:
         self.welcome = dict(index=first(w, 1), world=first(w, 2), n_params=first(w, 6),
                             epochs=first(w, 7), batch=first(w, 8), chunk=first(w, 10),
                             start_step=first(w, 13), push_encoding=first(w, 25),
-                            pull_encoding=first(w, 26))
+                            pull_encoding=first(w, 26),
+                            topk_momentum=struct.unpack("<d", first(w, 30, bytes(8)))[0])
         n, chunk = self.welcome["n_params"], self.welcome["chunk"]
         if first(w, 24):  # the chunks follow the layers (issue 26)
             self.starts = layer_chunks(first(w, 4, b"").decode(), n, chunk)

@@ -410,32 +410,38 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
     c->starts[count] = n;
   }
   /* Float32 until the WELCOME's encodings are set (wk_client_set_encodings). */
-  return wk_client_set_encodings(c, PST_ENC_NONE, PST_ENC_NONE, 0);
+  return wk_client_set_encodings(c, PST_ENC_NONE, PST_ENC_NONE, 0, 0, 0);
 }
 
 /* The encodings' buffers: the push's encoded bytes, its error-feedback residual, top-k's
- * selection scratch, and where a delta pull's chunks land. */
+ * selection scratch and velocity, and where a delta pull's chunks land. */
 static void free_encodings(wk_client *c) {
   free(c->push_enc_buf);
   free(c->push_resid);
   free(c->topk_scratch);
+  free(c->push_mom);
   free(c->pull_delta_in);
   c->push_enc_buf = NULL;
   c->push_resid = NULL;
   c->topk_scratch = NULL;
+  c->push_mom = NULL;
   c->pull_delta_in = NULL;
 }
 
-int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction) {
+int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction,
+                            uint64_t topk_warmup, float topk_momentum) {
   if ((unsigned)push >= PST_ENC_COUNT || push == PST_ENC_DELTA ||
       (pull != PST_ENC_NONE && pull != PST_ENC_FP16 && pull != PST_ENC_BF16 &&
        pull != PST_ENC_DELTA) ||
-      (push == PST_ENC_TOPK && !(topk_fraction > 0 && topk_fraction <= PST_TOPK_MAX_FRACTION)))
+      (push == PST_ENC_TOPK && !(topk_fraction > 0 && topk_fraction <= PST_TOPK_MAX_FRACTION)) ||
+      !(topk_momentum >= 0 && topk_momentum < 1))
     return -EINVAL;
   free_encodings(c);
   c->push_enc = push;
   c->pull_enc = pull;
   c->topk_fraction = topk_fraction;
+  c->topk_warmup = topk_warmup;
+  c->topk_momentum = push == PST_ENC_TOPK ? topk_momentum : 0;
   size_t n = c->n_floats ? c->n_floats : 1;
   /* Delta pulls: float32 chunks, and int8 ones marked delta, which land here first. */
   pst_reader_set_value_bytes(&c->rd, pull == PST_ENC_DELTA ? 4 : pst_enc_bytes(pull));
@@ -447,7 +453,9 @@ int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double top
                                                   : n * 2);
   c->push_resid = calloc(n, sizeof *c->push_resid);
   if (push == PST_ENC_TOPK) c->topk_scratch = malloc(n * sizeof *c->topk_scratch);
-  return c->push_enc_buf && c->push_resid && (push != PST_ENC_TOPK || c->topk_scratch)
+  if (c->topk_momentum > 0) c->push_mom = calloc(n, sizeof *c->push_mom);
+  return c->push_enc_buf && c->push_resid && (push != PST_ENC_TOPK || c->topk_scratch) &&
+                 (c->topk_momentum == 0 || c->push_mom)
              ? 0 : -ENOMEM;
 }
 
@@ -489,8 +497,13 @@ static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
   size_t bytes = (size_t)len * 4u;
   if (c->push_enc == PST_ENC_TOPK) {
     enc = c->push_enc_buf + 4 * off + 8 * (size_t)i;
-    bytes = pst_topk_encode(c->push_grad + off, c->push_resid + off, len,
-                            pst_topk_k(c->topk_fraction, len), c->topk_scratch, enc);
+    size_t k = pst_topk_k(pst_topk_fraction_at(c->topk_fraction, c->topk_warmup, c->push_version),
+                          len);
+    bytes = c->push_mom ? pst_topk_encode_momentum(c->push_grad + off, c->push_mom + off,
+                                                   c->push_resid + off, len, k, c->topk_momentum,
+                                                   c->topk_scratch, enc)
+                        : pst_topk_encode(c->push_grad + off, c->push_resid + off, len, k,
+                                          c->topk_scratch, enc);
   } else if (c->push_enc == PST_ENC_INT8) {
     enc = c->push_enc_buf + off + 4 * (size_t)i;
     bytes = pst_int8_encode(c->push_grad + off, c->push_resid + off, len, enc);

@@ -93,6 +93,9 @@ struct wk_client {
    * rounding lost (error feedback), added to the same value of the next push. */
   pst_enc push_enc, pull_enc;
   double topk_fraction;   /* push_enc TOPK: the share of each chunk sent */
+  uint64_t topk_warmup;   /* ... after a warm-up of this many versions (pst_topk_fraction_at) */
+  float topk_momentum;    /* > 0: the job's momentum, kept here (pst_topk_encode_momentum) */
+  float *push_mom;        /* [n_floats] with topk_momentum: the velocity, zero where sent */
   uint8_t *push_enc_buf;  /* fp16/bf16: value i at byte 2i; top-k: chunk c's pairs at byte
                            * 4 x starts[c] + 8c (they take at most 4 x its length + 8); int8:
                            * chunk c's scale and bytes at starts[c] + 4c */
@@ -136,11 +139,13 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
                            uint32_t chunk_floats, int layer_chunks);
 /* The job's encodings, after wk_client_prepare_push: pushes go out in push (from a buffer
  * of this client's, with error feedback: the residual starts at zero here; top-k with
- * topk_fraction in (0, 0.5]), and WEIGHTS
+ * topk_fraction in (0, 0.5], after a warm-up of topk_warmup versions, and with
+ * topk_momentum in (0, 1) the momentum kept here, DGC's momentum correction), and WEIGHTS
  * payloads are read in pull (the owner decodes them in place, pst_enc_decode_inplace; with
  * DELTA, chunks marked delta go to pull_delta_in for the owner to add). 0, -EINVAL for an
  * encoding this build does not know or one that is not for that direction, or -ENOMEM. */
-int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction);
+int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction,
+                            uint64_t topk_warmup, float topk_momentum);
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
  * on_push_sent. */
 int wk_client_push(wk_client *c, uint64_t version, const float *grad);

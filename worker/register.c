@@ -239,12 +239,13 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
                                   w->layer_chunks);
   if (rc == 0) {
     rc = wk_client_set_encodings(&sh->client, (pst_enc)w->push_encoding,
-                                 (pst_enc)w->pull_encoding, w->topk_fraction);
+                                 (pst_enc)w->pull_encoding, w->topk_fraction, w->topk_warmup,
+                                 (float)w->topk_momentum);
     if (rc == -EINVAL) {
       /* Hello.encodings said what this worker knows: a ps that asks for more is broken. */
-      wk_fail(t, "the ps at %s:%d asked for encodings %u and %u (top-k fraction %g), which this "
-              "worker does not know", sh->client.host, sh->client.port, w->push_encoding,
-              w->pull_encoding, w->topk_fraction);
+      wk_fail(t, "the ps at %s:%d asked for encodings %u and %u (top-k fraction %g, momentum %g), "
+              "which this worker does not know", sh->client.host, sh->client.port,
+              w->push_encoding, w->pull_encoding, w->topk_fraction, w->topk_momentum);
       return -EPROTO;
     }
   }
