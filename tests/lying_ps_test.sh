@@ -11,7 +11,8 @@
 # of it is still coming, and without. The ps waits for the lost worker (--on-worker-loss
 # wait), so each run must end with exactly the weights of a clean run. Then, with delta
 # pulls, a delta chunk whose scale is a NaN (proxy mode nanscale); and with the data handed
-# out by the ps, a range past the end of the training set (proxy mode baddata).
+# out by the ps, a range past the end of the training set (proxy mode baddata); and a WELCOME
+# whose top-k momentum is outside [0, 1) (proxy mode badmomentum).
 source "$(dirname "$0")/lib.sh"
 args=(--model mlp --epochs 1 --batch-size 256 --seed 5 --chunk-kib 16)
 train sync 2 "$OUT/clean.json" "${args[@]}"
@@ -107,4 +108,25 @@ grep -q "lost the ps (bad frame from the ps: a range this worker cannot train" "
 /usr/bin/python3 "$RUNFILES/tests/data_coverage.py" "$OUT/data.jsonl" 60000 1 >"$OUT/data-coverage.txt" ||
   fail "data: not every sample was trained once after the bad range: $(tail -n 2 "$OUT/data-coverage.txt")"
 pass "data: a range past the training set refused with its reason, the worker reconnected, every sample once"
-echo "4 passed, 0 failed"
+
+# A WELCOME whose momentum for top-k's correction is 2 (outside [0, 1)): the worker stops
+# with its reason and exit 1, and trains nothing on it.
+port=$(free_port)
+proxy_port=$(free_port)
+start_bg proxy-mom /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
+  "$OUT/lies-mom" badmomentum 2
+start_ps ps-mom --listen "127.0.0.1:$port" --workers 1 --push-compress topk:0.1 \
+  --optimizer momentum --lr 0.05 "${args[@]}"
+ps_pid=$LAST_PID
+start_worker w0-mom --ps "127.0.0.1:$proxy_port"
+w0=$LAST_PID
+rc=0
+wait_pid "$w0" 60 || rc=$?
+[ "$rc" -eq 1 ] || fail "momentum: the worker told a momentum of 2 exited $rc, not 1"
+[ "$(cat "$OUT/lies-mom" 2>/dev/null)" = badmomentum ] || fail "momentum: the proxy told no momentum"
+grep -q "asked for encodings 3 and 0 (top-k fraction 0.1, momentum 2)" "$OUT/w0-mom.log" ||
+  fail "momentum: the worker did not give its reason: $(tail -n 2 "$OUT/w0-mom.log")"
+kill "$ps_pid" 2>/dev/null || true
+wait "$ps_pid" 2>/dev/null || true
+pass "momentum: a WELCOME with a top-k momentum of 2 stops the worker with its reason"
+echo "5 passed, 0 failed"

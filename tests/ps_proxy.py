@@ -21,6 +21,11 @@ payload) and, on the connections it is told to, changes what the ps sends.
         On the first connection, the N-th DATA frame (the data handed out by the ps, issue
         28) names a range past the end of the training set; the rest is forwarded whole.
 
+    ps_proxy.py LISTEN PS_PORT MARKER badmomentum N
+        On the first connection, the WELCOME says the workers keep a momentum of N (its
+        field topk_momentum appended again, which a protobuf reader takes over the first);
+        the rest is forwarded whole.
+
     ps_proxy.py LISTEN PS_PORT MARKER stall_push N
         On the first connection, once N PUSH frames have passed whole, forwards the next
         one's prefix, header and half its payload, and then nothing more from the worker
@@ -41,6 +46,7 @@ import struct
 import sys
 import threading
 
+WELCOME = 2
 WEIGHTS = 4
 PUSH = 5
 DATA = 16
@@ -98,6 +104,32 @@ def fields(h):
         else:
             break
     return f
+
+
+def with_welcome_field(h, num, raw):
+    """The header h with `raw` (a whole field, key included) appended to its WELCOME (field
+    11), every other field as it was."""
+    out, i = bytearray(), 0
+    while i < len(h):
+        start = i
+        key, i = varint(h, i)
+        wt = key & 7
+        if wt == 0:
+            _, i = varint(h, i)
+        elif wt == 1:
+            i += 8
+        elif wt == 5:
+            i += 4
+        elif wt == 2:
+            n, j = varint(h, i)
+            if key >> 3 == 11:
+                body = h[j:j + n] + raw
+                out += put_varint(key) + put_varint(len(body)) + body
+                i = j + n
+                continue
+            i = j + n
+        out += h[start:i]
+    return bytes(out)
 
 
 def chunk_header(f):
@@ -191,6 +223,10 @@ def down(p, w, mode, n, k, marker):
                 payload = struct.pack("<f", float("nan")) + payload[4:]
                 out = frame(prefix, head, payload)
                 nan_told = True
+            if mode == "badmomentum" and k == 0 and f.get(1) == WELCOME:
+                open(marker, "a").write("badmomentum\n")
+                head = with_welcome_field(head, 30, put_varint(30 << 3 | 1) + struct.pack("<d", n))
+                out = frame(prefix, head, payload)
             if mode == "baddata" and k == 0 and f.get(1) == DATA:
                 datas += 1
                 if datas == n:
