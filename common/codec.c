@@ -401,7 +401,8 @@ __attribute__((target("avx2"))) static size_t topk_emit_avx2(const float *x, flo
     __m256 v = _mm256_loadu_ps(x + i);
     if (resid) v = _mm256_add_ps(v, _mm256_loadu_ps(resid + i));
     __m256i key = _mm256_and_si256(_mm256_castps_si256(v), absmask);
-    if (!_mm256_testz_si256(_mm256_cmpgt_epi32(key, below), _mm256_cmpgt_epi32(key, below))) {
+    __m256i hit = _mm256_cmpgt_epi32(key, below);
+    if (!_mm256_testz_si256(hit, hit)) {
       topk_emit(x, resid, i, i + 8, t, &ties, &sent, out);
       continue;
     }
