@@ -252,6 +252,48 @@ int pst_int8_delta(const float *target, float *held, size_t n, uint8_t *out) {
   return 0;
 }
 
+/* ---- sparse deltas ---- */
+
+int pst_sparse_delta(const float *target, float *held, size_t n, uint8_t *out) {
+  if (n < PST_SPARSE_SHARE) return -E2BIG;
+  size_t max = n / PST_SPARSE_SHARE, changed = 0;
+  /* Counted first, stopping as soon as there are too many: where every value changes (Adam)
+   * this costs an eighth of a pass. Bits, not values: -0 against 0 is a change to send. */
+  for (size_t i = 0; i < n && changed <= max; i++)
+    changed += memcmp(&target[i], &held[i], sizeof *held) != 0;
+  if (changed > max) return -E2BIG;
+  size_t p = 0;
+  for (size_t i = 0; i < n && p < changed; i++) {
+    if (memcmp(&target[i], &held[i], sizeof *held) == 0) continue;
+    uint32_t idx = (uint32_t)i;
+    memcpy(out + 8 * p, &idx, 4);
+    memcpy(out + 8 * p + 4, &target[i], 4);
+    memcpy(&held[i], &target[i], sizeof *held);
+    p++;
+  }
+  return (int)p;
+}
+
+int pst_sparse_apply(const uint8_t *in, size_t bytes, float *w, size_t n) {
+  if (bytes % 8 || (bytes > 0 && (n < PST_SPARSE_SHARE || bytes / 8 > n / PST_SPARSE_SHARE)))
+    return -EINVAL;
+  size_t pairs = bytes / 8;
+  for (size_t p = 0; p < pairs; p++) {
+    uint32_t idx, prev = 0;
+    float v;
+    memcpy(&idx, in + 8 * p, 4);
+    memcpy(&v, in + 8 * p + 4, 4);
+    if (p > 0) memcpy(&prev, in + 8 * (p - 1), 4);
+    if (idx >= n || (p > 0 && idx <= prev) || !isfinite(v)) return -EINVAL;
+  }
+  for (size_t p = 0; p < pairs; p++) {
+    uint32_t idx;
+    memcpy(&idx, in + 8 * p, 4);
+    memcpy(&w[idx], in + 8 * p + 4, 4);
+  }
+  return 0;
+}
+
 /* ---- top-k ---- */
 
 size_t pst_topk_k(double fraction, size_t n) {

@@ -82,6 +82,22 @@ int pst_int8_add(const uint8_t *in, size_t bytes, float *acc, size_t n);
  * float32 then). */
 int pst_int8_delta(const float *target, float *held, size_t n, uint8_t *out);
 
+/* A delta pull's chunk as the values that changed (Header.sparse): (u32 little-endian index,
+ * ascending; float32 new value) pairs, where no more than n / PST_SPARSE_SHARE of n values
+ * changed (8-byte pairs then take no more than int8's n + 4 bytes). Where the ps's optimizer
+ * changes few weights a step (top-k pushes with momentum correction, plain SGD and no
+ * weight decay: only what some worker pushed), this is smaller than int8 and exact.
+ * pst_sparse_delta writes the pairs of target[n] against held[n] (values whose bits differ)
+ * into out[8 x pairs] and makes held equal to target there; it returns the pairs (0 when
+ * nothing changed), or -E2BIG, nothing written, when n < PST_SPARSE_SHARE or more changed. */
+#define PST_SPARSE_SHARE 8
+int pst_sparse_delta(const float *target, float *held, size_t n, uint8_t *out);
+/* Sets w[n] at the pairs of in[bytes] (the worker's side, and what the ps's copy got). 0, or
+ * -EINVAL, w untouched, for a length that is no number of pairs or more than
+ * n / PST_SPARSE_SHARE of them, indices not strictly ascending within n, or a value that is
+ * not finite (what a lying ps could send). */
+int pst_sparse_apply(const uint8_t *in, size_t bytes, float *w, size_t n);
+
 /* ---- top-k (pushes) ---- */
 
 #define PST_TOPK_MAX_FRACTION 0.5

@@ -579,12 +579,70 @@ static void check_topk_momentum(void) {
   }
 }
 
+/* Sparse deltas: the pairs make the copy equal to the target bit for bit, with as many pairs
+ * as values changed (none for none; -0 against 0 counts), too many changes or too short a
+ * chunk are refused with nothing written, and pairs a lying ps could send are refused with
+ * the weights untouched. */
+static void check_sparse(void) {
+  enum { N = 4000 };
+  static float target[N], held[N], w[N], keep[N];
+  static uint8_t out[N + 8];
+  for (int round = 0; round < 30; round++) {
+    size_t n = round < 3 ? (size_t)round + 5 : 8 + rnd() % (N - 8);
+    for (size_t i = 0; i < n; i++) target[i] = held[i] = w[i] = (float)((int)(rnd() % 2001) - 1000) * 1e-3f;
+    size_t change = round % 5 == 0 ? 0 : rnd() % (n / PST_SPARSE_SHARE + 1);
+    if (round == 4) change = n / PST_SPARSE_SHARE + 1; /* one too many */
+    for (size_t c = 0; c < change; c++) {
+      size_t i = rnd() % n;
+      target[i] = held[i] == 0.0f ? -0.0f : held[i] * 1.5f + 1e-3f;
+    }
+    size_t differ = 0;
+    for (size_t i = 0; i < n; i++) differ += memcmp(&target[i], &held[i], 4) != 0;
+    memcpy(keep, held, n * sizeof *held);
+    int pairs = pst_sparse_delta(target, held, n, out);
+    if (n < PST_SPARSE_SHARE || differ > n / PST_SPARSE_SHARE) {
+      CHECK(pairs == -E2BIG, "round %d (n %zu, %zu changed): %d, not -E2BIG", round, n, differ, pairs);
+      CHECK(memcmp(keep, held, n * sizeof *held) == 0, "round %d: a refused delta changed the copy", round);
+      continue;
+    }
+    CHECK(pairs == (int)differ, "round %d: %d pairs for %zu changes", round, pairs, differ);
+    CHECK(memcmp(held, target, n * sizeof *held) == 0, "round %d: the copy is not the target", round);
+    CHECK(pst_sparse_apply(out, 8 * (size_t)pairs, w, n) == 0, "round %d: own pairs refused", round);
+    CHECK(memcmp(w, target, n * sizeof *w) == 0, "round %d: the weights are not the target", round);
+  }
+  /* Lies: a length that is no number of pairs, more pairs than an eighth, an index out of
+   * range or not ascending, a value that is not finite; and pairs for a chunk under 8. */
+  float ws[16] = {0}, before[16];
+  memcpy(before, ws, sizeof ws);
+  uint8_t p[24];
+  uint32_t idx[3] = {1, 5, 9};
+  float val[3] = {1.0f, 2.0f, 3.0f};
+  for (int i = 0; i < 3; i++) memcpy(p + 8 * i, &idx[i], 4), memcpy(p + 8 * i + 4, &val[i], 4);
+  CHECK(pst_sparse_apply(p, 16, ws, 16) == 0 && ws[1] == 1.0f && ws[5] == 2.0f, "two good pairs");
+  memcpy(ws, before, sizeof ws);
+  CHECK(pst_sparse_apply(p, 12, ws, 16) == -EINVAL, "12 bytes");
+  CHECK(pst_sparse_apply(p, 24, ws, 16) == -EINVAL, "3 pairs for 16 values");
+  CHECK(pst_sparse_apply(p, 8, ws, 7) == -EINVAL, "a pair for 7 values");
+  CHECK(pst_sparse_apply(p, 0, ws, 7) == 0, "no pairs");
+  uint32_t big = 16, same = 1;
+  float nan = NAN;
+  memcpy(p + 8, &big, 4);
+  CHECK(pst_sparse_apply(p, 16, ws, 16) == -EINVAL, "an index out of range");
+  memcpy(p + 8, &same, 4);
+  CHECK(pst_sparse_apply(p, 16, ws, 16) == -EINVAL, "a repeated index");
+  memcpy(p + 8, &idx[1], 4);
+  memcpy(p + 12, &nan, 4);
+  CHECK(pst_sparse_apply(p, 16, ws, 16) == -EINVAL, "a NaN");
+  CHECK(memcmp(ws, before, sizeof ws) == 0, "refused pairs changed the weights");
+}
+
 int main(void) {
   check_delta();
   check_int8();
   check_topk();
   check_topk_paths();
   check_topk_momentum();
+  check_sparse();
   check_scalar();
   for (int isa = PST_ISA_SCALAR; isa <= PST_ISA_AVX512; isa++)
     if (pst_codec_use((pst_isa)isa) == 0) check_feedback((pst_isa)isa);

@@ -102,11 +102,12 @@ int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t 
 }
 
 int pst_wire_encode_delta_chunk(uint64_t version, uint64_t offset, uint32_t count, int last,
-                                uint8_t *buf, size_t buflen) {
+                                int pairs, uint8_t *buf, size_t buflen) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   chunk_header(&h, PSTRAIN__MSG_TYPE__WEIGHTS, version, offset, count, last);
   h.delta = 1;
-  return pst_wire_encode(&h, count + 4, buf, buflen);
+  h.sparse = pairs >= 0;
+  return pst_wire_encode(&h, pairs >= 0 ? 8u * (uint32_t)pairs : count + 4, buf, buflen);
 }
 
 /* Whether m or a message inside it holds a field numbered 0. No such field exists in
@@ -141,7 +142,7 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
 int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,
                              char *err, size_t errlen) {
   if (value_bytes != 2 && value_bytes != 4 && value_bytes != PST_WIRE_SPARSE &&
-      value_bytes != PST_WIRE_INT8)
+      value_bytes != PST_WIRE_INT8 && value_bytes != PST_WIRE_SPARSE_SET)
     value_bytes = 4;
   if (has_field_zero(&h->base)) {
     snprintf(err, errlen, "a field numbered 0 (not a protobuf field)");
@@ -163,6 +164,16 @@ int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, uns
         }
         return 0;
       }
+      /* A delta pull's sparse chunks: up to count / 8 pairs, none included. */
+      if (value_bytes == PST_WIRE_SPARSE_SET && h->count >= 8 &&
+          h->count <= PST_WIRE_MAX_PAYLOAD / 4 && payload_len % 8 == 0 &&
+          payload_len / 8 <= h->count / 8) {
+        if (h->offset > UINT64_MAX / 8) {
+          snprintf(err, errlen, "tensor chunk offset %" PRIu64 " out of range", h->offset);
+          return -EPROTO;
+        }
+        return 0;
+      }
       /* int8 chunks: a 4-byte scale, then a byte per value. */
       if (value_bytes == PST_WIRE_INT8 && h->count > 0 && h->count <= PST_WIRE_MAX_PAYLOAD / 4 &&
           payload_len == h->count + 4) {
@@ -173,7 +184,8 @@ int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, uns
         return 0;
       }
       if (h->count == 0 || h->count > PST_WIRE_MAX_PAYLOAD / 4 || value_bytes == PST_WIRE_SPARSE ||
-          value_bytes == PST_WIRE_INT8 || h->count * value_bytes != payload_len) {
+          value_bytes == PST_WIRE_INT8 || value_bytes == PST_WIRE_SPARSE_SET ||
+          h->count * value_bytes != payload_len) {
         snprintf(err, errlen,
                  "tensor chunk of %" PRIu64 " values of %u bytes with a %" PRIu32 "-byte payload",
                  h->count, value_bytes, payload_len);
@@ -362,7 +374,10 @@ static int header_done(pst_reader *r) {
       snprintf(r->err, sizeof r->err, "a delta chunk where none may come");
       return fail(r, r->header_buf, r->prefix.header_len);
     }
-    vb = PST_WIRE_INT8;
+    vb = h->sparse ? PST_WIRE_SPARSE_SET : PST_WIRE_INT8;
+  } else if (h->sparse) {
+    snprintf(r->err, sizeof r->err, "a sparse chunk that is no delta");
+    return fail(r, r->header_buf, r->prefix.header_len);
   }
   if (pst_wire_validate_values(h, r->prefix.payload_len, vb, r->err, sizeof r->err) < 0)
     return fail(r, r->header_buf, r->prefix.header_len);

@@ -60,9 +60,10 @@ int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t 
                               uint32_t count, int last, unsigned value_bytes, uint8_t *buf,
                               size_t buflen);
 /* A WEIGHTS chunk of a delta pull (Header.delta): count values as an int8 chunk, a 4-byte
- * scale and count bytes (common/codec.h). */
+ * scale and count bytes (common/codec.h); or, with pairs >= 0, as that many sparse pairs of
+ * the values that changed (Header.sparse, 8 bytes each). */
 int pst_wire_encode_delta_chunk(uint64_t version, uint64_t offset, uint32_t count, int last,
-                                uint8_t *buf, size_t buflen);
+                                int pairs, uint8_t *buf, size_t buflen);
 
 /* Checks a decoded header against its prefix: a known type, the payload length matching
  * 4 * count for tensor chunks and 0 otherwise, sane counts. Returns 0 or -EPROTO. */
@@ -72,6 +73,9 @@ int pst_wire_validate(const Pstrain__Header *h, uint32_t payload_len, char *err,
 #define PST_WIRE_SPARSE 8u
 /* value_bytes for int8 chunks (int8 pushes): a float32 scale, then count signed bytes. */
 #define PST_WIRE_INT8 1u
+/* value_bytes for a delta pull's sparse chunks (Header.sparse): 0 <= pairs <= count / 8, of 8
+ * bytes each, in a chunk of at least 8 values (common/codec.h pst_sparse_delta). */
+#define PST_WIRE_SPARSE_SET 9u
 /* The same for tensor chunks of value_bytes bytes per value (2 or 4, or PST_WIRE_SPARSE; the
  * count's cap stays that of float32, as the values are decoded in place into count floats). */
 int pst_wire_validate_values(const Pstrain__Header *h, uint32_t payload_len, unsigned value_bytes,

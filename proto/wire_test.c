@@ -268,14 +268,17 @@ static void test_mutations(void) {
 
 /* Delta pulls (Header.delta): a reader that takes them reads a marked WEIGHTS chunk as int8
  * (4 + count bytes) and an unmarked one as float32; a marked chunk of the wrong length, a
- * marked PUSH, or a marked chunk on a reader that takes none, is malformed. */
-static int feed_delta(int takes, Pstrain__MsgType type, int delta, uint32_t count,
+ * marked PUSH, or a marked chunk on a reader that takes none, is malformed. flags: 1 delta,
+ * 2 sparse (Header.sparse: 0 to count / 8 pairs of 8 bytes, in chunks of 8 values or more,
+ * and only in a delta WEIGHTS chunk). */
+static int feed_delta(int takes, Pstrain__MsgType type, int flags, uint32_t count,
                       uint32_t payload) {
   uint8_t b[128 + 64];
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = type;
   h.count = count;
-  h.delta = delta;
+  h.delta = flags & 1;
+  h.sparse = (flags & 2) != 0;
   int n = pst_wire_encode(&h, payload, b, 64);
   memset(b + n, 0, payload);
   sink s;
@@ -290,7 +293,7 @@ static int feed_delta(int takes, Pstrain__MsgType type, int delta, uint32_t coun
 
 static void test_delta(void) {
   uint8_t b[64];
-  CHECK(pst_wire_encode_delta_chunk(9, 0, 10, 1, b, sizeof b) > 0);
+  CHECK(pst_wire_encode_delta_chunk(9, 0, 10, 1, -1, b, sizeof b) > 0);
   CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 1, 10, 14) == 1);
   CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 0, 10, 40) == 1);
   CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 1, 10, 40) == -EPROTO);
@@ -300,6 +303,17 @@ static void test_delta(void) {
   CHECK(feed_delta(0, PSTRAIN__MSG_TYPE__PUSH, 1, 10, 40) == -EPROTO);
   /* A PULL may carry the flag (the worker allows a delta reply). */
   CHECK(feed_delta(0, PSTRAIN__MSG_TYPE__PULL, 1, 0, 0) == 1);
+  /* Sparse delta chunks. */
+  CHECK(pst_wire_encode_delta_chunk(9, 0, 16, 1, 2, b, sizeof b) > 0);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 16, 16) == 1);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 16, 0) == 1);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 16, 24) == -EPROTO); /* over count / 8 */
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 16, 12) == -EPROTO); /* no pair count */
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 7, 0) == -EPROTO);   /* under 8 values */
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__WEIGHTS, 2, 16, 16) == -EPROTO); /* sparse, no delta */
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__PUSH, 3, 16, 16) == -EPROTO);
+  CHECK(feed_delta(0, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 16, 16) == -EPROTO);
+  CHECK(feed_delta(1, PSTRAIN__MSG_TYPE__HEARTBEAT, 2, 0, 0) == -EPROTO);
 }
 
 int main(void) {

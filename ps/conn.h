@@ -80,13 +80,15 @@ struct ps_conn {
   /* --pull-compress delta (ps/pull.c): the weights this worker holds, as it holds them
    * [the shard's floats] (valid when delta_have: a float32 reply made it whole, and no reply
    * since was cut short), and the
-   * reply's int8 chunks [floats + 4 x n_chunks bytes: chunk c at its offset + 4c]. Both
+   * reply's int8 or sparse chunks [floats + 4 x n_chunks bytes: chunk c at its offset + 4c;
+   * a sparse chunk's pairs, at most an eighth of its values, take no more room]. Both
    * come with the first reply; NULL without delta pulls or when they could not be had (every
    * reply is then float32). pull_delta: the PULL allowed a delta; pull_full: this reply is
    * float32. */
   float *delta_ref;
   uint8_t *delta_buf;
   uint8_t *delta_sent;   /* [n_chunks]: this reply's chunk went as a delta (not float32) */
+  int32_t *delta_pairs;  /* [n_chunks]: ... as that many sparse pairs, or -1: as int8 */
   uint32_t delta_framed; /* this reply's chunks framed so far (in order) */
   int delta_have, pull_delta, pull_full;
   uv_shutdown_t shutdown_req;

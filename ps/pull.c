@@ -101,13 +101,16 @@ static int delta_alloc(ps_conn *c) {
   c->delta_ref = malloc(n * sizeof *c->delta_ref);
   c->delta_buf = malloc(n + 4 * (size_t)s->upd.n_chunks);
   c->delta_sent = malloc(s->upd.n_chunks);
-  if (c->delta_ref && c->delta_buf && c->delta_sent) return 0;
+  c->delta_pairs = malloc(s->upd.n_chunks * sizeof *c->delta_pairs);
+  if (c->delta_ref && c->delta_buf && c->delta_sent && c->delta_pairs) return 0;
   free(c->delta_ref);
   free(c->delta_buf);
   free(c->delta_sent);
+  free(c->delta_pairs);
   c->delta_ref = NULL;
   c->delta_buf = NULL;
   c->delta_sent = NULL;
+  c->delta_pairs = NULL;
   return -ENOMEM;
 }
 
@@ -127,8 +130,10 @@ static int delta_reply(ps_conn *c, int eval_asked) {
  * knows the worker holds; the reply's last chunk makes that copy whole. A delta reply's
  * chunk is the change from that copy to w, as an int8 chunk, added to the copy as the
  * worker adds it (pst_int8_delta gives pst_int8_add's bits, codec_test checks), so both
- * stay equal bit for bit, and what int8 rounds off is part of the next reply's change. A
- * change too large for float32 goes as float32 instead; each chunk says which it is. */
+ * stay equal bit for bit, and what int8 rounds off is part of the next reply's change. Where
+ * no more than an eighth of the chunk's values changed, the chunk is those values instead,
+ * as sparse pairs (pst_sparse_delta: fewer bytes than int8's, and exact). A change too
+ * large for float32 goes as float32 instead; each chunk says which it is. */
 static int delta_frame(ps_conn *c, uint32_t i, const float *w, uint8_t *head, uv_buf_t bufs[2]) {
   ps_server *s = c->srv;
   uint32_t len = pst_update_chunk_len(&s->upd, i);
@@ -143,15 +148,21 @@ static int delta_frame(ps_conn *c, uint32_t i, const float *w, uint8_t *head, uv
   if (ref && !again) {
     c->delta_framed = i + 1;
     c->delta_sent[i] = 0;
-    if (!c->pull_full) c->delta_sent[i] = pst_int8_delta(w + off, ref, len, out) == 0;
+    c->delta_pairs[i] = -1;
+    if (!c->pull_full) {
+      int pairs = pst_sparse_delta(w + off, ref, len, out);
+      if (pairs >= 0) c->delta_pairs[i] = pairs;
+      c->delta_sent[i] = pairs >= 0 || pst_int8_delta(w + off, ref, len, out) == 0;
+    }
     if (!c->delta_sent[i]) memcpy(ref, w + off, (size_t)len * sizeof *ref);
     if (last && c->pull_full) c->delta_have = 1;
   }
   if (ref && c->delta_sent[i]) {
-    int hn = pst_wire_encode_delta_chunk(c->pull_hold.version, off, len, last, head,
+    int pairs = c->delta_pairs[i];
+    int hn = pst_wire_encode_delta_chunk(c->pull_hold.version, off, len, last, pairs, head,
                                          PST_WIRE_CHUNK_HEAD);
     bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
-    bufs[1] = uv_buf_init((char *)out, len + 4u);
+    bufs[1] = uv_buf_init((char *)out, pairs >= 0 ? 8u * (unsigned)pairs : len + 4u);
     return hn;
   }
   int hn = pst_wire_encode_chunk(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len, last,

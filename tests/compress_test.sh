@@ -328,6 +328,35 @@ local_checksum delta-shards --pull-compress delta --ps-shards 2 --eval-every 10 
 ! grep -q "another worker's had" "$OUT"/delta-shards/ps*.log || fail "delta over 2 shards: evaluations of different weights"
 pass "delta pulls: bit-identical run to run ($a), also over TLS and layer by layer; a byte a value, accuracy as float32's, the ps's final weights; 2 shards with dense evaluations"
 
+# Sparse delta pulls: with top-k pushes and momentum correction the ps steps with plain SGD
+# and no weight decay, so a step changes only values some worker pushed, and each reply's
+# chunks are those values as exact pairs (Header.sparse): the workers hold the ps's weights
+# bit for bit, so the job ends with the weights of the same job with float32 pulls, moving
+# far fewer bytes than int8's byte a value. Layer by layer too.
+a=$(local_checksum sparse-a --push-compress topk:0.01 --optimizer momentum --lr 0.05 --pull-compress delta)
+f=$(local_checksum sparse-f32 --push-compress topk:0.01 --optimizer momentum --lr 0.05)
+[ "$a" = "$f" ] || fail "sparse delta pulls: $a, not the float32 pulls' $f"
+c=$(local_checksum sparse-layers --push-compress topk:0.01 --optimizer momentum --lr 0.05 --pull-compress delta \
+  --push-by-layer --pull-by-layer)
+[ "$c" = "$a" ] || fail "sparse delta pulls layer by layer: $c, not $a"
+/usr/bin/python3 - "$OUT/sparse-a.json" "$OUT/sparse-f32.json" "$MLP_PARAMS" <<'PY' || fail "sparse delta pulls: bytes"
+import json, sys
+s, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+n = int(sys.argv[3])
+push = f["wire_bytes_per_step"] - 2 * n * 4  # as the float32-pull job's, less its pulls
+pull = s["wire_bytes_per_step"] - push
+print(f"sparse delta: pulls {pull:.0f} bytes per step (int8 would take {2 * n}); accuracy "
+      f"{s['test_accuracy']}")
+# At most 2 workers x 1% of the values change a step, 8 bytes each (0.16 n), and the three
+# float32 replies per worker over 117 steps add about 0.2 n.
+assert pull <= 2 * n * 0.3, pull
+assert s["rejected"] == 0, s["rejected"]
+PY
+for w in "$OUT"/sparse-a/worker*.log; do
+  grep -q "final weights: .*checksum $a" "$w" || fail "sparse: $(basename "$w") did not end with the ps's weights $a"
+done
+pass "sparse delta pulls: the weights of float32 pulls ($a), also layer by layer; pulls under 0.3 bytes a value"
+
 # A worker killed mid-run with delta pulls is started again: its new connection's first reply
 # is float32 (the ps's copy of what the old one held is gone with it), and the job ends with
 # every worker holding the ps's weights.

@@ -11,7 +11,8 @@
 # of it is still coming, and without. The ps waits for the lost worker (--on-worker-loss
 # wait), so each run must end with exactly the weights of a clean run. Then, with delta
 # pulls, a delta chunk whose scale is a NaN (proxy mode nanscale); and with the data handed
-# out by the ps, a range past the end of the training set (proxy mode baddata); and a WELCOME
+# out by the ps, a range past the end of the training set (proxy mode baddata); with sparse
+# delta pulls, a pair past its chunk (proxy mode badpair); and a WELCOME
 # whose top-k momentum is outside [0, 1) (proxy mode badmomentum).
 source "$(dirname "$0")/lib.sh"
 args=(--model mlp --epochs 1 --batch-size 256 --seed 5 --chunk-kib 16)
@@ -85,6 +86,30 @@ grep -q "final weights: .*checksum $got" "$OUT/w0-delta.log" || fail "delta: wor
 at_least "$(json_field "$OUT/s-delta.json" test_accuracy)" 0.8 || fail "delta: accuracy after the NaN scale"
 pass "delta: a NaN scale refused with its reason, the worker reconnected and ended with the ps's weights ($got)"
 
+# Sparse delta pulls (top-k pushes with momentum correction): a pair whose index is past its
+# chunk. Refused with its reason, the worker connects again and ends with the ps's weights.
+port=$(free_port)
+proxy_port=$(free_port)
+start_bg proxy-sparse /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
+  "$OUT/lies-sparse" badpair 3
+start_ps ps-sparse --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-sparse.json" \
+  --worker-timeout 3 --on-worker-loss wait --pull-compress delta --push-compress topk:0.01 \
+  --optimizer momentum --lr 0.05 "${args[@]}"
+ps_pid=$LAST_PID
+start_worker w0-sparse --ps "127.0.0.1:$proxy_port" --index 0
+w0=$LAST_PID
+start_worker w1-sparse --ps "127.0.0.1:$port" --index 1
+w1=$LAST_PID
+wait_pid "$w0" 120 || fail "sparse: worker 0 exited non-zero after the bad pair"
+wait_pid "$w1" 120 || fail "sparse: worker 1 exited non-zero"
+wait_pid "$ps_pid" 30 || fail "sparse: the ps exited non-zero"
+[ "$(cat "$OUT/lies-sparse" 2>/dev/null)" = badpair ] || fail "sparse: the proxy told no bad pair"
+grep -q "lost the ps (bad frame from the ps: a sparse delta chunk with a bad pair" "$OUT/w0-sparse.log" ||
+  fail "sparse: worker 0 did not refuse the bad pair with its reason"
+got=$(json_field "$OUT/s-sparse.json" weights_checksum)
+grep -q "final weights: .*checksum $got" "$OUT/w0-sparse.log" || fail "sparse: worker 0 did not end with the ps's weights $got"
+pass "sparse: a pair past its chunk refused with its reason, the worker reconnected and ended with the ps's weights ($got)"
+
 # The data handed out by the ps (issue 28): a DATA frame naming positions past the end of the
 # training set. The worker refuses it with its reason and connects again; the ps takes the
 # worker's range back and hands it out again, so every sample is still trained once.
@@ -129,4 +154,4 @@ grep -q "asked for encodings 3 and 0 (top-k fraction 0.1, momentum 2)" "$OUT/w0-
 kill "$ps_pid" 2>/dev/null || true
 wait "$ps_pid" 2>/dev/null || true
 pass "momentum: a WELCOME with a top-k momentum of 2 stops the worker with its reason"
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"

@@ -17,6 +17,11 @@ payload) and, on the connections it is told to, changes what the ps sends.
         On the first connection, the first delta chunk (Header.delta, --pull-compress delta)
         from the N-th reply on gets a scale that is a NaN; the rest is forwarded whole.
 
+    ps_proxy.py LISTEN PS_PORT MARKER badpair N
+        On the first connection, the first sparse delta chunk (Header.sparse) with a pair,
+        from the N-th reply on, names an index past the chunk's end; the rest is forwarded
+        whole.
+
     ps_proxy.py LISTEN PS_PORT MARKER baddata N
         On the first connection, the N-th DATA frame (the data handed out by the ps, issue
         28) names a range past the end of the training set; the rest is forwarded whole.
@@ -221,6 +226,12 @@ def down(p, w, mode, n, k, marker):
             if mode == "nanscale" and k == 0 and weights and replies >= n and f.get(18) and not nan_told:
                 open(marker, "a").write("nanscale\n")
                 payload = struct.pack("<f", float("nan")) + payload[4:]
+                out = frame(prefix, head, payload)
+                nan_told = True
+            if mode == "badpair" and k == 0 and weights and replies >= n and f.get(21) and \
+                    len(payload) >= 8 and not nan_told:
+                open(marker, "a").write("badpair\n")
+                payload = struct.pack("<I", 0xFFFFFFFF) + payload[4:]
                 out = frame(prefix, head, payload)
                 nan_told = True
             if mode == "badmomentum" and k == 0 and f.get(1) == WELCOME:

@@ -139,7 +139,14 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       /* An encoded chunk landed at the start of its place (on_payload checked the range):
        * float32 from here on, before any step may compute on it. */
       float *w = t->params + sh->offset + h->offset;
-      if (h->delta) {
+      if (h->delta && h->sparse) {
+        /* The values that changed since the weights this worker holds, as the ps set them
+         * in its copy (pst_sparse_delta). */
+        if (pst_sparse_apply(c->pull_delta_in, c->rd.prefix.payload_len, w, (size_t)h->count) < 0) {
+          snprintf(c->rd.err, sizeof c->rd.err, "a sparse delta chunk with a bad pair");
+          return -EPROTO;
+        }
+      } else if (h->delta) {
         /* The change from the weights this worker holds: the ps added it to its copy of
          * them with the same arithmetic (pst_int8_delta, which codec_test checks against
          * this routine), so both stay equal bit for bit. */

@@ -568,14 +568,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                                : PST_ENC_FP16)
                            : PST_ENC_NONE;
   o.topk_fraction = 0.5;
-  /* Top-k jobs warm up over an epoch, and with momentum keep it on the workers, as
-   * ps/main.c arranges it (the WELCOME then says both). */
-  if (o.push_enc == PST_ENC_TOPK) {
-    o.topk_warmup = 1;
-    if (o.opt.kind == PST_OPT_MOMENTUM) o.topk_momentum = o.opt.momentum, o.opt.momentum = 0;
-  }
   /* int8 pushes go with delta pulls, the others with bf16 pulls. */
   o.pull_enc = (b1 & 0x80) ? ((b1 & 3) == 2 ? PST_ENC_DELTA : PST_ENC_BF16) : PST_ENC_NONE;
+  /* Top-k jobs warm up over an epoch, and with momentum keep it on the workers, as
+   * ps/main.c arranges it (the WELCOME then says both), and pull deltas, which a step of
+   * plain SGD on top-k pushes leaves sparse. */
+  if (o.push_enc == PST_ENC_TOPK) {
+    o.topk_warmup = 1;
+    if (o.opt.kind == PST_OPT_MOMENTUM) {
+      o.topk_momentum = o.opt.momentum;
+      o.opt.momentum = 0;
+      o.pull_enc = PST_ENC_DELTA;
+    }
+  }
   o.hello_timeout = 86400;
   o.worker_timeout = 86400;
   o.rejoin_timeout = 604800;
