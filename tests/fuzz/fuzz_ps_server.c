@@ -15,8 +15,9 @@
  *   data[1]  staleness (bits 0-1) | epochs - 1 (bit 2) | optimizer (bits 3-4) |
  *            bit 5: a cluster secret (common/auth.h) | bit 6: --max-connections 2 (else 64) |
  *            bit 7: --push-compress fp16 --pull-compress bf16 (common/codec.h; issue 27), or
- *            with staleness bits (which only ssp reads) 1 --push-compress topk:0.5, 2 int8
- *            pushes with --pull-compress delta
+ *            with staleness bits (which only ssp reads) 1 --push-compress topk:0.5 (with
+ *            --topk-warmup 1; with momentum, kept on the workers and --pull-compress delta,
+ *            whose chunks are then sparse), 2 int8 pushes with --pull-compress delta
  *   then operations, op = one byte: client k = op & 3, kind = (op >> 2) & 7:
  *     0  write the next data[i] bytes (one-byte length) to client k (connecting it first)
  *     1  the same with a two-byte little-endian length
