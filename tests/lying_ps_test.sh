@@ -61,53 +61,45 @@ lied_to() {
 lied_to streamed --pull-by-layer
 lied_to whole
 
+# delta_lie NAME MODE REASON PS_FLAGS...: a job of 2 workers with delta pulls, worker 0
+# behind the proxy in MODE (from the 3rd reply on). Worker 0 must refuse the lie with REASON,
+# connect again (its new connection's first reply is float32) and end with the ps's weights;
+# sets $got to the ps's checksum.
+delta_lie() {
+  local name=$1 mode=$2 reason=$3; shift 3
+  local port proxy_port ps_pid w0 w1
+  port=$(free_port)
+  proxy_port=$(free_port)
+  start_bg "proxy-$name" /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
+    "$OUT/lies-$name" "$mode" 3
+  start_ps "ps-$name" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-$name.json" \
+    --worker-timeout 3 --on-worker-loss wait --pull-compress delta "$@" "${args[@]}"
+  ps_pid=$LAST_PID
+  start_worker "w0-$name" --ps "127.0.0.1:$proxy_port" --index 0
+  w0=$LAST_PID
+  start_worker "w1-$name" --ps "127.0.0.1:$port" --index 1
+  w1=$LAST_PID
+  wait_pid "$w0" 120 || fail "$name: worker 0 exited non-zero after the lie ($mode)"
+  wait_pid "$w1" 120 || fail "$name: worker 1 exited non-zero"
+  wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
+  [ "$(cat "$OUT/lies-$name" 2>/dev/null)" = "$mode" ] || fail "$name: the proxy told no lie ($mode)"
+  grep -q "lost the ps (bad frame from the ps: $reason" "$OUT/w0-$name.log" ||
+    fail "$name: worker 0 did not refuse the lie ($mode) with its reason"
+  got=$(json_field "$OUT/s-$name.json" weights_checksum)
+  grep -q "final weights: .*checksum $got" "$OUT/w0-$name.log" ||
+    fail "$name: worker 0 did not end with the ps's weights $got"
+}
+
 # Delta pulls (--pull-compress delta): a delta chunk whose scale is a NaN would make every
-# weight it touches a NaN. The worker refuses it with its reason, connects again, gets float32
-# weights on the new connection, and the job ends with the ps's weights.
-port=$(free_port)
-proxy_port=$(free_port)
-start_bg proxy-delta /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
-  "$OUT/lies-delta" nanscale 3
-start_ps ps-delta --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-delta.json" \
-  --worker-timeout 3 --on-worker-loss wait --pull-compress delta "${args[@]}"
-ps_pid=$LAST_PID
-start_worker w0-delta --ps "127.0.0.1:$proxy_port" --index 0
-w0=$LAST_PID
-start_worker w1-delta --ps "127.0.0.1:$port" --index 1
-w1=$LAST_PID
-wait_pid "$w0" 120 || fail "delta: worker 0 exited non-zero after the NaN scale"
-wait_pid "$w1" 120 || fail "delta: worker 1 exited non-zero"
-wait_pid "$ps_pid" 30 || fail "delta: the ps exited non-zero"
-[ "$(cat "$OUT/lies-delta" 2>/dev/null)" = nanscale ] || fail "delta: the proxy told no NaN scale"
-grep -q "lost the ps (bad frame from the ps: a delta chunk whose scale is not finite" "$OUT/w0-delta.log" ||
-  fail "delta: worker 0 did not refuse the NaN scale with its reason"
-got=$(json_field "$OUT/s-delta.json" weights_checksum)
-grep -q "final weights: .*checksum $got" "$OUT/w0-delta.log" || fail "delta: worker 0 did not end with the ps's weights $got"
+# weight it touches a NaN.
+delta_lie delta nanscale "a delta chunk whose scale is not finite"
 at_least "$(json_field "$OUT/s-delta.json" test_accuracy)" 0.8 || fail "delta: accuracy after the NaN scale"
 pass "delta: a NaN scale refused with its reason, the worker reconnected and ended with the ps's weights ($got)"
 
 # Sparse delta pulls (top-k pushes with momentum correction): a pair whose index is past its
-# chunk. Refused with its reason, the worker connects again and ends with the ps's weights.
-port=$(free_port)
-proxy_port=$(free_port)
-start_bg proxy-sparse /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
-  "$OUT/lies-sparse" badpair 3
-start_ps ps-sparse --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-sparse.json" \
-  --worker-timeout 3 --on-worker-loss wait --pull-compress delta --push-compress topk:0.01 \
-  --optimizer momentum --lr 0.05 "${args[@]}"
-ps_pid=$LAST_PID
-start_worker w0-sparse --ps "127.0.0.1:$proxy_port" --index 0
-w0=$LAST_PID
-start_worker w1-sparse --ps "127.0.0.1:$port" --index 1
-w1=$LAST_PID
-wait_pid "$w0" 120 || fail "sparse: worker 0 exited non-zero after the bad pair"
-wait_pid "$w1" 120 || fail "sparse: worker 1 exited non-zero"
-wait_pid "$ps_pid" 30 || fail "sparse: the ps exited non-zero"
-[ "$(cat "$OUT/lies-sparse" 2>/dev/null)" = badpair ] || fail "sparse: the proxy told no bad pair"
-grep -q "lost the ps (bad frame from the ps: a sparse delta chunk with a bad pair" "$OUT/w0-sparse.log" ||
-  fail "sparse: worker 0 did not refuse the bad pair with its reason"
-got=$(json_field "$OUT/s-sparse.json" weights_checksum)
-grep -q "final weights: .*checksum $got" "$OUT/w0-sparse.log" || fail "sparse: worker 0 did not end with the ps's weights $got"
+# chunk.
+delta_lie sparse badpair "a sparse delta chunk with a bad pair" --push-compress topk:0.01 \
+  --optimizer momentum --lr 0.05
 pass "sparse: a pair past its chunk refused with its reason, the worker reconnected and ended with the ps's weights ($got)"
 
 # The data handed out by the ps (issue 28): a DATA frame naming positions past the end of the
