@@ -256,20 +256,22 @@ int pst_int8_delta(const float *target, float *held, size_t n, uint8_t *out) {
 
 int pst_sparse_delta(const float *target, float *held, size_t n, uint8_t *out) {
   if (n < PST_SPARSE_SHARE) return -E2BIG;
-  size_t max = n / PST_SPARSE_SHARE, changed = 0;
-  /* Counted first, stopping as soon as there are too many: where every value changes (Adam)
-   * this costs an eighth of a pass. Bits, not values: -0 against 0 is a change to send. */
-  for (size_t i = 0; i < n && changed <= max; i++)
-    changed += memcmp(&target[i], &held[i], sizeof *held) != 0;
-  if (changed > max) return -E2BIG;
-  size_t p = 0;
-  for (size_t i = 0; i < n && p < changed; i++) {
+  size_t max = n / PST_SPARSE_SHARE, p = 0;
+  /* One pass writing the pairs, given up as soon as there are too many (where every value
+   * changes, with Adam, after about an eighth of the chunk); held is set from the pairs once
+   * they are all there. Bits, not values: -0 against 0 is a change to send. */
+  for (size_t i = 0; i < n; i++) {
     if (memcmp(&target[i], &held[i], sizeof *held) == 0) continue;
+    if (p == max) return -E2BIG;
     uint32_t idx = (uint32_t)i;
     memcpy(out + 8 * p, &idx, 4);
     memcpy(out + 8 * p + 4, &target[i], 4);
-    memcpy(&held[i], &target[i], sizeof *held);
     p++;
+  }
+  for (size_t q = 0; q < p; q++) {
+    uint32_t idx;
+    memcpy(&idx, out + 8 * q, 4);
+    memcpy(&held[idx], &target[idx], sizeof *held);
   }
   return (int)p;
 }
@@ -278,13 +280,14 @@ int pst_sparse_apply(const uint8_t *in, size_t bytes, float *w, size_t n) {
   if (bytes % 8 || (bytes > 0 && (n < PST_SPARSE_SHARE || bytes / 8 > n / PST_SPARSE_SHARE)))
     return -EINVAL;
   size_t pairs = bytes / 8;
+  uint32_t prev = 0;
   for (size_t p = 0; p < pairs; p++) {
-    uint32_t idx, prev = 0;
+    uint32_t idx;
     float v;
     memcpy(&idx, in + 8 * p, 4);
     memcpy(&v, in + 8 * p + 4, 4);
-    if (p > 0) memcpy(&prev, in + 8 * (p - 1), 4);
     if (idx >= n || (p > 0 && idx <= prev) || !isfinite(v)) return -EINVAL;
+    prev = idx;
   }
   for (size_t p = 0; p < pairs; p++) {
     uint32_t idx;

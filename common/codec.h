@@ -89,7 +89,8 @@ int pst_int8_delta(const float *target, float *held, size_t n, uint8_t *out);
  * weight decay: only what some worker pushed), this is smaller than int8 and exact.
  * pst_sparse_delta writes the pairs of target[n] against held[n] (values whose bits differ)
  * into out[8 x pairs] and makes held equal to target there; it returns the pairs (0 when
- * nothing changed), or -E2BIG, nothing written, when n < PST_SPARSE_SHARE or more changed. */
+ * nothing changed), or -E2BIG, held untouched (out may hold some pairs), when
+ * n < PST_SPARSE_SHARE or more changed. */
 #define PST_SPARSE_SHARE 8
 int pst_sparse_delta(const float *target, float *held, size_t n, uint8_t *out);
 /* Sets w[n] at the pairs of in[bytes] (the worker's side, and what the ps's copy got). 0, or

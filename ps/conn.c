@@ -184,7 +184,6 @@ static void on_conn_closed(uv_handle_t *h) {
   free(c->delta_ref);
   free(c->delta_buf);
   free(c->delta_sent);
-  free(c->delta_pairs);
   free(c);
 }
 

@@ -20,6 +20,9 @@ typedef enum {
   CONN_CLOSING,   /* uv_close or uv_shutdown under way */
 } conn_state;
 
+/* How a delta pull's chunk went (ps_conn.delta_sent); 0 or more: as that many sparse pairs. */
+enum { PS_DELTA_FLOAT32 = -2, PS_DELTA_INT8 = -1 };
+
 struct ps_conn {
   /* The connection: its uv_tcp_t is io.tcp (io.tcp.data is this struct), with TLS on it when
    * the ps has a TLS context. Reads, writes, shutdown and close go through the stream. */
@@ -87,8 +90,9 @@ struct ps_conn {
    * float32. */
   float *delta_ref;
   uint8_t *delta_buf;
-  uint8_t *delta_sent;   /* [n_chunks]: this reply's chunk went as a delta (not float32) */
-  int32_t *delta_pairs;  /* [n_chunks]: ... as that many sparse pairs, or -1: as int8 */
+  /* [n_chunks]: how this reply's chunk went: PS_DELTA_FLOAT32, PS_DELTA_INT8, or as that
+   * many sparse pairs (0 or more). */
+  int32_t *delta_sent;
   uint32_t delta_framed; /* this reply's chunks framed so far (in order) */
   int delta_have, pull_delta, pull_full;
   uv_shutdown_t shutdown_req;

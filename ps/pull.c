@@ -100,17 +100,14 @@ static int delta_alloc(ps_conn *c) {
   size_t n = pst_update_chunk_off(&s->upd, last) + pst_update_chunk_len(&s->upd, last);
   c->delta_ref = malloc(n * sizeof *c->delta_ref);
   c->delta_buf = malloc(n + 4 * (size_t)s->upd.n_chunks);
-  c->delta_sent = malloc(s->upd.n_chunks);
-  c->delta_pairs = malloc(s->upd.n_chunks * sizeof *c->delta_pairs);
-  if (c->delta_ref && c->delta_buf && c->delta_sent && c->delta_pairs) return 0;
+  c->delta_sent = malloc(s->upd.n_chunks * sizeof *c->delta_sent);
+  if (c->delta_ref && c->delta_buf && c->delta_sent) return 0;
   free(c->delta_ref);
   free(c->delta_buf);
   free(c->delta_sent);
-  free(c->delta_pairs);
   c->delta_ref = NULL;
   c->delta_buf = NULL;
   c->delta_sent = NULL;
-  c->delta_pairs = NULL;
   return -ENOMEM;
 }
 
@@ -147,18 +144,17 @@ static int delta_frame(ps_conn *c, uint32_t i, const float *w, uint8_t *head, uv
   int again = ref && i < c->delta_framed;
   if (ref && !again) {
     c->delta_framed = i + 1;
-    c->delta_sent[i] = 0;
-    c->delta_pairs[i] = -1;
+    c->delta_sent[i] = PS_DELTA_FLOAT32;
     if (!c->pull_full) {
       int pairs = pst_sparse_delta(w + off, ref, len, out);
-      if (pairs >= 0) c->delta_pairs[i] = pairs;
-      c->delta_sent[i] = pairs >= 0 || pst_int8_delta(w + off, ref, len, out) == 0;
+      if (pairs >= 0) c->delta_sent[i] = pairs;
+      else if (pst_int8_delta(w + off, ref, len, out) == 0) c->delta_sent[i] = PS_DELTA_INT8;
     }
-    if (!c->delta_sent[i]) memcpy(ref, w + off, (size_t)len * sizeof *ref);
+    if (c->delta_sent[i] == PS_DELTA_FLOAT32) memcpy(ref, w + off, (size_t)len * sizeof *ref);
     if (last && c->pull_full) c->delta_have = 1;
   }
-  if (ref && c->delta_sent[i]) {
-    int pairs = c->delta_pairs[i];
+  if (ref && c->delta_sent[i] != PS_DELTA_FLOAT32) {
+    int pairs = c->delta_sent[i];
     int hn = pst_wire_encode_delta_chunk(c->pull_hold.version, off, len, last, pairs, head,
                                          PST_WIRE_CHUNK_HEAD);
     bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
