@@ -18,4 +18,17 @@ static int g_pass, g_fail;
     }                                                                 \
   } while (0)
 
+/* CHECK with the values that failed: a printf format and its arguments after the condition. */
+#define CHECKF(cond, ...)                                                  \
+  do {                                                                     \
+    if (cond) {                                                            \
+      g_pass++;                                                            \
+    } else {                                                               \
+      g_fail++;                                                            \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);      \
+      fprintf(stderr, __VA_ARGS__);                                        \
+      fputc('\n', stderr);                                                 \
+    }                                                                      \
+  } while (0)
+
 #endif

@@ -1,17 +1,27 @@
 /* Emulated links (launcher/link.h): network namespaces, a bridge, veths and tc. */
 #include "launcher/link.h"
 
+#include <arpa/inet.h>
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "common/clock.h"
+#include "common/json_file.h"
 
 /* ---- parsing ---- */
 
@@ -61,9 +71,12 @@ int pl_link_parse(const char *s, pl_link_spec *l, char *err, size_t errlen) {
   if (k >= 1 && (number_unit(p[1], n[1], delay_u, delay_f, 2, &v, l->delay, sizeof l->delay) < 0 ||
                  v > 10))
     goto bad;
-  if (k >= 2 && (number_unit(p[2], n[2], loss_u, loss_f, 1, &v, l->loss, sizeof l->loss) < 0 ||
+  if (k >= 1) l->delay_s = v;
+  if (k >= 2 && (number_unit(p[2], n[2], loss_u, loss_f, 1, &v, l->loss_text,
+                             sizeof l->loss_text) < 0 ||
                  v > 100))
     goto bad;
+  if (k >= 2) l->loss = v / 100;
   l->set = 1;
   return 0;
 bad:
@@ -187,24 +200,129 @@ static void sweep(const pl_links *L) {
 
 /* The shaping of one direction: egress of dev in namespace ns. A token bucket of the rate
  * (its bucket 10 ms of the rate, at least 64 KiB so that a segmentation-offloaded packet
- * passes, and up to 200 ms queued before drops, as a router's buffer); under netem when there
- * is a delay or a loss. */
+ * passes, and up to 200 ms queued before drops, as a router's buffer); under netem when
+ * netem delays or drops (with_netem). */
 static int shape(const pl_links *L, const char *tc, const char *ns, const char *dev,
-                 const pl_link_spec *l, char *err, size_t errlen) {
+                 const pl_link_spec *l, int with_netem, char *err, size_t errlen) {
   char burst[32];
   double b = l->bits_per_sec / 8 * 0.01;
   snprintf(burst, sizeof burst, "%.0f", b > 65536 ? b : 65536);
-  if (!l->delay[0] && !l->loss[0])
+  if (!with_netem || (!l->delay[0] && !l->loss_text[0]))
     return TC("-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
               l->rate, "burst", burst, "latency", "200ms");
   char delay[40], loss[40];
   snprintf(delay, sizeof delay, "%s", l->delay[0] ? l->delay : "0ms");
-  snprintf(loss, sizeof loss, "%s", l->loss[0] ? l->loss : "0%");
+  snprintf(loss, sizeof loss, "%s", l->loss_text[0] ? l->loss_text : "0%");
   if (TC("-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "netem", "delay", delay,
          "loss", loss, "limit", "100000") < 0)
     return -1;
   return TC("-n", ns, "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf",
             "rate", l->rate, "burst", burst, "latency", "200ms");
+}
+
+/* Whether this kernel has netem: a netem qdisc on the ps's namespace's loopback, removed
+ * again. 1, 0 (the kernel says it knows no such qdisc), or -1 with the reason in err. */
+static int have_netem(const pl_links *L, const char *tc, char *err, size_t errlen) {
+  if (TC("-n", L->ns_ps, "qdisc", "add", "dev", "lo", "root", "netem", "delay", "1ms") == 0)
+    return TC("-n", L->ns_ps, "qdisc", "del", "dev", "lo", "root") == 0 ? 1 : -1;
+  return strstr(err, "qdisc kind is unknown") ? 0 : -1;
+}
+
+/* The delay line: iptables sends each packet of a delayed link to a netfilter queue where
+ * it arrives (delayline.h says why there): what worker i sends, to queue i in the ps's
+ * namespace (INPUT from its address); what the ps sends it, to queue 0 in its own (INPUT
+ * from the ps's). Either way the packet has passed the link's rate first: a constant delay
+ * and a FIFO rate commute. */
+static int delay_line_up(pl_links *L, char *err, size_t errlen) {
+  char iptables[256];
+  if (find_prog("iptables", iptables, sizeof iptables) < 0) {
+    snprintf(err, errlen, "this kernel has no netem, and the delay line that stands in for it "
+             "needs iptables, which is not installed (./pstrain installs it)");
+    return -1;
+  }
+  static pl_delay_spec spec[2 * PL_MAX_WORKERS];
+  static char paths[2 * PL_MAX_WORKERS][64];
+  int n = 0;
+  for (int i = 0; i < L->workers; i++) {
+    const pl_link_spec *l = &L->spec[i];
+    if (!l->set || (!l->delay[0] && !l->loss_text[0])) continue;
+    char addr[32], queue[16];
+    snprintf(addr, sizeof addr, "10.214.0.%d", i + 2);
+    snprintf(queue, sizeof queue, "%d", i);
+    if (IP("netns", "exec", L->ns_ps, iptables, "-w", "-A", "INPUT", "-s", addr, "-j", "NFQUEUE",
+           "--queue-num", queue) < 0 ||
+        IP("netns", "exec", L->ns_w[i], iptables, "-w", "-A", "INPUT", "-s", PL_LINK_PS_ADDR, "-j",
+           "NFQUEUE", "--queue-num", "0") < 0)
+      return -1;
+    snprintf(paths[n], sizeof paths[n], "/run/netns/%s", L->ns_ps);
+    spec[n] = (pl_delay_spec){paths[n], i, l->delay_s, l->loss};
+    n++;
+    snprintf(paths[n], sizeof paths[n], "/run/netns/%s", L->ns_w[i]);
+    spec[n] = (pl_delay_spec){paths[n], 0, l->delay_s, l->loss};
+    n++;
+  }
+  char why[300];
+  if (pl_delayline_start(&L->dl, n, spec, why, sizeof why) < 0) {
+    snprintf(err, errlen, "the delay line (this kernel has no netem): %s", why);
+    return -1;
+  }
+  return 0;
+}
+
+/* A TCP socket made in namespace ns: setns moves only the calling thread, which comes
+ * back at once. The socket, or -1. */
+static int socket_in(const char *ns) {
+  char path[96];
+  snprintf(path, sizeof path, "/run/netns/%s", ns);
+  int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
+  int target = open(path, O_RDONLY | O_CLOEXEC);
+  int s = -1;
+  if (self >= 0 && target >= 0 && setns(target, CLONE_NEWNET) == 0) {
+    s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (setns(self, CLONE_NEWNET) < 0) {
+      /* This thread would be left in the link's namespace: nothing after could be trusted. */
+      fprintf(stderr, "pstrain: cannot leave the namespace %s: %s\n", ns, strerror(errno));
+      abort();
+    }
+  }
+  if (self >= 0) close(self);
+  if (target >= 0) close(target);
+  return s;
+}
+
+/* Worker i's round trip to the ps as TCP sees it: the best of three handshakes (SYN there,
+ * SYN-ACK back) from its namespace to a listener in the ps's. -1 when none completed in
+ * time (a link that loses much). */
+static double probe_rtt(const pl_links *L, int i) {
+  int ls = socket_in(L->ns_ps);
+  struct sockaddr_in a = {.sin_family = AF_INET};
+  inet_pton(AF_INET, PL_LINK_PS_ADDR, &a.sin_addr);
+  socklen_t len = sizeof a;
+  double best = -1;
+  if (ls < 0 || bind(ls, (struct sockaddr *)&a, sizeof a) < 0 || listen(ls, 4) < 0 ||
+      getsockname(ls, (struct sockaddr *)&a, &len) < 0)
+    goto out;
+  int wait_ms = (int)(4000 * L->spec[i].delay_s) + 3000;
+  for (int k = 0; k < 3; k++) {
+    int c = socket_in(L->ns_w[i]);
+    if (c < 0) break;
+    double t0 = pst_now();
+    int rc = connect(c, (struct sockaddr *)&a, sizeof a);
+    struct pollfd p = {.fd = c, .events = POLLOUT};
+    int e = 0;
+    socklen_t el = sizeof e;
+    if ((rc == 0 || (errno == EINPROGRESS && poll(&p, 1, wait_ms) == 1)) &&
+        getsockopt(c, SOL_SOCKET, SO_ERROR, &e, &el) == 0 && e == 0) {
+      double t = pst_now() - t0;
+      if (best < 0 || t < best) best = t;
+    }
+    close(c);
+    int acc; /* the handshakes completed wait in the backlog: take them */
+    while ((acc = accept4(ls, NULL, NULL, SOCK_CLOEXEC)) >= 0) close(acc);
+  }
+out:
+  if (ls >= 0) close(ls);
+  return best;
 }
 
 int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link_spec *per,
@@ -227,6 +345,12 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
   }
   sweep(L);
   L->workers = workers;
+  int delays = 0;
+  for (int i = 0; i < workers; i++) {
+    const pl_link_spec *l = per && per[i].set ? &per[i] : all;
+    if (l) L->spec[i] = *l;
+    delays |= L->spec[i].set && (L->spec[i].delay[0] || L->spec[i].loss_text[0]);
+  }
   snprintf(L->ns_ps, sizeof L->ns_ps, "pstlink-%d-ps", (int)getpid());
   char e2[400];
   if (IP("netns", "add", L->ns_ps) < 0) goto fail;
@@ -236,8 +360,13 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
       IP("-n", L->ns_ps, "addr", "add", PL_LINK_PS_ADDR "/24", "dev", "br0") < 0 ||
       IP("-n", L->ns_ps, "link", "set", "br0", "up") < 0)
     goto fail;
+  if (delays) {
+    int netem = have_netem(L, tc, err, errlen);
+    if (netem < 0) goto fail;
+    L->delay_by = netem ? "netem" : "delay line";
+  }
   for (int i = 0; i < workers; i++) {
-    const pl_link_spec *l = per && per[i].set ? &per[i] : all;
+    const pl_link_spec *l = &L->spec[i];
     char port[16], addr[32];
     snprintf(L->ns_w[i], sizeof L->ns_w[i], "pstlink-%d-w%d", (int)getpid(), i);
     snprintf(port, sizeof port, "wk%d", i);
@@ -252,30 +381,88 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
         IP("-n", L->ns_w[i], "addr", "add", addr, "dev", "eth0") < 0 ||
         IP("-n", L->ns_w[i], "link", "set", "eth0", "up") < 0)
       goto fail;
-    if (l && l->set &&
-        (shape(L, tc, L->ns_w[i], "eth0", l, err, errlen) < 0 ||
-         shape(L, tc, L->ns_ps, port, l, err, errlen) < 0))
+    int with_netem = L->delay_by && !strcmp(L->delay_by, "netem");
+    if (l->set && (shape(L, tc, L->ns_w[i], "eth0", l, with_netem, err, errlen) < 0 ||
+                   shape(L, tc, L->ns_ps, port, l, with_netem, err, errlen) < 0))
       goto fail;
   }
+  if (L->delay_by && !strcmp(L->delay_by, "delay line") && delay_line_up(L, err, errlen) < 0)
+    goto fail;
+  for (int i = 0; i < workers; i++) L->rtt_s[i] = probe_rtt(L, i);
   L->up = 1;
   return 0;
 fail:
   /* What failed is in err; a qdisc the kernel lacks says so plainly. */
   if (strstr(err, "qdisc kind is unknown")) {
-    snprintf(e2, sizeof e2, "--link: this kernel has no %s qdisc, so %s cannot be emulated "
-             "here (%.200s)", strstr(err, "netem") ? "netem" : "tbf",
-             strstr(err, "netem") ? "a delay or a loss" : "a rate", err);
+    snprintf(e2, sizeof e2, "--link: this kernel has no tbf qdisc, so a rate cannot be emulated "
+             "here (%.200s)", err);
     snprintf(err, errlen, "%s", e2);
   } else {
     snprintf(e2, sizeof e2, "--link: cannot set up the links: %s", err);
     snprintf(err, errlen, "%s", e2);
   }
-  pl_links_down(L);
+  pl_links_down(L, NULL);
   return 2;
 }
 
-void pl_links_down(pl_links *L) {
+int pl_links_describe(const pl_links *L, char *out, size_t outlen) {
+  size_t used = 0;
+  double lo = -1, hi = -1;
+  for (int i = 0; i < L->workers; i++) {
+    double r = L->rtt_s[i];
+    if (r < 0) continue;
+    if (lo < 0 || r < lo) lo = r;
+    if (r > hi) hi = r;
+  }
+  used += (size_t)snprintf(out + used, outlen - used, "links: %d worker%s", L->workers,
+                           L->workers == 1 ? "" : "s");
+  if (L->delay_by && used < outlen)
+    used += (size_t)snprintf(out + used, outlen - used, ", delays and losses by %s%s",
+                             L->delay_by, strcmp(L->delay_by, "netem") ? " (no netem here)" : "");
+  if (used < outlen) {
+    if (lo < 0) snprintf(out + used, outlen - used, "; no round trip measured");
+    else if (hi - lo < 5e-5) snprintf(out + used, outlen - used, "; round trip %.2f ms", lo * 1e3);
+    else snprintf(out + used, outlen - used, "; round trips %.2f to %.2f ms", lo * 1e3, hi * 1e3);
+  }
+  return 0;
+}
+
+/* run_dir/links.json: the links as asked, as measured, and the delay line's figures. */
+static void write_report(const pl_links *L, const char *run_dir, const pl_delayline_stats *st) {
+  cJSON *doc = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(doc, "workers");
+  cJSON_AddStringToObject(doc, "delay_by", L->delay_by ? L->delay_by : "none");
+  for (int i = 0; i < L->workers; i++) {
+    const pl_link_spec *l = &L->spec[i];
+    cJSON *w = cJSON_CreateObject();
+    cJSON_AddNumberToObject(w, "worker", i);
+    cJSON_AddNumberToObject(w, "rate_bits_per_sec", l->set ? l->bits_per_sec : 0);
+    cJSON_AddNumberToObject(w, "delay_ms", l->set ? l->delay_s * 1e3 : 0);
+    cJSON_AddNumberToObject(w, "loss", l->set ? l->loss : 0);
+    if (L->rtt_s[i] >= 0) cJSON_AddNumberToObject(w, "round_trip_ms", L->rtt_s[i] * 1e3);
+    else cJSON_AddNullToObject(w, "round_trip_ms");
+    cJSON_AddItemToArray(arr, w);
+  }
+  if (st) {
+    cJSON *d = cJSON_AddObjectToObject(doc, "delay_line");
+    cJSON_AddNumberToObject(d, "packets", (double)st->packets);
+    cJSON_AddNumberToObject(d, "dropped", (double)st->dropped);
+    cJSON_AddNumberToObject(d, "late_mean_ms", st->late_mean_s * 1e3);
+    cJSON_AddNumberToObject(d, "late_max_ms", st->late_max_s * 1e3);
+  }
+  char path[4200];
+  snprintf(path, sizeof path, "%s/links.json", run_dir);
+  int rc = pst_json_write_file(path, doc, 1);
+  if (rc < 0) fprintf(stderr, "pstrain: cannot write %s: %s\n", path, strerror(-rc));
+  cJSON_Delete(doc);
+}
+
+void pl_links_down(pl_links *L, const char *run_dir) {
   if (!L->ip[0]) return;
+  pl_delayline_stats st;
+  int had_line = L->dl != NULL;
+  pl_delayline_stop(L->dl, &st);
+  L->dl = NULL;
+  if (run_dir && L->up) write_report(L, run_dir, had_line ? &st : NULL);
   for (int i = 0; i < L->made_w; i++) {
     char *argv[] = {L->ip, "netns", "del", L->ns_w[i], NULL};
     run_cmd(argv, NULL, 0);

@@ -424,6 +424,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     rc = pl_links_up(&r.links, workers, link_all.set ? &link_all : NULL, link_per, lerr,
                      sizeof lerr);
     if (rc != 0) fprintf(stderr, "pstrain: %s\n", lerr);
+    else if (!o->quiet && pl_links_describe(&r.links, lerr, sizeof lerr) == 0)
+      fprintf(stderr, "pstrain: %s\n", lerr);
   }
   if (rc != 0) {
     if (r.metrics) fclose(r.metrics);
@@ -492,7 +494,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   }
   uv_run(&r.loop, UV_RUN_DEFAULT);
   /* Every process has exited (finished, failed or stopped by Ctrl-C): the links go. */
-  pl_links_down(&r.links);
+  pl_links_down(&r.links, o->run_dir);
   read_metrics(&r);
   if (r.tty && !o->quiet) fprintf(stdout, "\r\033[K");
   pl_elastic_report(&r, res);

@@ -8,10 +8,13 @@
 #     at 100 Mbit/s), which a loopback run of the same job does not need; no namespace of the
 #     run is left;
 #  3. fp16 over the same link (CPU workers): it trains, and moves half the bytes;
-#  4. Ctrl-C in the middle of a run over a link: the launcher exits 130 and leaves no
-#     namespace behind;
-#  5. a delay (netem): on a kernel with netem the job runs; on one without it the launcher
-#     says so in one line and exits 2, leaving nothing behind.
+#  4. Ctrl-C in the middle of a run over a delayed link: the launcher exits 130 and leaves
+#     no namespace behind;
+#  5. a delay of 50 ms each way (netem, or the delay line where the kernel has no netem):
+#     the round trip the launcher measured (run_dir/links.json) is 100 to 110 ms, and the
+#     sync job took at least a round trip a step;
+#  6. a loss of 2%: the job still trains to the end over TCP, and where the delay line
+#     drops, its count of drops is 2% of its packets (within 6 standard deviations).
 # The addresses (10.214.0.0/24) exist only inside the run's namespaces. Needs root and
 # iproute2; without them the test says why and skips.
 source "$(dirname "$0")/lib.sh"
@@ -95,7 +98,7 @@ check link100-fp16 2 2 100e6
 pass "fp16 over a 100 Mbit/s link: half the bytes"
 
 # ---- 4. Ctrl-C mid-run ----
-"$LAUNCHER_BIN" local --workers 2 --model mlp --epochs 3 --batch-size 256 --link 20mbit \
+"$LAUNCHER_BIN" local --workers 2 --model mlp --epochs 3 --batch-size 256 --link 20mbit,5ms \
   --run-dir "$OUT/ctrlc" >"$OUT/ctrlc.out" 2>&1 &
 pid=$!
 wait_step "$OUT/ctrlc/metrics.jsonl" 2 60
@@ -108,18 +111,36 @@ wait_pid "$pid" 60 || rc=$?
 pass "Ctrl-C over a link: exit 130, no namespace left"
 
 # ---- 5. a delay ----
-rc=0
-"$LAUNCHER_BIN" local --workers 2 --model mlp --epochs 1 --batch-size 1024 \
-  --link 100mbit,2ms --run-dir "$OUT/delay" --summary-json "$OUT/delay.json" >"$OUT/delay.out" 2>&1 &
-pid=$!
-wait "$pid" || rc=$?
-[ "$(left "$pid")" = 0 ] || fail "delay: namespaces left behind"
-if [ "$rc" -eq 0 ]; then
-  pass "a delay of 2 ms: the job ran (this kernel has netem)"
-else
-  [ "$rc" -eq 2 ] || fail "delay: exit $rc, neither 0 nor 2: $(cat "$OUT/delay.out")"
-  grep -q netem "$OUT/delay.out" || fail "delay: the reason does not name netem"
-  [ "$(grep -c 'pstrain' "$OUT/delay.out")" -eq 1 ] || fail "delay: not one line"
-  pass "a delay of 2 ms on a kernel without netem: one line, exit 2, nothing left"
-fi
-echo "5 passed, 0 failed"
+# 29 sync steps (batch 1024 per worker): each needs the step's pushes at the ps and its
+# weights back, at least one round trip of 100 ms.
+job delay50 --device null --link 1gbit,50ms
+/usr/bin/python3 - "$OUT/delay50.json" "$OUT/delay50/links.json" "$OUT/loopback.json" <<'PY' ||
+import json, sys
+s, links, loop = (json.load(open(p)) for p in sys.argv[1:4])
+rtts = [w["round_trip_ms"] for w in links["workers"]]
+print(f"delays by {links['delay_by']}: round trips {rtts} ms; training {s['training_seconds']:.2f} s "
+      f"for {s['updates']} updates (loopback {loop['training_seconds']:.2f} s)")
+assert links["delay_by"] in ("netem", "delay line"), links
+assert all(r is not None and 100 <= r <= 110 for r in rtts), rtts
+assert s["training_seconds"] >= (s["updates"] - 1) * 0.100, (s["training_seconds"], s["updates"])
+PY
+  fail "delay: the measured round trip or the job's time"
+pass "a delay of 50 ms each way: a 100 ms round trip measured, at least one a step"
+
+# ---- 6. a loss ----
+job loss2 --device null --link 1gbit,1ms,2%
+/usr/bin/python3 - "$OUT/loss2.json" "$OUT/loss2/links.json" <<'PY' ||
+import json, math, sys
+s, links = (json.load(open(p)) for p in sys.argv[1:3])
+assert s["updates"] > 0 and s["wire_bytes_per_step"] > 0, s
+d = links.get("delay_line")
+if d:
+    n, k = d["packets"], d["dropped"]
+    sd = math.sqrt(n * 0.02 * 0.98)
+    print(f"the delay line dropped {k} of {n} packets ({100 * k / n:.2f}%)")
+    assert abs(k - 0.02 * n) <= 6 * sd, (k, n)
+PY
+  fail "loss: the job or the share dropped"
+[ "$(left "$(cat "$OUT/loss2.pid")")" = 0 ] || fail "loss: namespaces left behind"
+pass "a loss of 2%: the job trains to its end, 2% of the packets dropped"
+echo "6 passed, 0 failed"
