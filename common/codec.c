@@ -483,6 +483,61 @@ size_t pst_topk_encode_momentum(const float *x, float *u, float *resid, size_t n
   return bytes;
 }
 
+/* One pair: index, value. */
+static void put_pair(uint8_t *out, uint32_t idx, float v) {
+  memcpy(out, &idx, 4);
+  memcpy(out + 4, &v, 4);
+}
+
+size_t pst_topk_encode_tensors(const float *x, float *u, float *resid, const uint8_t *kind,
+                               size_t n, double fraction, float m, uint32_t *scratch,
+                               uint8_t *out) {
+  if (n == 0) return 0;
+  /* The pairs the tensors would send, against what the chunk may carry. */
+  size_t want = 0, max = n / 2 > 1 ? n / 2 : 1;
+  for (size_t a = 0; a < n;) {
+    size_t b = a + 1;
+    while (b < n && kind[b] == kind[a]) b++;
+    want += kind[a] == PST_TOPK_SPARSE ? pst_topk_k(fraction, b - a) : b - a;
+    a = b;
+  }
+  if (want > max) {
+    size_t k = pst_topk_k(fraction, n);
+    return u ? pst_topk_encode_momentum(x, u, resid, n, k, m, scratch, out)
+             : pst_topk_encode(x, resid, n, k, scratch, out);
+  }
+  size_t bytes = 0;
+  for (size_t a = 0; a < n;) {
+    size_t b = a + 1;
+    while (b < n && kind[b] == kind[a]) b++;
+    if (kind[a] == PST_TOPK_SPARSE) {
+      size_t k = pst_topk_k(fraction, b - a);
+      size_t got = u ? pst_topk_encode_momentum(x + a, u + a, resid + a, b - a, k, m, scratch,
+                                                out + bytes)
+                     : pst_topk_encode(x + a, resid + a, b - a, k, scratch, out + bytes);
+      /* The run's indices are its own: made the chunk's. */
+      for (size_t p = bytes; p < bytes + got; p += 8) {
+        uint32_t idx;
+        memcpy(&idx, out + p, 4);
+        idx += (uint32_t)a;
+        memcpy(out + p, &idx, 4);
+      }
+      bytes += got;
+    } else {
+      for (size_t i = a; i < b; i++) {
+        float g = x[i];
+        if (u && kind[i] == PST_TOPK_DENSE) g = u[i] = m * u[i] + x[i];
+        float v = resid ? g + resid[i] : g;
+        if (resid) resid[i] = 0.0f;
+        put_pair(out + bytes, (uint32_t)i, v);
+        bytes += 8;
+      }
+    }
+    a = b;
+  }
+  return bytes;
+}
+
 int pst_topk_decode(const uint8_t *in, size_t bytes, float *out, size_t n) {
   size_t max = n / 2 > 1 ? n / 2 : 1;
   if (bytes == 0 || bytes % 8 || bytes / 8 > max || n == 0) return -EINVAL;

@@ -128,6 +128,22 @@ size_t pst_topk_encode(const float *x, float *resid, size_t n, size_t k, uint32_
  * by later steps. The ps then steps with momentum 0 (ps/main.c). Returns the bytes written. */
 size_t pst_topk_encode_momentum(const float *x, float *u, float *resid, size_t n, size_t k,
                                 float m, uint32_t *scratch, uint8_t *out);
+/* Top-k by tensor, as Deep Gradient Compression selects: kind[n] says what each value of
+ * the chunk is. Each run of PST_TOPK_SPARSE values (a weight matrix or filter bank, or the
+ * part of one in this chunk) sends its own pst_topk_k(fraction, run) largest; every
+ * PST_TOPK_DENSE value (biases, batch norm's gamma and beta: vectors, a few values a layer,
+ * which a chunk-wide top-k starves) and every PST_TOPK_STATE value (batch norm's moving
+ * statistics, no gradient) is sent, each step, with its residual. With u (momentum
+ * correction at m; NULL: none) the sparse runs are pst_topk_encode_momentum's, the dense
+ * values send m x u + x and keep that velocity (sent whole every step, the workers'
+ * velocities sum to the momentum of the summed gradient, as on the ps without correction),
+ * and the state values never pass through u. Where the pairs would not fit the chunk's
+ * max(1, n / 2), the chunk is one run (pst_topk_encode, or _momentum, of k =
+ * pst_topk_k(fraction, n)). Pairs ascend; returns the bytes written. */
+enum { PST_TOPK_SPARSE = 0, PST_TOPK_DENSE = 1, PST_TOPK_STATE = 2 };
+size_t pst_topk_encode_tensors(const float *x, float *u, float *resid, const uint8_t *kind,
+                               size_t n, double fraction, float m, uint32_t *scratch,
+                               uint8_t *out);
 /* Decodes `bytes` bytes of pairs into out[n] (the rest zero). -EINVAL when bytes is not a
  * positive multiple of 8 within max(1, n / 2) pairs, or the indices do not ascend strictly
  * within n; out may then hold anything. in and out must not overlap. */

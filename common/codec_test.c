@@ -579,6 +579,70 @@ static void check_topk_momentum(void) {
   }
 }
 
+/* Top-k by tensor against its definition: each sparse run is pst_topk_encode (with
+ * momentum: _momentum) of that run alone, its indices moved to the chunk's; dense values go
+ * whole each step and keep their velocity, state values go whole without one; the pairs
+ * decode (they ascend, within the chunk's cap). A chunk whose runs would send more pairs
+ * than it may carry is one run. */
+static void check_topk_tensors(void) {
+  enum { N = 3000 };
+  static const size_t run_len[] = {1200, 40, 1700, 20, 40};
+  static const uint8_t run_kind[] = {PST_TOPK_SPARSE, PST_TOPK_DENSE, PST_TOPK_SPARSE,
+                                     PST_TOPK_STATE, PST_TOPK_DENSE};
+  static float x[N], u[N], r[N], ru[N], rr[N], d[N];
+  static uint32_t scratch[N];
+  static uint8_t kind[N], out[8 * N], want[8 * N];
+  const float m = 0.9f;
+  for (size_t a = 0, j = 0; j < 5; a += run_len[j++]) memset(kind + a, run_kind[j], run_len[j]);
+  for (int mom = 0; mom < 2; mom++) {
+    memset(u, 0, sizeof u), memset(r, 0, sizeof r), memset(ru, 0, sizeof ru), memset(rr, 0, sizeof rr);
+    for (int step = 0; step < 5; step++) {
+      for (size_t i = 0; i < N; i++) x[i] = (float)((int)(rnd() % 20001) - 10000) * 1e-4f;
+      size_t wb = 0;
+      for (size_t a = 0, j = 0; j < 5; a += run_len[j++]) {
+        size_t len = run_len[j];
+        if (run_kind[j] == PST_TOPK_SPARSE) {
+          size_t k = pst_topk_k(0.01, len);
+          size_t got = mom ? pst_topk_encode_momentum(x + a, ru + a, rr + a, len, k, m, scratch, want + wb)
+                           : pst_topk_encode(x + a, rr + a, len, k, scratch, want + wb);
+          for (size_t p = wb; p < wb + got; p += 8) {
+            uint32_t idx;
+            memcpy(&idx, want + p, 4);
+            idx += (uint32_t)a;
+            memcpy(want + p, &idx, 4);
+          }
+          wb += got;
+          continue;
+        }
+        for (size_t i = a; i < a + len; i++) {
+          float g = x[i];
+          if (mom && run_kind[j] == PST_TOPK_DENSE) g = ru[i] = m * ru[i] + x[i];
+          float v = g + rr[i];
+          rr[i] = 0;
+          uint32_t idx = (uint32_t)i;
+          memcpy(want + wb, &idx, 4);
+          memcpy(want + wb + 4, &v, 4);
+          wb += 8;
+        }
+      }
+      size_t b = pst_topk_encode_tensors(x, mom ? u : NULL, r, kind, N, 0.01, m, scratch, out);
+      CHECK(b == wb && memcmp(out, want, b) == 0, "tensors (momentum %d) step %d: %zu bytes, not "
+            "the runs' %zu", mom, step, b, wb);
+      CHECK(memcmp(r, rr, sizeof r) == 0, "tensors (momentum %d) step %d: residuals", mom, step);
+      CHECK(!mom || memcmp(u, ru, sizeof u) == 0, "tensors step %d: velocities", step);
+      CHECK(pst_topk_decode(out, b, d, N) == 0, "tensors (momentum %d) step %d: pairs refused", mom,
+            step);
+    }
+  }
+  /* Ten values, all dense: ten pairs, more than the 5 a chunk of 10 carries. */
+  memset(kind, PST_TOPK_DENSE, 10);
+  memset(r, 0, sizeof r), memset(rr, 0, sizeof rr);
+  size_t wb = pst_topk_encode(x, rr, 10, pst_topk_k(0.2, 10), scratch, want);
+  size_t b = pst_topk_encode_tensors(x, NULL, r, kind, 10, 0.2, 0, scratch, out);
+  CHECK(b == wb && b == 16 && memcmp(out, want, b) == 0 && memcmp(r, rr, 10 * sizeof *r) == 0,
+        "tensors that do not fit: %zu bytes, not one run's %zu", b, wb);
+}
+
 /* Sparse deltas: the pairs make the copy equal to the target bit for bit, with as many pairs
  * as values changed (none for none; -0 against 0 counts), too many changes or too short a
  * chunk are refused with nothing written, and pairs a lying ps could send are refused with
@@ -642,6 +706,7 @@ int main(void) {
   check_topk();
   check_topk_paths();
   check_topk_momentum();
+  check_topk_tensors();
   check_sparse();
   check_scalar();
   for (int isa = PST_ISA_SCALAR; isa <= PST_ISA_AVX512; isa++)

@@ -74,7 +74,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("push-compress", PST_CFG_STRING, f_push_compress, "none", "the ps's --push-compress: gradients on the wire as none (float32), fp16, bf16, int8 or topk:FRACTION (each chunk's largest values), with error feedback on the workers", 0, 0),
     PST_OPT("topk-warmup", PST_CFG_STRING, f_topk_warmup, "", "the ps's --topk-warmup for the runs whose pushes are topk:FRACTION: epochs over which the share sent falls from 0.25 to FRACTION (default: the ps's)", 0, 0),
     PST_OPT("pull-compress", PST_CFG_STRING, f_pull_compress, "none", "the ps's --pull-compress: weights on the wire as none (float32), fp16 or bf16 (rounded from the ps's float32 weights), or delta (int8 changes from what each worker holds)", 0, 0),
-    PST_OPT("link", PST_CFG_STRING, f_link, "", "RATE[,DELAY[,LOSS]]: each worker in a network namespace of its own, behind a link of that rate (e.g. 1gbit), delay (1ms) and loss (0.1%) both ways, shaped with tc (needs root and iproute2; default: loopback)", 0, 0),
+    PST_OPT("link", PST_CFG_STRING, f_link, "", "RATE[,DELAY[,LOSS]]: each worker in a network namespace of its own, behind a link of that rate (e.g. 1gbit), delay (1ms) and loss (0.1%) both ways, shaped with tc (the delay and loss by netem, or by the launcher's delay line where the kernel has no netem; needs root, iproute2, and iptables for the delay line; default: loopback)", 0, 0),
     PST_OPT("link-worker", PST_CFG_STRING, f_link_worker, "", "I:RATE[,DELAY[,LOSS]][;I:...]: worker I's link instead of --link's", 0, 0),
     PST_OPT("run-dir", PST_CFG_STRING, f_run_dir, "", "logs and metrics here (default: a new /tmp dir)", 0, 0),
     PST_OPT("metrics", PST_CFG_STRING, f_metrics, "", "metrics file (JSON lines)", 0, 0),

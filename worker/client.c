@@ -388,6 +388,25 @@ int wk_client_send_now(wk_client *c, const Pstrain__Header *h) {
   return rc == n ? 0 : rc < 0 ? rc : -EAGAIN;
 }
 
+/* What each value of [lo, lo + n) is to top-k by tensor (pst_topk_encode_tensors): a
+ * layer's weights are sparse, but batch norm's gamma, which is a vector as every bias is;
+ * batch norm's moving statistics are state. Without a model, all sparse. */
+static void tensor_kinds(const pst_model *m, size_t lo, size_t n, uint8_t *kind) {
+  memset(kind, PST_TOPK_SPARSE, n);
+  if (!m || getenv("PSTRAIN_TOPK_BY_CHUNK")) return;
+  for (int l = 0; l < m->n_layers; l++) {
+    const pst_layer *L = &m->layers[l];
+    size_t off[3] = {L->w_offset, L->b_offset, L->s_offset};
+    size_t cnt[3] = {L->w_count, L->b_count, L->s_count};
+    uint8_t k[3] = {L->kind == PST_LAYER_BATCHNORM ? PST_TOPK_DENSE : PST_TOPK_SPARSE,
+                    PST_TOPK_DENSE, PST_TOPK_STATE};
+    for (int r = 0; r < 3; r++) {
+      size_t a = off[r] > lo ? off[r] : lo, b = off[r] + cnt[r] < lo + n ? off[r] + cnt[r] : lo + n;
+      if (cnt[r] && a < b) memset(kind + (a - lo), k[r], b - a);
+    }
+  }
+}
+
 int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n,
                            uint32_t chunk_floats, int layer_chunks) {
   if (chunk_floats == 0 || n == 0 || (layer_chunks && !m)) return -EINVAL;
@@ -397,6 +416,10 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
   free(c->wreq);
   free(c->whead);
   free(c->starts);
+  free(c->push_kind);
+  c->push_kind = malloc(n);
+  if (!c->push_kind) return -ENOMEM;
+  tensor_kinds(m, lo, n, c->push_kind);
   c->n_floats = n;
   c->n_chunks = (uint32_t)count;
   c->wreq = calloc(count, sizeof *c->wreq);
@@ -497,13 +520,10 @@ static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
   size_t bytes = (size_t)len * 4u;
   if (c->push_enc == PST_ENC_TOPK) {
     enc = c->push_enc_buf + 4 * off + 8 * (size_t)i;
-    size_t k = pst_topk_k(pst_topk_fraction_at(c->topk_fraction, c->topk_warmup, c->push_version),
-                          len);
-    bytes = c->push_mom ? pst_topk_encode_momentum(c->push_grad + off, c->push_mom + off,
-                                                   c->push_resid + off, len, k, c->topk_momentum,
-                                                   c->topk_scratch, enc)
-                        : pst_topk_encode(c->push_grad + off, c->push_resid + off, len, k,
-                                          c->topk_scratch, enc);
+    double f = pst_topk_fraction_at(c->topk_fraction, c->topk_warmup, c->push_version);
+    bytes = pst_topk_encode_tensors(c->push_grad + off, c->push_mom ? c->push_mom + off : NULL,
+                                    c->push_resid + off, c->push_kind + off, len, f,
+                                    c->topk_momentum, c->topk_scratch, enc);
   } else if (c->push_enc == PST_ENC_INT8) {
     enc = c->push_enc_buf + off + 4 * (size_t)i;
     bytes = pst_int8_encode(c->push_grad + off, c->push_resid + off, len, enc);
@@ -587,8 +607,10 @@ void wk_client_free(wk_client *c) {
   free(c->wreq);
   free(c->whead);
   free(c->starts);
+  free(c->push_kind);
   free_encodings(c);
   c->wreq = NULL;
   c->whead = NULL;
   c->starts = NULL;
+  c->push_kind = NULL;
 }

@@ -96,6 +96,7 @@ struct wk_client {
   uint64_t topk_warmup;   /* ... after a warm-up of this many versions (pst_topk_fraction_at) */
   float topk_momentum;    /* > 0: the job's momentum, kept here (pst_topk_encode_momentum) */
   float *push_mom;        /* [n_floats] with topk_momentum: the velocity, zero where sent */
+  uint8_t *push_kind;     /* [n_floats] PST_TOPK_* of each value: top-k by tensor (codec.h) */
   uint8_t *push_enc_buf;  /* fp16/bf16: value i at byte 2i; top-k: chunk c's pairs at byte
                            * 4 x starts[c] + 8c (they take at most 4 x its length + 8); int8:
                            * chunk c's scale and bytes at starts[c] + 4c */

@@ -98,9 +98,39 @@ static void run_case(int close_at_connect) {
   CHECK(uv_loop_close(&loop) == 0);
 }
 
+/* Top-k by tensor's kinds (pst_topk_encode_tensors): over a part of a model with batch
+ * norm, a layer's weights are sparse, its biases and batch norm's gamma and beta dense, the
+ * moving statistics state; and a part that starts inside a layer gets that layer's kinds. */
+static void check_tensor_kinds(void) {
+  static pst_model m;
+  char err[256];
+  const char *spec = "input 8x8x1\nconv2d 4 3x3 relu\nbatchnorm\nflatten\ndense 10 softmax\n";
+  CHECK(pst_model_parse(spec, "test", &m, err, sizeof err) == 0);
+  for (size_t lo = 0; lo < 40; lo += 13) {
+    wk_client c;
+    memset(&c, 0, sizeof c);
+    size_t n = m.n_params - lo;
+    CHECK(wk_client_prepare_push(&c, &m, lo, n, 64, 1) == 0);
+    size_t seen = 0;
+    for (int l = 0; l < m.n_layers; l++) {
+      const pst_layer *L = &m.layers[l];
+      int bn = L->kind == PST_LAYER_BATCHNORM;
+      for (size_t i = L->w_offset; i < L->w_offset + L->w_count; i++, seen++)
+        if (i >= lo) CHECK(c.push_kind[i - lo] == (bn ? PST_TOPK_DENSE : PST_TOPK_SPARSE));
+      for (size_t i = L->b_offset; i < L->b_offset + L->b_count; i++, seen++)
+        if (i >= lo) CHECK(c.push_kind[i - lo] == PST_TOPK_DENSE);
+      for (size_t i = L->s_offset; i < L->s_offset + L->s_count; i++, seen++)
+        if (i >= lo) CHECK(c.push_kind[i - lo] == PST_TOPK_STATE);
+    }
+    CHECK(seen == m.n_params); /* every value is some layer's */
+    wk_client_free(&c);
+  }
+}
+
 int main(void) {
   run_case(0); /* closed while resolving */
   run_case(1); /* closed once connected */
+  check_tensor_kinds();
   printf("client_test: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail ? 1 : 0;
 }
