@@ -23,7 +23,8 @@
  * overflow (the kernel drops a packet past it). 4096 full-size frames are 6 MB, 20 ms of a
  * 2.5 Gbit/s link; segmentation-offloaded packets carry up to 64 KiB each. */
 #define QUEUE_CAP 4096u
-/* The socket's receive buffer: room for every queue's notices while the thread sleeps. */
+/* Each queue socket's receive buffer (a limit, not an allocation): room for its notices
+ * while the thread sleeps. */
 #define RCVBUF (16 << 20)
 
 typedef struct {
