@@ -209,28 +209,45 @@ static int open_queue(dl_queue *q, const pl_delay_spec *spec, char *err, size_t 
   return 0;
 }
 
-/* Opens queue q in its namespace: the socket belongs to the namespace it is made in, so
- * this thread enters that one for as long (setns moves the calling thread only), then
- * comes back. */
-static int open_queue_in(dl_queue *q, const pl_delay_spec *spec, char *err, size_t errlen) {
-  if (!spec->ns_path) return open_queue(q, spec, err, errlen);
+int pl_in_netns(const char *ns_path, int (*fn)(void *), void *arg) {
   int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-  int target = open(spec->ns_path, O_RDONLY | O_CLOEXEC);
+  int target = open(ns_path, O_RDONLY | O_CLOEXEC);
   int rc;
   if (self < 0 || target < 0 || setns(target, CLONE_NEWNET) < 0) {
-    rc = -errno;
-    snprintf(err, errlen, "cannot enter the namespace %s: %s", spec->ns_path, strerror(errno));
+    rc = errno ? -errno : -EIO;
   } else {
-    rc = open_queue(q, spec, err, errlen);
+    rc = fn(arg);
     if (setns(self, CLONE_NEWNET) < 0) {
-      /* This thread would be left in the link's namespace: nothing after could be trusted. */
-      fprintf(stderr, "pstrain: cannot leave the namespace %s: %s\n", spec->ns_path,
-              strerror(errno));
+      fprintf(stderr, "pstrain: cannot leave the namespace %s: %s\n", ns_path, strerror(errno));
       abort();
     }
   }
   if (self >= 0) close(self);
   if (target >= 0) close(target);
+  return rc;
+}
+
+/* open_queue's arguments, through pl_in_netns. */
+typedef struct {
+  dl_queue *q;
+  const pl_delay_spec *spec;
+  char *err;
+  size_t errlen;
+} open_args;
+
+static int open_queue_cb(void *arg) {
+  open_args *a = arg;
+  return open_queue(a->q, a->spec, a->err, a->errlen);
+}
+
+/* Opens queue q in its namespace: the socket belongs to the namespace it is made in. */
+static int open_queue_in(dl_queue *q, const pl_delay_spec *spec, char *err, size_t errlen) {
+  if (!spec->ns_path) return open_queue(q, spec, err, errlen);
+  open_args a = {q, spec, err, errlen};
+  err[0] = '\0'; /* open_queue's own failures say why; failing to enter leaves it empty */
+  int rc = pl_in_netns(spec->ns_path, open_queue_cb, &a);
+  if (rc < 0 && !err[0])
+    snprintf(err, errlen, "cannot enter the namespace %s: %s", spec->ns_path, strerror(-rc));
   return rc;
 }
 

@@ -40,6 +40,13 @@ typedef struct {
   double late_mean_s, late_max_s;
 } pl_delayline_stats;
 
+/* Runs fn(arg) on the calling thread inside the network namespace at ns_path
+ * ("/run/netns/NAME"), then brings the thread back (setns moves the calling thread only; a
+ * socket made meanwhile stays in that namespace). fn's result, or a negative error code
+ * when the namespace cannot be entered. A thread that cannot come back aborts: nothing it
+ * did after could be trusted. */
+int pl_in_netns(const char *ns_path, int (*fn)(void *), void *arg);
+
 /* Opens the n netfilter queues of spec, each in its namespace, and starts the thread that
  * serves them. 0, or a negative error code with a one-line reason in err (no netfilter
  * queue in this kernel, not allowed, a namespace that is not there). The calling thread

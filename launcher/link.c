@@ -198,6 +198,14 @@ static void sweep(const pl_links *L) {
   closedir(d);
 }
 
+/* Whether link l delays or drops (netem's part, or the delay line's). */
+static int delays(const pl_link_spec *l) { return l->set && (l->delay[0] || l->loss_text[0]); }
+
+const char *pl_delay_by_name(pl_delay_by d) {
+  static const char *const names[] = {"none", "netem", "delay line"};
+  return (unsigned)d < sizeof names / sizeof *names ? names[d] : "?";
+}
+
 /* The shaping of one direction: egress of dev in namespace ns. A token bucket of the rate
  * (its bucket 10 ms of the rate, at least 64 KiB so that a segmentation-offloaded packet
  * passes, and up to 200 ms queued before drops, as a router's buffer); under netem when
@@ -207,7 +215,7 @@ static int shape(const pl_links *L, const char *tc, const char *ns, const char *
   char burst[32];
   double b = l->bits_per_sec / 8 * 0.01;
   snprintf(burst, sizeof burst, "%.0f", b > 65536 ? b : 65536);
-  if (!with_netem || (!l->delay[0] && !l->loss_text[0]))
+  if (!with_netem || !delays(l))
     return TC("-n", ns, "qdisc", "add", "dev", dev, "root", "handle", "1:", "tbf", "rate",
               l->rate, "burst", burst, "latency", "200ms");
   char delay[40], loss[40];
@@ -228,6 +236,24 @@ static int have_netem(const pl_links *L, const char *tc, char *err, size_t errle
   return strstr(err, "qdisc kind is unknown") ? 0 : -1;
 }
 
+static int tcp_socket(void *arg) {
+  (void)arg;
+  int s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  return s < 0 ? -errno : s;
+}
+
+/* The path of namespace ns, as setns and the delay line take it. */
+static const char *ns_path(const char *ns, char *buf, size_t len) {
+  snprintf(buf, len, "/run/netns/%s", ns);
+  return buf;
+}
+
+/* A TCP socket made in namespace ns, or a negative error code. */
+static int socket_in(const char *ns) {
+  char path[96];
+  return pl_in_netns(ns_path(ns, path, sizeof path), tcp_socket, NULL);
+}
+
 /* The delay line: iptables sends each packet of a delayed link to a netfilter queue where
  * it arrives (delayline.h says why there): what worker i sends, to queue i in the ps's
  * namespace (INPUT from its address); what the ps sends it, to queue 0 in its own (INPUT
@@ -245,7 +271,7 @@ static int delay_line_up(pl_links *L, char *err, size_t errlen) {
   int n = 0;
   for (int i = 0; i < L->workers; i++) {
     const pl_link_spec *l = &L->spec[i];
-    if (!l->set || (!l->delay[0] && !l->loss_text[0])) continue;
+    if (!delays(l)) continue;
     char addr[32], queue[16];
     snprintf(addr, sizeof addr, "10.214.0.%d", i + 2);
     snprintf(queue, sizeof queue, "%d", i);
@@ -254,11 +280,10 @@ static int delay_line_up(pl_links *L, char *err, size_t errlen) {
         IP("netns", "exec", L->ns_w[i], iptables, "-w", "-A", "INPUT", "-s", PL_LINK_PS_ADDR, "-j",
            "NFQUEUE", "--queue-num", "0") < 0)
       return -1;
-    snprintf(paths[n], sizeof paths[n], "/run/netns/%s", L->ns_ps);
-    spec[n] = (pl_delay_spec){paths[n], i, l->delay_s, l->loss};
+    spec[n] = (pl_delay_spec){ns_path(L->ns_ps, paths[n], sizeof paths[n]), i, l->delay_s, l->loss};
     n++;
-    snprintf(paths[n], sizeof paths[n], "/run/netns/%s", L->ns_w[i]);
-    spec[n] = (pl_delay_spec){paths[n], 0, l->delay_s, l->loss};
+    spec[n] = (pl_delay_spec){ns_path(L->ns_w[i], paths[n], sizeof paths[n]), 0, l->delay_s,
+                              l->loss};
     n++;
   }
   char why[300];
@@ -267,27 +292,6 @@ static int delay_line_up(pl_links *L, char *err, size_t errlen) {
     return -1;
   }
   return 0;
-}
-
-/* A TCP socket made in namespace ns: setns moves only the calling thread, which comes
- * back at once. The socket, or -1. */
-static int socket_in(const char *ns) {
-  char path[96];
-  snprintf(path, sizeof path, "/run/netns/%s", ns);
-  int self = open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC);
-  int target = open(path, O_RDONLY | O_CLOEXEC);
-  int s = -1;
-  if (self >= 0 && target >= 0 && setns(target, CLONE_NEWNET) == 0) {
-    s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (setns(self, CLONE_NEWNET) < 0) {
-      /* This thread would be left in the link's namespace: nothing after could be trusted. */
-      fprintf(stderr, "pstrain: cannot leave the namespace %s: %s\n", ns, strerror(errno));
-      abort();
-    }
-  }
-  if (self >= 0) close(self);
-  if (target >= 0) close(target);
-  return s;
 }
 
 /* Worker i's round trip to the ps as TCP sees it: the best of three handshakes (SYN there,
@@ -345,11 +349,11 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
   }
   sweep(L);
   L->workers = workers;
-  int delays = 0;
+  int delayed = 0;
   for (int i = 0; i < workers; i++) {
     const pl_link_spec *l = per && per[i].set ? &per[i] : all;
     if (l) L->spec[i] = *l;
-    delays |= L->spec[i].set && (L->spec[i].delay[0] || L->spec[i].loss_text[0]);
+    delayed |= delays(&L->spec[i]);
   }
   snprintf(L->ns_ps, sizeof L->ns_ps, "pstlink-%d-ps", (int)getpid());
   char e2[400];
@@ -360,10 +364,10 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
       IP("-n", L->ns_ps, "addr", "add", PL_LINK_PS_ADDR "/24", "dev", "br0") < 0 ||
       IP("-n", L->ns_ps, "link", "set", "br0", "up") < 0)
     goto fail;
-  if (delays) {
+  if (delayed) {
     int netem = have_netem(L, tc, err, errlen);
     if (netem < 0) goto fail;
-    L->delay_by = netem ? "netem" : "delay line";
+    L->delay_by = netem ? PL_DELAY_NETEM : PL_DELAY_LINE;
   }
   for (int i = 0; i < workers; i++) {
     const pl_link_spec *l = &L->spec[i];
@@ -381,12 +385,12 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
         IP("-n", L->ns_w[i], "addr", "add", addr, "dev", "eth0") < 0 ||
         IP("-n", L->ns_w[i], "link", "set", "eth0", "up") < 0)
       goto fail;
-    int with_netem = L->delay_by && !strcmp(L->delay_by, "netem");
+    int with_netem = L->delay_by == PL_DELAY_NETEM;
     if (l->set && (shape(L, tc, L->ns_w[i], "eth0", l, with_netem, err, errlen) < 0 ||
                    shape(L, tc, L->ns_ps, port, l, with_netem, err, errlen) < 0))
       goto fail;
   }
-  if (L->delay_by && !strcmp(L->delay_by, "delay line") && delay_line_up(L, err, errlen) < 0)
+  if (L->delay_by == PL_DELAY_LINE && delay_line_up(L, err, errlen) < 0)
     goto fail;
   for (int i = 0; i < workers; i++) L->rtt_s[i] = probe_rtt(L, i);
   L->up = 1;
@@ -405,7 +409,7 @@ fail:
   return 2;
 }
 
-int pl_links_describe(const pl_links *L, char *out, size_t outlen) {
+void pl_links_describe(const pl_links *L, char *out, size_t outlen) {
   size_t used = 0;
   double lo = -1, hi = -1;
   for (int i = 0; i < L->workers; i++) {
@@ -416,21 +420,21 @@ int pl_links_describe(const pl_links *L, char *out, size_t outlen) {
   }
   used += (size_t)snprintf(out + used, outlen - used, "links: %d worker%s", L->workers,
                            L->workers == 1 ? "" : "s");
-  if (L->delay_by && used < outlen)
+  if (L->delay_by != PL_DELAY_NONE && used < outlen)
     used += (size_t)snprintf(out + used, outlen - used, ", delays and losses by %s%s",
-                             L->delay_by, strcmp(L->delay_by, "netem") ? " (no netem here)" : "");
+                             pl_delay_by_name(L->delay_by),
+                             L->delay_by == PL_DELAY_LINE ? " (no netem here)" : "");
   if (used < outlen) {
     if (lo < 0) snprintf(out + used, outlen - used, "; no round trip measured");
     else if (hi - lo < 5e-5) snprintf(out + used, outlen - used, "; round trip %.2f ms", lo * 1e3);
     else snprintf(out + used, outlen - used, "; round trips %.2f to %.2f ms", lo * 1e3, hi * 1e3);
   }
-  return 0;
 }
 
 /* run_dir/links.json: the links as asked, as measured, and the delay line's figures. */
 static void write_report(const pl_links *L, const char *run_dir, const pl_delayline_stats *st) {
   cJSON *doc = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(doc, "workers");
-  cJSON_AddStringToObject(doc, "delay_by", L->delay_by ? L->delay_by : "none");
+  cJSON_AddStringToObject(doc, "delay_by", pl_delay_by_name(L->delay_by));
   for (int i = 0; i < L->workers; i++) {
     const pl_link_spec *l = &L->spec[i];
     cJSON *w = cJSON_CreateObject();

@@ -42,6 +42,11 @@ int pl_link_parse_workers(const char *s, int workers, pl_link_spec *per, char *e
 
 #define PL_LINK_PS_ADDR "10.214.0.1"
 
+/* What delays and drops the links' packets. */
+typedef enum { PL_DELAY_NONE = 0, PL_DELAY_NETEM, PL_DELAY_LINE } pl_delay_by;
+/* "none", "netem" or "delay line" (links.json's delay_by). */
+const char *pl_delay_by_name(pl_delay_by d);
+
 typedef struct {
   int up;
   int workers;
@@ -50,7 +55,7 @@ typedef struct {
   char ns_w[PL_MAX_WORKERS][48];
   int made_ps, made_w;               /* namespaces made so far (deleted by pl_links_down) */
   pl_link_spec spec[PL_MAX_WORKERS]; /* worker i's link (spec[i].set: shaped) */
-  const char *delay_by;              /* "netem" or "delay line" (NULL: no delay or loss) */
+  pl_delay_by delay_by;              /* PL_DELAY_NONE: no link delays or drops */
   pl_delayline *dl;                  /* the delay line, when it is the delay_by */
   double rtt_s[PL_MAX_WORKERS];      /* worker i's round trip to the ps, measured at setup */
 } pl_links;
@@ -61,7 +66,7 @@ typedef struct {
 int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link_spec *per,
                 char *err, size_t errlen);
 /* One line for the log: the workers' links, what delays them, their round trips. */
-int pl_links_describe(const pl_links *L, char *out, size_t outlen);
+void pl_links_describe(const pl_links *L, char *out, size_t outlen);
 /* Deletes every namespace made (idempotent). Before that, when run_dir is not NULL, writes
  * run_dir/links.json: each worker's link as asked and its round trip as measured, and what
  * the delay line did (packets, losses, how late its verdicts came). */

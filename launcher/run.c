@@ -424,8 +424,10 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     rc = pl_links_up(&r.links, workers, link_all.set ? &link_all : NULL, link_per, lerr,
                      sizeof lerr);
     if (rc != 0) fprintf(stderr, "pstrain: %s\n", lerr);
-    else if (!o->quiet && pl_links_describe(&r.links, lerr, sizeof lerr) == 0)
+    else if (!o->quiet) {
+      pl_links_describe(&r.links, lerr, sizeof lerr);
       fprintf(stderr, "pstrain: %s\n", lerr);
+    }
   }
   if (rc != 0) {
     if (r.metrics) fclose(r.metrics);
