@@ -252,6 +252,13 @@ int pst_int8_delta(const float *target, float *held, size_t n, uint8_t *out) {
   return 0;
 }
 
+/* ---- sparse pairs (delta pulls and top-k pushes): u32 index, float32 value ---- */
+
+static void put_pair(uint8_t *out, uint32_t idx, float v) {
+  memcpy(out, &idx, 4);
+  memcpy(out + 4, &v, 4);
+}
+
 /* ---- sparse deltas ---- */
 
 int pst_sparse_delta(const float *target, float *held, size_t n, uint8_t *out) {
@@ -263,9 +270,7 @@ int pst_sparse_delta(const float *target, float *held, size_t n, uint8_t *out) {
   for (size_t i = 0; i < n; i++) {
     if (memcmp(&target[i], &held[i], sizeof *held) == 0) continue;
     if (p == max) return -E2BIG;
-    uint32_t idx = (uint32_t)i;
-    memcpy(out + 8 * p, &idx, 4);
-    memcpy(out + 8 * p + 4, &target[i], 4);
+    put_pair(out + 8 * p, (uint32_t)i, target[i]);
     p++;
   }
   for (size_t q = 0; q < p; q++) {
@@ -355,12 +360,7 @@ static void topk_emit(const float *x, float *resid, size_t from, size_t to, uint
     uint32_t m = mag_key(v);
     int take = m > t || (m == t && *ties > 0);
     if (m == t && take) (*ties)--;
-    if (take) {
-      uint32_t idx = (uint32_t)i;
-      memcpy(out + 8 * *sent, &idx, 4);
-      memcpy(out + 8 * *sent + 4, &v, 4);
-      (*sent)++;
-    }
+    if (take) put_pair(out + 8 * (*sent)++, (uint32_t)i, v);
     if (resid) resid[i] = take || !isfinite(v) ? 0.0f : v;
   }
 }
@@ -483,10 +483,11 @@ size_t pst_topk_encode_momentum(const float *x, float *u, float *resid, size_t n
   return bytes;
 }
 
-/* One pair: index, value. */
-static void put_pair(uint8_t *out, uint32_t idx, float v) {
-  memcpy(out, &idx, 4);
-  memcpy(out + 4, &v, 4);
+/* The end of the run of equal kinds that starts at a. */
+static size_t run_end(const uint8_t *kind, size_t a, size_t n) {
+  size_t b = a + 1;
+  while (b < n && kind[b] == kind[a]) b++;
+  return b;
 }
 
 size_t pst_topk_encode_tensors(const float *x, float *u, float *resid, const uint8_t *kind,
@@ -495,11 +496,9 @@ size_t pst_topk_encode_tensors(const float *x, float *u, float *resid, const uin
   if (n == 0) return 0;
   /* The pairs the tensors would send, against what the chunk may carry. */
   size_t want = 0, max = n / 2 > 1 ? n / 2 : 1;
-  for (size_t a = 0; a < n;) {
-    size_t b = a + 1;
-    while (b < n && kind[b] == kind[a]) b++;
+  for (size_t a = 0, b; a < n; a = b) {
+    b = run_end(kind, a, n);
     want += kind[a] == PST_TOPK_SPARSE ? pst_topk_k(fraction, b - a) : b - a;
-    a = b;
   }
   if (want > max) {
     size_t k = pst_topk_k(fraction, n);
@@ -507,9 +506,8 @@ size_t pst_topk_encode_tensors(const float *x, float *u, float *resid, const uin
              : pst_topk_encode(x, resid, n, k, scratch, out);
   }
   size_t bytes = 0;
-  for (size_t a = 0; a < n;) {
-    size_t b = a + 1;
-    while (b < n && kind[b] == kind[a]) b++;
+  for (size_t a = 0, b; a < n; a = b) {
+    b = run_end(kind, a, n);
     if (kind[a] == PST_TOPK_SPARSE) {
       size_t k = pst_topk_k(fraction, b - a);
       size_t got = u ? pst_topk_encode_momentum(x + a, u + a, resid + a, b - a, k, m, scratch,
@@ -533,7 +531,6 @@ size_t pst_topk_encode_tensors(const float *x, float *u, float *resid, const uin
         bytes += 8;
       }
     }
-    a = b;
   }
   return bytes;
 }
