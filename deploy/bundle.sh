@@ -40,6 +40,15 @@ PROGRAMS=(
   kernels/cuda/device_test
 )
 
+# The programs `--link` runs (launcher/link.c): iproute2's ip and tc for the namespaces, the
+# veth pairs and the rate, and iptables for the delay line where the kernel has no netem
+# (issue 27). GPU hosts' images often have none of them; the launcher looks on PATH first,
+# where `run` puts sbin/. iptables is the multi-call binary it links to (xtables-nft-multi
+# on Debian 12), which picks its personality from the name it is called by, and loads its
+# matches and targets (NFQUEUE) from lib/xtables ($XTABLES_LIBDIR, set by `run`).
+LINK_TOOLS=(ip tc iptables)
+XTABLES_DIR=/usr/lib/x86_64-linux-gnu/xtables
+
 # Libraries every host has, or must bring itself: glibc's, the C++ runtime the CUDA
 # libraries link too, and the driver and CUDA libraries, which must match the host's GPU.
 SYSTEM_LIBS='^(linux-vdso|ld-linux-x86-64|libc|libm|libmvec|libpthread|libdl|librt|libutil|libresolv|libanl|libstdc\+\+|libgcc_s|libcuda|libcudart|libcublas|libcublasLt|libcudnn[a-z_]*|libnvrtc[a-z-]*|libnvJitLink)\.so'
@@ -56,10 +65,24 @@ for p in "${PROGRAMS[@]}"; do
   chmod u+w "$stage/bin/$p"
 done
 
-# Every shared library the programs link, as the loader resolves it here, except the
-# system's: ldd lists the whole closure. One that is not found is an error, unless it is a
-# CUDA library, which the host brings.
-for p in "${PROGRAMS[@]}"; do
+mkdir -p "$stage/sbin"
+for t in "${LINK_TOOLS[@]}"; do
+  found=""
+  for d in /usr/sbin /usr/bin /sbin /bin; do
+    if [ -x "$d/$t" ]; then found=$(readlink -f "$d/$t"); break; fi
+  done
+  [ -n "$found" ] || { echo "bundle.sh: $t is not installed here (./pstrain installs it)" >&2; exit 1; }
+  cp "$found" "$stage/sbin/$t"
+  chmod u+w "$stage/sbin/$t"
+done
+[ -d "$XTABLES_DIR" ] || { echo "bundle.sh: $XTABLES_DIR is missing (iptables' extensions)" >&2; exit 1; }
+mkdir -p "$stage/lib/xtables"
+cp -L "$XTABLES_DIR"/*.so "$stage/lib/xtables/"
+
+# Every shared library the programs and the link tools link, as the loader resolves it here,
+# except the system's: ldd lists the whole closure. One that is not found is an error,
+# unless it is a CUDA library, which the host brings.
+for p in "${PROGRAMS[@]/#/bin/}" "${LINK_TOOLS[@]/#/sbin/}"; do
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     if echo "$name" | grep -Eq "$SYSTEM_LIBS"; then continue; fi
@@ -68,9 +91,9 @@ for p in "${PROGRAMS[@]}"; do
       exit 1
     fi
     [ -e "$stage/lib/$name" ] || cp -L "$path" "$stage/lib/$name"
-  done < <(ldd "$stage/bin/$p")
+  done < <(ldd "$stage/$p")
 done
-chmod u+w "$stage"/lib/*
+chmod u+w "$stage"/lib/* "$stage"/lib/xtables/*
 
 if [ -n "$data" ]; then
   mkdir -p "$stage/data/fashion-mnist"
@@ -88,6 +111,9 @@ pstrain, relocatable: unpack anywhere and run
 
     ./pstrain-bundle/run gpu-check           # everything GPU-related, with a report
     ./pstrain-bundle/run local --gpus 0 ...  # any pstrain command (--help lists them)
+
+`--link` (emulated links, issue 27) needs root; the bundle brings the ip, tc and iptables
+it runs (sbin/), which `run` puts first on PATH.
 
 `run` finds the host's CUDA runtime, cuBLAS and cuDNN (a toolkit under /usr/local/cuda*,
 or pip's nvidia-* wheels; PSTRAIN_CUDA_LIB_DIRS=dir:dir names them instead), puts them

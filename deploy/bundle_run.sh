@@ -58,6 +58,13 @@ PSTRAIN_BENCHCLIENT_BIN="$here/bin/tools/pstrain-benchclient"
 PSTRAIN_CUDA_LIB="$here/bin/kernels/cuda/libpstrain_cuda.so"
 export LD_LIBRARY_PATH PSTRAIN_PS_BIN PSTRAIN_WORKER_BIN PSTRAIN_BENCHCLIENT_BIN PSTRAIN_CUDA_LIB
 
+# The link tools `--link` runs (ip, tc, iptables: deploy/bundle.sh says why they travel)
+# first on PATH, and iptables' extensions beside them: GPU hosts' images often lack them,
+# and the bundle's, built for Debian 12, run on any newer kernel.
+PATH="$here/sbin:${PATH:-/usr/bin:/bin}"
+XTABLES_LIBDIR="$here/lib/xtables"
+export PATH XTABLES_LIBDIR
+
 # The bundled data as the default of every command that reads data (the launcher's run
 # flags and gpu-check's read these variables); a --data-dir flag still wins.
 if [ -d "$here/data/fashion-mnist" ]; then

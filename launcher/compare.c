@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
+#include "common/json_file.h"
 #include "common/proc.h"
 #include "launcher/commands.h"
 #include "common/codec.h"
@@ -244,6 +245,26 @@ static void write_elastic(const char *dir, trained_series *tp, const trained_ser
 
 /* Reads a run's metrics: its evaluations (dense ones when there are any, else the epochs'),
  * the staleness its training reports carried, and its summary. */
+/* The round trips the launcher measured over the run's links (run_dir/links.json, written
+ * with --link): the smallest and largest over the workers, or -1; and what made the delay. */
+static void link_round_trips(run_rec *r) {
+  char path[PATH_MAX + 32];
+  snprintf(path, sizeof path, "%s/links.json", r->dir);
+  r->rtt_lo = r->rtt_hi = -1;
+  cJSON *doc = pst_json_read_file(path);
+  const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(doc, "delay_by"));
+  snprintf(r->delay_by, sizeof r->delay_by, "%s", by ? by : "");
+  const cJSON *w;
+  cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(doc, "workers")) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(w, "round_trip_ms");
+    if (!cJSON_IsNumber(v)) continue;
+    double ms = cJSON_GetNumberValue(v);
+    if (r->rtt_lo < 0 || ms < r->rtt_lo) r->rtt_lo = ms;
+    if (ms > r->rtt_hi) r->rtt_hi = ms;
+  }
+  cJSON_Delete(doc);
+}
+
 static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const double *targets,
                    int ntargets) {
   char path[PATH_MAX + 32];
@@ -324,6 +345,7 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
   }
   free(epochs.pts);
   qsort(r->pts, (size_t)r->npts, sizeof *r->pts, by_samples);
+  link_round_trips(r);
   for (int t = 0; t < ntargets; t++) {
     r->ttt[t] = -1;
     for (int i = 0; i < r->npts; i++)
@@ -654,10 +676,15 @@ int pl_cmd_compare(int argc, char **argv) {
     fprintf(stderr, "pstrain compare: cannot write %s or %s\n", md, html);
     return 1;
   }
+  char json[PATH_MAX + 32];
+  snprintf(json, sizeof json, "%s/compare.json", abs_out);
+  int jrc = pl_cmp_write_json(json, grid, counts, ncounts, n, (int)repeats, targets, ntargets);
+  if (jrc < 0) fprintf(stderr, "pstrain compare: cannot write %s: %s\n", json, strerror(-jrc));
   for (int c = 0; c < ncounts; c++)
     for (int i = 0; i < n; i++)
       for (long k = 0; k < repeats; k++) free(grid[c][i].reps[k].pts);
   printf("report: %s\nsummary: %s\nrun directory: %s (%.0f s)\n", html, md, abs_out, elapsed);
+  if (jrc < 0) return 1;
   if (!plots_ok) return 1;
   return failures ? 1 : 0;
 }

@@ -31,6 +31,10 @@ typedef struct {
   double wall, train_s, eval_s, accuracy, updates, sps, ups;
   double mean_stale, max_stale, dropped, max_lead;
   double wire_step, wire_sample;  /* bytes on the ps's port per update, per sample (issue 27) */
+  double rtt_lo, rtt_hi;          /* the link's round trips the launcher measured, ms, over
+                                   * the workers (links.json; -1 without --link) */
+  char delay_by[16];              /* how the link's delay was made: "netem", "delay line",
+                                   * "none" (links.json; "" without --link) */
   eval_point *pts;
   int npts, cap;
   int dense;                      /* pts are dense evaluations */
@@ -71,6 +75,11 @@ void pl_cmp_md_table(FILE *f, mode_run *modes, int n, int repeats, const double 
                      int ntargets);
 void pl_cmp_html_table(FILE *f, mode_run *modes, int n, int repeats, const double *targets,
                        int ntargets);
+/* <out>/compare.json: every setting's runs and their figures (times to the targets, final
+ * accuracy, samples/s, wire bytes, measured round trips) for programs to read (gpu-check's
+ * slow-links check). 0 or a negative errno. */
+int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *counts,
+                      int ncounts, int n, int repeats, const double *targets, int ntargets);
 /* An image inlined as a data: URI (report.html stands alone); text escaped for HTML. */
 int pl_cmp_html_image(FILE *f, const char *dir, const char *name);
 void pl_cmp_html_text(FILE *f, const char *s);

@@ -12,6 +12,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "common/json_file.h"
 #include "common/proc.h"
 #include "launcher/compare.h"
 
@@ -449,4 +450,61 @@ void pl_cmp_load_line(char *out, size_t len) {
   double a = 0, b = 0, c = 0;
   if (f && fscanf(f, "%lf %lf %lf", &a, &b, &c) == 3) snprintf(out, len, "%.2f %.2f %.2f", a, b, c);
   if (f) fclose(f);
+}
+
+/* ---- compare.json ---- */
+
+/* A figure, or null where the run has none (a negative round trip or time: none). */
+static void add_num(cJSON *o, const char *key, double v, int negative_is_none) {
+  if (isfinite(v) && !(negative_is_none && v < 0)) cJSON_AddNumberToObject(o, key, v);
+  else cJSON_AddNullToObject(o, key);
+}
+
+int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *counts,
+                      int ncounts, int n, int repeats, const double *targets, int ntargets) {
+  cJSON *doc = cJSON_CreateObject();
+  cJSON *tg = cJSON_AddArrayToObject(doc, "targets");
+  for (int t = 0; t < ntargets; t++) cJSON_AddItemToArray(tg, cJSON_CreateNumber(targets[t]));
+  cJSON *settings = cJSON_AddArrayToObject(doc, "settings");
+  for (int c = 0; c < ncounts; c++) {
+    for (int i = 0; i < n; i++) {
+      const mode_run *m = &grid[c][i];
+      cJSON *s = cJSON_CreateObject();
+      cJSON_AddItemToArray(settings, s);
+      cJSON_AddStringToObject(s, "label", m->label);
+      cJSON_AddNumberToObject(s, "workers", counts[c]);
+      cJSON_AddStringToObject(s, "mode", m->mode);
+      /* "" for the job's own flags: the setting did not name one. */
+      cJSON_AddStringToObject(s, "push", m->push);
+      cJSON_AddStringToObject(s, "pull", m->pull);
+      cJSON_AddStringToObject(s, "link", m->link);
+      cJSON *runs = cJSON_AddArrayToObject(s, "runs");
+      for (int k = 0; k < repeats; k++) {
+        const run_rec *r = &m->reps[k];
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddItemToArray(runs, o);
+        cJSON_AddNumberToObject(o, "seed", (double)r->seed);
+        cJSON_AddNumberToObject(o, "exit_status", r->rc);
+        cJSON_AddBoolToObject(o, "finished", r->rc == 0 && r->have_summary);
+        add_num(o, "test_accuracy", r->have_summary ? r->accuracy : NAN, 0);
+        cJSON *tt = cJSON_AddArrayToObject(o, "time_to_target_s");
+        for (int t = 0; t < ntargets; t++) {
+          double v = r->have_summary && r->ttt[t] >= 0 ? r->ttt[t] : NAN;
+          cJSON_AddItemToArray(tt, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
+        }
+        add_num(o, "training_seconds", r->have_summary ? r->train_s : NAN, 0);
+        add_num(o, "samples_per_sec", r->have_summary ? r->sps : NAN, 0);
+        add_num(o, "updates", r->have_summary ? r->updates : NAN, 0);
+        add_num(o, "wire_bytes_per_update", r->have_summary ? r->wire_step : NAN, 1);
+        add_num(o, "wire_bytes_per_sample", r->have_summary ? r->wire_sample : NAN, 1);
+        add_num(o, "round_trip_ms_min", r->rtt_lo, 1);
+        add_num(o, "round_trip_ms_max", r->rtt_hi, 1);
+        cJSON_AddStringToObject(o, "delay_by", r->delay_by);
+        cJSON_AddStringToObject(o, "dir", r->dir);
+      }
+    }
+  }
+  int rc = pst_json_write_file(path, doc, 1);
+  cJSON_Delete(doc);
+  return rc;
 }

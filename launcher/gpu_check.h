@@ -48,8 +48,6 @@ int pl_gc_run_child(char *const argv[], const char *const *env, const char *log,
  * one line in err. */
 int pl_gc_subset_data(const char *from, const char *to, long train, long test, char *err,
                       size_t errlen);
-/* A JSON file parsed (free with cJSON_Delete), or NULL. */
-cJSON *pl_gc_read_json(const char *path);
 /* A number field of o, or NAN. */
 double pl_gc_num(const cJSON *o, const char *key);
 /* The losses of the "train" records of a metrics file (JSON lines), in order, at most max.

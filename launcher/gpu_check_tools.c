@@ -149,23 +149,6 @@ int pl_gc_subset_data(const char *from, const char *to, long train, long test, c
 
 /* ---- reading back ---- */
 
-cJSON *pl_gc_read_json(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (f == NULL) return NULL;
-  char *text = NULL;
-  size_t len = 0;
-  FILE *m = open_memstream(&text, &len);
-  char chunk[4096];
-  size_t n;
-  while (m && (n = fread(chunk, 1, sizeof chunk, f)) > 0) fwrite(chunk, 1, n, m);
-  fclose(f);
-  if (m == NULL) return NULL;
-  fclose(m);
-  cJSON *doc = cJSON_Parse(text);
-  free(text);
-  return doc;
-}
-
 double pl_gc_num(const cJSON *o, const char *key) {
   const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
   return cJSON_IsNumber(v) ? v->valuedouble : NAN;

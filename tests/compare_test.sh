@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# `pstrain compare` on a tiny run writes three valid PNG plots and a table with one row per
-# mode.
+# `pstrain compare` on a tiny run writes three valid PNG plots, a table with one row per
+# mode, and compare.json with each mode's run: finished, its figures those of the run's own
+# summary.json, and no link round trips (no --link).
 source "$(dirname "$0")/lib.sh"
 export PSTRAIN_PS_BIN="$PS_BIN" PSTRAIN_WORKER_BIN="$WORKER_BIN"
 command -v gnuplot >/dev/null || { echo "SKIP: gnuplot is not installed (./pstrain installs gnuplot-nox)"; echo "0 passed, 0 failed, 1 skipped"; exit 0; }
@@ -15,5 +16,20 @@ done
 rows=$(grep -cE '^\| (sync|async|ssp:1) ' "$OUT/cmp/summary.md")
 [ "$rows" -eq 3 ] || fail "expected 3 table rows, got $rows"
 grep -q "^| ssp:1 .* (bound 1) " "$OUT/cmp/summary.md" || fail "no ssp lead in the table"
-pass "compare: 3 plots, 3 rows"
+/usr/bin/python3 - "$OUT/cmp/compare.json" <<'EOF' || fail "compare.json"
+import json, math, os, sys
+doc = json.load(open(sys.argv[1]))
+modes = [s["mode"] for s in doc["settings"]]
+assert modes == ["sync", "async", "ssp"], modes
+assert doc["targets"] == [0.85, 0.88, 0.9], doc["targets"]
+for s in doc["settings"]:
+    (r,) = s["runs"]
+    summary = json.load(open(os.path.join(r["dir"], "summary.json")))
+    assert r["finished"] and r["exit_status"] == 0, r
+    assert math.isclose(r["test_accuracy"], summary["test_accuracy"]), (r, summary)
+    assert math.isclose(r["samples_per_sec"], summary["samples_per_sec"]), (r, summary)
+    assert r["updates"] == summary["updates"] and r["wire_bytes_per_update"] > 0, r
+    assert len(r["time_to_target_s"]) == 3 and r["round_trip_ms_min"] is None, r
+EOF
+pass "compare: 3 plots, 3 rows, compare.json"
 echo "1 passed, 0 failed"

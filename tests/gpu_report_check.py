@@ -3,7 +3,8 @@
 
     gpu_report_check.py REPORT pass   every check ran and passed: the devices, the data, the
                                       four parity tests, six presets, two workers on one
-                                      device, eight bench-train runs; their figures are sane
+                                      device, eight bench-train runs, the slow links (issue
+                                      27); their figures are sane
     gpu_report_check.py REPORT nogpu  the run stopped at the devices check, which failed
 
 Numbers are compared as numbers; exits non-zero with one line on the first problem."""
@@ -31,7 +32,8 @@ def main():
         return
     if doc["verdict"] != "pass":
         fail(f"verdict {doc['verdict']}: {[(c['name'], c['detail']) for c in checks if c['verdict'] != 'pass']}")
-    kinds = {"devices": 0, "data": 0, "parity": 0, "train": 0, "two": 0, "bench-train": 0}
+    kinds = {"devices": 0, "data": 0, "parity": 0, "train": 0, "two": 0, "bench-train": 0,
+             "slow": 0}
     for c in checks:
         if c["verdict"] != "pass" or not c["detail"] or "\n" in c["detail"]:
             fail(f"{c['name']}: {c['verdict']}: {c['detail']!r}")
@@ -54,7 +56,18 @@ def main():
             computes = [v for k, v in fig.items() if k.endswith("per_worker")]
             if not rates or not computes or min(rates) <= 0 or min(computes) <= 0:
                 fail(f"{c['name']}: {fig}")
-    expected = {"devices": 1, "data": 1, "parity": 4, "train": 6, "two": 1, "bench-train": 8}
+        if kind == "slow":
+            # Round trips measured over the links, and every encoding's time against float32's.
+            if not (0 < fig["round_trip_ms_min"] <= fig["round_trip_ms_max"] < 1000 and
+                    fig["none_samples_per_sec"] > 0 and 0 <= fig["none_test_accuracy"] <= 1):
+                fail(f"{c['name']}: {fig}")
+            for enc in ("fp16", "top-k"):
+                if not (fig[f"{enc}_samples_per_sec"] > 0 and fig[f"{enc}_time_share"] > 0 and
+                        fig[f"{enc}_wire_bytes_per_update"] > 0 and
+                        math.isfinite(fig[f"{enc}_points_below"])):
+                    fail(f"{c['name']}: {enc}: {fig}")
+    expected = {"devices": 1, "data": 1, "parity": 4, "train": 6, "two": 1, "bench-train": 8,
+                "slow": 1}
     if kinds != expected:
         fail(f"checks by kind {kinds}, expected {expected}")
 
