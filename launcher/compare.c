@@ -347,10 +347,11 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
   qsort(r->pts, (size_t)r->npts, sizeof *r->pts, by_samples);
   link_round_trips(r);
   for (int t = 0; t < ntargets; t++) {
-    r->ttt[t] = -1;
+    r->ttt[t] = r->stt[t] = -1;
     for (int i = 0; i < r->npts; i++)
       if (r->pts[i].accuracy >= targets[t]) {
         r->ttt[t] = r->pts[i].time;
+        r->stt[t] = r->pts[i].samples;
         break;
       }
   }

@@ -39,6 +39,7 @@ typedef struct {
   int npts, cap;
   int dense;                      /* pts are dense evaluations */
   double ttt[MAX_TARGETS];        /* time to each target (-1: not reached) */
+  double stt[MAX_TARGETS];        /* samples trained by then, all workers (-1: not reached) */
 } run_rec;
 
 typedef struct {

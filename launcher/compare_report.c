@@ -487,10 +487,13 @@ int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *
         cJSON_AddNumberToObject(o, "exit_status", r->rc);
         cJSON_AddBoolToObject(o, "finished", r->rc == 0 && r->have_summary);
         add_num(o, "test_accuracy", r->have_summary ? r->accuracy : NAN, 0);
+        /* Each target's training seconds and samples (all workers') to it; null: missed. */
         cJSON *tt = cJSON_AddArrayToObject(o, "time_to_target_s");
+        cJSON *st = cJSON_AddArrayToObject(o, "samples_to_target");
         for (int t = 0; t < ntargets; t++) {
-          double v = r->have_summary && r->ttt[t] >= 0 ? r->ttt[t] : NAN;
-          cJSON_AddItemToArray(tt, isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull());
+          int hit = r->have_summary && r->ttt[t] >= 0;
+          cJSON_AddItemToArray(tt, hit ? cJSON_CreateNumber(r->ttt[t]) : cJSON_CreateNull());
+          cJSON_AddItemToArray(st, hit ? cJSON_CreateNumber(r->stt[t]) : cJSON_CreateNull());
         }
         add_num(o, "training_seconds", r->have_summary ? r->train_s : NAN, 0);
         add_num(o, "samples_per_sec", r->have_summary ? r->sps : NAN, 0);

@@ -29,7 +29,8 @@ for s in doc["settings"]:
     assert math.isclose(r["test_accuracy"], summary["test_accuracy"]), (r, summary)
     assert math.isclose(r["samples_per_sec"], summary["samples_per_sec"]), (r, summary)
     assert r["updates"] == summary["updates"] and r["wire_bytes_per_update"] > 0, r
-    assert len(r["time_to_target_s"]) == 3 and r["round_trip_ms_min"] is None, r
+    assert len(r["time_to_target_s"]) == len(r["samples_to_target"]) == 3, r
+    assert r["round_trip_ms_min"] is None and r["delay_by"] == "", r
 EOF
 pass "compare: 3 plots, 3 rows, compare.json"
 echo "1 passed, 0 failed"
