@@ -246,7 +246,8 @@ static void write_elastic(const char *dir, trained_series *tp, const trained_ser
 /* Reads a run's metrics: its evaluations (dense ones when there are any, else the epochs'),
  * the staleness its training reports carried, and its summary. */
 /* The round trips the launcher measured over the run's links (run_dir/links.json, written
- * with --link): the smallest and largest over the workers, or -1; and what made the delay. */
+ * with --link): the smallest and largest over the workers, or -1; what made the delay, and
+ * how late the delay line's verdicts came (a line that falls behind slows the job). */
 static void link_round_trips(run_rec *r) {
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/links.json", r->dir);
@@ -254,6 +255,11 @@ static void link_round_trips(run_rec *r) {
   cJSON *doc = pst_json_read_file(path);
   const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(doc, "delay_by"));
   snprintf(r->delay_by, sizeof r->delay_by, "%s", by ? by : "");
+  const cJSON *line = cJSON_GetObjectItemCaseSensitive(doc, "delay_line");
+  const cJSON *mean = cJSON_GetObjectItemCaseSensitive(line, "late_mean_ms");
+  const cJSON *max = cJSON_GetObjectItemCaseSensitive(line, "late_max_ms");
+  r->late_mean = cJSON_IsNumber(mean) ? cJSON_GetNumberValue(mean) : -1;
+  r->late_max = cJSON_IsNumber(max) ? cJSON_GetNumberValue(max) : -1;
   const cJSON *w;
   cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(doc, "workers")) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(w, "round_trip_ms");

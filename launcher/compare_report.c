@@ -503,6 +503,8 @@ int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *
         add_num(o, "round_trip_ms_min", r->rtt_lo, 1);
         add_num(o, "round_trip_ms_max", r->rtt_hi, 1);
         cJSON_AddStringToObject(o, "delay_by", r->delay_by);
+        add_num(o, "delay_line_late_mean_ms", r->late_mean, 1);
+        add_num(o, "delay_line_late_max_ms", r->late_max, 1);
         cJSON_AddStringToObject(o, "dir", r->dir);
       }
     }
