@@ -8,9 +8,10 @@
  *   4. two workers sharing the GPU;
  *   5. bench-train for mlp and cnn2 at batch 64 and 256, with and without --push-by-layer
  *      --pull-by-layer, beside each worker's compute-only rate;
- *   6. issue 27's slow links: 4 sync cnn2 workers over emulated links (250 Mbit/s, 4 ms each
- *      way: 1 Gbit/s and 1 ms scaled to a quarter of a GPU each) with float32, fp16 and top-k,
- *      the measured round trips, and the times to 0.88 against the issue's targets;
+ *   6. issue 27's slow links (gpu_check_links.c): 4 sync cnn2 workers over emulated links
+ *      (250 Mbit/s, 4 ms each way: 1 Gbit/s and 1 ms scaled to a quarter of a GPU each) with
+ *      float32, fp16 and top-k, the measured round trips, and the times to 0.88 against the
+ *      issue's targets;
  *   7. the whole run within its time budget (7 minutes on one H100).
  * `--device cpu` is a dry run: the same checks on the CPU at small sizes, which exercises the
  * plumbing (finding the binaries, running them, reading their results, the report) without a
@@ -38,17 +39,6 @@
 #include "launcher/gpu_check.h"
 #include "worker/dataset.h"
 
-/* How big each check is: on a GPU, a few hundred steps per preset; in the dry run, a few. */
-typedef struct {
-  long train, test;          /* samples in the check's copy of the data */
-  int batch;                 /* the presets' batch */
-  int report_every;          /* steps between loss reports: the points of the loss curve */
-  int pair_batch;            /* the two workers' batch */
-  int bench_batch[2];        /* bench-train's batches */
-  const char *bench_counts;  /* bench-train's worker counts */
-  double min_accuracy;       /* a preset's test accuracy at least (chance is 0.1); 0: not judged */
-  double parity_s, train_s, bench_s, links_s; /* deadlines */
-} gc_sizes;
 
 /* The samples of each mode, here once: the sizes below and the flags' help use them. */
 #define GC_GPU_TRAIN 32768
@@ -59,10 +49,10 @@ typedef struct {
 #define GC_STR(x) GC_STR_(x)
 
 /* 32768 samples at batch 128: 256 steps per preset. */
-static const gc_sizes g_gpu = {GC_GPU_TRAIN, GC_GPU_TEST, 128, 16, 64, {64, 256}, "1,2", 0.5,
+static const pl_gc_sizes g_gpu = {GC_GPU_TRAIN, GC_GPU_TEST, 128, 16, 64, {64, 256}, "1,2", 0.5,
                                300, 180, 120, 360};
 /* The dry run: 4 steps per preset, the bench's batches scaled down to fit its 128 samples. */
-static const gc_sizes g_dry = {GC_DRY_TRAIN, GC_DRY_TEST, 32, 1, 32, {16, 64}, "1", 0.0,
+static const pl_gc_sizes g_dry = {GC_DRY_TRAIN, GC_DRY_TEST, 32, 1, 32, {16, 64}, "1", 0.0,
                                300, 180, 120, 180};
 
 /* The presets, each with the input size it is trained at. The batch norms' momentum is
@@ -86,20 +76,10 @@ static const char *const g_parity_tests[] = {
 
 static const char *const g_bench_models[] = {"mlp", "cnn2"};
 
-typedef struct {
-  pl_gc_run run;
-  gc_sizes sz;
-  int device_index;          /* N of cuda:N */
-  char self[PATH_MAX];       /* this launcher, which runs `local` and `bench-train` */
-  char data[PATH_MAX + 16];  /* the data the runs use: the copy under --out */
-  const char *full_data;     /* --data-dir itself: the slow-links job's, on a GPU */
-  double t0;
-} gc_ctx;
 
 /* ---- checks: begin, end, one line each on stdout ---- */
 
-static pl_gc_check *begin(gc_ctx *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static pl_gc_check *begin(gc_ctx *g, const char *fmt, ...) {
+pl_gc_check *pl_gc_begin(pl_gc_ctx *g, const char *fmt, ...) {
   static pl_gc_check spare; /* past PL_GC_MAX_CHECKS (not reached: the list is fixed) */
   pl_gc_check *c = g->run.n_checks < PL_GC_MAX_CHECKS ? &g->run.checks[g->run.n_checks++] : &spare;
   memset(c, 0, sizeof *c);
@@ -108,15 +88,13 @@ static pl_gc_check *begin(gc_ctx *g, const char *fmt, ...) {
   vsnprintf(c->name, sizeof c->name, fmt, ap);
   va_end(ap);
   c->figures = cJSON_CreateObject();
-  c->seconds = pst_now(); /* the start, until end() */
+  c->seconds = pst_now(); /* the start, until pl_gc_end() */
   printf("%-44s ", c->name);
   fflush(stdout);
   return c;
 }
 
-static void end(pl_gc_check *c, pl_gc_verdict v, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void end(pl_gc_check *c, pl_gc_verdict v, const char *fmt, ...) {
+void pl_gc_end(pl_gc_check *c, pl_gc_verdict v, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(c->detail, sizeof c->detail, fmt, ap);
@@ -127,12 +105,12 @@ static void end(pl_gc_check *c, pl_gc_verdict v, const char *fmt, ...) {
   fflush(stdout);
 }
 
-static void figure(pl_gc_check *c, const char *key, double v) {
+void pl_gc_figure(pl_gc_check *c, const char *key, double v) {
   if (isfinite(v)) cJSON_AddNumberToObject(c->figures, key, v);
 }
 
 /* A directory under --out for one check's files; its name from the check's own words. */
-static void check_dir(const gc_ctx *g, const char *name, char *out, size_t len) {
+void pl_gc_check_dir(const pl_gc_ctx *g, const char *name, char *out, size_t len) {
   char slug[96];
   size_t n = 0;
   for (const char *p = name; *p && n + 1 < sizeof slug; p++)
@@ -144,7 +122,7 @@ static void check_dir(const gc_ctx *g, const char *name, char *out, size_t len) 
 
 /* Why a program's run failed, in words: its deadline, or its status and its last line that
  * starts with prefix. */
-static void why_failed(int rc, int timed_out, double timeout, const char *log,
+void pl_gc_why_failed(int rc, int timed_out, double timeout, const char *log,
                        const char *prefix, char *out, size_t len) {
   char last[600];
   pl_gc_last_line(log, prefix, "logs are in", last, sizeof last);
@@ -158,11 +136,11 @@ static void why_failed(int rc, int timed_out, double timeout, const char *log,
 
 /* ---- 1. the devices ---- */
 
-static int check_devices(gc_ctx *g) {
-  pl_gc_check *c = begin(g, "devices");
+static int check_devices(pl_gc_ctx *g) {
+  pl_gc_check *c = pl_gc_begin(g, "devices");
   char worker[PATH_MAX];
   if (pl_find_binary("pstrain-worker", "worker", worker, sizeof worker) < 0) {
-    end(c, PL_GC_FAIL, "pstrain-worker not found beside this program (or $PSTRAIN_WORKER_BIN)");
+    pl_gc_end(c, PL_GC_FAIL, "pstrain-worker not found beside this program (or $PSTRAIN_WORKER_BIN)");
     return -1;
   }
   snprintf(c->log, sizeof c->log, "%s/devices.log", g->run.out);
@@ -184,33 +162,33 @@ static int check_devices(gc_ctx *g) {
     if (used >= sizeof g->run.devices) used = sizeof g->run.devices - 1;
   }
   if (f) fclose(f);
-  figure(c, "cuda_devices", n);
+  pl_gc_figure(c, "cuda_devices", n);
   if (rc != 0) {
     char why[600];
-    why_failed(rc, timed_out, 60, c->log, "", why, sizeof why);
-    end(c, PL_GC_FAIL, "pstrain-worker --list-devices: %s", why);
+    pl_gc_why_failed(rc, timed_out, 60, c->log, "", why, sizeof why);
+    pl_gc_end(c, PL_GC_FAIL, "pstrain-worker --list-devices: %s", why);
     return -1;
   }
   if (g->run.dry_run) {
-    end(c, PL_GC_PASS, "dry run on the CPU (no GPU needed); %d CUDA device%s seen: %s", n,
+    pl_gc_end(c, PL_GC_PASS, "dry run on the CPU (no GPU needed); %d CUDA device%s seen: %s", n,
         n == 1 ? "" : "s", n ? first_dev : first);
     return 0;
   }
   if (g->device_index >= n) {
-    end(c, PL_GC_FAIL, "no usable GPU for %s: %s", g->run.device, n ? first_dev : first);
+    pl_gc_end(c, PL_GC_FAIL, "no usable GPU for %s: %s", g->run.device, n ? first_dev : first);
     return -1;
   }
-  end(c, PL_GC_PASS, "%d device%s; the first: %s", n, n == 1 ? "" : "s", first_dev);
+  pl_gc_end(c, PL_GC_PASS, "%d device%s; the first: %s", n, n == 1 ? "" : "s", first_dev);
   return 0;
 }
 
 /* ---- 2. the parity tests ---- */
 
-static void check_parity(gc_ctx *g, const char *test) {
-  pl_gc_check *c = begin(g, "parity %s", test);
+static void check_parity(pl_gc_ctx *g, const char *test) {
+  pl_gc_check *c = pl_gc_begin(g, "parity %s", test);
   char bin[PATH_MAX];
   if (pl_find_binary(test, "kernels/cuda", bin, sizeof bin) < 0) {
-    end(c, PL_GC_FAIL, "%s not found in ../kernels/cuda/ beside this program (build "
+    pl_gc_end(c, PL_GC_FAIL, "%s not found in ../kernels/cuda/ beside this program (build "
                        "//kernels/cuda:all, or use a bundle)", test);
     return;
   }
@@ -238,24 +216,24 @@ static void check_parity(gc_ctx *g, const char *test) {
     }
   }
   if (f) fclose(f);
-  figure(c, "passed", passed);
-  figure(c, "failed", failed);
+  pl_gc_figure(c, "passed", passed);
+  pl_gc_figure(c, "failed", failed);
   if (rc == 0 && !timed_out && passed > 0 && failed == 0) {
-    end(c, PL_GC_PASS, "%d checks passed", passed);
+    pl_gc_end(c, PL_GC_PASS, "%d checks passed", passed);
   } else if (passed >= 0 && failed > 0) {
-    end(c, PL_GC_FAIL, "%d of %d checks failed; first: %s", failed, passed + failed,
+    pl_gc_end(c, PL_GC_FAIL, "%d of %d checks failed; first: %s", failed, passed + failed,
         first_failure);
   } else {
     char why[600];
-    why_failed(rc, timed_out, g->sz.parity_s, c->log, "", why, sizeof why);
-    end(c, PL_GC_FAIL, "%s%s%s", why, first_failure[0] ? "; " : "", first_failure);
+    pl_gc_why_failed(rc, timed_out, g->sz.parity_s, c->log, "", why, sizeof why);
+    pl_gc_end(c, PL_GC_FAIL, "%s%s%s", why, first_failure[0] ? "; " : "", first_failure);
   }
 }
 
 /* ---- 3. and 4. training runs ---- */
 
 /* Judges a finished `pstrain local` run from its summary and its loss curve. */
-static void judge_training(gc_ctx *g, pl_gc_check *c, const char *dir) {
+static void judge_training(pl_gc_ctx *g, pl_gc_check *c, const char *dir) {
   char path[PATH_MAX + 192];
   snprintf(path, sizeof path, "%s/summary.json", dir);
   cJSON *sum = pst_json_read_file(path);
@@ -272,37 +250,37 @@ static void judge_training(gc_ctx *g, pl_gc_check *c, const char *dir) {
   double head = 0, tail = 0;
   for (int i = 0; i < q && n > 0; i++) head += loss[i], tail += loss[n - 1 - i];
   head /= q, tail /= q;
-  figure(c, "steps", steps);
-  figure(c, "loss_reports", n);
-  figure(c, "first_loss", n ? head : NAN);
-  figure(c, "last_loss", n ? tail : NAN);
-  figure(c, "test_loss", test_loss);
-  figure(c, "test_accuracy", acc);
-  figure(c, "samples_per_sec", rate);
+  pl_gc_figure(c, "steps", steps);
+  pl_gc_figure(c, "loss_reports", n);
+  pl_gc_figure(c, "first_loss", n ? head : NAN);
+  pl_gc_figure(c, "last_loss", n ? tail : NAN);
+  pl_gc_figure(c, "test_loss", test_loss);
+  pl_gc_figure(c, "test_accuracy", acc);
+  pl_gc_figure(c, "samples_per_sec", rate);
   const char *what = g->run.dry_run ? " (dry run: learning not judged)" : "";
   char numbers[300];
   snprintf(numbers, sizeof numbers, "%.0f steps, loss %.3f -> %.3f, test accuracy %.4f, %.0f "
            "samples/s%s", steps, head, tail, acc, rate, what);
   if (!finished || n == 0 || !isfinite(acc))
-    end(c, PL_GC_FAIL, "the run left no finished summary or loss curve: %s", numbers);
+    pl_gc_end(c, PL_GC_FAIL, "the run left no finished summary or loss curve: %s", numbers);
   else if (!finite || !isfinite(test_loss))
-    end(c, PL_GC_FAIL, "a loss is not finite: %s", numbers);
+    pl_gc_end(c, PL_GC_FAIL, "a loss is not finite: %s", numbers);
   else if (!g->run.dry_run && n >= 2 && !(tail < head))
-    end(c, PL_GC_FAIL, "the loss does not fall: %s", numbers);
+    pl_gc_end(c, PL_GC_FAIL, "the loss does not fall: %s", numbers);
   else if (!g->run.dry_run && n < 2)
-    end(c, PL_GC_FAIL, "too few loss reports to see it fall: %s", numbers);
+    pl_gc_end(c, PL_GC_FAIL, "too few loss reports to see it fall: %s", numbers);
   else if (!(acc >= g->sz.min_accuracy))
-    end(c, PL_GC_FAIL, "test accuracy below %.2f: %s", g->sz.min_accuracy, numbers);
+    pl_gc_end(c, PL_GC_FAIL, "test accuracy below %.2f: %s", g->sz.min_accuracy, numbers);
   else
-    end(c, PL_GC_PASS, "%s", numbers);
+    pl_gc_end(c, PL_GC_PASS, "%s", numbers);
 }
 
 /* `pstrain local` on one model: one worker on the device, or (pair) two sharing it. */
-static void check_training(gc_ctx *g, const char *name, const char *model, const char *image,
+static void check_training(pl_gc_ctx *g, const char *name, const char *model, const char *image,
                            int pair) {
-  pl_gc_check *c = begin(g, pair ? "two workers on one GPU: %s" : "train %s", name);
+  pl_gc_check *c = pl_gc_begin(g, pair ? "two workers on one GPU: %s" : "train %s", name);
   char dir[PATH_MAX + 128];
-  check_dir(g, c->name, dir, sizeof dir);
+  pl_gc_check_dir(g, c->name, dir, sizeof dir);
   snprintf(c->log, sizeof c->log, "%s/launcher.log", dir);
   char a[16][PATH_MAX + 256];
   int n = 0;
@@ -334,8 +312,8 @@ static void check_training(gc_ctx *g, const char *name, const char *model, const
     /* The launcher's own failure line names the process, and for a worker its layer,
      * operation, shape and library status (kernels/net.h). */
     char why[700];
-    why_failed(rc, timed_out, g->sz.train_s, c->log, "pstrain: ", why, sizeof why);
-    end(c, PL_GC_FAIL, "%s", why);
+    pl_gc_why_failed(rc, timed_out, g->sz.train_s, c->log, "pstrain: ", why, sizeof why);
+    pl_gc_end(c, PL_GC_FAIL, "%s", why);
     return;
   }
   judge_training(g, c, dir);
@@ -343,11 +321,11 @@ static void check_training(gc_ctx *g, const char *name, const char *model, const
 
 /* ---- 5. bench-train ---- */
 
-static void check_bench(gc_ctx *g, const char *model, int batch, int layered) {
-  pl_gc_check *c = begin(g, "bench-train %s batch %d%s", model, batch,
+static void check_bench(pl_gc_ctx *g, const char *model, int batch, int layered) {
+  pl_gc_check *c = pl_gc_begin(g, "bench-train %s batch %d%s", model, batch,
                          layered ? " by layer" : "");
   char dir[PATH_MAX + 128], json[PATH_MAX + 160];
-  check_dir(g, c->name, dir, sizeof dir);
+  pl_gc_check_dir(g, c->name, dir, sizeof dir);
   snprintf(c->log, sizeof c->log, "%s/bench-train.log", dir);
   snprintf(json, sizeof json, "%s/bench.json", dir);
   char a[16][PATH_MAX + 256];
@@ -385,194 +363,20 @@ static void check_bench(gc_ctx *g, const char *model, int batch, int layered) {
     ok &= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "ok")) && rate > 0 && compute > 0;
     char key[64];
     snprintf(key, sizeof key, "workers_%d_samples_per_sec", workers);
-    figure(c, key, rate);
+    pl_gc_figure(c, key, rate);
     snprintf(key, sizeof key, "workers_%d_compute_samples_per_sec_per_worker", workers);
-    figure(c, key, compute);
+    pl_gc_figure(c, key, compute);
     used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,
                              "%s%d worker%s: %.0f samples/s (compute-only %.0f per worker)",
                              used ? "; " : "", workers, workers == 1 ? "" : "s", rate, compute);
   }
   cJSON_Delete(doc);
   if (ok) {
-    end(c, PL_GC_PASS, "%s", detail);
+    pl_gc_end(c, PL_GC_PASS, "%s", detail);
   } else {
     char why[600];
-    why_failed(rc, timed_out, g->sz.bench_s, c->log, "pstrain: ", why, sizeof why);
-    end(c, PL_GC_FAIL, "%s%s%s", detail, detail[0] ? "; " : "", why);
-  }
-}
-
-/* ---- 6. slow links (issue 27) ---- */
-
-/* Issue 27's measurement: 4 sync cnn2 workers, each behind its own emulated link, with
- * float32, fp16 and top-k gradients, times to 0.88 against float32's. The four workers share
- * the one GPU, so each computes at about a quarter of a GPU's rate; a quarter of the rate and
- * four times the delay (250 Mbit/s, 4 ms each way) keep the issue's 1 Gbit/s-and-1-ms ratios
- * of link time and round trip to compute. Where the kernel has no netem, the launcher's
- * delay line makes the delay: this check is also how a GPU host's kernel is found to carry
- * it. */
-#define GC_LINK_RATE "250mbit"
-#define GC_LINK_DELAY_MS 4
-/* The dry run's link: slow enough for its queue to matter at two CPU workers' rate. */
-#define GC_DRY_LINK_RATE "20mbit"
-#define GC_DRY_LINK_DELAY_MS 5
-#define GC_LINK_ENCODINGS "none,fp16/fp16,topk:0.01/delta"
-/* The issue's targets: time to 0.88 at most these shares of float32's, and the final
- * accuracy at most these points below it. */
-static const struct {
-  const char *push, *name;
-  double time_share, points;
-} g_link_targets[] = {{"fp16", "fp16", 0.55, 0.2}, {"topk:0.01", "top-k", 0.3, 0.5}};
-
-/* The figures of one setting's run in compare.json, by its push encoding. */
-static const cJSON *link_run(const cJSON *doc, const char *push) {
-  const cJSON *s;
-  cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(doc, "settings")) {
-    const char *p = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(s, "push"));
-    if (p && !strcmp(p, push))
-      return cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(s, "runs"), 0);
-  }
-  return NULL;
-}
-
-/* A run's time to its last target (0.88 on a GPU), or NAN when it did not reach it. */
-static double link_time(const cJSON *run) {
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(run, "time_to_target_s");
-  const cJSON *v = cJSON_GetArrayItem(t, cJSON_GetArraySize(t) - 1);
-  return cJSON_IsNumber(v) ? v->valuedouble : NAN;
-}
-
-static void check_links(gc_ctx *g) {
-  const char *rate = g->run.dry_run ? GC_DRY_LINK_RATE : GC_LINK_RATE;
-  int delay_ms = g->run.dry_run ? GC_DRY_LINK_DELAY_MS : GC_LINK_DELAY_MS;
-  pl_gc_check *c = begin(g, "slow links: cnn2 over %s,%dms", rate, delay_ms);
-  if (geteuid() != 0) {
-    end(c, PL_GC_FAIL, "emulated links need root (network namespaces, tc, iptables)");
-    return;
-  }
-  char dir[PATH_MAX + 128], json[PATH_MAX + 160];
-  check_dir(g, c->name, dir, sizeof dir);
-  snprintf(c->log, sizeof c->log, "%s/compare.log", dir);
-  snprintf(json, sizeof json, "%s/compare.json", dir);
-  char a[32][PATH_MAX + 256];
-  int n = 0;
-  snprintf(a[n++], sizeof a[0], "%s", g->self);
-  snprintf(a[n++], sizeof a[0], "compare");
-  /* compare's own flags take their value as the next word. */
-  snprintf(a[n++], sizeof a[0], "--modes");
-  snprintf(a[n++], sizeof a[0], "sync");
-  snprintf(a[n++], sizeof a[0], "--encodings");
-  snprintf(a[n++], sizeof a[0], GC_LINK_ENCODINGS);
-  snprintf(a[n++], sizeof a[0], "--links");
-  snprintf(a[n++], sizeof a[0], "%s,%dms", rate, delay_ms);
-  snprintf(a[n++], sizeof a[0], "--targets");
-  snprintf(a[n++], sizeof a[0], g->run.dry_run ? "0.1" : "0.86,0.88");
-  snprintf(a[n++], sizeof a[0], "--out");
-  snprintf(a[n++], sizeof a[0], "%s", dir);
-  snprintf(a[n++], sizeof a[0], "--model=cnn2");
-  snprintf(a[n++], sizeof a[0], "--optimizer=momentum");
-  snprintf(a[n++], sizeof a[0], "--lr=0.05");
-  snprintf(a[n++], sizeof a[0], "--seed=42");
-  if (g->run.dry_run) {
-    /* The plumbing: two CPU workers, one epoch of the small copy. */
-    snprintf(a[n++], sizeof a[0], "--device=cpu");
-    snprintf(a[n++], sizeof a[0], "--workers=2");
-    snprintf(a[n++], sizeof a[0], "--epochs=1");
-    snprintf(a[n++], sizeof a[0], "--batch-size=16");
-    snprintf(a[n++], sizeof a[0], "--eval-every=2");
-    snprintf(a[n++], sizeof a[0], "--data-dir=%s", g->data);
-  } else {
-    /* The issue's job: the whole data set (its test accuracy is the target's), 5 epochs. */
-    snprintf(a[n++], sizeof a[0], "--gpus=%d", g->device_index);
-    snprintf(a[n++], sizeof a[0], "--workers-per-gpu=4");
-    snprintf(a[n++], sizeof a[0], "--epochs=5");
-    snprintf(a[n++], sizeof a[0], "--batch-size=64");
-    snprintf(a[n++], sizeof a[0], "--eval-every=20");
-    snprintf(a[n++], sizeof a[0], "--data-dir=%s", g->full_data);
-  }
-  char *argv[33];
-  for (int i = 0; i < n; i++) argv[i] = a[i];
-  argv[n] = NULL;
-  int timed_out;
-  int rc = pl_gc_run_child(argv, NULL, c->log, g->sz.links_s, &timed_out);
-  cJSON *doc = pst_json_read_file(json);
-  const cJSON *base = link_run(doc, "none");
-  /* Every run finished, and its links' measured round trips hold the two delays. */
-  int ok = rc == 0 && !timed_out && doc != NULL && base != NULL, settings = 0;
-  double rtt_lo = INFINITY, rtt_hi = 0, late = 0;
-  const char *delay_by = "";
-  const cJSON *s;
-  cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(doc, "settings")) {
-    const cJSON *r = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(s, "runs"), 0);
-    double lo = pl_gc_num(r, "round_trip_ms_min"), hi = pl_gc_num(r, "round_trip_ms_max");
-    const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(r, "delay_by"));
-    ok &= cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(r, "finished")) && isfinite(lo) &&
-          isfinite(hi) && isfinite(pl_gc_num(r, "test_accuracy"));
-    if (lo < rtt_lo) rtt_lo = lo;
-    if (hi > rtt_hi) rtt_hi = hi;
-    if (by) delay_by = by;
-    double l = pl_gc_num(r, "delay_line_late_mean_ms");
-    if (l > late) late = l;
-    settings++;
-  }
-  ok &= settings == 3;
-  int delayed = rtt_lo >= 2 * delay_ms;
-  /* A delay line that cannot keep up with the rate holds packets longer than asked: the
-   * links would be slower than 1 Gbit/s and 1 ms scaled, and the shares below would flatter
-   * the encodings that send less. */
-  int on_time = late <= 0.1 * delay_ms;
-  figure(c, "round_trip_ms_min", rtt_lo);
-  figure(c, "round_trip_ms_max", rtt_hi);
-  figure(c, "delay_line_late_mean_ms", late);
-  char detail[700];
-  size_t used = (size_t)snprintf(detail, sizeof detail, "round trips %.2f-%.2f ms (delay by %s)",
-                                 rtt_lo, rtt_hi, delay_by[0] ? delay_by : "?");
-  double t0 = link_time(base), acc0 = pl_gc_num(base, "test_accuracy");
-  figure(c, "none_time_to_target_s", t0);
-  figure(c, "none_test_accuracy", acc0);
-  figure(c, "none_samples_per_sec", pl_gc_num(base, "samples_per_sec"));
-  used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,
-                           "; float32 %.4f, to target %.1f s", acc0, t0);
-  for (size_t i = 0; i < sizeof g_link_targets / sizeof g_link_targets[0]; i++) {
-    const cJSON *r = link_run(doc, g_link_targets[i].push);
-    double t = link_time(r), acc = pl_gc_num(r, "test_accuracy");
-    double share = t / t0, points = (acc0 - acc) * 100;
-    char key[64];
-    snprintf(key, sizeof key, "%s_time_share", g_link_targets[i].name);
-    figure(c, key, share);
-    snprintf(key, sizeof key, "%s_points_below", g_link_targets[i].name);
-    figure(c, key, points);
-    snprintf(key, sizeof key, "%s_samples_per_sec", g_link_targets[i].name);
-    figure(c, key, pl_gc_num(r, "samples_per_sec"));
-    snprintf(key, sizeof key, "%s_wire_bytes_per_update", g_link_targets[i].name);
-    figure(c, key, pl_gc_num(r, "wire_bytes_per_update"));
-    /* The issue's targets are measurements, said here; the check's verdict is whether the
-     * jobs ran over the links as asked. */
-    int met = share <= g_link_targets[i].time_share && points <= g_link_targets[i].points;
-    const char *verdict = g->run.dry_run ? "not judged in the dry run" : met ? "met" : "NOT met";
-    if (isfinite(share))
-      used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,
-                               "; %s %.2fx float32's time, %+.2f points (targets %.2fx, %.1f: %s)",
-                               g_link_targets[i].name, share, -points,
-                               g_link_targets[i].time_share, g_link_targets[i].points, verdict);
-    else /* float32 or this encoding never reached the target */
-      used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,
-                               "; %s %+.2f points, no time share (a run did not reach the "
-                               "target: %s)", g_link_targets[i].name, -points, verdict);
-  }
-  cJSON_Delete(doc);
-  if (ok && delayed && on_time) {
-    end(c, PL_GC_PASS, "%s", detail);
-  } else if (ok && delayed) {
-    end(c, PL_GC_FAIL, "the delay line fell behind the links' rate (its verdicts %.2f ms late on "
-        "average in a job, over a tenth of the %d ms delay): %s", late, delay_ms, detail);
-  } else if (ok) {
-    end(c, PL_GC_FAIL, "the links' round trips are under the %d ms their delays make: %s",
-        2 * delay_ms, detail);
-  } else {
-    char why[600];
-    why_failed(rc, timed_out, g->sz.links_s, c->log, "pstrain", why, sizeof why);
-    end(c, PL_GC_FAIL, "%s; %s", why, detail);
+    pl_gc_why_failed(rc, timed_out, g->sz.bench_s, c->log, "pstrain: ", why, sizeof why);
+    pl_gc_end(c, PL_GC_FAIL, "%s%s%s", detail, detail[0] ? "; " : "", why);
   }
 }
 
@@ -592,7 +396,7 @@ static pst_cfg_opt g_opts[] = {
 };
 
 /* Parses the flags into g. 0, 1 for --help, 2 on a bad flag (said). */
-static int parse(gc_ctx *g, int argc, char **argv) {
+static int parse(pl_gc_ctx *g, int argc, char **argv) {
   char err[600];
   pst_cfg cfg = {.prog = "pstrain gpu-check", .section = "gpu-check",
                  .env_prefix = "PSTRAIN_GPU_CHECK_",
@@ -641,7 +445,7 @@ static int parse(gc_ctx *g, int argc, char **argv) {
 }
 
 /* The output directory, this program's path and the copy of the data. */
-static int prepare(gc_ctx *g) {
+static int prepare(pl_gc_ctx *g) {
   if (mkdir(f_out, 0755) < 0 && errno != EEXIST) {
     fprintf(stderr, "pstrain gpu-check: cannot create %s: %s\n", f_out, strerror(errno));
     return -errno;
@@ -659,30 +463,30 @@ static int prepare(gc_ctx *g) {
 
 /* The runs train on a copy of the data's first samples: a few hundred steps per preset on
  * a GPU, a few in the dry run, whatever the data set's size. */
-static int copy_data(gc_ctx *g) {
-  pl_gc_check *c = begin(g, "data");
+static int copy_data(pl_gc_ctx *g) {
+  pl_gc_check *c = pl_gc_begin(g, "data");
   snprintf(g->data, sizeof g->data, "%s/data", g->run.out);
   g->full_data = f_data;
   char err[600];
   if (pl_gc_subset_data(f_data, g->data, g->sz.train, g->sz.test, err, sizeof err) != 0) {
-    end(c, PL_GC_FAIL, "%s (--data-dir: Fashion-MNIST's IDX files)", err);
+    pl_gc_end(c, PL_GC_FAIL, "%s (--data-dir: Fashion-MNIST's IDX files)", err);
     return -1;
   }
-  figure(c, "train_samples", g->sz.train);
-  figure(c, "test_samples", g->sz.test);
-  end(c, PL_GC_PASS, "the first %ld training and %ld test samples of %s", g->sz.train,
+  pl_gc_figure(c, "train_samples", g->sz.train);
+  pl_gc_figure(c, "test_samples", g->sz.test);
+  pl_gc_end(c, PL_GC_PASS, "the first %ld training and %ld test samples of %s", g->sz.train,
       g->sz.test, f_data);
   return 0;
 }
 
 /* Writes the report; with `complete` (every check ran) on a GPU, the time budget is a check
  * too. 0 when every check passed. */
-static int finish(gc_ctx *g, int complete) {
+static int finish(pl_gc_ctx *g, int complete) {
   g->run.seconds = pst_now() - g->t0;
   if (complete && !g->run.dry_run) {
-    pl_gc_check *c = begin(g, "time budget");
-    figure(c, "seconds", g->run.seconds);
-    end(c, g->run.seconds <= g->run.budget_s ? PL_GC_PASS : PL_GC_FAIL,
+    pl_gc_check *c = pl_gc_begin(g, "time budget");
+    pl_gc_figure(c, "seconds", g->run.seconds);
+    pl_gc_end(c, g->run.seconds <= g->run.budget_s ? PL_GC_PASS : PL_GC_FAIL,
         "the whole check took %.0f s of its %.0f s", g->run.seconds, g->run.budget_s);
   }
   int rc = pl_gc_write_report(&g->run);
@@ -699,7 +503,7 @@ static int finish(gc_ctx *g, int complete) {
 }
 
 int pl_cmd_gpu_check(int argc, char **argv) {
-  static gc_ctx g;
+  static pl_gc_ctx g;
   int rc = parse(&g, argc, argv);
   if (rc == 1) return 0;
   if (rc != 0) return rc;
@@ -726,6 +530,6 @@ int pl_cmd_gpu_check(int argc, char **argv) {
     for (int b = 0; b < 2; b++)
       for (int layered = 0; layered < 2; layered++)
         check_bench(&g, g_bench_models[m], g.sz.bench_batch[b], layered);
-  check_links(&g);
+  pl_gc_check_links(&g);
   return finish(&g, 1);
 }
