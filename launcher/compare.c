@@ -243,12 +243,10 @@ static void write_elastic(const char *dir, trained_series *tp, const trained_ser
   }
 }
 
-/* Reads a run's metrics: its evaluations (dense ones when there are any, else the epochs'),
- * the staleness its training reports carried, and its summary. */
 /* The round trips the launcher measured over the run's links (run_dir/links.json, written
  * with --link): the smallest and largest over the workers, or -1; what made the delay, and
  * how late the delay line's verdicts came (a line that falls behind slows the job). */
-static void link_round_trips(run_rec *r) {
+static void link_figures(run_rec *r) {
   char path[PATH_MAX + 32];
   snprintf(path, sizeof path, "%s/links.json", r->dir);
   r->rtt_lo = r->rtt_hi = -1;
@@ -271,6 +269,8 @@ static void link_round_trips(run_rec *r) {
   cJSON_Delete(doc);
 }
 
+/* Reads a run's metrics: its evaluations (dense ones when there are any, else the epochs'),
+ * the staleness its training reports carried, and its summary. */
 static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const double *targets,
                    int ntargets) {
   char path[PATH_MAX + 32];
@@ -351,7 +351,7 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
   }
   free(epochs.pts);
   qsort(r->pts, (size_t)r->npts, sizeof *r->pts, by_samples);
-  link_round_trips(r);
+  link_figures(r);
   for (int t = 0; t < ntargets; t++) {
     r->ttt[t] = r->stt[t] = -1;
     for (int i = 0; i < r->npts; i++)
