@@ -562,9 +562,16 @@ int pl_cmd_compare(int argc, char **argv) {
   double elapsed = pst_now() - t_start;
   pl_cmp_load_line(load_end, sizeof load_end);
 
-  /* Plots. */
+  /* Plots, where gnuplot is installed. Every figure is also in summary.md, report.html and
+   * compare.json, so a host without it (a GPU host running the bundle) still gets its
+   * comparison, with one line saying why there are no plots. */
   int plots_ok = 1;
-  for (int c = 0; c < ncounts; c++) {
+  char gnuplot[PATH_MAX];
+  int have_gnuplot = pl_find_program("gnuplot", NULL, gnuplot, sizeof gnuplot) == 0;
+  if (!have_gnuplot)
+    fprintf(stderr, "pstrain compare: gnuplot not found on PATH: no plots (./pstrain installs "
+                    "gnuplot-nox)\n");
+  for (int c = 0; c < ncounts && have_gnuplot; c++) {
     char prefix[32] = "";
     if (ncounts > 1) snprintf(prefix, sizeof prefix, "w%d-", counts[c]);
     int dense = 0;
@@ -573,7 +580,7 @@ int pl_cmd_compare(int argc, char **argv) {
                    base.eval_samples > 0 ? base.eval_samples : 2000, counts[c]) < 0)
       plots_ok = 0;
   }
-  if (ncounts > 1 && pl_cmp_plot_scaling(abs_out, grid, counts, ncounts, n, (int)repeats) < 0) plots_ok = 0;
+  if (have_gnuplot && ncounts > 1 && pl_cmp_plot_scaling(abs_out, grid, counts, ncounts, n, (int)repeats) < 0) plots_ok = 0;
 
   /* summary.md and report.html. */
   char md[PATH_MAX + 32], html[PATH_MAX + 32];
@@ -643,6 +650,16 @@ int pl_cmd_compare(int argc, char **argv) {
     snprintf(title, sizeof title, "%d worker%s", counts[c], counts[c] > 1 ? "s" : "");
     fprintf(f, "## %s\n\n", title);
     pl_cmp_md_table(f, grid[c], n, (int)repeats, targets, ntargets);
+    fprintf(h, "<h2>%s</h2>\n", title);
+    pl_cmp_html_table(h, grid[c], n, (int)repeats, targets, ntargets);
+    if (!have_gnuplot) {
+      fprintf(f, "\nPlots: none (gnuplot was not found on PATH).\n\n");
+      fprintf(h, "<p>No plots: gnuplot was not found on PATH.</p>\n");
+      printf("## %s\n\n", title);
+      pl_cmp_md_table(stdout, grid[c], n, (int)repeats, targets, ntargets);
+      printf("\n");
+      continue;
+    }
     fprintf(f, "\nPlots:");
     for (int p = 0; p < PL_CMP_CURVE_PLOTS; p++) fprintf(f, " %s%s.png,", prefix, pl_cmp_plot_names[p]);
     fprintf(f, " %sstaleness.png", prefix);
@@ -650,8 +667,6 @@ int pl_cmd_compare(int argc, char **argv) {
     for (int i = 0; i < n; i++) elastic |= grid[c][i].elastic;
     if (elastic) fprintf(f, ", %sworkers_vs_time.png (samples/s and workers over time)", prefix);
     fprintf(f, "\n\n");
-    fprintf(h, "<h2>%s</h2>\n", title);
-    pl_cmp_html_table(h, grid[c], n, (int)repeats, targets, ntargets);
     char png[96];
     for (int p = 0; p < PL_CMP_CURVE_PLOTS; p++) {
       snprintf(png, sizeof png, "%s%s.png", prefix, pl_cmp_plot_names[p]);
@@ -667,7 +682,7 @@ int pl_cmd_compare(int argc, char **argv) {
     pl_cmp_md_table(stdout, grid[c], n, (int)repeats, targets, ntargets);
     printf("\n");
   }
-  if (ncounts > 1) {
+  if (ncounts > 1 && have_gnuplot) {
     fprintf(f, "## Scaling\n\nscaling.png: training samples/s against the worker count.\n\n");
     fprintf(h, "<h2>Scaling</h2>\n");
     pl_cmp_html_image(h, abs_out, "scaling.png");

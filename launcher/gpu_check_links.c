@@ -41,9 +41,10 @@ static const cJSON *link_run(const cJSON *doc, const char *push) {
   return NULL;
 }
 
-/* A run's time to its last target (0.88 on a GPU), or NAN when it did not reach it. */
-static double link_time(const cJSON *run) {
-  const cJSON *t = cJSON_GetObjectItemCaseSensitive(run, "time_to_target_s");
+/* A run's time (time_to_target_s) or samples (samples_to_target) to its last target (0.88 on
+ * a GPU), or NAN when it did not reach it. */
+static double link_to_target(const cJSON *run, const char *key) {
+  const cJSON *t = cJSON_GetObjectItemCaseSensitive(run, key);
   const cJSON *v = cJSON_GetArrayItem(t, cJSON_GetArraySize(t) - 1);
   return cJSON_IsNumber(v) ? v->valuedouble : NAN;
 }
@@ -133,16 +134,21 @@ void pl_gc_check_links(pl_gc_ctx *g) {
   char detail[700];
   size_t used = (size_t)snprintf(detail, sizeof detail, "round trips %.2f-%.2f ms (delay by %s)",
                                  rtt_lo, rtt_hi, delay_by[0] ? delay_by : "?");
-  double t0 = link_time(base), acc0 = pl_gc_num(base, "test_accuracy");
+  double t0 = link_to_target(base, "time_to_target_s"), acc0 = pl_gc_num(base, "test_accuracy");
   pl_gc_figure(c, "none_time_to_target_s", t0);
   pl_gc_figure(c, "none_test_accuracy", acc0);
-  pl_gc_figure(c, "none_samples_per_sec", pl_gc_num(base, "samples_per_sec"));
+  double n0 = link_to_target(base, "samples_to_target"), sps0 = pl_gc_num(base, "samples_per_sec");
+  pl_gc_figure(c, "none_samples_per_sec", sps0);
   used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,
                            "; float32 %.4f, to target %.1f s", acc0, t0);
   for (size_t i = 0; i < sizeof g_link_targets / sizeof g_link_targets[0]; i++) {
     const cJSON *r = link_run(doc, g_link_targets[i].push);
-    double t = link_time(r), acc = pl_gc_num(r, "test_accuracy");
+    double t = link_to_target(r, "time_to_target_s"), acc = pl_gc_num(r, "test_accuracy");
     double share = t / t0, points = (acc0 - acc) * 100;
+    /* The share is the samples it took over the rate it ran at, each against float32's: the
+     * rate is what the encoding buys on the link, the samples what it costs in learning. */
+    double samples = link_to_target(r, "samples_to_target") / n0;
+    double rate = pl_gc_num(r, "samples_per_sec") / sps0;
     char key[64];
     snprintf(key, sizeof key, "%s_time_share", g_link_targets[i].name);
     pl_gc_figure(c, key, share);
@@ -150,6 +156,8 @@ void pl_gc_check_links(pl_gc_ctx *g) {
     pl_gc_figure(c, key, points);
     snprintf(key, sizeof key, "%s_samples_per_sec", g_link_targets[i].name);
     pl_gc_figure(c, key, pl_gc_num(r, "samples_per_sec"));
+    snprintf(key, sizeof key, "%s_samples_share", g_link_targets[i].name);
+    pl_gc_figure(c, key, samples);
     snprintf(key, sizeof key, "%s_wire_bytes_per_update", g_link_targets[i].name);
     pl_gc_figure(c, key, pl_gc_num(r, "wire_bytes_per_update"));
     /* The issue's targets are measurements, said here; the check's verdict is whether the
@@ -158,8 +166,9 @@ void pl_gc_check_links(pl_gc_ctx *g) {
     const char *verdict = g->run.dry_run ? "not judged in the dry run" : met ? "met" : "NOT met";
     if (isfinite(share))
       used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,
-                               "; %s %.2fx float32's time, %+.2f points (targets %.2fx, %.1f: %s)",
-                               g_link_targets[i].name, share, -points,
+                               "; %s %.2fx float32's time (%.2fx the samples at %.2fx the "
+                               "rate), %+.2f points (targets %.2fx, %.1f: %s)",
+                               g_link_targets[i].name, share, samples, rate, -points,
                                g_link_targets[i].time_share, g_link_targets[i].points, verdict);
     else /* float32 or this encoding never reached the target */
       used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,

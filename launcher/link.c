@@ -22,6 +22,7 @@
 
 #include "common/clock.h"
 #include "common/json_file.h"
+#include "launcher/run.h"
 
 /* ---- parsing ---- */
 
@@ -150,17 +151,10 @@ static int run_cmd(char *const argv[], char *why, size_t whylen) {
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* The path of an iproute2 program: on PATH, or in /usr/sbin or /sbin (root's PATH may lack
- * them under sudo or a service). 0, or -ENOENT. */
+/* The path of an iproute2 or iptables program: on PATH, or in /usr/sbin or /sbin (root's
+ * PATH may lack them under sudo or a service). 0, or -ENOENT. */
 static int find_prog(const char *name, char *out, size_t outlen) {
-  const char *path = getenv("PATH");
-  char dirs[2048];
-  snprintf(dirs, sizeof dirs, "%s:/usr/sbin:/sbin", path ? path : "");
-  for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-    snprintf(out, outlen, "%s/%s", d, name);
-    if (access(out, X_OK) == 0) return 0;
-  }
-  return -ENOENT;
+  return pl_find_program(name, "/usr/sbin:/sbin", out, outlen);
 }
 
 /* ip or tc with up to 24 arguments; a failure's reason into err. */

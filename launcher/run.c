@@ -69,6 +69,17 @@ int pl_find_binary(const char *name, const char *subdir, char *out, size_t outle
   return -ENOENT;
 }
 
+int pl_find_program(const char *name, const char *extra, char *out, size_t outlen) {
+  const char *path = getenv("PATH");
+  char dirs[4096];
+  snprintf(dirs, sizeof dirs, "%s:%s", path ? path : "", extra ? extra : "");
+  for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+    snprintf(out, outlen, "%s/%s", d, name);
+    if (access(out, X_OK) == 0) return 0;
+  }
+  return -ENOENT;
+}
+
 int pl_free_port(void) {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return -errno;

@@ -107,6 +107,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res);
  * PSTRAIN_BENCHCLIENT_BIN), else beside this binary
  * (installed) or in the Bazel output layout (bazel-bin/launcher/../ps/pstrain-ps). */
 int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen);
+/* Where another program is (gnuplot, ip, tc): the first executable NAME in PATH's folders,
+ * then in extra's (a colon-separated list, or NULL). 0, or -ENOENT. */
+int pl_find_program(const char *name, const char *extra, char *out, size_t outlen);
 /* A number field ("key":number) of a one-line JSON object, or -1 when it is absent. */
 double pl_json_num(const char *line, const char *key);
 /* A comma-separated list of integers in [lo, hi], at most max of them, into out. Returns how

@@ -64,6 +64,7 @@ def main():
                 fail(f"{c['name']}: {fig}")
             for enc in ("fp16", "top-k"):
                 if not (fig[f"{enc}_samples_per_sec"] > 0 and fig[f"{enc}_time_share"] > 0 and
+                        fig[f"{enc}_samples_share"] > 0 and
                         fig[f"{enc}_wire_bytes_per_update"] > 0 and
                         math.isfinite(fig[f"{enc}_points_below"])):
                     fail(f"{c['name']}: {enc}: {fig}")
