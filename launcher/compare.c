@@ -598,8 +598,9 @@ int pl_cmd_compare(int argc, char **argv) {
   }
   char about[1024];
   snprintf(about, sizeof about,
-           "model %s, %d epochs, batch %d per worker, %s lr %g, seeds %lld..%lld; %s; %s",
-           base.model, base.epochs, base.batch_size, base.optimizer, base.lr, base.seed,
+           "model %s, %d epochs, batch %d per worker, %s lr %g%s%s, seeds %lld..%lld; %s; %s",
+           base.model, base.epochs, base.batch_size, base.optimizer, base.lr,
+           base.lr_schedule ? " " : "", base.lr_schedule ? base.lr_schedule : "", base.seed,
            base.seed + repeats - 1, cond[0] ? cond : "no slowed worker",
            base.eval_every > 0 ? "dense evaluation" : "one evaluation per epoch");
   char evaldesc[256];

@@ -16,6 +16,7 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
                            pl_run_options *o, pst_model *model, const char *extra_usage);
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
+static char f_lr_schedule[PST_CFG_STR_MAX];
 static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
 static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
@@ -46,6 +47,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("batch-size", PST_CFG_INT, &f_batch, "64", "samples per worker per step", 1, 65536),
     PST_OPT("lr", PST_CFG_DOUBLE, &f_lr, "0.001", "learning rate (a model spec may set its own)", 0, 0),
     PST_OPT("optimizer", PST_CFG_STRING, f_opt, "adam", "sgd, momentum or adam (a model spec may set its own)", 0, 0),
+    PST_OPT("lr-schedule", PST_CFG_STRING, f_lr_schedule, "", "the ps's --lr-schedule: constant, or cosine (the rate falls from --lr to nearly 0 over the job) (default: the ps's, constant)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &f_seed, "42", "seed for weights and shuffles", 0, INT64_MAX),
     PST_OPT("data-dir", PST_CFG_STRING, f_data, "/usr/share/datasets/fashion-mnist", "IDX files, CIFAR-10/100 binary files or an image folder", 0, 0),
     PST_DATA_OPTS(f_dataf),
@@ -248,6 +250,7 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->batch_size = (int)f_batch;
   o->lr = f_lr;
   o->optimizer = f_opt;
+  o->lr_schedule = f_lr_schedule[0] ? f_lr_schedule : NULL;
   o->seed = f_seed;
   o->data_dir = f_data;
   o->data_flags = &f_dataf;
@@ -332,10 +335,11 @@ static pst_model g_model;
  * --gpus and --workers-per-gpu decide where they are given (not --workers). */
 static void local_starting(const pl_run_options *o, int workers) {
   printf("pstrain local: %d ps%s + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per "
-         "worker, %s lr %g%s%s\nlogs and metrics: %s\n",
+         "worker, %s lr %g%s%s%s%s\nlogs and metrics: %s\n",
          o->ps_shards > 1 ? o->ps_shards : 1, o->ps_shards > 1 ? " shards" : "", workers,
          workers > 1 ? "s" : "", o->mode, o->model, o->epochs, o->epochs > 1 ? "s" : "",
-         o->batch_size, o->optimizer, o->lr, o->tls ? ", mutual TLS" : "",
+         o->batch_size, o->optimizer, o->lr, o->lr_schedule ? " " : "",
+         o->lr_schedule ? o->lr_schedule : "", o->tls ? ", mutual TLS" : "",
          o->insecure ? ", no cluster secret" : "", o->run_dir);
   if (o->checkpoint_dir) printf("checkpoints: %s\n", o->checkpoint_dir);
   if (o->metrics_listen)

@@ -38,6 +38,7 @@ typedef struct pl_run_options {
   int batch_size;
   double lr;
   const char *optimizer;
+  const char *lr_schedule;     /* the ps's --lr-schedule; NULL: the ps's default (constant) */
   long long seed;
   const char *data_dir;
   const pst_data_flags *data_flags; /* the workers' --image-size, --augment, ...; NULL: theirs */

@@ -54,6 +54,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   arg(a, "--batch-size=%d", o->batch_size);
   arg(a, "--lr=%.9g", o->lr);
   arg(a, "--optimizer=%s", o->optimizer);
+  if (o->lr_schedule) arg(a, "--lr-schedule=%s", o->lr_schedule);
   arg(a, "--seed=%lld", o->seed);
   arg(a, "--chunk-kib=%d", o->chunk_kib);
   arg(a, "--threads=%d", j->ps_threads);

@@ -398,6 +398,7 @@ static ps_ckpt_state *saving(ps_server *s) {
 
 void ps_ckpt_published(ps_server *s) {
   pst_metrics_step(&s->metrics); /* every new version passes here: the step-time histogram */
+  s->metrics.lr = pst_prom_float(ps_lr_now(s)); /* TensorBoard's, under --lr-schedule */
   ps_ckpt_state *k = saving(s);
   if (!k || s->opt.checkpoint_every == 0 || s->stopping) return;
   if (s->store.version % s->opt.checkpoint_every == 0 && s->store.version != k->last_version)

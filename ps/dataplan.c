@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "common/shard.h"
 #include "ps/conn.h"
 #include "ps/server.h"
 
@@ -51,6 +52,20 @@ int ps_data_start(ps_server *s, char *err, size_t errlen) {
     pst_update_set_member(&s->upd, i, 0, &published);
   }
   return 0;
+}
+
+void ps_plan_lr(ps_server *s) {
+  if (s->opt.lr_schedule != PST_LR_COSINE || !s->data_known) return;
+  /* A sync step is a version; in async and ssp each gradient is one. */
+  uint64_t versions = (uint64_t)s->opt.epochs *
+      (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  if (s->opt.mode != PST_MODE_SYNC) versions *= (uint64_t)s->opt.workers;
+  pst_update_set_lr_decay(&s->upd, versions);
+}
+
+float ps_lr_now(const ps_server *s) {
+  uint64_t v = s->store.version;
+  return s->opt.opt.lr * pst_update_lr_decay_at(&s->upd, v > 0 ? v - 1 : 0);
 }
 
 int ps_data_finished(const ps_server *s) {

@@ -45,7 +45,7 @@ static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX], o_shard[
 static char o_metrics_listen[PST_CFG_STR_MAX], o_tensorboard[PST_CFG_STR_MAX];
 static char o_data_facts[PST_CFG_STR_MAX], o_eval_on[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
 static char o_on_finish[PST_CFG_STR_MAX], o_workers[PST_CFG_STR_MAX], o_data_order[PST_CFG_STR_MAX];
-static char o_lr_scaling[PST_CFG_STR_MAX];
+static char o_lr_scaling[PST_CFG_STR_MAX], o_lr_schedule[PST_CFG_STR_MAX];
 static pst_data_flags o_dataf;
 static int o_insecure;
 static pst_tls_files o_tls;
@@ -70,6 +70,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("staleness", PST_CFG_INT, &o_staleness, "2", "ssp: most pushes a worker may run ahead", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &o_backup, "0", "sync: apply each step after N-K gradients", 0, 4095),
     PST_OPT("lr-scaling", PST_CFG_STRING, o_lr_scaling, "none", "sync with the data handed out by the ps: none (the learning rate stays --lr whatever the workers present), or linear (each step's learning rate is --lr x the samples it sums / (batch x MIN workers): the linear-scaling rule, docs/modes.md)", 0, 0),
+    PST_OPT("lr-schedule", PST_CFG_STRING, o_lr_schedule, "constant", "constant (every step at --lr) or cosine (each step's rate falls from --lr to nearly 0 over the job's planned steps: (1 + cos(pi x steps done / steps planned)) / 2 of it; not with the data handed out by the ps, whose steps are not known ahead)", 0, 0),
     PST_OPT("staleness-lr", PST_CFG_BOOL, &o_staleness_lr, "false", "async and ssp: apply each gradient with the learning rate divided by 1 + its staleness (staleness-aware asynchronous SGD, Zhang et al. 2016)", 0, 0),
     PST_OPT("model", PST_CFG_STRING, o_model, "mlp", "preset (mlp, cnn, cnn2, mobilenetv2, resnet20) or model spec file", 0, 0),
     PST_OPT("epochs", PST_CFG_INT, &o_epochs, "2", "passes over the training set", 1, 10000),
@@ -297,6 +298,15 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
     snprintf(err, errlen, "--lr-scaling linear needs --mode sync and workers that come and go "
                           "(--workers MIN:MAX, or --data-order ps): with a fixed set the "
                           "batch never changes");
+    return -EINVAL;
+  }
+  if (pst_lr_schedule_parse(o_lr_schedule, &o->lr_schedule) < 0) {
+    snprintf(err, errlen, "--lr-schedule: '%.200s' is not constant or cosine", o_lr_schedule);
+    return -EINVAL;
+  }
+  if (o->lr_schedule == PST_LR_COSINE && o->data_handout) {
+    snprintf(err, errlen, "--lr-schedule cosine: not with the data handed out by the ps "
+                          "(--workers MIN:MAX, or --data-order ps): its steps are not known ahead");
     return -EINVAL;
   }
   o->staleness_lr = o_staleness_lr;

@@ -60,6 +60,8 @@ typedef struct {
   const char *mode, *model, *optimizer;
   int batch;
   int staleness_lr;       /* async/ssp: learning rates divided by 1 + staleness */
+  const char *lr_schedule; /* --lr-schedule: constant or cosine */
+  double lr_last;         /* the newest step's learning rate, its schedule's share applied */
   uint64_t version;
   /* The whole model's checksum (FNV-1a 64 over every parameter), and who computed it: "ps"
    * (this ps holds them all), "workers" (a shard: from their evaluations of the last epoch,

@@ -123,8 +123,8 @@ void ps_obs_render(const void *arg, pst_text *t) {
   pst_prom_family(t, "pstrain_optimizer_info", PST_PROM_GAUGE,
                   "Always 1: the optimizer, update mode and model of the job.");
   pst_prom_sample(t, "pstrain_optimizer_info", labels, 1);
-  pst_prom_gauge(t, "pstrain_learning_rate", "The optimizer's learning rate.",
-                 pst_prom_float(s->opt.opt.lr));
+  pst_prom_gauge(t, "pstrain_learning_rate", "The newest step's learning rate (--lr, under --lr-schedule its share of it).",
+                 pst_prom_float(ps_lr_now(s)));
   pst_prom_gauge(t, "pstrain_batch_size", "Samples per worker per step.", s->opt.batch_size);
 
   pst_prom_gauge(t, "pstrain_model_version", "Version of the weights (steps applied).",
@@ -316,7 +316,7 @@ void ps_obs_status(ps_server *s, ps_status_msg *m) {
   st->progress = f.progress;
   st->eta_seconds = f.eta;
   st->optimizer = (char *)pst_opt_kind_name(s->opt.opt.kind);
-  st->learning_rate = pst_prom_float(s->opt.opt.lr);
+  st->learning_rate = pst_prom_float(ps_lr_now(s));
   st->gradients_applied = s->upd.pushes;
   size_t n = s->opt.workers < PS_STATUS_MAX_WORKERS ? (size_t)s->opt.workers
                                                     : PS_STATUS_MAX_WORKERS;
@@ -416,6 +416,8 @@ void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
       .optimizer = pst_opt_kind_name(s->opt.opt.kind),
       .batch = s->opt.batch_size,
       .staleness_lr = s->opt.staleness_lr,
+      .lr_schedule = pst_lr_schedule_name(s->opt.lr_schedule),
+      .lr_last = ps_lr_now(s),
       .version = s->store.version,
       .checksum = whole ? own : s->model_sum,
       .checksum_from = whole ? "ps" : reported ? "workers" : NULL,

@@ -515,6 +515,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
     s->train_n = opt->data_train;
     s->test_n = opt->data_test;
     s->classes = opt->data_classes;
+    ps_plan_lr(s);
   }
   if ((rc = ps_data_start(s, err, errlen)) < 0) return rc;
   /* A checkpoint to resume from sets the weights, the optimizer, the slots' positions and

@@ -34,6 +34,7 @@ typedef struct {
   int backup_workers;     /* sync: steps need N-K gradients */
   int staleness_lr;       /* async/ssp: a gradient's learning rate / (1 + its staleness) */
   int lr_linear;          /* --lr-scaling linear (sync, the data handout) */
+  pst_lr_schedule lr_schedule; /* --lr-schedule (ps_plan_lr) */
   int epochs;
   int batch_size;         /* per worker */
   uint64_t seed;
@@ -264,6 +265,12 @@ void ps_check_progress(ps_server *s);
 void ps_eval_reported(ps_server *s, int i, uint32_t epoch);
 /* The data handout (ps/dataplan.c; every call a no-op without it). */
 int ps_data_start(ps_server *s, char *err, size_t errlen);
+/* --lr-schedule cosine: the learning rate's decay over the job's planned versions, set once
+ * the data's size is known (--data-facts at start, or the first worker's HELLO). */
+void ps_plan_lr(ps_server *s);
+/* --lr: the learning rate of the newest step, its schedule's share applied (not the sync
+ * step's --lr-scaling or an async gradient's --staleness-lr). */
+float ps_lr_now(const ps_server *s);
 /* Where a worker registering now starts (sync: the step it pulls first). */
 uint64_t ps_data_join_version(const ps_server *s);
 /* The pull of connection c is about to be answered: its DATA frame (its range) first. */

@@ -137,6 +137,30 @@ int pst_update_set_lr_scaling(pst_update *u, uint32_t base_samples) {
   return 0;
 }
 
+static const char *const lr_schedule_names[] = {"constant", "cosine"};
+
+int pst_lr_schedule_parse(const char *name, pst_lr_schedule *out) {
+  for (int k = 0; k < 2; k++)
+    if (!strcmp(name, lr_schedule_names[k])) {
+      *out = (pst_lr_schedule)k;
+      return 0;
+    }
+  return -EINVAL;
+}
+
+const char *pst_lr_schedule_name(pst_lr_schedule k) {
+  return (unsigned)k < 2 ? lr_schedule_names[k] : "?";
+}
+
+void pst_update_set_lr_decay(pst_update *u, uint64_t versions) { u->lr_decay_versions = versions; }
+
+float pst_update_lr_decay_at(const pst_update *u, uint64_t v) {
+  uint64_t n = u->lr_decay_versions;
+  if (n == 0) return 1.0f;
+  if (v >= n) v = n - 1;
+  return (float)(0.5 * (1.0 + cos(3.14159265358979323846 * (double)v / (double)n)));
+}
+
 void pst_update_set_samples(pst_update *u, int w, uint64_t version, uint32_t samples) {
   if (u->by_samples && w >= 0 && w < u->workers) u->samples[version & 1][w] = samples;
 }
@@ -334,10 +358,11 @@ static int open_step(pst_update *u) {
   /* The learning rate is fixed for the whole step (every chunk the same), from the samples
    * the step was planned with, not from those that arrive: a share cut off by a lost worker
    * changes the step's mean, not its rate. A step planned with no samples keeps the rate. */
+  float decay = pst_update_lr_decay_at(u, u->store->version);
   if (u->lr_base > 0 && planned > 0)
-    pst_opt_begin_step_lr(u->opt, (float)planned / (float)u->lr_base);
+    pst_opt_begin_step_lr(u->opt, (float)planned / (float)u->lr_base * decay);
   else
-    pst_opt_begin_step(u->opt);
+    pst_opt_begin_step_lr(u->opt, decay);
   return 1;
 }
 
@@ -574,7 +599,8 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, int f
     uint64_t st = pst_update_staleness(u, version);
     u->staleness_sum += st;
     if (st > u->staleness_max) u->staleness_max = st;
-    pst_opt_begin_step_lr(u->opt, u->staleness_lr ? 1.0f / (1.0f + (float)st) : 1.0f);
+    pst_opt_begin_step_lr(u->opt, (u->staleness_lr ? 1.0f / (1.0f + (float)st) : 1.0f) *
+                                      pst_update_lr_decay_at(u, s->version));
   }
   if (c != (u->owner_desc ? u->n_chunks - 1 - u->owner_chunks : u->owner_chunks)) return -EPROTO;
   size_t off = u->chunk_off[c];

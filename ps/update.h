@@ -135,6 +135,7 @@ typedef struct {
   int opened_with;        /* slots in the step when it opened */
   uint32_t lr_base;       /* by samples, --lr-scaling linear: a step's learning rate is scaled
                            * by the samples planned for it / this (b x MIN); 0: off */
+  uint64_t lr_decay_versions; /* --lr-schedule cosine: the versions the job plans; 0: off */
   char reject_why[128];   /* why the last PST_OFFER_REJECTED was */
 } pst_update;
 
@@ -195,6 +196,18 @@ int pst_update_by_samples(pst_update *u, uint32_t scale_samples);
 /* By samples, the linear-scaling rule (Goyal et al., 2017): each step's learning rate is
  * scaled by the samples its workers were given / base_samples (0: off). 0 or -EINVAL. */
 int pst_update_set_lr_scaling(pst_update *u, uint32_t base_samples);
+/* --lr-schedule's kinds; their names are parsed and written only here. */
+typedef enum { PST_LR_CONSTANT = 0, PST_LR_COSINE } pst_lr_schedule;
+/* "constant" or "cosine" into out: 0, or -EINVAL. */
+int pst_lr_schedule_parse(const char *name, pst_lr_schedule *out);
+const char *pst_lr_schedule_name(pst_lr_schedule k);
+/* --lr-schedule cosine over `versions` (the job's planned steps; 0: a constant rate): the
+ * step that makes version v + 1 runs at (1 + cos(pi v / versions)) / 2 of its rate, from the
+ * whole of it at the first step to nearly nothing at the last; steps past the plan keep the
+ * last step's share. It multiplies the other scalings (--lr-scaling, --staleness-lr). */
+void pst_update_set_lr_decay(pst_update *u, uint64_t versions);
+/* That share for the step that makes version v + 1: exactly 1 without a schedule. */
+float pst_update_lr_decay_at(const pst_update *u, uint64_t v);
 /* By samples: worker w's share of the step on `version` covers `samples` samples. Set before
  * any of its chunks is offered (the ps gives the step's ranges when it answers the pull). */
 void pst_update_set_samples(pst_update *u, int w, uint64_t version, uint32_t samples);

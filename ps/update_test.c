@@ -775,7 +775,42 @@ static void test_staleness_lr(void) {
   teardown(&s, &o, &u);
 }
 
+/* --lr-schedule cosine (pst_update_set_lr_decay): the share of the rate is exactly 1 without
+ * a plan and at the first step, a half at mid-plan, falls at every step to a small positive
+ * share at the last, and stays there past the plan. An async push applied at version v runs
+ * at the share of v. */
+static void test_lr_decay(void) {
+  for (int w = 0; w < W; w++)
+    for (int i = 0; i < N; i++) grads[w][i] = (float)((i * 7 + w) % 13) * 1e-3f;
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  CHECK(pst_update_lr_decay_at(&u, 0) == 1.0f && pst_update_lr_decay_at(&u, 12345) == 1.0f);
+  pst_update_set_lr_decay(&u, 10);
+  CHECK(pst_update_lr_decay_at(&u, 0) == 1.0f);
+  CHECK(pst_update_lr_decay_at(&u, 5) > 0.4999f && pst_update_lr_decay_at(&u, 5) < 0.5001f);
+  float prev = 1.0f;
+  for (uint64_t v = 1; v < 10; v++) {
+    float d = pst_update_lr_decay_at(&u, v);
+    CHECK(d < prev && d > 0.0f);
+    prev = d;
+  }
+  CHECK(prev < 0.03f && pst_update_lr_decay_at(&u, 10) == prev &&
+        pst_update_lr_decay_at(&u, 1000) == prev);
+  int pub = 0;
+  float w0 = pst_store_front(&s)[5];
+  CHECK(offer_range(&u, 0, 0, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && pub);
+  float w1 = pst_store_front(&s)[5];
+  CHECK(w1 == w0 - 3.0f * grads[0][5]); /* version 0: the whole rate */
+  CHECK(offer_range(&u, 1, 1, 0, u.n_chunks, PST_OFFER_TAKEN, &pub) && pub);
+  float d1 = pst_update_lr_decay_at(&u, 1);
+  CHECK(d1 < 1.0f && pst_store_front(&s)[5] == w1 - d1 * (3.0f * grads[1][5]));
+  teardown(&s, &o, &u);
+}
+
 int main(void) {
+  test_lr_decay();
   test_staleness_lr();
   test_grad_limit();
   test_unsafe_update();

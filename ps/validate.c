@@ -79,6 +79,7 @@ int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whyl
     s->train_n = h->train_samples;
     s->test_n = h->test_samples;
     s->classes = h->classes;
+    ps_plan_lr(s);
     return 0;
   }
   if (h->train_samples != s->train_n || h->test_samples != s->test_n || h->classes != s->classes) {

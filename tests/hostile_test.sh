@@ -29,15 +29,9 @@ args=(--model mlp --epochs 1 --seed 3 --worker-timeout 5)
 
 # ---- 0. outputs that cannot be written: refused before any work (exit 2, one line) ----
 touch "$OUT/a-file"
-for bad in "--summary-json $OUT/missing/s.json" "--metrics $OUT/missing/m.jsonl" \
-    "--tensorboard $OUT/a-file/tb" "--checkpoint-dir $OUT/a-file/ckpt" "--summary-json $OUT"; do
-  rc=0
-  # shellcheck disable=SC2086
-  "$PS_BIN" --workers 1 --listen "127.0.0.1:$(free_port)" $bad >"$OUT/bad-out.log" 2>&1 || rc=$?
-  [ "$rc" -eq 2 ] || fail "pstrain-ps $bad: exit $rc, not 2"
-  [ "$(grep -c 'error:' "$OUT/bad-out.log")" -eq 1 ] || fail "pstrain-ps $bad: not one error line"
-  ! grep -q "listening on" "$OUT/bad-out.log" || fail "pstrain-ps $bad: it listened"
-done
+ps_refuses "--workers 1 --summary-json $OUT/missing/s.json" "--workers 1 --metrics $OUT/missing/m.jsonl" \
+  "--workers 1 --tensorboard $OUT/a-file/tb" "--workers 1 --checkpoint-dir $OUT/a-file/ckpt" \
+  "--workers 1 --summary-json $OUT"
 pass "five outputs that cannot be written: exit 2 with one error line, before listening"
 
 # ---- 1. messages that need a worker, before HELLO ----

@@ -94,6 +94,21 @@ train() {
   wait_pid "$ps_pid" 30 || fail "ps exited non-zero"
 }
 
+# ps_refuses FLAGS...: pstrain-ps, given each argument's flags (split at spaces), exits 2
+# with one error line, before it listens.
+ps_refuses() {
+  local bad rc
+  for bad in "$@"; do
+    rc=0
+    # shellcheck disable=SC2086
+    "$PS_BIN" --listen "127.0.0.1:$(free_port)" $bad >"$OUT/ps-refused.log" 2>&1 || rc=$?
+    [ "$rc" -eq 2 ] || fail "pstrain-ps $bad: exit $rc, not 2"
+    [ "$(grep -c 'error:' "$OUT/ps-refused.log")" -eq 1 ] ||
+      fail "pstrain-ps $bad: not one error line: $(head -c 300 "$OUT/ps-refused.log")"
+    ! grep -q "listening on" "$OUT/ps-refused.log" || fail "pstrain-ps $bad: it listened"
+  done
+}
+
 # wait_for FILE PATTERN SECONDS: waits until FILE has a line matching PATTERN (grep -E).
 wait_for() {
   local deadline=$((SECONDS + $3))
