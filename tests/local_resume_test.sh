@@ -17,9 +17,11 @@
 #     launcher says why there is no summary.
 # The workers wait 2 x 2 ms per step besides computing (--delay-worker, which changes no bit):
 # a job then lasts long enough past step 300 for the signal to land mid-run on any CPU.
+# The jobs run under --lr-schedule cosine, whose rate changes at every step with the version:
+# a resumed job must pick the schedule up where the checkpoint's version left it.
 source "$(dirname "$0")/lib.sh"
 export PSTRAIN_PS_BIN="$PS_BIN" PSTRAIN_WORKER_BIN="$WORKER_BIN"
-job=(local --workers 2 --mode sync --model mlp --epochs 2 --batch-size 64 --seed 5)
+job=(local --workers 2 --mode sync --model mlp --epochs 2 --batch-size 64 --seed 5 --lr-schedule cosine)
 paced=(--delay-worker 0:2,1:2 --checkpoint-every 100)
 
 "$LAUNCHER_BIN" "${job[@]}" --run-dir "$OUT/ref" --summary-json "$OUT/ref.json" >"$OUT/ref.out" 2>&1 ||
