@@ -653,32 +653,7 @@ int pl_cmd_compare(int argc, char **argv) {
     pl_cmp_md_table(f, grid[c], n, (int)repeats, targets, ntargets);
     fprintf(h, "<h2>%s</h2>\n", title);
     pl_cmp_html_table(h, grid[c], n, (int)repeats, targets, ntargets);
-    if (!have_gnuplot) {
-      fprintf(f, "\nPlots: none (gnuplot was not found on PATH).\n\n");
-      fprintf(h, "<p>No plots: gnuplot was not found on PATH.</p>\n");
-      printf("## %s\n\n", title);
-      pl_cmp_md_table(stdout, grid[c], n, (int)repeats, targets, ntargets);
-      printf("\n");
-      continue;
-    }
-    fprintf(f, "\nPlots:");
-    for (int p = 0; p < PL_CMP_CURVE_PLOTS; p++) fprintf(f, " %s%s.png,", prefix, pl_cmp_plot_names[p]);
-    fprintf(f, " %sstaleness.png", prefix);
-    int elastic = 0;
-    for (int i = 0; i < n; i++) elastic |= grid[c][i].elastic;
-    if (elastic) fprintf(f, ", %sworkers_vs_time.png (samples/s and workers over time)", prefix);
-    fprintf(f, "\n\n");
-    char png[96];
-    for (int p = 0; p < PL_CMP_CURVE_PLOTS; p++) {
-      snprintf(png, sizeof png, "%s%s.png", prefix, pl_cmp_plot_names[p]);
-      pl_cmp_html_image(h, abs_out, png);
-    }
-    snprintf(png, sizeof png, "%sstaleness.png", prefix);
-    pl_cmp_html_image(h, abs_out, png);
-    if (elastic) {
-      snprintf(png, sizeof png, "%sworkers_vs_time.png", prefix);
-      pl_cmp_html_image(h, abs_out, png);
-    }
+    pl_cmp_plots_section(f, h, abs_out, prefix, grid[c], n, have_gnuplot);
     printf("## %s\n\n", title);
     pl_cmp_md_table(stdout, grid[c], n, (int)repeats, targets, ntargets);
     printf("\n");

@@ -82,6 +82,10 @@ void pl_cmp_html_table(FILE *f, mode_run *modes, int n, int repeats, const doubl
  * slow-links check). 0 or a negative errno. */
 int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *counts,
                       int ncounts, int n, int repeats, const double *targets, int ntargets);
+/* One worker count's plots in summary.md (their names) and report.html (inlined), or, where
+ * they were not drawn (no gnuplot), a line saying so in each. */
+void pl_cmp_plots_section(FILE *md, FILE *html, const char *out, const char *prefix,
+                          const mode_run *modes, int n, int drawn);
 /* An image inlined as a data: URI (report.html stands alone); text escaped for HTML. */
 int pl_cmp_html_image(FILE *f, const char *dir, const char *name);
 void pl_cmp_html_text(FILE *f, const char *s);

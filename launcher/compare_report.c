@@ -252,6 +252,33 @@ int pl_cmp_plot_scaling(const char *out, mode_run (*grid)[MAX_MODES], const int 
 
 /* ---- table, summary.md, report.html ---- */
 
+void pl_cmp_plots_section(FILE *md, FILE *html, const char *out, const char *prefix,
+                          const mode_run *modes, int n, int drawn) {
+  if (!drawn) {
+    fprintf(md, "\nPlots: none (gnuplot was not found on PATH).\n\n");
+    fprintf(html, "<p>No plots: gnuplot was not found on PATH.</p>\n");
+    return;
+  }
+  int elastic = 0;
+  for (int i = 0; i < n; i++) elastic |= modes[i].elastic;
+  fprintf(md, "\nPlots:");
+  for (int p = 0; p < PL_CMP_CURVE_PLOTS; p++) fprintf(md, " %s%s.png,", prefix, pl_cmp_plot_names[p]);
+  fprintf(md, " %sstaleness.png", prefix);
+  if (elastic) fprintf(md, ", %sworkers_vs_time.png (samples/s and workers over time)", prefix);
+  fprintf(md, "\n\n");
+  char png[96];
+  for (int p = 0; p < PL_CMP_CURVE_PLOTS; p++) {
+    snprintf(png, sizeof png, "%s%s.png", prefix, pl_cmp_plot_names[p]);
+    pl_cmp_html_image(html, out, png);
+  }
+  snprintf(png, sizeof png, "%sstaleness.png", prefix);
+  pl_cmp_html_image(html, out, png);
+  if (elastic) {
+    snprintf(png, sizeof png, "%sworkers_vs_time.png", prefix);
+    pl_cmp_html_image(html, out, png);
+  }
+}
+
 typedef struct {
   int ncells;
   char cells[24][96];
