@@ -282,32 +282,28 @@ static void check_training(pl_gc_ctx *g, const char *name, const char *model, co
   char dir[PATH_MAX + 128];
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
   snprintf(c->log, sizeof c->log, "%s/launcher.log", dir);
-  char a[16][PATH_MAX + 256];
-  int n = 0;
-  snprintf(a[n++], sizeof a[0], "%s", g->self);
-  snprintf(a[n++], sizeof a[0], "local");
-  snprintf(a[n++], sizeof a[0], "--model=%s", model);
-  snprintf(a[n++], sizeof a[0], "--epochs=1");
-  snprintf(a[n++], sizeof a[0], "--batch-size=%d", pair ? g->sz.pair_batch : g->sz.batch);
-  snprintf(a[n++], sizeof a[0], "--report-every=%d", g->sz.report_every);
-  snprintf(a[n++], sizeof a[0], "--data-dir=%s", g->data);
-  snprintf(a[n++], sizeof a[0], "--run-dir=%s", dir);
-  if (image) snprintf(a[n++], sizeof a[0], "--image-size=%s", image);
+  pl_argv a = {0};
+  pl_argv_add(&a, "%s", g->self);
+  pl_argv_add(&a, "local");
+  pl_argv_add(&a, "--model=%s", model);
+  pl_argv_add(&a, "--epochs=1");
+  pl_argv_add(&a, "--batch-size=%d", pair ? g->sz.pair_batch : g->sz.batch);
+  pl_argv_add(&a, "--report-every=%d", g->sz.report_every);
+  pl_argv_add(&a, "--data-dir=%s", g->data);
+  pl_argv_add(&a, "--run-dir=%s", dir);
+  if (image) pl_argv_add(&a, "--image-size=%s", image);
   if (g->run.dry_run) {
-    snprintf(a[n++], sizeof a[0], "--device=cpu");
-    snprintf(a[n++], sizeof a[0], "--workers=%d", pair ? 2 : 1);
+    pl_argv_add(&a, "--device=cpu");
+    pl_argv_add(&a, "--workers=%d", pair ? 2 : 1);
   } else if (pair) {
-    snprintf(a[n++], sizeof a[0], "--gpus=%d", g->device_index);
-    snprintf(a[n++], sizeof a[0], "--workers-per-gpu=2");
+    pl_argv_add(&a, "--gpus=%d", g->device_index);
+    pl_argv_add(&a, "--workers-per-gpu=2");
   } else {
-    snprintf(a[n++], sizeof a[0], "--device=%s", g->run.device);
-    snprintf(a[n++], sizeof a[0], "--workers=1");
+    pl_argv_add(&a, "--device=%s", g->run.device);
+    pl_argv_add(&a, "--workers=1");
   }
-  char *argv[17];
-  for (int i = 0; i < n; i++) argv[i] = a[i];
-  argv[n] = NULL;
   int timed_out;
-  int rc = pl_gc_run_child(argv, NULL, c->log, g->sz.train_s, &timed_out);
+  int rc = pl_gc_run_child(a.argv, NULL, c->log, g->sz.train_s, &timed_out);
   if (rc != 0 || timed_out) {
     /* The launcher's own failure line names the process, and for a worker its layer,
      * operation, shape and library status (kernels/net.h). */
@@ -328,29 +324,25 @@ static void check_bench(pl_gc_ctx *g, const char *model, int batch, int layered)
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
   snprintf(c->log, sizeof c->log, "%s/bench-train.log", dir);
   snprintf(json, sizeof json, "%s/bench.json", dir);
-  char a[16][PATH_MAX + 256];
-  int n = 0;
-  snprintf(a[n++], sizeof a[0], "%s", g->self);
-  snprintf(a[n++], sizeof a[0], "bench-train");
-  snprintf(a[n++], sizeof a[0], "--model=%s", model);
-  snprintf(a[n++], sizeof a[0], "--batch-size=%d", batch);
-  snprintf(a[n++], sizeof a[0], "--device=%s", g->run.device);
-  snprintf(a[n++], sizeof a[0], "--data-dir=%s", g->data);
+  pl_argv a = {0};
+  pl_argv_add(&a, "%s", g->self);
+  pl_argv_add(&a, "bench-train");
+  pl_argv_add(&a, "--model=%s", model);
+  pl_argv_add(&a, "--batch-size=%d", batch);
+  pl_argv_add(&a, "--device=%s", g->run.device);
+  pl_argv_add(&a, "--data-dir=%s", g->data);
   /* bench-train's own flags take their value as the next word. */
-  snprintf(a[n++], sizeof a[0], "--worker-counts");
-  snprintf(a[n++], sizeof a[0], "%s", g->sz.bench_counts);
-  snprintf(a[n++], sizeof a[0], "--out");
-  snprintf(a[n++], sizeof a[0], "%s", dir);
-  snprintf(a[n++], sizeof a[0], "--json");
-  snprintf(a[n++], sizeof a[0], "%s", json);
+  pl_argv_add(&a, "--worker-counts");
+  pl_argv_add(&a, "%s", g->sz.bench_counts);
+  pl_argv_add(&a, "--out");
+  pl_argv_add(&a, "%s", dir);
+  pl_argv_add(&a, "--json");
+  pl_argv_add(&a, "%s", json);
   /* Both ways explicitly: without the flags a GPU worker pushes and pulls layer by layer. */
-  snprintf(a[n++], sizeof a[0], "--push-by-layer=%s", layered ? "true" : "false");
-  snprintf(a[n++], sizeof a[0], "--pull-by-layer=%s", layered ? "true" : "false");
-  char *argv[17];
-  for (int i = 0; i < n; i++) argv[i] = a[i];
-  argv[n] = NULL;
+  pl_argv_add(&a, "--push-by-layer=%s", layered ? "true" : "false");
+  pl_argv_add(&a, "--pull-by-layer=%s", layered ? "true" : "false");
   int timed_out;
-  int rc = pl_gc_run_child(argv, NULL, c->log, g->sz.bench_s, &timed_out);
+  int rc = pl_gc_run_child(a.argv, NULL, c->log, g->sz.bench_s, &timed_out);
   cJSON *doc = pst_json_read_file(json);
   const cJSON *runs = cJSON_GetObjectItemCaseSensitive(doc, "runs"), *r;
   char detail[600] = "";

@@ -9,6 +9,7 @@
 
 #include "common/json_file.h"
 #include "launcher/gpu_check.h"
+#include "launcher/run.h"
 
 /* Issue 27's measurement: 4 sync cnn2 workers, each behind its own emulated link, with
  * float32, fp16 and top-k gradients, times to 0.88 against float32's. The four workers share
@@ -61,47 +62,43 @@ void pl_gc_check_links(pl_gc_ctx *g) {
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
   snprintf(c->log, sizeof c->log, "%s/compare.log", dir);
   snprintf(json, sizeof json, "%s/compare.json", dir);
-  char a[32][PATH_MAX + 256];
-  int n = 0;
-  snprintf(a[n++], sizeof a[0], "%s", g->self);
-  snprintf(a[n++], sizeof a[0], "compare");
+  pl_argv a = {0};
+  pl_argv_add(&a, "%s", g->self);
+  pl_argv_add(&a, "compare");
   /* compare's own flags take their value as the next word. */
-  snprintf(a[n++], sizeof a[0], "--modes");
-  snprintf(a[n++], sizeof a[0], "sync");
-  snprintf(a[n++], sizeof a[0], "--encodings");
-  snprintf(a[n++], sizeof a[0], GC_LINK_ENCODINGS);
-  snprintf(a[n++], sizeof a[0], "--links");
-  snprintf(a[n++], sizeof a[0], "%s,%dms", rate, delay_ms);
-  snprintf(a[n++], sizeof a[0], "--targets");
-  snprintf(a[n++], sizeof a[0], g->run.dry_run ? "0.1" : "0.86,0.88");
-  snprintf(a[n++], sizeof a[0], "--out");
-  snprintf(a[n++], sizeof a[0], "%s", dir);
-  snprintf(a[n++], sizeof a[0], "--model=cnn2");
-  snprintf(a[n++], sizeof a[0], "--optimizer=momentum");
-  snprintf(a[n++], sizeof a[0], "--lr=0.05");
-  snprintf(a[n++], sizeof a[0], "--seed=42");
+  pl_argv_add(&a, "--modes");
+  pl_argv_add(&a, "sync");
+  pl_argv_add(&a, "--encodings");
+  pl_argv_add(&a, GC_LINK_ENCODINGS);
+  pl_argv_add(&a, "--links");
+  pl_argv_add(&a, "%s,%dms", rate, delay_ms);
+  pl_argv_add(&a, "--targets");
+  pl_argv_add(&a, g->run.dry_run ? "0.1" : "0.86,0.88");
+  pl_argv_add(&a, "--out");
+  pl_argv_add(&a, "%s", dir);
+  pl_argv_add(&a, "--model=cnn2");
+  pl_argv_add(&a, "--optimizer=momentum");
+  pl_argv_add(&a, "--lr=0.05");
+  pl_argv_add(&a, "--seed=42");
   if (g->run.dry_run) {
     /* The plumbing: two CPU workers, one epoch of the small copy. */
-    snprintf(a[n++], sizeof a[0], "--device=cpu");
-    snprintf(a[n++], sizeof a[0], "--workers=2");
-    snprintf(a[n++], sizeof a[0], "--epochs=1");
-    snprintf(a[n++], sizeof a[0], "--batch-size=16");
-    snprintf(a[n++], sizeof a[0], "--eval-every=2");
-    snprintf(a[n++], sizeof a[0], "--data-dir=%s", g->data);
+    pl_argv_add(&a, "--device=cpu");
+    pl_argv_add(&a, "--workers=2");
+    pl_argv_add(&a, "--epochs=1");
+    pl_argv_add(&a, "--batch-size=16");
+    pl_argv_add(&a, "--eval-every=2");
+    pl_argv_add(&a, "--data-dir=%s", g->data);
   } else {
     /* The issue's job: the whole data set (its test accuracy is the target's), 5 epochs. */
-    snprintf(a[n++], sizeof a[0], "--gpus=%d", g->device_index);
-    snprintf(a[n++], sizeof a[0], "--workers-per-gpu=4");
-    snprintf(a[n++], sizeof a[0], "--epochs=5");
-    snprintf(a[n++], sizeof a[0], "--batch-size=64");
-    snprintf(a[n++], sizeof a[0], "--eval-every=20");
-    snprintf(a[n++], sizeof a[0], "--data-dir=%s", g->full_data);
+    pl_argv_add(&a, "--gpus=%d", g->device_index);
+    pl_argv_add(&a, "--workers-per-gpu=4");
+    pl_argv_add(&a, "--epochs=5");
+    pl_argv_add(&a, "--batch-size=64");
+    pl_argv_add(&a, "--eval-every=20");
+    pl_argv_add(&a, "--data-dir=%s", g->full_data);
   }
-  char *argv[33];
-  for (int i = 0; i < n; i++) argv[i] = a[i];
-  argv[n] = NULL;
   int timed_out;
-  int rc = pl_gc_run_child(argv, NULL, c->log, g->sz.links_s, &timed_out);
+  int rc = pl_gc_run_child(a.argv, NULL, c->log, g->sz.links_s, &timed_out);
   cJSON *doc = pst_json_read_file(json);
   const cJSON *base = link_run(doc, "none");
   /* Every run finished, and its links' measured round trips hold the two delays. */

@@ -4,6 +4,7 @@
 #ifndef PSTRAIN_LAUNCHER_RUN_H
 #define PSTRAIN_LAUNCHER_RUN_H
 
+#include <limits.h>
 #include <stddef.h>
 
 #include "worker/dataset.h"
@@ -108,6 +109,15 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res);
  * PSTRAIN_BENCHCLIENT_BIN), else beside this binary
  * (installed) or in the Bazel output layout (bazel-bin/launcher/../ps/pstrain-ps). */
 int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen);
+/* A command line being built: argv[0..n) and its NULL, the strings held in store. */
+#define PL_MAX_ARGS 64
+typedef struct {
+  char *argv[PL_MAX_ARGS + 1];
+  int n;
+  char store[PL_MAX_ARGS][PATH_MAX];
+} pl_argv;
+/* Appends one argument, printf-style; past PL_MAX_ARGS arguments it is dropped. */
+void pl_argv_add(pl_argv *a, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Where another program is (gnuplot, ip, tc): the first executable NAME in PATH's folders,
  * then in extra's (a colon-separated list, or NULL). 0, or -ENOENT. */
 int pl_find_program(const char *name, const char *extra, char *out, size_t outlen);

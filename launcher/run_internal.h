@@ -25,14 +25,6 @@ typedef struct pl_job_s {
       tls_cli_key[PATH_MAX];
 } pl_job;
 
-/* A command line: argv[0..n) and its NULL, the strings held in store. */
-#define PL_MAX_ARGS 64
-typedef struct {
-  char *argv[PL_MAX_ARGS + 1];
-  int n;
-  char store[PL_MAX_ARGS][PATH_MAX];
-} pl_argv;
-
 /* The command line of ps shard `shard`, and of worker `index`. */
 void pl_ps_argv(const pl_run_options *o, const pl_job *j, int shard, pl_argv *a);
 void pl_worker_argv(const pl_run_options *o, const pl_job *j, int index, pl_argv *a);
