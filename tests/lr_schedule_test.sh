@@ -27,5 +27,8 @@ PY
 pass "cosine: trained ($(json_field "$OUT/cos.json" test_accuracy)), last rate $(json_field "$OUT/cos.json" learning_rate_last), bit-identical twice, other weights than constant"
 ps_refuses "--lr-schedule step" "--lr-schedule=" "--workers 2:4 --lr-schedule cosine" \
   "--data-order ps --lr-schedule cosine"
-pass "bad --lr-schedule values and a schedule over a handout: exit 2"
+rc=0
+"$LAUNCHER_BIN" local --lr-schedule bogus --run-dir "$OUT/bogus" >"$OUT/bogus.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$OUT/bogus.log")" -eq 1 ] || fail "pstrain local --lr-schedule bogus: exit $rc"
+pass "bad --lr-schedule values and a schedule over a handout: exit 2 (the ps, and pstrain local in one line)"
 echo "2 passed, 0 failed"
