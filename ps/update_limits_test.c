@@ -3,9 +3,7 @@
  * rate's scalings (--staleness-lr, --lr-schedule). The ordering and membership rules are in
  * ps/update_test.c. */
 #include <errno.h>
-#include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "ps/test_update.h"
