@@ -26,6 +26,9 @@ enum {
   PST_EXIT_USAGE = 2,   /* bad flags, files or configuration */
   PST_EXIT_STOPPED = 3, /* stopped on request before training finished (SIGTERM, or the ps
                          * was stopped): the units treat it as success and do not restart */
+  PST_EXIT_CHECKPOINT = 4, /* the ps's final checkpoint was not written (disk full, I/O error):
+                            * training ended, but a ps started again would resume from an
+                            * older checkpoint (or none) and train that part again */
 };
 
 /* Makes a daemon's death never silent: SIGPIPE is ignored (a peer that resets a connection

@@ -36,6 +36,10 @@ struct ps_ckpt_state {
   uv_work_t work;
   int busy;               /* a write is on the threadpool */
   int final_due;          /* the final save waits for the write in flight */
+  int final_begun;        /* ps_ckpt_final was called: the next write's end is the final one */
+  void (*final_done)(ps_server *s); /* called once the final save has ended, either way */
+  int final_failed;       /* the final save was not written */
+  char final_err[512];    /* ... and why */
   float *snap;            /* [n * (1 + slots)]: weights, then each slot */
   uint64_t snap_version;
   char *state_json, *settings_json;
@@ -47,6 +51,7 @@ struct ps_ckpt_state {
   double started;         /* monotonic seconds when the write began */
   double last_time;       /* of the newest save begun */
   uint64_t last_version;  /* of the newest save begun; UINT64_MAX: none */
+  uint64_t written_version; /* of `last`, the newest written (or resumed from); UINT64_MAX: none */
 };
 
 static const char *slot_name(pst_opt_kind kind, int k) {
@@ -324,7 +329,24 @@ static void write_work(uv_work_t *req) {
                          sizeof k->path, k->err, sizeof k->err);
 }
 
-static void save(ps_server *s);
+static int save(ps_server *s);
+
+/* The final save has ended (written, or not: final_failed says): whoever waits for it (the
+ * summary, ps/obs.c) goes on. */
+static void final_end(ps_ckpt_state *k) {
+  void (*done)(ps_server *) = k->final_done;
+  k->final_done = NULL;
+  if (done) done(k->srv);
+}
+
+/* The final save could not be written: the run's newest state exists nowhere on disk, and a
+ * ps started again would resume from an older version (or none) and train it again. */
+static void final_fail(ps_ckpt_state *k, const char *why) {
+  k->final_failed = 1;
+  snprintf(k->final_err, sizeof k->final_err, "%s", why);
+  LOG_ERR("final checkpoint of version %" PRIu64 " not written: %s", k->srv->store.version, why);
+  final_end(k);
+}
 
 static void after_write(uv_work_t *req, int status) {
   ps_ckpt_state *k = req->data;
@@ -332,22 +354,38 @@ static void after_write(uv_work_t *req, int status) {
   cJSON_free(k->state_json);
   cJSON_free(k->settings_json);
   k->state_json = k->settings_json = NULL;
-  if (status < 0 || k->rc < 0) {
-    LOG_ERR("checkpoint of version %" PRIu64 " not written: %s", k->snap_version,
-            status < 0 ? uv_strerror(status) : k->err);
+  int ok = status == 0 && k->rc == 0;
+  char why[sizeof k->err];
+  snprintf(why, sizeof why, "%s", status < 0 ? uv_strerror(status) : k->err);
+  if (!ok) {
+    LOG_ERR("checkpoint of version %" PRIu64 " not written: %s", k->snap_version, why);
   } else {
     snprintf(k->last, sizeof k->last, "%s", k->path);
+    k->written_version = k->snap_version;
     LOG_INFO("checkpoint written: %s (version %" PRIu64 ", %.0f ms)", k->path, k->snap_version,
              (pst_now() - k->started) * 1000.0);
   }
+  if (!k->final_begun) return;
   if (k->final_due) {
+    /* The write that was in flight when the run ended: the final one follows it, unless it
+     * wrote the final version itself. */
     k->final_due = 0;
-    if (k->snap_version != k->srv->store.version) save(k->srv);
+    if (k->written_version == k->srv->store.version) {
+      final_end(k);
+    } else if (save(k->srv) < 0) {
+      final_fail(k, "it could not be started");
+    }
+    return;
   }
+  if (ok && k->snap_version == k->srv->store.version)
+    final_end(k);
+  else
+    final_fail(k, ok ? "a write of another version ended instead" : why);
 }
 
-/* Copies the state of the published version and starts writing it. */
-static void save(ps_server *s) {
+/* Copies the state of the published version and starts writing it: 0, or a negative code
+ * (logged) when the write could not be started. */
+static int save(ps_server *s) {
   ps_ckpt_state *k = s->ckpt;
   size_t n = s->store.n;
   uint64_t t;
@@ -377,7 +415,7 @@ static void save(ps_server *s) {
     cJSON_free(k->state_json);
     cJSON_free(k->settings_json);
     k->state_json = k->settings_json = NULL;
-    return;
+    return -ENOMEM;
   }
   k->busy = 1;
   k->rc = 0;
@@ -389,6 +427,7 @@ static void save(ps_server *s) {
     k->busy = 0;
     LOG_ERR("checkpoint of version %" PRIu64 " not written: %s", s->store.version, uv_strerror(rc));
   }
+  return rc;
 }
 
 /* Saving needs a directory: a ps resumed from a --resume file alone writes none. */
@@ -412,16 +451,31 @@ void ps_ckpt_tick(ps_server *s) {
     save(s);
 }
 
-void ps_ckpt_final(ps_server *s, const char *why) {
+int ps_ckpt_final(ps_server *s, const char *why, void (*done)(ps_server *s)) {
   ps_ckpt_state *k = s->ckpt;
   (void)why;
-  if (!k || !s->opt.checkpoint_dir[0]) return;
-  if (k->busy)
+  if (!k || !s->opt.checkpoint_dir[0] || k->final_begun) return 0;
+  k->final_begun = 1;
+  /* A save of this version that was begun and failed does not count: only one written. */
+  if (!k->busy && k->written_version == s->store.version) return 0;
+  k->final_done = done;
+  if (k->busy) {
     k->final_due = 1;
-  else if (s->store.version != k->last_version)
-    save(s);
-  /* The summary, written before that write ends, names the file it will have. */
-  pst_ckpt_path(s->opt.checkpoint_dir, s->store.version, k->last, sizeof k->last);
+    return 1;
+  }
+  if (save(s) < 0) {
+    k->final_done = NULL;
+    k->final_failed = 1;
+    snprintf(k->final_err, sizeof k->final_err, "it could not be started");
+    LOG_ERR("final checkpoint of version %" PRIu64 " not written: %s", s->store.version,
+            k->final_err);
+    return 0;
+  }
+  return 1;
+}
+
+const char *ps_ckpt_final_error(const ps_server *s) {
+  return s->ckpt && s->ckpt->final_failed ? s->ckpt->final_err : NULL;
 }
 
 const char *ps_ckpt_last_path(const ps_server *s) { return s->ckpt ? s->ckpt->last : ""; }
@@ -607,6 +661,7 @@ int ps_ckpt_open(ps_server *s, char *err, size_t errlen) {
   }
   k->srv = s;
   k->last_version = UINT64_MAX;
+  k->written_version = UINT64_MAX;
   k->last_time = pst_now();
   s->ckpt = k;
   if (!strcmp(resume, "never"))
@@ -647,6 +702,8 @@ int ps_ckpt_open(ps_server *s, char *err, size_t errlen) {
   pst_ckpt_free(&ck);
   if (rc < 0) return rc;
   k->last_version = s->store.version;
+  /* The file resumed from exists: the final save need not write this version again. */
+  k->written_version = s->store.version;
   snprintf(k->last, sizeof k->last, "%s", path);
   LOG_INFO("resumed from %s: version %" PRIu64 ", %d of %d worker slots finished", path,
            s->store.version, s->finished, s->opt.workers);

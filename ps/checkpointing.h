@@ -19,9 +19,16 @@ void ps_ckpt_published(ps_server *s);
 /* Called by the watch timer: saves one every --checkpoint-seconds. */
 void ps_ckpt_tick(ps_server *s);
 /* The run ends (finished, stopped or aborted): saves the current version unless it is saved
- * already. The write finishes on the threadpool before the event loop can end. */
-void ps_ckpt_final(ps_server *s, const char *why);
-/* The newest checkpoint written by this process, or "". */
+ * already. The write finishes on the threadpool before the event loop can end. Returns 1
+ * when a write is under way, and then calls done(s) on the loop once it has ended (written
+ * or not); 0 when there is nothing to wait for (no directory, already written, or a write
+ * that could not even start). Either way ps_ckpt_final_error says afterwards whether the
+ * final save failed. */
+int ps_ckpt_final(ps_server *s, const char *why, void (*done)(ps_server *s));
+/* Why the final save was not written, or NULL when it was (or none was due). */
+const char *ps_ckpt_final_error(const ps_server *s);
+/* The newest checkpoint written (or resumed from) by this process, or "": never a file that
+ * was only meant to be written. */
 const char *ps_ckpt_last_path(const ps_server *s);
 void ps_ckpt_free(ps_server *s);
 

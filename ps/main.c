@@ -631,6 +631,7 @@ int main(int argc, char **argv) {
   LOG_INFO("exiting with status %d (%s)", exit_code,
            exit_code == PST_EXIT_OK        ? "training finished"
            : exit_code == PST_EXIT_STOPPED ? "stopped on request before training finished"
+           : exit_code == PST_EXIT_CHECKPOINT ? "the final checkpoint was not written"
                                            : "training aborted");
   return exit_code;
 }

@@ -406,6 +406,10 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "ranges_returned", (double)r->ranges_returned);
   cJSON_AddNumberToObject(o, "workers_abandoned", r->workers_abandoned);
   cJSON_AddStringToObject(o, "checkpoint", r->checkpoint ? r->checkpoint : "");
+  /* The final checkpoint's fate: `checkpoint` above is then an older one (or ""). */
+  cJSON_AddBoolToObject(o, "checkpoint_final_failed", r->checkpoint_final_error != NULL);
+  if (r->checkpoint_final_error)
+    cJSON_AddStringToObject(o, "checkpoint_final_error", r->checkpoint_final_error);
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return text;

@@ -96,6 +96,7 @@ typedef struct {
   const pst_eval_flag *flags;
   int n_flags;
   const char *checkpoint; /* the newest checkpoint written, or "" */
+  const char *checkpoint_final_error; /* why the final checkpoint was not written, or NULL */
 } pst_run_summary;
 
 /* The round trip (issue 26): each worker step's exposed wait, from the last byte of its push

@@ -394,8 +394,24 @@ void ps_obs_heartbeat_line(void *arg, char *buf, size_t len) {
 
 /* The end of a run: the last checkpoint (written on the threadpool: the loop ends after
  * it), the summary and the metrics file's last word. */
+static void write_report(ps_server *s);
+
 void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
-  ps_ckpt_final(s, reason);
+  snprintf(s->end_reason, sizeof s->end_reason, "%s", reason ? reason : "");
+  s->end_failed = failed;
+  /* The summary names the final checkpoint only once it exists: it waits for the write. */
+  if (ps_ckpt_final(s, reason, write_report) == 0) write_report(s);
+}
+
+static void write_report(ps_server *s) {
+  const char *reason = s->end_reason;
+  /* A final checkpoint that was not written fails the run: its newest state is nowhere on
+   * disk, and a ps started again would train again from an older one. A run that failed
+   * already keeps its own status. */
+  const char *ckpt_err = ps_ckpt_final_error(s);
+  int failed = s->end_failed || ckpt_err != NULL;
+  if (ckpt_err && (s->exit_code == PST_EXIT_OK || s->exit_code == PST_EXIT_STOPPED))
+    s->exit_code = PST_EXIT_CHECKPOINT;
   int lost = 0;
   uint64_t missed = 0;
   for (int i = 0; i < s->opt.workers; i++) {
@@ -444,6 +460,7 @@ void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
       .ranges_returned = s->data.returned,
       .workers_abandoned = s->abandoned,
       .checkpoint = ps_ckpt_last_path(s),
+      .checkpoint_final_error = ckpt_err,
       .rejected = s->rejected,
       .evaluated_by = s->opt.evaluator ? "ps" : "workers",
       .push_encoding = s->push_enc_text,

@@ -39,8 +39,9 @@ size_t ps_obs_status_line(const ps_server *s, char *buf, size_t len);
  * ps is stopping, so that its final line stays. */
 void ps_obs_heartbeat_line(void *arg, char *buf, size_t len);
 /* The end of a run (ps_server_stop): the last checkpoint (written on the threadpool: the loop
- * ends after it), the summary and the metrics file's last word; a summary or metrics file
- * that cannot be written makes the exit status a failure. */
+ * ends after it), then, once that write has ended, the summary and the metrics file's last
+ * word; a summary or metrics file that cannot be written makes the exit status a failure, and
+ * a final checkpoint that was not written makes it PST_EXIT_CHECKPOINT. */
 void ps_obs_stop_report(ps_server *s, const char *reason, int failed);
 
 #endif

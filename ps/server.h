@@ -202,6 +202,10 @@ typedef struct ps_server {
   int n_conns;
   pst_ratelimit conn_log;  /* lines about bad connections */
   int stopping;           /* shutdown begun */
+  /* Why the run ended and whether it failed, kept for the summary, which is written once
+   * the final checkpoint has ended (ps/obs.c). */
+  char end_reason[512];
+  int end_failed;
   /* Going back to an older version (a ROLLBACK from a worker): the checkpoint file the ps
    * starts itself again from once the loop has ended (ps/main.c), and the version. */
   char rollback_path[1024];
