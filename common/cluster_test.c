@@ -350,7 +350,57 @@ static void test_hostport(void) {
         strstr(err, "too long") && !strchr(err, '\n'), "a long literal: %s", err);
 }
 
+/* The one integer parser (issue 43): whole decimal integers in range, nothing else; and a
+ * PST_CFG_INT option read through it, from a flag and from the environment. */
+static void test_parse_int(void) {
+  int64_t v = 7;
+  CHECK(pst_parse_int("42", 1, 100, &v) == 0 && v == 42, "42 -> %lld", (long long)v);
+  CHECK(pst_parse_int("-3", -5, 5, &v) == 0 && v == -3, "-3 -> %lld", (long long)v);
+  CHECK(pst_parse_int("+3", -5, 5, &v) == 0 && v == 3, "+3 -> %lld", (long long)v);
+  CHECK(pst_parse_int("9223372036854775807", INT64_MIN, INT64_MAX, &v) == 0 && v == INT64_MAX,
+        "INT64_MAX -> %lld", (long long)v);
+  v = 7;
+  const char *bad[] = {"", " 2", "2 ", "1e300", "1.5", "2x", "x2", "0x10", "+", "-", "1,2", "\t3"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    CHECK(pst_parse_int(bad[i], INT64_MIN, INT64_MAX, &v) == -EINVAL && v == 7,
+          "'%s' accepted as %lld", bad[i], (long long)v);
+  CHECK(pst_parse_int(NULL, 0, 1, &v) == -EINVAL, "NULL accepted");
+  CHECK(pst_parse_int("9223372036854775808", INT64_MIN, INT64_MAX, &v) == -ERANGE && v == 7,
+        "overflow accepted");
+  CHECK(pst_parse_int("-99999999999999999999", INT64_MIN, INT64_MAX, &v) == -ERANGE && v == 7,
+        "underflow accepted");
+  CHECK(pst_parse_int("0", 1, 4096, &v) == -ERANGE && pst_parse_int("4097", 1, 4096, &v) == -ERANGE &&
+        v == 7, "out of range accepted");
+  CHECK(pst_parse_int_n("12:34", 2, 1, 100, &v) == 0 && v == 12, "12 of 12:34 -> %lld", (long long)v);
+  CHECK(pst_parse_int_n("1.5:3", 3, 1, 100, &v) == -EINVAL, "1.5 of 1.5:3 accepted");
+  CHECK(pst_parse_int_n("", 0, 1, 100, &v) == -EINVAL, "an empty part accepted");
+  char err[256] = "";
+  CHECK(pst_parse_int_flag("--workers", "2x", 1, 4096, &v, err, sizeof err) == -EINVAL &&
+        strstr(err, "--workers") && !strchr(err, '\n'), "flag error: %s", err);
+  /* Through the option table: --workers 1e300, 1.5 and 2x were once read as 1, 1 and 2. */
+  const char *flags[] = {"1e300", "1.5", "2x", "", "99999999999999999999", "0"};
+  for (size_t i = 0; i < sizeof flags / sizeof flags[0]; i++) {
+    char *argv[] = {"test", "--workers", (char *)flags[i], NULL};
+    pst_cfg cfg = {.prog = "test", .section = "test", .env_prefix = "PSTRAIN_TEST_INT_",
+                   .opts = ps_opts, .n_opts = 4};
+    err[0] = '\0';
+    CHECK(pst_cfg_load(&cfg, 3, argv, err, sizeof err) < 0 && strstr(err, "workers") &&
+              !strchr(err, '\n'), "--workers '%s' accepted (%s)", flags[i], err);
+  }
+  char *argv[] = {"test", NULL};
+  pst_cfg cfg = {.prog = "test", .section = "test", .env_prefix = "PSTRAIN_TEST_INT_",
+                 .opts = ps_opts, .n_opts = 4};
+  setenv("PSTRAIN_TEST_INT_WORKERS", "3.0", 1);
+  CHECK(pst_cfg_load(&cfg, 1, argv, err, sizeof err) < 0 && strstr(err, "PSTRAIN_TEST_INT_WORKERS"),
+        "WORKERS=3.0 from the environment accepted (%s)", err);
+  setenv("PSTRAIN_TEST_INT_WORKERS", "3", 1);
+  CHECK(pst_cfg_load(&cfg, 1, argv, err, sizeof err) == 0 && o_workers == 3,
+        "WORKERS=3 from the environment: %s", err);
+  unsetenv("PSTRAIN_TEST_INT_WORKERS");
+}
+
 int main(void) {
+  test_parse_int();
   test_hostport();
   test_parse();
   test_configure();

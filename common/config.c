@@ -34,6 +34,42 @@ pst_cfg_opt *pst_cfg_find(pst_cfg *c, const char *name) {
   return NULL;
 }
 
+int pst_parse_int(const char *text, int64_t min, int64_t max, int64_t *out) {
+  if (!text) return -EINVAL;
+  const char *p = text;
+  if (*p == '+' || *p == '-') p++;
+  /* strtoll alone would take leading spaces and stop quietly at the first stranger. */
+  if (!isdigit((unsigned char)*p)) return -EINVAL;
+  for (const char *q = p; *q; q++)
+    if (!isdigit((unsigned char)*q)) return -EINVAL;
+  errno = 0;
+  char *end;
+  long long v = strtoll(text, &end, 10);
+  if (*end) return -EINVAL;
+  if (errno == ERANGE || v < min || v > max) return -ERANGE;
+  *out = v;
+  return 0;
+}
+
+int pst_parse_int_n(const char *text, size_t len, int64_t min, int64_t max, int64_t *out) {
+  char buf[32];
+  /* Longer than any int64_t, signs and leading zeros aside: not one we take. */
+  if (len >= sizeof buf) return memchr(text, '.', len) ? -EINVAL : -ERANGE;
+  memcpy(buf, text, len);
+  buf[len] = '\0';
+  return pst_parse_int(buf, min, max, out);
+}
+
+int pst_parse_int_flag(const char *flag, const char *text, int64_t min, int64_t max,
+                       int64_t *out, char *err, size_t errlen) {
+  int rc = pst_parse_int(text, min, max, out);
+  if (rc < 0)
+    snprintf(err, errlen, "%s: '%.40s' is %s from %lld to %lld", flag, text,
+             rc == -ERANGE ? "out of range: it must be an integer" : "not an integer",
+             (long long)min, (long long)max);
+  return rc;
+}
+
 static int parse_value(pst_cfg_opt *o, const char *text, char *err, size_t errlen,
                        const char *where) {
   char *end;
@@ -46,15 +82,16 @@ static int parse_value(pst_cfg_opt *o, const char *text, char *err, size_t errle
       strcpy((char *)o->value, text);
       return 0;
     case PST_CFG_INT: {
-      errno = 0;
-      long long v = strtoll(text, &end, 10);
-      if (errno || end == text || *end != '\0') {
+      int64_t v, lo = o->min != o->max ? o->min : INT64_MIN,
+                 hi = o->min != o->max ? o->max : INT64_MAX;
+      int rc = pst_parse_int(text, lo, hi, &v);
+      if (rc == -EINVAL) {
         snprintf(err, errlen, "%s: %s wants an integer, got '%.40s'", where, o->name, text);
         return -EINVAL;
       }
-      if (o->min != o->max && (v < o->min || v > o->max)) {
-        snprintf(err, errlen, "%s: %s must be in %lld..%lld, got %lld", where, o->name,
-                 (long long)o->min, (long long)o->max, v);
+      if (rc < 0) {
+        snprintf(err, errlen, "%s: %s must be in %lld..%lld, got %.40s", where, o->name,
+                 (long long)lo, (long long)hi, text);
         return -EINVAL;
       }
       *(int64_t *)o->value = v;
@@ -334,9 +371,9 @@ int pst_parse_hostport(const char *s, char *host, size_t hostlen, int *port) {
    * "d::1]", which written back as an address ("[d::1]]:70") no longer parses (found by
    * fuzz_tf_config). */
   if (memchr(h, '[', hl) || memchr(h, ']', hl)) return -EINVAL;
-  char *end;
-  long p = strtol(colon + 1, &end, 10);
-  if (end == colon + 1 || *end || p < 1 || p > 65535) return -EINVAL;
+  int64_t p;
+  if (pst_parse_int(colon + 1, 1, 65535, &p) < 0 || colon[1] == '+' || colon[1] == '-')
+    return -EINVAL;
   memcpy(host, h, hl);
   host[hl] = '\0';
   *port = (int)p;

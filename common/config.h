@@ -77,6 +77,19 @@ int pst_cfg_set_defaults(pst_cfg *c, const char *const *names, const char *const
                          pst_cfg_source src, const char *origin, char *err, size_t errlen);
 pst_cfg_opt *pst_cfg_find(pst_cfg *c, const char *name);
 
+/* The one integer parser for flags, config values and the numbers inside them: text must be
+ * a whole decimal integer, an optional sign then digits only (no space, no fraction, no
+ * exponent, nothing after it), within [min, max]. 0 with *out set; -EINVAL for text that is
+ * not such an integer (empty, "1.5", "1e300", "2x"), -ERANGE for one outside [min, max]
+ * (overflow included). *out is left alone on error. */
+int pst_parse_int(const char *text, int64_t min, int64_t max, int64_t *out);
+/* pst_parse_int for a flag's value, with the reason as one line naming the flag in err:
+ * "--workers: '2x' is not an integer from 1 to 4096". */
+int pst_parse_int_flag(const char *flag, const char *text, int64_t min, int64_t max,
+                       int64_t *out, char *err, size_t errlen);
+/* pst_parse_int of the first len characters of text (a part of "I:N" or "A,B,C"). */
+int pst_parse_int_n(const char *text, size_t len, int64_t min, int64_t max, int64_t *out);
+
 /* Parses "host:port" ("[v6]:port" too) into host[hostlen] and *port. */
 int pst_parse_hostport(const char *s, char *host, size_t hostlen, int *port);
 

@@ -41,10 +41,10 @@ struct pst_http_conn {
 int pst_http_parse_listen(const char *spec, char *ip, size_t iplen, int *port, char *err,
                           size_t errlen) {
   char host[256];
-  char *end;
-  long p = strtol(spec, &end, 10);
-  if (spec[0] && *end == '\0' && isdigit((unsigned char)spec[0])) {
-    if (p < 0 || p > 65535) {
+  int64_t p = 0;
+  /* A bare port: digits only (a number too large for any integer is one too). */
+  if (spec[0] && strspn(spec, "0123456789") == strlen(spec)) {
+    if (pst_parse_int(spec, 0, 65535, &p) < 0) {
       snprintf(err, errlen, "--metrics-listen: port %.20s is not between 0 and 65535", spec);
       return -EINVAL;
     }

@@ -98,10 +98,8 @@ int pst_k8s_ordinal(const pst_k8s_ps *ps, const char *host, char *err, size_t er
 
 /* JOB_COMPLETION_INDEX: a whole number that is a worker index. */
 static int parse_index(const char *text, char *err, size_t errlen) {
-  char *end;
-  errno = 0;
-  long v = strtol(text, &end, 10);
-  if (errno || text[0] < '0' || text[0] > '9' || *end || v < 0 || v > 4095) {
+  int64_t v;
+  if (text[0] < '0' || text[0] > '9' || pst_parse_int(text, 0, 4095, &v) < 0) {
     snprintf(err, errlen, "%s: '%.40s' is not a worker index (0 to 4095)", PST_K8S_INDEX_ENV,
              text);
     return -EINVAL;

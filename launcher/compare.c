@@ -19,6 +19,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
+#include "common/config.h"
 #include "common/json_file.h"
 #include "common/proc.h"
 #include "launcher/commands.h"
@@ -47,10 +48,9 @@ static int parse_modes(const char *s, mode_run *runs, int max) {
       snprintf(r->mode, sizeof r->mode, "%s", tok);
     } else if (!strncmp(tok, "ssp", 3) && (tok[3] == '\0' || tok[3] == ':')) {
       snprintf(r->mode, sizeof r->mode, "ssp");
-      char *end;
-      r->staleness = tok[3] ? (int)strtol(tok + 4, &end, 10) : 2;
-      if (tok[3] && (end == tok + 4 || *end || r->staleness < 0 || r->staleness > 1000000))
-        return -EINVAL;
+      int64_t st = 2;
+      if (tok[3] && pst_parse_int(tok + 4, 0, 1000000, &st) < 0) return -EINVAL;
+      r->staleness = (int)st;
     } else {
       return -EINVAL;
     }
@@ -456,9 +456,8 @@ int pl_cmd_compare(int argc, char **argv) {
     counts[0] = w > 0 ? w : base.workers;
     ncounts = 1;
   }
-  char *end = NULL;
-  long repeats = strtol(repeats_arg, &end, 10);
-  if (end == repeats_arg || *end || repeats < 1 || repeats > MAX_REPEATS) {
+  int64_t repeats = 0;
+  if (pst_parse_int(repeats_arg, 1, MAX_REPEATS, &repeats) < 0) {
     fprintf(stderr, "pstrain compare: --repeats must be in 1..%d\n", MAX_REPEATS);
     return 2;
   }

@@ -409,13 +409,12 @@ static int parse(pl_gc_ctx *g, int argc, char **argv) {
   }
   memset(g, 0, sizeof *g);
   g->run.dry_run = strcmp(f_device, "cpu") == 0;
-  char *end = NULL;
   if (!g->run.dry_run) {
     const char *n = strcmp(f_device, "cuda") == 0 ? "0" : strncmp(f_device, "cuda:", 5) == 0
                                                                ? f_device + 5
                                                                : NULL;
-    long v = n ? strtol(n, &end, 10) : -1;
-    if (!n || end == n || *end || v < 0 || v > PL_MAX_GPU_ID) {
+    int64_t v = -1;
+    if (!n || pst_parse_int(n, 0, PL_MAX_GPU_ID, &v) < 0) {
       fprintf(stderr, "pstrain gpu-check: --device: '%.60s' is not cuda:N (N 0..%d) or cpu\n",
               f_device, PL_MAX_GPU_ID);
       return 2;

@@ -21,6 +21,7 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
+#include "common/config.h"
 #include "common/json_file.h"
 #include "launcher/run.h"
 
@@ -96,9 +97,9 @@ int pl_link_parse_workers(const char *s, int workers, pl_link_spec *per, char *e
   }
   snprintf(buf, sizeof buf, "%s", s);
   for (char *save = NULL, *t = strtok_r(buf, ";", &save); t; t = strtok_r(NULL, ";", &save)) {
-    char *colon = strchr(t, ':'), *end;
-    long i = colon ? strtol(t, &end, 10) : -1;
-    if (!colon || end != colon || i < 0 || i >= workers) {
+    char *colon = strchr(t, ':');
+    int64_t i = -1;
+    if (!colon || pst_parse_int_n(t, (size_t)(colon - t), 0, workers - 1, &i) < 0) {
       snprintf(err, errlen, "--link-worker: '%.60s' is not I:RATE[,DELAY[,LOSS]] with I a worker "
                "index below %d (several: separated by ';')", t, workers);
       return -EINVAL;

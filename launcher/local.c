@@ -119,9 +119,10 @@ int pl_split_flags(const char *cmd, int argc, char **argv, const char *const *na
 static int parse_per_worker(const char *s, double *out, int workers, double lo, double hi) {
   while (*s) {
     char *end;
-    long i = strtol(s, &end, 10);
-    if (end == s || *end != ':' || i < 0 || i >= workers) return -EINVAL;
-    const char *v = end + 1;
+    const char *colon = strchr(s, ':');
+    int64_t i;
+    if (!colon || pst_parse_int_n(s, (size_t)(colon - s), 0, workers - 1, &i) < 0) return -EINVAL;
+    const char *v = colon + 1;
     double f = strtod(v, &end);
     if (end == v || !(f >= lo && f <= hi) || (*end && *end != ',')) return -EINVAL;
     out[i] = f;

@@ -1,6 +1,7 @@
 #include "launcher/run.h"
 
 #include "common/clock.h"
+#include "common/config.h"
 #include "common/proc.h"
 #include "common/tls_pki.h"
 #include "kernels/partition.h"
@@ -251,11 +252,11 @@ static void argv_free(char **argv) {
 int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi) {
   int n = 0;
   while (*s && n < max) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (end == s || v < lo || v > hi || (*end && *end != ',')) return -EINVAL;
+    size_t len = strcspn(s, ",");
+    int64_t v;
+    if (pst_parse_int_n(s, len, lo, hi, &v) < 0) return -EINVAL;
     out[n++] = (int)v;
-    s = *end ? end + 1 : end;
+    s += len + (s[len] == ',');
   }
   return *s ? -E2BIG : n;
 }

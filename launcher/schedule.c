@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/config.h"
 #include "launcher/run.h"
 
 static const char *skip_space(const char *p) {
@@ -90,17 +91,15 @@ int pl_parse_schedule(const char *s, pl_sched_point *out, int max, char *err, si
 }
 
 int pl_parse_workers_range(const char *s, int *min, int *max) {
-  char *end;
-  errno = 0;
-  long lo = strtol(s, &end, 10), hi = lo;
-  if (end == s || errno || !isdigit((unsigned char)*s)) return -EINVAL;
-  if (*end == ':') {
-    const char *h = end + 1;
-    if (!isdigit((unsigned char)*h)) return -EINVAL;
-    hi = strtol(h, &end, 10);
-    if (errno) return -EINVAL;
-  }
-  if (*end || lo < 1 || hi < lo || hi > PL_MAX_WORKERS) return -EINVAL;
+  const char *colon = strchr(s, ':');
+  int64_t lo, hi;
+  if (!isdigit((unsigned char)*s) || (colon && !isdigit((unsigned char)colon[1]))) return -EINVAL;
+  if (colon ? pst_parse_int_n(s, (size_t)(colon - s), 1, PL_MAX_WORKERS, &lo) < 0 ||
+                  pst_parse_int(colon + 1, 1, PL_MAX_WORKERS, &hi) < 0
+            : pst_parse_int(s, 1, PL_MAX_WORKERS, &lo) < 0)
+    return -EINVAL;
+  if (!colon) hi = lo;
+  if (hi < lo) return -EINVAL;
   *min = (int)lo;
   *max = (int)hi;
   return 0;

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "common/config.h"
 #include "common/fpenv.h"
 #include "common/json_file.h"
 #include "ps/optim.h"
@@ -59,11 +60,9 @@ static void usage(void) {
 }
 
 static int parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (errno || end == s || *end || v < lo || v > hi) return -EINVAL;
-  *out = v;
+  int64_t v;
+  if (pst_parse_int(s, lo, hi, &v) < 0) return -EINVAL;
+  *out = (long)v;
   return 0;
 }
 

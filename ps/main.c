@@ -163,10 +163,12 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
     return -EINVAL;
   }
   if (o_data_facts[0]) {
-    unsigned long tr, te, cl;
-    char end;
-    if (sscanf(o_data_facts, "%lu,%lu,%lu%c", &tr, &te, &cl, &end) != 3 || tr < 1 || te < 1 ||
-        cl < 2 || tr > UINT32_MAX || te > UINT32_MAX || cl > UINT32_MAX) {
+    int64_t tr = 0, te = 0, cl = 0;
+    const char *c1 = strchr(o_data_facts, ','), *c2 = c1 ? strchr(c1 + 1, ',') : NULL;
+    if (!c1 || !c2 ||
+        pst_parse_int_n(o_data_facts, (size_t)(c1 - o_data_facts), 1, UINT32_MAX, &tr) < 0 ||
+        pst_parse_int_n(c1 + 1, (size_t)(c2 - c1 - 1), 1, UINT32_MAX, &te) < 0 ||
+        pst_parse_int(c2 + 1, 2, UINT32_MAX, &cl) < 0) {
       snprintf(err, errlen, "--data-facts: '%.200s' is not TRAIN,TEST,CLASSES (positive "
                "sample counts and at least 2 classes)", o_data_facts);
       return -EINVAL;
@@ -248,11 +250,15 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
     o->opt.momentum = 0;
   }
   /* --workers N or MIN:MAX (docs/modes.md, elastic jobs). */
-  long lo, hi;
-  char end;
-  int nf = sscanf(o_workers, "%ld:%ld%c", &lo, &hi, &end);
-  if (nf == 1 && !strchr(o_workers, ':')) hi = lo;
-  else if (nf != 2) lo = 0;
+  int64_t lo = 0, hi = 0;
+  const char *colon = strchr(o_workers, ':');
+  /* Each part a whole integer: sscanf's %ld read "2x" as 2 and "1e300" as 1. */
+  if (colon ? pst_parse_int_n(o_workers, (size_t)(colon - o_workers), 1, 4096, &lo) < 0 ||
+                  pst_parse_int(colon + 1, 1, 4096, &hi) < 0
+            : pst_parse_int(o_workers, 1, 4096, &lo) < 0)
+    lo = 0;
+  else if (!colon)
+    hi = lo;
   if (lo < 1 || hi < lo || hi > 4096) {
     snprintf(err, errlen, "--workers: '%.200s' is not N or MIN:MAX with 1 <= MIN <= MAX <= 4096",
              o_workers);

@@ -36,6 +36,14 @@ out_error tb-nodir "--tensorboard $OUT/nowhere/tb: the directory $OUT/nowhere do
 touch "$OUT/a-file"
 out_error ckpt-file "--checkpoint-dir $OUT/a-file/ck: cannot create it" --checkpoint-dir "$OUT/a-file/ck"
 out_error ckpt-keep "checkpoint-keep must be in" --checkpoint-keep 0
+# Integers are whole integers (issue 43): "1e300", "1.5" and "2x" were once read as 1, 1 and 2.
+for bad in 1e300 1.5 2x 1:2.5 1x:2 99999999999999999999; do
+  out_error "workers-$bad" "--workers" --workers "$bad"
+done
+out_error epochs-2x "epochs" --epochs 2x
+ps_refuses "--workers 1e300" "--workers 1.5" "--workers 2x" "--workers 1:2x" "--workers 1.5:2" \
+  "--workers 99999999999999999999" "--data-facts 100,10,1e3" "--data-facts 100,1.5,10" \
+  "--batch-size 64x" "--listen 127.0.0.1:70x"
 # --backup-workers is checked against the workers the job starts: --gpus decides how many.
 out_error backup-gpus "--backup-workers 1 must be less than the 1 worker this job starts" \
   --gpus 0 --workers 4 --backup-workers 1
