@@ -16,7 +16,7 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
                            pl_run_options *o, pst_model *model, const char *extra_usage);
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
-static char f_lr_schedule[PST_CFG_STR_MAX];
+static char f_lr_schedule[PST_CFG_STR_MAX], f_lr_scaling[PST_CFG_STR_MAX];
 static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
 static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
@@ -47,6 +47,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("batch-size", PST_CFG_INT, &f_batch, "64", "samples per worker per step", 1, 65536),
     PST_OPT("lr", PST_CFG_DOUBLE, &f_lr, "0.001", "learning rate (a model spec may set its own)", 0, 0),
     PST_OPT("optimizer", PST_CFG_STRING, f_opt, "adam", "sgd, momentum or adam (a model spec may set its own)", 0, 0),
+    PST_OPT("lr-scaling", PST_CFG_STRING, f_lr_scaling, "", "the ps's --lr-scaling: none, or linear (an elastic job, --workers MIN:MAX: each sync step's rate is --lr x its samples / (batch x MIN)) (default: the ps's, none)", 0, 0),
     PST_OPT("lr-schedule", PST_CFG_STRING, f_lr_schedule, "", "the ps's --lr-schedule: constant, or cosine (the rate falls from --lr to nearly 0 over the job) (default: the ps's, constant)", 0, 0),
     PST_OPT("seed", PST_CFG_INT, &f_seed, "42", "seed for weights and shuffles", 0, INT64_MAX),
     PST_OPT("data-dir", PST_CFG_STRING, f_data, "/usr/share/datasets/fashion-mnist", "IDX files, CIFAR-10/100 binary files or an image folder", 0, 0),
@@ -252,6 +253,7 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->lr = f_lr;
   o->optimizer = f_opt;
   o->lr_schedule = f_lr_schedule[0] ? f_lr_schedule : NULL;
+  o->lr_scaling = f_lr_scaling[0] ? f_lr_scaling : NULL;
   o->seed = f_seed;
   o->data_dir = f_data;
   o->data_flags = &f_dataf;

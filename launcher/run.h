@@ -40,6 +40,7 @@ typedef struct pl_run_options {
   double lr;
   const char *optimizer;
   const char *lr_schedule;     /* the ps's --lr-schedule; NULL: the ps's default (constant) */
+  const char *lr_scaling;      /* the ps's --lr-scaling; NULL: the ps's default (none) */
   long long seed;
   const char *data_dir;
   const pst_data_flags *data_flags; /* the workers' --image-size, --augment, ...; NULL: theirs */

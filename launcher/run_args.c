@@ -54,6 +54,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   pl_argv_add(a, "--lr=%.9g", o->lr);
   pl_argv_add(a, "--optimizer=%s", o->optimizer);
   if (o->lr_schedule) pl_argv_add(a, "--lr-schedule=%s", o->lr_schedule);
+  if (o->lr_scaling) pl_argv_add(a, "--lr-scaling=%s", o->lr_scaling);
   pl_argv_add(a, "--seed=%lld", o->seed);
   pl_argv_add(a, "--chunk-kib=%d", o->chunk_kib);
   pl_argv_add(a, "--threads=%d", j->ps_threads);

@@ -303,6 +303,7 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddStringToObject(o, "optimizer", r->optimizer);
   cJSON_AddBoolToObject(o, "staleness_lr", r->staleness_lr);
   cJSON_AddStringToObject(o, "lr_schedule", r->lr_schedule ? r->lr_schedule : "");
+  cJSON_AddStringToObject(o, "lr_scaling", r->lr_linear ? "linear" : "none");
   cJSON_AddNumberToObject(o, "learning_rate_last", r->lr_last);
   cJSON_AddNumberToObject(o, "workers", m->workers);
   cJSON_AddNumberToObject(o, "epochs", m->epochs);

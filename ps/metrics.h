@@ -61,6 +61,7 @@ typedef struct {
   int batch;
   int staleness_lr;       /* async/ssp: learning rates divided by 1 + staleness */
   const char *lr_schedule; /* --lr-schedule: constant or cosine */
+  int lr_linear;          /* --lr-scaling linear */
   double lr_last;         /* the newest step's learning rate, its schedule's share applied */
   uint64_t version;
   /* The whole model's checksum (FNV-1a 64 over every parameter), and who computed it: "ps"

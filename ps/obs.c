@@ -433,6 +433,7 @@ static void write_report(ps_server *s) {
       .batch = s->opt.batch_size,
       .staleness_lr = s->opt.staleness_lr,
       .lr_schedule = pst_lr_schedule_name(s->opt.lr_schedule),
+      .lr_linear = s->opt.lr_linear,
       .lr_last = ps_lr_now(s),
       .version = s->store.version,
       .checksum = whole ? own : s->model_sum,

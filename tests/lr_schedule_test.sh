@@ -3,7 +3,7 @@
 # the last step's learning rate, a small positive share of --lr (a constant job's is --lr
 # itself), the weights differ from the constant job's, and two cosine jobs end bit-identical.
 # `pstrain local` passes the flag on; bad values and a schedule over workers that come and
-# go are refused with exit 2.
+# go are refused with exit 2. `pstrain local` passes --lr-scaling on too.
 source "$(dirname "$0")/lib.sh"
 cos=$(local_checksum cos --optimizer momentum --lr 0.05 --lr-schedule cosine)
 again=$(local_checksum cos2 --optimizer momentum --lr 0.05 --lr-schedule cosine)
@@ -31,4 +31,14 @@ rc=0
 "$LAUNCHER_BIN" local --lr-schedule bogus --run-dir "$OUT/bogus" >"$OUT/bogus.log" 2>&1 || rc=$?
 [ "$rc" -eq 2 ] && [ "$(wc -l <"$OUT/bogus.log")" -eq 1 ] || fail "pstrain local --lr-schedule bogus: exit $rc"
 pass "bad --lr-schedule values and a schedule over a handout: exit 2 (the ps, and pstrain local in one line)"
-echo "2 passed, 0 failed"
+# --lr-scaling linear (issue 43, item D): pstrain local passes it on to the ps of an elastic job.
+"$LAUNCHER_BIN" local --workers 2:3 --mode sync --model mlp --epochs 1 --batch-size 256 --seed 7 \
+  --lr-scaling linear --run-dir "$OUT/scaled" --summary-json "$OUT/scaled.json" >"$OUT/scaled.out" 2>&1 ||
+  fail "pstrain local --workers 2:3 --lr-scaling linear failed"
+[ "$(json_field "$OUT/scaled.json" lr_scaling)" = linear ] || fail "the elastic job's summary: lr_scaling is not linear"
+[ "$(json_field "$OUT/const.json" lr_scaling)" = none ] || fail "a job without --lr-scaling: lr_scaling is not none"
+rc=0
+"$LAUNCHER_BIN" local --lr-scaling sqrt --run-dir "$OUT/sqrt" >"$OUT/sqrt.log" 2>&1 || rc=$?
+[ "$rc" -eq 2 ] && [ "$(wc -l <"$OUT/sqrt.log")" -eq 1 ] || fail "pstrain local --lr-scaling sqrt: exit $rc"
+pass "pstrain local --lr-scaling linear reaches the ps (its summary says linear); sqrt: exit 2"
+echo "3 passed, 0 failed"
