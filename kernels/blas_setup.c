@@ -1,6 +1,9 @@
 #include "kernels/blas_setup.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
+#include <sched.h>
+#include <unistd.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,8 +16,9 @@
 #include <cpuid.h>
 #endif
 
-/* OpenBLAS extension, declared here because not every cblas.h carries it. */
+/* OpenBLAS extensions, declared here because not every cblas.h carries them. */
 char *openblas_get_corename(void);
+char *openblas_get_config(void);
 
 /* Set beside OPENBLAS_CORETYPE when pstrain chose it, so that the process executed again
  * knows the value is its own (and never executes itself a third time). Holds OpenBLAS's own
@@ -140,4 +144,46 @@ int pst_blas_flush_denormals(void) {
   if (shutdown == NULL) return 0;
   shutdown();
   return 0;
+}
+
+/* /proc/cpuinfo's first "model name" (x86; "unknown" elsewhere, or where it is empty). */
+static void cpu_model(char *out, size_t len) {
+  snprintf(out, len, "unknown");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) != 0) continue;
+    const char *v = strchr(line, ':');
+    if (!v) break;
+    v++;
+    while (*v == ' ' || *v == '\t') v++;
+    size_t n = strcspn(v, "\n");
+    while (n > 0 && isspace((unsigned char)v[n - 1])) n--;
+    if (n > 0) snprintf(out, len, "%.*s", (int)n, v);
+    break;
+  }
+  fclose(f);
+}
+
+void pst_cpu_describe(char *line, size_t len) {
+  char model[256];
+  cpu_model(model, sizeof model);
+  /* The cores this process may use, as nproc counts them: a container or taskset limits them,
+   * and so does what the machine has online. */
+  cpu_set_t set;
+  long cores = 0;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+  if (cores <= 0) cores = sysconf(_SC_NPROCESSORS_ONLN);
+  const char *core = openblas_get_corename();
+  const char *config = openblas_get_config();
+  char conf[256];
+  snprintf(conf, sizeof conf, "%s", config ? config : "");
+  /* One line whatever the build string holds. */
+  for (char *p = conf; *p; p++)
+    if (*p == '\n' || *p == '\r') *p = ' ';
+  size_t n = strlen(conf);
+  while (n > 0 && conf[n - 1] == ' ') conf[--n] = '\0';
+  snprintf(line, len, "cpu: model %s; cores %ld; OpenBLAS kernels %s (%s)", model, cores,
+           core && core[0] ? core : "unknown", conf[0] ? conf : "no build string");
 }

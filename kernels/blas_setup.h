@@ -43,6 +43,13 @@ const char *pst_blas_pick_core(const pst_cpu_features *f, const char *current, c
 #define PST_BLAS_CHOSEN 2
 int pst_blas_choose(char *note, size_t notelen);
 
+/* The CPU as a compute device, in one line for --list-devices (first, as TensorFlow lists
+ * CPU:0 before its GPUs): "cpu: model M; cores N; OpenBLAS kernels K (CONFIG)". M is
+ * /proc/cpuinfo's model name ("unknown" where the VM hides it), N the cores this process may
+ * run on (its affinity, as nproc counts them), K the kernel set OpenBLAS computes with in this
+ * process (openblas_get_corename) and CONFIG its build (openblas_get_config). */
+void pst_cpu_describe(char *line, size_t len);
+
 /* Sets the calling thread to flush denormals (common/fpenv.h) and makes OpenBLAS start its
  * threads again, so that they inherit it (they were made by OpenBLAS's constructor, before
  * main could set anything). Call after openblas_set_num_threads. Returns 0, or a negative

@@ -186,7 +186,16 @@ int main(int argc, char **argv) {
     pst_cfg_print(&cfg, stdout);
     return 0;
   }
-  if (o_list) return pst_device_list(stdout) < 0 ? 1 : 0;
+  if (o_list) {
+    /* The CPU first, with the kernels a CPU worker would train with: where pstrain picks
+     * better ones than OpenBLAS did (kernels/blas_setup.h), this runs itself again, as
+     * training does, to list what it would use. */
+    char note[320], cpu[768];
+    if (pst_blas_choose(note, sizeof note) == PST_BLAS_REEXEC) execv("/proc/self/exe", argv);
+    pst_cpu_describe(cpu, sizeof cpu);
+    printf("%s\n", cpu);
+    return pst_device_list(stdout) < 0 ? 1 : 0;
+  }
   opt.name = name;
   opt.data_dir = o_data;
   opt.device = o_device;
