@@ -35,4 +35,10 @@ int pl_split_flags(const char *cmd, int argc, char **argv, const char *const *na
 /* Makes a fresh run directory (mkdtemp under /tmp) unless dir is set; out gets the path. */
 int pl_make_run_dir(const char *dir, char *out, size_t outlen);
 
+/* Not a command for people: pl_spawn starts every child of a run as
+ * "pstrain __child PPID PROGRAM ARGS..." (launcher/run_children.c), which asks for SIGTERM
+ * when the launcher dies and then executes PROGRAM. */
+#define PL_CHILD_CMD "__child"
+int pl_child_main(int argc, char **argv);
+
 #endif

@@ -178,7 +178,60 @@ static int cmd(const char *prog, char *err, size_t errlen, const char *const *ar
 #define IP(...) cmd(L->ip, err, errlen, (const char *const[]){__VA_ARGS__, NULL})
 #define TC(...) cmd(tc, err, errlen, (const char *const[]){__VA_ARGS__, NULL})
 
-/* Deletes the namespaces of launchers that are gone (killed outright, so never cleaned). */
+/* Runs argv (no shell) with its stdout into out[outlen] (cut short if longer). Returns its
+ * exit status, or -1. */
+static int run_out(char *const argv[], char *out, size_t outlen) {
+  int pfd[2];
+  out[0] = '\0';
+  if (pipe2(pfd, O_CLOEXEC) < 0) return -1;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(pfd[0]);
+    close(pfd[1]);
+    return -1;
+  }
+  if (pid == 0) {
+    int null = open("/dev/null", O_RDWR);
+    if (null >= 0) {
+      dup2(null, 0);
+      dup2(null, 2);
+    }
+    dup2(pfd[1], 1);
+    execv(argv[0], argv);
+    _exit(127);
+  }
+  close(pfd[1]);
+  size_t got = 0;
+  ssize_t r;
+  while ((r = read(pfd[0], out + got, outlen - 1 - got)) > 0 && got < outlen - 1) got += (size_t)r;
+  while (r > 0) r = read(pfd[0], (char[256]){0}, 256);
+  close(pfd[0]);
+  out[got] = '\0';
+  int st;
+  while (waitpid(pid, &st, 0) < 0)
+    if (errno != EINTR) return -1;
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Kills (SIGKILL) every process that lives in namespace ns: those of a launcher that was
+ * killed outright, which would otherwise train on in a namespace that no longer has a name,
+ * out of reach of the next run's sweep. Returns how many were killed. */
+static int kill_netns_pids(const pl_links *L, const char *ns) {
+  char out[8192];
+  char *argv[] = {(char *)L->ip, "netns", "pids", (char *)ns, NULL};
+  if (run_out(argv, out, sizeof out) != 0) return 0;
+  int killed = 0;
+  for (char *save = NULL, *t = strtok_r(out, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
+    int64_t pid;
+    if (pst_parse_int(t, 2, INT32_MAX, &pid) == 0 && pid != getpid() &&
+        kill((pid_t)pid, SIGKILL) == 0)
+      killed++;
+  }
+  return killed;
+}
+
+/* Deletes the namespaces of launchers that are gone (killed outright, so never cleaned),
+ * after killing whatever still runs in them. */
 static void sweep(const pl_links *L) {
   DIR *d = opendir("/run/netns");
   if (!d) return;
@@ -187,6 +240,10 @@ static void sweep(const pl_links *L) {
     if (strncmp(e->d_name, "pstlink-", 8) != 0) continue;
     long pid = strtol(e->d_name + 8, NULL, 10);
     if (pid <= 0 || kill((pid_t)pid, 0) == 0 || errno != ESRCH) continue;
+    int killed = kill_netns_pids(L, e->d_name);
+    if (killed > 0)
+      fprintf(stderr, "pstrain: killed %d process%s left in network namespace %s by a launcher "
+              "that is gone\n", killed, killed == 1 ? "" : "es", e->d_name);
     char *argv[] = {(char *)L->ip, "netns", "del", e->d_name, NULL};
     run_cmd(argv, NULL, 0);
   }

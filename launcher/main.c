@@ -32,6 +32,7 @@ int main(int argc, char **argv) {
     usage(argc < 2 ? stderr : stdout);
     return argc < 2 ? 2 : 0;
   }
+  if (!strcmp(argv[1], PL_CHILD_CMD)) return pl_child_main(argc - 1, argv + 1);
   for (size_t i = 0; i < sizeof g_commands / sizeof g_commands[0]; i++)
     if (!strcmp(argv[1], g_commands[i].name)) return g_commands[i].run(argc - 1, argv + 1);
   fprintf(stderr, "pstrain: unknown command '%.60s' (try pstrain --help)\n", argv[1]);

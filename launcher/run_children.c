@@ -3,11 +3,15 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <stdint.h>
+#include <sys/prctl.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/clock.h"
+#include "common/config.h"
+#include "launcher/commands.h"
 #include "launcher/run_ctx.h"
 #include "launcher/run_internal.h"
 
@@ -159,6 +163,29 @@ static void on_child_exit(uv_process_t *p, int64_t status, int term_signal) {
   }
 }
 
+int pl_child_main(int argc, char **argv) {
+  int64_t ppid = 0;
+  if (argc < 3 || pst_parse_int(argv[1], 2, INT32_MAX, &ppid) < 0) {
+    fprintf(stderr, "pstrain %s: wants PPID PROGRAM [ARGS...] (pstrain's own use)\n",
+            PL_CHILD_CMD);
+    return 2;
+  }
+  /* SIGTERM when the launcher dies, even by SIGKILL: the ps then saves its checkpoint and
+   * stops, the workers stop, and none trains on for minutes with nobody watching. It holds
+   * across the exec below (and the exec of `ip netns exec`'s program). */
+  if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0) {
+    fprintf(stderr, "pstrain: cannot ask for SIGTERM when the launcher dies: %s\n",
+            strerror(errno));
+    return 1;
+  }
+  /* The launcher may have died between fork and prctl: then no signal comes, and the
+   * parent is someone else already. */
+  if (getppid() != (pid_t)ppid) return 3;
+  execvp(argv[2], argv + 2);
+  fprintf(stderr, "pstrain: cannot start %s: %s\n", argv[2], strerror(errno));
+  return 127;
+}
+
 int pl_spawn(run_ctx *r, child *c, char **argv) {
   /* Behind --link, inside its namespace: "ip netns exec NS" execs the program, so the pid
    * is the program's, and signals reach it as without. */
@@ -167,6 +194,22 @@ int pl_spawn(run_ctx *r, child *c, char **argv) {
     if (pl_links_wrap(&r->links, c->ns, argv, wrapped, PL_MAX_ARGS + 8) < 0) return -E2BIG;
     argv = wrapped;
   }
+  /* Through this launcher's own binary (pl_child_main), which asks to be sent SIGTERM when
+   * the launcher dies and then becomes the program: same pid, so signals and the exit
+   * status are the program's. A program that cannot be found is found here, as before. */
+  if (strchr(argv[0], '/') && access(argv[0], X_OK) != 0) {
+    fprintf(stderr, "pstrain: cannot start %s: %s\n", argv[0], strerror(errno));
+    return -errno;
+  }
+  char ppid[24], *via[PL_MAX_ARGS + 12];
+  int n = 0;
+  snprintf(ppid, sizeof ppid, "%d", (int)getpid());
+  via[n++] = "/proc/self/exe";
+  via[n++] = PL_CHILD_CMD;
+  via[n++] = ppid;
+  for (int i = 0; argv[i] && n < PL_MAX_ARGS + 11; i++) via[n++] = argv[i];
+  via[n] = NULL;
+  argv = via;
   /* A restarted worker's log goes on after its predecessor's. */
   int fd = open(c->log, O_WRONLY | O_CREAT | (c->restarts ? O_APPEND : O_TRUNC) | O_CLOEXEC, 0644);
   if (fd < 0) {
