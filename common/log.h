@@ -26,6 +26,8 @@ enum {
   PST_EXIT_USAGE = 2,   /* bad flags, files or configuration */
   PST_EXIT_STOPPED = 3, /* stopped on request before training finished (SIGTERM, or the ps
                          * was stopped): the units treat it as success and do not restart */
+  PST_EXIT_INCOMPLETE = 5, /* the ps ended a job with part of the data never trained (a slot
+                            * given up; the summary says which): not a finished job */
 };
 
 /* Makes a daemon's death never silent: SIGPIPE is ignored (a peer that resets a connection
