@@ -29,6 +29,8 @@ enum {
   PST_EXIT_CHECKPOINT = 4, /* the ps's final checkpoint was not written (disk full, I/O error):
                             * training ended, but a ps started again would resume from an
                             * older checkpoint (or none) and train that part again */
+  PST_EXIT_INCOMPLETE = 5, /* the ps ended a job with part of the data never trained (a slot
+                            * given up; the summary says which): not a finished job */
 };
 
 /* Makes a daemon's death never silent: SIGPIPE is ignored (a peer that resets a connection

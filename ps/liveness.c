@@ -20,6 +20,7 @@
 #include "common/shard.h"
 #include "ps/checkpointing.h"
 #include "ps/conn.h"
+#include "ps/obs.h"
 #include "ps/server.h"
 
 /* The watch timer runs a few times per timeout, and at least once a second (rejoin deadlines
@@ -48,6 +49,25 @@ static void abandon(ps_server *s, int i, const char *why) {
            "the rest of its shard is skipped",
            i, w->name, why, s->opt.workers - s->abandoned, s->opt.workers);
   pst_notify_status("worker slot %d abandoned (%s); training goes on without it", i, why);
+  /* Pulls of the final weights may have waited for this slot alone (backup workers: the
+   * others finished while it was lost), and so may a step: they are answered now. */
+  ps_server_kick(s);
+}
+
+/* The steps of the job: every slot's shard has this many (0 while the data is unknown). */
+static uint64_t job_steps(const ps_server *s) {
+  if (!s->data_known) return 0;
+  return (uint64_t)s->opt.epochs *
+         (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+}
+
+int ps_slot_trained(const ps_server *s, int i) {
+  if (s->opt.data_handout) return ps_data_finished(s);
+  uint64_t total = job_steps(s);
+  if (total == 0) return 0;
+  const ps_worker *w = &s->workers[i];
+  if (s->opt.mode != PST_MODE_SYNC) return w->pushes >= total;
+  return ps_slot_position(s, i) >= total || w->pushed_to >= total;
 }
 
 /* ---- the data handout: workers come and go (--workers MIN:MAX) ---- */
@@ -168,6 +188,7 @@ void ps_worker_lost(ps_server *s, int i, const char *why) {
 void ps_worker_joined(ps_server *s, int i) {
   ps_worker *w = &s->workers[i];
   ps_conn *c = w->conn;
+  pst_stepwatch_forget(&s->sw, i); /* its steps' figures are another worker's */
   if (s->opt.data_handout) {
     joined_elastic(s, i);
     return;
@@ -208,6 +229,10 @@ static int owes_eval(const ps_server *s, int i, uint32_t epoch) {
 
 int ps_no_more_pushes(const ps_server *s) {
   if (s->opt.data_handout) return ps_data_finished(s) && ps_present_workers(s) == 0;
+  /* Sync: once the version is the job's last, no push can change the weights (a late one
+   * is a backup worker's, dropped), whoever has not said BYE yet. */
+  uint64_t total = job_steps(s);
+  if (s->opt.mode == PST_MODE_SYNC && total > 0 && s->store.version >= total) return 1;
   return s->finished + s->abandoned == s->opt.workers;
 }
 
@@ -266,7 +291,7 @@ static int eval_possible(const ps_server *s, int i, uint32_t epoch) {
   if (!s->data_known) return 0;
   uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
   if (ps_slot_position(s, i) < (uint64_t)epoch * spe) return 0;
-  return epoch < (uint32_t)s->opt.epochs || s->finished + s->abandoned == s->opt.workers;
+  return epoch < (uint32_t)s->opt.epochs || ps_no_more_pushes(s);
 }
 
 void ps_eval_reported(ps_server *s, int i, uint32_t epoch) {
@@ -375,6 +400,106 @@ static void check_evals(ps_server *s) {
   }
 }
 
+/* ---- sync steps one worker holds open (ps/stepwatch.h) ---- */
+
+/* Whether slot i owes an evaluation before its next step: an epoch's (it has trained
+ * through one it has not reported), or a dense evaluation point's. */
+static int owes_eval_now(const ps_server *s, int i) {
+  if (s->opt.evaluator || !s->data_known) return 0;
+  const ps_worker *w = &s->workers[i];
+  uint32_t trained;
+  if (s->opt.data_handout) {
+    trained = s->data.complete;
+  } else {
+    uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+    uint64_t e = spe ? ps_slot_position(s, i) / spe : 0;
+    trained = e > (uint64_t)s->opt.epochs ? (uint32_t)s->opt.epochs : (uint32_t)e;
+  }
+  if (w->evals_done < trained) return 1;
+  return s->opt.eval_every > 0 && s->store.version > 0 &&
+         s->store.version % (uint64_t)s->opt.eval_every == 0;
+}
+
+void ps_step_opened(ps_server *s) {
+  if (s->opt.mode != PST_MODE_SYNC || !s->started || s->sw_version == s->store.version) return;
+  uint64_t steps = s->sw_version == UINT64_MAX || s->store.version < s->sw_version
+                       ? 0 : s->store.version - s->sw_version;
+  s->sw_version = s->store.version;
+  double now = pst_now();
+  for (int i = 0; i < s->opt.workers; i++) {
+    ps_worker *w = &s->workers[i];
+    /* Steps published without a slot that is lost or given up skip its batches (with the
+     * data handed out, its ranges went back to the pool instead). */
+    if (!s->opt.data_handout && !w->done && !s->upd.member[i]) w->skipped_steps += steps;
+    if (w->conn && !w->done && s->upd.member[i]) pst_stepwatch_begin(&s->sw, i, now, owes_eval_now(s, i));
+  }
+}
+
+void ps_step_begins(ps_server *s, int i) {
+  if (s->opt.mode != PST_MODE_SYNC || i < 0 || i >= s->opt.workers) return;
+  pst_stepwatch_begin(&s->sw, i, pst_now(), owes_eval_now(s, i));
+}
+
+void ps_step_pushed(ps_server *s, int i) { pst_stepwatch_end(&s->sw, i, pst_now()); }
+
+/* A connected worker that keeps a sync step open past its bound (ps/stepwatch.h) is given
+ * up like a stalled one: its connection closes, which is its loss, and the step goes on
+ * with the others (or backup workers), or waits for a replacement (--on-worker-loss wait).
+ * Only while someone else waits: a lone worker holds up nobody but itself. */
+static void step_watch(ps_server *s, double now) {
+  if (s->opt.mode != PST_MODE_SYNC || !s->started || s->upd.members < 2) return;
+  for (int i = 0; i < s->opt.workers && !s->stopping; i++) {
+    ps_worker *w = &s->workers[i];
+    if (!w->conn || !ps_obs_waited_for(s, i)) continue;
+    /* Backup workers: the step waits for a slot's push only once it holds one of the step's
+     * N-K places, or while places are still free; a surplus worker holds nothing up. */
+    if (s->opt.backup_workers > 0 && s->upd.step_open && s->upd.slot_of[i] < 0 &&
+        s->upd.slots_taken >= s->upd.needed)
+      continue;
+    char how[160], why[320];
+    double held = pst_stepwatch_held(&s->sw, i, now);
+    double bound = pst_stepwatch_bound(&s->sw, i, how, sizeof how);
+    if (bound <= 0 || held <= bound) continue;
+    snprintf(why, sizeof why, "it held step %" PRIu64 " open for %.1f s (the bound: %s)",
+             s->store.version, held, how);
+    LOG_WARN("worker %d '%s': %s; dropped as a stall", i, w->name, why);
+    ps_send_error(w->conn, why);
+    ps_conn_close(w->conn, why, 1);
+  }
+}
+
+/* ---- the end of the run ---- */
+
+/* The samples of slot i never trained, now that the run is over (issue 43): sync, the
+ * steps published without its share while it was lost or given up (with backup workers only
+ * when some step had fewer shares than N-K: otherwise skipping the slowest is the design);
+ * async and ssp, the pushes its shard still lacked when it was given up. */
+static uint64_t untrained_steps(const ps_server *s, int i) {
+  const ps_worker *w = &s->workers[i];
+  if (s->opt.data_handout || w->done) return 0;
+  if (s->opt.mode == PST_MODE_SYNC)
+    return s->opt.backup_workers > 0 && s->upd.partial_steps == 0 ? 0 : w->skipped_steps;
+  uint64_t total = job_steps(s);
+  return total > w->pushes ? total - w->pushes : 0;
+}
+
+/* Says which slots left samples untrained and how many (0: none). */
+static uint64_t count_untrained(ps_server *s) {
+  uint64_t all = 0;
+  for (int i = 0; i < s->opt.workers; i++) {
+    uint64_t steps = s->workers[i].untrained_steps = untrained_steps(s, i);
+    if (steps == 0) continue;
+    uint64_t samples = steps * (uint64_t)s->opt.batch_size;
+    all += samples;
+    LOG_ERR("worker slot %d ('%s'): %" PRIu64 " steps of its shard (%" PRIu64 " samples) were "
+            "never trained (%s)", i, s->workers[i].name, steps, samples,
+            s->workers[i].abandoned ? "its worker was lost and not replaced in time"
+                                    : "its worker was away while the others trained on");
+  }
+  s->untrained_samples = all;
+  return all;
+}
+
 void ps_check_progress(ps_server *s) {
   if (s->stopping) return;
   if (s->opt.evaluator) ps_evals(s);
@@ -418,6 +543,16 @@ void ps_check_progress(ps_server *s) {
     return;
   pst_metrics_eval_complete(&s->metrics, (uint32_t)s->opt.epochs);
   pst_metrics_mark_end(&s->metrics);
+  if (count_untrained(s) > 0) {
+    /* Not a finish: part of the data was never trained. The workers did their part (they
+     * are told so, and exit 0); the ps says why and exits PST_EXIT_INCOMPLETE. */
+    s->exit_code = PST_EXIT_INCOMPLETE;
+    LOG_ERR("training ended at version %" PRIu64 " with %" PRIu64 " samples never trained "
+            "(test accuracy %.4f): not a finished job", s->store.version, s->untrained_samples,
+            s->metrics.last_test_accuracy);
+    ps_server_stop(s, "training ended with part of the data never trained", 0);
+    return;
+  }
   double wall = s->metrics.train_end - s->metrics.train_start;
   LOG_INFO("training complete: %d epochs, version %" PRIu64 ", test accuracy %.4f, %.0f samples/s"
            " over %.1f s, weights checksum %016" PRIx64 "%s",
@@ -475,6 +610,8 @@ static void on_watch(uv_timer_t *t) {
     ps_server_stop(s, "every worker left or was lost; training aborted", 1);
     return;
   }
+  if (!s->stopping) ps_step_opened(s);
+  if (!s->stopping) step_watch(s, now);
   if (!s->stopping) eval_deadlines(s, now);
   if (!s->stopping) ps_admission_watch(s, now);
   if (!s->stopping) ps_ckpt_tick(s);

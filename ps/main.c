@@ -53,6 +53,7 @@ static int64_t o_max_conns;
 static double o_hello_timeout;
 static int64_t o_ckpt_every, o_ckpt_keep;
 static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
+static double o_step_factor, o_step_timeout;
 static int64_t o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
 static double o_grad_limit, o_clip_norm, o_eval_timeout, o_topk_warmup;
@@ -117,6 +118,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("eval-timeout", PST_CFG_DOUBLE, &o_eval_timeout, "0", "seconds a connected worker may take to report an evaluation it owes once the others have; then the epoch is evaluated without its share (0: the worker timeout, or twice what the others took)", 0, 0),
     PST_OPT("rejoin-timeout", PST_CFG_DOUBLE, &o_rejoin_timeout, "300", "seconds a lost worker's slot waits for a replacement (0 to 604800)", 0, 0),
     PST_OPT("on-worker-loss", PST_CFG_STRING, o_on_loss, "continue", "sync: continue without a lost worker, or wait for it", 0, 0),
+    PST_OPT("step-factor", PST_CFG_DOUBLE, &o_step_factor, "20", "sync: a worker that holds a step open longer than this many times the job's typical step (at least 5 s; more for its first step and for one with an evaluation) is dropped as a stall (0: only --step-timeout)", 0, 0),
+    PST_OPT("step-timeout", PST_CFG_DOUBLE, &o_step_timeout, "600", "sync: seconds a step waits on one connected worker at most, whatever its steps took before (0: no cap)", 0, 0),
     PST_OPT("checkpoint-dir", PST_CFG_STRING, o_ckpt_dir, "", "write checkpoints here (empty: none)", 0, 0),
     PST_OPT("checkpoint-every", PST_CFG_INT, &o_ckpt_every, "0", "steps between checkpoints (0: off)", 0, INT64_MAX),
     PST_OPT("checkpoint-seconds", PST_CFG_DOUBLE, &o_ckpt_seconds, "60", "seconds between checkpoints (0: off)", 0, 0),
@@ -220,6 +223,14 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   }
   if (!(o_ckpt_seconds >= 0 && o_ckpt_seconds <= 604800)) {
     snprintf(err, errlen, "--checkpoint-seconds must be between 0 and 604800");
+    return -EINVAL;
+  }
+  if (!(o_step_factor == 0 || (o_step_factor >= 2 && o_step_factor <= 1e6))) {
+    snprintf(err, errlen, "--step-factor must be 0 (off) or between 2 and 1000000");
+    return -EINVAL;
+  }
+  if (!(o_step_timeout >= 0 && o_step_timeout <= 604800)) {
+    snprintf(err, errlen, "--step-timeout must be between 0 and 604800 seconds");
     return -EINVAL;
   }
   if (strcmp(o_on_loss, "continue") != 0 && strcmp(o_on_loss, "wait") != 0) {
@@ -346,6 +357,8 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   o->worker_timeout = o_worker_timeout;
   o->rejoin_timeout = o_rejoin_timeout;
   o->wait_on_loss = !strcmp(o_on_loss, "wait");
+  o->step_factor = o_step_factor;
+  o->step_timeout = o_step_timeout;
   o->checkpoint_dir = o_ckpt_dir;
   o->checkpoint_every = (uint64_t)o_ckpt_every;
   o->checkpoint_seconds = o_ckpt_seconds;
@@ -638,6 +651,7 @@ int main(int argc, char **argv) {
            exit_code == PST_EXIT_OK        ? "training finished"
            : exit_code == PST_EXIT_STOPPED ? "stopped on request before training finished"
            : exit_code == PST_EXIT_CHECKPOINT ? "the final checkpoint was not written"
-                                           : "training aborted");
+           : exit_code == PST_EXIT_INCOMPLETE ? "training ended with data never trained"
+                                              : "training aborted");
   return exit_code;
 }

@@ -246,8 +246,12 @@ void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
     ps_reject(c, why);
     return;
   }
-  /* Evaluations are not training: their time is taken out of the training time. */
-  if (r->is_eval) pst_metrics_eval_time(&s->metrics, r->compute_seconds);
+  /* Evaluations are not training: their time is taken out of the training time. Its step
+   * begins again after it (ps/stepwatch.h), and what it took sets what the next may. */
+  if (r->is_eval) {
+    pst_metrics_eval_time(&s->metrics, r->compute_seconds);
+    pst_stepwatch_eval(&s->sw, c->worker, r->compute_seconds);
+  }
   if (r->is_eval && r->subset_point) {
     pst_metrics_subset(&s->metrics, c->worker, r->subset_point, r->weights_version, r->epoch,
                        r->loss_sum, r->correct, r->samples);
@@ -265,6 +269,9 @@ void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
                        r->weights_version ? r->weights_version : s->store.version, r->loss_sum,
                        r->correct, r->samples);
     }
+  }
+  if (r->is_eval) {
+    ps_step_begins(s, c->worker);
   } else {
     s->workers[c->worker].epoch = r->epoch;
     pst_metrics_train(&s->metrics, c->worker, r->epoch, r->step, s->store.version,

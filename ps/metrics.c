@@ -393,7 +393,19 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   }
   cJSON_AddNumberToObject(o, "max_lead", (double)r->max_lead);
   cJSON_AddBoolToObject(o, "failed", r->failed);
-  cJSON_AddBoolToObject(o, "finished", !r->failed && !r->stopped);
+  cJSON_AddBoolToObject(o, "finished", !r->failed && !r->stopped && r->untrained_samples == 0);
+  /* Samples never trained, and whose: a job with any did not finish (issue 43). */
+  cJSON_AddNumberToObject(o, "untrained_samples", (double)r->untrained_samples);
+  cJSON *untrained = cJSON_AddArrayToObject(o, "untrained");
+  for (int i = 0; untrained && i < r->n_untrained; i++) {
+    if (r->untrained_steps[i] == 0) continue;
+    cJSON *x = cJSON_CreateObject();
+    if (!x) break;
+    cJSON_AddNumberToObject(x, "worker", i);
+    cJSON_AddNumberToObject(x, "steps", (double)r->untrained_steps[i]);
+    cJSON_AddNumberToObject(x, "samples", (double)r->untrained_steps[i] * r->batch);
+    cJSON_AddItemToArray(untrained, x);
+  }
   cJSON_AddBoolToObject(o, "stopped", r->stopped);
   if (r->stop_reason) cJSON_AddStringToObject(o, "stop_reason", r->stop_reason);
   cJSON_AddBoolToObject(o, "resumed", r->resumed);

@@ -98,6 +98,11 @@ typedef struct {
   int n_flags;
   const char *checkpoint; /* the newest checkpoint written, or "" */
   const char *checkpoint_final_error; /* why the final checkpoint was not written, or NULL */
+  /* Samples never trained (issue 43): in all, and per slot (untrained_steps[i] x batch;
+   * NULL or all 0: none). A job with any is not finished. */
+  uint64_t untrained_samples;
+  const uint64_t *untrained_steps; /* [n_untrained] */
+  int n_untrained;
 } pst_run_summary;
 
 /* The round trip (issue 26): each worker step's exposed wait, from the last byte of its push

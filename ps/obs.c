@@ -1,6 +1,7 @@
 #include "ps/obs.h"
 
 #include <inttypes.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -426,6 +427,8 @@ static void write_report(ps_server *s) {
   if (whole && reported && s->model_sum != own)
     LOG_WARN("the workers evaluated final weights with checksum %016" PRIx64 ", but this ps "
              "holds weights with checksum %016" PRIx64, s->model_sum, own);
+  uint64_t *untrained = calloc((size_t)s->opt.workers, sizeof *untrained);
+  for (int i = 0; untrained && i < s->opt.workers; i++) untrained[i] = s->workers[i].untrained_steps;
   pst_run_summary sum = {
       .mode = pst_mode_name(s->opt.mode),
       .model = s->opt.model_name,
@@ -472,8 +475,12 @@ static void write_report(ps_server *s) {
       .unsafe_updates = s->upd.unsafe_chunks,
       .flags = s->eval_flags,
       .n_flags = s->n_eval_flags,
+      .untrained_samples = s->untrained_samples,
+      .untrained_steps = untrained,
+      .n_untrained = untrained ? s->opt.workers : 0,
   };
   int rc = pst_metrics_summary(&s->metrics, s->opt.summary_path, &sum);
+  free(untrained);
   if (rc < 0) {
     LOG_ERR("%s: cannot write the summary: %s", s->opt.summary_path, strerror(-rc));
     if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;

@@ -26,6 +26,8 @@
 static void finish_pull(ps_conn *c) {
   c->pull_writing = 0;
   pst_store_release(&c->srv->store, &c->pull_hold);
+  /* The worker has its step's weights: its step begins (ps/stepwatch.h). */
+  if (c->state == CONN_WORKER && !c->pull_final) ps_step_begins(c->srv, c->worker);
 }
 
 static void on_pull_write(uv_write_t *req, int status) {

@@ -53,6 +53,7 @@ static int try_take(ps_conn *c) {
     c->pending = 0;
     c->push_dropped = !(c->pending_flags & PST_CHUNK_LAST);
     ps_data_pushed(s, c->worker, c->push_version, 0);
+    ps_step_pushed(s, c->worker); /* it answered, if with nothing the step can take */
     if (published) ps_ckpt_published(s);
     ps_reject(c, why);
     if (c->state == CONN_CLOSING) return -EPROTO;
@@ -71,6 +72,8 @@ static int try_take(ps_conn *c) {
     ps_data_pushed(s, c->worker, c->push_version, 0);
     w->dropped++;
     w->last_version = c->push_version;
+    if (c->push_version + 1 > w->pushed_to) w->pushed_to = c->push_version + 1;
+    ps_step_pushed(s, c->worker);
     return 1;
   }
   if (rc < 0) {
@@ -88,8 +91,10 @@ static int try_take(ps_conn *c) {
     w->whole_for = c->push_version + 1;
     w->last_version = c->push_version;
     w->last_staleness = staleness;
+    if (c->push_version + 1 > w->pushed_to) w->pushed_to = c->push_version + 1;
     pst_metrics_applied(&s->metrics, staleness, pst_now() - c->push_at);
     ps_data_pushed(s, c->worker, c->push_version, 1);
+    ps_step_pushed(s, c->worker);
   }
   /* Taking this chunk may unblock the next worker's copy of it, or publish a step that
    * waiting pulls want (and a checkpoint may be due). */
@@ -107,6 +112,7 @@ void ps_server_kick(ps_server *s) {
     return;
   }
   s->kicking = 1;
+  ps_step_opened(s);
   do {
     s->kick_again = 0;
     for (ps_conn *c = s->conns, *next; c; c = next) {
@@ -315,6 +321,28 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         ps_worker_leaves(c);
         return PST_READER_PAUSE;
       }
+      if (!s->workers[c->worker].done && !ps_slot_trained(s, c->worker)) {
+        /* A slot finishes when it has trained through its data (issue 43): a BYE before
+         * that is a departure with the data handed out, and otherwise the loss it would be
+         * without the BYE (the slot waits for a replacement, then is given up, and a job
+         * whose data was not all trained does not end as finished). */
+        ps_worker *w = &s->workers[c->worker];
+        char why[200];
+        if (s->opt.data_handout) {
+          LOG_WARN("worker %d '%s' said BYE before the data was all trained: it departs", c->worker,
+                   w->name);
+          ps_worker_leaves(c);
+          return PST_READER_PAUSE;
+        }
+        snprintf(why, sizeof why, "BYE at step %" PRIu64 " of its shard's %" PRIu64
+                 ": it has not trained through its data", ps_slot_position(s, c->worker),
+                 (uint64_t)s->opt.epochs *
+                     (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers,
+                                                   s->opt.batch_size));
+        ps_send_error(c, why);
+        conn_close(c, why);
+        return PST_READER_PAUSE;
+      }
       if (!s->workers[c->worker].done) {
         s->workers[c->worker].done = 1;
         s->finished++;
@@ -410,6 +438,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   s->loop = loop;
   s->opt = *opt;
   s->model = model;
+  s->sw_version = UINT64_MAX;
   if (s->opt.shard_count < 1) {
     s->opt.shard_index = 0;
     s->opt.shard_count = 1;
@@ -423,6 +452,8 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
       (rc = pst_update_init(&s->upd, opt->mode, opt->workers, opt->chunk_floats, &s->store,
                             &s->optim)) < 0 ||
       (rc = pst_update_set_backup(&s->upd, opt->backup_workers)) < 0 ||
+      (rc = pst_stepwatch_init(&s->sw, opt->workers, opt->step_factor, PS_STEP_FLOOR,
+                               opt->step_timeout)) < 0 ||
       (rc = pst_update_set_staleness_lr(&s->upd, opt->staleness_lr)) < 0 ||
       (rc = pst_update_set_limits(&s->upd,
                                   opt->grad_limit > 0 ? opt->grad_limit : PST_GRAD_LIMIT_DEFAULT,
@@ -636,4 +667,5 @@ void ps_server_free(ps_server *s) {
   }
   free(s->workers);
   s->workers = NULL;
+  pst_stepwatch_free(&s->sw);
 }

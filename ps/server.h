@@ -17,8 +17,8 @@
 #include "ps/io.h"
 #include "ps/optim.h"
 #include "ps/rules.h"
+#include "ps/stepwatch.h"
 #include "ps/store.h"
-#include "common/codec.h"
 #include "ps/update.h"
 #include "proto/wire.h"
 
@@ -86,6 +86,10 @@ typedef struct {
                            * the others have (0: the worker timeout; ps/liveness.c) */
   double rejoin_timeout;  /* seconds a lost worker's slot waits for a replacement */
   int wait_on_loss;       /* sync: steps wait for a lost worker (else go on without it) */
+  /* sync: how long a step waits on one connected worker (ps/stepwatch.h): step_factor x
+   * its typical step, at least PS_STEP_FLOOR seconds, at most step_timeout (0: no cap). */
+  double step_factor;
+  double step_timeout;
   /* Checkpoints (ps/checkpointing.c). */
   const char *checkpoint_dir; /* "" : none */
   uint64_t checkpoint_every;  /* steps; 0: off */
@@ -144,6 +148,12 @@ typedef struct {
   pst_range trained_range;
   uint64_t trained_version;
   uint64_t join_at;
+  /* What it has trained (issue 43): sync, one past the newest version a push of its was
+   * computed on and read whole (taken, or dropped as a backup worker's); and the steps
+   * published without its share while it was lost or given up (its batches skipped). */
+  uint64_t pushed_to;
+  uint64_t skipped_steps;
+  uint64_t untrained_steps; /* at the end of the run: steps of its shard never trained */
   int leaving;            /* its worker said goodbye (BYE leaving): its close is no loss */
   /* ssp: the worker's clock is pushes + clock_off (unsigned, wrapping). 0 but for a newcomer
    * of an elastic job, whose clock starts at the slowest present worker's, so that it is
@@ -236,7 +246,16 @@ typedef struct ps_server {
   int departures;         /* workers that left on purpose (BYE leaving) */
   int workers_most;       /* the most workers training at once */
   double empty_since;     /* monotonic seconds since no worker is connected (0: some are) */
+  /* Sync steps one connected worker holds open (ps/stepwatch.h, ps/liveness.c), and the
+   * version whose step the watch has seen open (UINT64_MAX: none yet). */
+  pst_stepwatch sw;
+  uint64_t sw_version;
+  /* The job ended with samples of some slots never trained (ps/liveness.c): how many. */
+  uint64_t untrained_samples;
 } ps_server;
+
+/* Seconds: the derived bound on a sync step held by one worker is never below this. */
+#define PS_STEP_FLOOR 5.0
 
 /* Sets up everything and starts listening. init_params holds this shard's opt->shard_floats
  * floats (the whole vector without shards). Returns 0 or a negative code with a one-line
@@ -267,6 +286,16 @@ int ps_no_more_pushes(const ps_server *s);
 void ps_check_progress(ps_server *s);
 /* Slot i's share of epoch's evaluation came in (for the others' deadlines). */
 void ps_eval_reported(ps_server *s, int i, uint32_t epoch);
+/* Whether slot i's worker has trained through its data: its shard's every step (sync: the
+ * job's last version; async/ssp: its own pushes), or, with the data handed out, the whole
+ * handout. A BYE before that is no finish (ps/server.c). */
+int ps_slot_trained(const ps_server *s, int i);
+/* The step watch (ps/stepwatch.h): a new sync version opened a step (called at every kick),
+ * slot i's weights went out or it reported an evaluation (its step begins from now), its
+ * push is in. */
+void ps_step_opened(ps_server *s);
+void ps_step_begins(ps_server *s, int i);
+void ps_step_pushed(ps_server *s, int i);
 /* The data handout (ps/dataplan.c; every call a no-op without it). */
 int ps_data_start(ps_server *s, char *err, size_t errlen);
 /* --lr-schedule cosine: the learning rate's decay over the job's planned versions, set once
