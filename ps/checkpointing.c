@@ -204,6 +204,9 @@ static char *state_json(const ps_server *s) {
     cJSON_AddNumberToObject(j, "epoch", w->epoch);
     cJSON_AddNumberToObject(j, "pushes", (double)w->pushes);
     cJSON_AddNumberToObject(j, "dropped", (double)w->dropped);
+    /* Steps published without its share (issue 43): a resumed job still knows its shard was
+     * not all trained. */
+    cJSON_AddNumberToObject(j, "skipped_steps", (double)w->skipped_steps);
     cJSON_AddNumberToObject(j, "last_version", (double)w->last_version);
     cJSON_AddNumberToObject(j, "evals_done", w->evals_done);
     cJSON_AddBoolToObject(j, "done", w->done);
@@ -560,6 +563,7 @@ static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err
       ps_worker *w = &s->workers[i++];
       w->pushes = (uint64_t)jnum(j, "pushes");
       w->dropped = (uint64_t)jnum(j, "dropped");
+      w->skipped_steps = (uint64_t)jnum(j, "skipped_steps"); /* 0 in older checkpoints */
       w->last_version = (uint64_t)jnum(j, "last_version");
       w->evals_done = (uint32_t)jnum(j, "evals_done");
       w->epoch = (uint32_t)jnum(j, "epoch");
