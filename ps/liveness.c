@@ -63,8 +63,12 @@ static uint64_t job_steps(const ps_server *s) {
 
 int ps_slot_trained(const ps_server *s, int i) {
   if (s->opt.data_handout) return ps_data_finished(s);
+  /* No worker has said what the data is (tools that speak the protocol without data, such
+   * as pstrain-benchclient, or workers from before the data facts): the job has no steps to
+   * train through, and a BYE ends a slot's rounds as it always has. Such a job that took no
+   * step at all does not end as finished (ps_check_progress). */
+  if (!s->data_known) return 1;
   uint64_t total = job_steps(s);
-  if (total == 0) return 0;
   const ps_worker *w = &s->workers[i];
   if (s->opt.mode != PST_MODE_SYNC) return w->pushes >= total;
   return ps_slot_position(s, i) >= total || w->pushed_to >= total;
@@ -543,6 +547,15 @@ void ps_check_progress(ps_server *s) {
     return;
   pst_metrics_eval_complete(&s->metrics, (uint32_t)s->opt.epochs);
   pst_metrics_mark_end(&s->metrics);
+  if (!s->data_known && s->store.version == 0 && !s->resumed) {
+    /* Every slot said BYE without a step, and nobody said what the data is: nothing was
+     * trained, whatever the BYEs claim. */
+    s->exit_code = PST_EXIT_INCOMPLETE;
+    LOG_ERR("training ended without a single step: every worker said BYE before pushing a "
+            "gradient, and none said what its data is; not a finished job");
+    ps_server_stop(s, "every worker left before a step was trained", 1);
+    return;
+  }
   if (count_untrained(s) > 0) {
     /* Not a finish: part of the data was never trained. The workers did their part (they
      * are told so, and exit 0); the ps says why and exits PST_EXIT_INCOMPLETE. */

@@ -136,6 +136,23 @@ static int reach(ps_phase ph) {
     return g.p[0].welcome && g.srv.store.version == 1 && g.p[0].reply_done ? 0 : -1;
   }
   start(PST_MODE_SYNC, 2);
+  if (ph == PS_PHASE_FINISHED) {
+    /* A BYE is a finish only from a slot that has trained through its shard (issue 43):
+     * two workers of 8 samples each and batch 8, one step, taken; then peer 0's BYE. */
+    for (int k = 0; k < 2; k++) {
+      peer_connect(k);
+      hello_as(k, k, 16, 4);
+      settle();
+    }
+    for (int k = 0; k < 2; k++) pull(k, 0, 0);
+    settle();
+    for (int k = 0; k < 2; k++) push_all(k, 0, 0, grad);
+    settle();
+    simple(0, PSTRAIN__MSG_TYPE__BYE, 1, 0);
+    settle();
+    ps_conn *c = conn_of(0);
+    return g.srv.store.version == 1 && c && ps_conn_phase(c) == ph ? 0 : -1;
+  }
   if (ph == PS_PHASE_AUTH || ph == PS_PHASE_OPEN) {
     peer_connect(0);
     settle();
@@ -148,7 +165,6 @@ static int reach(ps_phase ph) {
   /* Version 2 while the ps stands at 0: a pull that waits (version 1 would be streamed at
    * once, chunk by chunk as the step completes). */
   if (ph == PS_PHASE_PULLING) pull(0, 2, 0);
-  if (ph == PS_PHASE_FINISHED) simple(0, PSTRAIN__MSG_TYPE__BYE, 0, 0);
   settle();
   ps_conn *c = conn_of(0);
   return c && ps_conn_phase(c) == ph ? 0 : -1;
@@ -168,6 +184,10 @@ static void one(ps_phase ph, int type) {
     return;
   }
   ps_action want = ps_rule(ph, type);
+  /* A BYE from a slot that has not trained through its data is handled as its loss: the
+   * connection closes (issue 43). */
+  int bye_closes = type == PSTRAIN__MSG_TYPE__BYE && ph != PS_PHASE_STOPPING &&
+                   g.p[0].index >= 0 && !ps_slot_trained(&g.srv, 0);
   uint64_t before[PS_ACT_IGNORE + 1], rejected = g.srv.rejected;
   for (int a = 0; a <= PS_ACT_IGNORE; a++) before[a] = counted(type, (ps_action)a);
   uint8_t buf[PST_WIRE_MAX_FRAME_HEAD + 64];
@@ -213,7 +233,7 @@ static void one(ps_phase ph, int type) {
     for (int a = 0; a <= PS_ACT_IGNORE; a++)
       if (a != (int)want && counted(type, (ps_action)a) != before[a]) ok = 0;
     switch (want) {
-      case PS_ACT_HANDLE: ok = ok && (!closed || ph == PS_PHASE_STOPPING); break;
+      case PS_ACT_HANDLE: ok = ok && (!closed || ph == PS_PHASE_STOPPING || bye_closes); break;
       case PS_ACT_STRIKE: ok = ok && !closed && g.srv.rejected == rejected + 1; break;
       case PS_ACT_CLOSE: ok = ok && closed; break;
       case PS_ACT_IGNORE: ok = ok && g.srv.stopping && g.srv.rejected == rejected; break;

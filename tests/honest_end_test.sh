@@ -2,7 +2,8 @@
 # Issue 43, items 1-3: nothing passes as a finish that is not one, and no peer holds a job.
 #  1. Two registered peers that say BYE without a push: no slot counts as finished; their
 #     slots are lost and given up, and the ps ends the job as aborted (exit 1), not as
-#     "training complete".
+#     "training complete". Peers that do not say what their data is give the job no steps
+#     to train through: their BYEs end it at once, as not finished (exit 5).
 #  1b. One such peer beside a real worker: the real worker trains its half and exits 0; the
 #     ps ends the job with PST_EXIT_INCOMPLETE (5), the summary says finished false and
 #     names the peer's slot with every step of its shard never trained.
@@ -28,10 +29,11 @@ import struct, sys, time
 from peer import Peer, MSG, vfield
 port, index, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
 p = Peer(port, timeout=120)
-if p.hello(mode, index, 60000, 10000, 10) is None:
+facts = (0, 0, 0) if mode == "byenodata" else (60000, 10000, 10)
+if p.hello(mode, index, *facts) is None:
     print("refused", flush=True); sys.exit(1)
 print("registered", flush=True)
-if mode == "bye":
+if mode in ("bye", "byenodata"):
     p.simple("BYE")
     while p.read_frame() is not None:
         pass
@@ -86,6 +88,19 @@ ps_exit "$ps_pid" 30
 [ "$(json_field "$OUT/bye2.json" updates)" -eq 0 ] || fail "BYE from every slot: steps were taken"
 pass "two BYEs without a push: no slot finished, the job aborted (exit $RC)"
 
+# ... and from peers that do not say what their data is: the job has no steps to train
+# through, and ends at once, not finished (exit 5), since no step was taken.
+port=$(free_port)
+start_ps nodata-ps --listen "127.0.0.1:$port" --workers 2 --epochs 2 "${args[@]}" \
+  --summary-json "$OUT/nodata.json"
+ps_pid=$LAST_PID
+wait_for "$OUT/nodata-ps.log" "listening on" 20
+peer nodata-p0 "$port" 0 byenodata; peer nodata-p1 "$port" 1 byenodata
+ps_exit "$ps_pid" 30
+[ "$RC" -eq 5 ] || fail "BYE without data facts: the ps exited $RC, not 5"
+[ "$(json_field "$OUT/nodata.json" finished)" = False ] || fail "BYE without data facts: the summary says finished"
+pass "two BYEs without a push or data facts: not finished (exit $RC)"
+
 # ---- 1b. one BYE beside a real worker ----
 port=$(free_port)
 start_ps bye1-ps --listen "127.0.0.1:$port" --workers 2 --epochs 1 "${args[@]}" \
@@ -96,9 +111,8 @@ peer bye1-p1 "$port" 1 bye
 wait_for "$OUT/bye1-p1.log" "closed" 20
 start_worker bye1-w0 --ps "127.0.0.1:$port" --index 0
 wait_pid "$LAST_PID" 120 || fail "1b: the real worker exited non-zero"
-ps_exit "$ps_pid" 30
-[ "$RC" -eq 5 ] || fail "1b: the ps exited $RC, not 5 (data never trained)"
-/usr/bin/python3 - "$OUT/bye1.json" <<'PY' || fail "1b: the summary does not name the untrained slot"
+ps_incomplete "$ps_pid" 30 "$OUT/bye1.json" 1
+/usr/bin/python3 - "$OUT/bye1.json" <<'PY' || fail "1b: the summary does not name the untrained slot's every step"
 import json, sys
 s = json.load(open(sys.argv[1]))
 steps = 60000 // 2 // 256
@@ -152,8 +166,7 @@ stall_run() {
   local w=()
   for i in 0 1; do start_worker "$name-w$i" --ps "127.0.0.1:$port" --index "$i"; w+=("$LAST_PID"); done
   for p in "${w[@]}"; do wait_pid "$p" 120 || fail "$name: a worker exited non-zero"; done
-  ps_exit "$ps_pid" 30
-  [ "$RC" -eq 5 ] || fail "$name: the ps exited $RC, not 5 (the peer's shard was not trained)"
+  ps_incomplete "$ps_pid" 30 "$OUT/$name.json" 2
   wait_for "$OUT/$name-peer.log" "closed after" 10
   HELD=$(sed -nE 's/^closed after ([0-9.]+)$/\1/p' "$OUT/$name-peer.log")
 }
@@ -178,4 +191,4 @@ WORKER_EXTRA=()
 [ "$(json_field "$OUT/slow.json" workers_lost)" -eq 0 ] || fail "slow: the slow worker was dropped"
 [ "$(json_field "$OUT/slow.json" finished)" = True ] || fail "slow: not finished"
 pass "a worker 20 times slower was never dropped"
-echo "7 passed, 0 failed"
+echo "8 passed, 0 failed"

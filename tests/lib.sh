@@ -109,6 +109,23 @@ ps_refuses() {
   done
 }
 
+# ps_incomplete PID SECONDS SUMMARY SLOT...: the ps ends a job whose slots SLOT... left data
+# never trained (issue 43): exit 5 (PST_EXIT_INCOMPLETE), the summary not finished and
+# naming each of them among its untrained slots.
+ps_incomplete() {
+  local pid=$1 secs=$2 summary=$3 rc=0; shift 3
+  wait_pid "$pid" "$secs" || rc=$?
+  [ "$rc" -eq 5 ] || fail "the ps exited $rc, not 5 (a job with data never trained)"
+  /usr/bin/python3 - "$summary" "$@" <<'PY' || fail "$(basename "$summary"): not the summary of a job with slots $* untrained"
+import json, sys
+s = json.load(open(sys.argv[1]))
+named = {x["worker"]: x["samples"] for x in s["untrained"]}
+assert s["finished"] is False, "finished"
+assert all(named.get(int(i), 0) > 0 for i in sys.argv[2:]), named
+assert s["untrained_samples"] == sum(named.values()), (s["untrained_samples"], named)
+PY
+}
+
 # wait_for FILE PATTERN SECONDS: waits until FILE has a line matching PATTERN (grep -E).
 wait_for() {
   local deadline=$((SECONDS + $3))
