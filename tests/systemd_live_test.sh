@@ -338,8 +338,10 @@ step() {
 step_units() {
   local u v expect
   for u in "$PS" "$W0"; do
+    local prevent=3
+    [ "$u" = "$PS" ] && prevent="3 4 5"
     for expect in Type=notify Restart=on-failure RestartUSec=5s SuccessExitStatus=3 \
-                  RestartPreventExitStatus=3; do
+                  "RestartPreventExitStatus=$prevent"; do
       v=$(prop "$u" "${expect%%=*}")
       [ "$v" = "${expect#*=}" ] || { why "$u: ${expect%%=*} is '$v', expected '${expect#*=}'"; return 1; }
     done

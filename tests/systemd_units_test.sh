@@ -93,7 +93,9 @@ unit_key() {
 }
 for u in pstrain-ps.service pstrain-worker@.service; do
   f=$ROOT/etc/systemd/system/$u
-  for kv in Service:Restart=on-failure Service:SuccessExitStatus=3 Service:RestartPreventExitStatus=3; do
+  prevent=3
+  [ "$u" = pstrain-ps.service ] && prevent="3 4 5"
+  for kv in Service:Restart=on-failure Service:SuccessExitStatus=3 "Service:RestartPreventExitStatus=$prevent"; do
     sec=${kv%%:*} k=${kv#*:}
     [ "$(unit_key "$f" "$sec" "${k%%=*}")" = "${k#*=}" ] || fail "$u: no ${k} in [$sec]"
   done
@@ -117,7 +119,7 @@ unit_key "$ROOT/etc/systemd/system/pstrain-ps.service" Service StateDirectory | 
   grep -qx "${ckpt_dir#/var/lib/}" || fail "checkpoint-dir $ckpt_dir is not a StateDirectory= of pstrain-ps.service"
 grep -q '^# reconnect-timeout = 300$' "$ROOT/etc/pstrain/worker.conf" || fail "worker.conf lists no reconnect-timeout"
 checks=$((checks + 1))
-pass "restart settings: Restart=on-failure, SuccessExitStatus=3, RestartPreventExitStatus=3, start limits in [Unit]; Documentation=$doc installed; checkpoint-dir $ckpt_dir is a StateDirectory"
+pass "restart settings: Restart=on-failure, SuccessExitStatus=3, RestartPreventExitStatus=3 (the ps: 3 4 5), start limits in [Unit]; Documentation=$doc installed; checkpoint-dir $ckpt_dir is a StateDirectory"
 
 # 2c. Hardening (issue 12). Settings both units have, each as the one value in [Service]:
 # an allow-list of system calls, hidden processes, a user namespace, no capabilities, an IP
