@@ -375,6 +375,10 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "dropped_gradients", (double)r->dropped);
   cJSON_AddNumberToObject(o, "rejected", (double)r->rejected);
   cJSON_AddNumberToObject(o, "unsafe_updates", (double)r->unsafe_updates);
+  cJSON_AddNumberToObject(o, "grad_norm_factor", r->norm_factor);
+  cJSON_AddNumberToObject(o, "grad_norm_rejected", (double)r->norm_rejected);
+  cJSON_AddNumberToObject(o, "grad_norm_ratio_max", r->norm_ratio_max);
+  cJSON_AddNumberToObject(o, "grad_norm_warmup_rms_max", r->norm_warmup_rms_max);
   cJSON_AddStringToObject(o, "evaluated_by", r->evaluated_by ? r->evaluated_by : "workers");
   cJSON_AddNumberToObject(o, "evaluations_missed", (double)r->evals_missed);
   cJSON *flags = cJSON_AddArrayToObject(o, "evaluations_flagged");

@@ -93,6 +93,11 @@ typedef struct {
   double topk_momentum;   /* top-k pushes: the momentum the workers keep (0: none) */
   uint64_t evals_missed;  /* evaluation shares not reported within --eval-timeout */
   uint64_t unsafe_updates; /* chunks whose update would not have been finite: kept */
+  /* The norm that follows the job (ps/update.h): its factor (0: off), pushes it rejected, the
+   * largest norm / running median and the largest warm-up RMS of the pushes it accepted. */
+  double norm_factor;
+  uint64_t norm_rejected;
+  double norm_ratio_max, norm_warmup_rms_max;
   const pst_eval_flag *flags;
   int n_flags;
   const char *checkpoint; /* the newest checkpoint written, or "" */

@@ -410,6 +410,11 @@ void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
   if (whole && reported && s->model_sum != own)
     LOG_WARN("the workers evaluated final weights with checksum %016" PRIx64 ", but this ps "
              "holds weights with checksum %016" PRIx64, s->model_sum, own);
+  if (s->upd.norm_factor > 0)
+    LOG_INFO("gradient norms: largest accepted %.3g times the running median (--grad-norm-factor "
+             "%g), largest RMS in the warm-up %.3g (bound %g); %" PRIu64 " pushes rejected",
+             s->upd.norm_ratio_max, s->upd.norm_factor, s->upd.warm_rms_max, PST_NORM_WARMUP_RMS,
+             s->upd.norm_rejected);
   pst_run_summary sum = {
       .mode = pst_mode_name(s->opt.mode),
       .model = s->opt.model_name,
@@ -452,6 +457,10 @@ void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
       .pull_encoding = pst_enc_name(s->opt.pull_enc),
       .evals_missed = missed,
       .unsafe_updates = s->upd.unsafe_chunks,
+      .norm_factor = s->upd.norm_factor,
+      .norm_rejected = s->upd.norm_rejected,
+      .norm_ratio_max = s->upd.norm_ratio_max,
+      .norm_warmup_rms_max = s->upd.warm_rms_max,
       .flags = s->eval_flags,
       .n_flags = s->n_eval_flags,
   };

@@ -426,7 +426,8 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
       (rc = pst_update_set_staleness_lr(&s->upd, opt->staleness_lr)) < 0 ||
       (rc = pst_update_set_limits(&s->upd,
                                   opt->grad_limit > 0 ? opt->grad_limit : PST_GRAD_LIMIT_DEFAULT,
-                                  opt->clip_norm)) < 0) {
+                                  opt->clip_norm)) < 0 ||
+      (rc = pst_update_set_norm_factor(&s->upd, opt->grad_norm_factor)) < 0) {
     snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s", n,
              strerror(-rc));
     return rc;

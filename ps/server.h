@@ -64,6 +64,10 @@ typedef struct {
    * with clip_norm > 0 (told to the workers, which clip to it) a norm within it. */
   double grad_limit;
   double clip_norm;
+  /* A push's norm over grad_norm_factor times the running median of accepted ones' is
+   * rejected (ps/update.h; 0: off, which a zeroed ps_options gets: pstrain-ps's default is
+   * PST_NORM_FACTOR_DEFAULT). */
+  double grad_norm_factor;
   /* The job's tensor encodings (common/codec.h; issue 27), told in WELCOME: pushes arrive in
    * push_enc and are decoded to float32 before any check or sum; pulls go out in pull_enc,
    * rounded from the fp32 weights. A worker that does not know them is refused. */
