@@ -374,6 +374,11 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   }
   cJSON_AddNumberToObject(o, "dropped_gradients", (double)r->dropped);
   cJSON_AddNumberToObject(o, "rejected", (double)r->rejected);
+  /* Per slot, over every connection that held it: the strikes that disconnect a worker are
+   * its connection's own (ps/validate.c), so a slot may total more than three. */
+  cJSON *per_slot = cJSON_AddArrayToObject(o, "rejected_per_slot");
+  for (int i = 0; per_slot && r->rejected_per_slot && i < r->slots; i++)
+    cJSON_AddItemToArray(per_slot, cJSON_CreateNumber((double)r->rejected_per_slot[i]));
   cJSON_AddNumberToObject(o, "unsafe_updates", (double)r->unsafe_updates);
   cJSON_AddNumberToObject(o, "grad_norm_factor", r->norm_factor);
   cJSON_AddNumberToObject(o, "grad_norm_rejected", (double)r->norm_rejected);

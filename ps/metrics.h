@@ -86,6 +86,8 @@ typedef struct {
   uint64_t ranges_handed, ranges_returned;
   int workers_abandoned;  /* slots whose rejoin timeout ran out */
   uint64_t rejected;      /* gradients or reports refused as invalid */
+  const uint32_t *rejected_per_slot; /* [slots]: of them, each slot's (all its holders') */
+  int slots;
   const char *evaluated_by; /* "workers" (each its test slice) or "ps" (--eval-on ps) */
   /* The job's encodings on the wire (common/codec.h names). */
   const char *push_encoding, *pull_encoding;

@@ -2,6 +2,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -398,9 +399,11 @@ void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
   ps_ckpt_final(s, reason);
   int lost = 0;
   uint64_t missed = 0;
+  uint32_t *per_slot = calloc((size_t)s->opt.workers, sizeof *per_slot);
   for (int i = 0; i < s->opt.workers; i++) {
     lost += s->workers[i].losses;
     missed += s->workers[i].evals_missed;
+    if (per_slot) per_slot[i] = s->workers[i].rejected_total;
   }
   /* The whole model's checksum: this ps's own when it holds every parameter, else the one
    * the workers' evaluations of the last epoch reported (ps/messages.c), when they agree. */
@@ -450,6 +453,8 @@ void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
       .workers_abandoned = s->abandoned,
       .checkpoint = ps_ckpt_last_path(s),
       .rejected = s->rejected,
+      .rejected_per_slot = per_slot,
+      .slots = per_slot ? s->opt.workers : 0,
       .evaluated_by = s->opt.evaluator ? "ps" : "workers",
       .push_encoding = s->push_enc_text,
       .topk_warmup = s->opt.push_enc == PST_ENC_TOPK ? s->opt.topk_warmup : 0,
@@ -465,6 +470,7 @@ void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
       .n_flags = s->n_eval_flags,
   };
   int rc = pst_metrics_summary(&s->metrics, s->opt.summary_path, &sum);
+  free(per_slot);
   if (rc < 0) {
     LOG_ERR("%s: cannot write the summary: %s", s->opt.summary_path, strerror(-rc));
     if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;

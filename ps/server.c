@@ -318,10 +318,10 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       if (!s->workers[c->worker].done) {
         s->workers[c->worker].done = 1;
         s->finished++;
-        LOG_INFO("worker %d '%s' finished (%d of %d); %u messages rejected; %" PRIu64
+        LOG_INFO("worker %d '%s' finished (%d of %d); %u messages of its slot rejected; %" PRIu64
                  " gradients applied, %" PRIu64 " dropped", c->worker,
                  s->workers[c->worker].name, s->finished, s->opt.workers,
-                 s->workers[c->worker].rejected, s->workers[c->worker].pushes,
+                 s->workers[c->worker].rejected_total, s->workers[c->worker].pushes,
                  s->workers[c->worker].dropped);
         int published;
         pst_update_set_member(&s->upd, c->worker, 0, &published);

@@ -126,7 +126,9 @@ typedef struct {
   uint64_t pushes;        /* gradients of this slot applied: its position in async/ssp */
   uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */
   uint32_t epoch;         /* the epoch of its last training report */
-  uint32_t rejected;      /* invalid messages of this slot's worker (ps/validate.c) */
+  uint32_t rejected_total; /* invalid messages of all the workers that held this slot, for
+                            * the summary (ps/validate.c); the strikes that disconnect a
+                            * worker are its connection's (ps_conn.strikes) */
   uint32_t subset_asked;  /* the newest dense evaluation point this slot was asked for */
   /* The evaluation this slot owes next (ps/liveness.c): since when it could have sent it,
    * and how long its last share took after it could. */
