@@ -299,8 +299,8 @@ static void eval_deadlines(ps_server *s, double now) {
         longest = s->workers[j].eval_took;
     double wait = 2 * longest > base ? 2 * longest : base;
     if (now - w->eval_due_at <= wait) continue;
+    /* Excused; check_evals counts the share as missed when it evaluates the epoch. */
     w->evals_done = e;
-    w->evals_missed++;
     LOG_WARN("worker %d '%s' did not report its evaluation of epoch %u within %.1f s of "
              "training through it (--eval-timeout): the epoch is evaluated without its share",
              i, w->name, e, wait);
@@ -360,9 +360,22 @@ static void check_evals(ps_server *s) {
     for (int i = 0; i < s->opt.workers && !waiting; i++) waiting = owes_eval(s, i, e);
     if (waiting || !pst_metrics_eval_complete(&s->metrics, e)) continue;
     flag_implausible(s, e);
-    /* Slots excused from this evaluation do not owe it to a later replacement either. */
-    for (int i = 0; i < s->opt.workers; i++)
-      if (s->workers[i].evals_done < e) s->workers[i].evals_done = e;
+    /* Every slot whose share is not in (its worker was lost, left, or did not report in
+     * time) is named with the epoch and counted, here and only here, whatever excused it:
+     * the summary's evaluations_missed is the shares the figures lack. Slots excused from
+     * this evaluation do not owe it to a later replacement either. */
+    for (int i = 0; i < s->opt.workers; i++) {
+      ps_worker *w = &s->workers[i];
+      const ps_eval_share *x = &w->eval_share[e % PS_EVAL_SHARES];
+      if (w->ever && !(x->epoch == e && x->samples > 0)) {
+        w->evals_missed++;
+        LOG_WARN("epoch %u/%d is evaluated without the share of worker %d '%s' (%s; %u "
+                 "evaluations missed by its slot)", e, s->opt.epochs, i, w->name,
+                 !w->conn ? "its worker was lost or left" : "not reported in time",
+                 w->evals_missed);
+      }
+      if (w->evals_done < e) w->evals_done = e;
+    }
     const pst_epoch_eval *ev = &s->metrics.evals[e];
     LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 "%s)", e,
              s->opt.epochs, ev->loss_sum / (double)ev->samples,

@@ -134,7 +134,7 @@ typedef struct {
    * and how long its last share took after it could. */
   uint32_t eval_due_epoch;
   double eval_due_at, eval_took;
-  uint32_t evals_missed;  /* epochs evaluated without its share: it did not report in time */
+  uint32_t evals_missed;  /* epochs evaluated without its share (lost, left, or late: check_evals) */
   /* Its evaluation shares of the last epochs, by epoch % PS_EVAL_SHARES: what it reported,
    * for the plausibility check against the others' (ps/liveness.c). */
   ps_eval_share eval_share[PS_EVAL_SHARES];
