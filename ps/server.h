@@ -107,6 +107,8 @@ typedef struct ps_conn ps_conn;
 typedef struct {
   uint32_t epoch;
   uint64_t correct, samples;
+  double loss_sum;
+  int set_aside;          /* flagged implausible: left out of the epoch's figures */
 } ps_eval_share;
 
 /* A worker slot: the shard with index i, whichever process holds it. */
