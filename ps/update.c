@@ -268,6 +268,20 @@ static uint32_t max_abs_bits(const float *x, size_t n) {
   return m;
 }
 
+/* The sum of x[i]^2 in double, over eight partial sums that the compiler can keep in vector
+ * registers (a single running sum is a chain of dependent additions it may not reorder):
+ * the norm rule runs this over every pushed value by default, so it must cost little. */
+static double sum_sq(const float *x, size_t n) {
+  double p[8] = {0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++) p[k] += (double)x[i + k] * (double)x[i + k];
+  double sq = 0;
+  for (; i < n; i++) sq += (double)x[i] * (double)x[i];
+  for (int k = 0; k < 8; k++) sq += p[k];
+  return sq;
+}
+
 /* The squared norm of chunk c's share over the trained parameters (the optimizer's
  * model-state ranges left out). */
 static double trained_sq(const pst_update *u, uint32_t c, const float *x, uint32_t len) {
@@ -281,7 +295,7 @@ static double trained_sq(const pst_update *u, uint32_t c, const float *x, uint32
       if (o->state_end[r] <= at) continue;
       if (o->state_off[r] < stop) stop = o->state_off[r] > at ? o->state_off[r] : at;
     }
-    for (size_t i = at; i < stop; i++) sq += (double)x[i - off] * (double)x[i - off];
+    if (stop > at) sq += sum_sq(x + (at - off), stop - at);
     if (r >= o->n_state) break;
     at = o->state_end[r] < end ? o->state_end[r] : end; /* past the state range */
   }
