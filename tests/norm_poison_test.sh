@@ -3,7 +3,7 @@
 # slot 2 of a 3-worker sync job (mlp, Adam, default flags) pushes gradients of 10 in every
 # value for 5 steps (struck out after 3, it registers again), then leaves. Without a bound
 # on the norm that took the job to an accuracy of 0.10; with the default --grad-norm-factor
-# every poisoned push is rejected (the first in the warm-up, by the RMS ceiling) and the
+# every poisoned push is rejected (the first ones in the warm-up, by the RMS ceiling) and the
 # job's final accuracy is within 0.5 points of the same job whose slot 2 left at once
 # without pushing anything (same seed, run here). With --grad-norm-factor 0 the same poison
 # ruins it, which shows the test measures what it says.
@@ -65,13 +65,18 @@ honest=$(json_field "$OUT/honest.json" test_accuracy)
 acc=$(json_field "$OUT/poison.json" test_accuracy)
 grep -q "pushed 5 poisoned gradients" "$OUT/poison-peer.log" || fail "poison: the peer did not push 5 times"
 [ "$(json_field "$OUT/poison.json" grad_norm_factor)" = 10 ] || fail "poison: the default factor is not 10"
+# Each of the 5 pushes is rejected by the norm rule, except that the first push after the
+# peer registers again may come for the step already open, which a newcomer does not join:
+# dropped (nothing else is dropped in this job).
 nrej=$(json_field "$OUT/poison.json" grad_norm_rejected)
-[ "$nrej" -ge 5 ] || fail "poison: $nrej pushes rejected by the norm rule, not 5"
-[ "$(json_field "$OUT/poison.json" rejected)" -ge 5 ] || fail "poison: fewer than 5 rejections counted"
+ndrop=$(json_field "$OUT/poison.json" dropped_gradients)
+[ "$nrej" -ge 4 ] && [ $((nrej + ndrop)) -eq 5 ] ||
+  fail "poison: $nrej pushes rejected by the norm rule and $ndrop dropped, not 5 in all"
+[ "$(json_field "$OUT/poison.json" rejected)" -eq "$nrej" ] || fail "poison: rejections not counted as strikes"
 [ "$(json_field "$OUT/honest.json" grad_norm_rejected)" -eq 0 ] || fail "honest: a push rejected"
 differ_at_most "$acc" "$honest" 0.005 ||
   fail "poison: accuracy $acc, more than 0.5 points from the honest job's $honest"
-pass "5 pushes of 10 everywhere rejected ($nrej by the norm rule): accuracy $acc against $honest"
+pass "5 pushes of 10 everywhere: $nrej rejected by the norm rule, $ndrop dropped; accuracy $acc against $honest"
 
 run unguarded poison --grad-norm-factor 0
 bad=$(json_field "$OUT/unguarded.json" test_accuracy)
