@@ -22,6 +22,7 @@ static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
 static char f_slow[PST_CFG_STR_MAX], f_delay[PST_CFG_STR_MAX];
 static char f_eval_on[PST_CFG_STR_MAX], f_grad_limit[PST_CFG_STR_MAX], f_clip_norm[PST_CFG_STR_MAX];
+static char f_grad_norm_factor[PST_CFG_STR_MAX];
 static char f_topk_warmup[PST_CFG_STR_MAX];
 static char f_push_compress[PST_CFG_STR_MAX], f_pull_compress[PST_CFG_STR_MAX];
 static char f_link[PST_CFG_STR_MAX], f_link_worker[PST_CFG_STR_MAX];
@@ -74,6 +75,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("eval-on", PST_CFG_STRING, f_eval_on, "", "who evaluates each epoch: workers, or ps (the ps itself, from the same data: figures no worker can forge; default: the ps's)", 0, 0),
     PST_OPT("grad-limit", PST_CFG_STRING, f_grad_limit, "", "the ps's --grad-limit: largest magnitude a gradient value may have (default: the ps's)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_STRING, f_clip_norm, "", "the ps's --clip-norm: workers clip each gradient to this norm (default: none)", 0, 0),
+    PST_OPT("grad-norm-factor", PST_CFG_STRING, f_grad_norm_factor, "", "the ps's --grad-norm-factor: a push over this many times the running median norm is rejected (0: off; default: the ps's)", 0, 0),
     PST_OPT("push-compress", PST_CFG_STRING, f_push_compress, "none", "the ps's --push-compress: gradients on the wire as none (float32), fp16, bf16, int8 or topk:FRACTION (each weight tensor's largest values, biases whole), with error feedback on the workers", 0, 0),
     PST_OPT("topk-warmup", PST_CFG_STRING, f_topk_warmup, "", "the ps's --topk-warmup for the runs whose pushes are topk:FRACTION: epochs over which the share sent falls from 0.25 to FRACTION (default: the ps's)", 0, 0),
     PST_OPT("pull-compress", PST_CFG_STRING, f_pull_compress, "none", "the ps's --pull-compress: weights on the wire as none (float32), fp16 or bf16 (rounded from the ps's float32 weights), or delta (int8 changes from what each worker holds)", 0, 0),
@@ -280,6 +282,7 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->eval_on = f_eval_on[0] ? f_eval_on : NULL;
   o->grad_limit = f_grad_limit[0] ? f_grad_limit : NULL;
   o->clip_norm = f_clip_norm[0] ? f_clip_norm : NULL;
+  o->grad_norm_factor = f_grad_norm_factor[0] ? f_grad_norm_factor : NULL;
   o->topk_warmup = f_topk_warmup[0] ? f_topk_warmup : NULL;
   {
     /* Checked here against the one table of names, so that a typo is one line and exit 2

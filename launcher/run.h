@@ -72,7 +72,7 @@ typedef struct pl_run_options {
    * shard gets the one directory and keeps its part in its own directory inside it. */
   const char *checkpoint_dir, *checkpoint_every, *checkpoint_seconds, *checkpoint_keep;
   /* The ps's --eval-on, --grad-limit and --clip-norm as given (NULL: the ps's defaults). */
-  const char *eval_on, *grad_limit, *clip_norm;
+  const char *eval_on, *grad_limit, *clip_norm, *grad_norm_factor;
   /* The ps's --topk-warmup, passed on only where the pushes are top-k (compare sweeps
    * encodings with it); NULL: the ps's default. */
   const char *topk_warmup;

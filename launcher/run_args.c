@@ -81,6 +81,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   if (o->resume) pl_argv_add(a, "--resume=%s", o->resume);
   if (o->grad_limit) pl_argv_add(a, "--grad-limit=%s", o->grad_limit);
   if (o->clip_norm) pl_argv_add(a, "--clip-norm=%s", o->clip_norm);
+  if (o->grad_norm_factor) pl_argv_add(a, "--grad-norm-factor=%s", o->grad_norm_factor);
   if (o->push_compress) pl_argv_add(a, "--push-compress=%s", o->push_compress);
   if (o->topk_warmup && o->push_compress && strncmp(o->push_compress, "topk:", 5) == 0)
     pl_argv_add(a, "--topk-warmup=%s", o->topk_warmup);

@@ -620,6 +620,10 @@ void ps_ckpt_restore_metrics(ps_server *s) {
       s->metrics.last_epoch = e;
       s->metrics.last_test_loss = x->loss_sum / (double)x->samples;
       s->metrics.last_test_accuracy = (double)x->correct / (double)x->samples;
+      /* Shares set aside before the restart are not in the checkpoint: the figure with them
+       * is the figure. */
+      s->metrics.last_loss_with_flagged = s->metrics.last_test_loss;
+      s->metrics.last_accuracy_with_flagged = s->metrics.last_test_accuracy;
     }
   }
   s->metrics.samples_trained = (uint64_t)jnum(st, "samples_trained");

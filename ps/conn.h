@@ -40,6 +40,8 @@ struct ps_conn {
   uint32_t hs_got, hs_need;
   int reading;           /* uv_read_start active */
   int worker;            /* index, or -1 before HELLO */
+  uint32_t strikes;      /* messages of this connection rejected (ps_reject): the third
+                          * closes it; a later connection on the same slot starts anew */
   char peer[64];
   char session[128];     /* with TLS, once the handshake finished: "TLSv1.3 ..., peer CN=..." */
   double last_rx, last_tx; /* monotonic seconds of the last bytes read and the last frame

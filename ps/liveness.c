@@ -328,8 +328,8 @@ static void eval_deadlines(ps_server *s, double now) {
         longest = s->workers[j].eval_took;
     double wait = 2 * longest > base ? 2 * longest : base;
     if (now - w->eval_due_at <= wait) continue;
+    /* Excused; check_evals counts the share as missed when it evaluates the epoch. */
     w->evals_done = e;
-    w->evals_missed++;
     LOG_WARN("worker %d '%s' did not report its evaluation of epoch %u within %.1f s of "
              "training through it (--eval-timeout): the epoch is evaluated without its share",
              i, w->name, e, wait);
@@ -338,48 +338,104 @@ static void eval_deadlines(ps_server *s, double now) {
   }
 }
 
-/* The shares of epoch e's evaluation whose accuracy is implausible against the workers':
+/* The shares of epoch e's evaluation that are implausible against the workers': an accuracy
  * more than PS_FLAG_Z binomial standard errors and PS_FLAG_DIFF away from the median share's
- * accuracy. The median, not the others' pool: one liar among three would pull the pool far
- * enough to flag the honest too. Honest slices of one test set differ by their content as
- * well (2-3 standard errors were seen between two slices of Fashion-MNIST's); a worker that
- * reports a perfect score for weights that score 0.84 is some twenty away. Flagged in the
- * log, the metrics and the summary; the figures keep the share (which side is wrong the ps
- * cannot tell with two: --eval-on ps is the answer to that). */
+ * accuracy, or a mean loss more than PS_FLAG_Z standard errors and PS_FLAG_LOSS_REL of it
+ * away from the median share's mean loss. The median, not the others' pool: one liar among
+ * three would pull the pool far enough to flag the honest too. Honest slices of one test set
+ * differ by their content as well (2-3 standard errors were seen between two slices of
+ * Fashion-MNIST's); a worker that reports a perfect score for weights that score 0.84 is
+ * some twenty away. A mean loss has no binomial variance: its standard error is taken as
+ * PS_LOSS_SD_PER_MEAN times the median mean loss over the root of the share's samples,
+ * since a classifier's per-sample cross-entropy is heavy-tailed (most samples near 0, a few
+ * large), with a standard deviation of one to two times its mean; and a share must also be
+ * PS_FLAG_LOSS_REL off in proportion, which honest slices of a few thousand samples were not
+ * (README, "Validated input"). Flagged shares are logged, counted, listed in the summary and
+ * set aside: the epoch's figures are the other shares' (the summary gives the figure with
+ * them beside), since which side is wrong the ps cannot prove, but the median is the
+ * majority's (--eval-on ps is the answer that needs no trust). The largest honest deviations
+ * are logged at each epoch, to keep the thresholds' margins in view. */
 #define PS_FLAG_Z 6.0
 #define PS_FLAG_DIFF 0.02
+#define PS_LOSS_SD_PER_MEAN 2.0
+#define PS_FLAG_LOSS_REL 0.25
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
 
+static double median_of(double *v, int n) {
+  qsort(v, (size_t)n, sizeof v[0], cmp_double);
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* Whether a share is implausible against the median share's accuracy med and mean loss
+ * med_loss (the rule above); its accuracy's z, its loss's z and relative difference. */
+static int implausible(const ps_eval_share *x, double med, double med_loss, double *z,
+                       double *lz, double *rel) {
+  double pi = (double)x->correct / (double)x->samples;
+  double var = med * (1 - med) / (double)x->samples;
+  double se = var > 0 ? sqrt(var) : 1.0 / (double)x->samples;
+  *z = (pi - med) / se;
+  double li = x->loss_sum / (double)x->samples;
+  double lse = PS_LOSS_SD_PER_MEAN * med_loss / sqrt((double)x->samples);
+  *lz = lse > 0 ? (li - med_loss) / lse : 0;
+  *rel = med_loss > 0 ? fabs(li / med_loss - 1) : (li > 0 ? INFINITY : 0);
+  return (fabs(*z) > PS_FLAG_Z && fabs(pi - med) > PS_FLAG_DIFF) ||
+         (fabs(*lz) > PS_FLAG_Z && *rel > PS_FLAG_LOSS_REL);
+}
+
 static void flag_implausible(ps_server *s, uint32_t e) {
-  double acc[PST_WIRE_MAX_WORKERS];
+  static double acc[PST_WIRE_MAX_WORKERS], loss[PST_WIRE_MAX_WORKERS];
   int n = 0;
   for (int i = 0; i < s->opt.workers && n < PST_WIRE_MAX_WORKERS; i++) {
     const ps_eval_share *x = &s->workers[i].eval_share[e % PS_EVAL_SHARES];
-    if (x->epoch == e && x->samples > 0) acc[n++] = (double)x->correct / (double)x->samples;
+    if (x->epoch == e && x->samples > 0) {
+      acc[n] = (double)x->correct / (double)x->samples;
+      loss[n++] = x->loss_sum / (double)x->samples;
+    }
   }
   if (n < 2) return;
-  qsort(acc, (size_t)n, sizeof acc[0], cmp_double);
-  double med = n % 2 ? acc[n / 2] : (acc[n / 2 - 1] + acc[n / 2]) / 2;
+  double med = median_of(acc, n), med_loss = median_of(loss, n);
+  double z_max = 0, rel_max = 0, z, lz, rel;
+  /* Shares are set aside only when some are kept (an even count's median can be far from
+   * every share) and there are three or more (see below). */
+  int bad = 0;
   for (int i = 0; i < s->opt.workers; i++) {
-    const ps_worker *w = &s->workers[i];
-    const ps_eval_share *mine = &w->eval_share[e % PS_EVAL_SHARES];
-    if (mine->epoch != e || mine->samples == 0) continue;
-    double pi = (double)mine->correct / (double)mine->samples;
-    double var = med * (1 - med) / (double)mine->samples;
-    double se = var > 0 ? sqrt(var) : 1.0 / (double)mine->samples;
-    double z = (pi - med) / se;
-    if (fabs(z) <= PS_FLAG_Z || fabs(pi - med) <= PS_FLAG_DIFF) continue;
-    s->evals_flagged++;
-    LOG_WARN("worker %d '%s': its evaluation of epoch %u (accuracy %.4f over %" PRIu64
-             " samples) is implausible against the workers' median share (%.4f): flagged "
-             "(%.1f standard errors)", i, w->name, e, pi, mine->samples, med, z);
-    if (s->n_eval_flags < PS_EVAL_FLAGS)
-      s->eval_flags[s->n_eval_flags++] = (pst_eval_flag){i, e, mine->correct, mine->samples, med, z};
+    const ps_eval_share *x = &s->workers[i].eval_share[e % PS_EVAL_SHARES];
+    if (x->epoch == e && x->samples > 0) bad += implausible(x, med, med_loss, &z, &lz, &rel);
   }
+  for (int i = 0; i < s->opt.workers; i++) {
+    ps_worker *w = &s->workers[i];
+    ps_eval_share *mine = &w->eval_share[e % PS_EVAL_SHARES];
+    if (mine->epoch != e || mine->samples == 0 || mine->set_aside) continue;
+    double pi = (double)mine->correct / (double)mine->samples;
+    double li = mine->loss_sum / (double)mine->samples;
+    if (!implausible(mine, med, med_loss, &z, &lz, &rel)) {
+      if (fabs(z) > z_max) z_max = fabs(z);
+      if (rel > rel_max) rel_max = rel;
+      continue;
+    }
+    s->evals_flagged++;
+    /* With two shares the median is their mean and both are as far from it: flagged, and
+     * kept, since nothing says which is the liar. */
+    int aside = n >= 3 && bad < n;
+    if (aside) {
+      mine->set_aside = 1;
+      pst_metrics_eval_set_aside(&s->metrics, e, mine->loss_sum, mine->correct, mine->samples);
+    }
+    LOG_WARN("worker %d '%s': its evaluation of epoch %u (accuracy %.4f, mean loss %.4f over "
+             "%" PRIu64 " samples) is implausible against the workers' median share (accuracy "
+             "%.4f, %.1f standard errors; loss %.4f, %.1f): flagged%s", i, w->name, e, pi, li,
+             mine->samples, med, z, med_loss, lz,
+             aside ? " and left out of the epoch's figures" : " (kept: no majority to go by)");
+    if (s->n_eval_flags < PS_EVAL_FLAGS)
+      s->eval_flags[s->n_eval_flags++] =
+          (pst_eval_flag){i, e, mine->correct, mine->samples, med, z, li, med_loss};
+  }
+  LOG_INFO("epoch %u: the shares kept are within %.1f standard errors of the median share's "
+           "accuracy and %.1f%% of its mean loss", e, z_max, 100 * rel_max);
 }
 
 static void check_evals(ps_server *s) {
@@ -387,11 +443,27 @@ static void check_evals(ps_server *s) {
     if (s->metrics.evals[e].complete || s->metrics.evals[e].reports == 0) continue;
     int waiting = 0;
     for (int i = 0; i < s->opt.workers && !waiting; i++) waiting = owes_eval(s, i, e);
-    if (waiting || !pst_metrics_eval_complete(&s->metrics, e)) continue;
+    if (waiting) continue;
+    /* Before the figures are final: flagged shares are left out of them. Run again should
+     * the epoch not complete (no samples left), it sets nothing aside twice. */
     flag_implausible(s, e);
-    /* Slots excused from this evaluation do not owe it to a later replacement either. */
-    for (int i = 0; i < s->opt.workers; i++)
-      if (s->workers[i].evals_done < e) s->workers[i].evals_done = e;
+    if (!pst_metrics_eval_complete(&s->metrics, e)) continue;
+    /* Every slot whose share is not in (its worker was lost, left, or did not report in
+     * time) is named with the epoch and counted, here and only here, whatever excused it:
+     * the summary's evaluations_missed is the shares the figures lack. Slots excused from
+     * this evaluation do not owe it to a later replacement either. */
+    for (int i = 0; i < s->opt.workers; i++) {
+      ps_worker *w = &s->workers[i];
+      const ps_eval_share *x = &w->eval_share[e % PS_EVAL_SHARES];
+      if (w->ever && !(x->epoch == e && x->samples > 0)) {
+        w->evals_missed++;
+        LOG_WARN("epoch %u/%d is evaluated without the share of worker %d '%s' (%s; %u "
+                 "evaluations missed by its slot)", e, s->opt.epochs, i, w->name,
+                 !w->conn ? "its worker was lost or left" : "not reported in time",
+                 w->evals_missed);
+      }
+      if (w->evals_done < e) w->evals_done = e;
+    }
     const pst_epoch_eval *ev = &s->metrics.evals[e];
     LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 "%s)", e,
              s->opt.epochs, ev->loss_sum / (double)ev->samples,

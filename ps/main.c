@@ -56,7 +56,7 @@ static double o_worker_timeout, o_rejoin_timeout, o_ckpt_seconds;
 static double o_step_factor, o_step_timeout;
 static int64_t o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_staleness;
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
-static double o_grad_limit, o_clip_norm, o_eval_timeout, o_topk_warmup;
+static double o_grad_limit, o_clip_norm, o_grad_norm_factor, o_eval_timeout, o_topk_warmup;
 static int o_topk_correction;
 static int o_layer_chunks, o_staleness_lr;
 static char o_push_compress[PST_CFG_STR_MAX], o_pull_compress[PST_CFG_STR_MAX];
@@ -89,6 +89,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("data-facts", PST_CFG_STRING, o_data_facts, "", "TRAIN,TEST,CLASSES: the data every worker must have (training and test samples, classes); empty: what the first worker to register says", 0, 0),
     PST_OPT("grad-limit", PST_CFG_DOUBLE, &o_grad_limit, PST_GRAD_LIMIT_DEFAULT_TEXT, "largest magnitude a gradient value may have: a chunk with a larger one (or a NaN) is rejected and counted against its worker (0 < limit <= 1e30)", 0, 0),
     PST_OPT("clip-norm", PST_CFG_DOUBLE, &o_clip_norm, "0", "workers clip each gradient to this norm (Keras's global clipnorm) and the ps rejects a push over it (0: off)", 0, 0),
+    PST_OPT("grad-norm-factor", PST_CFG_DOUBLE, &o_grad_norm_factor, PST_NORM_FACTOR_DEFAULT_TEXT, "a push whose gradient norm is over this many times the running median of the last 64 accepted pushes' is rejected and counted against its worker; until 8 were accepted, one of RMS over 1 per parameter is (0: off; else over 1)", 0, 0),
     PST_OPT("push-compress", PST_CFG_STRING, o_push_compress, "none", "encoding of the workers' gradients on the wire: none (float32), fp16 or bf16 (half the bytes), or topk:FRACTION (each weight tensor's largest FRACTION of values, 0 < FRACTION <= 0.5, biases and batch norm's vectors whole, as index and value pairs); the workers keep what was lost or not sent and add it to the next step's gradient", 0, 0),
     PST_OPT("topk-warmup", PST_CFG_DOUBLE, &o_topk_warmup, "0", "with --push-compress topk:F: epochs over which the share a push sends falls from 0.25 to F (Deep Gradient Compression's warm-up; 0: F from the start)", 0, 0),
     PST_OPT("topk-momentum-correction", PST_CFG_BOOL, &o_topk_correction, "true", "with --push-compress topk:F and --optimizer momentum: the workers keep the momentum and send the top-k of their velocities, the ps steps with momentum 0 (Deep Gradient Compression's momentum correction; false: the ps applies the momentum to the sparse sums)", 0, 0),
@@ -182,6 +183,11 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
   }
   o->grad_limit = o_grad_limit;
   o->clip_norm = o_clip_norm;
+  if (!(o_grad_norm_factor == 0 || (o_grad_norm_factor > 1 && o_grad_norm_factor <= 1e30))) {
+    snprintf(err, errlen, "--grad-norm-factor must be 0 (off) or in (1, 1e30]");
+    return -EINVAL;
+  }
+  o->grad_norm_factor = o_grad_norm_factor;
   if (pst_enc_parse_push(o_push_compress, &o->push_enc, &o->topk_fraction) < 0) {
     snprintf(err, errlen, "--push-compress: '%.200s' is not %s", o_push_compress,
              pst_enc_push_choices());

@@ -264,6 +264,8 @@ void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
       w->eval_share[r->epoch % PS_EVAL_SHARES].epoch = r->epoch;
       w->eval_share[r->epoch % PS_EVAL_SHARES].correct = r->correct;
       w->eval_share[r->epoch % PS_EVAL_SHARES].samples = r->samples;
+      w->eval_share[r->epoch % PS_EVAL_SHARES].loss_sum = r->loss_sum;
+      w->eval_share[r->epoch % PS_EVAL_SHARES].set_aside = 0;
       w->evals_done = r->epoch;
       pst_metrics_eval(&s->metrics, r->epoch,
                        r->weights_version ? r->weights_version : s->store.version, r->loss_sum,

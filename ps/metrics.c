@@ -191,6 +191,22 @@ void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double l
   if (version > e->version) e->version = version;
 }
 
+void pst_metrics_eval_set_aside(pst_metrics *m, uint32_t epoch, double loss_sum,
+                                uint64_t correct, uint64_t samples) {
+  if (epoch < 1 || (int)epoch > m->epochs) return;
+  pst_epoch_eval *e = &m->evals[epoch];
+  if (e->complete || samples > e->samples || correct > e->correct) return;
+  e->loss_sum -= loss_sum;
+  if (e->loss_sum < 0) e->loss_sum = 0; /* rounding, when the rest is nearly nothing */
+  e->correct -= correct;
+  e->samples -= samples;
+  e->reports--;
+  e->aside_loss_sum += loss_sum;
+  e->aside_correct += correct;
+  e->aside_samples += samples;
+  e->aside++;
+}
+
 int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
   if (epoch < 1 || (int)epoch > m->epochs) return 0;
   pst_epoch_eval *e = &m->evals[epoch];
@@ -200,6 +216,9 @@ int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
     m->last_epoch = (int)epoch;
     m->last_test_loss = e->loss_sum / (double)e->samples;
     m->last_test_accuracy = (double)e->correct / (double)e->samples;
+    uint64_t all = e->samples + e->aside_samples;
+    m->last_loss_with_flagged = (e->loss_sum + e->aside_loss_sum) / (double)all;
+    m->last_accuracy_with_flagged = (double)(e->correct + e->aside_correct) / (double)all;
   }
   if (m->tb) {
     static const char *const tags[] = {"loss/test", "accuracy/test", "data_wait_seconds/epoch"};
@@ -211,9 +230,9 @@ int pst_metrics_eval_complete(pst_metrics *m, uint32_t epoch) {
     fprintf(m->file,
             "{\"time\":%.3f,\"event\":\"eval\",\"epoch\":%u,\"version\":%" PRIu64
             ",\"worker\":-1,\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%" PRIu64
-            ",\"shares\":%d,\"train_time\":%.3f,\"data_wait\":%.4f}\n",
+            ",\"shares\":%d,\"flagged_shares\":%d,\"train_time\":%.3f,\"data_wait\":%.4f}\n",
             pst_now() - m->t0, epoch, e->version, e->loss_sum / (double)e->samples,
-            (double)e->correct / (double)e->samples, e->samples, e->reports,
+            (double)e->correct / (double)e->samples, e->samples, e->reports, e->aside,
             train_seconds(m, pst_now()), e->data_wait);
   return 1;
 }
@@ -311,6 +330,10 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "batch_size", r->batch);
   cJSON_AddNumberToObject(o, "test_accuracy", m->last_test_accuracy);
   cJSON_AddNumberToObject(o, "test_loss", m->last_test_loss);
+  /* The figures with the shares flagged implausible (evaluations_flagged) put back: what
+   * the job would have claimed had it believed them. */
+  cJSON_AddNumberToObject(o, "test_accuracy_with_flagged", m->last_accuracy_with_flagged);
+  cJSON_AddNumberToObject(o, "test_loss_with_flagged", m->last_loss_with_flagged);
   cJSON_AddNumberToObject(o, "samples_per_sec", sps);
   cJSON_AddNumberToObject(o, "wall_seconds", wall);
   /* The workers' mean evaluation time, and the wall time less it. */
@@ -375,7 +398,16 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   }
   cJSON_AddNumberToObject(o, "dropped_gradients", (double)r->dropped);
   cJSON_AddNumberToObject(o, "rejected", (double)r->rejected);
+  /* Per slot, over every connection that held it: the strikes that disconnect a worker are
+   * its connection's own (ps/validate.c), so a slot may total more than three. */
+  cJSON *per_slot = cJSON_AddArrayToObject(o, "rejected_per_slot");
+  for (int i = 0; per_slot && r->rejected_per_slot && i < r->slots; i++)
+    cJSON_AddItemToArray(per_slot, cJSON_CreateNumber((double)r->rejected_per_slot[i]));
   cJSON_AddNumberToObject(o, "unsafe_updates", (double)r->unsafe_updates);
+  cJSON_AddNumberToObject(o, "grad_norm_factor", r->norm_factor);
+  cJSON_AddNumberToObject(o, "grad_norm_rejected", (double)r->norm_rejected);
+  cJSON_AddNumberToObject(o, "grad_norm_ratio_max", r->norm_ratio_max);
+  cJSON_AddNumberToObject(o, "grad_norm_warmup_rms_max", r->norm_warmup_rms_max);
   cJSON_AddStringToObject(o, "evaluated_by", r->evaluated_by ? r->evaluated_by : "workers");
   cJSON_AddNumberToObject(o, "evaluations_missed", (double)r->evals_missed);
   cJSON *flags = cJSON_AddArrayToObject(o, "evaluations_flagged");
@@ -389,6 +421,8 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
     cJSON_AddNumberToObject(x, "samples", (double)f->samples);
     cJSON_AddNumberToObject(x, "median_accuracy", f->median_accuracy);
     cJSON_AddNumberToObject(x, "z", f->z);
+    cJSON_AddNumberToObject(x, "loss", f->loss);
+    cJSON_AddNumberToObject(x, "median_loss", f->median_loss);
     cJSON_AddItemToArray(flags, x);
   }
   cJSON_AddNumberToObject(o, "max_lead", (double)r->max_lead);

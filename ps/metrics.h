@@ -17,6 +17,11 @@ typedef struct {
   int reports;            /* workers that reported this epoch */
   uint64_t version;       /* newest version any share was computed on */
   int complete;           /* the figures are final (pst_metrics_eval_complete) */
+  /* Shares set aside as implausible (pst_metrics_eval_set_aside): out of the figures above,
+   * kept here for the figure with them. */
+  double aside_loss_sum;
+  uint64_t aside_correct, aside_samples;
+  int aside;
   /* Seconds the workers' training steps of this epoch waited for their batches, summed over
    * the workers (their training reports say it; they all precede the epoch's evaluation). */
   double data_wait;
@@ -46,13 +51,15 @@ typedef struct {
 #define PST_METRICS_HISTORY 512
 
 /* A worker's evaluation share that is implausible against the other workers' of the same
- * epoch (ps/liveness.c): flagged in the summary, not taken out of the figures. */
+ * epoch (ps/liveness.c): flagged in the summary and left out of the epoch's figures (the
+ * summary gives the figure with them beside). */
 typedef struct {
   int worker;
   uint32_t epoch;
   uint64_t correct, samples;      /* the flagged share's */
   double median_accuracy;         /* the median share's of that epoch */
-  double z;                       /* the difference in standard errors */
+  double z;                       /* the accuracy's difference in standard errors */
+  double loss, median_loss;       /* the share's mean loss, and the median share's */
 } pst_eval_flag;
 
 /* What the summary record says about a run besides the metrics' own figures. */
@@ -87,6 +94,8 @@ typedef struct {
   uint64_t ranges_handed, ranges_returned;
   int workers_abandoned;  /* slots whose rejoin timeout ran out */
   uint64_t rejected;      /* gradients or reports refused as invalid */
+  const uint32_t *rejected_per_slot; /* [slots]: of them, each slot's (all its holders') */
+  int slots;
   const char *evaluated_by; /* "workers" (each its test slice) or "ps" (--eval-on ps) */
   /* The job's encodings on the wire (common/codec.h names). */
   const char *push_encoding, *pull_encoding;
@@ -94,6 +103,11 @@ typedef struct {
   double topk_momentum;   /* top-k pushes: the momentum the workers keep (0: none) */
   uint64_t evals_missed;  /* evaluation shares not reported within --eval-timeout */
   uint64_t unsafe_updates; /* chunks whose update would not have been finite: kept */
+  /* The norm that follows the job (ps/update.h): its factor (0: off), pushes it rejected, the
+   * largest norm / running median and the largest warm-up RMS of the pushes it accepted. */
+  double norm_factor;
+  uint64_t norm_rejected;
+  double norm_ratio_max, norm_warmup_rms_max;
   const pst_eval_flag *flags;
   int n_flags;
   const char *checkpoint; /* the newest checkpoint written, or "" */
@@ -136,6 +150,9 @@ typedef struct {
   int workers;
   pst_epoch_eval *evals;  /* [epochs] */
   double last_test_accuracy, last_test_loss;
+  /* The same with the shares set aside as implausible put back (the figures above when none
+   * was), for the summary. */
+  double last_accuracy_with_flagged, last_loss_with_flagged;
   int last_epoch;         /* newest epoch whose evaluation is complete */
   uint64_t samples_trained;
   uint64_t samples_resumed; /* of samples_trained, those trained before a resume */
@@ -213,6 +230,11 @@ void pst_metrics_step(pst_metrics *m);
 void pst_metrics_round_trip(pst_metrics *m, double exposed, double queued, double sum,
                             double optimizer, double sending);
 /* Adds a worker's share of the epoch's test evaluation (epoch 1..epochs; others ignored). */
+/* A share already given to pst_metrics_eval set aside as implausible, before the epoch is
+ * complete: the epoch's figures are then those of the other shares, and the figure with it
+ * is kept for the summary (test_accuracy_with_flagged). Nothing once the epoch is complete. */
+void pst_metrics_eval_set_aside(pst_metrics *m, uint32_t epoch, double loss_sum,
+                                uint64_t correct, uint64_t samples);
 void pst_metrics_eval(pst_metrics *m, uint32_t epoch, uint64_t version, double loss_sum,
                       uint64_t correct, uint64_t samples);
 /* A worker's share of dense evaluation `point` (1-based), taken on weights of `version`.

@@ -1,8 +1,8 @@
 #include "ps/obs.h"
 
 #include <inttypes.h>
-#include <stdlib.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "common/clock.h"
@@ -415,9 +415,11 @@ static void write_report(ps_server *s) {
     s->exit_code = PST_EXIT_CHECKPOINT;
   int lost = 0;
   uint64_t missed = 0;
+  uint32_t *per_slot = calloc((size_t)s->opt.workers, sizeof *per_slot);
   for (int i = 0; i < s->opt.workers; i++) {
     lost += s->workers[i].losses;
     missed += s->workers[i].evals_missed;
+    if (per_slot) per_slot[i] = s->workers[i].rejected_total;
   }
   /* The whole model's checksum: this ps's own when it holds every parameter, else the one
    * the workers' evaluations of the last epoch reported (ps/messages.c), when they agree. */
@@ -429,6 +431,11 @@ static void write_report(ps_server *s) {
              "holds weights with checksum %016" PRIx64, s->model_sum, own);
   uint64_t *untrained = calloc((size_t)s->opt.workers, sizeof *untrained);
   for (int i = 0; untrained && i < s->opt.workers; i++) untrained[i] = s->workers[i].untrained_steps;
+  if (s->upd.norm_factor > 0)
+    LOG_INFO("gradient norms: largest accepted %.3g times the running median (--grad-norm-factor "
+             "%g), largest RMS in the warm-up %.3g (bound %g); %" PRIu64 " pushes rejected",
+             s->upd.norm_ratio_max, s->upd.norm_factor, s->upd.warm_rms_max, PST_NORM_WARMUP_RMS,
+             s->upd.norm_rejected);
   pst_run_summary sum = {
       .mode = pst_mode_name(s->opt.mode),
       .model = s->opt.model_name,
@@ -466,6 +473,8 @@ static void write_report(ps_server *s) {
       .checkpoint = ps_ckpt_last_path(s),
       .checkpoint_final_error = ckpt_err,
       .rejected = s->rejected,
+      .rejected_per_slot = per_slot,
+      .slots = per_slot ? s->opt.workers : 0,
       .evaluated_by = s->opt.evaluator ? "ps" : "workers",
       .push_encoding = s->push_enc_text,
       .topk_warmup = s->opt.push_enc == PST_ENC_TOPK ? s->opt.topk_warmup : 0,
@@ -473,6 +482,10 @@ static void write_report(ps_server *s) {
       .pull_encoding = pst_enc_name(s->opt.pull_enc),
       .evals_missed = missed,
       .unsafe_updates = s->upd.unsafe_chunks,
+      .norm_factor = s->upd.norm_factor,
+      .norm_rejected = s->upd.norm_rejected,
+      .norm_ratio_max = s->upd.norm_ratio_max,
+      .norm_warmup_rms_max = s->upd.warm_rms_max,
       .flags = s->eval_flags,
       .n_flags = s->n_eval_flags,
       .untrained_samples = s->untrained_samples,
@@ -481,6 +494,7 @@ static void write_report(ps_server *s) {
   };
   int rc = pst_metrics_summary(&s->metrics, s->opt.summary_path, &sum);
   free(untrained);
+  free(per_slot);
   if (rc < 0) {
     LOG_ERR("%s: cannot write the summary: %s", s->opt.summary_path, strerror(-rc));
     if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;

@@ -346,10 +346,10 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       if (!s->workers[c->worker].done) {
         s->workers[c->worker].done = 1;
         s->finished++;
-        LOG_INFO("worker %d '%s' finished (%d of %d); %u messages rejected; %" PRIu64
+        LOG_INFO("worker %d '%s' finished (%d of %d); %u messages of its slot rejected; %" PRIu64
                  " gradients applied, %" PRIu64 " dropped", c->worker,
                  s->workers[c->worker].name, s->finished, s->opt.workers,
-                 s->workers[c->worker].rejected, s->workers[c->worker].pushes,
+                 s->workers[c->worker].rejected_total, s->workers[c->worker].pushes,
                  s->workers[c->worker].dropped);
         int published;
         pst_update_set_member(&s->upd, c->worker, 0, &published);
@@ -457,7 +457,8 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
       (rc = pst_update_set_staleness_lr(&s->upd, opt->staleness_lr)) < 0 ||
       (rc = pst_update_set_limits(&s->upd,
                                   opt->grad_limit > 0 ? opt->grad_limit : PST_GRAD_LIMIT_DEFAULT,
-                                  opt->clip_norm)) < 0) {
+                                  opt->clip_norm)) < 0 ||
+      (rc = pst_update_set_norm_factor(&s->upd, opt->grad_norm_factor)) < 0) {
     snprintf(err, errlen, "cannot allocate the model's buffers (%zu parameters): %s", n,
              strerror(-rc));
     return rc;

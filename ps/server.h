@@ -64,6 +64,10 @@ typedef struct {
    * with clip_norm > 0 (told to the workers, which clip to it) a norm within it. */
   double grad_limit;
   double clip_norm;
+  /* A push's norm over grad_norm_factor times the running median of accepted ones' is
+   * rejected (ps/update.h; 0: off, which a zeroed ps_options gets: pstrain-ps's default is
+   * PST_NORM_FACTOR_DEFAULT). */
+  double grad_norm_factor;
   /* The job's tensor encodings (common/codec.h; issue 27), told in WELCOME: pushes arrive in
    * push_enc and are decoded to float32 before any check or sum; pulls go out in pull_enc,
    * rounded from the fp32 weights. A worker that does not know them is refused. */
@@ -107,6 +111,8 @@ typedef struct ps_conn ps_conn;
 typedef struct {
   uint32_t epoch;
   uint64_t correct, samples;
+  double loss_sum;
+  int set_aside;          /* flagged implausible: left out of the epoch's figures */
 } ps_eval_share;
 
 /* A worker slot: the shard with index i, whichever process holds it. */
@@ -126,13 +132,15 @@ typedef struct {
   uint64_t pushes;        /* gradients of this slot applied: its position in async/ssp */
   uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */
   uint32_t epoch;         /* the epoch of its last training report */
-  uint32_t rejected;      /* invalid messages of this slot's worker (ps/validate.c) */
+  uint32_t rejected_total; /* invalid messages of all the workers that held this slot, for
+                            * the summary (ps/validate.c); the strikes that disconnect a
+                            * worker are its connection's (ps_conn.strikes) */
   uint32_t subset_asked;  /* the newest dense evaluation point this slot was asked for */
   /* The evaluation this slot owes next (ps/liveness.c): since when it could have sent it,
    * and how long its last share took after it could. */
   uint32_t eval_due_epoch;
   double eval_due_at, eval_took;
-  uint32_t evals_missed;  /* epochs evaluated without its share: it did not report in time */
+  uint32_t evals_missed;  /* epochs evaluated without its share (lost, left, or late: check_evals) */
   /* Its evaluation shares of the last epochs, by epoch % PS_EVAL_SHARES: what it reported,
    * for the plausibility check against the others' (ps/liveness.c). */
   ps_eval_share eval_share[PS_EVAL_SHARES];

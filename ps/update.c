@@ -48,7 +48,11 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   u->member = malloc((size_t)workers);
   u->in_step = calloc((size_t)workers, 1);
   u->join_at = calloc((size_t)workers, sizeof *u->join_at);
-  if (!u->slot_of || !u->member || !u->in_step || !u->push_sq || !u->join_at) return -ENOMEM;
+  u->push_checked = calloc((size_t)workers, sizeof *u->push_checked);
+  u->push_bound = calloc((size_t)workers, sizeof *u->push_bound);
+  if (!u->slot_of || !u->member || !u->in_step || !u->push_sq || !u->join_at ||
+      !u->push_checked || !u->push_bound)
+    return -ENOMEM;
   /* Chunks of chunk_floats each (the last shorter), until pst_update_set_chunks says
    * otherwise. */
   size_t n = (store->n + chunk_floats - 1) / chunk_floats;
@@ -62,6 +66,55 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
   for (int i = 0; i < workers; i++) u->slot_of[i] = -1;
   memset(u->member, 1, (size_t)workers);
   return pst_update_set_limits(u, PST_GRAD_LIMIT_DEFAULT, 0);
+}
+
+int pst_update_set_norm_factor(pst_update *u, double factor) {
+  if (!(factor == 0 || (factor > 1 && factor <= 1e30))) return -EINVAL;
+  u->norm_factor = factor;
+  return 0;
+}
+
+/* The trained parameters of this ps's part (its model-state ranges left out). */
+static size_t trained_count(const pst_update *u) {
+  size_t n = u->store->n;
+  for (int r = 0; r < u->opt->n_state; r++) n -= u->opt->state_end[r] - u->opt->state_off[r];
+  return n;
+}
+
+/* The bound on a share's squared norm for the pushes that start now (0: none). */
+static double norm_sq_bound(const pst_update *u) {
+  if (u->norm_factor <= 0) return 0;
+  if (u->norm_count < PST_NORM_WARMUP) {
+    /* The warm-up's ceiling: a worker gradient of RMS PST_NORM_WARMUP_RMS, as a share (1/N). */
+    double share = PST_NORM_WARMUP_RMS / (double)u->workers;
+    return share * share * (double)trained_count(u);
+  }
+  double b = u->norm_factor * u->norm_median;
+  return b * b;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* Worker w's push, every chunk checked, was accepted: its norm joins the history. */
+static void note_norm(pst_update *u, int w) {
+  if (u->push_checked[w] != u->n_chunks || !(u->push_sq[w] > 0)) return;
+  double norm = sqrt(u->push_sq[w]);
+  if (u->norm_count < PST_NORM_WARMUP) {
+    double rms = norm * (double)u->workers / sqrt((double)trained_count(u));
+    if (rms > u->warm_rms_max) u->warm_rms_max = rms;
+  } else if (norm / u->norm_median > u->norm_ratio_max) {
+    u->norm_ratio_max = norm / u->norm_median;
+  }
+  u->norm_hist[u->norm_count % PST_NORM_WINDOW] = norm;
+  u->norm_count++;
+  uint32_t n = u->norm_count < PST_NORM_WINDOW ? u->norm_count : PST_NORM_WINDOW;
+  double sorted[PST_NORM_WINDOW];
+  memcpy(sorted, u->norm_hist, n * sizeof *sorted);
+  qsort(sorted, n, sizeof *sorted, cmp_double);
+  u->norm_median = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
 }
 
 int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm) {
@@ -186,7 +239,11 @@ void pst_update_free(pst_update *u) {
   free(u->member);
   free(u->in_step);
   free(u->push_sq);
+  free(u->push_checked);
+  free(u->push_bound);
+  u->push_bound = NULL;
   u->push_sq = NULL;
+  u->push_checked = NULL;
   u->next_slot = NULL;
   u->shares = NULL;
   u->chunk_done = NULL;
@@ -211,6 +268,20 @@ static uint32_t max_abs_bits(const float *x, size_t n) {
   return m;
 }
 
+/* The sum of x[i]^2 in double, over eight partial sums that the compiler can keep in vector
+ * registers (a single running sum is a chain of dependent additions it may not reorder):
+ * the norm rule runs this over every pushed value by default, so it must cost little. */
+static double sum_sq(const float *x, size_t n) {
+  double p[8] = {0};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int k = 0; k < 8; k++) p[k] += (double)x[i + k] * (double)x[i + k];
+  double sq = 0;
+  for (; i < n; i++) sq += (double)x[i] * (double)x[i];
+  for (int k = 0; k < 8; k++) sq += p[k];
+  return sq;
+}
+
 /* The squared norm of chunk c's share over the trained parameters (the optimizer's
  * model-state ranges left out). */
 static double trained_sq(const pst_update *u, uint32_t c, const float *x, uint32_t len) {
@@ -224,7 +295,7 @@ static double trained_sq(const pst_update *u, uint32_t c, const float *x, uint32
       if (o->state_end[r] <= at) continue;
       if (o->state_off[r] < stop) stop = o->state_off[r] > at ? o->state_off[r] : at;
     }
-    for (size_t i = at; i < stop; i++) sq += (double)x[i - off] * (double)x[i - off];
+    if (stop > at) sq += sum_sq(x + (at - off), stop - at);
     if (r >= o->n_state) break;
     at = o->state_end[r] < end ? o->state_end[r] : end; /* past the state range */
   }
@@ -247,15 +318,32 @@ static int share_ok(pst_update *u, int w, uint32_t c, const float *x, uint32_t l
                u->grad_limit);
     return 0;
   }
-  if (u->clip_sq > 0) {
+  if (u->clip_sq > 0 || u->norm_factor > 0) {
     u->push_sq[w] += trained_sq(u, c, x, len);
-    if (u->push_sq[w] > u->clip_sq) {
+    if (u->clip_sq > 0 && u->push_sq[w] > u->clip_sq) {
       snprintf(u->reject_why, sizeof u->reject_why,
                "a gradient of norm %g or more, over --clip-norm %g",
                sqrt(u->push_sq[w]) * (double)u->workers, u->clip_norm);
       return 0;
     }
+    /* The bound was fixed when the push began (pst_update_offer), so that the median moving
+     * mid-push (another worker's push accepted) does not change it. */
+    if (u->norm_factor > 0 && u->push_sq[w] > u->push_bound[w]) {
+      u->norm_rejected++;
+      if (u->norm_count < PST_NORM_WARMUP)
+        snprintf(u->reject_why, sizeof u->reject_why,
+                 "a gradient of RMS %g or more per parameter, over %g during the warm-up "
+                 "(--grad-norm-factor)", sqrt(u->push_sq[w] / (double)trained_count(u)) *
+                 (double)u->workers, PST_NORM_WARMUP_RMS);
+      else
+        snprintf(u->reject_why, sizeof u->reject_why,
+                 "a gradient of norm %g or more, over %g times the running median %g "
+                 "(--grad-norm-factor)", sqrt(u->push_sq[w]) * (double)u->workers,
+                 u->norm_factor, u->norm_median * (double)u->workers);
+      return 0;
+    }
   }
+  u->push_checked[w]++;
   return 1;
 }
 
@@ -623,9 +711,16 @@ int pst_update_offer(pst_update *u, int w, uint64_t version, uint32_t c, int fla
   if (c >= u->n_chunks || w < 0 || w >= u->workers) return -EPROTO;
   /* A push's first chunk is offered again and again until it is taken, and nothing else of
    * that push comes meanwhile: its norm starts here. */
-  if (flags & PST_CHUNK_FIRST) u->push_sq[w] = 0;
+  if (flags & PST_CHUNK_FIRST) {
+    u->push_sq[w] = 0;
+    u->push_checked[w] = 0;
+    if (u->norm_factor > 0) u->push_bound[w] = norm_sq_bound(u);
+  }
   int rc = u->mode == PST_MODE_SYNC ? offer_sync(u, w, version, c, flags, data, published)
                                     : offer_async(u, w, version, c, flags, data, published);
-  if (rc == PST_OFFER_TAKEN && (flags & PST_CHUNK_LAST)) u->pushes++;
+  if (rc == PST_OFFER_TAKEN && (flags & PST_CHUNK_LAST)) {
+    u->pushes++;
+    if (u->norm_factor > 0) note_norm(u, w);
+  }
   return rc;
 }

@@ -62,7 +62,22 @@
  * scaled by at most N, square to (N^2 L)^2, which for N <= 4096 and the default L = 1e6 is
  * about 3e26, far below float's 3.4e38. Should a step's result be non-finite all the same
  * (weights that grew over many steps), the chunk keeps the values of the step before, which
- * the double buffers still hold (pst_opt_carry), and the chunk is counted as unsafe. */
+ * the double buffers still hold (pst_opt_carry), and the chunk is counted as unsafe.
+ *
+ * The norm that follows the job (pst_update_set_norm_factor; issue 43): values within the
+ * limit can still be poison (a worker pushing 10 everywhere wrecks Adam's state in a few
+ * steps), and --clip-norm, which would stop it, changes honest training and is off by
+ * default. So, by default, a push's norm (over the trained parameters of this ps's part of
+ * the vector, as for the clip norm) may be at most F times the running median of the norms
+ * of the last PST_NORM_WINDOW pushes this ps accepted. Every push is a share of the same
+ * scale (1/N of a worker's batch-mean gradient, whatever the mode: async applies it times N),
+ * so shares compare with each other as they are, and each shard compares its own parts. The
+ * median is a minority's to move only a little, and the bound follows the job as its
+ * gradients shrink or grow. Until PST_NORM_WARMUP pushes have been accepted there is no
+ * median to trust: the bound is then an absolute ceiling on the worker's gradient, a root
+ * mean square of PST_NORM_WARMUP_RMS per trained parameter (far over an honest gradient's,
+ * see the README's measurements, and far under a poisoner's of 10 everywhere). A share of no
+ * norm (no samples, by samples) is not put in the history: it says nothing of the scale. */
 #ifndef PSTRAIN_PS_UPDATE_H
 #define PSTRAIN_PS_UPDATE_H
 
@@ -76,6 +91,9 @@ typedef enum { PST_MODE_SYNC = 0, PST_MODE_ASYNC = 1, PST_MODE_SSP = 2 } pst_mod
 
 const char *pst_mode_name(pst_mode m);
 int pst_mode_parse(const char *s, pst_mode *m);
+
+/* Accepted pushes whose norms make the running median (pst_update_set_norm_factor). */
+#define PST_NORM_WINDOW 64
 
 typedef struct {
   pst_mode mode;
@@ -121,6 +139,17 @@ typedef struct {
   double clip_sq;         /* the bound on a share's squared norm, with rounding's slack */
   double *push_sq;        /* [N]: the squared norm of worker w's push so far */
   uint64_t unsafe_chunks; /* chunks whose update would have been non-finite: kept as they were */
+  /* The norm that follows the job (pst_update_set_norm_factor). */
+  double norm_factor;     /* F: a push over F x the running median is rejected (0: off) */
+  double norm_hist[PST_NORM_WINDOW]; /* the norms of the last PST_NORM_WINDOW accepted pushes (a ring) */
+  uint32_t norm_count;    /* accepted pushes put in the history, ever */
+  double norm_median;     /* their running median (0 during the warm-up) */
+  double *push_bound;     /* [N]: the bound on worker w's push's squared norm, fixed when the
+                           * push began */
+  uint32_t *push_checked; /* [N]: chunks of worker w's push so far that passed share_ok */
+  double norm_ratio_max;  /* the largest norm / median of an accepted push after the warm-up */
+  double warm_rms_max;    /* the largest worker gradient RMS accepted during the warm-up */
+  uint64_t norm_rejected; /* pushes rejected by that rule */
   /* Seconds of the caller's thread spent summing shares (sum_seconds) and in optimizer passes
    * (opt_seconds, which include the sum of a chunk's last share, made in the same pass), for
    * the round trip's parts (ps/metrics.h). */
@@ -168,6 +197,17 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
 #define PST_GRAD_LIMIT_STR(x) PST_GRAD_LIMIT_STR_(x)
 #define PST_GRAD_LIMIT_DEFAULT_TEXT PST_GRAD_LIMIT_STR(PST_GRAD_LIMIT_DEFAULT)
 int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm);
+/* The norm that follows the job (update.h's "What a share may be"): F > 0 rejects a push
+ * whose norm is over F times the running median of accepted pushes' (after a warm-up of
+ * PST_NORM_WARMUP pushes bounded by PST_NORM_WARMUP_RMS per parameter instead); 0 turns it
+ * off. Off after pst_update_init, as for a zeroed ps_options (the ps's tests feed gradients of
+ * any size); pstrain-ps's default, which every job gets, is PST_NORM_FACTOR_DEFAULT. 0, or
+ * -EINVAL for a negative or non-finite F or one in (0, 1]. */
+#define PST_NORM_FACTOR_DEFAULT 10
+#define PST_NORM_FACTOR_DEFAULT_TEXT PST_GRAD_LIMIT_STR(PST_NORM_FACTOR_DEFAULT)
+#define PST_NORM_WARMUP 8
+#define PST_NORM_WARMUP_RMS 1.0
+int pst_update_set_norm_factor(pst_update *u, double factor);
 /* The chunks' boundaries (pst_model_chunks: along the layers): starts[n_chunks + 1],
  * starts[0] = 0, ascending, starts[n_chunks] = the store's n, no chunk over chunk_floats.
  * Until it is called, chunk c is [c x chunk_floats, (c + 1) x chunk_floats). Only before

@@ -236,7 +236,115 @@ static void test_lr_decay(void) {
   teardown(&s, &o, &u);
 }
 
+/* Offers worker w's whole push of g computed on `version`, chunk after chunk, until one is
+ * not taken: PST_OFFER_TAKEN when all were, else what the first one not taken got. */
+static int push_all(pst_update *u, int w, uint64_t version, const float *g, int *published) {
+  for (uint32_t c = 0; c < u->n_chunks; c++) {
+    int pub = 0;
+    int rc = pst_update_offer(u, w, version, c, pst_update_chunk_flags(u, c),
+                              g + pst_update_chunk_off(u, c), &pub);
+    *published |= pub;
+    if (rc != PST_OFFER_TAKEN) return rc;
+  }
+  return PST_OFFER_TAKEN;
+}
+
+/* An honest-looking gradient: small values of every sign, scaled by k (its norm is k times
+ * the same base's). */
+static void honest(float *g, int w, float k) {
+  for (int i = 0; i < N; i++) g[i] = k * (float)((i * 7 + w * 5) % 13 - 6) * 1e-3f;
+}
+
+/* Issue 43: a push over F times the running median of accepted pushes' norms is rejected by
+ * default in pstrain-ps; before the median exists (the warm-up), one over an RMS of 1 per
+ * parameter (as a worker's gradient, N times the share) is. In sync, a poisoner pushing 10
+ * everywhere at the very first step is rejected at its first chunk and the step goes on
+ * with the others; honest pushes whose norms vary 6-fold are all taken; after the warm-up a
+ * push under the warm-up's ceiling but 20 times the median is rejected, the same one at 5
+ * times is taken; async as sync. */
+static void test_norm_factor(void) {
+  static float ten[N], g[N];
+  for (int i = 0; i < N; i++) ten[i] = 10.0f;
+  for (int m = 0; m < 2; m++) {
+    pst_mode mode = m == 0 ? PST_MODE_SYNC : PST_MODE_ASYNC;
+    pst_store s;
+    pst_optimizer o;
+    pst_update u;
+    setup(&s, &o, &u, mode);
+    CHECK(u.norm_factor == 0); /* off in the module; pstrain-ps turns it on */
+    CHECK(pst_update_set_norm_factor(&u, 1.0) == -EINVAL &&
+          pst_update_set_norm_factor(&u, -2) == -EINVAL &&
+          pst_update_set_norm_factor(&u, PST_NORM_FACTOR_DEFAULT) == 0);
+    int pub = 0;
+    uint64_t v = 0;
+    /* The warm-up: the poisoner first. */
+    uint64_t before = pst_store_checksum(&s);
+    CHECK(pst_update_offer(&u, 0, v, 0, pst_update_chunk_flags(&u, 0), ten, &pub) ==
+          PST_OFFER_REJECTED);
+    CHECK(strstr(u.reject_why, "warm-up") != NULL && u.norm_rejected == 1);
+    CHECK(pst_store_checksum(&s) == before && s.version == 0);
+    /* Honest pushes of norms varying from 0.5 to 3 times the base (ratios to the median up to
+     * about 3, like the measured honest jobs'): all taken, in and after the warm-up. */
+    static const float scales[] = {1.0f, 3.0f, 0.5f, 1.5f, 2.0f, 0.7f, 1.2f, 2.5f};
+    for (int step = 0; step < 8; step++)
+      for (int w = mode == PST_MODE_SYNC && step == 0 ? 1 : 0; w < W; w++) {
+        honest(g, w, scales[(step + w) % 8]);
+        pub = 0;
+        CHECK(push_all(&u, w, v, g, &pub) == PST_OFFER_TAKEN);
+        if (mode == PST_MODE_SYNC ? w == W - 1 : 1) CHECK(pub && s.version == ++v);
+      }
+    CHECK(u.norm_count >= PST_NORM_WARMUP && u.norm_median > 0 && u.norm_rejected == 1);
+    CHECK(u.norm_ratio_max > 1 && u.norm_ratio_max < 10);
+    /* After the warm-up: 20 times the base's norm (an RMS of about 0.1 per parameter as a
+     * worker's gradient, under the warm-up's ceiling) is rejected, 5 times is taken. */
+    honest(g, 0, 20.0f);
+    pub = 0;
+    before = pst_store_checksum(&s);
+    CHECK(push_all(&u, 0, v, g, &pub) == PST_OFFER_REJECTED);
+    CHECK(strstr(u.reject_why, "running median") != NULL && u.norm_rejected == 2);
+    if (mode == PST_MODE_ASYNC) CHECK(pst_store_checksum(&s) != before || pub); /* ended */
+    /* All 10 everywhere: rejected at its first chunk. */
+    uint64_t v2 = s.version;
+    pub = 0;
+    if (mode == PST_MODE_SYNC) {
+      /* Worker 0 left this step; the others complete it. */
+      for (int w = 1; w < W; w++) {
+        honest(g, w, 1.0f);
+        CHECK(push_all(&u, w, v, g, &pub) == PST_OFFER_TAKEN);
+      }
+      CHECK(pub && s.version == v + 1);
+      v2 = ++v;
+    }
+    /* Five times the base is taken (in sync worker 0 first: it opens the step). */
+    honest(g, 0, 5.0f);
+    CHECK(push_all(&u, 0, v2, g, &pub) == PST_OFFER_TAKEN);
+    CHECK(pst_update_offer(&u, 1, s.version, 0, pst_update_chunk_flags(&u, 0), ten, &pub) ==
+          PST_OFFER_REJECTED && u.norm_rejected == 3);
+    /* Off: the same poison is taken. */
+    CHECK(pst_update_set_norm_factor(&u, 0) == 0);
+    CHECK(push_all(&u, 2, s.version, ten, &pub) == PST_OFFER_TAKEN);
+    teardown(&s, &o, &u);
+  }
+}
+
+/* A share of no values (by samples, a worker given no samples) says nothing of the scale:
+ * it is taken and left out of the median. */
+static void test_norm_zero_share(void) {
+  pst_store s;
+  pst_optimizer o;
+  pst_update u;
+  setup(&s, &o, &u, PST_MODE_ASYNC);
+  CHECK(pst_update_set_norm_factor(&u, 4) == 0);
+  static float zero[N];
+  int pub = 0;
+  for (int k = 0; k < 3; k++) CHECK(push_all(&u, 0, s.version, zero, &pub) == PST_OFFER_TAKEN);
+  CHECK(u.norm_count == 0);
+  teardown(&s, &o, &u);
+}
+
 int main(void) {
+  test_norm_factor();
+  test_norm_zero_share();
   test_lr_decay();
   test_staleness_lr();
   test_grad_limit();

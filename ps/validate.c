@@ -1,7 +1,9 @@
 /* What the ps believes from a registered worker (issue 12): every message that would change
  * the model or its figures is checked, and a worker that keeps sending wrong ones is
- * disconnected. A rejected message changes nothing and is counted against its worker (the
- * summary's "rejected"); the run goes on.
+ * disconnected. A rejected message changes nothing and is counted against its connection
+ * (the strikes that disconnect it: a newcomer on a slot whose earlier holders were struck out
+ * starts with none) and in its slot's total (the summary's "rejected_per_slot", and the
+ * job's "rejected"); the run goes on.
  *   - gradient chunks: the right chunk of the right size (ps/server.c's on_payload), a version
  *     the ps has published (a newer one is a lie), finite values (ps/update.c);
  *   - evaluation reports: the worker's test slice exactly (common/shard.h), correct <= count,
@@ -30,13 +32,14 @@ void ps_reject(ps_conn *c, const char *why) {
     return;
   }
   ps_worker *w = &s->workers[c->worker];
-  w->rejected++;
+  c->strikes++;
+  w->rejected_total++;
   s->rejected++;
-  ps_log_conn(s, "worker %d '%s' from %s: %s: rejected (%u so far)", c->worker, w->name, c->peer,
-              why, w->rejected);
-  if (w->rejected >= PS_MAX_STRIKES) {
+  ps_log_conn(s, "worker %d '%s' from %s: %s: rejected (%u on this connection, %u on the slot)",
+              c->worker, w->name, c->peer, why, c->strikes, w->rejected_total);
+  if (c->strikes >= PS_MAX_STRIKES) {
     char reason[200];
-    snprintf(reason, sizeof reason, "%u invalid messages (the last: %.120s)", w->rejected, why);
+    snprintf(reason, sizeof reason, "%u invalid messages (the last: %.120s)", c->strikes, why);
     ps_send_error(c, reason);
     ps_conn_close(c, reason, 0);
   }

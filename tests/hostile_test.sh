@@ -13,8 +13,11 @@
 #  3. a peer that trains its epoch (zero gradients), says BYE, takes the final weights and
 #     never reports its evaluation, heartbeats and all: the run ends within the worker
 #     timeout plus 10 s, with the honest workers' evaluation;
-#  3b. the same peer reporting its whole test slice right: flagged in the summary; with
-#     --eval-on ps its report is refused and the figure is the ps's own;
+#  3b. the same peer reporting its whole test slice right: flagged in the summary and left
+#      out of the job's figure (given with it beside); with --eval-on ps its report is
+#      refused and the figure is the ps's own;
+#  3c. the same peer reporting 0.84 with a mean loss of 0.02: flagged by its loss, and the
+#      job's loss is without it;
 #  4. a first HELLO that claims 6,400,000 training samples, then leaves: the honest workers
 #     that come after it train; with --data-facts the lie is refused outright;
 #  6. (below) a ps with few descriptors flooded with connections that never register while
@@ -149,6 +152,11 @@ if len(sys.argv) > 2 and sys.argv[2] == "perfect":
     p.read_until(4)             # the final weights' first chunk
     p.report(1, 3333, 3333, 1.0, version=v)  # its slice of 3333, all "right"
     print("reported a perfect evaluation", flush=True)
+if len(sys.argv) > 2 and sys.argv[2] == "lowloss":
+    p.read_until(4)
+    # An ordinary accuracy (2800 of 3333, 0.84) with a mean loss of 0.02: the loss gives it away.
+    p.report(1, 2800, 3333, 3333 * 0.02, version=v)
+    print("reported an evaluation of loss 0.02", flush=True)
 p.s.settimeout(1.0)
 while True:                     # heartbeats, no evaluation, until the ps closes
     p.simple("HEARTBEAT")
@@ -181,13 +189,14 @@ pass "a BYE without its evaluation: the run ended $took s later, accuracy $acc o
 # bye_run NAME PS_ARGS...: 2 honest workers and the Python peer in slot 2, which trains its
 # epoch with zero gradients and then reports all of its test slice right.
 perfect_run() {
-  local name=$1 port; shift
+  local name=$1 how=perfect port; shift
+  [ "${1:-}" = lowloss ] && { how=lowloss; shift; }
   port=$(free_port)
   start_ps "$name-ps" --listen "127.0.0.1:$port" --workers 3 --batch-size 256 "${args[@]}" \
     --summary-json "$OUT/$name.json" "$@"
   local ps_pid=$LAST_PID w=()
   wait_for "$OUT/$name-ps.log" "listening on" 30
-  start_bg "$name-peer" env PYTHONPATH="$PEER_DIR" /usr/bin/python3 "$OUT/silent.py" "$port" perfect
+  start_bg "$name-peer" env PYTHONPATH="$PEER_DIR" /usr/bin/python3 "$OUT/silent.py" "$port" "$how"
   for i in 0 1; do start_worker "$name-w$i" --ps "127.0.0.1:$port" --index "$i"; w+=("$LAST_PID"); done
   for p in "${w[@]}"; do wait_pid "$p" 120 || fail "$name: an honest worker exited non-zero"; done
   wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
@@ -195,7 +204,12 @@ perfect_run() {
 perfect_run perfect
 flagged=$(/usr/bin/python3 -c 'import json,sys; f=json.load(open(sys.argv[1]))["evaluations_flagged"]; print(" ".join("%d:%d" % (x["worker"], x["epoch"]) for x in f))' "$OUT/perfect.json")
 [ "$flagged" = "2:1" ] || fail "perfect: flagged shares '$flagged', not worker 2's of epoch 1"
-lifted=$(json_field "$OUT/perfect.json" test_accuracy)
+# The flagged share is left out of the job's figure (issue 43), which the summary gives with
+# it beside: the lifted figure is that one.
+lifted=$(json_field "$OUT/perfect.json" test_accuracy_with_flagged)
+kept=$(json_field "$OUT/perfect.json" test_accuracy)
+/usr/bin/python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if b < a - 0.02 else 1)" "$lifted" "$kept" ||
+  fail "perfect: the job's figure $kept is not below the figure with the flagged share, $lifted"
 perfect_run perfect-ps --eval-on ps --data-dir "$DATA_DIR"
 [ "$(json_field "$OUT/perfect-ps.json" evaluated_by)" = ps ] || fail "perfect-ps: not evaluated by the ps"
 grep -q "worker 2 'silent' .*the ps evaluates the epochs itself.*rejected" "$OUT/perfect-ps-ps.log" ||
@@ -203,7 +217,20 @@ grep -q "worker 2 'silent' .*the ps evaluates the epochs itself.*rejected" "$OUT
 own=$(json_field "$OUT/perfect-ps.json" test_accuracy)
 /usr/bin/python3 -c "import sys; a, b = map(float, sys.argv[1:]); sys.exit(0 if b < a - 0.02 else 1)" "$lifted" "$own" ||
   fail "perfect-ps: the ps's own accuracy $own is not below the lifted $lifted"
-pass "a perfect evaluation over zero gradients: flagged (the job's figure lifted to $lifted); with --eval-on ps refused, the ps's own figure $own"
+pass "a perfect evaluation over zero gradients: flagged and left out ($kept; $lifted with it); with --eval-on ps refused, the ps's own figure $own"
+
+# ---- 3c. an ordinary accuracy with an implausible loss: flagged by its loss, left out ----
+perfect_run lowloss lowloss
+read -r who z loss kept_loss with_loss < <(/usr/bin/python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+f = d["evaluations_flagged"]
+print(" ".join("%d:%d" % (x["worker"], x["epoch"]) for x in f) or "none",
+      f[0]["z"] if f else 0, f[0]["loss"] if f else 0, d["test_loss"], d["test_loss_with_flagged"])' "$OUT/lowloss.json")
+[ "$who" = "2:1" ] || fail "lowloss: flagged shares '$who', not worker 2's of epoch 1"
+/usr/bin/python3 -c "import sys; z, l, k, w = map(float, sys.argv[1:]); sys.exit(0 if abs(l - 0.02) < 1e-9 and w < k - 0.05 else 1)" "$z" "$loss" "$kept_loss" "$with_loss" ||
+  fail "lowloss: the flagged share's loss $loss, the job's $kept_loss and with it $with_loss"
+pass "an evaluation of accuracy 0.84 and loss 0.02: flagged (accuracy $z standard errors off), the job's loss $kept_loss without it ($with_loss with it)"
 
 # ---- 4. a lying first HELLO ----
 port=$(free_port)
@@ -338,4 +365,4 @@ wait_pid "$LAST_PID" 120 || fail "refuse: the worker exited non-zero"
 wait_pid "$ps_pid" 30 || fail "refuse: the ps exited non-zero"
 [ "$(grep -c refused "$OUT/refused")" -eq 3 ] || fail "refuse: the proxy refused $(grep -c refused "$OUT/refused") connections, not 3"
 pass "a worker whose first 3 connections were closed without a byte tried again and trained"
-echo "9 passed, 0 failed"
+echo "10 passed, 0 failed"
