@@ -24,9 +24,15 @@ while mode == "poison" and pushed < 5:
     print("registered", flush=True)
     v = p.welcome["start_step"]
     while v is not None and pushed < 5:
-        p.push(v, 10.0)
-        pushed += 1
-        v = p.pull(v + 1)
+        # Struck out, the ps closes the connection: a push or pull may then fail on the
+        # closed socket (it did, when the close came while the peer was sending), and the
+        # push that failed was never made.
+        try:
+            p.push(v, 10.0)
+            pushed += 1
+            v = p.pull(v + 1)
+        except OSError:
+            v = None
     p.close()
 if mode == "quit":
     p = Peer(port)
@@ -50,7 +56,8 @@ run() {
   [ "$mode" = quit ] && wait_for "$OUT/$name-ps.log" "worker 2 'poison10' lost" 10
   for i in 0 1; do start_worker "$name-w$i" --ps "127.0.0.1:$port" --index "$i"; w+=("$LAST_PID"); done
   for p in "${w[@]}"; do wait_pid "$p" 180 || fail "$name: a worker exited non-zero"; done
-  wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
+  # Slot 2's shard is never trained (its peer leaves): exit 5, the slot named (issue 43).
+  ps_incomplete "$ps_pid" 30 "$OUT/$name.json" 2
   wait_pid "$peer" 10 || true
 }
 
