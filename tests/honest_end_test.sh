@@ -20,58 +20,8 @@ source "$(dirname "$0")/lib.sh"
 PEER_DIR="$RUNFILES/tests"
 args=(--model mlp --seed 3 --worker-timeout 5 --batch-size 256)
 
-# A peer for slot INDEX: MODE bye (HELLO, BYE), or stall (5 steps of zero gradients, then a
-# pull and one chunk of a push, then heartbeats) or pullstall (a pull, then heartbeats).
-# Prints "stalled AT" (monotonic seconds) and "closed AFTER" (seconds from the stall to the
-# ps closing the connection).
-cat >"$OUT/end_peer.py" <<'PY'
-import struct, sys, time
-from peer import Peer, MSG, vfield
-port, index, mode = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
-p = Peer(port, timeout=120)
-facts = (0, 0, 0) if mode == "byenodata" else (60000, 10000, 10)
-if p.hello(mode, index, *facts) is None:
-    print("refused", flush=True); sys.exit(1)
-print("registered", flush=True)
-if mode in ("bye", "byenodata"):
-    p.simple("BYE")
-    while p.read_frame() is not None:
-        pass
-    print("closed", flush=True)
-    sys.exit(0)
-v = p.welcome["start_step"]
-steps = 5 if mode == "stall" else 0
-for _ in range(steps):
-    if p.pull(v) is None:
-        sys.exit(1)
-    p.push(v, 0.0)
-    v += 1
-if p.pull(v) is None:
-    sys.exit(1)
-if mode == "stall":
-    n = p.welcome["n_params"]
-    off, end = p.starts[0], p.starts[1]
-    h = vfield(1, MSG["PUSH"]) + vfield(2, v) + vfield(3, off) + vfield(4, end - off)
-    p.send(h, struct.pack("<f", 0.0) * (end - off))
-t0 = time.monotonic()
-print("stalled at step", v, flush=True)
-p.s.settimeout(1.0)
-while True:
-    try:
-        p.simple("HEARTBEAT")
-    except OSError:
-        break
-    try:
-        data = p.s.recv(1 << 20)
-        if not data:
-            break
-    except TimeoutError:
-        continue
-    except OSError:
-        break
-print("closed after %.2f" % (time.monotonic() - t0), flush=True)
-PY
-peer() { start_bg "$1" env PYTHONPATH="$PEER_DIR" /usr/bin/python3 "$OUT/end_peer.py" "$2" "$3" "$4"; }
+# peer NAME PORT INDEX MODE: tests/end_peer.py in the background (its modes are there).
+peer() { start_bg "$1" env PYTHONPATH="$PEER_DIR" /usr/bin/python3 "$PEER_DIR/end_peer.py" "$2" "$3" "$4"; }
 # ps_exit PID SECONDS: the ps's exit status in RC.
 ps_exit() { RC=0; wait_pid "$1" "$2" || RC=$?; }
 

@@ -58,9 +58,45 @@ wait_pid() {
 for i in 0 1; do wait_pid "${wpids[$i]}" 240 || fail "worker $i exited with status $?"; done
 wait_pid "$ps_pid" 60 || fail "the ps exited with status $?"
 
+grep -q '"finished":true' "$OUT/summary.json" || fail "the run did not finish: $(cat "$OUT/summary.json")"
+acc=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["test_accuracy"])' "$OUT/summary.json")
+
+# Issue 43's ends under the sanitizers (tests/end_peer.py plays the peer; honest_end_test
+# runs them all on the normal build): two peers that say BYE without a push or data facts
+# end the job not finished (exit 5); and a peer that holds a step open with heartbeats
+# beside the two workers is dropped, the job ending with its shard never trained (exit 5).
+peer() { PYTHONPATH="$RUNFILES/tests" /usr/bin/python3 "$RUNFILES/tests/end_peer.py" "$@"; }
+new_ps() {
+  local name=$1; shift
+  port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$PS_BIN" --listen "127.0.0.1:$port" --mode sync --model mlp --epochs 1 --batch-size 64 \
+    --status-interval 0 "$@" >"$OUT/ps-$name.log" 2>&1 &
+  ps_pid=$!
+  PIDS+=("$ps_pid")
+  for _ in $(seq 200); do grep -q "listening on" "$OUT/ps-$name.log" 2>/dev/null && return; sleep 0.1; done
+  fail "the ps did not listen"
+}
+new_ps bye --workers 2 --summary-json "$OUT/bye.json"
+for i in 0 1; do peer "$port" "$i" byenodata >"$OUT/bye-peer$i.log" 2>&1 & PIDS+=($!); done
+rc=0; wait_pid "$ps_pid" 60 || rc=$?
+[ "$rc" -eq 5 ] || fail "BYEs without a push: the ps exited $rc, not 5"
+new_ps stall --workers 3 --worker-timeout 60 --summary-json "$OUT/stall.json"
+peer "$port" 2 stall 6000 1000 10 >"$OUT/stall-peer.log" 2>&1 &
+PIDS+=($!)
+wpids=()
+for i in 0 1; do
+  "$WORKER_BIN" --ps "127.0.0.1:$port" --index "$i" --data-dir "$data" --device cpu \
+    --connect-timeout 30 >"$OUT/stall-worker$i.log" 2>&1 &
+  wpids+=($!)
+  PIDS+=($!)
+done
+for i in 0 1; do wait_pid "${wpids[$i]}" 240 || fail "stall: worker $i exited with status $?"; done
+rc=0; wait_pid "$ps_pid" 60 || rc=$?
+[ "$rc" -eq 5 ] || fail "a step held open: the ps exited $rc, not 5"
+grep -q "worker 2 'stall': it held step 5 open" "$OUT/ps-stall.log" || fail "the stall was not dropped"
+
 reports=$(grep -lE 'ERROR: (AddressSanitizer|LeakSanitizer)|runtime error:|SUMMARY: (Address|Leak|UndefinedBehavior)Sanitizer' \
   "$OUT"/*.log || true)
 [ -z "$reports" ] || fail "sanitizer reports in: $reports"
-grep -q '"finished":true' "$OUT/summary.json" || fail "the run did not finish: $(cat "$OUT/summary.json")"
-acc=$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["test_accuracy"])' "$OUT/summary.json")
-echo "PASS: sync, 2 workers, mlp, 1 epoch on 6000 samples under the sanitizers: test accuracy $acc"
+echo "PASS: sync, 2 workers, mlp, 1 epoch on 6000 samples under the sanitizers: test accuracy $acc;" \
+  "BYEs without a push and a step held open end the job with exit 5"
