@@ -301,7 +301,10 @@ static int run_pstrain(cell *ce, const char *dir, const char *ps_bin, const char
     snprintf(a_shard, sizeof a_shard, "--shard=%d/%d", s, k);
     char *ps_argv[] = {(char *)ps_bin, a_listen, a_model, "--mode=sync", a_workers, a_chunk,
                        a_threads, a_shard, "--optimizer=sgd", "--lr=1e-9", "--epochs=1",
-                       "--status-interval=0", "--log-level=warning", NULL};
+                       /* Constant synthetic gradients, not training: the default norm rule
+                        * would take them for poison. */
+                       "--grad-norm-factor=0", "--status-interval=0", "--log-level=warning",
+                       NULL};
     snprintf(ps_log, sizeof ps_log, "%s/ps-%zu-%d-%d.log", dir, ce->bytes, ce->clients, s);
     pids[n] = spawn_logged(ps_argv, ps_log);
     if (pids[n++] < 0) {

@@ -523,6 +523,10 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   FILE *f = fopen(j.summary, "r");
   if (f) {
     if (fgets(res->summary_json, sizeof res->summary_json, f)) {
+      /* A line cut short is no JSON at all: every figure read from it would be missing. */
+      if (!strchr(res->summary_json, '\n') && !feof(f))
+        fprintf(stderr, "pstrain: %s: the summary is longer than %zu bytes; its figures are not "
+                "read\n", j.summary, sizeof res->summary_json - 1);
       res->summary_json[strcspn(res->summary_json, "\n")] = '\0';
       res->test_accuracy = pl_json_num(res->summary_json, "test_accuracy");
       res->samples_per_sec = pl_json_num(res->summary_json, "samples_per_sec");

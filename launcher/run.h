@@ -96,7 +96,8 @@ typedef struct {
   double wall_seconds;        /* launcher's view, start to last exit */
   double test_accuracy;
   double samples_per_sec;
-  char summary_json[2048];    /* the ps's summary line */
+  char summary_json[16384];   /* the ps's summary line (2.2 KiB for 2 workers in 2026-11;
+                               * per-slot figures make it grow with the workers) */
   /* An elastic job's workers (issue 28), from the ps's "workers" records: the most that
    * trained at once, and how many left when asked (departed) or were lost. */
   int most_workers, departed, lost;

@@ -25,3 +25,11 @@ wait_ps_listening() {
     sleep 0.05
   done
 }
+
+# The clients push synthetic gradients (integer patterns and constants of any size) to check
+# the transport's arithmetic, not to train: the ps's default gradient-norm rule (issue 43)
+# would refuse them as poison, so these jobs run without it.
+start_ps() {
+  local name=$1; shift
+  start_bg "$name" "$PS_BIN" --status-interval 0 --grad-norm-factor 0 "$@"
+}
