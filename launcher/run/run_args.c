@@ -1,5 +1,5 @@
-/* The command lines of a local job's processes (launcher/run_internal.h). */
-#include "launcher/run_internal.h"
+/* The command lines of a local job's processes (launcher/run/run_internal.h). */
+#include "launcher/run/run_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>

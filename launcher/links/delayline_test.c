@@ -1,6 +1,6 @@
-/* The delay line (launcher/delayline.h) on real packets, in a network namespace of this
+/* The delay line (launcher/links/delayline.h) on real packets, in a network namespace of this
  * test's own (unshare): iptables sends loopback packets to and from 127.0.0.2 to queue 0
- * and those to 127.0.0.3 to queue 1, where they arrive (the INPUT hook, as launcher/link.c
+ * and those to 127.0.0.3 to queue 1, where they arrive (the INPUT hook, as launcher/links/link.c
  * does: see delayline.h).
  *  1. UDP through a 20 ms line: no datagram arrives sooner than 20 ms after it was sent,
  *     they arrive in the order sent, and the median is within 5 ms of 20;
@@ -12,7 +12,7 @@
  *  5. a namespace that does not exist: an error with a reason, no thread.
  * Needs root and iptables (the netfilter queue rules); without them it says why and passes
  * as skipped. Exits non-zero on any mismatch. */
-#include "launcher/delayline.h"
+#include "launcher/links/delayline.h"
 
 #include "common/check.h"
 

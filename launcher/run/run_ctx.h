@@ -1,5 +1,5 @@
-/* Inside `pstrain local` (launcher/run.c): the run's state, and its child processes
- * (launcher/run_children.c: starting them, restarting a worker that died, stopping them,
+/* Inside `pstrain local` (launcher/run/run.c): the run's state, and its child processes
+ * (launcher/run/run_children.c: starting them, restarting a worker that died, stopping them,
  * and what their logs say when one fails). */
 #ifndef PSTRAIN_LAUNCHER_RUN_CTX_H
 #define PSTRAIN_LAUNCHER_RUN_CTX_H
@@ -9,8 +9,8 @@
 #include <uv.h>
 
 #include "kernels/partition.h"
-#include "launcher/link.h"
-#include "launcher/run.h"
+#include "launcher/links/link.h"
+#include "launcher/run/run.h"
 
 typedef struct {
   uv_process_t proc;
@@ -74,7 +74,7 @@ typedef struct {
   int epochs_done;
   double t0;
   pl_links links;          /* --link's namespaces (links.up: in use) */
-  /* An elastic job (issue 28, launcher/run_elastic.c). workers has room for every process
+  /* An elastic job (issue 28, launcher/run/run_elastic.c). workers has room for every process
    * the schedule may start (cap_workers); job is what their command lines are made from. */
   const struct pl_job_s *job;
   int cap_workers;
@@ -88,7 +88,7 @@ typedef struct {
   int n_series;
 } run_ctx;
 
-/* launcher/run_elastic.c. A metrics record that concerns an elastic job (the data handout's
+/* launcher/run/run_elastic.c. A metrics record that concerns an elastic job (the data handout's
  * and the "workers" records); 1 when it was one. */
 int pl_elastic_record(run_ctx *r, const char *event, const void *record);
 /* Acts on the schedule's points that training has reached: called from the run's timer. */

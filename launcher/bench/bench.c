@@ -1,6 +1,6 @@
 /* `pstrain bench`: the sweep, pstrain's side of each cell, the table and the JSON file.
  *
- * For each size S and client count N: first the raw TCP baseline (launcher/bench_tcp.c),
+ * For each size S and client count N: first the raw TCP baseline (launcher/bench/bench_tcp.c),
  * then a pstrain-ps with a synthetic model of S bytes ("input A" / "dense K softmax", which
  * has (A + 1) x K floats) in sync mode with SGD (no optimizer slots, so the ps's memory
  * bound is 2 x S + 32 MiB), and N pstrain-benchclient processes doing the same rounds.
@@ -31,8 +31,8 @@
 #include "common/proc.h"
 #include "common/tls.h"
 #include "common/tls_pki.h"
-#include "launcher/bench.h"
-#include "launcher/bench_tls.h"
+#include "launcher/bench/bench.h"
+#include "launcher/bench/bench_tls.h"
 #include "launcher/commands.h"
 
 #define MAX_CELLS 64

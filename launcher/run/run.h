@@ -13,7 +13,7 @@
 #define PL_MAX_GPU_ID 1023 /* largest id --gpus takes */
 #define PL_MAX_SCHEDULE 64 /* points of a --schedule */
 
-/* One point of `--schedule` (launcher/schedule.c): once `epoch` epochs' worth of samples are
+/* One point of `--schedule` (launcher/run/schedule.c): once `epoch` epochs' worth of samples are
  * trained, `delta` workers are started (> 0) or asked to leave (< 0). */
 typedef struct {
   double epoch;
@@ -78,7 +78,7 @@ typedef struct pl_run_options {
   const char *topk_warmup;
   /* The ps's --push-compress and --pull-compress (common/codec.h; NULL: float32). */
   const char *push_compress, *pull_compress;
-  /* --link RATE[,DELAY[,LOSS]] and --link-worker I:RATE[,...][;...] (launcher/link.h): each
+  /* --link RATE[,DELAY[,LOSS]] and --link-worker I:RATE[,...][;...] (launcher/links/link.h): each
    * worker in a network namespace of its own behind a shaped link (NULL: loopback). */
   const char *link, *link_worker;
   const char *resume;
@@ -127,7 +127,7 @@ double pl_json_num(const char *line, const char *key);
 /* A comma-separated list of integers in [lo, hi], at most max of them, into out. Returns how
  * many (0 for an empty string), -EINVAL on a bad entry, -E2BIG when there are more. */
 int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi);
-/* launcher/schedule.c: `--schedule "epoch 1: +2, epoch 2.5: -2"` into out (at most max
+/* launcher/run/schedule.c: `--schedule "epoch 1: +2, epoch 2.5: -2"` into out (at most max
  * points, in non-decreasing order of epoch). Returns how many, or -EINVAL with a one-line
  * reason in err. */
 int pl_parse_schedule(const char *s, pl_sched_point *out, int max, char *err, size_t errlen);
@@ -140,7 +140,7 @@ int pl_parse_workers_range(const char *s, int *min, int *max);
  * start must fit PL_MAX_WORKERS. Returns 0, or -EINVAL with a one-line reason in err; a
  * count below MIN is allowed (the ps goes on with fewer) and said in warn ("" when none). */
 int pl_check_schedule(pl_run_options *o, char *err, size_t errlen, char *warn, size_t warnlen);
-/* This run is elastic: --workers MIN:MAX or a schedule (launcher/run_elastic.c). */
+/* This run is elastic: --workers MIN:MAX or a schedule (launcher/run/run_elastic.c). */
 int pl_elastic(const pl_run_options *o);
 /* The workers the job starts: one per id of --gpus times --workers-per-gpu where --gpus is
  * given, else --workers. -EINVAL for a --gpus that is not a list of ids. */
@@ -151,7 +151,7 @@ int pl_schedule_processes(const pl_run_options *o);
 /* A free TCP port on 127.0.0.1. */
 int pl_free_port(void);
 
-/* launcher/run_files.c: files a local job makes or checks before anything starts. Each
+/* launcher/run/run_files.c: files a local job makes or checks before anything starts. Each
  * returns 0 (pl_lock_dir: a descriptor) or a negative code with a one-line reason in err. */
 #define PL_SECRET_NAME "secret"             /* the job's cluster secret, in its run directory */
 #define PL_LOCK_NAME ".pstrain-local.lock"  /* in a checkpoint directory a job uses */

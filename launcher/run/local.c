@@ -90,7 +90,7 @@ static pst_cfg_opt g_opts[] = {
 
 /* `pstrain local` alone: one job that may be stopped and started again. (compare and
  * bench-train run several jobs, which must not resume from each other's checkpoints.) The
- * values go to the ps as given, and it checks them (launcher/run_internal.h): its defaults
+ * values go to the ps as given, and it checks them (launcher/run/run_internal.h): its defaults
  * hold where none is given. */
 static pst_cfg_opt g_local_opts[] = {
     PST_OPT("checkpoint-dir", PST_CFG_STRING, f_ckpt_dir, "", "the ps's checkpoints here (each shard in a directory of its own inside it); the same command resumes the job", 0, 0),

@@ -24,8 +24,8 @@
 #include "common/proc.h"
 #include "launcher/commands.h"
 #include "common/codec.h"
-#include "launcher/compare.h"
-#include "launcher/link.h"
+#include "launcher/compare/compare.h"
+#include "launcher/links/link.h"
 
 static int parse_modes(const char *s, mode_run *runs, int max) {
   int n = 0;
@@ -281,7 +281,7 @@ static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
   double spe = -1; /* steps per epoch per worker, from the summary's samples */
   char line[8192];
   /* An elastic run's samples over time and its workers (written beside its metrics for the
-   * plot of both, launcher/compare_report.c). */
+   * plot of both, launcher/compare/compare_report.c). */
   m->elastic |= pl_elastic(o);
   trained_series tp = {0}, wk = {0};
   while (in && fgets(line, sizeof line, in)) {

@@ -7,7 +7,7 @@
  * it gives each packet of queue i its verdict delay[i] after the packet reached the queue,
  * in arrival order, and drops loss[i] of them (decided at arrival, uniformly at random), so
  * the packets themselves wait, as on a link, and TCP sees the round trip and the losses.
- * Which packets reach a queue is the caller's rule (launcher/link.c: what worker i sent, in
+ * Which packets reach a queue is the caller's rule (launcher/links/link.c: what worker i sent, in
  * the ps's namespace's INPUT hook; what the ps sent it, in worker i's INPUT hook).
  *
  * Queue packets where they arrive, not where they leave: until a packet leaves its host

@@ -1,5 +1,5 @@
-/* Emulated links (launcher/link.h): network namespaces, a bridge, veths and tc. */
-#include "launcher/link.h"
+/* Emulated links (launcher/links/link.h): network namespaces, a bridge, veths and tc. */
+#include "launcher/links/link.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -23,7 +23,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/json_file.h"
-#include "launcher/run.h"
+#include "launcher/run/run.h"
 
 /* ---- parsing ---- */
 

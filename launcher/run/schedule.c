@@ -1,4 +1,4 @@
-/* `--workers MIN:MAX` and `--schedule` (launcher/run.h): an elastic job's worker counts,
+/* `--workers MIN:MAX` and `--schedule` (launcher/run/run.h): an elastic job's worker counts,
  * parsed and checked before anything starts, so that a typo is one line and exit 2 rather
  * than a job that goes wrong half-way through. */
 #include <ctype.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "launcher/run.h"
+#include "launcher/run/run.h"
 
 static const char *skip_space(const char *p) {
   while (*p == ' ' || *p == '\t') p++;

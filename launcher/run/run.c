@@ -1,13 +1,13 @@
-#include "launcher/run.h"
+#include "launcher/run/run.h"
 
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/proc.h"
 #include "common/tls_pki.h"
 #include "kernels/partition.h"
-#include "launcher/link.h"
-#include "launcher/run_ctx.h"
-#include "launcher/run_internal.h"
+#include "launcher/links/link.h"
+#include "launcher/run/run_ctx.h"
+#include "launcher/run/run_internal.h"
 #include "ps/atomic_file.h"
 
 #include <ctype.h>
@@ -138,7 +138,7 @@ static void handle_metric(run_ctx *r, const char *line) {
     return;
   }
   if (pl_elastic_record(r, event, o)) {
-    /* The data handout's records and the workers': launcher/run_elastic.c. */
+    /* The data handout's records and the workers': launcher/run/run_elastic.c. */
   } else if (!strcmp(event, "train")) {
     long step = (long)num(o, "step");
     if (step > r->steps_seen) r->steps_seen = step;

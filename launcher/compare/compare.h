@@ -1,5 +1,5 @@
-/* `pstrain compare`'s shared pieces: the records of its runs (launcher/compare.c runs the
- * jobs and reads their figures) and what launcher/compare_report.c makes of them (statistics
+/* `pstrain compare`'s shared pieces: the records of its runs (launcher/compare/compare.c runs the
+ * jobs and reads their figures) and what launcher/compare/compare_report.c makes of them (statistics
  * over repeats, curves and gnuplot plots, the tables of summary.md and report.html). */
 #ifndef PSTRAIN_LAUNCHER_COMPARE_H
 #define PSTRAIN_LAUNCHER_COMPARE_H

@@ -1,5 +1,5 @@
-/* The libuv echo of `pstrain bench --tls`, plain and with TLS (launcher/bench_tls.h). */
-#include "launcher/bench_tls.h"
+/* The libuv echo of `pstrain bench --tls`, plain and with TLS (launcher/bench/bench_tls.h). */
+#include "launcher/bench/bench_tls.h"
 
 #include <errno.h>
 #include <netinet/in.h>

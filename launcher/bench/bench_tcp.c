@@ -23,7 +23,7 @@
 
 #include "common/clock.h"
 #include "common/proc.h"
-#include "launcher/bench.h"
+#include "launcher/bench/bench.h"
 
 #define IO_MAX (1u << 20) /* bytes per write (and at most per read) */
 #define CHILD_ALARM_S 300 /* a stuck child ends itself */

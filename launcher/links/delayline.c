@@ -1,5 +1,5 @@
-/* The delay line (launcher/delayline.h): netfilter queues served by one thread. */
-#include "launcher/delayline.h"
+/* The delay line (launcher/links/delayline.h): netfilter queues served by one thread. */
+#include "launcher/links/delayline.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,4 +1,4 @@
-/* The child processes of `pstrain local` (launcher/run_ctx.h): starting them, starting a
+/* The child processes of `pstrain local` (launcher/run/run_ctx.h): starting them, starting a
  * worker that died again, stopping them, and reporting the failure that ended a run. */
 #include <errno.h>
 #include <fcntl.h>
@@ -12,8 +12,8 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "launcher/commands.h"
-#include "launcher/run_ctx.h"
-#include "launcher/run_internal.h"
+#include "launcher/run/run_ctx.h"
+#include "launcher/run/run_internal.h"
 
 /* Every ps shard is up: workers may be restarted. */
 static int ps_running(const run_ctx *r) {

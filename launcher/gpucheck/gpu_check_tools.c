@@ -15,10 +15,10 @@
 #include <zlib.h>
 
 #include "common/clock.h"
-#include "launcher/gpu_check.h"
+#include "launcher/gpucheck/gpu_check.h"
 
 /* Synchronous and with a deadline, so fork/exec and waitpid rather than the event loop of
- * launcher/run.c: the checks run one after the other and nothing else happens meanwhile.
+ * launcher/run/run.c: the checks run one after the other and nothing else happens meanwhile.
  * The child leads a process group of its own, so that a deadline stops everything it
  * started (a `pstrain local` stops its ps and workers on SIGTERM by itself; the group is
  * for a test binary's helpers and for anything that ignores it). */

@@ -36,7 +36,7 @@
 #include "common/config.h"
 #include "common/json_file.h"
 #include "launcher/commands.h"
-#include "launcher/gpu_check.h"
+#include "launcher/gpucheck/gpu_check.h"
 #include "worker/dataset.h"
 
 

@@ -8,8 +8,8 @@
 #include <cjson/cJSON.h>
 
 #include "common/json_file.h"
-#include "launcher/gpu_check.h"
-#include "launcher/run.h"
+#include "launcher/gpucheck/gpu_check.h"
+#include "launcher/run/run.h"
 
 /* Issue 27's measurement: 4 sync cnn2 workers, each behind its own emulated link, with
  * float32, fp16 and top-k gradients, times to 0.88 against float32's. The four workers share

@@ -14,7 +14,7 @@
 
 #include <stddef.h>
 
-#include "launcher/bench.h"
+#include "launcher/bench/bench.h"
 
 typedef struct {
   const char *pki_dir;   /* certificates made by pst_tls_pki_make(pki_dir, "bench"); NULL: plain */

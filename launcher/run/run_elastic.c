@@ -1,4 +1,4 @@
-/* An elastic `pstrain local` job (issue 28, launcher/run_ctx.h): the ps's records of the data
+/* An elastic `pstrain local` job (issue 28, launcher/run/run_ctx.h): the ps's records of the data
  * handout followed as they are written, the --schedule's points acted on as training reaches
  * them, and the workers over time reported at the end. */
 #include <errno.h>
@@ -11,8 +11,8 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
-#include "launcher/run_ctx.h"
-#include "launcher/run_internal.h"
+#include "launcher/run/run_ctx.h"
+#include "launcher/run/run_internal.h"
 
 /* A departure waits this long at most for the workers started before it to join: the
  * schedule means to stop workers that trained, and a newcomer still loading its data when

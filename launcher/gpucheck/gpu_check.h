@@ -1,4 +1,4 @@
-/* `pstrain gpu-check` (launcher/gpu_check.c): everything GPU-related checked on a GPU host,
+/* `pstrain gpu-check` (launcher/gpucheck/gpu_check.c): everything GPU-related checked on a GPU host,
  * one verdict per check, and a report in markdown and JSON. Inside the launcher only. */
 #ifndef PSTRAIN_LAUNCHER_GPU_CHECK_H
 #define PSTRAIN_LAUNCHER_GPU_CHECK_H
@@ -58,7 +58,7 @@ typedef struct {
   double t0;
 } pl_gc_ctx;
 
-/* launcher/gpu_check.c: a check begun (its name on stdout) and ended (its verdict and one
+/* launcher/gpucheck/gpu_check.c: a check begun (its name on stdout) and ended (its verdict and one
  * line of reason), a figure of it (numbers only; NaN left out), a folder under --out named
  * from its words, and why a program it ran failed (its deadline, or its status and its last
  * line starting with prefix). */
@@ -70,11 +70,11 @@ void pl_gc_check_dir(const pl_gc_ctx *g, const char *name, char *out, size_t len
 void pl_gc_why_failed(int rc, int timed_out, double timeout, const char *log,
                       const char *prefix, char *out, size_t len);
 
-/* launcher/gpu_check_links.c: issue 27's measurement, 4 sync cnn2 workers on the device over
+/* launcher/gpucheck/gpu_check_links.c: issue 27's measurement, 4 sync cnn2 workers on the device over
  * emulated links with float32, fp16 and top-k, against the issue's targets. */
 void pl_gc_check_links(pl_gc_ctx *g);
 
-/* launcher/gpu_check_tools.c */
+/* launcher/gpucheck/gpu_check_tools.c */
 
 /* Runs argv[0] (a path) with env's NAME=VALUE strings added to the environment and its
  * output in log, for at most timeout_s seconds (then SIGTERM to its process group, and
@@ -97,7 +97,7 @@ int pl_gc_train_losses(const char *metrics, double *loss, int max);
 void pl_gc_last_line(const char *log, const char *prefix, const char *skip, char *out,
                      size_t outlen);
 
-/* launcher/gpu_check_report.c */
+/* launcher/gpucheck/gpu_check_report.c */
 
 /* Writes <out>/report.json (cJSON) and <out>/report.md from run. 0 or a negative errno. */
 int pl_gc_write_report(const pl_gc_run *run);

@@ -2,7 +2,7 @@
  * namespace of its own, joined to the ps's namespace by a veth pair whose two ends are shaped
  * with tc (a token bucket for the rate, netem for the delay and loss), so that bytes queue as
  * on a real link, both ways. On a kernel without netem the delay and the loss are the delay
- * line's (launcher/delayline.h): iptables sends every packet between the ps's namespace and
+ * line's (launcher/links/delayline.h): iptables sends every packet between the ps's namespace and
  * worker I's to netfilter queue I, which a thread of the launcher holds for the delay.
  *
  * Layout: namespace pstlink-PID-ps holds the ps (every shard) and a bridge, br0, at
@@ -20,8 +20,8 @@
 
 #include <stddef.h>
 
-#include "launcher/delayline.h"
-#include "launcher/run.h"
+#include "launcher/links/delayline.h"
+#include "launcher/run/run.h"
 
 /* One link's shaping, as tc takes it: rate "100mbit", delay "1ms" ("" none), loss_text
  * "0.1%" ("" none); and as numbers. */
