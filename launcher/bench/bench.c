@@ -34,6 +34,8 @@
 #include "launcher/bench/bench.h"
 #include "launcher/bench/bench_tls.h"
 #include "launcher/commands.h"
+#include "launcher/common/helpers.h"
+#include "launcher/run/run_files.h"
 
 #define MAX_CELLS 64
 #define MAX_CLIENTS 64

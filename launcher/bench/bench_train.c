@@ -15,6 +15,11 @@
 
 #include "common/json_file.h"
 #include "launcher/commands.h"
+#include "launcher/common/helpers.h"
+#include "launcher/run/local.h"
+#include "launcher/run/run.h"
+#include "launcher/run/run_elastic.h"
+#include "launcher/run/run_files.h"
 #include "model/model.h"
 
 #define MAX_COUNTS 16

@@ -23,347 +23,21 @@
 #include "common/json_file.h"
 #include "common/proc.h"
 #include "launcher/commands.h"
+#include "launcher/common/helpers.h"
+#include "launcher/run/local.h"
+#include "launcher/run/run.h"
+#include "launcher/run/run_elastic.h"
+#include "launcher/run/run_files.h"
+#include "launcher/run/schedule.h"
 #include "common/codec.h"
-#include "launcher/compare/compare.h"
+#include "launcher/compare/compare_report.h"
+#include "launcher/compare/digest.h"
+#include "launcher/compare/records.h"
+#include "launcher/compare/sweep.h"
 #include "launcher/links/link.h"
 
-static int parse_modes(const char *s, mode_run *runs, int max) {
-  int n = 0;
-  char buf[256];
-  snprintf(buf, sizeof buf, "%s", s);
-  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
-    if (n == max) return -E2BIG;
-    mode_run *r = &runs[n];
-    memset(r, 0, sizeof *r);
-    snprintf(r->label, sizeof r->label, "%.31s", tok);
-    /* MODE+sa: async or ssp with the staleness-aware learning rate (the ps's
-     * --staleness-lr). */
-    size_t len = strlen(tok);
-    if (len > 3 && !strcmp(tok + len - 3, "+sa")) {
-      tok[len - 3] = '\0';
-      r->staleness_lr = 1;
-      if (!strcmp(tok, "sync")) return -EINVAL;
-    }
-    if (!strcmp(tok, "sync") || !strcmp(tok, "async")) {
-      snprintf(r->mode, sizeof r->mode, "%s", tok);
-    } else if (!strncmp(tok, "ssp", 3) && (tok[3] == '\0' || tok[3] == ':')) {
-      snprintf(r->mode, sizeof r->mode, "ssp");
-      int64_t st = 2;
-      if (tok[3] && pst_parse_int(tok + 4, 0, 1000000, &st) < 0) return -EINVAL;
-      r->staleness = (int)st;
-    } else {
-      return -EINVAL;
-    }
-    memcpy(r->safe, r->label, sizeof r->safe);
-    for (char *p = r->safe; *p; p++)
-      if (*p == ':') *p = '-';
-    n++;
-  }
-  return n;
-}
 
-/* A file-name-safe copy of a label: anything but letters, digits, '.', '_' and '-' becomes
- * '-'. */
-static void make_safe(mode_run *r) {
-  snprintf(r->safe, sizeof r->safe, "%s", r->label);
-  for (char *p = r->safe; *p; p++)
-    if (!isalnum((unsigned char)*p) && *p != '.' && *p != '_' && *p != '-') *p = '-';
-}
 
-/* --encodings PUSH[/PULL],... and --links SPEC;SPEC...: every mode of runs[0..n) once per
- * encoding and link (issue 27), labelled "MODE PUSH/PULL @LINK". Returns the new count, or
- * -1 with a one-line reason in err. */
-static int expand_settings(mode_run *runs, int n, int max, const char *encs, const char *links,
-                           char *err, size_t errlen) {
-  char ebuf[512], lbuf[512];
-  const char *elist[MAX_MODES], *llist[MAX_MODES];
-  int ne = 0, nl = 0;
-  snprintf(ebuf, sizeof ebuf, "%s", encs ? encs : "");
-  snprintf(lbuf, sizeof lbuf, "%s", links ? links : "");
-  for (char *save = NULL, *t = strtok_r(ebuf, ",", &save); t && ne < MAX_MODES;
-       t = strtok_r(NULL, ",", &save)) {
-    char push[64], *slash;
-    pst_enc e;
-    double f;
-    snprintf(push, sizeof push, "%s", t);
-    if ((slash = strchr(push, '/'))) *slash = '\0';
-    if (strlen(t) >= 48 || pst_enc_parse_push(push, &e, &f) < 0 ||
-        (slash && pst_enc_parse(slash + 1, &e) < 0)) {
-      snprintf(err, errlen, "--encodings: '%.60s' is not PUSH[/PULL] (PUSH %s; PULL %s)", t,
-               pst_enc_push_choices(), pst_enc_choices());
-      return -1;
-    }
-    elist[ne++] = t;
-  }
-  for (char *save = NULL, *t = strtok_r(lbuf, ";", &save); t && nl < MAX_MODES;
-       t = strtok_r(NULL, ";", &save)) {
-    pl_link_spec l;
-    char why[300];
-    if (strlen(t) >= 64 || pl_link_parse(t, &l, why, sizeof why) < 0) {
-      snprintf(err, errlen, "--links: %s", why);
-      return -1;
-    }
-    llist[nl++] = t;
-  }
-  if (ne == 0) elist[ne++] = NULL;
-  if (nl == 0) llist[nl++] = NULL;
-  if (n * ne * nl > max) {
-    snprintf(err, errlen, "%d modes x %d encodings x %d links is over %d settings", n, ne, nl,
-             max);
-    return -1;
-  }
-  static mode_run base[MAX_MODES];
-  memcpy(base, runs, (size_t)n * sizeof *runs);
-  int k = 0;
-  for (int i = 0; i < n; i++)
-    for (int e = 0; e < ne; e++)
-      for (int l = 0; l < nl; l++) {
-        mode_run *r = &runs[k++];
-        *r = base[i];
-        if (elist[e]) {
-          const char *slash = strchr(elist[e], '/');
-          snprintf(r->push, sizeof r->push, "%.*s",
-                   (int)(slash ? (size_t)(slash - elist[e]) : strlen(elist[e])), elist[e]);
-          if (slash) snprintf(r->pull, sizeof r->pull, "%s", slash + 1);
-        }
-        if (llist[l]) snprintf(r->link, sizeof r->link, "%s", llist[l]);
-        size_t used = strlen(r->label);
-        if (elist[e]) used += (size_t)snprintf(r->label + used, sizeof r->label - used, " %s", elist[e]);
-        if (llist[l] && used < sizeof r->label)
-          snprintf(r->label + used, sizeof r->label - used, " @%s", llist[l]);
-        make_safe(r);
-      }
-  return k;
-}
-
-/* "0.85,0.88,0.9": each in (0, 1]. */
-static int parse_targets(const char *s, double *out, int max) {
-  int n = 0;
-  while (*s) {
-    if (n == max) return -E2BIG;
-    char *end;
-    double v = strtod(s, &end);
-    if (end == s || !(v > 0 && v <= 1) || (*end && *end != ',')) return -EINVAL;
-    out[n++] = v;
-    s = *end ? end + 1 : end;
-  }
-  return n;
-}
-
-static double num(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(v) ? v->valuedouble : -1;
-}
-
-static int add_point(run_rec *r, eval_point p) {
-  if (r->npts == r->cap) {
-    int cap = r->cap ? r->cap * 2 : 64;
-    eval_point *g = realloc(r->pts, (size_t)cap * sizeof *g);
-    if (!g) return -ENOMEM;
-    r->pts = g;
-    r->cap = cap;
-  }
-  r->pts[r->npts++] = p;
-  return 0;
-}
-
-static int by_samples(const void *a, const void *b) {
-  double x = ((const eval_point *)a)->samples, y = ((const eval_point *)b)->samples;
-  return x < y ? -1 : x > y;
-}
-
-/* Pairs of numbers in the order read: (time, samples) or (time, workers). */
-typedef struct {
-  double (*v)[2];
-  int n, cap;
-} trained_series;
-
-static void series_add(trained_series *s, double a, double b) {
-  if (s->n == s->cap) {
-    int cap = s->cap ? s->cap * 2 : 256;
-    double(*v)[2] = realloc(s->v, (size_t)cap * sizeof *v);
-    if (!v) return;
-    s->v = v;
-    s->cap = cap;
-  }
-  s->v[s->n][0] = a;
-  s->v[s->n][1] = b;
-  s->n++;
-}
-
-/* The ps's records that an elastic run's plot needs: each range trained (with the handout)
- * or each worker's report (without), and each change of the number of workers. The ps's
- * "time" is the x axis: the evaluations' pauses show as the dips they are. */
-static int saw_data;
-static void elastic_record(trained_series *tp, trained_series *wk, const char *ev, const cJSON *j) {
-  if (!strcmp(ev, "data")) {
-    const char *what = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "what"));
-    if (what && !strcmp(what, "trained")) {
-      if (!saw_data) tp->n = 0; /* reports read before: the ranges count instead */
-      saw_data = 1;
-      series_add(tp, num(j, "time"), num(j, "count"));
-    }
-  } else if (!strcmp(ev, "train") && !saw_data && num(j, "samples") > 0) {
-    series_add(tp, num(j, "time"), num(j, "samples"));
-  } else if (!strcmp(ev, "workers") && num(j, "workers") >= 0) {
-    series_add(wk, num(j, "time"), num(j, "workers"));
-  }
-}
-
-/* DIR/throughput.dat (time, samples/s over windows of about a 40th of the run, at least
- * 0.25 s) and DIR/workers.dat (time, workers, a step each change). */
-static void write_elastic(const char *dir, trained_series *tp, const trained_series *wk) {
-  saw_data = 0;
-  char path[PATH_MAX + 32];
-  double end = 0;
-  for (int i = 0; i < tp->n; i++)
-    if (tp->v[i][0] > end) end = tp->v[i][0];
-  snprintf(path, sizeof path, "%s/throughput.dat", dir);
-  FILE *f = fopen(path, "w");
-  if (f) {
-    double width = end / 40 > 0.25 ? end / 40 : 0.25;
-    int bins = (int)(end / width) + 1;
-    double *sum = calloc((size_t)bins, sizeof *sum);
-    for (int i = 0; sum && i < tp->n; i++) {
-      int b = (int)(tp->v[i][0] / width);
-      if (b >= 0 && b < bins) sum[b] += tp->v[i][1];
-    }
-    fprintf(f, "# time samples_per_sec\n");
-    for (int b = 0; sum && b < bins; b++) fprintf(f, "%g %g\n", (b + 0.5) * width, sum[b] / width);
-    free(sum);
-    fclose(f);
-  }
-  snprintf(path, sizeof path, "%s/workers.dat", dir);
-  f = fopen(path, "w");
-  if (f) {
-    fprintf(f, "# time workers\n");
-    for (int i = 0; i < wk->n; i++) fprintf(f, "%g %g\n", wk->v[i][0], wk->v[i][1]);
-    if (wk->n > 0 && end > wk->v[wk->n - 1][0]) fprintf(f, "%g %g\n", end, wk->v[wk->n - 1][1]);
-    fclose(f);
-  }
-}
-
-/* The round trips the launcher measured over the run's links (run_dir/links.json, written
- * with --link): the smallest and largest over the workers, or -1; what made the delay, and
- * how late the delay line's verdicts came (a line that falls behind slows the job). */
-static void link_figures(run_rec *r) {
-  char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/links.json", r->dir);
-  r->rtt_lo = r->rtt_hi = -1;
-  cJSON *doc = pst_json_read_file(path);
-  const char *by = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(doc, "delay_by"));
-  snprintf(r->delay_by, sizeof r->delay_by, "%s", by ? by : "");
-  const cJSON *line = cJSON_GetObjectItemCaseSensitive(doc, "delay_line");
-  const cJSON *mean = cJSON_GetObjectItemCaseSensitive(line, "late_mean_ms");
-  const cJSON *max = cJSON_GetObjectItemCaseSensitive(line, "late_max_ms");
-  r->late_mean = cJSON_IsNumber(mean) ? cJSON_GetNumberValue(mean) : -1;
-  r->late_max = cJSON_IsNumber(max) ? cJSON_GetNumberValue(max) : -1;
-  const cJSON *w;
-  cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(doc, "workers")) {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(w, "round_trip_ms");
-    if (!cJSON_IsNumber(v)) continue;
-    double ms = cJSON_GetNumberValue(v);
-    if (r->rtt_lo < 0 || ms < r->rtt_lo) r->rtt_lo = ms;
-    if (ms > r->rtt_hi) r->rtt_hi = ms;
-  }
-  cJSON_Delete(doc);
-}
-
-/* Reads a run's metrics: its evaluations (dense ones when there are any, else the epochs'),
- * the staleness its training reports carried, and its summary. */
-static void digest(mode_run *m, run_rec *r, const pl_run_options *o, const double *targets,
-                   int ntargets) {
-  char path[PATH_MAX + 32];
-  snprintf(path, sizeof path, "%s/metrics.jsonl", r->dir);
-  FILE *in = fopen(path, "r");
-  run_rec epochs = {.npts = 0};
-  double per_step = (double)o->batch_size * o->workers;
-  double spe = -1; /* steps per epoch per worker, from the summary's samples */
-  char line[8192];
-  /* An elastic run's samples over time and its workers (written beside its metrics for the
-   * plot of both, launcher/compare/compare_report.c). */
-  m->elastic |= pl_elastic(o);
-  trained_series tp = {0}, wk = {0};
-  while (in && fgets(line, sizeof line, in)) {
-    cJSON *j = cJSON_Parse(line);
-    const char *ev = cJSON_GetStringValue(cJSON_GetObjectItemCaseSensitive(j, "event"));
-    if (!ev) {
-      cJSON_Delete(j);
-      continue;
-    }
-    if (pl_elastic(o)) elastic_record(&tp, &wk, ev, j);
-    double tt = num(j, "train_time");
-    if (tt < 0) tt = num(j, "time");
-    if (!strcmp(ev, "eval_subset")) {
-      /* A point some worker never evaluated (it had finished, or was lost) covers part of
-       * the subset only: not comparable, left out. */
-      if (num(j, "shares") < o->workers) {
-        cJSON_Delete(j);
-        continue;
-      }
-      /* The ps asked at version point x eval_every (sync) or x eval_every x workers (async,
-       * ssp): point x eval_every x workers batches either way. */
-      eval_point p = {tt, num(j, "version"), num(j, "point") * o->eval_every * per_step,
-                      num(j, "loss"), num(j, "accuracy")};
-      add_point(r, p);
-      r->dense = 1;
-    } else if (!strcmp(ev, "eval")) {
-      eval_point p = {tt, num(j, "version"), num(j, "epoch"), num(j, "loss"), num(j, "accuracy")};
-      add_point(&epochs, p);
-    } else if (!strcmp(ev, "summary")) {
-      r->have_summary = 1;
-      r->wall = num(j, "wall_seconds");
-      r->train_s = num(j, "training_seconds");
-      if (r->train_s < 0) r->train_s = r->wall;
-      r->eval_s = num(j, "eval_seconds");
-      r->accuracy = num(j, "test_accuracy");
-      r->updates = num(j, "updates");
-      r->sps = num(j, "samples_per_sec");
-      r->mean_stale = num(j, "mean_staleness");
-      r->max_stale = num(j, "max_staleness");
-      r->dropped = num(j, "dropped_gradients");
-      r->max_lead = num(j, "max_lead");
-      r->wire_step = num(j, "wire_bytes_per_step");
-      r->wire_sample = num(j, "wire_bytes_per_sample");
-      r->ups = r->train_s > 0 ? r->updates / r->train_s : 0;
-      double samples = num(j, "samples"), ep = num(j, "epochs");
-      if (samples > 0 && ep > 0) spe = samples / ep / per_step;
-      const cJSON *b = cJSON_GetObjectItemCaseSensitive(j, "staleness_bounds");
-      const cJSON *c = cJSON_GetObjectItemCaseSensitive(j, "staleness_counts");
-      int nb = cJSON_GetArraySize(b);
-      if (cJSON_IsArray(b) && cJSON_IsArray(c) && nb < MAX_STALE &&
-          cJSON_GetArraySize(c) == nb + 1) {
-        m->stale_nb = nb;
-        for (int i = 0; i < nb; i++) m->stale_bounds[i] = cJSON_GetNumberValue(cJSON_GetArrayItem(b, i));
-        for (int i = 0; i <= nb; i++) m->stale_hist[i] += cJSON_GetNumberValue(cJSON_GetArrayItem(c, i));
-      }
-    }
-    cJSON_Delete(j);
-  }
-  if (in) fclose(in);
-  if (pl_elastic(o)) write_elastic(r->dir, &tp, &wk);
-  free(tp.v);
-  free(wk.v);
-  /* The epochs' evaluations: samples from the epoch number. */
-  for (int i = 0; i < epochs.npts; i++) {
-    epochs.pts[i].samples = spe > 0 ? epochs.pts[i].samples * spe * per_step : epochs.pts[i].samples;
-    if (!r->dense) add_point(r, epochs.pts[i]);
-  }
-  free(epochs.pts);
-  qsort(r->pts, (size_t)r->npts, sizeof *r->pts, by_samples);
-  link_figures(r);
-  for (int t = 0; t < ntargets; t++) {
-    r->ttt[t] = r->stt[t] = -1;
-    for (int i = 0; i < r->npts; i++)
-      if (r->pts[i].accuracy >= targets[t]) {
-        r->ttt[t] = r->pts[i].time;
-        r->stt[t] = r->pts[i].samples;
-        break;
-      }
-  }
-}
-
-/* ---- the command ---- */
 
 int pl_cmd_compare(int argc, char **argv) {
   const char *modes_arg = "sync,async,ssp:2", *out_arg = "", *target_arg = NULL;
@@ -466,14 +140,14 @@ int pl_cmd_compare(int argc, char **argv) {
     return 2;
   }
   double targets[MAX_TARGETS];
-  int ntargets = parse_targets(target_arg ? target_arg : targets_arg, targets, MAX_TARGETS);
+  int ntargets = pl_cmp_parse_targets(target_arg ? target_arg : targets_arg, targets, MAX_TARGETS);
   if (ntargets <= 0) {
     fprintf(stderr, "pstrain compare: --targets wants up to %d accuracies in (0, 1], like 0.85,0.9\n",
             MAX_TARGETS);
     return 2;
   }
   static mode_run grid[MAX_COUNTS][MAX_MODES];
-  int n = parse_modes(modes_arg, grid[0], MAX_MODES);
+  int n = pl_cmp_parse_modes(modes_arg, grid[0], MAX_MODES);
   if (n <= 0) {
     fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S, async and ssp with +sa for the staleness-aware learning rate (up to %d)\n",
             MAX_MODES);
@@ -481,7 +155,7 @@ int pl_cmd_compare(int argc, char **argv) {
   }
   if (encodings_arg || links_arg) {
     char serr[400];
-    n = expand_settings(grid[0], n, MAX_MODES, encodings_arg, links_arg, serr, sizeof serr);
+    n = pl_cmp_expand_settings(grid[0], n, MAX_MODES, encodings_arg, links_arg, serr, sizeof serr);
     if (n < 0) {
       fprintf(stderr, "pstrain compare: %s\n", serr);
       return 2;
@@ -554,7 +228,7 @@ int pl_cmd_compare(int argc, char **argv) {
         r->rc = pl_run_local(&o, &res);
         if (r->rc == 130) return 130;
         if (r->rc) failures++;
-        digest(m, r, &o, targets, ntargets);
+        pl_cmp_digest(m, r, &o, targets, ntargets);
       }
     }
   }

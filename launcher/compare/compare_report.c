@@ -14,7 +14,7 @@
 
 #include "common/json_file.h"
 #include "common/proc.h"
-#include "launcher/compare/compare.h"
+#include "launcher/compare/compare_report.h"
 
 /* ---- statistics over repeats ---- */
 

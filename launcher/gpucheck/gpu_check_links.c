@@ -8,8 +8,10 @@
 #include <cjson/cJSON.h>
 
 #include "common/json_file.h"
-#include "launcher/gpucheck/gpu_check.h"
-#include "launcher/run/run.h"
+#include "launcher/gpucheck/checks.h"
+#include "launcher/gpucheck/gpu_check_links.h"
+#include "launcher/gpucheck/gpu_check_tools.h"
+#include "launcher/common/helpers.h"
 
 /* Issue 27's measurement: 4 sync cnn2 workers, each behind its own emulated link, with
  * float32, fp16 and top-k gradients, times to 0.88 against float32's. The four workers share

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "common/json_file.h"
-#include "launcher/gpucheck/gpu_check.h"
+#include "launcher/gpucheck/gpu_check_report.h"
 
 static const char *verdict_name(pl_gc_verdict v) { return v == PL_GC_PASS ? "pass" : "fail"; }
 

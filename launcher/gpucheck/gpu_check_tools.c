@@ -15,7 +15,7 @@
 #include <zlib.h>
 
 #include "common/clock.h"
-#include "launcher/gpucheck/gpu_check.h"
+#include "launcher/gpucheck/gpu_check_tools.h"
 
 /* Synchronous and with a deadline, so fork/exec and waitpid rather than the event loop of
  * launcher/run/run.c: the checks run one after the other and nothing else happens meanwhile.

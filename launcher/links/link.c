@@ -23,7 +23,7 @@
 #include "common/clock.h"
 #include "common/config.h"
 #include "common/json_file.h"
-#include "launcher/run/run.h"
+#include "launcher/common/helpers.h"
 
 /* ---- parsing ---- */
 

@@ -21,7 +21,7 @@
 #include <stddef.h>
 
 #include "launcher/links/delayline.h"
-#include "launcher/run/run.h"
+#include "launcher/common/helpers.h"
 
 /* One link's shaping, as tc takes it: rate "100mbit", delay "1ms" ("" none), loss_text
  * "0.1%" ("" none); and as numbers. */

@@ -10,6 +10,10 @@
 #include "model/model_config.h"
 #include "kernels/partition.h"
 #include "launcher/commands.h"
+#include "launcher/run/local.h"
+#include "launcher/run/run.h"
+#include "launcher/run/run_files.h"
+#include "launcher/run/schedule.h"
 #include "worker/dataset.h"
 
 static int parse_run_flags(const char *cmd, const char *prog, int argc, char **argv,

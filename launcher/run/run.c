@@ -6,8 +6,13 @@
 #include "common/tls_pki.h"
 #include "kernels/partition.h"
 #include "launcher/links/link.h"
+#include "launcher/common/helpers.h"
+#include "launcher/run/run_args.h"
+#include "launcher/run/run_children.h"
 #include "launcher/run/run_ctx.h"
-#include "launcher/run/run_internal.h"
+#include "launcher/run/run_elastic.h"
+#include "launcher/run/run_files.h"
+#include "launcher/run/schedule.h"
 #include "ps/atomic_file.h"
 
 #include <ctype.h>
@@ -28,74 +33,7 @@
 #include <cjson/cJSON.h>
 
 
-void pl_run_defaults(pl_run_options *o) {
-  memset(o, 0, sizeof *o);
-  o->workers = 2;
-  o->mode = "sync";
-  o->staleness = 2;
-  o->model = "mlp";
-  o->epochs = 2;
-  o->batch_size = 64;
-  o->lr = 1e-3;
-  o->optimizer = "adam";
-  o->seed = 42;
-  o->data_dir = "/usr/share/datasets/fashion-mnist";
-  o->threads = 1;
-  o->workers_per_gpu = 1;
-  o->chunk_kib = 4096;
-  o->push_by_layer = o->pull_by_layer = -1; /* the workers' own default */
-}
 
-int pl_find_binary(const char *name, const char *subdir, char *out, size_t outlen) {
-  /* pstrain-ps -> PSTRAIN_PS_BIN, pstrain-benchclient -> PSTRAIN_BENCHCLIENT_BIN. */
-  char env[64];
-  const char *base = strncmp(name, "pstrain-", 8) ? name : name + 8;
-  size_t n = (size_t)snprintf(env, sizeof env, "PSTRAIN_");
-  for (; *base && n + 5 < sizeof env; base++) env[n++] = (char)toupper((unsigned char)*base);
-  snprintf(env + n, sizeof env - n, "_BIN");
-  const char *e = getenv(env);
-  if (e && e[0]) {
-    snprintf(out, outlen, "%s", e);
-    return access(out, X_OK) == 0 ? 0 : -ENOENT;
-  }
-  char exe[PATH_MAX];
-  size_t len = sizeof exe;
-  if (uv_exepath(exe, &len) != 0) return -ENOENT;
-  char *slash = strrchr(exe, '/');
-  if (slash) *slash = '\0';
-  snprintf(out, outlen, "%s/%s", exe, name);
-  if (access(out, X_OK) == 0) return 0;
-  snprintf(out, outlen, "%s/../%s/%s", exe, subdir, name);
-  if (access(out, X_OK) == 0) return 0;
-  return -ENOENT;
-}
-
-int pl_find_program(const char *name, const char *extra, char *out, size_t outlen) {
-  const char *path = getenv("PATH");
-  char dirs[4096];
-  snprintf(dirs, sizeof dirs, "%s:%s", path ? path : "", extra ? extra : "");
-  for (char *save = NULL, *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-    snprintf(out, outlen, "%s/%s", d, name);
-    if (access(out, X_OK) == 0) return 0;
-  }
-  return -ENOENT;
-}
-
-int pl_free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -errno;
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  int port = -1;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
 
 /* Samples in the training split, read from the IDX header only. */
 static long train_samples(const char *dir) {
@@ -116,13 +54,6 @@ static long train_samples(const char *dir) {
 
 /* ---- progress ---- */
 
-double pl_json_num(const char *line, const char *key) {
-  cJSON *o = cJSON_Parse(line);
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  double x = cJSON_IsNumber(v) ? v->valuedouble : -1;
-  cJSON_Delete(o);
-  return x;
-}
 
 /* A number field of a parsed record, or -1. */
 static double num(const cJSON *o, const char *key) {
@@ -231,35 +162,12 @@ static void on_signal(uv_signal_t *h, int signum) {
 
 /* ---- the run ---- */
 
-/* A heap copy of argv[0..n) with its NULL, or NULL. */
-char **pl_argv_dup(char **argv, int n) {
-  char **out = calloc((size_t)n + 1, sizeof *out);
-  for (int i = 0; out && i < n; i++)
-    if (!(out[i] = strdup(argv[i]))) {
-      for (int j = 0; j < i; j++) free(out[j]);
-      free(out);
-      return NULL;
-    }
-  return out;
-}
 
 static void argv_free(char **argv) {
   for (int i = 0; argv && argv[i]; i++) free(argv[i]);
   free(argv);
 }
 
-/* GPU ids from "0,2,3", or 0 entries when none given. */
-int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi) {
-  int n = 0;
-  while (*s && n < max) {
-    size_t len = strcspn(s, ",");
-    int64_t v;
-    if (pst_parse_int_n(s, len, lo, hi, &v) < 0) return -EINVAL;
-    out[n++] = (int)v;
-    s += len + (s[len] == ',');
-  }
-  return *s ? -E2BIG : n;
-}
 
 /* The checks and files of a run, before any process starts: its outputs (a missing or
  * unwritable place is a configuration error, exit 2, not a failure after training), the
@@ -319,12 +227,6 @@ static int prepare(const pl_run_options *o, run_ctx *r, pl_job *j, int *lock_fd)
   return 0;
 }
 
-int pl_job_workers(const pl_run_options *o) {
-  int ids[64];
-  int n = pl_parse_int_list(o->gpus ? o->gpus : "", ids, 64, 0, PL_MAX_GPU_ID);
-  if (n < 0) return -EINVAL;
-  return n > 0 ? n * o->workers_per_gpu : o->workers;
-}
 
 int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   memset(res, 0, sizeof *res);

@@ -1,5 +1,7 @@
-/* The command lines of a local job's processes (launcher/run/run_internal.h). */
-#include "launcher/run/run_internal.h"
+/* The command lines of a local job's processes (launcher/run/run_args.h). */
+#include "launcher/run/run_args.h"
+
+#include "launcher/common/helpers.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,15 +14,6 @@
 
 extern char **environ;
 
-void pl_argv_add(pl_argv *a, const char *fmt, ...) {
-  if (a->n >= PL_MAX_ARGS) return;
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(a->store[a->n], PATH_MAX, fmt, ap);
-  va_end(ap);
-  a->argv[a->n] = a->store[a->n];
-  a->argv[++a->n] = NULL;
-}
 
 /* The data flags (worker/dataset.h), for the workers and a ps that evaluates. */
 static void data_flags(pl_argv *a, const pl_run_options *o) {

@@ -11,9 +11,10 @@
 
 #include "common/clock.h"
 #include "common/config.h"
-#include "launcher/commands.h"
+#include "launcher/common/helpers.h"
+#include "launcher/links/link.h"
+#include "launcher/run/run_children.h"
 #include "launcher/run/run_ctx.h"
-#include "launcher/run/run_internal.h"
 
 /* Every ps shard is up: workers may be restarted. */
 static int ps_running(const run_ctx *r) {

@@ -1,6 +1,5 @@
-/* Inside `pstrain local` (launcher/run/run.c): the run's state, and its child processes
- * (launcher/run/run_children.c: starting them, restarting a worker that died, stopping them,
- * and what their logs say when one fails). */
+/* Inside `pstrain local` (launcher/run/run.c): the run's state and its child processes, shared
+ * by run.c, run_children.c (launcher/run/run_children.h) and run_elastic.c; types only. */
 #ifndef PSTRAIN_LAUNCHER_RUN_CTX_H
 #define PSTRAIN_LAUNCHER_RUN_CTX_H
 
@@ -10,7 +9,7 @@
 
 #include "kernels/partition.h"
 #include "launcher/links/link.h"
-#include "launcher/run/run.h"
+#include "launcher/run/options.h"
 
 typedef struct {
   uv_process_t proc;
@@ -47,7 +46,7 @@ typedef struct {
  * as stopped.) */
 #define PL_DRAIN_S 10.0
 
-typedef struct {
+typedef struct pl_run_ctx {
   const pl_run_options *o;
   uv_loop_t loop;
   uv_timer_t tick;
@@ -87,27 +86,5 @@ typedef struct {
   pl_workers_point series[PL_MAX_SERIES];
   int n_series;
 } run_ctx;
-
-/* launcher/run/run_elastic.c. A metrics record that concerns an elastic job (the data handout's
- * and the "workers" records); 1 when it was one. */
-int pl_elastic_record(run_ctx *r, const char *event, const void *record);
-/* Acts on the schedule's points that training has reached: called from the run's timer. */
-void pl_elastic_tick(run_ctx *r);
-/* At the end: the workers over time on stdout (unless quiet) and, with every process's
- * outcome, in run_dir/elastic.json; fills res's figures. */
-void pl_elastic_report(run_ctx *r, pl_run_result *res);
-
-/* Starts c with argv (behind --link, in its namespace), its output in c->log. 0 or a
- * negative error code, said on stderr. */
-int pl_spawn(run_ctx *r, child *c, char **argv);
-/* Tells c, or every process, to stop with sig: once each, except SIGKILL. */
-void pl_stop_one(child *c, int sig);
-void pl_stop_all(run_ctx *r, int sig);
-/* A heap copy of argv[0..n) with its NULL, or NULL. */
-char **pl_argv_dup(char **argv, int n);
-/* Every ps shard has exited (or never started). */
-int pl_ps_all_exited(const run_ctx *r);
-/* The last line of a log, without its level prefix ("" when none). */
-void pl_last_line(const char *log, char *out, size_t outlen);
 
 #endif

@@ -11,8 +11,11 @@
 #include <cjson/cJSON.h>
 
 #include "common/clock.h"
+#include "launcher/common/helpers.h"
+#include "launcher/run/run_args.h"
+#include "launcher/run/run_children.h"
 #include "launcher/run/run_ctx.h"
-#include "launcher/run/run_internal.h"
+#include "launcher/run/run_elastic.h"
 
 /* A departure waits this long at most for the workers started before it to join: the
  * schedule means to stop workers that trained, and a newcomer still loading its data when

@@ -1,7 +1,7 @@
 /* The files of a local job that the launcher makes or checks before any process starts: the
  * run directory, the outputs the flags name, the lock on a checkpoint directory, and the
  * job's throwaway cluster secret (launcher/run/run.h). */
-#include "launcher/run/run.h"
+#include "launcher/run/run_files.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "common/config.h"
-#include "launcher/run/run.h"
+#include "launcher/run/schedule.h"
 
 static const char *skip_space(const char *p) {
   while (*p == ' ' || *p == '\t') p++;

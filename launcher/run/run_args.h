@@ -1,13 +1,13 @@
 /* Inside a local run (launcher/run/run.h): what every process of the job is told besides the
  * options, built once by pl_run_local (launcher/run/run.c), and the command lines made from it
  * (launcher/run/run_args.c). */
-#ifndef PSTRAIN_LAUNCHER_RUN_INTERNAL_H
-#define PSTRAIN_LAUNCHER_RUN_INTERNAL_H
+#ifndef PSTRAIN_LAUNCHER_RUN_ARGS_H
+#define PSTRAIN_LAUNCHER_RUN_ARGS_H
 
 #include <limits.h>
 
 #include "kernels/partition.h"
-#include "launcher/run/run.h"
+#include "launcher/run/options.h"
 
 typedef struct pl_job_s {
   char ps_bin[PATH_MAX], wk_bin[PATH_MAX];

@@ -1,7 +1,8 @@
 /* `pstrain gpu-check` (launcher/gpucheck/gpu_check.c): everything GPU-related checked on a GPU host,
- * one verdict per check, and a report in markdown and JSON. Inside the launcher only. */
-#ifndef PSTRAIN_LAUNCHER_GPU_CHECK_H
-#define PSTRAIN_LAUNCHER_GPU_CHECK_H
+ * one verdict per check, and a report in markdown and JSON. Its checks, their sizes and the
+ * run's context (launcher/gpucheck/checks.c), shared by every part of gpucheck/. */
+#ifndef PSTRAIN_LAUNCHER_GPUCHECK_CHECKS_H
+#define PSTRAIN_LAUNCHER_GPUCHECK_CHECKS_H
 
 #include <limits.h>
 #include <stddef.h>
@@ -58,7 +59,7 @@ typedef struct {
   double t0;
 } pl_gc_ctx;
 
-/* launcher/gpucheck/gpu_check.c: a check begun (its name on stdout) and ended (its verdict and one
+/* launcher/gpucheck/checks.c: a check begun (its name on stdout) and ended (its verdict and one
  * line of reason), a figure of it (numbers only; NaN left out), a folder under --out named
  * from its words, and why a program it ran failed (its deadline, or its status and its last
  * line starting with prefix). */
@@ -69,39 +70,5 @@ void pl_gc_figure(pl_gc_check *c, const char *key, double v);
 void pl_gc_check_dir(const pl_gc_ctx *g, const char *name, char *out, size_t len);
 void pl_gc_why_failed(int rc, int timed_out, double timeout, const char *log,
                       const char *prefix, char *out, size_t len);
-
-/* launcher/gpucheck/gpu_check_links.c: issue 27's measurement, 4 sync cnn2 workers on the device over
- * emulated links with float32, fp16 and top-k, against the issue's targets. */
-void pl_gc_check_links(pl_gc_ctx *g);
-
-/* launcher/gpucheck/gpu_check_tools.c */
-
-/* Runs argv[0] (a path) with env's NAME=VALUE strings added to the environment and its
- * output in log, for at most timeout_s seconds (then SIGTERM to its process group, and
- * SIGKILL 10 s later; *timed_out says so). Returns its exit status, 128 + the signal that
- * ended it, or a negative errno when it could not be started. */
-int pl_gc_run_child(char *const argv[], const char *const *env, const char *log, double timeout_s,
-                    int *timed_out);
-/* Copies the first `train` training and `test` test samples of the IDX data set in `from`
- * (Fashion-MNIST's four files, gzip'd or not) into `to`, gzip'd. 0, or a negative errno with
- * one line in err. */
-int pl_gc_subset_data(const char *from, const char *to, long train, long test, char *err,
-                      size_t errlen);
-/* A number field of o, or NAN. */
-double pl_gc_num(const cJSON *o, const char *key);
-/* The losses of the "train" records of a metrics file (JSON lines), in order, at most max.
- * Returns how many. */
-int pl_gc_train_losses(const char *metrics, double *loss, int max);
-/* The last line of log that starts with prefix and does not contain skip (NULL: none), or
- * "" in out. */
-void pl_gc_last_line(const char *log, const char *prefix, const char *skip, char *out,
-                     size_t outlen);
-
-/* launcher/gpucheck/gpu_check_report.c */
-
-/* Writes <out>/report.json (cJSON) and <out>/report.md from run. 0 or a negative errno. */
-int pl_gc_write_report(const pl_gc_run *run);
-/* 1 when every check passed. */
-int pl_gc_all_pass(const pl_gc_run *run);
 
 #endif
