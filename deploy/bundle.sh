@@ -40,7 +40,7 @@ PROGRAMS=(
   kernels/cuda/device_test
 )
 
-# The programs `--link` runs (launcher/link.c): iproute2's ip and tc for the namespaces, the
+# The programs `--link` runs (launcher/links/link.c): iproute2's ip and tc for the namespaces, the
 # veth pairs and the rate, and iptables for the delay line where the kernel has no netem
 # (issue 27). GPU hosts' images often have none of them; the launcher looks on PATH first,
 # where `run` puts sbin/. iptables is the multi-call binary it links to (xtables-nft-multi

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "launcher/commands.h"
+#include "launcher/run/run_children.h"
 
 typedef struct {
   const char *name;

@@ -1,0 +1,21 @@
+/* `pstrain compare`'s settings (launcher/compare/sweep.c): what it sweeps, parsed before
+ * anything runs. */
+#ifndef PSTRAIN_LAUNCHER_COMPARE_SWEEP_H
+#define PSTRAIN_LAUNCHER_COMPARE_SWEEP_H
+
+#include <stddef.h>
+
+#include "launcher/compare/records.h"
+
+/* --modes "sync,async,ssp:2,async+sa" into runs[0..max): label, mode, staleness, +sa.
+ * Returns the count, -EINVAL on a bad mode, -E2BIG past max. */
+int pl_cmp_parse_modes(const char *s, mode_run *runs, int max);
+/* --encodings PUSH[/PULL],... and --links SPEC;SPEC...: every mode of runs[0..n) once per
+ * encoding and link (issue 27), labelled "MODE PUSH/PULL @LINK". Returns the new count, or
+ * -1 with a one-line reason in err. */
+int pl_cmp_expand_settings(mode_run *runs, int n, int max, const char *encs, const char *links,
+                           char *err, size_t errlen);
+/* "0.85,0.88,0.9": each in (0, 1]. Returns the count, -EINVAL or -E2BIG. */
+int pl_cmp_parse_targets(const char *s, double *out, int max);
+
+#endif

@@ -1,0 +1,108 @@
+/* A local job's options and its result (launcher/run/run.h runs it; launcher/run/local.c fills
+ * them from the flags). */
+#ifndef PSTRAIN_LAUNCHER_RUN_OPTIONS_H
+#define PSTRAIN_LAUNCHER_RUN_OPTIONS_H
+
+#include <limits.h>
+#include <stddef.h>
+
+#include "launcher/common/helpers.h"
+#include "worker/dataset.h"
+
+#define PL_MAX_SCHEDULE 64 /* points of a --schedule */
+
+/* One point of `--schedule` (launcher/run/schedule.c): once `epoch` epochs' worth of samples are
+ * trained, `delta` workers are started (> 0) or asked to leave (< 0). */
+typedef struct {
+  double epoch;
+  int delta;
+} pl_sched_point;
+
+typedef struct pl_run_options {
+  int workers;
+  /* --workers MIN:MAX (issue 28): workers is MIN, the count started first, and workers_max
+   * is MAX, the most the ps admits; 0 for a fixed count (--workers N). */
+  int workers_max;
+  /* --schedule: the text as given (NULL: none) and its points, in order. A schedule makes the
+   * ps hand out the data (--data-order ps), so that workers may come and go. */
+  const char *schedule;
+  pl_sched_point sched[PL_MAX_SCHEDULE];
+  int n_sched;
+  const char *mode;           /* sync, async, ssp */
+  int staleness;              /* ssp */
+  int staleness_lr;           /* async/ssp: the ps's --staleness-lr */
+  int backup_workers;         /* sync: apply after N-K gradients */
+  const char *model;
+  int epochs;
+  int batch_size;
+  double lr;
+  const char *optimizer;
+  const char *lr_schedule;     /* the ps's --lr-schedule; NULL: the ps's default (constant) */
+  const char *lr_scaling;      /* the ps's --lr-scaling; NULL: the ps's default (none) */
+  long long seed;
+  const char *data_dir;
+  const pst_data_flags *data_flags; /* the workers' --image-size, --augment, ...; NULL: theirs */
+  int port;                   /* 0: pick a free one */
+  int threads;                /* per worker */
+  const char *device;         /* worker --device, or NULL */
+  const char *gpus;           /* "0,2,3": one worker per GPU (times workers_per_gpu) */
+  int workers_per_gpu;
+  int gpu_memory_limit;       /* MiB */
+  int log_placement;
+  int push_by_layer;          /* workers' --push-by-layer (-1: not given, their default) */
+  int pull_by_layer;          /* workers' --pull-by-layer (-1: not given, their default) */
+  int chunk_kib;
+  int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */
+  int ps_shards;              /* ps processes the weights are split over (0 or 1: one) */
+  int ps_threads;             /* each ps's --threads; 0: the cores the workers leave free */
+  double slow_factor[PL_MAX_WORKERS]; /* per worker; 0 or 1 = normal speed */
+  double delay_ms[PL_MAX_WORKERS];    /* per worker: each pull and push this much later */
+  int eval_every;             /* steps between evaluations on the test subset (0: off) */
+  int report_every;           /* steps between the workers' loss reports (0: the ps's default) */
+  int eval_samples;           /* test samples in that subset (0: the ps's default) */
+  const char *run_dir;        /* logs, metrics and summary go here */
+  const char *metrics_path;   /* NULL: <run_dir>/metrics.jsonl */
+  const char *summary_path;   /* NULL: <run_dir>/summary.json */
+  const char *tensorboard_dir; /* the ps's --tensorboard, or NULL */
+  const char *metrics_listen; /* the ps's --metrics-listen (its dashboard), or NULL */
+  int insecure;               /* no cluster secret: any user of this machine may join */
+  /* The ps's checkpoint flags, passed on as given (NULL: not given, the ps's default). Every
+   * shard gets the one directory and keeps its part in its own directory inside it. */
+  const char *checkpoint_dir, *checkpoint_every, *checkpoint_seconds, *checkpoint_keep;
+  /* The ps's --eval-on, --grad-limit and --clip-norm as given (NULL: the ps's defaults). */
+  const char *eval_on, *grad_limit, *clip_norm, *grad_norm_factor;
+  /* The ps's --topk-warmup, passed on only where the pushes are top-k (compare sweeps
+   * encodings with it); NULL: the ps's default. */
+  const char *topk_warmup;
+  /* The ps's --push-compress and --pull-compress (common/codec.h; NULL: float32). */
+  const char *push_compress, *pull_compress;
+  /* --link RATE[,DELAY[,LOSS]] and --link-worker I:RATE[,...][;...] (launcher/links/link.h): each
+   * worker in a network namespace of its own behind a shaped link (NULL: loopback). */
+  const char *link, *link_worker;
+  const char *resume;
+  int quiet;                  /* no per-epoch lines */
+  /* Called once the run's checks have passed, just before its processes start (local prints
+   * what it runs then, so that a bad flag or path is the only line), with the number of
+   * workers it starts (--gpus decides it where given); may be NULL. */
+  void (*starting)(const struct pl_run_options *o, int workers);
+  const char *label;          /* shown in progress lines, e.g. the mode */
+} pl_run_options;
+
+typedef struct {
+  int ok;                     /* every process exited 0 */
+  int interrupted;            /* Ctrl-C */
+  double wall_seconds;        /* launcher's view, start to last exit */
+  double test_accuracy;
+  double samples_per_sec;
+  char summary_json[16384];   /* the ps's summary line (2.2 KiB for 2 workers in 2026-11;
+                               * per-slot figures make it grow with the workers) */
+  /* An elastic job's workers (issue 28), from the ps's "workers" records: the most that
+   * trained at once, and how many left when asked (departed) or were lost. */
+  int most_workers, departed, lost;
+} pl_run_result;
+
+void pl_run_defaults(pl_run_options *o);
+/* The workers the job starts: one per id of --gpus times --workers-per-gpu where --gpus is
+ * given, else --workers. -EINVAL for a --gpus that is not a list of ids. */
+int pl_job_workers(const pl_run_options *o);
+#endif
