@@ -19,6 +19,7 @@
 
 #include "common/clock.h"
 #include "common/proc.h"
+#include "launcher/common/helpers.h"
 
 static pid_t spawn_logged(char **argv, const char *log) {
   fflush(NULL);
