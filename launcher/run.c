@@ -8,7 +8,7 @@
 #include "launcher/link.h"
 #include "launcher/run_ctx.h"
 #include "launcher/run_internal.h"
-#include "ps/atomic_file.h"
+#include "ps/state/atomic_file.h"
 
 #include <ctype.h>
 #include <errno.h>

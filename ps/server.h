@@ -11,15 +11,15 @@
 #include "common/log.h"
 #include "common/tls.h"
 #include "model/model.h"
-#include "ps/metrics.h"
-#include "ps/eval_hook.h"
-#include "ps/handout.h"
-#include "ps/io.h"
-#include "ps/optim.h"
-#include "ps/rules.h"
-#include "ps/stepwatch.h"
-#include "ps/store.h"
-#include "ps/update.h"
+#include "ps/obs/metrics.h"
+#include "ps/train/eval_hook.h"
+#include "ps/train/handout.h"
+#include "ps/net/io.h"
+#include "ps/train/optim.h"
+#include "ps/net/rules.h"
+#include "ps/train/stepwatch.h"
+#include "ps/state/store.h"
+#include "ps/train/update.h"
 #include "proto/wire.h"
 
 /* Everything the ps is told at start (see ps/main.c for the flags). */
@@ -28,7 +28,7 @@ typedef struct {
   int listen_port;
   int workers;            /* the most workers (MAX of --workers MIN:MAX; N of a plain N) */
   int workers_min;        /* training starts with, and goes on from, this many (MIN) */
-  int data_handout;       /* the ps hands out the data (--data-order ps, ps/dataplan.c) */
+  int data_handout;       /* the ps hands out the data (--data-order ps, ps/train/dataplan.c) */
   pst_mode mode;
   int staleness;          /* ssp bound */
   int backup_workers;     /* sync: steps need N-K gradients */
@@ -47,7 +47,7 @@ typedef struct {
   int shard_index, shard_count;
   size_t shard_offset, shard_floats;
   int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's);
-                           * above 1, as many - 1 I/O threads too (ps/io.h) */
+                           * above 1, as many - 1 I/O threads too (ps/net/io.h) */
   uint32_t io_min;        /* bytes: payloads and reply runs from this size are moved by the
                            * I/O threads (0: none are) */
   int report_every;       /* steps between the workers' loss reports */
@@ -60,12 +60,12 @@ typedef struct {
   const char *metrics_path;
   const char *summary_path;
   pst_opt_config opt;
-  /* What a gradient share may be (ps/update.h): values of magnitude at most grad_limit, and
+  /* What a gradient share may be (ps/train/update.h): values of magnitude at most grad_limit, and
    * with clip_norm > 0 (told to the workers, which clip to it) a norm within it. */
   double grad_limit;
   double clip_norm;
   /* A push's norm over grad_norm_factor times the running median of accepted ones' is
-   * rejected (ps/update.h; 0: off, which a zeroed ps_options gets: pstrain-ps's default is
+   * rejected (ps/train/update.h; 0: off, which a zeroed ps_options gets: pstrain-ps's default is
    * PST_NORM_FACTOR_DEFAULT). */
   double grad_norm_factor;
   /* The job's tensor encodings (common/codec.h; issue 27), told in WELCOME: pushes arrive in
@@ -76,7 +76,7 @@ typedef struct {
   double topk_warmup;     /* ... after a warm-up of this many epochs (pst_topk_fraction_at) */
   double topk_momentum;   /* > 0: the momentum the workers keep (ps/main.c); opt's is then 0 */
   /* The data every worker must have (training and test samples, classes); 0 0 0: whatever
-   * the first worker to register says (ps/validate.c). */
+   * the first worker to register says (ps/train/validate.c). */
   uint32_t data_train, data_test, data_classes;
   /* Who may connect, and how many. */
   const pst_secret *secret;  /* set: every connection authenticates first */
@@ -84,17 +84,17 @@ typedef struct {
                               * server) */
   double hello_timeout;      /* seconds to authenticate and register */
   int max_connections;
-  /* Failures (ps/liveness.c). */
+  /* Failures (ps/train/liveness.c). */
   double worker_timeout;  /* seconds of silence after which a worker is lost */
   double eval_timeout;    /* seconds a worker may take to report an evaluation it owes once
-                           * the others have (0: the worker timeout; ps/liveness.c) */
+                           * the others have (0: the worker timeout; ps/train/liveness.c) */
   double rejoin_timeout;  /* seconds a lost worker's slot waits for a replacement */
   int wait_on_loss;       /* sync: steps wait for a lost worker (else go on without it) */
-  /* sync: how long a step waits on one connected worker (ps/stepwatch.h): step_factor x
+  /* sync: how long a step waits on one connected worker (ps/train/stepwatch.h): step_factor x
    * its typical step, at least PS_STEP_FLOOR seconds, at most step_timeout (0: no cap). */
   double step_factor;
   double step_timeout;
-  /* Checkpoints (ps/checkpointing.c). */
+  /* Checkpoints (ps/state/checkpointing.c). */
   const char *checkpoint_dir; /* "" : none */
   uint64_t checkpoint_every;  /* steps; 0: off */
   double checkpoint_seconds;  /* 0: off */
@@ -133,25 +133,25 @@ typedef struct {
   uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */
   uint32_t epoch;         /* the epoch of its last training report */
   uint32_t rejected_total; /* invalid messages of all the workers that held this slot, for
-                            * the summary (ps/validate.c); the strikes that disconnect a
+                            * the summary (ps/train/validate.c); the strikes that disconnect a
                             * worker are its connection's (ps_conn.strikes) */
   uint32_t subset_asked;  /* the newest dense evaluation point this slot was asked for */
-  /* The evaluation this slot owes next (ps/liveness.c): since when it could have sent it,
+  /* The evaluation this slot owes next (ps/train/liveness.c): since when it could have sent it,
    * and how long its last share took after it could. */
   uint32_t eval_due_epoch;
   double eval_due_at, eval_took;
   uint32_t evals_missed;  /* epochs evaluated without its share (lost, left, or late: check_evals) */
   /* Its evaluation shares of the last epochs, by epoch % PS_EVAL_SHARES: what it reported,
-   * for the plausibility check against the others' (ps/liveness.c). */
+   * for the plausibility check against the others' (ps/train/liveness.c). */
   ps_eval_share eval_share[PS_EVAL_SHARES];
-  /* The data handout (ps/dataplan.c): the ranges its worker holds, for the step on
+  /* The data handout (ps/train/dataplan.c): the ranges its worker holds, for the step on
    * range_version[k] at k = that version & 1 (count 0: none): a sync worker may be given the
    * next step's while its push of this one is still being taken. And the step it takes part
    * from. */
   pst_range range[2];
   uint64_t range_version[2];
   /* The last range it trained, and the version of the weights it trained it on: a sync
-   * checkpoint of an older version than that one's step gives the range back (ps/dataplan.c,
+   * checkpoint of an older version than that one's step gives the range back (ps/train/dataplan.c,
    * ps_data_position). */
   pst_range trained_range;
   uint64_t trained_version;
@@ -172,21 +172,21 @@ typedef struct {
 /* ssp: a worker's clock (ps_worker.clock_off). */
 static inline uint64_t ps_ssp_clock(const ps_worker *w) { return w->pushes + w->clock_off; }
 
-typedef struct ps_ckpt_state ps_ckpt_state; /* ps/checkpointing.c */
+typedef struct ps_ckpt_state ps_ckpt_state; /* ps/state/checkpointing.c */
 
 typedef struct ps_server {
   uv_loop_t *loop;
   uv_tcp_t listener;
   uv_signal_t sig_int, sig_term;
   uv_timer_t status_timer;
-  uv_idle_t yield_idle;   /* connections that paused for the loop's next turn (ps/conn.c) */
+  uv_idle_t yield_idle;   /* connections that paused for the loop's next turn (ps/net/conn.c) */
   ps_options opt;
   const pst_model *model;
   pst_store store;
   pst_optimizer optim;
   pst_update upd;
-  ps_par *par;            /* helper threads (ps/par.h), NULL with --threads 1 */
-  ps_io *io;              /* I/O threads (ps/io.h), NULL with --threads 1 or without io_min */
+  ps_par *par;            /* helper threads (ps/train/par.h), NULL with --threads 1 */
+  ps_io *io;              /* I/O threads (ps/net/io.h), NULL with --threads 1 or without io_min */
   pst_metrics metrics;
   ps_worker *workers;     /* [opt.workers] */
   int registered;         /* slots a worker holds now */
@@ -198,21 +198,21 @@ typedef struct ps_server {
   ps_ckpt_state *ckpt;    /* NULL without --checkpoint-dir */
   int resumed;
   uint64_t resumed_from;
-  uint64_t rejected;      /* invalid messages refused (ps/validate.c) */
-  /* STATUS's weights checksum, computed once per version (ps/obs.c): a STATUS costs no pass
+  uint64_t rejected;      /* invalid messages refused (ps/train/validate.c) */
+  /* STATUS's weights checksum, computed once per version (ps/obs/obs.c): a STATUS costs no pass
    * over the weights, however many are asked for. */
   uint64_t status_ck, status_ck_version;
   int status_ck_valid;
-  uint64_t status_dropped;  /* STATUS_REQs past a connection's rate (ps/messages.c) */
-  uint32_t ps_eval_epoch;   /* --eval-on ps: the epoch being or last evaluated (ps/liveness.c) */
-  pst_eval_flag eval_flags[PS_EVAL_FLAGS]; /* implausible evaluation shares (ps/liveness.c) */
+  uint64_t status_dropped;  /* STATUS_REQs past a connection's rate (ps/net/messages.c) */
+  uint32_t ps_eval_epoch;   /* --eval-on ps: the epoch being or last evaluated (ps/train/liveness.c) */
+  pst_eval_flag eval_flags[PS_EVAL_FLAGS]; /* implausible evaluation shares (ps/train/liveness.c) */
   int n_eval_flags;
   uint64_t evals_flagged;
-  /* Frames by message type and the action ps/rules.h gave them (/metrics). */
+  /* Frames by message type and the action ps/net/rules.h gave them (/metrics). */
   uint64_t frames[PS_RULE_TYPES][PS_ACT_IGNORE + 1];
   int data_known;         /* the workers' data facts, from the first HELLO that had them */
   int data_fixed;         /* ... or from --data-facts: never forgotten */
-  uint64_t data_pinned_at; /* the version when a HELLO set them (ps/liveness.c) */
+  uint64_t data_pinned_at; /* the version when a HELLO set them (ps/train/liveness.c) */
   uint32_t train_n, test_n, classes;
   ps_conn *conns;         /* every open connection, linked */
   uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest */
@@ -221,7 +221,7 @@ typedef struct ps_server {
   pst_ratelimit conn_log;  /* lines about bad connections */
   int stopping;           /* shutdown begun */
   /* Why the run ended and whether it failed, kept for the summary, which is written once
-   * the final checkpoint has ended (ps/obs.c). */
+   * the final checkpoint has ended (ps/obs/obs.c). */
   char end_reason[512];
   int end_failed;
   /* Going back to an older version (a ROLLBACK from a worker): the checkpoint file the ps
@@ -247,18 +247,18 @@ typedef struct ps_server {
    * chunk at a time). */
   uint8_t *topk_pairs;
   char push_enc_text[48];  /* the summary's push_encoding ("topk:0.01") */
-  /* The data handout (--data-order ps, ps/dataplan.c). plan_next: sync, the steps on
+  /* The data handout (--data-order ps, ps/train/dataplan.c). plan_next: sync, the steps on
    * versions below it have their ranges given out. */
   pst_handout data;
   uint64_t plan_next;
   int departures;         /* workers that left on purpose (BYE leaving) */
   int workers_most;       /* the most workers training at once */
   double empty_since;     /* monotonic seconds since no worker is connected (0: some are) */
-  /* Sync steps one connected worker holds open (ps/stepwatch.h, ps/liveness.c), and the
+  /* Sync steps one connected worker holds open (ps/train/stepwatch.h, ps/train/liveness.c), and the
    * version whose step the watch has seen open (UINT64_MAX: none yet). */
   pst_stepwatch sw;
   uint64_t sw_version;
-  /* The job ended with samples of some slots never trained (ps/liveness.c): how many. */
+  /* The job ended with samples of some slots never trained (ps/train/liveness.c): how many. */
   uint64_t untrained_samples;
 } ps_server;
 
@@ -277,7 +277,7 @@ void ps_server_stop(ps_server *s, const char *reason, int failed);
  * one step per version; async/ssp: its applied gradients). */
 uint64_t ps_slot_position(const ps_server *s, int i);
 
-/* Inside the ps (ps/liveness.c): worker losses, rejoins, silence and heartbeats. */
+/* Inside the ps (ps/train/liveness.c): worker losses, rejoins, silence and heartbeats. */
 int ps_liveness_start(ps_server *s);
 void ps_liveness_stop(ps_server *s);
 /* Slot i's worker is gone (connection closed, or silent for the timeout). */
@@ -298,13 +298,13 @@ void ps_eval_reported(ps_server *s, int i, uint32_t epoch);
  * job's last version; async/ssp: its own pushes), or, with the data handed out, the whole
  * handout. A BYE before that is no finish (ps/server.c). */
 int ps_slot_trained(const ps_server *s, int i);
-/* The step watch (ps/stepwatch.h): a new sync version opened a step (called at every kick),
+/* The step watch (ps/train/stepwatch.h): a new sync version opened a step (called at every kick),
  * slot i's weights went out or it reported an evaluation (its step begins from now), its
  * push is in. */
 void ps_step_opened(ps_server *s);
 void ps_step_begins(ps_server *s, int i);
 void ps_step_pushed(ps_server *s, int i);
-/* The data handout (ps/dataplan.c; every call a no-op without it). */
+/* The data handout (ps/train/dataplan.c; every call a no-op without it). */
 int ps_data_start(ps_server *s, char *err, size_t errlen);
 /* --lr-schedule cosine: the learning rate's decay over the job's planned versions, set once
  * the data's size is known (--data-facts at start, or the first worker's HELLO). */
@@ -321,7 +321,7 @@ void ps_data_before_reply(ps_conn *c);
 void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained);
 /* Slot i's worker is gone (lost, or left): its range goes back to the pool. */
 void ps_data_slot_gone(ps_server *s, int i, const char *why);
-/* The data position a checkpoint of the published version holds (ps/checkpointing.c):
+/* The data position a checkpoint of the published version holds (ps/state/checkpointing.c):
  * where fresh ranges go on, the samples of each epoch trained in that version
  * (trained[1..epochs]), and the ranges to hand out again first: those returned, those out
  * now, and (sync) those trained in the step after it. *back is malloc'ed (free it). 0 or
@@ -333,7 +333,7 @@ int ps_data_finished(const ps_server *s);
 /* Workers training now (connected, not finished). */
 int ps_present_workers(const ps_server *s);
 
-/* Checks on what workers send (ps/validate.c): 0, or -EINVAL with the reason. */
+/* Checks on what workers send (ps/train/validate.c): 0, or -EINVAL with the reason. */
 int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen);
 int ps_check_report(ps_server *s, int worker, const Pstrain__Report *r, char *why, size_t whylen);
 
