@@ -394,7 +394,7 @@ static void log_status(ps_server *s) {
                           s->store.version);
     int any = 0;
     for (int i = 0; i < s->opt.workers && n < sizeof line - 16; i++) {
-      if (ps_obs_waited_for(s, i)) {
+      if (ps_waits_for(s, i)) {
         n += (size_t)snprintf(line + n, sizeof line - n, " w%d", i);
         any = 1;
       }
@@ -416,25 +416,11 @@ static void on_signal(uv_signal_t *h, int signum) {
   ps_server_stop(s, signum == SIGINT ? "the ps was interrupted (SIGINT)" : "the ps was stopped (SIGTERM)", 0);
 }
 
-uint64_t ps_slot_position(const ps_server *s, int i) {
-  const ps_worker *w = &s->workers[i];
-  if (s->opt.mode != PST_MODE_SYNC) return w->pushes;
-  /* The data handout: the step it takes part from (ps/train/dataplan.c). */
-  if (s->opt.data_handout) return w->join_at;
-  /* A slot's first worker starts its shard at the beginning (with backup workers the others
-   * may be steps ahead by then); a replacement, or any worker of a resumed ps, where the
-   * steps are: the batches of the steps it missed are skipped. A slot whose push for the
-   * step in progress is in whole has done that step: its replacement starts at the next one
-   * (lying_ps_test: a worker lost right after its push, the others' shares still arriving,
-   * was told the step in progress, then computed that step's batch on the next version's
-   * weights once the step completed, and the run ended with other weights). */
-  uint64_t at = w->ever || s->resumed ? s->store.version : 0;
-  return w->whole_for > at ? w->whole_for : at;
-}
-
 int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const pst_model *model,
                     const float *init_params, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
+  s->net = (ps_net_ops){ps_server_kick, ps_server_stop, ps_conn_drop, ps_conn_watch,
+                        ps_admission_watch};
   s->loop = loop;
   s->opt = *opt;
   s->model = model;

@@ -174,7 +174,24 @@ static inline uint64_t ps_ssp_clock(const ps_worker *w) { return w->pushes + w->
 
 typedef struct ps_ckpt_state ps_ckpt_state; /* ps/state/checkpointing.c */
 
-typedef struct ps_server {
+typedef struct ps_server ps_server;
+
+/* What the training core (ps/train/) may ask of the connections and of the loop: it does not
+ * include the connection layer (ps/net/conn.h) but calls these, which ps_server_start wires
+ * to ps/server.c and ps/net/. */
+typedef struct {
+  void (*kick)(ps_server *s);                                 /* ps_server_kick */
+  void (*stop)(ps_server *s, const char *reason, int failed); /* ps_server_stop */
+  void (*drop)(ps_conn *c, const char *why);   /* an ERROR saying why, then a hard close */
+  /* Every registered worker's connection: silence (lost after --worker-timeout) and
+   * heartbeats (ps/net/conn.c). */
+  void (*watch)(ps_server *s, double now);
+  /* Connections that did not authenticate or register in time (ps/net/admission.c). */
+  void (*admission_watch)(ps_server *s, double now);
+} ps_net_ops;
+
+struct ps_server {
+  ps_net_ops net;         /* the training core's way to the connections (above) */
   uv_loop_t *loop;
   uv_tcp_t listener;
   uv_signal_t sig_int, sig_term;
@@ -260,7 +277,7 @@ typedef struct ps_server {
   uint64_t sw_version;
   /* The job ended with samples of some slots never trained (ps/train/liveness.c): how many. */
   uint64_t untrained_samples;
-} ps_server;
+};
 
 /* Seconds: the derived bound on a sync step held by one worker is never below this. */
 #define PS_STEP_FLOOR 5.0
@@ -282,11 +299,12 @@ int ps_liveness_start(ps_server *s);
 void ps_liveness_stop(ps_server *s);
 /* Slot i's worker is gone (connection closed, or silent for the timeout). */
 void ps_worker_lost(ps_server *s, int i, const char *why);
-/* The worker on c says goodbye (BYE leaving, the data handout): its range goes back, it is
- * told SHUTDOWN and its connection closes; a departure, not a loss. */
-void ps_worker_leaves(ps_conn *c);
-/* A worker took slot i; says so in the log when it was a rejoin. */
-void ps_worker_joined(ps_server *s, int i);
+/* A worker took slot i, from peer (over session: TLS, or ""); says so in the log when it was
+ * a rejoin. */
+void ps_worker_joined(ps_server *s, int i, const char *peer, const char *session);
+/* sync: whether the step in progress waits for slot i's gradient (the status log line's
+ * "waiting for", STATUS's waited_for, the step watch). */
+int ps_waits_for(const ps_server *s, int i);
 /* No worker will push again: every slot finished or given up (with the data handed out: every
  * range trained and every worker gone or finished). The final weights are fixed then. */
 int ps_no_more_pushes(const ps_server *s);
@@ -314,8 +332,10 @@ void ps_plan_lr(ps_server *s);
 float ps_lr_now(const ps_server *s);
 /* Where a worker registering now starts (sync: the step it pulls first). */
 uint64_t ps_data_join_version(const ps_server *s);
-/* The pull of connection c is about to be answered: its DATA frame (its range) first. */
-void ps_data_before_reply(ps_conn *c);
+/* The pull of slot `worker` on version v is about to be answered (not a pull of the final
+ * weights): plans or hands out its range and fills d (initialised by the caller) with it.
+ * 1: d is to be sent first (a DATA frame); 0: no data handout, or no slot. */
+int ps_data_range_for(ps_server *s, int worker, uint64_t v, Pstrain__DataRange *d);
 /* Slot i's push on `version` was taken whole (trained = 1), or will never be (dropped,
  * rejected: 0): its range is trained, or goes back. */
 void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained);

@@ -159,3 +159,30 @@ void ps_admission_watch(ps_server *s, double now) {
     }
   }
 }
+
+/* Rejected messages a worker may send before it is disconnected. */
+#define PS_MAX_STRIKES 3
+
+void ps_reject(ps_conn *c, const char *why) {
+  ps_server *s = c->srv;
+  if (c->worker < 0 || c->worker >= s->opt.workers) {
+    /* ps/net/rules.h never strikes a connection without a worker; should a handler try, the
+     * connection goes, and nothing is counted against a slot it does not hold. */
+    s->rejected++;
+    ps_log_conn(s, "closing connection from %s: %s", c->peer, why);
+    ps_conn_close(c, NULL, 0);
+    return;
+  }
+  ps_worker *w = &s->workers[c->worker];
+  c->strikes++;
+  w->rejected_total++;
+  s->rejected++;
+  ps_log_conn(s, "worker %d '%s' from %s: %s: rejected (%u on this connection, %u on the slot)",
+              c->worker, w->name, c->peer, why, c->strikes, w->rejected_total);
+  if (c->strikes >= PS_MAX_STRIKES) {
+    char reason[200];
+    snprintf(reason, sizeof reason, "%u invalid messages (the last: %.120s)", c->strikes, why);
+    ps_send_error(c, reason);
+    ps_conn_close(c, reason, 0);
+  }
+}

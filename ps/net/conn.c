@@ -284,3 +284,36 @@ void ps_conn_accept(uv_stream_t *server, int status) {
   }
   ps_conn_start_reading(c);
 }
+
+void ps_conn_drop(ps_conn *c, const char *why) {
+  ps_send_error(c, why);
+  ps_conn_close(c, why, 1);
+}
+
+void ps_conn_watch(ps_server *s, double now) {
+  double quiet = s->opt.worker_timeout / 4.0;
+  Pstrain__Header hb = PSTRAIN__HEADER__INIT;
+  hb.type = PSTRAIN__MSG_TYPE__HEARTBEAT;
+  for (ps_conn *c = s->conns, *next; c; c = next) {
+    next = c->next;
+    if (c->state != CONN_WORKER) continue;
+    /* A connection the ps itself stopped reading (a chunk held back for sync order) is not
+     * silent: its bytes wait in the socket. One whose payload an I/O thread is reading is
+     * silent only while no byte of it comes. */
+    if (ps_io_busy(&c->rjob)) {
+      size_t got = ps_io_progress(&c->rjob);
+      if (got != c->rjob_seen) c->last_rx = now;
+      c->rjob_seen = got;
+    } else if (!c->reading) {
+      c->last_rx = now;
+    }
+    if (now - c->last_rx > s->opt.worker_timeout) {
+      char why[96];
+      snprintf(why, sizeof why, "no message for %.1f s (--worker-timeout %g)", now - c->last_rx,
+               s->opt.worker_timeout);
+      ps_conn_close(c, why, 1);
+      continue;
+    }
+    if (now - c->last_tx > quiet) ps_send_header(c, &hb);
+  }
+}

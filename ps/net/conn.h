@@ -132,6 +132,14 @@ void ps_conn_start_reading(ps_conn *c);
 void ps_conn_close(ps_conn *c, const char *why, int hard);
 /* The part of a close that waited for c's write job: the shutdown (or, hard, the close). */
 void ps_conn_finish_close(ps_conn *c, int hard);
+/* An ERROR saying why, then a hard close (the step watch's stalled worker). */
+void ps_conn_drop(ps_conn *c, const char *why);
+/* Every registered worker's connection at the watch timer: closed after --worker-timeout of
+ * silence (its loss), else sent a HEARTBEAT when the ps has been quiet towards it. */
+void ps_conn_watch(ps_server *s, double now);
+/* The worker on c says goodbye (BYE leaving, the data handout): its range goes back, it is
+ * told SHUTDOWN and its connection closes; a departure, not a loss (ps/net/messages.c). */
+void ps_worker_leaves(ps_conn *c);
 
 /* Control messages (ps/net/messages.c). */
 /* Sends the control frames that waited behind c's write job, in order. */
@@ -166,7 +174,7 @@ int ps_auth_read(ps_conn *c, size_t n);
 /* Closes connections that did not authenticate or register within --hello-timeout. */
 void ps_admission_watch(ps_server *s, double now);
 /* A registered worker sent something invalid: counted, logged (rate-limited), and after a
- * few the connection is closed (ps/train/validate.c). */
+ * few the connection is closed (ps/net/admission.c). */
 void ps_reject(ps_conn *c, const char *why);
 /* A rate-limited warning about a connection. */
 void ps_log_conn(ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

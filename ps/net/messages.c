@@ -222,7 +222,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   h.type = PSTRAIN__MSG_TYPE__WELCOME;
   h.welcome = &wl;
   ps_send_header(c, &h);
-  ps_worker_joined(s, idx);
+  ps_worker_joined(s, idx, c->peer, c->session);
 }
 
 /* A worker's evaluation of the last epoch names the whole weights it was taken on (every
@@ -348,4 +348,19 @@ int ps_handle_status(ps_conn *c) {
   h.status = &m.st;
   ps_send_header(c, &h);
   return 0;
+}
+
+void ps_worker_leaves(ps_conn *c) {
+  ps_server *s = c->srv;
+  ps_worker *w = &s->workers[c->worker];
+  if (!s->opt.data_handout) {
+    ps_reject(c, "a worker of a fixed shard cannot leave the job (BYE leaving without "
+                 "--data-order ps)");
+    return;
+  }
+  if (w->leaving) return;
+  w->leaving = 1;
+  c->pull_waiting = 0;
+  ps_send_shutdown(c, "goodbye: the range you held is back in the pool", 0, 0);
+  ps_conn_close(c, NULL, 0);
 }

@@ -12,6 +12,18 @@
 #include "proto/wire.h"
 #include "ps/net/conn.h"
 
+/* The pull of c is about to be answered: with the data handed out, its DATA frame (its
+ * range, ps/train/dataplan.c) goes first. */
+static void data_before_reply(ps_conn *c) {
+  if (c->pull_final) return;
+  Pstrain__DataRange d = PSTRAIN__DATA_RANGE__INIT;
+  if (!ps_data_range_for(c->srv, c->worker, c->pull_hold.version, &d)) return;
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__DATA;
+  h.data = &d;
+  ps_send_header(c, &h);
+}
+
 /* The pull reply: the weights straight from the store, one frame per chunk (prefix +
  * header from this connection's preallocated slots, payload pointing into the store).
  * Nothing is copied and nothing allocated.
@@ -343,7 +355,7 @@ void ps_pull_answer(ps_conn *c) {
                                         c->pull_want == st->version + 1);
   int asked = 0;
   if (s->opt.eval_every > 0 && !c->pull_final && c->worker >= 0) asked = ask_eval(c);
-  ps_data_before_reply(c);
+  data_before_reply(c);
   c->pull_full = !delta_reply(c, asked);
   c->delta_framed = 0;
   if (c->pull_full) c->delta_have = 0; /* whole again once this reply's last chunk is framed */

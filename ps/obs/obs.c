@@ -271,13 +271,6 @@ void ps_obs_render(const void *arg, pst_text *t) {
                  s->n_conns);
 }
 
-int ps_obs_waited_for(const ps_server *s, int i) {
-  if (s->opt.mode != PST_MODE_SYNC || !s->started) return 0;
-  const ps_worker *w = &s->workers[i];
-  int pushed = w->pushes > 0 && w->last_version == s->store.version;
-  return !pushed && !w->done && s->upd.member[i];
-}
-
 /* The front buffer of a version never changes once published, so its checksum is computed
  * once per version (a pass over every weight: 1 ms for the mlp, more with the model). */
 static uint64_t weights_checksum(ps_server *s) {
@@ -336,7 +329,7 @@ void ps_obs_status(ps_server *s, ps_status_msg *m) {
     ws->abandoned = w->abandoned != 0;
     ws->losses = w->losses;
     ws->epoch = w->epoch;
-    ws->waited_for = ps_obs_waited_for(s, (int)i) != 0;
+    ws->waited_for = ps_waits_for(s, (int)i) != 0;
     int skip = 0;
     ws->lead = (uint64_t)w_lead(s, (int)i, &skip);
     skip = 0;

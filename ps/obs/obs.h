@@ -28,9 +28,6 @@ typedef struct {
  * shows (the answer to STATUS_REQ, and the dashboard's /status.json). */
 void ps_obs_status(ps_server *s, ps_status_msg *m);
 
-/* sync: whether the step in progress waits for slot i's gradient (the status log line's
- * "waits for", STATUS's waited_for); 0 in async and ssp. */
-int ps_obs_waited_for(const ps_server *s, int i);
 
 /* The one-line status (systemd's STATUS=, the head of the status log line): the same
  * figures as STATUS and /metrics. Returns its length. */

@@ -154,13 +154,13 @@ int main(void) {
   CHECK(m.st.workers[0]->last_seen_seconds == -1); /* never connected in this test */
   CHECK(m.st.eta_seconds == -1);                   /* the data's size is not known */
   /* sync: the step in progress waits for the members that have not pushed for it. */
-  CHECK(!ps_obs_waited_for(&s, 1)); /* async: never */
+  CHECK(!ps_waits_for(&s, 1)); /* async: never */
   uint8_t member[3] = {1, 1, 1};
   s.opt.mode = PST_MODE_SYNC;
   s.started = 1;
   s.upd.member = member;
   w[0].last_version = 21; /* pushed for version 21 */
-  CHECK(!ps_obs_waited_for(&s, 0) && ps_obs_waited_for(&s, 1) && !ps_obs_waited_for(&s, 2));
+  CHECK(!ps_waits_for(&s, 0) && ps_waits_for(&s, 1) && !ps_waits_for(&s, 2));
   ps_obs_status(&s, &m);
   CHECK(!m.st.workers[0]->waited_for && m.st.workers[1]->waited_for);
   s.opt.mode = PST_MODE_ASYNC;

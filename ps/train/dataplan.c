@@ -25,7 +25,6 @@
 
 #include "common/log.h"
 #include "common/shard.h"
-#include "ps/net/conn.h"
 #include "ps/server.h"
 
 int ps_data_start(ps_server *s, char *err, size_t errlen) {
@@ -118,32 +117,26 @@ static void plan(ps_server *s, uint64_t version) {
   s->plan_next = version + 1;
 }
 
-void ps_data_before_reply(ps_conn *c) {
-  ps_server *s = c->srv;
-  if (!s->opt.data_handout || c->pull_final || c->worker < 0) return;
-  ps_worker *w = &s->workers[c->worker];
-  uint64_t v = c->pull_hold.version;
+int ps_data_range_for(ps_server *s, int worker, uint64_t v, Pstrain__DataRange *d) {
+  if (!s->opt.data_handout || worker < 0) return 0;
+  ps_worker *w = &s->workers[worker];
   if (s->opt.mode == PST_MODE_SYNC) {
     if (v >= s->plan_next) plan(s, v);
   } else {
     /* async, ssp: one range at a time (a push of the last one is in whole before this pull) */
-    give_back(s, c->worker, (int)((v + 1) & 1));
-    hand_out(s, c->worker, v);
+    give_back(s, worker, (int)((v + 1) & 1));
+    hand_out(s, worker, v);
   }
-  Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  Pstrain__DataRange d = PSTRAIN__DATA_RANGE__INIT;
   const pst_range *r = &w->range[v & 1];
   int mine = r->count > 0 && w->range_version[v & 1] == v;
   if (mine) {
-    d.epoch = r->epoch;
-    d.start = r->start;
-    d.count = r->count;
+    d->epoch = r->epoch;
+    d->start = r->start;
+    d->count = r->count;
   }
-  d.done = !mine && ps_data_finished(s);
-  d.version = v;
-  h.type = PSTRAIN__MSG_TYPE__DATA;
-  h.data = &d;
-  ps_send_header(c, &h);
+  d->done = !mine && ps_data_finished(s);
+  d->version = v;
+  return 1;
 }
 
 void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained) {

@@ -19,7 +19,6 @@
 #include "common/notify.h"
 #include "common/shard.h"
 #include "ps/state/checkpointing.h"
-#include "ps/net/conn.h"
 #include "ps/obs/obs.h"
 #include "ps/server.h"
 
@@ -51,7 +50,7 @@ static void abandon(ps_server *s, int i, const char *why) {
   pst_notify_status("worker slot %d abandoned (%s); training goes on without it", i, why);
   /* Pulls of the final weights may have waited for this slot alone (backup workers: the
    * others finished while it was lost), and so may a step: they are answered now. */
-  ps_server_kick(s);
+  s->net.kick(s);
 }
 
 /* The steps of the job: every slot's shard has this many (0 while the data is unknown). */
@@ -74,11 +73,33 @@ int ps_slot_trained(const ps_server *s, int i) {
   return ps_slot_position(s, i) >= total || w->pushed_to >= total;
 }
 
+uint64_t ps_slot_position(const ps_server *s, int i) {
+  const ps_worker *w = &s->workers[i];
+  if (s->opt.mode != PST_MODE_SYNC) return w->pushes;
+  /* The data handout: the step it takes part from (ps/train/dataplan.c). */
+  if (s->opt.data_handout) return w->join_at;
+  /* A slot's first worker starts its shard at the beginning (with backup workers the others
+   * may be steps ahead by then); a replacement, or any worker of a resumed ps, where the
+   * steps are: the batches of the steps it missed are skipped. A slot whose push for the
+   * step in progress is in whole has done that step: its replacement starts at the next one
+   * (lying_ps_test: a worker lost right after its push, the others' shares still arriving,
+   * was told the step in progress, then computed that step's batch on the next version's
+   * weights once the step completed, and the run ended with other weights). */
+  uint64_t at = w->ever || s->resumed ? s->store.version : 0;
+  return w->whole_for > at ? w->whole_for : at;
+}
+
+int ps_waits_for(const ps_server *s, int i) {
+  if (s->opt.mode != PST_MODE_SYNC || !s->started) return 0;
+  const ps_worker *w = &s->workers[i];
+  int pushed = w->pushes > 0 && w->last_version == s->store.version;
+  return !pushed && !w->done && s->upd.member[i];
+}
+
 /* ---- the data handout: workers come and go (--workers MIN:MAX) ---- */
 
-static void joined_elastic(ps_server *s, int i) {
+static void joined_elastic(ps_server *s, int i, const char *peer, const char *session) {
   ps_worker *w = &s->workers[i];
-  ps_conn *c = w->conn;
   w->leaving = 0;
   w->lost = 0;
   if (w->abandoned) s->abandoned--;
@@ -96,7 +117,7 @@ static void joined_elastic(ps_server *s, int i) {
   update_member(s, i, 1);
   int present = ps_present_workers(s);
   LOG_INFO("worker %d '%s' joined from %s%s%s: %d training (of %d to %d); it takes part from "
-           "version %" PRIu64, i, w->name, c->peer, c->session[0] ? " over " : "", c->session,
+           "version %" PRIu64, i, w->name, peer, session[0] ? " over " : "", session,
            present, s->opt.workers_min, s->opt.workers, w->join_at);
   if (present > s->workers_most) s->workers_most = present;
   pst_metrics_workers(&s->metrics, present, s->store.version, "joined", i, w->join_at);
@@ -106,7 +127,7 @@ static void joined_elastic(ps_server *s, int i) {
     LOG_INFO("%d workers registered (at least %d); training %s, %d epochs, the ps handing out "
              "the data%s", s->registered, s->opt.workers_min, pst_mode_name(s->opt.mode),
              s->opt.epochs, s->resumed ? " (resumed)" : "");
-    ps_server_kick(s); /* the pulls held until now */
+    s->net.kick(s); /* the pulls held until now */
   }
 }
 
@@ -131,22 +152,7 @@ static void gone_elastic(ps_server *s, int i, const char *why) {
     LOG_WARN("%d workers training, fewer than --workers' minimum of %d: training goes on with "
              "them, and newcomers are admitted", present, s->opt.workers_min);
   if (s->registered == 0) s->empty_since = pst_now();
-  ps_server_kick(s);
-}
-
-void ps_worker_leaves(ps_conn *c) {
-  ps_server *s = c->srv;
-  ps_worker *w = &s->workers[c->worker];
-  if (!s->opt.data_handout) {
-    ps_reject(c, "a worker of a fixed shard cannot leave the job (BYE leaving without "
-                 "--data-order ps)");
-    return;
-  }
-  if (w->leaving) return;
-  w->leaving = 1;
-  c->pull_waiting = 0;
-  ps_send_shutdown(c, "goodbye: the range you held is back in the pool", 0, 0);
-  ps_conn_close(c, NULL, 0);
+  s->net.kick(s);
 }
 
 void ps_worker_lost(ps_server *s, int i, const char *why) {
@@ -186,21 +192,20 @@ void ps_worker_lost(ps_server *s, int i, const char *why) {
   pst_notify_status("worker %d lost (%s); waiting %.0f s for a replacement", i,
                     why ? why : "disconnected", s->opt.rejoin_timeout);
   if (!waits) update_member(s, i, 0);
-  ps_server_kick(s);
+  s->net.kick(s);
 }
 
-void ps_worker_joined(ps_server *s, int i) {
+void ps_worker_joined(ps_server *s, int i, const char *peer, const char *session) {
   ps_worker *w = &s->workers[i];
-  ps_conn *c = w->conn;
   pst_stepwatch_forget(&s->sw, i); /* its steps' figures are another worker's */
   if (s->opt.data_handout) {
-    joined_elastic(s, i);
+    joined_elastic(s, i, peer, session);
     return;
   }
   if (w->lost || w->abandoned) {
     LOG_INFO("worker %d '%s' rejoined from %s%s%s %.1f s after its slot was lost; it resumes at "
              "step %" PRIu64 " of its shard (version %" PRIu64 ")",
-             i, w->name, c->peer, c->session[0] ? " over " : "", c->session,
+             i, w->name, peer, session[0] ? " over " : "", session,
              pst_now() - w->lost_at, ps_slot_position(s, i), s->store.version);
     if (w->abandoned) s->abandoned--;
     w->lost = w->abandoned = 0;
@@ -208,8 +213,8 @@ void ps_worker_joined(ps_server *s, int i) {
   } else {
     /* With TLS the line says what the session is: "over TLSv1.3 TLS_AES_256_GCM_SHA384, peer
      * CN=worker-3". */
-    LOG_INFO("worker %d '%s' registered from %s%s%s (%d of %d)", i, w->name, c->peer,
-             c->session[0] ? " over " : "", c->session, s->registered, s->opt.workers);
+    LOG_INFO("worker %d '%s' registered from %s%s%s (%d of %d)", i, w->name, peer,
+             session[0] ? " over " : "", session, s->registered, s->opt.workers);
   }
   if (!w->ever) s->slots_seen++;
   w->ever = 1;
@@ -526,7 +531,7 @@ static void step_watch(ps_server *s, double now) {
   if (s->opt.mode != PST_MODE_SYNC || !s->started || s->upd.members < 2) return;
   for (int i = 0; i < s->opt.workers && !s->stopping; i++) {
     ps_worker *w = &s->workers[i];
-    if (!w->conn || !ps_obs_waited_for(s, i)) continue;
+    if (!w->conn || !ps_waits_for(s, i)) continue;
     /* Backup workers: the step waits for a slot's push only once it holds one of the step's
      * N-K places, or while places are still free; a surplus worker holds nothing up. */
     if (s->opt.backup_workers > 0 && s->upd.step_open && s->upd.slot_of[i] < 0 &&
@@ -539,8 +544,7 @@ static void step_watch(ps_server *s, double now) {
     snprintf(why, sizeof why, "it held step %" PRIu64 " open for %.1f s (the bound: %s)",
              s->store.version, held, how);
     LOG_WARN("worker %d '%s': %s; dropped as a stall", i, w->name, why);
-    ps_send_error(w->conn, why);
-    ps_conn_close(w->conn, why, 1);
+    s->net.drop(w->conn, why);
   }
 }
 
@@ -605,7 +609,7 @@ void ps_check_progress(ps_server *s) {
     s->exit_code = PST_EXIT_FAILED;
     LOG_ERR("every worker slot was abandoned; training aborted at version %" PRIu64,
             s->store.version);
-    ps_server_stop(s, "every worker was lost; training aborted", 1);
+    s->net.stop(s, "every worker was lost; training aborted", 1);
     return;
   }
   if (over < s->opt.workers) return;
@@ -625,7 +629,7 @@ void ps_check_progress(ps_server *s) {
     s->exit_code = PST_EXIT_INCOMPLETE;
     LOG_ERR("training ended without a single step: every worker said BYE before pushing a "
             "gradient, and none said what its data is; not a finished job");
-    ps_server_stop(s, "every worker left before a step was trained", 1);
+    s->net.stop(s, "every worker left before a step was trained", 1);
     return;
   }
   if (count_untrained(s) > 0) {
@@ -635,7 +639,7 @@ void ps_check_progress(ps_server *s) {
     LOG_ERR("training ended at version %" PRIu64 " with %" PRIu64 " samples never trained "
             "(test accuracy %.4f): not a finished job", s->store.version, s->untrained_samples,
             s->metrics.last_test_accuracy);
-    ps_server_stop(s, "training ended with part of the data never trained", 0);
+    s->net.stop(s, "training ended with part of the data never trained", 0);
     return;
   }
   double wall = s->metrics.train_end - s->metrics.train_start;
@@ -647,44 +651,21 @@ void ps_check_progress(ps_server *s) {
            wall,
            pst_store_checksum(&s->store),
            s->abandoned ? " (some worker slots were abandoned)" : "");
-  ps_server_stop(s, "training complete", 0);
+  s->net.stop(s, "training complete", 0);
 }
 
 static void on_watch(uv_timer_t *t) {
   ps_server *s = t->data;
   if (s->stopping) return;
-  double now = pst_now(), quiet = s->opt.worker_timeout / 4.0;
-  Pstrain__Header hb = PSTRAIN__HEADER__INIT;
-  hb.type = PSTRAIN__MSG_TYPE__HEARTBEAT;
-  for (ps_conn *c = s->conns, *next; c; c = next) {
-    next = c->next;
-    if (c->state != CONN_WORKER) continue;
-    /* A connection the ps itself stopped reading (a chunk held back for sync order) is not
-     * silent: its bytes wait in the socket. One whose payload an I/O thread is reading is
-     * silent only while no byte of it comes. */
-    if (ps_io_busy(&c->rjob)) {
-      size_t got = ps_io_progress(&c->rjob);
-      if (got != c->rjob_seen) c->last_rx = now;
-      c->rjob_seen = got;
-    } else if (!c->reading) {
-      c->last_rx = now;
-    }
-    if (now - c->last_rx > s->opt.worker_timeout) {
-      char why[96];
-      snprintf(why, sizeof why, "no message for %.1f s (--worker-timeout %g)", now - c->last_rx,
-               s->opt.worker_timeout);
-      ps_conn_close(c, why, 1);
-      continue;
-    }
-    if (now - c->last_tx > quiet) ps_send_header(c, &hb);
-  }
+  double now = pst_now();
+  s->net.watch(s, now);
   for (int i = 0; i < s->opt.workers && !s->stopping; i++) {
     ps_worker *w = &s->workers[i];
     if (w->lost && now - w->lost_at > s->opt.rejoin_timeout) {
       char why[96];
       snprintf(why, sizeof why, "no replacement within --rejoin-timeout %g s", s->opt.rejoin_timeout);
       abandon(s, i, why);
-      ps_server_kick(s);
+      s->net.kick(s);
     }
   }
   if (s->opt.data_handout && s->started && s->registered == 0 && s->empty_since > 0 &&
@@ -692,13 +673,13 @@ static void on_watch(uv_timer_t *t) {
     s->exit_code = PST_EXIT_FAILED;
     LOG_ERR("no worker for %.0f s (--rejoin-timeout); training aborted at version %" PRIu64,
             now - s->empty_since, s->store.version);
-    ps_server_stop(s, "every worker left or was lost; training aborted", 1);
+    s->net.stop(s, "every worker left or was lost; training aborted", 1);
     return;
   }
   if (!s->stopping) ps_step_opened(s);
   if (!s->stopping) step_watch(s, now);
   if (!s->stopping) eval_deadlines(s, now);
-  if (!s->stopping) ps_admission_watch(s, now);
+  if (!s->stopping) s->net.admission_watch(s, now);
   if (!s->stopping) ps_ckpt_tick(s);
 }
 
