@@ -14,7 +14,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "ps/net/conn.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 /* Lines about bad connections: 10 per 10 s, then a count of what was suppressed. */
 #define CONN_LOG_BURST 10

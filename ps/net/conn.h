@@ -11,7 +11,7 @@
 #include "common/tls.h"
 #include "proto/wire.h"
 #include "ps/net/rules.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 typedef enum {
   CONN_AUTH = 0,  /* accepted, proving it holds the cluster secret (common/auth.h) */
@@ -179,9 +179,6 @@ void ps_reject(ps_conn *c, const char *why);
 /* A rate-limited warning about a connection. */
 void ps_log_conn(ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Re-offers every held-back chunk and answers every pull that became answerable, until
- * nothing moves (ps/server.c). */
-void ps_server_kick(ps_server *s);
 
 /* The pull path (ps/net/pull.c). */
 /* Whether c's waiting pull may be answered now. */

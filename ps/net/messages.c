@@ -15,7 +15,7 @@
 #include "proto/wire.h"
 #include "ps/net/conn.h"
 #include "ps/obs/obs.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 /* ---- sending ---- */
 
@@ -310,7 +310,7 @@ void ps_handle_rollback(ps_conn *c, uint64_t version) {
            s->store.version, path);
   snprintf(s->rollback_path, sizeof s->rollback_path, "%s", path);
   s->rollback_version = version;
-  ps_server_stop(s, "going back to an older version", 0);
+  s->net.stop(s, "going back to an older version", 0);
 }
 
 /* STATUS_REQs a connection may send: a burst of PS_STATUS_BURST, then PS_STATUS_RATE a

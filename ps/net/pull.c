@@ -51,7 +51,7 @@ static void on_pull_write(uv_write_t *req, int status) {
   finish_pull(c);
   /* This connection may have a pull waiting behind the one just sent, and a step may be
    * waiting for the buffer. */
-  ps_server_kick(c->srv);
+  c->srv->net.kick(c->srv);
 }
 
 /* The ps's work counters: seconds summing, in optimizer passes, writing reply chunks. */
@@ -263,7 +263,7 @@ void ps_pull_job_ended(ps_conn *c) {
   if (c->pull_done < s->upd.n_chunks) return;
   if (c->wjob.err == 0) pst_metrics_pulled(&s->metrics, pst_now() - c->pull_at);
   finish_pull(c);
-  ps_server_kick(s);
+  s->net.kick(s);
 }
 
 void ps_pull_job_done(ps_io_job *j) {
@@ -311,7 +311,7 @@ void ps_pull_continue(ps_conn *c) {
       /* The connection is failing: these chunks and the rest never started. */
       c->pull_sent = first;
       ps_pull_abandon(c);
-      if (!c->pull_writing) ps_server_kick(s);
+      if (!c->pull_writing) s->net.kick(s);
       return;
     }
     s->metrics.send_seconds += pst_now() - t0;

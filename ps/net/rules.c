@@ -4,7 +4,7 @@
 #include <stdio.h>
 
 #include "ps/net/conn.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 #define H PS_ACT_HANDLE
 #define S PS_ACT_STRIKE

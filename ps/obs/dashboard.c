@@ -6,7 +6,7 @@
 #include "common/shard.h"
 #include "proto/status_json.h"
 #include "ps/obs/obs.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 /* ps/obs/dashboard.html, made a C string by the build (ps/BUILD). */
 extern const char ps_dashboard_html[];

@@ -10,7 +10,7 @@
 
 #include "common/http.h"
 #include "common/prom.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 /* The exposition text of the ps's figures (s: a ps_server). A pst_http_render for
  * pst_metrics_port_start, which adds the process's and the port's own. */

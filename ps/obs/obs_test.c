@@ -10,7 +10,7 @@
 #include "kernels/testing.h"
 #include "common/prom.h"
 #include "ps/obs/obs.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 static int has_line(const char *text, const char *line) {
   size_t n = strlen(line);

@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "ps/server.h"
+#include "ps/ps.h"
 
 /* Sets up checkpoints (--checkpoint-dir) and resumes from one (--resume): the weights, the
  * optimizer, the slots' positions and the evaluations so far. 0, or a negative code with

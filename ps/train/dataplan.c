@@ -25,7 +25,7 @@
 
 #include "common/log.h"
 #include "common/shard.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 int ps_data_start(ps_server *s, char *err, size_t errlen) {
   if (!s->opt.data_handout) return 0;

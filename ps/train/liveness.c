@@ -20,7 +20,7 @@
 #include "common/shard.h"
 #include "ps/state/checkpointing.h"
 #include "ps/obs/obs.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 /* The watch timer runs a few times per timeout, and at least once a second (rejoin deadlines
  * and timed checkpoints need no finer grain). */

@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "common/shard.h"
-#include "ps/server.h"
+#include "ps/ps.h"
 
 
 int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen) {
