@@ -194,6 +194,9 @@ typedef struct {
 
 struct ps_server {
   ps_net_ops net;         /* the training core's way to the connections (above) */
+  /* The push path's frame callbacks (ps/server.c), which every connection's reader is given
+   * (ps/net/admission.c). */
+  const pst_reader_cbs *frame_cbs;
   uv_loop_t *loop;
   uv_tcp_t listener;
   uv_signal_t sig_int, sig_term;

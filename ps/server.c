@@ -373,7 +373,6 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
 
 static const pst_reader_cbs reader_cbs = {on_payload, on_frame};
 
-const pst_reader_cbs *ps_reader_cbs(void) { return &reader_cbs; }
 
 /* ---- status, completion, signals ---- */
 
@@ -421,6 +420,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   memset(s, 0, sizeof *s);
   s->net = (ps_net_ops){ps_server_kick, ps_server_stop, ps_conn_drop, ps_conn_watch,
                         ps_admission_watch};
+  s->frame_cbs = &reader_cbs;
   s->loop = loop;
   s->opt = *opt;
   s->model = model;

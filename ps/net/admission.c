@@ -59,7 +59,7 @@ int ps_admit(ps_server *s, ps_conn *c) {
     return 0;
   }
   c->state = CONN_OPEN;
-  return pst_reader_init_small(&c->rd, ps_reader_cbs(), c);
+  return pst_reader_init_small(&c->rd, c->srv->frame_cbs, c);
 }
 
 /* Discards what the peer sent and nobody will read: closing on unread bytes would reset the
@@ -140,7 +140,7 @@ int ps_auth_read(ps_conn *c, size_t n) {
     return -EACCES;
   }
   memset(&c->auth, 0, sizeof c->auth);
-  if (pst_reader_init_small(&c->rd, ps_reader_cbs(), c) < 0) {
+  if (pst_reader_init_small(&c->rd, c->srv->frame_cbs, c) < 0) {
     ps_conn_close(c, "out of memory", 1);
     return -ENOMEM;
   }

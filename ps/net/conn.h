@@ -158,7 +158,6 @@ int ps_handle_status(ps_conn *c);
 /* c stops reading until the loop's next turn, so that every other peer is served between
  * two of its requests (ps/server.c). */
 void ps_conn_yield(ps_conn *c);
-const pst_reader_cbs *ps_reader_cbs(void);
 
 /* Admission (ps/net/admission.c). */
 /* A new connection: under --max-connections (closing the oldest unregistered one), then

@@ -73,21 +73,6 @@ int ps_slot_trained(const ps_server *s, int i) {
   return ps_slot_position(s, i) >= total || w->pushed_to >= total;
 }
 
-uint64_t ps_slot_position(const ps_server *s, int i) {
-  const ps_worker *w = &s->workers[i];
-  if (s->opt.mode != PST_MODE_SYNC) return w->pushes;
-  /* The data handout: the step it takes part from (ps/train/dataplan.c). */
-  if (s->opt.data_handout) return w->join_at;
-  /* A slot's first worker starts its shard at the beginning (with backup workers the others
-   * may be steps ahead by then); a replacement, or any worker of a resumed ps, where the
-   * steps are: the batches of the steps it missed are skipped. A slot whose push for the
-   * step in progress is in whole has done that step: its replacement starts at the next one
-   * (lying_ps_test: a worker lost right after its push, the others' shares still arriving,
-   * was told the step in progress, then computed that step's batch on the next version's
-   * weights once the step completed, and the run ended with other weights). */
-  uint64_t at = w->ever || s->resumed ? s->store.version : 0;
-  return w->whole_for > at ? w->whole_for : at;
-}
 
 int ps_waits_for(const ps_server *s, int i) {
   if (s->opt.mode != PST_MODE_SYNC || !s->started) return 0;
