@@ -25,12 +25,12 @@
 #include "common/tls_config.h"
 #include "model/model_config.h"
 #include "kernels/partition.h"
-#include "ps/atomic_file.h"
-#include "ps/checkpoint.h"
-#include "ps/dashboard.h"
-#include "ps/obs.h"
-#include "ps/evaluate.h"
-#include "ps/linger.h"
+#include "ps/state/atomic_file.h"
+#include "ps/state/checkpoint.h"
+#include "ps/obs/dashboard.h"
+#include "ps/obs/obs.h"
+#include "ps/train/evaluate.h"
+#include "ps/net/linger.h"
 #include "ps/server.h"
 #include "kernels/blas_setup.h"
 #include "worker/dataset.h"
@@ -551,14 +551,14 @@ int main(int argc, char **argv) {
   uv_loop_t loop;
   uv_loop_init(&loop);
   static ps_server srv;
-  /* /metrics on its own port, served from this loop (ps/obs.h); opened first, so that a
+  /* /metrics on its own port, served from this loop (ps/obs/obs.h); opened first, so that a
    * port in use is a configuration error before any training state exists. */
   static pst_metrics_port obs;
   int rc = pst_metrics_port_start(&obs, &loop, o_metrics_listen, ps_obs_render, &srv, err,
                                   sizeof err);
-  obs.other = ps_dashboard_handle; /* `/` and /status.json (ps/dashboard.h) */
+  obs.other = ps_dashboard_handle; /* `/` and /status.json (ps/obs/dashboard.h) */
   obs.other_arg = &srv;
-  /* TensorBoard scalars, written by the metrics (ps/tensorboard.h). */
+  /* TensorBoard scalars, written by the metrics (ps/obs/tensorboard.h). */
   static pst_tb tb;
   if (rc == 0 && o_tensorboard[0]) rc = pst_tb_open(&tb, o_tensorboard, err, sizeof err);
   if (rc == 0) rc = ps_server_start(&srv, &loop, &opt, &model, init + opt.shard_offset, err, sizeof err);

@@ -9,11 +9,11 @@
 #include "common/log.h"
 #include "common/notify.h"
 #include "common/shard.h"
-#include "ps/checkpointing.h"
+#include "ps/state/checkpointing.h"
 #include "proto/wire.h"
-#include "ps/conn.h"
-#include "ps/obs.h"
-#include "ps/rules.h"
+#include "ps/net/conn.h"
+#include "ps/obs/obs.h"
+#include "ps/net/rules.h"
 
 
 /* A graceful close: after the queued writes (an ERROR or SHUTDOWN) have gone out. */
@@ -22,7 +22,7 @@ static void conn_close(ps_conn *c, const char *why) { ps_conn_close(c, why, 0); 
 /* ---- the push path ---- */
 
 /* A sync chunk completed by c's share would have had non-finite values: it kept those of
- * the step before (ps/update.h). Nobody's share alone is to blame, so it is logged and
+ * the step before (ps/train/update.h). Nobody's share alone is to blame, so it is logged and
  * counted, not struck. */
 static void note_unsafe(ps_server *s, ps_conn *c) {
   s->rejected++;
@@ -147,7 +147,7 @@ static void count_frame(ps_server *s, int type, ps_action act) {
 static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   ps_conn *c = r->data;
   ps_server *s = c->srv;
-  /* The table's word (ps/rules.h) is taken here, before the payload, and kept for on_frame:
+  /* The table's word (ps/net/rules.h) is taken here, before the payload, and kept for on_frame:
    * reading the chunk moves the connection into the middle of a push. */
   ps_phase ph = ps_conn_phase(c);
   c->frame_act = ps_rule(ph, (int)h->type);
@@ -190,7 +190,7 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
       snprintf(c->push_bad, sizeof c->push_bad,
                "gradient chunk at offset %" PRIu64 " of %" PRIu64 " floats, expected chunk %u of %u",
                h->offset, h->count, chunk, n);
-    /* Read and dropped (ps/validate.c) when it fits the receive buffer; anything bigger
+    /* Read and dropped (ps/train/validate.c) when it fits the receive buffer; anything bigger
      * cannot be a chunk of this model at all. */
     if (h->count > s->upd.chunk_floats) {
       snprintf(r->err, sizeof r->err, "%s", c->push_bad);
@@ -203,7 +203,7 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     c->push_desc = desc;
     c->push_version = h->version;
     c->push_at = pst_now();
-    ps_pull_push_begins(c, h->wait_us); /* the round trip (ps/metrics.h) */
+    ps_pull_push_begins(c, h->wait_us); /* the round trip (ps/obs/metrics.h) */
   }
   /* A share that would be copied into the sum is read straight into it (not a top-k one:
    * its pairs may need more room than the chunk's floats, and are spread out from a copy;
@@ -217,7 +217,7 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   return 0;
 }
 
-/* A frame whose action (ps/rules.h) is not to handle it: 0 or PST_READER_PAUSE to go on,
+/* A frame whose action (ps/net/rules.h) is not to handle it: 0 or PST_READER_PAUSE to go on,
  * -EPROTO to close. */
 static int refuse_frame(ps_conn *c, const Pstrain__Header *h, ps_phase ph, ps_action act) {
   pst_reader *r = &c->rd;
@@ -373,13 +373,12 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
 
 static const pst_reader_cbs reader_cbs = {on_payload, on_frame};
 
-const pst_reader_cbs *ps_reader_cbs(void) { return &reader_cbs; }
 
 /* ---- status, completion, signals ---- */
 
 static void log_status(ps_server *s) {
   char line[1200];
-  /* The same line as systemd's STATUS= (ps/obs.h), then each worker. */
+  /* The same line as systemd's STATUS= (ps/obs/obs.h), then each worker. */
   size_t n = (size_t)snprintf(line, sizeof line, "status: ");
   n += ps_obs_status_line(s, line + n, sizeof line - n);
   for (int i = 0; i < s->opt.workers && n < sizeof line - 80; i++) {
@@ -394,7 +393,7 @@ static void log_status(ps_server *s) {
                           s->store.version);
     int any = 0;
     for (int i = 0; i < s->opt.workers && n < sizeof line - 16; i++) {
-      if (ps_obs_waited_for(s, i)) {
+      if (ps_waits_for(s, i)) {
         n += (size_t)snprintf(line + n, sizeof line - n, " w%d", i);
         any = 1;
       }
@@ -416,25 +415,12 @@ static void on_signal(uv_signal_t *h, int signum) {
   ps_server_stop(s, signum == SIGINT ? "the ps was interrupted (SIGINT)" : "the ps was stopped (SIGTERM)", 0);
 }
 
-uint64_t ps_slot_position(const ps_server *s, int i) {
-  const ps_worker *w = &s->workers[i];
-  if (s->opt.mode != PST_MODE_SYNC) return w->pushes;
-  /* The data handout: the step it takes part from (ps/dataplan.c). */
-  if (s->opt.data_handout) return w->join_at;
-  /* A slot's first worker starts its shard at the beginning (with backup workers the others
-   * may be steps ahead by then); a replacement, or any worker of a resumed ps, where the
-   * steps are: the batches of the steps it missed are skipped. A slot whose push for the
-   * step in progress is in whole has done that step: its replacement starts at the next one
-   * (lying_ps_test: a worker lost right after its push, the others' shares still arriving,
-   * was told the step in progress, then computed that step's batch on the next version's
-   * weights once the step completed, and the run ended with other weights). */
-  uint64_t at = w->ever || s->resumed ? s->store.version : 0;
-  return w->whole_for > at ? w->whole_for : at;
-}
-
 int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const pst_model *model,
                     const float *init_params, char *err, size_t errlen) {
   memset(s, 0, sizeof *s);
+  s->net = (ps_net_ops){ps_server_kick, ps_server_stop, ps_conn_drop, ps_conn_watch,
+                        ps_admission_watch};
+  s->frame_cbs = &reader_cbs;
   s->loop = loop;
   s->opt = *opt;
   s->model = model;
@@ -491,7 +477,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   } else {
     snprintf(s->push_enc_text, sizeof s->push_enc_text, "%s", pst_enc_name(opt->push_enc));
   }
-  /* Delta pulls keep their buffers per connection (ps/pull.c); the 16-bit ones share these. */
+  /* Delta pulls keep their buffers per connection (ps/net/pull.c); the 16-bit ones share these. */
   if (opt->pull_enc == PST_ENC_FP16 || opt->pull_enc == PST_ENC_BF16) {
     /* Half the weights' bytes per store buffer, and a version stamp per chunk. */
     for (int b = 0; b < 2; b++) {
@@ -505,7 +491,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
     }
   }
   /* Batchnorm's moving statistics are model state, not weights: the optimizer adds the
-   * workers' pushed changes there instead of training them (ps/optim.h). This shard's part
+   * workers' pushed changes there instead of training them (ps/train/optim.h). This shard's part
    * of each range, in the shard's own coordinates. */
   _Static_assert(PST_OPT_MAX_STATE >= PST_MODEL_MAX_LAYERS, "one state range per layer");
   size_t st_off[PST_MODEL_MAX_LAYERS], st_count[PST_MODEL_MAX_LAYERS];

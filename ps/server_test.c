@@ -1,4 +1,4 @@
-/* The ps's push/pull core (ps/server.c, ps/pull.c, ps/update.c, ps/store.c), driven in
+/* The ps's push/pull core (ps/server.c, ps/net/pull.c, ps/train/update.c, ps/state/store.c), driven in
  * process: a real ps_server on its own loop and fake peers, plain non-blocking sockets on
  * 127.0.0.1 that send one frame at a time and read every frame the ps sends back. Each case
  * runs in milliseconds and checks one rule the multi-process tests can only sample:
@@ -21,7 +21,7 @@
  *   9. the round trip: a worker's exposed wait, said on its next push, meets the ps's part
  *      of it, and the parts come out between 0 and the whole, adding up to it.
  *
- * Every case runs three times: with the loop thread alone, and with I/O threads (ps/io.h,
+ * Every case runs three times: with the loop thread alone, and with I/O threads (ps/net/io.h,
  * two of them, then one) moving every payload and every reply. The peers and the model are
  * ps/test_peers.h's. */
 #include <errno.h>
@@ -41,8 +41,8 @@
 #include "common/log.h"
 #include "model/model.h"
 #include "proto/wire.h"
-#include "ps/optim.h"
-#include "ps/conn.h"
+#include "ps/train/optim.h"
+#include "ps/net/conn.h"
 #include "ps/server.h"
 #include "ps/test_peers.h"
 
@@ -315,7 +315,7 @@ static void test_round_trip(void) {
   stop();
 }
 
-/* The shares of case 1 are 1e8 and more, over the default gradient limit (ps/update.h). */
+/* The shares of case 1 are 1e8 and more, over the default gradient limit (ps/train/update.h). */
 static void tune(ps_options *o) { o->grad_limit = 1e9; }
 
 int main(void) {

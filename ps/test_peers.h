@@ -1,4 +1,4 @@
-/* For in-process tests of the ps (ps/server_test.c, ps/rules_test.c): a real ps_server on
+/* For in-process tests of the ps (ps/server_test.c, ps/net/rules_test.c): a real ps_server on
  * its own loop and fake peers, plain non-blocking sockets on 127.0.0.1 that send one frame at
  * a time and read every frame the ps sends back. Header only, test use only: include it once,
  * from the test's .c file.
@@ -21,7 +21,7 @@
 #include "common/clock.h"
 #include "model/model.h"
 #include "proto/wire.h"
-#include "ps/conn.h"
+#include "ps/net/conn.h"
 #include "ps/server.h"
 #include "ps/test_connect.h"
 
@@ -59,7 +59,7 @@ static struct {
   int activity;
   pst_model big;            /* for replies bigger than the sockets' buffers (case 8) */
   float *big_init;
-  int threads;              /* the ps's --threads: above 1, I/O threads too (ps/io.h) */
+  int threads;              /* the ps's --threads: above 1, I/O threads too (ps/net/io.h) */
   uint32_t io_min;          /* their threshold: 1 hands every payload and reply to them */
   void (*tune)(ps_options *o); /* a test's own settings, applied last (NULL: none) */
   uint32_t wait_us;         /* the next push's first chunk says this exposed wait (0: none) */
@@ -119,7 +119,7 @@ static inline void drain(void) {
 }
 
 /* Runs the ps and the peers until nothing moves (a few quiet turns in a row). */
-/* Whether an I/O thread holds one of the ps's jobs (ps/io.h). */
+/* Whether an I/O thread holds one of the ps's jobs (ps/net/io.h). */
 static inline int io_jobs_out(void) {
   for (ps_conn *c = g.srv.conns; c; c = c->next)
     if (ps_io_busy(&c->rjob) || ps_io_busy(&c->wjob)) return 1;

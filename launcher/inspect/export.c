@@ -16,8 +16,8 @@
 #include "model/model.h"
 #include "kernels/partition.h"
 #include "launcher/commands.h"
-#include "ps/atomic_file.h"
-#include "ps/checkpoint.h"
+#include "ps/state/atomic_file.h"
+#include "ps/state/checkpoint.h"
 
 #define OPT_PREFIX "optimizer/"
 #define NPY_ALIGN 64

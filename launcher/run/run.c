@@ -13,7 +13,7 @@
 #include "launcher/run/run_elastic.h"
 #include "launcher/run/run_files.h"
 #include "launcher/run/schedule.h"
-#include "ps/atomic_file.h"
+#include "ps/state/atomic_file.h"
 
 #include <ctype.h>
 #include <errno.h>

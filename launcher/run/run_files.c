@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "kernels/partition.h"
-#include "ps/atomic_file.h"
-#include "ps/checkpoint.h"
+#include "ps/state/atomic_file.h"
+#include "ps/state/checkpoint.h"
 
 int pl_make_run_dir(const char *dir, char *out, size_t outlen) {
   if (dir && dir[0]) {

@@ -77,7 +77,7 @@ lib_sources() {
   echo "$root/kernels/partition.c"
   echo "$root/worker/data.c"
   local f
-  for f in "$root"/common/*.c "$root"/ps/*.c; do
+  for f in "$root"/common/*.c "$root"/ps/*.c "$root"/ps/*/*.c; do
     case "$(basename "$f")" in
       main.c | *_test.c | checkpoint_tool.c | bench_*.c) ;;
       *) echo "$f" ;;

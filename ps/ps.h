@@ -1,0 +1,360 @@
+/* The ps's shared state and the rooms' interface to each other: what the ps is told at start
+ * (ps_options), a worker slot (ps_worker), struct ps_server, the training core's way to the
+ * connections (ps_net_ops), and the functions of ps/train/ the other rooms call. The loop's
+ * wiring (start, stop, free) is ps/server.h's. */
+#ifndef PSTRAIN_PS_PS_H
+#define PSTRAIN_PS_PS_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#include "common/auth.h"
+#include "common/codec.h"
+#include "common/log.h"
+#include "common/tls.h"
+#include "model/model.h"
+#include "ps/obs/metrics.h"
+#include "ps/train/eval_hook.h"
+#include "ps/train/handout.h"
+#include "ps/net/io.h"
+#include "ps/train/optim.h"
+#include "ps/net/rules.h"
+#include "ps/train/stepwatch.h"
+#include "ps/state/store.h"
+#include "ps/train/update.h"
+#include "proto/wire.h"
+
+/* Everything the ps is told at start (see ps/main.c for the flags). */
+typedef struct {
+  char listen_host[256];
+  int listen_port;
+  int workers;            /* the most workers (MAX of --workers MIN:MAX; N of a plain N) */
+  int workers_min;        /* training starts with, and goes on from, this many (MIN) */
+  int data_handout;       /* the ps hands out the data (--data-order ps, ps/train/dataplan.c) */
+  pst_mode mode;
+  int staleness;          /* ssp bound */
+  int backup_workers;     /* sync: steps need N-K gradients */
+  int staleness_lr;       /* async/ssp: a gradient's learning rate / (1 + its staleness) */
+  int lr_linear;          /* --lr-scaling linear (sync, the data handout) */
+  pst_lr_schedule lr_schedule; /* --lr-schedule (ps_plan_lr) */
+  int epochs;
+  int batch_size;         /* per worker */
+  uint64_t seed;
+  uint32_t chunk_floats;
+  int layer_chunks;       /* chunks along the model's layers (model/model.h), at most
+                           * chunk_floats each; 0: chunks of chunk_floats */
+  /* The part of the parameter vector this ps holds (kernels/partition.h): shard shard_index
+   * of shard_count, floats [shard_offset, shard_offset + shard_floats). shard_count 0 means
+   * one ps holding everything (ps_server_start fills the rest in). */
+  int shard_index, shard_count;
+  size_t shard_offset, shard_floats;
+  int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's);
+                           * above 1, as many - 1 I/O threads too (ps/net/io.h) */
+  uint32_t io_min;        /* bytes: payloads and reply runs from this size are moved by the
+                           * I/O threads (0: none are) */
+  int report_every;       /* steps between the workers' loss reports */
+  int eval_every;         /* steps between evaluations on the test subset (0: off) */
+  const ps_eval_hook *evaluator; /* --eval-on ps: the ps evaluates each epoch itself (the
+                                  * caller's, outlives the server); NULL: the workers do */
+  int eval_samples;       /* test samples in that subset */
+  double status_interval; /* seconds between status log lines; 0 = off */
+  const char *model_name; /* as given: a preset name or a spec file */
+  const char *metrics_path;
+  const char *summary_path;
+  pst_opt_config opt;
+  /* What a gradient share may be (ps/train/update.h): values of magnitude at most grad_limit, and
+   * with clip_norm > 0 (told to the workers, which clip to it) a norm within it. */
+  double grad_limit;
+  double clip_norm;
+  /* A push's norm over grad_norm_factor times the running median of accepted ones' is
+   * rejected (ps/train/update.h; 0: off, which a zeroed ps_options gets: pstrain-ps's default is
+   * PST_NORM_FACTOR_DEFAULT). */
+  double grad_norm_factor;
+  /* The job's tensor encodings (common/codec.h; issue 27), told in WELCOME: pushes arrive in
+   * push_enc and are decoded to float32 before any check or sum; pulls go out in pull_enc,
+   * rounded from the fp32 weights. A worker that does not know them is refused. */
+  pst_enc push_enc, pull_enc;
+  double topk_fraction;   /* push_enc TOPK: the share of each chunk a push sends */
+  double topk_warmup;     /* ... after a warm-up of this many epochs (pst_topk_fraction_at) */
+  double topk_momentum;   /* > 0: the momentum the workers keep (ps/main.c); opt's is then 0 */
+  /* The data every worker must have (training and test samples, classes); 0 0 0: whatever
+   * the first worker to register says (ps/train/validate.c). */
+  uint32_t data_train, data_test, data_classes;
+  /* Who may connect, and how many. */
+  const pst_secret *secret;  /* set: every connection authenticates first */
+  pst_tls_ctx *tls;          /* set: every connection is mutual TLS (the caller's; outlives the
+                              * server) */
+  double hello_timeout;      /* seconds to authenticate and register */
+  int max_connections;
+  /* Failures (ps/train/liveness.c). */
+  double worker_timeout;  /* seconds of silence after which a worker is lost */
+  double eval_timeout;    /* seconds a worker may take to report an evaluation it owes once
+                           * the others have (0: the worker timeout; ps/train/liveness.c) */
+  double rejoin_timeout;  /* seconds a lost worker's slot waits for a replacement */
+  int wait_on_loss;       /* sync: steps wait for a lost worker (else go on without it) */
+  /* sync: how long a step waits on one connected worker (ps/train/stepwatch.h): step_factor x
+   * its typical step, at least PS_STEP_FLOOR seconds, at most step_timeout (0: no cap). */
+  double step_factor;
+  double step_timeout;
+  /* Checkpoints (ps/state/checkpointing.c). */
+  const char *checkpoint_dir; /* "" : none */
+  uint64_t checkpoint_every;  /* steps; 0: off */
+  double checkpoint_seconds;  /* 0: off */
+  int checkpoint_keep;
+  const char *resume;         /* "auto", "never" or a checkpoint file */
+} ps_options;
+
+typedef struct ps_conn ps_conn;
+
+#define PS_EVAL_SHARES 4   /* epochs of evaluation shares a slot keeps */
+#define PS_EVAL_FLAGS 32   /* implausible shares the summary lists at most */
+
+/* One worker's share of an epoch's evaluation, as it reported it. */
+typedef struct {
+  uint32_t epoch;
+  uint64_t correct, samples;
+  double loss_sum;
+  int set_aside;          /* flagged implausible: left out of the epoch's figures */
+} ps_eval_share;
+
+/* A worker slot: the shard with index i, whichever process holds it. */
+typedef struct {
+  ps_conn *conn;          /* NULL while no worker holds the slot */
+  char name[64];
+  int done;               /* sent BYE */
+  int ever;               /* a worker has held the slot */
+  int lost;               /* its worker was lost; waiting for a replacement */
+  int abandoned;          /* the rejoin timeout ran out: training goes on without it */
+  double lost_at;         /* monotonic seconds */
+  uint32_t losses;
+  uint32_t evals_done;    /* epochs whose evaluation this slot reported or no longer owes */
+  uint64_t last_version;  /* version its last push was computed on */
+  uint64_t whole_for;     /* v + 1 for its last push computed on v and taken whole (0: none) */
+  uint64_t last_staleness;
+  uint64_t pushes;        /* gradients of this slot applied: its position in async/ssp */
+  uint64_t dropped;       /* gradients of this slot dropped (late, or backup workers) */
+  uint32_t epoch;         /* the epoch of its last training report */
+  uint32_t rejected_total; /* invalid messages of all the workers that held this slot, for
+                            * the summary (ps/train/validate.c); the strikes that disconnect a
+                            * worker are its connection's (ps_conn.strikes) */
+  uint32_t subset_asked;  /* the newest dense evaluation point this slot was asked for */
+  /* The evaluation this slot owes next (ps/train/liveness.c): since when it could have sent it,
+   * and how long its last share took after it could. */
+  uint32_t eval_due_epoch;
+  double eval_due_at, eval_took;
+  uint32_t evals_missed;  /* epochs evaluated without its share (lost, left, or late: check_evals) */
+  /* Its evaluation shares of the last epochs, by epoch % PS_EVAL_SHARES: what it reported,
+   * for the plausibility check against the others' (ps/train/liveness.c). */
+  ps_eval_share eval_share[PS_EVAL_SHARES];
+  /* The data handout (ps/train/dataplan.c): the ranges its worker holds, for the step on
+   * range_version[k] at k = that version & 1 (count 0: none): a sync worker may be given the
+   * next step's while its push of this one is still being taken. And the step it takes part
+   * from. */
+  pst_range range[2];
+  uint64_t range_version[2];
+  /* The last range it trained, and the version of the weights it trained it on: a sync
+   * checkpoint of an older version than that one's step gives the range back (ps/train/dataplan.c,
+   * ps_data_position). */
+  pst_range trained_range;
+  uint64_t trained_version;
+  uint64_t join_at;
+  /* What it has trained (issue 43): sync, one past the newest version a push of its was
+   * computed on and read whole (taken, or dropped as a backup worker's); and the steps
+   * published without its share while it was lost or given up (its batches skipped). */
+  uint64_t pushed_to;
+  uint64_t skipped_steps;
+  uint64_t untrained_steps; /* at the end of the run: steps of its shard never trained */
+  int leaving;            /* its worker said goodbye (BYE leaving): its close is no loss */
+  /* ssp: the worker's clock is pushes + clock_off (unsigned, wrapping). 0 but for a newcomer
+   * of an elastic job, whose clock starts at the slowest present worker's, so that it is
+   * neither held back nor holds the others back by the pushes it never made. */
+  uint64_t clock_off;
+} ps_worker;
+
+/* ssp: a worker's clock (ps_worker.clock_off). */
+static inline uint64_t ps_ssp_clock(const ps_worker *w) { return w->pushes + w->clock_off; }
+
+typedef struct ps_ckpt_state ps_ckpt_state; /* ps/state/checkpointing.c */
+
+typedef struct ps_server ps_server;
+
+/* What the training core (ps/train/) may ask of the connections and of the loop: it does not
+ * include the connection layer (ps/net/conn.h) but calls these, which ps_server_start wires
+ * to ps/server.c and ps/net/. */
+typedef struct {
+  void (*kick)(ps_server *s);                                 /* ps_server_kick */
+  void (*stop)(ps_server *s, const char *reason, int failed); /* ps_server_stop */
+  void (*drop)(ps_conn *c, const char *why);   /* an ERROR saying why, then a hard close */
+  /* Every registered worker's connection: silence (lost after --worker-timeout) and
+   * heartbeats (ps/net/conn.c). */
+  void (*watch)(ps_server *s, double now);
+  /* Connections that did not authenticate or register in time (ps/net/admission.c). */
+  void (*admission_watch)(ps_server *s, double now);
+} ps_net_ops;
+
+struct ps_server {
+  ps_net_ops net;         /* the training core's way to the connections (above) */
+  /* The push path's frame callbacks (ps/server.c), which every connection's reader is given
+   * (ps/net/admission.c). */
+  const pst_reader_cbs *frame_cbs;
+  uv_loop_t *loop;
+  uv_tcp_t listener;
+  uv_signal_t sig_int, sig_term;
+  uv_timer_t status_timer;
+  uv_idle_t yield_idle;   /* connections that paused for the loop's next turn (ps/net/conn.c) */
+  ps_options opt;
+  const pst_model *model;
+  pst_store store;
+  pst_optimizer optim;
+  pst_update upd;
+  ps_par *par;            /* helper threads (ps/train/par.h), NULL with --threads 1 */
+  ps_io *io;              /* I/O threads (ps/net/io.h), NULL with --threads 1 or without io_min */
+  pst_metrics metrics;
+  ps_worker *workers;     /* [opt.workers] */
+  int registered;         /* slots a worker holds now */
+  int finished;           /* slots whose worker said BYE (no more pushes) */
+  int started;            /* every slot has been taken once: training is under way */
+  int slots_seen;         /* slots a worker has held */
+  int losses, abandoned;  /* worker losses over the run; slots given up */
+  uv_timer_t watch_timer; /* timeouts, heartbeats, rejoin deadlines, timed checkpoints */
+  ps_ckpt_state *ckpt;    /* NULL without --checkpoint-dir */
+  int resumed;
+  uint64_t resumed_from;
+  uint64_t rejected;      /* invalid messages refused (ps/train/validate.c) */
+  /* STATUS's weights checksum, computed once per version (ps/obs/obs.c): a STATUS costs no pass
+   * over the weights, however many are asked for. */
+  uint64_t status_ck, status_ck_version;
+  int status_ck_valid;
+  uint64_t status_dropped;  /* STATUS_REQs past a connection's rate (ps/net/messages.c) */
+  uint32_t ps_eval_epoch;   /* --eval-on ps: the epoch being or last evaluated (ps/train/liveness.c) */
+  pst_eval_flag eval_flags[PS_EVAL_FLAGS]; /* implausible evaluation shares (ps/train/liveness.c) */
+  int n_eval_flags;
+  uint64_t evals_flagged;
+  /* Frames by message type and the action ps/net/rules.h gave them (/metrics). */
+  uint64_t frames[PS_RULE_TYPES][PS_ACT_IGNORE + 1];
+  int data_known;         /* the workers' data facts, from the first HELLO that had them */
+  int data_fixed;         /* ... or from --data-facts: never forgotten */
+  uint64_t data_pinned_at; /* the version when a HELLO set them (ps/train/liveness.c) */
+  uint32_t train_n, test_n, classes;
+  ps_conn *conns;         /* every open connection, linked */
+  uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest */
+  int kicking, kick_again;
+  int n_conns;
+  pst_ratelimit conn_log;  /* lines about bad connections */
+  int stopping;           /* shutdown begun */
+  /* Why the run ended and whether it failed, kept for the summary, which is written once
+   * the final checkpoint has ended (ps/obs/obs.c). */
+  char end_reason[512];
+  int end_failed;
+  /* Going back to an older version (a ROLLBACK from a worker): the checkpoint file the ps
+   * starts itself again from once the loop has ended (ps/main.c), and the version. */
+  char rollback_path[1024];
+  uint64_t rollback_version;
+  int stop_requested;     /* by a signal: exit PST_EXIT_STOPPED */
+  int exit_code;
+  /* The whole model's checksum as the workers' evaluations of the last epoch report it
+   * (Report.weights_checksum): a shard of K holds one part and cannot compute it itself.
+   * model_sums: reports that gave one; model_sums_differ: two of them disagreed. */
+  uint64_t model_sum;
+  int model_sums, model_sums_differ;
+  /* --pull-compress: each store buffer's weights encoded, chunk by chunk, the first time a
+   * reply sends that chunk of that buffer's version (pull_enc_version[b][c]; UINT64_MAX:
+   * never), so that every reply of one version shares one encoding pass. A buffer's chunk is
+   * never encoded again while a reply sends it: the store lets no step write a held buffer,
+   * and a streamed chunk is final. NULL without it. */
+  uint16_t *pull_enc_buf[2];
+  uint64_t *pull_enc_version[2];
+  /* --push-compress topk or int8: a chunk's pairs, or its scale and bytes, are copied here
+   * before they are decoded into the receive buffer they arrived in (the loop decodes one
+   * chunk at a time). */
+  uint8_t *topk_pairs;
+  char push_enc_text[48];  /* the summary's push_encoding ("topk:0.01") */
+  /* The data handout (--data-order ps, ps/train/dataplan.c). plan_next: sync, the steps on
+   * versions below it have their ranges given out. */
+  pst_handout data;
+  uint64_t plan_next;
+  int departures;         /* workers that left on purpose (BYE leaving) */
+  int workers_most;       /* the most workers training at once */
+  double empty_since;     /* monotonic seconds since no worker is connected (0: some are) */
+  /* Sync steps one connected worker holds open (ps/train/stepwatch.h, ps/train/liveness.c), and the
+   * version whose step the watch has seen open (UINT64_MAX: none yet). */
+  pst_stepwatch sw;
+  uint64_t sw_version;
+  /* The job ended with samples of some slots never trained (ps/train/liveness.c): how many. */
+  uint64_t untrained_samples;
+};
+
+/* Seconds: the derived bound on a sync step held by one worker is never below this. */
+#define PS_STEP_FLOOR 5.0
+
+/* Where slot i stands: the steps of its shard done (sync: the version, as every worker takes
+ * one step per version; async/ssp: its applied gradients). */
+uint64_t ps_slot_position(const ps_server *s, int i);
+
+/* Inside the ps (ps/train/liveness.c): worker losses, rejoins, silence and heartbeats. */
+int ps_liveness_start(ps_server *s);
+void ps_liveness_stop(ps_server *s);
+/* Slot i's worker is gone (connection closed, or silent for the timeout). */
+void ps_worker_lost(ps_server *s, int i, const char *why);
+/* A worker took slot i, from peer (over session: TLS, or ""); says so in the log when it was
+ * a rejoin. */
+void ps_worker_joined(ps_server *s, int i, const char *peer, const char *session);
+/* sync: whether the step in progress waits for slot i's gradient (the status log line's
+ * "waiting for", STATUS's waited_for, the step watch). */
+int ps_waits_for(const ps_server *s, int i);
+/* No worker will push again: every slot finished or given up (with the data handed out: every
+ * range trained and every worker gone or finished). The final weights are fixed then. */
+int ps_no_more_pushes(const ps_server *s);
+/* Evaluations and the end of the run, re-checked after every event that may complete them. */
+void ps_check_progress(ps_server *s);
+/* Slot i's share of epoch's evaluation came in (for the others' deadlines). */
+void ps_eval_reported(ps_server *s, int i, uint32_t epoch);
+/* Whether slot i's worker has trained through its data: its shard's every step (sync: the
+ * job's last version; async/ssp: its own pushes), or, with the data handed out, the whole
+ * handout. A BYE before that is no finish (ps/server.c). */
+int ps_slot_trained(const ps_server *s, int i);
+/* The step watch (ps/train/stepwatch.h): a new sync version opened a step (called at every kick),
+ * slot i's weights went out or it reported an evaluation (its step begins from now), its
+ * push is in. */
+void ps_step_opened(ps_server *s);
+void ps_step_begins(ps_server *s, int i);
+void ps_step_pushed(ps_server *s, int i);
+/* The data handout (ps/train/dataplan.c; every call a no-op without it). */
+int ps_data_start(ps_server *s, char *err, size_t errlen);
+/* --lr-schedule cosine: the learning rate's decay over the job's planned versions, set once
+ * the data's size is known (--data-facts at start, or the first worker's HELLO). */
+void ps_plan_lr(ps_server *s);
+/* --lr: the learning rate of the newest step, its schedule's share applied (not the sync
+ * step's --lr-scaling or an async gradient's --staleness-lr). */
+float ps_lr_now(const ps_server *s);
+/* Where a worker registering now starts (sync: the step it pulls first). */
+uint64_t ps_data_join_version(const ps_server *s);
+/* The pull of slot `worker` on version v is about to be answered (not a pull of the final
+ * weights): plans or hands out its range and fills d (initialised by the caller) with it.
+ * 1: d is to be sent first (a DATA frame); 0: no data handout, or no slot. */
+int ps_data_range_for(ps_server *s, int worker, uint64_t v, Pstrain__DataRange *d);
+/* Slot i's push on `version` was taken whole (trained = 1), or will never be (dropped,
+ * rejected: 0): its range is trained, or goes back. */
+void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained);
+/* Slot i's worker is gone (lost, or left): its range goes back to the pool. */
+void ps_data_slot_gone(ps_server *s, int i, const char *why);
+/* The data position a checkpoint of the published version holds (ps/state/checkpointing.c):
+ * where fresh ranges go on, the samples of each epoch trained in that version
+ * (trained[1..epochs]), and the ranges to hand out again first: those returned, those out
+ * now, and (sync) those trained in the step after it. *back is malloc'ed (free it). 0 or
+ * -ENOMEM. */
+int ps_data_position(const ps_server *s, uint32_t *epoch, uint64_t *next, uint64_t *trained,
+                     pst_range **back, size_t *n_back);
+/* Every range of every epoch is trained. */
+int ps_data_finished(const ps_server *s);
+/* Workers training now (connected, not finished). */
+int ps_present_workers(const ps_server *s);
+
+/* Checks on what workers send (ps/train/validate.c): 0, or -EINVAL with the reason. */
+int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen);
+int ps_check_report(ps_server *s, int worker, const Pstrain__Report *r, char *why, size_t whylen);
+
+/* Sends a HEARTBEAT (or any control header) on a connection. */
+int ps_send_header(ps_conn *c, const Pstrain__Header *h);
+
+#endif
