@@ -115,9 +115,11 @@ int pl_link_parse_workers(const char *s, int workers, pl_link_spec *per, char *e
 
 /* ---- running ip and tc ---- */
 
-/* Runs argv (no shell), its stderr's first line into why. Returns its exit status, or -1. */
-static int run_cmd(char *const argv[], char *why, size_t whylen) {
+/* Runs argv (no shell) with one of its outputs (fd 1 or 2) read into out[outlen], cut short
+ * if longer, and the other to /dev/null. Returns its exit status, or -1. */
+static int run_capture(char *const argv[], int fd, char *out, size_t outlen) {
   int pfd[2];
+  out[0] = '\0';
   if (pipe2(pfd, O_CLOEXEC) < 0) return -1;
   pid_t pid = fork();
   if (pid < 0) {
@@ -129,27 +131,32 @@ static int run_cmd(char *const argv[], char *why, size_t whylen) {
     int null = open("/dev/null", O_RDWR);
     if (null >= 0) {
       dup2(null, 0);
-      dup2(null, 1);
+      dup2(null, fd == 1 ? 2 : 1);
     }
-    dup2(pfd[1], 2);
+    dup2(pfd[1], fd);
     execv(argv[0], argv);
     _exit(127);
   }
   close(pfd[1]);
-  char buf[512];
   size_t got = 0;
   ssize_t r;
-  while ((r = read(pfd[0], buf + got, sizeof buf - 1 - got)) > 0 && got < sizeof buf - 1)
-    got += (size_t)r;
+  while ((r = read(pfd[0], out + got, outlen - 1 - got)) > 0 && got < outlen - 1) got += (size_t)r;
   while (r > 0) r = read(pfd[0], (char[256]){0}, 256); /* drain the rest */
   close(pfd[0]);
-  buf[got] = '\0';
-  buf[strcspn(buf, "\n")] = '\0';
-  if (why) snprintf(why, whylen, "%s", buf);
+  out[got] = '\0';
   int st;
   while (waitpid(pid, &st, 0) < 0)
     if (errno != EINTR) return -1;
   return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* Runs argv (no shell), its stderr's first line into why. Returns its exit status, or -1. */
+static int run_cmd(char *const argv[], char *why, size_t whylen) {
+  char buf[512];
+  int rc = run_capture(argv, 2, buf, sizeof buf);
+  buf[strcspn(buf, "\n")] = '\0';
+  if (why) snprintf(why, whylen, "%s", buf);
+  return rc;
 }
 
 /* The path of an iproute2 or iptables program: on PATH, or in /usr/sbin or /sbin (root's
@@ -178,48 +185,13 @@ static int cmd(const char *prog, char *err, size_t errlen, const char *const *ar
 #define IP(...) cmd(L->ip, err, errlen, (const char *const[]){__VA_ARGS__, NULL})
 #define TC(...) cmd(tc, err, errlen, (const char *const[]){__VA_ARGS__, NULL})
 
-/* Runs argv (no shell) with its stdout into out[outlen] (cut short if longer). Returns its
- * exit status, or -1. */
-static int run_out(char *const argv[], char *out, size_t outlen) {
-  int pfd[2];
-  out[0] = '\0';
-  if (pipe2(pfd, O_CLOEXEC) < 0) return -1;
-  pid_t pid = fork();
-  if (pid < 0) {
-    close(pfd[0]);
-    close(pfd[1]);
-    return -1;
-  }
-  if (pid == 0) {
-    int null = open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      dup2(null, 0);
-      dup2(null, 2);
-    }
-    dup2(pfd[1], 1);
-    execv(argv[0], argv);
-    _exit(127);
-  }
-  close(pfd[1]);
-  size_t got = 0;
-  ssize_t r;
-  while ((r = read(pfd[0], out + got, outlen - 1 - got)) > 0 && got < outlen - 1) got += (size_t)r;
-  while (r > 0) r = read(pfd[0], (char[256]){0}, 256);
-  close(pfd[0]);
-  out[got] = '\0';
-  int st;
-  while (waitpid(pid, &st, 0) < 0)
-    if (errno != EINTR) return -1;
-  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
-
 /* Kills (SIGKILL) every process that lives in namespace ns: those of a launcher that was
  * killed outright, which would otherwise train on in a namespace that no longer has a name,
  * out of reach of the next run's sweep. Returns how many were killed. */
 static int kill_netns_pids(const pl_links *L, const char *ns) {
   char out[8192];
   char *argv[] = {(char *)L->ip, "netns", "pids", (char *)ns, NULL};
-  if (run_out(argv, out, sizeof out) != 0) return 0;
+  if (run_capture(argv, 1, out, sizeof out) != 0) return 0;
   int killed = 0;
   for (char *save = NULL, *t = strtok_r(out, " \n", &save); t; t = strtok_r(NULL, " \n", &save)) {
     int64_t pid;
