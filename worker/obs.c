@@ -7,7 +7,7 @@
 #include "common/log.h"
 #include "common/notify.h"
 #include "proto/wire.h"
-#include "worker/trainer.h"
+#include "worker/state.h"
 
 void wk_obs_init(wk_obs *o) {
   memset(o, 0, sizeof *o);

@@ -1,7 +1,9 @@
 /* The training steps: the work on the threadpool (a training step, an evaluation, a dense
  * evaluation point) and what follows each on the loop: the push, the reports, the next
  * pull. trainer.c keeps the sessions with the ps (connecting, registering, reconnecting,
- * liveness) and calls in here once the weights are in (wk_next_work). */
+ * liveness) and calls in here once the weights are in (wk_next_work) and once every shard
+ * has welcomed this worker (wk_enter_session). This file calls registration (register.c)
+ * and the shards' group (shards.c), never trainer.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -13,8 +15,10 @@
 #include "common/clock.h"
 #include "common/fnv.h"
 #include "common/log.h"
-#include "worker/trainer.h"
-#include "worker/trainer_internal.h"
+#include "common/notify.h"
+#include "worker/register.h"
+#include "worker/shards.h"
+#include "worker/step.h"
 
 static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
@@ -176,6 +180,29 @@ void wk_begin_session(wk_trainer *t) {
     pull(t);
   else
     pull_final(t);
+}
+
+/* Every shard has welcomed this worker (register.c's wk_on_welcome said so): start where the
+ * slot stands, and begin the session, or leave that to the end of a stale work item. */
+void wk_enter_session(wk_trainer *t, const wk_welcomed *w) {
+  uint64_t start = w->start_step;
+  int again = w->again;
+  wk_take_position(t, start, w->evals_done);
+  if (t->data_ranges && (again || start > 0))
+    LOG_INFO("%s: the ps hands out the data; this worker takes part from version %" PRIu64,
+             again ? "registered again" : "joined a running job", start);
+  else if (again || start > 0)
+    LOG_INFO("%s at step %" PRIu64 " of the shard: epoch %d/%d, step %d of %d%s",
+             again ? "registered again" : "resuming", start,
+             t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs, t->step_in_epoch,
+             t->steps_per_epoch, t->eval_due ? ", evaluating the last epoch first" : "");
+  if (!again) pst_notify_ready(); /* registered and set up: under systemd, the service is up */
+  if (t->work_running) {
+    t->state = WK_REGISTERING; /* the stale work item's end starts the session */
+    t->restart_pending = 1;
+    return;
+  }
+  wk_begin_session(t);
 }
 
 /* ---- work on the threadpool ---- */
