@@ -9,15 +9,10 @@
 #include <uv.h>
 
 #include "proto/pstrain.pb-c.h"
+#include "worker/position.h"
 #include "worker/register.h"
 #include "worker/state.h"
 
-/* Puts this worker where the ps says its slot stands (start_step steps of the shard done,
- * the evaluations of epochs 1..evals_done done), replaying the shuffles from the seed. */
-void wk_take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_done);
-/* The data handout: the ps's DATA frame for the next step (its range, or the end). 0, or
- * -EPROTO for a range this worker cannot train (a lying ps). */
-int wk_take_range(wk_trainer *t, const Pstrain__DataRange *d);
 /* Says goodbye to the ps (BYE leaving) and waits for its SHUTDOWN to exit 0. */
 void wk_leave(wk_trainer *t);
 /* The first exchange of a session: weights to train on, or the final weights. */

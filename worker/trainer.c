@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "common/notify.h"
 #include "worker/dataset.h"
+#include "worker/position.h"
 #include "worker/register.h"
 #include "worker/shards.h"
 #include "worker/step.h"
