@@ -19,6 +19,7 @@
 #include "worker/position.h"
 #include "worker/register.h"
 #include "worker/shards.h"
+#include "worker/status.h"
 #include "worker/step.h"
 
 static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) {
