@@ -1,6 +1,8 @@
 /* The sessions with the ps: connecting to every shard, the frames that arrive, heartbeats
- * and silence, reconnecting after a loss, and the end. Registering (HELLO, WELCOME, the
- * model and the slot) is in worker/register.c, the training steps in worker/step.c. */
+ * and silence, reconnecting after a loss, and the end. The top of the training loop: it
+ * calls down into registering (HELLO, WELCOME, the model and the slot: worker/register.c),
+ * the step machine (worker/step.c), the data position (worker/position.c) and the shards as
+ * a group (worker/shards.c), and none of them calls back (worker/README.md). */
 #include "worker/trainer.h"
 
 #include <errno.h>
