@@ -1,4 +1,5 @@
-/* The network's backward pass (net.c has the rest of kernels/net).
+/* The network's backward pass, called by net.c (which has the rest of kernels/net); it
+ * calls nothing of net.c's, only the state and failure record of net_state.h.
  *
  * Backward walks the layers in reverse, applying each ReLU's derivative in place before
  * the layer's own backward. Output gradients live in a small pool of buffers of the
@@ -12,7 +13,8 @@
 #include <errno.h>
 #include <string.h>
 
-#include "kernels/net_internal.h"
+#include "kernels/net_backward.h"
+#include "kernels/net_state.h"
 
 /* Backend calls of backward, skipped by the dry run at creation (which only counts the
  * gradient buffers the walk holds). */

@@ -23,6 +23,7 @@
 #include "kernels/device.h"
 #include "worker/dataset.h"
 #include "worker/trainer.h"
+#include "worker/status.h"
 
 static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
 static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];

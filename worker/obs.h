@@ -4,7 +4,8 @@
  * The timings only /metrics needs (how long pulls and pushes take, how a step's time splits
  * between computing and waiting) are kept here, in wk_obs, fed by a few calls from the
  * trainer; every other figure is read at scrape time from the trainer's own state, the
- * same state its log and STATUS line come from. */
+ * same state its log and STATUS line come from (worker/status.h, which renders both). wk_obs
+ * knows nothing of the trainer. */
 #ifndef PSTRAIN_WORKER_OBS_H
 #define PSTRAIN_WORKER_OBS_H
 
@@ -14,8 +15,6 @@
 
 #include "common/http.h"
 #include "common/prom.h"
-
-struct wk_trainer;
 
 #define WK_STEP_PARTS 7
 
@@ -60,16 +59,4 @@ void wk_obs_step_queued(wk_obs *o, double pushed_at, double reply_at);
 void wk_obs_step_ran(wk_obs *o, double run_at, double ran_at);
 /* One line of the parts' means (wk_obs's part), for the log. */
 void wk_obs_step_parts(const wk_obs *o, char *buf, size_t len);
-/* Every step of an epoch is done (t: the trainer, whose state says which): the status line
- * says so from now on, and is sent to systemd at once. */
-void wk_obs_epoch_done(struct wk_trainer *t, double train_loss);
-
-/* The one-line status (systemd's STATUS=, refreshed by the heartbeat): a pst_status_fn
- * (arg: the wk_trainer), from the same state as /metrics. */
-void wk_obs_status_line(void *arg, char *buf, size_t len);
-
-/* The exposition text of the worker's figures (t: a wk_trainer). A pst_http_render for
- * pst_metrics_port_start, which adds the process's and the port's own. */
-void wk_obs_render(const void *t, pst_text *out);
-
 #endif

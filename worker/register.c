@@ -1,18 +1,18 @@
 /* Registering with the ps: HELLO to every shard (shard 0 first, which gives this worker its
  * index), each WELCOME checked against the job and the shard's part of the vector, the
  * model, the data and the buffers set up from the first, and the shards brought to one
- * step before the session begins (worker/trainer.c has the connections, step.c the steps). */
+ * step before the session begins (worker/trainer.c has the connections, step.c the steps).
+ * It calls neither: wk_on_welcome's result tells the caller when the session may begin. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/log.h"
-#include "common/notify.h"
 #include "kernels/device.h"
 #include "worker/dataset.h"
-#include "worker/trainer.h"
-#include "worker/trainer_internal.h"
+#include "worker/register.h"
+#include "worker/shards.h"
 
 /* The weights and the gradient live where the backend moves them fastest (pinned memory
  * for CUDA): pulls land there straight from the socket and pushes leave from there. */
@@ -53,7 +53,8 @@ static int make_subset(wk_trainer *t, uint32_t samples) {
   return 0;
 }
 
-static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
+static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w,
+                              pst_grad_ready_fn grad_ready) {
   char err[512];
   t->index = (int)w->worker_index;
   t->world = (int)w->world_size;
@@ -130,7 +131,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w) {
             why[0] ? " (" : "", why, why[0] ? ")" : "");
     return rc;
   }
-  if (t->opt.push_by_layer) pst_net_on_grad_ready(t->net, wk_grad_ready, t);
+  if (t->opt.push_by_layer) pst_net_on_grad_ready(t->net, grad_ready, t);
   size_t n = t->model.n_params;
   t->params = host_buffer(t, n * sizeof(float));
   t->grad = host_buffer(t, n * sizeof(float));
@@ -273,8 +274,9 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
  * would no longer line up (a run was seen to stall so). The worker asks the shards ahead to
  * go back to their own checkpoints of the oldest version (ROLLBACK; each starts itself
  * again from it) and registers again; if they are still apart after that (a shard without
- * that checkpoint), it stops and says how to bring the shards to one version. */
-static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
+ * that checkpoint), it stops and says how to bring the shards to one version. Returns 1
+ * with *out filled when the session may begin (wk_on_welcome), else 0. */
+static int all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms, wk_welcomed *out) {
   uint64_t start = UINT64_MAX, newest = 0;
   uint32_t evals = UINT32_MAX;
   int behind = 0, ahead = 0;
@@ -297,7 +299,7 @@ static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
     snprintf(why, sizeof why, "waiting for the ps shards to go back to version %" PRIu64, start);
     t->welcomed = 1; /* set up: what follows is a reconnection */
     for (int i = 0; i < t->n_ps; i++) wk_client_close(&t->ps[i].client, why);
-    return;
+    return 0;
   }
   if (newest - start <= 1) t->rollback_asked = 0;
   if (newest != start) {
@@ -307,7 +309,7 @@ static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
               "from one version: stop them all and start each with --resume "
               "DIR/shard-I-of-K/ckpt-<V>.safetensors for a version V that every shard has",
            behind, start, ahead, newest);
-      return;
+      return 0;
     }
     LOG_WARN("the ps shards stand at steps %" PRIu64 " to %" PRIu64 " (shard %d is behind): "
              "going on from %" PRIu64, start, newest, behind, start);
@@ -316,36 +318,25 @@ static void all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms) {
   t->reconnect_deadline = 0;
   t->discarded = 0;
   t->timeout_s = timeout_ms / 1000.0;
-  wk_take_position(t, start, evals);
-  if (t->data_ranges && (again || start > 0))
-    LOG_INFO("%s: the ps hands out the data; this worker takes part from version %" PRIu64,
-             again ? "registered again" : "joined a running job", start);
-  else if (again || start > 0)
-    LOG_INFO("%s at step %" PRIu64 " of the shard: epoch %d/%d, step %d of %d%s",
-             again ? "registered again" : "resuming", start,
-             t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs, t->step_in_epoch,
-             t->steps_per_epoch, t->eval_due ? ", evaluating the last epoch first" : "");
-  if (!again) pst_notify_ready(); /* registered and set up: under systemd, the service is up */
-  if (t->work_running) {
-    t->state = WK_REGISTERING; /* the stale work item's end starts the session */
-    t->restart_pending = 1;
-    return;
-  }
-  wk_begin_session(t);
+  out->start_step = start;
+  out->evals_done = evals;
+  out->again = again;
+  return 1;
 }
 
-void wk_on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
+int wk_on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w,
+                  pst_grad_ready_fn grad_ready, wk_welcomed *out) {
   int again = t->welcomed, first = sh == &t->ps[0];
   if (first && !again) {
-    if (setup_from_welcome(t, w) < 0) return;
+    if (setup_from_welcome(t, w, grad_ready) < 0) return 0;
   } else if (check_same_job(t, sh, w) < 0) {
-    return;
+    return 0;
   }
-  if (take_shard(t, sh, w) < 0) return;
+  if (take_shard(t, sh, w) < 0) return 0;
   sh->welcomed = 1;
   if (first)
     for (int i = 1; i < t->n_ps; i++) send_hello(t, &t->ps[i]);
   for (int i = 0; i < t->n_ps; i++)
-    if (!t->ps[i].welcomed) return;
-  all_welcomed(t, again, w->timeout_ms);
+    if (!t->ps[i].welcomed) return 0;
+  return all_welcomed(t, again, w->timeout_ms, out);
 }

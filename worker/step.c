@@ -1,7 +1,9 @@
 /* The training steps: the work on the threadpool (a training step, an evaluation, a dense
  * evaluation point) and what follows each on the loop: the push, the reports, the next
  * pull. trainer.c keeps the sessions with the ps (connecting, registering, reconnecting,
- * liveness) and calls in here once the weights are in (wk_next_work). */
+ * liveness) and calls in here once the weights are in (wk_next_work) and once every shard
+ * has welcomed this worker (wk_enter_session). This file calls registration (register.c)
+ * and the shards' group (shards.c), never trainer.c. */
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -13,8 +15,12 @@
 #include "common/clock.h"
 #include "common/fnv.h"
 #include "common/log.h"
-#include "worker/trainer.h"
-#include "worker/trainer_internal.h"
+#include "common/notify.h"
+#include "worker/position.h"
+#include "worker/register.h"
+#include "worker/shards.h"
+#include "worker/status.h"
+#include "worker/step.h"
 
 static void send_simple(wk_trainer *t, Pstrain__MsgType type, uint64_t version) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
@@ -89,86 +95,6 @@ static void pull_final(wk_trainer *t) {
   wk_send_all(t, &h);
 }
 
-static void new_epoch_order(wk_trainer *t) {
-  int n = t->shard_end - t->shard_begin;
-  for (int i = 0; i < n; i++) t->order[i] = t->shard_begin + i;
-  pst_rng_shuffle(&t->rng, t->order, n);
-}
-
-/* Puts this worker where the ps says its slot stands: `start_step` steps of the shard done
- * and the evaluations of epochs 1..evals_done done. The shuffles are replayed from the seed,
- * so a worker that rejoins, or any worker of a resumed ps, takes exactly the batches an
- * uninterrupted run would. */
-void wk_take_position(wk_trainer *t, uint64_t start_step, uint32_t evals_done) {
-  if (t->data_ranges) {
-    /* The ps says what to train before every step (wk_take_range); the epochs are its. */
-    t->epoch = t->step_in_epoch = 0;
-    t->steps = start_step;
-    t->eval_due = 0;
-    t->rg_count = 0;
-    t->rg_done = t->bye_sent = 0;
-    evals_done = 0;
-  }
-  uint64_t spe = (uint64_t)t->steps_per_epoch;
-  uint64_t epoch = start_step / spe;
-  if (epoch > (uint64_t)t->epochs) epoch = (uint64_t)t->epochs;
-  if (t->data_ranges) epoch = 0;
-  t->epoch = (int)epoch;
-  t->step_in_epoch = epoch < (uint64_t)t->epochs && !t->data_ranges ? (int)(start_step % spe) : 0;
-  t->steps = start_step;
-  pst_rng_seed(&t->rng, t->seed * 1000003u + (uint64_t)t->index);
-  for (int e = 0; e <= t->epoch && e < t->epochs && !t->data_ranges; e++) new_epoch_order(t);
-  /* The newest finished epoch's evaluation share, if this slot still owes it (its worker
-   * was lost around the epoch's end): evaluated on the weights it pulls now, so that the
-   * epoch's figures cover the whole test set. */
-  t->eval_due =
-      !t->eval_on_ps && t->epoch >= 1 && evals_done < (uint32_t)t->epoch ? t->epoch : 0;
-  t->subset_due = t->subset_asked = 0;
-  t->have_weights = 0;
-  t->weights_fresh = 0;
-  t->push_in_flight = 0;
-  t->r_loss = t->r_seconds = t->r_wait = 0;
-  t->r_correct = t->r_samples = 0;
-  t->e_loss = t->e_seconds = t->e_wait = 0;
-  t->e_correct = t->e_samples = 0;
-}
-
-int wk_take_range(wk_trainer *t, const Pstrain__DataRange *d) {
-  if (!d || (!d->done && d->count > 0 &&
-             (d->epoch < 1 || d->epoch > (uint32_t)t->epochs || d->count > (uint32_t)t->batch ||
-              d->start > (uint64_t)t->train.n || d->count > (uint64_t)t->train.n - d->start)))
-    return -EPROTO;
-  t->rg_done = d->done;
-  t->rg_count = d->done ? 0 : d->count;
-  t->rg_version = d->version;
-  if (d->done) {
-    t->epoch = t->epochs; /* the next weights are the last: BYE, then the final ones */
-    return 0;
-  }
-  if (t->rg_count == 0) return 0; /* a zero share this step: the last ranges are out */
-  t->rg_start = d->start;
-  if (t->rg_epoch != d->epoch) {
-    /* A new epoch: its figures so far are said, as after a fixed shard's last step. */
-    if (t->rg_epoch > 0 && t->e_samples > 0)
-      LOG_INFO("epoch %u/%d: train loss %.4f accuracy %.4f over the %" PRIu64 " samples this "
-               "worker trained", t->rg_epoch, t->epochs, t->e_loss / (double)t->e_samples,
-               (double)t->e_correct / (double)t->e_samples, t->e_samples);
-    t->e_loss = t->e_seconds = t->e_wait = 0;
-    t->e_correct = t->e_samples = 0;
-    t->rg_epoch = d->epoch;
-  }
-  t->epoch = (int)d->epoch - 1;
-  if (t->order_epoch != d->epoch) {
-    pst_epoch_order(t->seed, d->epoch, t->order, t->train.n);
-    t->order_epoch = d->epoch;
-  }
-  for (int i = 0; i < t->batch; i++)
-    t->rg_idx[i] = t->order[d->start + ((uint32_t)i < d->count ? (uint32_t)i : 0)];
-  /* Prepared while the weights arrive. */
-  wk_prefetch_ask(&t->prefetch, t->steps, t->rg_idx);
-  return 0;
-}
-
 /* The first exchange of a session with the ps (after every WELCOME): weights to train on,
  * or, with every epoch done, the final weights for the last evaluation. */
 void wk_begin_session(wk_trainer *t) {
@@ -176,6 +102,29 @@ void wk_begin_session(wk_trainer *t) {
     pull(t);
   else
     pull_final(t);
+}
+
+/* Every shard has welcomed this worker (register.c's wk_on_welcome said so): start where the
+ * slot stands, and begin the session, or leave that to the end of a stale work item. */
+void wk_enter_session(wk_trainer *t, const wk_welcomed *w) {
+  uint64_t start = w->start_step;
+  int again = w->again;
+  wk_take_position(t, start, w->evals_done);
+  if (t->data_ranges && (again || start > 0))
+    LOG_INFO("%s: the ps hands out the data; this worker takes part from version %" PRIu64,
+             again ? "registered again" : "joined a running job", start);
+  else if (again || start > 0)
+    LOG_INFO("%s at step %" PRIu64 " of the shard: epoch %d/%d, step %d of %d%s",
+             again ? "registered again" : "resuming", start,
+             t->epoch < t->epochs ? t->epoch + 1 : t->epochs, t->epochs, t->step_in_epoch,
+             t->steps_per_epoch, t->eval_due ? ", evaluating the last epoch first" : "");
+  if (!again) pst_notify_ready(); /* registered and set up: under systemd, the service is up */
+  if (t->work_running) {
+    t->state = WK_REGISTERING; /* the stale work item's end starts the session */
+    t->restart_pending = 1;
+    return;
+  }
+  wk_begin_session(t);
 }
 
 /* ---- work on the threadpool ---- */
@@ -390,7 +339,7 @@ static void after_train(wk_trainer *t) {
     t->step_in_epoch = 0;
     t->eval_due = t->eval_on_ps ? 0 : t->epoch;
     if (t->epoch < t->epochs) {
-      new_epoch_order(t);
+      wk_new_epoch_order(t);
       wk_prefetch_ask(&t->prefetch, t->steps, t->order);
     }
   }

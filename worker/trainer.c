@@ -1,11 +1,12 @@
 /* The sessions with the ps: connecting to every shard, the frames that arrive, heartbeats
- * and silence, reconnecting after a loss, and the end. Registering (HELLO, WELCOME, the
- * model and the slot) is in worker/register.c, the training steps in worker/step.c. */
+ * and silence, reconnecting after a loss, and the end. The top of the training loop: it
+ * calls down into registering (HELLO, WELCOME, the model and the slot: worker/register.c),
+ * the step machine (worker/step.c), the data position (worker/position.c) and the shards as
+ * a group (worker/shards.c), and none of them calls back (worker/README.md). */
 #include "worker/trainer.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,52 +15,14 @@
 #include "common/log.h"
 #include "common/notify.h"
 #include "worker/dataset.h"
-#include "worker/trainer_internal.h"
+#include "worker/position.h"
+#include "worker/register.h"
+#include "worker/shards.h"
+#include "worker/step.h"
 
 /* The shard whose connection c is. */
 static wk_shard *shard_of(wk_client *c) {
   return (wk_shard *)((char *)c - offsetof(wk_shard, client));
-}
-
-/* Every shard's connection is open (registered or about to be). */
-int wk_all_open(const wk_trainer *t) {
-  for (int i = 0; i < t->n_ps; i++)
-    if (t->ps[i].client.state != WK_CONN_OPEN) return 0;
-  return 1;
-}
-
-void wk_close_all(wk_trainer *t) {
-  for (int i = 0; i < t->n_ps; i++) wk_client_close(&t->ps[i].client, NULL);
-}
-
-/* Sends a control message to every shard: each keeps its own account of the workers
- * (registration, reports, heartbeats, the end). */
-void wk_send_all(wk_trainer *t, const Pstrain__Header *h) {
-  for (int i = 0; i < t->n_ps; i++)
-    if (t->ps[i].client.state == WK_CONN_OPEN) wk_client_send(&t->ps[i].client, h);
-}
-
-/* Ends the run with an error: log it once, tell the ps why (so that it frees this worker's
- * slot with the reason in its log), close the connection, exit 1. */
-void wk_fail(wk_trainer *t, const char *fmt, ...) {
-  char why[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(why, sizeof why, fmt, ap);
-  va_end(ap);
-  if (t->state != WK_STOPPED) LOG_ERR("%s", why);
-  if (t->state != WK_STOPPED) {
-    Pstrain__Header h = PSTRAIN__HEADER__INIT;
-    Pstrain__ErrorInfo e = PSTRAIN__ERROR_INFO__INIT;
-    e.reason = why;
-    h.type = PSTRAIN__MSG_TYPE__ERROR;
-    h.error = &e;
-    for (int i = 0; i < t->n_ps; i++)
-      if (t->ps[i].client.state == WK_CONN_OPEN) wk_client_send_now(&t->ps[i].client, &h);
-  }
-  t->exit_code = PST_EXIT_FAILED;
-  t->state = WK_STOPPED;
-  wk_close_all(t);
 }
 
 /* ---- the connection's callbacks ---- */
@@ -129,10 +92,13 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
   wk_trainer *t = c->data;
   wk_shard *sh = shard_of(c);
   switch (h->type) {
-    case PSTRAIN__MSG_TYPE__WELCOME:
+    case PSTRAIN__MSG_TYPE__WELCOME: {
       if (t->state != WK_REGISTERING || sh->welcomed) return -EPROTO;
-      wk_on_welcome(t, sh, h->welcome);
+      /* Registration says when every shard has welcomed; the step machine begins there. */
+      wk_welcomed wd;
+      if (wk_on_welcome(t, sh, h->welcome, wk_grad_ready, &wd) > 0) wk_enter_session(t, &wd);
       return 0;
+    }
     case PSTRAIN__MSG_TYPE__WEIGHTS: {
       if (t->leaving) return 0; /* a reply that was on its way when this worker said goodbye */
       int streaming = t->pull_streaming;

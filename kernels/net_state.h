@@ -1,7 +1,8 @@
-/* Inside kernels/net: the network's state, shared by net.c (creation, loading, the forward
- * pass, the steps) and net_backward.c (the backward pass). Not for other modules. */
-#ifndef PSTRAIN_KERNELS_NET_INTERNAL_H
-#define PSTRAIN_KERNELS_NET_INTERNAL_H
+/* Inside kernels/net: the network's state and the record of its failures (net_state.c),
+ * below both net.c (creation, loading, the forward pass, the steps) and net_backward.c (the
+ * backward pass, which net.c calls). It calls neither. Not for other modules. */
+#ifndef PSTRAIN_KERNELS_NET_STATE_H
+#define PSTRAIN_KERNELS_NET_STATE_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -90,10 +91,7 @@ int pst_net_fail(pst_net *net, int rc, int i, const char *op, int batch);
 /* The same for a failure that belongs to no layer (the batch's upload, the final copy). */
 int pst_net_fail_step(pst_net *net, int rc, const char *what);
 
-/* Backpropagates dlogits (in dbuf[0]) to every layer output that leads to parameters,
- * writing the parameter gradients into grad (device) and, with a gradient-ready callback,
- * announcing each layer's as it is final (net.h). With net->dry set it only counts the
- * gradient buffers it holds at once (n_dbuf), for pst_net_create. 0 or a negative code. */
-int pst_net_backward(pst_net *net, int batch, float *grad);
+/* The name of a layer kind, for messages ("conv2d"). */
+const char *pst_net_kind_name(pst_layer_kind k);
 
 #endif

@@ -1,0 +1,260 @@
+/* The connection to the ps, sending: control frames, and the push of a gradient in chunks
+ * (their layout, the job's encodings, the frames and their writes), and freeing what the
+ * client holds for them. Connecting, reading and closing are in client.c, which calls
+ * nothing here. */
+#include "worker/client.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/clock.h"
+#include "proto/send.h"
+
+/* ---- sending ---- */
+
+int wk_client_send(wk_client *c, const Pstrain__Header *h) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  c->last_tx = pst_now();
+  int n = pst_send_header(&c->io, h);
+  return n < 0 ? n : 0;
+}
+
+int wk_client_send_now(wk_client *c, const Pstrain__Header *h) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  uint8_t buf[1024];
+  if (protobuf_c_message_get_packed_size(&h->base) + PST_WIRE_PREFIX_LEN > sizeof buf)
+    return -EMSGSIZE;
+  int n = pst_wire_encode(h, 0, buf, sizeof buf);
+  if (n < 0) return n;
+  uv_buf_t b = uv_buf_init((char *)buf, (unsigned)n);
+  int rc = pst_tls_stream_try_write(&c->io, &b, 1);
+  return rc == n ? 0 : rc < 0 ? rc : -EAGAIN;
+}
+
+/* What each value of [lo, lo + n) is to top-k by tensor (pst_topk_encode_tensors): a
+ * layer's weights are sparse, but batch norm's gamma, which is a vector as every bias is;
+ * batch norm's moving statistics are state. Without a model, all sparse. */
+static void tensor_kinds(const pst_model *m, size_t lo, size_t n, uint8_t *kind) {
+  memset(kind, PST_TOPK_SPARSE, n);
+  if (!m || getenv("PSTRAIN_TOPK_BY_CHUNK")) return;
+  for (int l = 0; l < m->n_layers; l++) {
+    const pst_layer *L = &m->layers[l];
+    size_t off[3] = {L->w_offset, L->b_offset, L->s_offset};
+    size_t cnt[3] = {L->w_count, L->b_count, L->s_count};
+    uint8_t k[3] = {L->kind == PST_LAYER_BATCHNORM ? PST_TOPK_DENSE : PST_TOPK_SPARSE,
+                    PST_TOPK_DENSE, PST_TOPK_STATE};
+    for (int r = 0; r < 3; r++) {
+      size_t a = off[r] > lo ? off[r] : lo, b = off[r] + cnt[r] < lo + n ? off[r] + cnt[r] : lo + n;
+      if (cnt[r] && a < b) memset(kind + (a - lo), k[r], b - a);
+    }
+  }
+}
+
+int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n,
+                           uint32_t chunk_floats, int layer_chunks) {
+  if (chunk_floats == 0 || n == 0 || (layer_chunks && !m)) return -EINVAL;
+  size_t count = layer_chunks ? pst_model_chunks(m, lo, n, chunk_floats, NULL)
+                              : (n + chunk_floats - 1) / chunk_floats;
+  if (count == 0 || count > UINT32_MAX - 1) return -EINVAL;
+  free(c->wreq);
+  free(c->whead);
+  free(c->starts);
+  free(c->push_kind);
+  c->push_kind = malloc(n);
+  if (!c->push_kind) return -ENOMEM;
+  tensor_kinds(m, lo, n, c->push_kind);
+  c->n_floats = n;
+  c->n_chunks = (uint32_t)count;
+  c->wreq = calloc(count, sizeof *c->wreq);
+  c->whead = malloc(count * PST_WIRE_CHUNK_HEAD);
+  c->starts = malloc((count + 1) * sizeof *c->starts);
+  if (!c->wreq || !c->whead || !c->starts) return -ENOMEM;
+  if (layer_chunks) {
+    pst_model_chunks(m, lo, n, chunk_floats, c->starts);
+  } else {
+    for (size_t i = 0; i < count; i++) c->starts[i] = i * chunk_floats;
+    c->starts[count] = n;
+  }
+  /* Float32 until the WELCOME's encodings are set (wk_client_set_encodings). */
+  return wk_client_set_encodings(c, PST_ENC_NONE, PST_ENC_NONE, 0, 0, 0);
+}
+
+/* The encodings' buffers: the push's encoded bytes, its error-feedback residual, top-k's
+ * selection scratch and velocity, and where a delta pull's chunks land. */
+static void free_encodings(wk_client *c) {
+  free(c->push_enc_buf);
+  free(c->push_resid);
+  free(c->topk_scratch);
+  free(c->push_mom);
+  free(c->pull_delta_in);
+  c->push_enc_buf = NULL;
+  c->push_resid = NULL;
+  c->topk_scratch = NULL;
+  c->push_mom = NULL;
+  c->pull_delta_in = NULL;
+}
+
+int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double topk_fraction,
+                            uint64_t topk_warmup, float topk_momentum) {
+  if ((unsigned)push >= PST_ENC_COUNT || push == PST_ENC_DELTA ||
+      (pull != PST_ENC_NONE && pull != PST_ENC_FP16 && pull != PST_ENC_BF16 &&
+       pull != PST_ENC_DELTA) ||
+      (push == PST_ENC_TOPK && !(topk_fraction > 0 && topk_fraction <= PST_TOPK_MAX_FRACTION)) ||
+      !(topk_momentum >= 0 && topk_momentum < 1))
+    return -EINVAL;
+  free_encodings(c);
+  c->push_enc = push;
+  c->pull_enc = pull;
+  c->topk_fraction = topk_fraction;
+  c->topk_warmup = topk_warmup;
+  c->topk_momentum = push == PST_ENC_TOPK ? topk_momentum : 0;
+  size_t n = c->n_floats ? c->n_floats : 1;
+  /* Delta pulls: float32 chunks, and int8 ones marked delta, which land here first. */
+  pst_reader_set_value_bytes(&c->rd, pull == PST_ENC_DELTA ? 4 : pst_enc_bytes(pull));
+  pst_reader_take_delta(&c->rd, pull == PST_ENC_DELTA);
+  if (pull == PST_ENC_DELTA && !(c->pull_delta_in = malloc(n + 4))) return -ENOMEM;
+  if (push == PST_ENC_NONE) return 0;
+  c->push_enc_buf = malloc(push == PST_ENC_TOPK   ? n * 4 + 8 * (size_t)c->n_chunks
+                           : push == PST_ENC_INT8 ? n + 4 * (size_t)c->n_chunks
+                                                  : n * 2);
+  c->push_resid = calloc(n, sizeof *c->push_resid);
+  if (push == PST_ENC_TOPK) c->topk_scratch = malloc(n * sizeof *c->topk_scratch);
+  if (c->topk_momentum > 0) c->push_mom = calloc(n, sizeof *c->push_mom);
+  return c->push_enc_buf && c->push_resid && (push != PST_ENC_TOPK || c->topk_scratch) &&
+                 (c->topk_momentum == 0 || c->push_mom)
+             ? 0 : -ENOMEM;
+}
+
+static void on_push_write(uv_write_t *req, int status) {
+  wk_client *c = req->data;
+  (void)status;
+  if (--c->writes_left == 0 && c->push_queued == c->n_chunks && c->state == WK_CONN_OPEN) {
+    if (!c->push_timed) c->push_done_at = pst_now();
+    c->push_timed = 1;
+    c->cbs->on_push_sent(c);
+  }
+}
+
+/* Chunks one push write holds at most. */
+#define PUSH_BATCH 32
+
+/* Encodes the frame of chunk i, the push's next, into its header slot; bufs gets the frame's
+ * two buffers. Returns 1 when it is the push's last frame, or a negative code. */
+static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
+  size_t off = c->starts[i];
+  uint32_t len = (uint32_t)(c->starts[i + 1] - off);
+  uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  h.type = PSTRAIN__MSG_TYPE__PUSH;
+  h.version = c->push_version;
+  h.offset = off;
+  h.count = len;
+  /* The last frame of the push says so, whichever chunk it carries; the first carries the
+   * exposed wait of the step before. */
+  h.last = c->push_queued + 1 == c->n_chunks;
+  if (c->push_queued == 0) {
+    h.wait_us = c->wait_us;
+    c->wait_us = 0;
+    c->push_done_at = 0;
+  }
+  /* Encoded now, with what earlier pushes of these values lost to rounding, or did not
+   * send, added (error feedback). */
+  uint8_t *enc = NULL;
+  size_t bytes = (size_t)len * 4u;
+  if (c->push_enc == PST_ENC_TOPK) {
+    enc = c->push_enc_buf + 4 * off + 8 * (size_t)i;
+    double f = pst_topk_fraction_at(c->topk_fraction, c->topk_warmup, c->push_version);
+    bytes = pst_topk_encode_tensors(c->push_grad + off, c->push_mom ? c->push_mom + off : NULL,
+                                    c->push_resid + off, c->push_kind + off, len, f,
+                                    c->topk_momentum, c->topk_scratch, enc);
+  } else if (c->push_enc == PST_ENC_INT8) {
+    enc = c->push_enc_buf + off + 4 * (size_t)i;
+    bytes = pst_int8_encode(c->push_grad + off, c->push_resid + off, len, enc);
+  } else if (c->push_enc != PST_ENC_NONE) {
+    enc = c->push_enc_buf + 2 * off;
+    pst_enc_encode(c->push_enc, c->push_grad + off, c->push_resid + off, enc, len);
+    bytes = (size_t)len * 2u;
+  }
+  int hn = pst_wire_encode(&h, (uint32_t)bytes, head, PST_WIRE_CHUNK_HEAD);
+  if (hn < 0) return hn;
+  bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
+  bufs[1] = uv_buf_init(enc ? (char *)enc : (char *)(c->push_grad + off), (unsigned)bytes);
+  c->push_queued++;
+  return h.last;
+}
+
+/* Queues the push's next `k` chunks, from chunk i on in the push's direction, as one write:
+ * one system call for them all. */
+static int queue_chunks(wk_client *c, uint32_t i, uint32_t k) {
+  uv_buf_t bufs[2 * PUSH_BATCH];
+  int last = 0;
+  for (uint32_t j = 0; j < k; j++) {
+    last = chunk_frame(c, c->push_desc ? i - j : i + j, bufs + 2 * j);
+    if (last < 0) return last;
+  }
+  c->wreq[i].data = c;
+  c->writes_left++;
+  int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2 * k, on_push_write);
+  if (rc < 0) {
+    c->writes_left--;
+    return rc;
+  }
+  /* The push's last bytes went into the kernel at once (plain TCP with room in the socket's
+   * buffer): that is when they left, not the write callback's turn of the loop. */
+  if (last && !pst_tls_stream_is_tls(&c->io) &&
+      uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) == 0) {
+    c->push_done_at = pst_now();
+    c->push_timed = 1;
+  }
+  return rc;
+}
+
+static int push_begin(wk_client *c, uint64_t version, const float *grad, int desc) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  c->push_version = version;
+  c->push_grad = grad;
+  c->push_desc = desc;
+  c->push_queued = 0;
+  c->writes_left = 0;
+  c->push_timed = 0;
+  return 0;
+}
+
+int wk_client_push_begin(wk_client *c, uint64_t version, const float *grad) {
+  return push_begin(c, version, grad, 1);
+}
+
+int wk_client_push_upto(wk_client *c, size_t from) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  while (c->push_queued < c->n_chunks) {
+    /* The chunks not yet queued that are final, in the push's order, up to a batch. */
+    uint32_t i = c->push_desc ? c->n_chunks - 1 - c->push_queued : c->push_queued, k = 0;
+    while (k < PUSH_BATCH && c->push_queued + k < c->n_chunks &&
+           (!c->push_desc || c->starts[i - k] >= from))
+      k++;
+    if (k == 0) break;
+    c->last_tx = pst_now();
+    int rc = queue_chunks(c, i, k);
+    if (rc < 0) return rc;
+  }
+  return 0;
+}
+
+int wk_client_push(wk_client *c, uint64_t version, const float *grad) {
+  int rc = push_begin(c, version, grad, 0);
+  return rc < 0 ? rc : wk_client_push_upto(c, 0);
+}
+
+void wk_client_free(wk_client *c) {
+  pst_reader_free(&c->rd);
+  free(c->wreq);
+  free(c->whead);
+  free(c->starts);
+  free(c->push_kind);
+  free_encodings(c);
+  c->wreq = NULL;
+  c->whead = NULL;
+  c->starts = NULL;
+  c->push_kind = NULL;
+}
