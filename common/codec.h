@@ -33,7 +33,7 @@ typedef enum {
    * of the change from the weights this worker holds to the ps's (Header.delta true), which
    * the worker adds to them (pst_int8_add). The ps keeps, per worker connection, the weights
    * that worker holds, so what int8 rounds off is sent with the next change, never lost.
-   * ps/pull.c says when a reply is float32. */
+   * ps/net/pull.c says when a reply is float32. */
   PST_ENC_DELTA = 5,
   PST_ENC_COUNT
 } pst_enc;

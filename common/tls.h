@@ -54,7 +54,7 @@
  * until cb (as with uv_write); nothing is copied on the caller's side. A write made before the
  * handshake finished waits for it.
  *
- * ---- How the ps uses it (ps/main.c, ps/conn.h, ps/server.c, ps/pull.c, ps/admission.c) ----
+ * ---- How the ps uses it (ps/main.c, ps/net/conn.h, ps/server.c, ps/net/pull.c, ps/net/admission.c) ----
  *
  *  1. Flags --tls-cert, --tls-key, --tls-ca (all three or none, also config-file keys,
  *     environment variables and systemd credentials): ps/main.c loads them with
@@ -65,7 +65,7 @@
  *     authenticates every peer, so main.c's rule that a non-loopback --listen needs the
  *     cluster secret (or --insecure) accepts TLS instead; the HMAC handshake still works on
  *     top of TLS, unchanged, if both are configured.
- *  2. ps/conn.h: `uv_tcp_t tcp;` becomes `pst_tls_stream io;`. Its first member is the
+ *  2. ps/net/conn.h: `uv_tcp_t tcp;` becomes `pst_tls_stream io;`. Its first member is the
  *     connection's uv_tcp_t, io.tcp, so handle-level calls (uv_accept, uv_tcp_nodelay,
  *     uv_tcp_getpeername, uv_fileno in admission.c, tcp.data) take &c->io.tcp instead of
  *     &c->tcp, and the callbacks registered through the stream receive that same handle:

@@ -45,8 +45,8 @@ void pst_net_set_seed(pst_net *net, uint64_t seed);
  * for, weighted like a gradient: (1 - momentum) * (batch_stat - moving) * loss_scale * batch,
  * where batch_stat is the batch's mean, or its biased variance, of that channel. With
  * loss_scale = 1/(b*N) that is the Keras update divided by N, so the ps's sync sum of the N
- * workers' shares is the mean of their updates and an async push (scaled by N, ps/update.h)
- * is one worker's own Keras update; the ps adds it without the optimizer (ps/optim.h).
+ * workers' shares is the mean of their updates and an async push (scaled by N, ps/train/update.h)
+ * is one worker's own Keras update; the ps adds it without the optimizer (ps/train/optim.h).
  * *loss_sum gets the unscaled sum of per-sample losses, *correct the right predictions. */
 int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int batch,
                        float loss_scale, float *grad, double *loss_sum, int *correct);

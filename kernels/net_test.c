@@ -447,7 +447,7 @@ static void test_batchnorm(pst_backend *cpu) {
 }
 
 /* Trains `spec` with plain SGD on a toy problem; returns the first and last losses. The
- * model's state entries get the pushed change added, as the ps does (ps/optim.h). */
+ * model's state entries get the pushed change added, as the ps does (ps/train/optim.h). */
 static void train_toy(pst_backend *be, const char *spec, int image, double *first, double *last,
                       double *acc) {
   pst_model m;

@@ -172,7 +172,7 @@ int pst_model_defaults(const pst_model *m, const char *kind, const char **names,
  * statistics) rather than trainable weights, in increasing order: off[i], count[i] for i
  * below the return value (at most PST_MODEL_MAX_LAYERS). For these the workers push, in the
  * gradient's place, the change they want (kernels/net.h), which the ps adds without the
- * optimizer (ps/optim.h). 0 for a model without batchnorm. */
+ * optimizer (ps/train/optim.h). 0 for a model without batchnorm. */
 int pst_model_state_ranges(const pst_model *m, size_t *off, size_t *count);
 /* The chunks a part [lo, lo + n) of the parameter vector travels in on the wire (the ps and
  * every worker compute them alike; issue 26). They follow the layers, so that a worker can

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --lr-schedule cosine (ps/update.h): a job under it trains, its summary says so and gives
+# --lr-schedule cosine (ps/train/update.h): a job under it trains, its summary says so and gives
 # the last step's learning rate, a small positive share of --lr (a constant job's is --lr
 # itself), the weights differ from the constant job's, and two cosine jobs end bit-identical.
 # `pstrain local` passes the flag on; bad values and a schedule over workers that come and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue 13, point 2: the ps's I/O threads (ps/io.h) read gradient payloads and write weight
+# Issue 13, point 2: the ps's I/O threads (ps/net/io.h) read gradient payloads and write weight
 # replies off its loop thread. Every ps here hands each one of them over (--threads 3
 # --io-offload-kib 1; 64 KiB chunks, so a push or a reply is 15 of them), and:
 #  - sync, 2 workers: the same final weights as a ps with the loop thread alone;

@@ -5,7 +5,7 @@
 # chunk that arrives early waits in its connection's receive buffer, and TCP backpressure
 # holds its sender), so arrival order cannot change the float sums.
 source "$(dirname "$0")/lib.sh"
-# The ps splits each chunk's sums and optimizer pass over its threads (ps/par.h): one run
+# The ps splits each chunk's sums and optimizer pass over its threads (ps/train/par.h): one run
 # with a single thread, the other with three, must not differ either.
 WORKER_EXTRA=("" "--slow-factor 3")
 train sync 2 "$OUT/run1.json" --model mlp --epochs 1 --batch-size 256 --seed 7 --threads 1

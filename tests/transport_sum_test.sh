@@ -40,7 +40,7 @@ done
 pass "$passed exact-sum runs (3001 and 10000 floats, 4 KiB chunks, 1..4 clients, sync, sync with streamed pulls, async)"
 
 # Across ps shards and threads (issue 13): 200000 floats over 2 shards (100000 each, one
-# chunk, large enough for the ps's helper threads: ps/par.h), each client one benchclient
+# chunk, large enough for the ps's helper threads: ps/train/par.h), each client one benchclient
 # per shard checking its part; the ps with 1 and with 3 threads.
 s200k=$(spec m200k "input 3" "dense 50000 softmax")               # 150000 + 50000 floats
 runs=0

@@ -28,7 +28,7 @@ distinct=$(json_field "$OUT/puller.json" distinct_versions)
 pass "$pulls pulls, $distinct distinct versions, none mixed"
 
 # The same over two ps shards with 2 threads each (512 KiB chunks, large enough for the
-# helper threads: ps/par.h): each shard's replies hold one version of its part.
+# helper threads: ps/train/par.h): each shard's replies hold one version of its part.
 ports=() spids=()
 for s in 0 1; do
   port=$(free_port)

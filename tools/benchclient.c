@@ -132,7 +132,7 @@ static float pattern(const bench *b, int i, long r, size_t e) {
   return (float)((int)((e * 3 + (size_t)r * 7 + (size_t)i * 5) % 9) - 4);
 }
 
-/* One SGD step on sim, written like ps/optim.c's (weight decay 0) so the result is bit-equal:
+/* One SGD step on sim, written like ps/train/optim.c's (weight decay 0) so the result is bit-equal:
  * w -= lr * (g * gscale + 0 * w). */
 static void sim_apply(bench *b, const float *g, float gscale) {
   const float lr = (float)o_lr, wd = 0.0f;
@@ -440,7 +440,7 @@ static void on_closed(wk_client *c, const char *why) {
 static const wk_client_cbs client_cbs = {on_connected, on_payload, on_frame, on_push_sent,
                                          on_closed};
 
-/* The figures file `pstrain bench` reads (launcher/bench.c, load_client). */
+/* The figures file `pstrain bench` reads (launcher/bench/bench.c, load_client). */
 static int write_out(const bench *b, const char *path) {
   long timed = b->total - o_warmup;
   cJSON *o = cJSON_CreateObject();

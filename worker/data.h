@@ -36,7 +36,7 @@ uint64_t pst_rng_next(pst_rng *r);
 /* Fisher-Yates shuffle of idx[n]. */
 void pst_rng_shuffle(pst_rng *r, int32_t *idx, int n);
 /* The sample order of epoch `epoch` (1-based) over n samples when the ps hands out the data
- * (issue 28, ps/handout.h): a permutation of [0, n) that depends on the job seed and the
+ * (issue 28, ps/train/handout.h): a permutation of [0, n) that depends on the job seed and the
  * epoch alone, so that the ps's ranges of positions name the same samples on every worker. */
 void pst_epoch_order(uint64_t seed, uint32_t epoch, int32_t *idx, int n);
 

@@ -77,7 +77,7 @@ static void pull(wk_trainer *t) {
   h.version = !sync ? 0 : t->have_weights ? t->version + 1 : t->steps;
   /* Delta pulls: the weights of an epoch's evaluation must be the ps's own, in float32. The
    * ps decides the rest (a connection's first reply, the final weights, a dense
-   * evaluation's are float32 too: ps/pull.c). */
+   * evaluation's are float32 too: ps/net/pull.c). */
   h.delta = t->ps[0].client.pull_enc == PST_ENC_DELTA && !t->eval_due;
   wk_send_all(t, &h);
 }

@@ -5,7 +5,7 @@
  * server process and N client processes on loopback, all on libuv through pst_tls_stream,
  * each client doing rounds of push (S bytes as chunk writes, each a header and a pointer into
  * its S-byte gradient buffer, all queued at once as worker/client.c does) and pull (the server
- * answers with S bytes the same way from its weight buffer, as ps/pull.c does), headers read
+ * answers with S bytes the same way from its weight buffer, as ps/net/pull.c does), headers read
  * into a scratch and payloads straight into place, as the frame reader does. Run without a
  * context (the stream is then libuv's own calls) and with TLS, the ratio of the two is what TLS
  * costs; the raw poll baseline of bench_tcp.c is the third reference. */

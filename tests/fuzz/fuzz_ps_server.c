@@ -30,7 +30,7 @@
  *        ERROR, the handshake's first message (a fresh nonce), ROLLBACK, a HELLO with data
  *        facts, a subset eval REPORT, or a message only a ps sends: WELCOME, WEIGHTS, ACK,
  *        STATUS, SHUTDOWN, EVAL, DATA), the byte after gives its numbers; these get a fuzzer deep
- *        into training quickly, and any of them in any state of a connection (ps/rules.h)
+ *        into training quickly, and any of them in any state of a connection (ps/net/rules.h)
  *     7  the ps is stopped (bit 5 of op: as failed; bit 6: as on SIGTERM)
  * At the end the loop runs until idle, the server is stopped (if it has not stopped by
  * itself), every client closes, and the loop must then end by itself within a bound (no

@@ -254,7 +254,7 @@ static void job(buf *o, int n, int steps) {
   op(o, OP_RUN, 0);
 }
 
-/* Every macro in every phase of a connection (ps/rules.h): client 0 is brought to the phase
+/* Every macro in every phase of a connection (ps/net/rules.h): client 0 is brought to the phase
  * (client 1 registered beside it, so that its BYE does not end the job), then sends it. */
 static void phase_seeds(const char *t) {
   static const char *const phases[] = {"open", "registered", "mid_push", "pulling", "finished",
