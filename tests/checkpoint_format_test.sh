@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checkpoint files as other tools see them: a checkpoint of known vectors (ps/checkpoint_tool)
+# Checkpoint files as other tools see them: a checkpoint of known vectors (ps/state/checkpoint_tool)
 # read back by tests/read_safetensors.py, a stdlib-only reader of the documented safetensors
 # format (and by the safetensors package, where installed), must give the names, shapes,
 # values, metadata and weights checksum written; `pstrain export` must turn it into a
@@ -7,7 +7,7 @@
 # must refuse bad input with one line and a non-zero exit.
 source "$(dirname "$0")/lib.sh"
 PY=/usr/bin/python3
-TOOL="$RUNFILES/ps/checkpoint_tool"
+TOOL="$RUNFILES/ps/state/checkpoint_tool"
 READER="$RUNFILES/tests/read_safetensors.py"
 WORK="$(mktemp -d "${TEST_TMPDIR:-/tmp}/ckpt-format-XXXXXX")"
 trap 'cleanup; rm -rf "$WORK"' EXIT
