@@ -12,10 +12,24 @@ PEER_DIR="$RUNFILES/tests"
 args=(--model mlp --epochs 1 --seed 3 --batch-size 128 --worker-timeout 5)
 
 cat >"$OUT/poison10.py" <<'PY'
-import sys
-from peer import Peer
+import struct, sys
+from peer import Peer, MSG, vfield
 port, mode = int(sys.argv[1]), sys.argv[2]
 pushed = 0
+
+def push(p, version, value):
+    """A whole push of `value` everywhere, chunk by chunk. Returns whether its first chunk went
+    out: the ps judges a push of 10 everywhere by that chunk alone (its norm is over the bound
+    already), and once struck out it closes the connection while the rest is being sent."""
+    n = p.welcome["n_params"]
+    for k, (off, end) in enumerate(zip(p.starts, p.starts[1:])):
+        h = vfield(1, MSG["PUSH"]) + vfield(2, version) + vfield(3, off) + vfield(4, end - off)
+        h += vfield(5, 1) if end == n else b""
+        try:
+            p.send(h, struct.pack("<f", value) * (end - off))
+        except OSError:
+            return k > 0
+    return True
 while mode == "poison" and pushed < 5:
     p = Peer(port)
     if p.hello("poison10", 2) is None:
@@ -24,12 +38,11 @@ while mode == "poison" and pushed < 5:
     print("registered", flush=True)
     v = p.welcome["start_step"]
     while v is not None and pushed < 5:
-        # Struck out, the ps closes the connection: a push or pull may then fail on the
-        # closed socket (it did, when the close came while the peer was sending), and the
-        # push that failed was never made.
-        try:
-            p.push(v, 10.0)
+        # Struck out, the ps closes the connection: the rest of a push or the pull after it
+        # may then fail on the closed socket. A push counts once its first chunk is out.
+        if push(p, v, 10.0):
             pushed += 1
+        try:
             v = p.pull(v + 1)
         except OSError:
             v = None
