@@ -10,7 +10,8 @@
  * What is saved: the weights under Keras-like layer names, the optimizer's slots under
  * "optimizer/<slot>/", and metadata: the version (= steps applied), the optimizer's step
  * count, the model spec and its fingerprint, the mode and its settings, the seed, and a
- * "state" JSON object with each slot's position and the evaluations so far. In sync mode
+ * "state" JSON object with each slot's position and the evaluations so far (those two JSON
+ * texts are ps/state/run_state.c's). In sync mode
  * every slot's position is the version, and a checkpoint is taken between steps, so a
  * resumed run replays exactly what an uninterrupted one does. */
 #include "ps/state/checkpointing.h"
@@ -28,6 +29,7 @@
 #include "common/log.h"
 #include "common/shard.h"
 #include "ps/state/checkpoint.h"
+#include "ps/state/run_state.h"
 
 #define SLOT_NAMES_MOMENTUM "momentum"
 
@@ -57,200 +59,6 @@ struct ps_ckpt_state {
 static const char *slot_name(pst_opt_kind kind, int k) {
   if (kind == PST_OPT_MOMENTUM) return "momentum";
   return k == 0 ? "m" : "v";
-}
-
-/* ---- the state as JSON ---- */
-
-static char *settings_json(const ps_server *s) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON_AddStringToObject(o, "mode", pst_mode_name(s->opt.mode));
-  cJSON_AddNumberToObject(o, "workers", s->opt.workers);
-  cJSON_AddNumberToObject(o, "backup_workers", s->opt.backup_workers);
-  cJSON_AddNumberToObject(o, "staleness", s->opt.staleness);
-  cJSON_AddNumberToObject(o, "epochs", s->opt.epochs);
-  cJSON_AddNumberToObject(o, "batch_size", s->opt.batch_size);
-  cJSON_AddStringToObject(o, "optimizer", pst_opt_kind_name(s->opt.opt.kind));
-  cJSON_AddNumberToObject(o, "lr", s->opt.opt.lr);
-  cJSON_AddNumberToObject(o, "momentum", s->opt.opt.momentum);
-  cJSON_AddNumberToObject(o, "beta1", s->opt.opt.beta1);
-  cJSON_AddNumberToObject(o, "beta2", s->opt.opt.beta2);
-  cJSON_AddNumberToObject(o, "eps", s->opt.opt.eps);
-  cJSON_AddNumberToObject(o, "weight_decay", s->opt.opt.weight_decay);
-  /* Only with the data handed out, so that other runs' checkpoints read as before. */
-  if (s->opt.data_handout) {
-    cJSON_AddStringToObject(o, "data_order", "ps");
-    cJSON_AddNumberToObject(o, "workers_min", s->opt.workers_min);
-  }
-  /* Only for shards, so that an unsharded run's checkpoints read as before. */
-  if (s->opt.shard_count > 1) {
-    char shard[32];
-    snprintf(shard, sizeof shard, "%d/%d", s->opt.shard_index, s->opt.shard_count);
-    cJSON_AddStringToObject(o, "shard", shard);
-  }
-  char *text = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  return text;
-}
-
-static double jnum(const cJSON *o, const char *key);
-
-/* The data handout's position (issue 28): "data": {"epoch", "next", "trained": [samples of
- * epochs 1..N], "back": [[epoch, start, count], ...]}, the ranges to hand out again first. */
-static int add_data_position(const ps_server *s, cJSON *o) {
-  uint32_t epoch;
-  uint64_t next;
-  uint64_t *trained = calloc((size_t)s->data.epochs + 2, sizeof *trained);
-  pst_range *back = NULL;
-  size_t n_back = 0;
-  if (!trained || ps_data_position(s, &epoch, &next, trained, &back, &n_back) < 0) {
-    free(trained);
-    return -ENOMEM;
-  }
-  cJSON *d = cJSON_AddObjectToObject(o, "data");
-  cJSON *tr = d ? cJSON_AddArrayToObject(d, "trained") : NULL;
-  cJSON *bk = d ? cJSON_AddArrayToObject(d, "back") : NULL;
-  int rc = d && tr && bk ? 0 : -ENOMEM;
-  if (rc == 0) {
-    cJSON_AddNumberToObject(d, "epoch", epoch);
-    cJSON_AddNumberToObject(d, "next", (double)next);
-    for (uint32_t e = 1; e <= s->data.epochs; e++)
-      cJSON_AddItemToArray(tr, cJSON_CreateNumber((double)trained[e]));
-    for (size_t i = 0; i < n_back; i++) {
-      double v[3] = {back[i].epoch, (double)back[i].start, back[i].count};
-      cJSON_AddItemToArray(bk, cJSON_CreateDoubleArray(v, 3));
-    }
-  }
-  free(trained);
-  free(back);
-  return rc;
-}
-
-/* Reads "data" back into the handout; a checkpoint of a job that handed out the data must
- * have it, whole and adding up (pst_handout_restore checks the books). */
-static int restore_data_position(ps_server *s, const cJSON *st, const char *path, char *err,
-                                 size_t errlen) {
-  const cJSON *d = cJSON_GetObjectItemCaseSensitive(st, "data");
-  const cJSON *tr = cJSON_GetObjectItemCaseSensitive(d, "trained");
-  const cJSON *bk = cJSON_GetObjectItemCaseSensitive(d, "back");
-  if (!cJSON_IsObject(d) || !cJSON_IsArray(tr) || !cJSON_IsArray(bk) ||
-      cJSON_GetArraySize(tr) != (int)s->data.epochs) {
-    snprintf(err, errlen, "%s: its metadata lacks the data position of a job whose ps hands out "
-             "the data", path);
-    return -EINVAL;
-  }
-  uint64_t *trained = calloc((size_t)s->data.epochs + 2, sizeof *trained);
-  size_t n_back = (size_t)cJSON_GetArraySize(bk);
-  pst_range *back = calloc(n_back + 1, sizeof *back);
-  if (!trained || !back) {
-    free(trained);
-    free(back);
-    return -ENOMEM;
-  }
-  int rc = 0, e = 1;
-  const cJSON *j;
-  /* Numbers beyond 2^53 or negative would not round-trip: refused as the books would be. */
-  cJSON_ArrayForEach(j, tr) {
-    double v = cJSON_IsNumber(j) ? j->valuedouble : -1;
-    if (!(v >= 0 && v <= 9007199254740992.0)) rc = -EINVAL;
-    else trained[e] = (uint64_t)v;
-    e++;
-  }
-  size_t i = 0;
-  cJSON_ArrayForEach(j, bk) {
-    const cJSON *a = cJSON_GetArrayItem(j, 0), *b = cJSON_GetArrayItem(j, 1),
-                *c = cJSON_GetArrayItem(j, 2);
-    if (!cJSON_IsArray(j) || cJSON_GetArraySize(j) != 3 || !cJSON_IsNumber(a) ||
-        !cJSON_IsNumber(b) || !cJSON_IsNumber(c) || !(a->valuedouble >= 0) ||
-        !(a->valuedouble < 4294967296.0) || !(b->valuedouble >= 0) ||
-        !(b->valuedouble <= 9007199254740992.0) || !(c->valuedouble >= 0) ||
-        !(c->valuedouble < 4294967296.0)) {
-      rc = -EINVAL;
-      break;
-    }
-    back[i].epoch = (uint32_t)a->valuedouble;
-    back[i].start = (uint64_t)b->valuedouble;
-    back[i].count = (uint32_t)c->valuedouble;
-    i++;
-  }
-  double ep = jnum(d, "epoch"), nx = jnum(d, "next");
-  char why[256] = "a number out of range";
-  if (rc == 0 && (!(ep >= 0 && ep < 4294967296.0) || !(nx >= 0 && nx <= 9007199254740992.0)))
-    rc = -EINVAL;
-  if (rc == 0)
-    rc = pst_handout_restore(&s->data, (uint32_t)ep, (uint64_t)nx, trained, back, n_back, why,
-                             sizeof why);
-  if (rc == -EINVAL)
-    snprintf(err, errlen, "%s: its data position is not one this job could reach: %s", path, why);
-  else if (rc < 0)
-    snprintf(err, errlen, "%s: cannot restore its data position: %s", path, strerror(-rc));
-  else
-    LOG_INFO("data position restored: fresh ranges from epoch %u at sample %" PRIu64 " of its "
-             "order, %zu ranges to hand out again first, %u epochs complete", s->data.epoch,
-             s->data.next, s->data.n_back, s->data.complete);
-  free(trained);
-  free(back);
-  return rc;
-}
-
-static char *state_json(const ps_server *s) {
-  cJSON *o = cJSON_CreateObject();
-  cJSON *ws = cJSON_AddArrayToObject(o, "workers");
-  for (int i = 0; i < s->opt.workers; i++) {
-    const ps_worker *w = &s->workers[i];
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "index", i);
-    cJSON_AddStringToObject(j, "name", w->name);
-    cJSON_AddNumberToObject(j, "position", (double)ps_slot_position(s, i));
-    cJSON_AddNumberToObject(j, "epoch", w->epoch);
-    cJSON_AddNumberToObject(j, "pushes", (double)w->pushes);
-    cJSON_AddNumberToObject(j, "dropped", (double)w->dropped);
-    /* Steps published without its share (issue 43): a resumed job still knows its shard was
-     * not all trained. */
-    cJSON_AddNumberToObject(j, "skipped_steps", (double)w->skipped_steps);
-    cJSON_AddNumberToObject(j, "last_version", (double)w->last_version);
-    cJSON_AddNumberToObject(j, "evals_done", w->evals_done);
-    cJSON_AddBoolToObject(j, "done", w->done);
-    cJSON_AddBoolToObject(j, "abandoned", w->abandoned);
-    cJSON_AddNumberToObject(j, "losses", w->losses);
-    cJSON_AddItemToArray(ws, j);
-  }
-  cJSON *ev = cJSON_AddArrayToObject(o, "evals");
-  for (int e = 1; e <= s->opt.epochs; e++) {
-    const pst_epoch_eval *x = &s->metrics.evals[e];
-    if (x->reports == 0) continue;
-    cJSON *j = cJSON_CreateObject();
-    cJSON_AddNumberToObject(j, "epoch", e);
-    cJSON_AddNumberToObject(j, "loss_sum", x->loss_sum);
-    cJSON_AddNumberToObject(j, "correct", (double)x->correct);
-    cJSON_AddNumberToObject(j, "samples", (double)x->samples);
-    cJSON_AddNumberToObject(j, "reports", x->reports);
-    cJSON_AddNumberToObject(j, "version", (double)x->version);
-    cJSON_AddBoolToObject(j, "complete", x->complete);
-    cJSON_AddItemToArray(ev, j);
-  }
-  if (s->opt.data_handout && add_data_position(s, o) < 0) {
-    cJSON_Delete(o);
-    return NULL;
-  }
-  cJSON_AddNumberToObject(o, "samples_trained", (double)s->metrics.samples_trained);
-  cJSON_AddNumberToObject(o, "staleness_sum", (double)s->upd.staleness_sum);
-  cJSON_AddNumberToObject(o, "staleness_max", (double)s->upd.staleness_max);
-  cJSON_AddNumberToObject(o, "pushes", (double)s->upd.pushes);
-  cJSON_AddNumberToObject(o, "dropped", (double)s->upd.dropped);
-  cJSON_AddNumberToObject(o, "partial_steps", (double)s->upd.partial_steps);
-  cJSON_AddNumberToObject(o, "max_lead", (double)s->max_lead);
-  char *text = cJSON_PrintUnformatted(o);
-  cJSON_Delete(o);
-  return text;
-}
-
-static double jnum(const cJSON *o, const char *key) {
-  const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
-  return cJSON_IsNumber(v) ? v->valuedouble : 0;
-}
-
-static int jbool(const cJSON *o, const char *key) {
-  return cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(o, key));
 }
 
 /* ---- the tensors of one part (the weights, or an optimizer slot) ---- */
@@ -411,8 +219,8 @@ static int save(ps_server *s) {
   snprintf(k->fp_s, sizeof k->fp_s, "%016" PRIx64, s->model->fingerprint);
   snprintf(k->seed_s, sizeof k->seed_s, "%" PRIu64, s->opt.seed);
   snprintf(k->shard_s, sizeof k->shard_s, "%d/%d", s->opt.shard_index, s->opt.shard_count);
-  k->state_json = state_json(s);
-  k->settings_json = settings_json(s);
+  k->state_json = ps_ckpt_state_json(s);
+  k->settings_json = ps_ckpt_settings_json(s);
   if (!k->state_json || !k->settings_json) {
     LOG_ERR("checkpoint of version %" PRIu64 " not written: out of memory", s->store.version);
     cJSON_free(k->state_json);
@@ -519,7 +327,7 @@ static void log_skipped(const char *path, const char *reason, void *arg) {
  * optimizer's state mean nothing under others. */
 static int check_settings(const ps_server *s, const pst_ckpt *ck, const char *path, char *err,
                           size_t errlen) {
-  char *mine = settings_json(s);
+  char *mine = ps_ckpt_settings_json(s);
   const char *theirs = pst_ckpt_meta(ck, "settings");
   int same = mine && theirs && strcmp(mine, theirs) == 0;
   if (!same)
@@ -561,34 +369,34 @@ static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err
     const cJSON *j;
     cJSON_ArrayForEach(j, ws) {
       ps_worker *w = &s->workers[i++];
-      w->pushes = (uint64_t)jnum(j, "pushes");
-      w->dropped = (uint64_t)jnum(j, "dropped");
-      w->skipped_steps = (uint64_t)jnum(j, "skipped_steps"); /* 0 in older checkpoints */
-      w->last_version = (uint64_t)jnum(j, "last_version");
-      w->evals_done = (uint32_t)jnum(j, "evals_done");
-      w->epoch = (uint32_t)jnum(j, "epoch");
-      w->losses = (uint32_t)jnum(j, "losses");
+      w->pushes = (uint64_t)ps_ckpt_jnum(j, "pushes");
+      w->dropped = (uint64_t)ps_ckpt_jnum(j, "dropped");
+      w->skipped_steps = (uint64_t)ps_ckpt_jnum(j, "skipped_steps"); /* 0 in older checkpoints */
+      w->last_version = (uint64_t)ps_ckpt_jnum(j, "last_version");
+      w->evals_done = (uint32_t)ps_ckpt_jnum(j, "evals_done");
+      w->epoch = (uint32_t)ps_ckpt_jnum(j, "epoch");
+      w->losses = (uint32_t)ps_ckpt_jnum(j, "losses");
       const cJSON *name = cJSON_GetObjectItemCaseSensitive(j, "name");
       if (cJSON_IsString(name)) snprintf(w->name, sizeof w->name, "%s", name->valuestring);
       /* A finished slot stays finished; an abandoned one may be taken again. */
-      if (jbool(j, "done") && !s->opt.data_handout) { /* handed-out data: workers join anew */
+      if (ps_ckpt_jbool(j, "done") && !s->opt.data_handout) { /* handed-out data: workers join anew */
         w->done = 1;
         s->finished++;
       }
     }
-    s->upd.staleness_sum = (uint64_t)jnum(st, "staleness_sum");
-    s->upd.staleness_max = (uint64_t)jnum(st, "staleness_max");
-    s->upd.pushes = (uint64_t)jnum(st, "pushes");
-    s->upd.dropped = (uint64_t)jnum(st, "dropped");
-    s->upd.partial_steps = (uint64_t)jnum(st, "partial_steps");
+    s->upd.staleness_sum = (uint64_t)ps_ckpt_jnum(st, "staleness_sum");
+    s->upd.staleness_max = (uint64_t)ps_ckpt_jnum(st, "staleness_max");
+    s->upd.pushes = (uint64_t)ps_ckpt_jnum(st, "pushes");
+    s->upd.dropped = (uint64_t)ps_ckpt_jnum(st, "dropped");
+    s->upd.partial_steps = (uint64_t)ps_ckpt_jnum(st, "partial_steps");
     s->upd.steps = s->store.version;
-    s->max_lead = (uint64_t)jnum(st, "max_lead");
+    s->max_lead = (uint64_t)ps_ckpt_jnum(st, "max_lead");
     for (int w = 0; w < s->opt.workers; w++)
       if (s->workers[w].done) {
         int published;
         pst_update_set_member(&s->upd, w, 0, &published);
       }
-    if (s->opt.data_handout) rc = restore_data_position(s, st, path, err, errlen);
+    if (s->opt.data_handout) rc = ps_ckpt_restore_data_position(s, st, path, err, errlen);
   }
   if (rc == 0) {
     s->resumed = 1;
@@ -607,15 +415,15 @@ void ps_ckpt_restore_metrics(ps_server *s) {
   cJSON *st = cJSON_Parse(k->state_json);
   const cJSON *j;
   cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(st, "evals")) {
-    int e = (int)jnum(j, "epoch");
+    int e = (int)ps_ckpt_jnum(j, "epoch");
     if (e < 1 || e > s->opt.epochs) continue;
     pst_epoch_eval *x = &s->metrics.evals[e];
-    x->loss_sum = jnum(j, "loss_sum");
-    x->correct = (uint64_t)jnum(j, "correct");
-    x->samples = (uint64_t)jnum(j, "samples");
-    x->reports = (int)jnum(j, "reports");
-    x->version = (uint64_t)jnum(j, "version");
-    if (jbool(j, "complete") && x->samples > 0) {
+    x->loss_sum = ps_ckpt_jnum(j, "loss_sum");
+    x->correct = (uint64_t)ps_ckpt_jnum(j, "correct");
+    x->samples = (uint64_t)ps_ckpt_jnum(j, "samples");
+    x->reports = (int)ps_ckpt_jnum(j, "reports");
+    x->version = (uint64_t)ps_ckpt_jnum(j, "version");
+    if (ps_ckpt_jbool(j, "complete") && x->samples > 0) {
       x->complete = 1;
       s->metrics.last_epoch = e;
       s->metrics.last_test_loss = x->loss_sum / (double)x->samples;
@@ -626,7 +434,7 @@ void ps_ckpt_restore_metrics(ps_server *s) {
       s->metrics.last_accuracy_with_flagged = s->metrics.last_test_accuracy;
     }
   }
-  s->metrics.samples_trained = (uint64_t)jnum(st, "samples_trained");
+  s->metrics.samples_trained = (uint64_t)ps_ckpt_jnum(st, "samples_trained");
   s->metrics.samples_resumed = s->metrics.samples_trained;
   cJSON_Delete(st);
   cJSON_free(k->state_json);
