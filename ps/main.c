@@ -562,8 +562,8 @@ int main(int argc, char **argv) {
   static pst_tb tb;
   if (rc == 0 && o_tensorboard[0]) rc = pst_tb_open(&tb, o_tensorboard, err, sizeof err);
   if (rc == 0) rc = ps_server_start(&srv, &loop, &opt, &model, init + opt.shard_offset, err, sizeof err);
-  srv.metrics.tb = tb.file ? &tb : NULL;
-  srv.metrics.lr = pst_prom_float(opt.opt.lr);
+  srv.obs.metrics.tb = tb.file ? &tb : NULL;
+  srv.obs.metrics.lr = pst_prom_float(opt.opt.lr);
   free(init);
   if (rc == -EALREADY) { /* resumed a finished job: done, not failed */
     LOG_INFO("%s", err);
@@ -589,7 +589,7 @@ int main(int argc, char **argv) {
     return 1;
   }
   char io_line[96] = "";
-  if (srv.io)
+  if (opt.threads > 1 && opt.io_min > 0)
     snprintf(io_line, sizeof io_line, " (%d I/O threads for payloads from %u KiB)",
              opt.threads - 1, opt.io_min / 1024);
   LOG_INFO("listening on %s:%d; model %s (%zu parameters, fingerprint %016" PRIx64
@@ -619,10 +619,10 @@ int main(int argc, char **argv) {
   pst_metrics_port_close(&obs);
   uv_run(&loop, UV_RUN_DEFAULT);
   pst_tb_close(&tb);
-  int exit_code = srv.exit_code;
-  char rollback[sizeof srv.rollback_path];
-  snprintf(rollback, sizeof rollback, "%s", srv.rollback_path);
-  uint64_t rollback_version = srv.rollback_version;
+  int exit_code = ps_server_exit_code(&srv);
+  char rollback[sizeof srv.life.rollback_path];
+  snprintf(rollback, sizeof rollback, "%s", srv.life.rollback_path);
+  uint64_t rollback_version = srv.life.rollback_version;
   ps_server_free(&srv);
   ps_eval_free(evaluator); /* the loop has ended: no evaluation runs */
   pst_tls_ctx_free(opt.tls); /* after every connection made from it is gone */

@@ -16,9 +16,7 @@
 #include "ps/obs/metrics.h"
 #include "ps/train/eval_hook.h"
 #include "ps/train/handout.h"
-#include "ps/net/io.h"
 #include "ps/train/optim.h"
-#include "ps/net/rules.h"
 #include "ps/train/stepwatch.h"
 #include "ps/state/store.h"
 #include "ps/train/update.h"
@@ -183,7 +181,12 @@ typedef struct ps_server ps_server;
  * to ps/server.c and ps/net/. */
 typedef struct {
   void (*kick)(ps_server *s);                                 /* ps_server_kick */
-  void (*stop)(ps_server *s, const char *reason, int failed); /* ps_server_stop */
+  /* ps_server_stop: failed says so to the workers and the summary; exit_code (PST_EXIT_*,
+   * common/proc.h; 0: as it stands) is the ps's when the run has failed or is incomplete. */
+  void (*stop)(ps_server *s, const char *reason, int failed, int exit_code);
+  /* A ROLLBACK the ps accepted (ps/net/messages.c): it stops, and ps/main.c starts it again
+   * from the checkpoint at path, of version. */
+  void (*go_back)(ps_server *s, const char *path, uint64_t version);
   void (*drop)(ps_conn *c, const char *why);   /* an ERROR saying why, then a hard close */
   /* Every registered worker's connection: silence (lost after --worker-timeout) and
    * heartbeats (ps/net/conn.c). */
@@ -192,96 +195,130 @@ typedef struct {
   void (*admission_watch)(ps_server *s, double now);
 } ps_net_ops;
 
-struct ps_server {
-  ps_net_ops net;         /* the training core's way to the connections (above) */
-  /* The push path's frame callbacks (ps/server.c), which every connection's reader is given
-   * (ps/net/admission.c). */
-  const pst_reader_cbs *frame_cbs;
-  uv_loop_t *loop;
-  uv_tcp_t listener;
-  uv_signal_t sig_int, sig_term;
-  uv_timer_t status_timer;
-  uv_idle_t yield_idle;   /* connections that paused for the loop's next turn (ps/net/conn.c) */
-  ps_options opt;
-  const pst_model *model;
+/* The parts of the ps's state. Each is changed only by the module named with it; the others
+ * read it (through const pointers where a function takes it) or ask its module. */
+
+/* The connections (ps/net/net.h): opaque here, so that the training core, which includes this
+ * header, does not see the connection layer. */
+typedef struct ps_net ps_net;
+
+/* The steps (the push path in ps/server.c, ps/train/update.c, the store): the weights and their
+ * versions, the optimizer and its state, the step being assembled, the helper threads. */
+typedef struct {
   pst_store store;
   pst_optimizer optim;
   pst_update upd;
   ps_par *par;            /* helper threads (ps/train/par.h), NULL with --threads 1 */
-  ps_io *io;              /* I/O threads (ps/net/io.h), NULL with --threads 1 or without io_min */
-  pst_metrics metrics;
+  /* --push-compress topk or int8: a chunk's pairs, or its scale and bytes, are copied here
+   * before they are decoded into the receive buffer they arrived in (the loop decodes one
+   * chunk at a time). */
+  uint8_t *topk_pairs;
+  uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest
+                           * (ps/net/pull.c measures it; checkpoints keep it) */
+  /* Sync steps one connected worker holds open (ps/train/stepwatch.h, ps/train/liveness.c),
+   * and the version whose step the watch has seen open (UINT64_MAX: none yet). */
+  pst_stepwatch sw;
+  uint64_t sw_version;
+} ps_core;
+
+/* The worker slots and who holds them (ps/train/liveness.c). */
+typedef struct {
   ps_worker *workers;     /* [opt.workers] */
   int registered;         /* slots a worker holds now */
   int finished;           /* slots whose worker said BYE (no more pushes) */
   int started;            /* every slot has been taken once: training is under way */
   int slots_seen;         /* slots a worker has held */
   int losses, abandoned;  /* worker losses over the run; slots given up */
+  int departures;         /* workers that left on purpose (BYE leaving) */
+  int workers_most;       /* the most workers training at once */
+  double empty_since;     /* monotonic seconds since no worker is connected (0: some are) */
+  /* The job ended with samples of some slots never trained: how many. */
+  uint64_t untrained_samples;
   uv_timer_t watch_timer; /* timeouts, heartbeats, rejoin deadlines, timed checkpoints */
-  ps_ckpt_state *ckpt;    /* NULL without --checkpoint-dir */
-  int resumed;
-  uint64_t resumed_from;
-  uint64_t rejected;      /* invalid messages refused (ps/train/validate.c) */
-  /* STATUS's weights checksum, computed once per version (ps/obs/obs.c): a STATUS costs no pass
-   * over the weights, however many are asked for. */
-  uint64_t status_ck, status_ck_version;
-  int status_ck_valid;
-  uint64_t status_dropped;  /* STATUS_REQs past a connection's rate (ps/net/messages.c) */
-  uint32_t ps_eval_epoch;   /* --eval-on ps: the epoch being or last evaluated (ps/train/liveness.c) */
-  pst_eval_flag eval_flags[PS_EVAL_FLAGS]; /* implausible evaluation shares (ps/train/liveness.c) */
-  int n_eval_flags;
-  uint64_t evals_flagged;
-  /* Frames by message type and the action ps/net/rules.h gave them (/metrics). */
-  uint64_t frames[PS_RULE_TYPES][PS_ACT_IGNORE + 1];
+} ps_roster;
+
+/* The data every worker must have (ps/train/validate.c). */
+typedef struct {
   int data_known;         /* the workers' data facts, from the first HELLO that had them */
   int data_fixed;         /* ... or from --data-facts: never forgotten */
-  uint64_t data_pinned_at; /* the version when a HELLO set them (ps/train/liveness.c) */
+  uint64_t data_pinned_at; /* the version when a HELLO set them */
   uint32_t train_n, test_n, classes;
-  ps_conn *conns;         /* every open connection, linked */
-  uint64_t max_lead;      /* ssp: the largest lead any answered pull had over the slowest */
-  int kicking, kick_again;
-  int n_conns;
-  pst_ratelimit conn_log;  /* lines about bad connections */
-  int stopping;           /* shutdown begun */
-  /* Why the run ended and whether it failed, kept for the summary, which is written once
-   * the final checkpoint has ended (ps/obs/obs.c). */
-  char end_reason[512];
-  int end_failed;
-  /* Going back to an older version (a ROLLBACK from a worker): the checkpoint file the ps
-   * starts itself again from once the loop has ended (ps/main.c), and the version. */
-  char rollback_path[1024];
-  uint64_t rollback_version;
-  int stop_requested;     /* by a signal: exit PST_EXIT_STOPPED */
-  int exit_code;
+} ps_facts;
+
+/* The evaluations (ps/train/liveness.c). */
+typedef struct {
+  uint32_t ps_eval_epoch;   /* --eval-on ps: the epoch being or last evaluated */
+  pst_eval_flag eval_flags[PS_EVAL_FLAGS]; /* implausible evaluation shares */
+  int n_eval_flags;
+  uint64_t evals_flagged;
   /* The whole model's checksum as the workers' evaluations of the last epoch report it
    * (Report.weights_checksum): a shard of K holds one part and cannot compute it itself.
    * model_sums: reports that gave one; model_sums_differ: two of them disagreed. */
   uint64_t model_sum;
   int model_sums, model_sums_differ;
-  /* --pull-compress: each store buffer's weights encoded, chunk by chunk, the first time a
-   * reply sends that chunk of that buffer's version (pull_enc_version[b][c]; UINT64_MAX:
-   * never), so that every reply of one version shares one encoding pass. A buffer's chunk is
-   * never encoded again while a reply sends it: the store lets no step write a held buffer,
-   * and a streamed chunk is final. NULL without it. */
-  uint16_t *pull_enc_buf[2];
-  uint64_t *pull_enc_version[2];
-  /* --push-compress topk or int8: a chunk's pairs, or its scale and bytes, are copied here
-   * before they are decoded into the receive buffer they arrived in (the loop decodes one
-   * chunk at a time). */
-  uint8_t *topk_pairs;
-  char push_enc_text[48];  /* the summary's push_encoding ("topk:0.01") */
-  /* The data handout (--data-order ps, ps/train/dataplan.c). plan_next: sync, the steps on
-   * versions below it have their ranges given out. */
+} ps_evals;
+
+/* The data handout (--data-order ps, ps/train/dataplan.c). plan_next: sync, the steps on
+ * versions below it have their ranges given out. */
+typedef struct {
   pst_handout data;
   uint64_t plan_next;
-  int departures;         /* workers that left on purpose (BYE leaving) */
-  int workers_most;       /* the most workers training at once */
-  double empty_since;     /* monotonic seconds since no worker is connected (0: some are) */
-  /* Sync steps one connected worker holds open (ps/train/stepwatch.h, ps/train/liveness.c), and the
-   * version whose step the watch has seen open (UINT64_MAX: none yet). */
-  pst_stepwatch sw;
-  uint64_t sw_version;
-  /* The job ended with samples of some slots never trained (ps/train/liveness.c): how many. */
-  uint64_t untrained_samples;
+} ps_plan;
+
+/* What the operator sees (ps/obs/): the metrics and the summary's figures, and STATUS's
+ * weights checksum, computed once per version so that a STATUS costs no pass over the
+ * weights, however many are asked for. */
+typedef struct {
+  pst_metrics metrics;
+  uint64_t status_ck, status_ck_version;
+  int status_ck_valid;
+  char push_enc_text[48];  /* the summary's push_encoding ("topk:0.01") */
+  uv_timer_t status_timer;
+  /* Why the run ended and whether it failed, kept for the summary, which is written once
+   * the final checkpoint has ended (ps_obs_stop_report); and what writing them found: the
+   * final checkpoint failed, the summary or the metrics file could not be written
+   * (ps_server_exit_code turns these into the ps's exit code). */
+  char end_reason[512];
+  int end_failed;
+  int ckpt_failed, report_failed;
+} ps_obs;
+
+/* Where the run came from (ps/state/checkpointing.c): a checkpoint, and its version. */
+typedef struct {
+  int resumed;
+  uint64_t resumed_from;
+} ps_restored;
+
+/* The daemon's life (ps/server.c): the loop's turns, the signals, and how the run ends. */
+typedef struct {
+  uv_signal_t sig_int, sig_term;
+  int kicking, kick_again;
+  int stopping;           /* shutdown begun */
+  /* Going back to an older version (a ROLLBACK from a worker): the checkpoint file the ps
+   * starts itself again from once the loop has ended (ps/main.c), and the version. */
+  char rollback_path[1024];
+  uint64_t rollback_version;
+  int stop_requested;     /* by a signal: exit PST_EXIT_STOPPED */
+  int exit_code;          /* as the run ended (ps_server_exit_code adds the report's) */
+} ps_life;
+
+struct ps_server {
+  /* Set once by ps_server_start, read by every part. */
+  ps_options opt;
+  const pst_model *model;
+  uv_loop_t *loop;
+  ps_net_ops ops;         /* the training core's way to the connections (above) */
+  /* The parts. */
+  ps_net *net;            /* ps/net/ */
+  ps_core core;
+  ps_roster roster;
+  ps_facts facts;
+  ps_evals evals;
+  ps_plan plan;
+  ps_obs obs;
+  ps_ckpt_state *ckpt;    /* ps/state/checkpointing.c; NULL without --checkpoint-dir */
+  ps_restored restored;
+  ps_life life;
 };
 
 /* Seconds: the derived bound on a sync step held by one worker is never below this. */
@@ -350,11 +387,19 @@ int ps_data_finished(const ps_server *s);
 /* Workers training now (connected, not finished). */
 int ps_present_workers(const ps_server *s);
 
+/* The data facts (ps/train/validate.c): fixed by --data-facts at start, or forgotten when
+ * every worker of a job without them has gone (the next worker's HELLO says them again). */
+void ps_facts_fix(ps_facts *f, uint32_t train, uint32_t test, uint32_t classes);
+void ps_facts_forget(ps_facts *f);
+/* A worker's report of the whole model's checksum (Report.weights_checksum) for the last
+ * epoch (ps/train/liveness.c). */
+void ps_eval_checksum_reported(ps_server *s, int worker, uint64_t sum);
+/* Slot i's worker said BYE having trained through its data (ps/server.c checked it): no
+ * more pushes from it (ps/train/liveness.c). 1 if it had not finished before. */
+int ps_worker_finished(ps_server *s, int i);
+
 /* Checks on what workers send (ps/train/validate.c): 0, or -EINVAL with the reason. */
 int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen);
 int ps_check_report(ps_server *s, int worker, const Pstrain__Report *r, char *why, size_t whylen);
-
-/* Sends a HEARTBEAT (or any control header) on a connection. */
-int ps_send_header(ps_conn *c, const Pstrain__Header *h);
 
 #endif

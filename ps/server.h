@@ -16,8 +16,11 @@
 int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const pst_model *model,
                     const float *init_params, char *err, size_t errlen);
 /* Tells every worker why, closes every handle; the loop then ends by itself. `failed`: the
- * job was aborted; s->stop_requested: stopped on request (the workers exit, not restart). */
-void ps_server_stop(ps_server *s, const char *reason, int failed);
+ * job was aborted; s->life.stop_requested: stopped on request (the workers exit, not restart). */
+void ps_server_stop(ps_server *s, const char *reason, int failed, int exit_code);
+/* The ps's exit code once the loop has ended: how the run ended (PST_EXIT_*), and whether
+ * its final checkpoint and summary were written. */
+int ps_server_exit_code(const ps_server *s);
 /* Re-offers every held-back chunk and answers every pull that became answerable, until
  * nothing moves (the rooms call it through ps_server.net.kick). */
 void ps_server_kick(ps_server *s);

@@ -97,9 +97,9 @@ static void sync_step(const int order[3], unsigned desc_mask, const float *want)
     int k = order[j];
     push_all(k, 0, (desc_mask >> k) & 1, g3[k]);
     settle();
-    if (j < 2) CHECK(g.srv.store.version == 0);
+    if (j < 2) CHECK(g.srv.core.store.version == 0);
   }
-  CHECK(g.srv.store.version == 1);
+  CHECK(g.srv.core.store.version == 1);
   for (int k = 0; k < 3; k++) pull(k, 1, 0);
   settle();
   for (int k = 0; k < 3; k++) {
@@ -160,11 +160,11 @@ static void test_leave_mid_chunk(void) {
   push_chunk(1, 0, 0, g3[1], 0);
   push_chunk(1, 0, 1, g3[1], 30); /* the header and part of the payload */
   settle();
-  CHECK(g.srv.store.version == 0);
+  CHECK(g.srv.core.store.version == 0);
   peer_close(1);
   settle();
-  CHECK(g.srv.store.version == 1 && !g.srv.stopping);
-  CHECK(g.srv.workers[1].lost);
+  CHECK(g.srv.core.store.version == 1 && !g.srv.life.stopping);
+  CHECK(g.srv.roster.workers[1].lost);
   /* Chunk 0 had both shares (scale 1); chunks 1 and 2 only peer 0's (scale 2). */
   float w0[N_PARAMS], w1[N_PARAMS];
   for (int i = 0; i < N_PARAMS; i++) sum[i] = g3[0][i] + g3[1][i];
@@ -178,7 +178,7 @@ static void test_leave_mid_chunk(void) {
   /* Peer 0 goes on alone: its next push makes version 2. */
   for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 1, c, g3[2], 0);
   settle();
-  CHECK(g.srv.store.version == 2);
+  CHECK(g.srv.core.store.version == 2);
   stop();
 }
 
@@ -190,7 +190,7 @@ static void test_async(void) {
   two_pulling(PST_MODE_ASYNC);
   for (int c = 0; c < N_CHUNKS; c++) push_chunk(1, 0, c, g3[2], 0);
   settle();
-  CHECK(g.srv.store.version == 1);
+  CHECK(g.srv.core.store.version == 1);
   pull(0, 0, 0);
   settle();
   CHECK(g.p[0].reply_done && g.p[0].reply_version == 1 && !g.p[0].mixed);
@@ -219,10 +219,10 @@ static void test_push_directions(void) {
   push_chunk_as(0, 0, 2, 0, g3[2], 0);
   push_chunk_as(0, 0, 0, 1, g3[2], 0);
   settle();
-  CHECK(g.srv.rejected == 1 && g.srv.store.version == 0 && g.p[0].fd >= 0 && !g.p[0].eof);
+  CHECK(g.srv.net->rejected == 1 && g.srv.core.store.version == 0 && g.p[0].fd >= 0 && !g.p[0].eof);
   push_all(0, 0, 1, g3[2]);
   settle();
-  CHECK(g.srv.store.version == 1 && g.srv.rejected == 1);
+  CHECK(g.srv.core.store.version == 1 && g.srv.net->rejected == 1);
   stop();
 }
 
@@ -236,12 +236,12 @@ static void test_stall_mid_payload(void) {
   push_chunk(1, 0, 0, g3[1], 30); /* peer 1's share comes second: it waits, half read */
   for (int c = 0; c < N_CHUNKS; c++) push_chunk(0, 0, c, g3[0], 0);
   settle();
-  CHECK(g.srv.store.version == 0 && g.srv.upd.shares[0] == 1);
+  CHECK(g.srv.core.store.version == 0 && g.srv.core.upd.shares[0] == 1);
   int reading = 0;
-  for (ps_conn *c = g.srv.conns; c; c = c->next) reading += ps_io_busy(&c->rjob);
+  for (ps_conn *c = g.srv.net->conns; c; c = c->next) reading += ps_io_busy(&c->rjob);
   CHECK(reading == (g.io_min ? 1 : 0));
   double t0 = pst_now();
-  ps_server_stop(&g.srv, "the test stops the ps", 0);
+  ps_server_stop(&g.srv, "the test stops the ps", 0, 0);
   stop();
   CHECK(pst_now() - t0 < 2.0);
 }
@@ -264,16 +264,16 @@ static void test_deaf_peer(void) {
   CHECK(g.p[1].reply_done && g.p[1].reply_version == 0 &&
         memcmp(g.p[1].weights, g.big_init, g.big.n_params * sizeof(float)) == 0);
   ps_conn *c = NULL;
-  for (ps_conn *k = g.srv.conns; k; k = k->next)
+  for (ps_conn *k = g.srv.net->conns; k; k = k->next)
     if (k->worker == 0) c = k;
-  CHECK(c && c->pull_writing && c->pull_done < g.srv.upd.n_chunks);
+  CHECK(c && c->pull_writing && c->pull_done < g.srv.core.upd.n_chunks);
   CHECK(c && ps_io_busy(&c->wjob) == (g.io_min ? 1 : 0));
-  CHECK(g.srv.store.refs[g.srv.store.front] == 1);
+  CHECK(g.srv.core.store.refs[g.srv.core.store.front] == 1);
   double t0 = pst_now();
   if (c) ps_conn_close(c, "the test's silence timeout", 1);
   settle();
   CHECK(pst_now() - t0 < 2.0);
-  CHECK(g.srv.n_conns == 1 && g.srv.store.refs[0] == 0 && g.srv.store.refs[1] == 0);
+  CHECK(g.srv.net->n_conns == 1 && g.srv.core.store.refs[0] == 0 && g.srv.core.store.refs[1] == 0);
   stop();
 }
 
@@ -292,9 +292,9 @@ static void test_round_trip(void) {
   push_all(0, 0, 0, grad);
   pull(0, 1, 0);
   settle();
-  const pst_quant *rt = g.srv.metrics.round_trip;
+  const pst_quant *rt = g.srv.obs.metrics.round_trip;
   CHECK(rt[PST_RT_EXPOSED].n == 0);
-  CHECK(g.srv.upd.opt_seconds > 0);
+  CHECK(g.srv.core.upd.opt_seconds > 0);
   push_all(0, 1, 0, grad); /* says nothing */
   pull(0, 2, 0);
   settle();
@@ -302,7 +302,7 @@ static void test_round_trip(void) {
   g.wait_us = 5000;
   push_all(0, 2, 0, grad);
   settle();
-  CHECK(g.srv.store.version == 3);
+  CHECK(g.srv.core.store.version == 3);
   for (int i = 0; i < PST_RT_PARTS; i++) {
     double v = pst_quant_value(&rt[i], 0.5);
     CHECK(rt[i].n == 1 && v >= 0 && v <= 0.00505);

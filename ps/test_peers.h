@@ -121,7 +121,7 @@ static inline void drain(void) {
 /* Runs the ps and the peers until nothing moves (a few quiet turns in a row). */
 /* Whether an I/O thread holds one of the ps's jobs (ps/net/io.h). */
 static inline int io_jobs_out(void) {
-  for (ps_conn *c = g.srv.conns; c; c = c->next)
+  for (ps_conn *c = g.srv.net->conns; c; c = c->next)
     if (ps_io_busy(&c->rjob) || ps_io_busy(&c->wjob)) return 1;
   return 0;
 }
@@ -233,7 +233,7 @@ static inline void peer_connect(int k) {
     g_fail++;
     return;
   }
-  int fd = ps_test_connect(&g.loop, &g.srv.listener);
+  int fd = ps_test_connect(&g.loop, &g.srv.net->listener);
   if (fd < 0) {
     g_fail++;
     return;
@@ -307,7 +307,7 @@ static inline void start(pst_mode mode, int workers) {
 }
 
 static inline void stop(void) {
-  if (!g.srv.stopping) ps_server_stop(&g.srv, "the test is over", 0);
+  if (!g.srv.life.stopping) ps_server_stop(&g.srv, "the test is over", 0, 0);
   settle();
   for (int k = 0; k < MAX_PEERS; k++) {
     peer_close(k);

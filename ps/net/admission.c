@@ -16,24 +16,10 @@
 #include "ps/net/conn.h"
 #include "ps/ps.h"
 
-/* Lines about bad connections: 10 per 10 s, then a count of what was suppressed. */
-#define CONN_LOG_BURST 10
-#define CONN_LOG_PERIOD 10.0
-
-void ps_log_conn(ps_server *s, const char *fmt, ...) {
-  if (!pst_ratelimit_ok(&s->conn_log, CONN_LOG_BURST, CONN_LOG_PERIOD)) return;
-  char line[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(line, sizeof line, fmt, ap);
-  va_end(ap);
-  LOG_WARN("%s", line);
-}
-
 /* The connection at the limit's expense: the oldest that has not registered. */
 static ps_conn *oldest_unregistered(ps_server *s) {
   ps_conn *old = NULL;
-  for (ps_conn *c = s->conns; c; c = c->next)
+  for (ps_conn *c = s->net->conns; c; c = c->next)
     if ((c->state == CONN_AUTH || c->state == CONN_OPEN) && (!old || c->opened_at < old->opened_at))
       old = c;
   return old;
@@ -41,15 +27,15 @@ static ps_conn *oldest_unregistered(ps_server *s) {
 
 int ps_admit(ps_server *s, ps_conn *c) {
   c->opened_at = pst_now();
-  if (s->n_conns > s->opt.max_connections) {
+  if (s->net->n_conns > s->opt.max_connections) {
     ps_conn *old = oldest_unregistered(s);
     if (old && old != c) {
       ps_log_conn(s, "%d connections (--max-connections %d): closing the oldest unregistered one, "
-                     "from %s", s->n_conns, s->opt.max_connections, old->peer);
+                     "from %s", s->net->n_conns, s->opt.max_connections, old->peer);
       ps_conn_close(old, NULL, 1);
     } else if (!old || old == c) {
       ps_log_conn(s, "%d connections (--max-connections %d), all registered: refusing %s",
-                  s->n_conns, s->opt.max_connections, c->peer);
+                  s->net->n_conns, s->opt.max_connections, c->peer);
       return -EMFILE;
     }
   }
@@ -59,7 +45,7 @@ int ps_admit(ps_server *s, ps_conn *c) {
     return 0;
   }
   c->state = CONN_OPEN;
-  return pst_reader_init_small(&c->rd, c->srv->frame_cbs, c);
+  return pst_reader_init_small(&c->rd, c->srv->net->frame_cbs, c);
 }
 
 /* Discards what the peer sent and nobody will read: closing on unread bytes would reset the
@@ -140,7 +126,7 @@ int ps_auth_read(ps_conn *c, size_t n) {
     return -EACCES;
   }
   memset(&c->auth, 0, sizeof c->auth);
-  if (pst_reader_init_small(&c->rd, c->srv->frame_cbs, c) < 0) {
+  if (pst_reader_init_small(&c->rd, c->srv->net->frame_cbs, c) < 0) {
     ps_conn_close(c, "out of memory", 1);
     return -ENOMEM;
   }
@@ -149,7 +135,7 @@ int ps_auth_read(ps_conn *c, size_t n) {
 }
 
 void ps_admission_watch(ps_server *s, double now) {
-  for (ps_conn *c = s->conns, *next; c; c = next) {
+  for (ps_conn *c = s->net->conns, *next; c; c = next) {
     next = c->next;
     if ((c->state == CONN_AUTH || c->state == CONN_OPEN) &&
         now - c->opened_at > s->opt.hello_timeout) {
@@ -168,15 +154,15 @@ void ps_reject(ps_conn *c, const char *why) {
   if (c->worker < 0 || c->worker >= s->opt.workers) {
     /* ps/net/rules.h never strikes a connection without a worker; should a handler try, the
      * connection goes, and nothing is counted against a slot it does not hold. */
-    s->rejected++;
+    s->net->rejected++;
     ps_log_conn(s, "closing connection from %s: %s", c->peer, why);
     ps_conn_close(c, NULL, 0);
     return;
   }
-  ps_worker *w = &s->workers[c->worker];
+  ps_worker *w = &s->roster.workers[c->worker];
   c->strikes++;
   w->rejected_total++;
-  s->rejected++;
+  s->net->rejected++;
   ps_log_conn(s, "worker %d '%s' from %s: %s: rejected (%u on this connection, %u on the slot)",
               c->worker, w->name, c->peer, why, c->strikes, w->rejected_total);
   if (c->strikes >= PS_MAX_STRIKES) {

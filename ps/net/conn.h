@@ -1,6 +1,6 @@
-/* Inside the ps: one peer's connection, shared by its life (ps/net/conn.c), the push path
- * (ps/server.c), the messages (ps/net/messages.c) and the pull path (ps/net/pull.c). Not part of
- * the ps's interface. */
+/* Inside the ps: one peer's connection, shared by its reading (ps/net/read.c), its end
+ * (ps/net/conn.c), the push path (ps/server.c), the messages (ps/net/messages.c) and the pull
+ * path (ps/net/pull.c). Not part of the ps's interface. */
 #ifndef PSTRAIN_PS_CONN_H
 #define PSTRAIN_PS_CONN_H
 
@@ -10,6 +10,7 @@
 #include "common/auth.h"
 #include "common/tls.h"
 #include "proto/wire.h"
+#include "ps/net/net.h"
 #include "ps/net/rules.h"
 #include "ps/ps.h"
 
@@ -121,11 +122,16 @@ typedef struct ps_deferred {
   uint8_t bytes[];       /* [n] */
 } ps_deferred;
 
-/* The connection's life (ps/net/conn.c). */
+/* Reading (ps/net/read.c). */
 /* The listener's callback: a new connection, admitted (ps/net/admission.c) and read. */
 void ps_conn_accept(uv_stream_t *server, int status);
 /* (Again) lets libuv read c: not while it is closing, reading, or an I/O thread reads it. */
 void ps_conn_start_reading(ps_conn *c);
+/* c stops reading until the loop's next turn, so that every other peer is served between
+ * two of its requests (ps/server.c). */
+void ps_conn_yield(ps_conn *c);
+
+/* The connection's end (ps/net/conn.c). */
 /* Closes c: after its queued writes (an ERROR or SHUTDOWN) have gone out, or at once when
  * `hard` (a peer that stopped reading would hold a graceful close forever). `why` is logged
  * for abnormal closes; NULL for a normal one. A registered worker's close is its loss. */
@@ -141,13 +147,20 @@ void ps_conn_watch(ps_server *s, double now);
  * told SHUTDOWN and its connection closes; a departure, not a loss (ps/net/messages.c). */
 void ps_worker_leaves(ps_conn *c);
 
-/* Control messages (ps/net/messages.c). */
+/* A rate-limited warning about a connection. */
+void ps_log_conn(ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Sending (ps/net/send.c). */
 /* Sends the control frames that waited behind c's write job, in order. */
 void ps_send_deferred(ps_conn *c);
+/* Any control header (a HEARTBEAT, a WELCOME, ...). */
+int ps_send_header(ps_conn *c, const Pstrain__Header *h);
 int ps_send_raw(ps_conn *c, const void *bytes, size_t n);
 void ps_send_error(ps_conn *c, const char *reason);
 /* SHUTDOWN: training is over (failed: aborted; stopped: stopped on request). */
 void ps_send_shutdown(ps_conn *c, const char *reason, int failed, int stopped);
+
+/* Control messages (ps/net/messages.c). */
 /* What a peer sends besides its tensors. */
 void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello);
 void ps_handle_report(ps_conn *c, const Pstrain__Report *r);
@@ -155,10 +168,6 @@ void ps_handle_rollback(ps_conn *c, uint64_t version);
 /* A STATUS_REQ: answered within the connection's rate, else dropped, and after too many
  * dropped the connection is closed. Returns 0, or -EPROTO when it was closed. */
 int ps_handle_status(ps_conn *c);
-/* c stops reading until the loop's next turn, so that every other peer is served between
- * two of its requests (ps/server.c). */
-void ps_conn_yield(ps_conn *c);
-
 /* Admission (ps/net/admission.c). */
 /* A new connection: under --max-connections (closing the oldest unregistered one), then
  * waiting for the handshake, or straight to a small reader without a secret. */
@@ -175,10 +184,6 @@ void ps_admission_watch(ps_server *s, double now);
 /* A registered worker sent something invalid: counted, logged (rate-limited), and after a
  * few the connection is closed (ps/net/admission.c). */
 void ps_reject(ps_conn *c, const char *why);
-/* A rate-limited warning about a connection. */
-void ps_log_conn(ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-
-
 /* The pull path (ps/net/pull.c). */
 /* Whether c's waiting pull may be answered now. */
 int ps_pull_ready(ps_server *s, ps_conn *c);

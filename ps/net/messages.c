@@ -1,7 +1,6 @@
-/* The ps's control messages: sending them (ERROR, SHUTDOWN, any header, a few raw bytes)
- * and handling those a peer sends besides its tensors (HELLO, REPORT, ROLLBACK,
- * STATUS_REQ). ps/server.c reads the frames and calls in here; the push and pull paths
- * stay there and in ps/net/pull.c. */
+/* The control messages a peer sends besides its tensors (HELLO, REPORT, ROLLBACK,
+ * STATUS_REQ, BYE leaving). ps/server.c reads the frames and calls in here; the push and
+ * pull paths stay there and in ps/net/pull.c, and sending is ps/net/send.c's. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
@@ -17,88 +16,12 @@
 #include "ps/obs/obs.h"
 #include "ps/ps.h"
 
-/* ---- sending ---- */
-
-/* Keeps a copy of a frame for after c's write job (ps/net/conn.h): written now, it would land in
- * the middle of the reply chunks the I/O thread is sending. */
-static int defer_frame(ps_conn *c, const void *bytes, size_t n) {
-  ps_deferred *d = malloc(sizeof *d + n);
-  if (!d) return -ENOMEM;
-  d->next = NULL;
-  d->n = n;
-  memcpy(d->bytes, bytes, n);
-  if (c->deferred_tail) c->deferred_tail->next = d;
-  else c->deferred = d;
-  c->deferred_tail = d;
-  return 0;
-}
-
-void ps_send_deferred(ps_conn *c) {
-  while (c->deferred) {
-    ps_deferred *d = c->deferred;
-    c->deferred = d->next;
-    /* A failing stream drops the rest: the connection is going anyway. */
-    if (pst_send_copy(&c->io, d->bytes, d->n) == 0) c->srv->metrics.bytes_out += d->n;
-    free(d);
-  }
-  c->deferred_tail = NULL;
-}
-
-int ps_send_header(ps_conn *c, const Pstrain__Header *h) {
-  if (c->state == CONN_CLOSING) return -ECANCELED;
-  c->last_tx = pst_now();
-  if (ps_io_busy(&c->wjob)) {
-    size_t need = protobuf_c_message_get_packed_size(&h->base) + PST_WIRE_PREFIX_LEN;
-    uint8_t *buf = malloc(need);
-    if (!buf) return -ENOMEM;
-    int n = pst_wire_encode(h, 0, buf, need);
-    int rc = n < 0 ? n : defer_frame(c, buf, (size_t)n);
-    free(buf);
-    return rc;
-  }
-  int n = pst_send_header(&c->io, h);
-  if (n < 0) return n;
-  c->srv->metrics.bytes_out += (uint64_t)n;
-  return 0;
-}
-
-int ps_send_raw(ps_conn *c, const void *bytes, size_t n) {
-  if (c->state == CONN_CLOSING) return -ECANCELED;
-  c->last_tx = pst_now();
-  if (ps_io_busy(&c->wjob)) return defer_frame(c, bytes, n);
-  int rc = pst_send_copy(&c->io, bytes, n);
-  if (rc == 0) c->srv->metrics.bytes_out += (uint64_t)n;
-  return rc;
-}
-
-void ps_send_error(ps_conn *c, const char *reason) {
-  Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  Pstrain__ErrorInfo e = PSTRAIN__ERROR_INFO__INIT;
-  e.reason = (char *)reason;
-  h.type = PSTRAIN__MSG_TYPE__ERROR;
-  h.error = &e;
-  ps_send_header(c, &h);
-}
-
-void ps_send_shutdown(ps_conn *c, const char *reason, int failed, int stopped) {
-  Pstrain__Header h = PSTRAIN__HEADER__INIT;
-  Pstrain__Shutdown sd = PSTRAIN__SHUTDOWN__INIT;
-  sd.reason = (char *)reason;
-  sd.failed = failed != 0;
-  sd.stopped = stopped != 0;
-  h.type = PSTRAIN__MSG_TYPE__SHUTDOWN;
-  h.shutdown = &sd;
-  ps_send_header(c, &h);
-}
-
-/* ---- handling ---- */
-
 /* --topk-warmup's epochs as versions, which is what the workers count by: an epoch is
  * steps_per_epoch versions in sync, and a version per gradient, that many times the workers,
  * in async and ssp. The data facts are known by the time a WELCOME goes out. */
 static uint64_t topk_warmup_versions(const ps_server *s) {
-  if (s->opt.push_enc != PST_ENC_TOPK || !(s->opt.topk_warmup > 0) || !s->data_known) return 0;
-  double spe = pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  if (s->opt.push_enc != PST_ENC_TOPK || !(s->opt.topk_warmup > 0) || !s->facts.data_known) return 0;
+  double spe = pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
   if (s->opt.mode != PST_MODE_SYNC) spe *= s->opt.workers;
   return (uint64_t)(s->opt.topk_warmup * spe + 0.5);
 }
@@ -137,12 +60,12 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   if (hello->requested_index >= 0) {
     /* A finished slot too: its worker may have lost the ps between its BYE and the end,
      * and comes back for the final weights (its position tells it it is done). */
-    if (hello->requested_index < s->opt.workers && !s->workers[hello->requested_index].conn)
+    if (hello->requested_index < s->opt.workers && !s->roster.workers[hello->requested_index].conn)
       idx = hello->requested_index;
   } else {
     for (int pass = 0; pass < 2 && idx < 0; pass++)
       for (int i = 0; i < s->opt.workers && idx < 0; i++)
-        if (!s->workers[i].conn && !s->workers[i].done && (pass == 1 || !s->workers[i].ever))
+        if (!s->roster.workers[i].conn && !s->roster.workers[i].done && (pass == 1 || !s->roster.workers[i].ever))
           idx = i;
   }
   if (idx < 0) {
@@ -154,8 +77,8 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     return;
   }
   /* Every buffer this worker's traffic needs is allocated here, once. */
-  uint32_t n = s->upd.n_chunks;
-  c->recv = aligned_alloc(64, ((size_t)s->upd.chunk_floats * 4 + 63) & ~(size_t)63);
+  uint32_t n = s->core.upd.n_chunks;
+  c->recv = aligned_alloc(64, ((size_t)s->core.upd.chunk_floats * 4 + 63) & ~(size_t)63);
   c->wreq = calloc(n, sizeof *c->wreq);
   c->wbatch = calloc(n, sizeof *c->wbatch);
   c->whead = malloc((size_t)n * PST_WIRE_CHUNK_HEAD);
@@ -164,12 +87,12 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     ps_conn_close(c, "out of memory registering a worker", 0);
     return;
   }
-  ps_worker *w = &s->workers[idx];
+  ps_worker *w = &s->roster.workers[idx];
   w->conn = c;
   if (s->opt.data_handout) {
     /* The step it takes part from: never the one under way (ps/train/dataplan.c). */
     w->join_at = ps_data_join_version(s);
-    pst_update_join_at(&s->upd, idx, w->join_at);
+    pst_update_join_at(&s->core.upd, idx, w->join_at);
   }
   if (hello->dropped_gradients > 0) {
     /* Late work of a worker that lost its connection (stalled, or cut off): never applied,
@@ -177,12 +100,12 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     LOG_INFO("worker %d: %u late gradient%s dropped while it was away", idx,
              hello->dropped_gradients, hello->dropped_gradients == 1 ? "" : "s");
     w->dropped += hello->dropped_gradients;
-    s->upd.dropped += hello->dropped_gradients;
+    s->core.upd.dropped += hello->dropped_gradients;
   }
   snprintf(w->name, sizeof w->name, "%.60s", hello->worker_name[0] ? hello->worker_name : "worker");
   c->worker = idx;
   c->state = CONN_WORKER;
-  s->registered++;
+  s->roster.registered++;
 
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   Pstrain__Welcome wl = PSTRAIN__WELCOME__INIT;
@@ -198,7 +121,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.epochs = (uint32_t)s->opt.epochs;
   wl.batch_size = (uint32_t)s->opt.batch_size;
   wl.seed = s->opt.seed;
-  wl.chunk_floats = s->upd.chunk_floats;
+  wl.chunk_floats = s->core.upd.chunk_floats;
   wl.layer_chunks = s->opt.layer_chunks != 0;
   wl.data_ranges = s->opt.data_handout != 0;
   wl.staleness = (uint32_t)s->opt.staleness;
@@ -225,20 +148,6 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   ps_worker_joined(s, idx, c->peer, c->session);
 }
 
-/* A worker's evaluation of the last epoch names the whole weights it was taken on (every
- * worker evaluates the same final weights, in every mode: they pull them once all have said
- * BYE). The summary gives it as the model's checksum; reports that disagree are said, and the
- * summary then gives none. */
-static void note_model_sum(ps_server *s, int worker, uint64_t sum) {
-  if (s->model_sums > 0 && sum != s->model_sum && !s->model_sums_differ) {
-    s->model_sums_differ = 1;
-    LOG_WARN("worker %d '%s' evaluated final weights with checksum %016" PRIx64 ", another "
-             "worker's had %016" PRIx64 ": the summary gives no checksum of the whole model",
-             worker, s->workers[worker].name, sum, s->model_sum);
-  }
-  if (s->model_sums++ == 0) s->model_sum = sum;
-}
-
 void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
   ps_server *s = c->srv;
   char why[200];
@@ -249,16 +158,16 @@ void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
   /* Evaluations are not training: their time is taken out of the training time. Its step
    * begins again after it (ps/train/stepwatch.h), and what it took sets what the next may. */
   if (r->is_eval) {
-    pst_metrics_eval_time(&s->metrics, r->compute_seconds);
-    pst_stepwatch_eval(&s->sw, c->worker, r->compute_seconds);
+    pst_metrics_eval_time(&s->obs.metrics, r->compute_seconds);
+    pst_stepwatch_eval(&s->core.sw, c->worker, r->compute_seconds);
   }
   if (r->is_eval && r->subset_point) {
-    pst_metrics_subset(&s->metrics, c->worker, r->subset_point, r->weights_version, r->epoch,
+    pst_metrics_subset(&s->obs.metrics, c->worker, r->subset_point, r->weights_version, r->epoch,
                        r->loss_sum, r->correct, r->samples);
   } else if (r->is_eval) {
-    ps_worker *w = &s->workers[c->worker];
+    ps_worker *w = &s->roster.workers[c->worker];
     if (r->epoch == (uint32_t)s->opt.epochs && r->weights_checksum != 0)
-      note_model_sum(s, c->worker, r->weights_checksum);
+      ps_eval_checksum_reported(s, c->worker, r->weights_checksum);
     if (r->epoch > w->evals_done) {
       ps_eval_reported(s, c->worker, r->epoch);
       w->eval_share[r->epoch % PS_EVAL_SHARES].epoch = r->epoch;
@@ -267,17 +176,17 @@ void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
       w->eval_share[r->epoch % PS_EVAL_SHARES].loss_sum = r->loss_sum;
       w->eval_share[r->epoch % PS_EVAL_SHARES].set_aside = 0;
       w->evals_done = r->epoch;
-      pst_metrics_eval(&s->metrics, r->epoch,
-                       r->weights_version ? r->weights_version : s->store.version, r->loss_sum,
+      pst_metrics_eval(&s->obs.metrics, r->epoch,
+                       r->weights_version ? r->weights_version : s->core.store.version, r->loss_sum,
                        r->correct, r->samples);
     }
   }
   if (r->is_eval) {
     ps_step_begins(s, c->worker);
   } else {
-    s->workers[c->worker].epoch = r->epoch;
-    pst_metrics_train(&s->metrics, c->worker, r->epoch, r->step, s->store.version,
-                      s->workers[c->worker].last_staleness, r->loss_sum, r->correct, r->samples,
+    s->roster.workers[c->worker].epoch = r->epoch;
+    pst_metrics_train(&s->obs.metrics, c->worker, r->epoch, r->step, s->core.store.version,
+                      s->roster.workers[c->worker].last_staleness, r->loss_sum, r->correct, r->samples,
                       r->data_wait_seconds);
   }
 }
@@ -292,13 +201,13 @@ void ps_handle_rollback(ps_conn *c, uint64_t version) {
   ps_server *s = c->srv;
   char path[1024], err[512];
   pst_ckpt ck;
-  if (s->stopping) return;
-  if (s->opt.mode != PST_MODE_SYNC || s->opt.shard_count < 2 || version >= s->store.version ||
+  if (s->life.stopping) return;
+  if (s->opt.mode != PST_MODE_SYNC || s->opt.shard_count < 2 || version >= s->core.store.version ||
       !s->opt.checkpoint_dir || !s->opt.checkpoint_dir[0] ||
       pst_ckpt_path(s->opt.checkpoint_dir, version, path, sizeof path) < 0 ||
       pst_ckpt_load(path, &ck, err, sizeof err) < 0) {
     snprintf(err, sizeof err, "cannot go back to version %" PRIu64 " (this shard stands at %" PRIu64
-             "%s)", version, s->store.version,
+             "%s)", version, s->core.store.version,
              s->opt.mode != PST_MODE_SYNC || s->opt.shard_count < 2 ? ", and only sync shards do"
                                                                     : " and has no checkpoint of it");
     ps_reject(c, err);
@@ -306,11 +215,9 @@ void ps_handle_rollback(ps_conn *c, uint64_t version) {
   }
   pst_ckpt_free(&ck);
   LOG_WARN("worker %d '%s': another shard resumed from version %" PRIu64 ", this shard stands "
-           "at %" PRIu64 ": going back to %s", c->worker, s->workers[c->worker].name, version,
-           s->store.version, path);
-  snprintf(s->rollback_path, sizeof s->rollback_path, "%s", path);
-  s->rollback_version = version;
-  s->net.stop(s, "going back to an older version", 0);
+           "at %" PRIu64 ": going back to %s", c->worker, s->roster.workers[c->worker].name, version,
+           s->core.store.version, path);
+  s->ops.go_back(s, path, version);
 }
 
 /* STATUS_REQs a connection may send: a burst of PS_STATUS_BURST, then PS_STATUS_RATE a
@@ -329,7 +236,7 @@ int ps_handle_status(ps_conn *c) {
   if (c->status_tokens > PS_STATUS_BURST) c->status_tokens = PS_STATUS_BURST;
   c->status_at = now;
   if (c->status_tokens < 1.0) {
-    s->status_dropped++;
+    s->net->status_dropped++;
     if (++c->status_dropped > PS_STATUS_MAX_DROPPED) {
       ps_log_conn(s, "closing connection from %s: more than %d STATUS_REQ a second", c->peer,
                   (int)PS_STATUS_RATE);
@@ -352,7 +259,7 @@ int ps_handle_status(ps_conn *c) {
 
 void ps_worker_leaves(ps_conn *c) {
   ps_server *s = c->srv;
-  ps_worker *w = &s->workers[c->worker];
+  ps_worker *w = &s->roster.workers[c->worker];
   if (!s->opt.data_handout) {
     ps_reject(c, "a worker of a fixed shard cannot leave the job (BYE leaving without "
                  "--data-order ps)");

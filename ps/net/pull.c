@@ -37,7 +37,7 @@ static void data_before_reply(ps_conn *c) {
  * belongs to one version, as final chunks are never written again. */
 static void finish_pull(ps_conn *c) {
   c->pull_writing = 0;
-  pst_store_release(&c->srv->store, &c->pull_hold);
+  pst_store_release(&c->srv->core.store, &c->pull_hold);
   /* The worker has its step's weights: its step begins (ps/train/stepwatch.h). */
   if (c->state == CONN_WORKER && !c->pull_final) ps_step_begins(c->srv, c->worker);
 }
@@ -46,26 +46,26 @@ static void on_pull_write(uv_write_t *req, int status) {
   ps_conn *c = req->data;
   (void)status;
   c->pull_done += c->wbatch[req - c->wreq];
-  if (c->pull_done < c->srv->upd.n_chunks) return;
-  pst_metrics_pulled(&c->srv->metrics, pst_now() - c->pull_at);
+  if (c->pull_done < c->srv->core.upd.n_chunks) return;
+  pst_metrics_pulled(&c->srv->obs.metrics, pst_now() - c->pull_at);
   finish_pull(c);
   /* This connection may have a pull waiting behind the one just sent, and a step may be
    * waiting for the buffer. */
-  c->srv->net.kick(c->srv);
+  c->srv->ops.kick(c->srv);
 }
 
 /* The ps's work counters: seconds summing, in optimizer passes, writing reply chunks. */
 static void work_now(const ps_server *s, double w[3]) {
-  w[0] = s->upd.sum_seconds;
-  w[1] = s->upd.opt_seconds;
-  w[2] = s->metrics.send_seconds;
+  w[0] = s->core.upd.sum_seconds;
+  w[1] = s->core.upd.opt_seconds;
+  w[2] = s->obs.metrics.send_seconds;
 }
 
 void ps_pull_push_begins(ps_conn *c, uint32_t wait_us) {
   ps_server *s = c->srv;
   /* A figure of an hour or more is nobody's step: not counted. */
   if (wait_us > 0 && c->rt_ready && wait_us < 3600u * 1000000u)
-    pst_metrics_round_trip(&s->metrics, wait_us * 1e-6, c->rt_queued, c->rt_work[0],
+    pst_metrics_round_trip(&s->obs.metrics, wait_us * 1e-6, c->rt_queued, c->rt_work[0],
                            c->rt_work[1], c->rt_work[2]);
   c->rt_ready = 0;
   c->rt_in = 0;
@@ -101,8 +101,8 @@ static void wait_ends(ps_conn *c) {
 /* Chunks this connection's reply may send now. */
 static uint32_t pull_ready_chunks(ps_conn *c) {
   ps_server *s = c->srv;
-  if (pst_store_hold_published(&s->store, &c->pull_hold)) return s->upd.n_chunks;
-  return pst_update_ready_chunks(&s->upd);
+  if (pst_store_hold_published(&s->core.store, &c->pull_hold)) return s->core.upd.n_chunks;
+  return pst_update_ready_chunks(&s->core.upd);
 }
 
 /* --pull-compress delta: this connection's copy of the weights its worker holds, and the
@@ -110,11 +110,11 @@ static uint32_t pull_ready_chunks(ps_conn *c) {
  * memory) every reply is float32. */
 static int delta_alloc(ps_conn *c) {
   ps_server *s = c->srv;
-  uint32_t last = s->upd.n_chunks - 1;
-  size_t n = pst_update_chunk_off(&s->upd, last) + pst_update_chunk_len(&s->upd, last);
+  uint32_t last = s->core.upd.n_chunks - 1;
+  size_t n = pst_update_chunk_off(&s->core.upd, last) + pst_update_chunk_len(&s->core.upd, last);
   c->delta_ref = malloc(n * sizeof *c->delta_ref);
-  c->delta_buf = malloc(n + 4 * (size_t)s->upd.n_chunks);
-  c->delta_sent = malloc(s->upd.n_chunks * sizeof *c->delta_sent);
+  c->delta_buf = malloc(n + 4 * (size_t)s->core.upd.n_chunks);
+  c->delta_sent = malloc(s->core.upd.n_chunks * sizeof *c->delta_sent);
   if (c->delta_ref && c->delta_buf && c->delta_sent) return 0;
   free(c->delta_ref);
   free(c->delta_buf);
@@ -147,9 +147,9 @@ static int delta_reply(ps_conn *c, int eval_asked) {
  * large for float32 goes as float32 instead; each chunk says which it is. */
 static int delta_frame(ps_conn *c, uint32_t i, const float *w, uint8_t *head, uv_buf_t bufs[2]) {
   ps_server *s = c->srv;
-  uint32_t len = pst_update_chunk_len(&s->upd, i);
-  size_t off = pst_update_chunk_off(&s->upd, i);
-  int last = i + 1 == s->upd.n_chunks;
+  uint32_t len = pst_update_chunk_len(&s->core.upd, i);
+  size_t off = pst_update_chunk_off(&s->core.upd, i);
+  int last = i + 1 == s->core.upd.n_chunks;
   float *ref = c->delta_ref ? c->delta_ref + off : NULL;
   uint8_t *out = c->delta_buf ? c->delta_buf + off + 4 * (size_t)i : NULL;
   /* A chunk is framed again when an I/O thread could not take the chunks framed for it
@@ -187,25 +187,25 @@ static int delta_frame(ps_conn *c, uint32_t i, const float *w, uint8_t *head, uv
 static int chunk_frame(ps_conn *c, uint32_t i, uv_buf_t bufs[2]) {
   ps_server *s = c->srv;
   int b = c->pull_hold.buf;
-  const float *w = s->store.buf[b];
-  uint32_t len = pst_update_chunk_len(&s->upd, i);
-  size_t off = pst_update_chunk_off(&s->upd, i);
+  const float *w = s->core.store.buf[b];
+  uint32_t len = pst_update_chunk_len(&s->core.upd, i);
+  size_t off = pst_update_chunk_off(&s->core.upd, i);
   uint8_t *head = c->whead + (size_t)i * PST_WIRE_CHUNK_HEAD;
   pst_enc e = s->opt.pull_enc;
   if (e == PST_ENC_DELTA) return delta_frame(c, i, w, head, bufs);
   unsigned vb = pst_enc_bytes(e);
   int hn = pst_wire_encode_chunk_enc(PSTRAIN__MSG_TYPE__WEIGHTS, c->pull_hold.version, off, len,
-                                     i + 1 == s->upd.n_chunks, vb, head, PST_WIRE_CHUNK_HEAD);
+                                     i + 1 == s->core.upd.n_chunks, vb, head, PST_WIRE_CHUNK_HEAD);
   bufs[0] = uv_buf_init((char *)head, (unsigned)hn);
   if (e == PST_ENC_NONE) {
     bufs[1] = uv_buf_init((char *)(w + off), len * 4u);
     return hn;
   }
   /* Encoded once per buffer, chunk and version, whichever reply sends it first (server.h). */
-  uint16_t *enc = s->pull_enc_buf[b] + off;
-  if (s->pull_enc_version[b][i] != c->pull_hold.version) {
+  uint16_t *enc = s->net->pull_enc_buf[b] + off;
+  if (s->net->pull_enc_version[b][i] != c->pull_hold.version) {
     pst_enc_encode(e, w + off, NULL, enc, len);
-    s->pull_enc_version[b][i] = c->pull_hold.version;
+    s->net->pull_enc_version[b][i] = c->pull_hold.version;
   }
   bufs[1] = uv_buf_init((char *)enc, len * vb);
   return hn;
@@ -224,14 +224,14 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   ps_server *s = c->srv;
   ps_io_job *j = &c->wjob;
   uv_os_fd_t fd;
-  if (!s->io || c->deferred || pst_tls_stream_is_tls(&c->io) ||
+  if (!s->net->io || c->deferred || pst_tls_stream_is_tls(&c->io) ||
       uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) > 0 ||
       uv_fileno((uv_handle_t *)&c->io.tcp, &fd) < 0)
     return 0;
   size_t bytes = 0;
   uint32_t k = 0;
   for (; c->pull_sent + k < ready && k < PS_IO_MAX_IOV / 2; k++)
-    bytes += (size_t)pst_update_chunk_len(&s->upd, c->pull_sent + k) * reply_value_bytes(c);
+    bytes += (size_t)pst_update_chunk_len(&s->core.upd, c->pull_sent + k) * reply_value_bytes(c);
   if (bytes < s->opt.io_min) return 0;
   size_t frames = 0;
   for (uint32_t i = 0; i < k; i++) {
@@ -247,10 +247,10 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   j->data = c;
   if (c->pull_sent == 0) wait_ends(c);
   double t0 = pst_now();
-  if (ps_io_submit(s->io, j) < 0) return 0;
-  s->metrics.bytes_out += frames;
+  if (ps_io_submit(s->net->io, j) < 0) return 0;
+  s->obs.metrics.bytes_out += frames;
   c->last_tx = pst_now();
-  s->metrics.send_seconds += c->last_tx - t0;
+  s->obs.metrics.send_seconds += c->last_tx - t0;
   c->pull_sent += k;
   c->wjob_chunks = k;
   return 1;
@@ -260,10 +260,10 @@ void ps_pull_job_ended(ps_conn *c) {
   ps_server *s = c->srv;
   c->pull_done += c->wjob_chunks;
   c->wjob_chunks = 0;
-  if (c->pull_done < s->upd.n_chunks) return;
-  if (c->wjob.err == 0) pst_metrics_pulled(&s->metrics, pst_now() - c->pull_at);
+  if (c->pull_done < s->core.upd.n_chunks) return;
+  if (c->wjob.err == 0) pst_metrics_pulled(&s->obs.metrics, pst_now() - c->pull_at);
   finish_pull(c);
-  s->net.kick(s);
+  s->ops.kick(s);
 }
 
 void ps_pull_job_done(ps_io_job *j) {
@@ -304,17 +304,17 @@ void ps_pull_continue(ps_conn *c) {
     c->wreq[first].data = c;
     c->wbatch[first] = k;
     c->pull_sent += k;
-    s->metrics.bytes_out += bytes;
+    s->obs.metrics.bytes_out += bytes;
     if (first == 0) wait_ends(c);
     double t0 = pst_now();
     if (pst_tls_stream_write(&c->io, &c->wreq[first], bufs, 2 * k, on_pull_write) < 0) {
       /* The connection is failing: these chunks and the rest never started. */
       c->pull_sent = first;
       ps_pull_abandon(c);
-      if (!c->pull_writing) s->net.kick(s);
+      if (!c->pull_writing) s->ops.kick(s);
       return;
     }
-    s->metrics.send_seconds += pst_now() - t0;
+    s->obs.metrics.send_seconds += pst_now() - t0;
   }
 }
 
@@ -330,14 +330,14 @@ void ps_pull_continue(ps_conn *c) {
  * this reply is one. */
 static int ask_eval(ps_conn *c) {
   ps_server *s = c->srv;
-  ps_worker *w = &s->workers[c->worker];
+  ps_worker *w = &s->roster.workers[c->worker];
   uint64_t per = (uint64_t)s->opt.eval_every *
                  (uint64_t)(s->opt.mode == PST_MODE_SYNC ? 1 : s->opt.workers);
   uint32_t p = w->subset_asked + 1;
   if (c->pull_hold.version < (uint64_t)p * per) return 0;
   w->subset_asked = p;
   if (s->opt.shard_index != 0) return 1;
-  pst_metrics_subset_asked(&s->metrics, p);
+  pst_metrics_subset_asked(&s->obs.metrics, p);
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = PSTRAIN__MSG_TYPE__EVAL;
   h.eval_point = p;
@@ -347,7 +347,7 @@ static int ask_eval(ps_conn *c) {
 
 void ps_pull_answer(ps_conn *c) {
   ps_server *s = c->srv;
-  pst_store *st = &s->store;
+  pst_store *st = &s->core.store;
   c->pull_waiting = 0;
   c->pull_writing = 1;
   c->pull_sent = c->pull_done = 0;
@@ -371,32 +371,32 @@ int ps_pull_ready(ps_server *s, ps_conn *c) {
   /* The final weights: once no slot will push again (finished, or given up). */
   if (c->pull_final) return ps_no_more_pushes(s);
   /* The data handout: no step before MIN workers are there (ps/train/liveness.c). */
-  if (s->opt.data_handout && !s->started) return 0;
-  if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->store.version + 1;
+  if (s->opt.data_handout && !s->roster.started) return 0;
+  if (s->opt.mode == PST_MODE_SYNC) return c->pull_want <= s->core.store.version + 1;
   /* async, ssp with the data handed out: a pull waits while every range is out (the epoch's
    * last ones, with others): answered, its worker would push a gradient of no samples, which
    * an optimizer with momentum still turns into a step, and pull again at once. It is
    * answered when a range comes back (ps_server_kick) or the last is trained (done). */
-  if (s->opt.data_handout && !pst_handout_available(&s->data) && !ps_data_finished(s)) return 0;
+  if (s->opt.data_handout && !pst_handout_available(&s->plan.data) && !ps_data_finished(s)) return 0;
   if (s->opt.mode == PST_MODE_SSP) {
     /* A worker's clock is the number of pushes it has made; it may run at most `staleness`
      * pushes ahead of the slowest unfinished worker. */
-    uint64_t mine = ps_ssp_clock(&s->workers[c->worker]), slowest = UINT64_MAX;
+    uint64_t mine = ps_ssp_clock(&s->roster.workers[c->worker]), slowest = UINT64_MAX;
     for (int i = 0; i < s->opt.workers; i++)
-      if (!s->workers[i].done && s->workers[i].conn && ps_ssp_clock(&s->workers[i]) < slowest)
-        slowest = ps_ssp_clock(&s->workers[i]);
-    if (!s->started) slowest = 0;
+      if (!s->roster.workers[i].done && s->roster.workers[i].conn && ps_ssp_clock(&s->roster.workers[i]) < slowest)
+        slowest = ps_ssp_clock(&s->roster.workers[i]);
+    if (!s->roster.started) slowest = 0;
     if (slowest != UINT64_MAX && mine > slowest + (uint64_t)s->opt.staleness) return 0;
     /* The ps's own record of how far ahead anyone was allowed to get. */
     uint64_t lead = slowest == UINT64_MAX || mine < slowest ? 0 : mine - slowest;
-    if (lead > s->max_lead) s->max_lead = lead;
+    if (lead > s->core.max_lead) s->core.max_lead = lead;
     return 1;
   }
   return 1;
 }
 
 void ps_pull_abandon(ps_conn *c) {
-  uint32_t n = c->srv->upd.n_chunks;
+  uint32_t n = c->srv->core.upd.n_chunks;
   if (!c->pull_writing || c->pull_sent >= n) return;
   c->delta_have = 0; /* the worker holds part of this reply */
   /* A streamed reply cut short: the chunks never sent count as done. */

@@ -52,12 +52,12 @@ ps_action ps_rule(ps_phase ph, int type) {
 
 ps_phase ps_conn_phase(const ps_conn *c) {
   const ps_server *s = c->srv;
-  if (c->state == CONN_CLOSING || s->stopping) return PS_PHASE_STOPPING;
+  if (c->state == CONN_CLOSING || s->life.stopping) return PS_PHASE_STOPPING;
   if (c->state == CONN_AUTH) return PS_PHASE_AUTH;
   if (c->state != CONN_WORKER || c->worker < 0) return PS_PHASE_OPEN;
   if (c->push_pos > 0 || c->push_dropped || c->push_skip) return PS_PHASE_PUSHING;
   if (c->pull_waiting) return PS_PHASE_PULLING;
-  if (s->workers[c->worker].done) return PS_PHASE_FINISHED;
+  if (s->roster.workers[c->worker].done) return PS_PHASE_FINISHED;
   return PS_PHASE_WORKER;
 }
 

@@ -32,14 +32,14 @@ static void tune(ps_options *o) {
 }
 
 static ps_conn *conn_of(int worker) {
-  for (ps_conn *c = g.srv.conns; c; c = c->next)
+  for (ps_conn *c = g.srv.net->conns; c; c = c->next)
     if (c->worker == worker && c->state != CONN_CLOSING) return c;
   return NULL;
 }
 
 /* The ps's only unregistered connection (peer 0 before HELLO). */
 static ps_conn *open_conn(void) {
-  for (ps_conn *c = g.srv.conns; c; c = c->next)
+  for (ps_conn *c = g.srv.net->conns; c; c = c->next)
     if (c->worker < 0 && c->state != CONN_CLOSING) return c;
   return NULL;
 }
@@ -133,7 +133,7 @@ static int reach(ps_phase ph) {
     simple(0, PSTRAIN__MSG_TYPE__BYE, 1, 0);
     pull(0, 1, 1);
     settle();
-    return g.p[0].welcome && g.srv.store.version == 1 && g.p[0].reply_done ? 0 : -1;
+    return g.p[0].welcome && g.srv.core.store.version == 1 && g.p[0].reply_done ? 0 : -1;
   }
   start(PST_MODE_SYNC, 2);
   if (ph == PS_PHASE_FINISHED) {
@@ -151,7 +151,7 @@ static int reach(ps_phase ph) {
     simple(0, PSTRAIN__MSG_TYPE__BYE, 1, 0);
     settle();
     ps_conn *c = conn_of(0);
-    return g.srv.store.version == 1 && c && ps_conn_phase(c) == ph ? 0 : -1;
+    return g.srv.core.store.version == 1 && c && ps_conn_phase(c) == ph ? 0 : -1;
   }
   if (ph == PS_PHASE_AUTH || ph == PS_PHASE_OPEN) {
     peer_connect(0);
@@ -171,7 +171,7 @@ static int reach(ps_phase ph) {
 }
 
 static uint64_t counted(int type, ps_action a) {
-  return type >= 0 && type < PS_RULE_TYPES ? g.srv.frames[type][a] : 0;
+  return type >= 0 && type < PS_RULE_TYPES ? g.srv.net->frames[type][a] : 0;
 }
 
 /* One message of `type` in phase ph: the outcome must be the table's action. */
@@ -188,7 +188,7 @@ static void one(ps_phase ph, int type) {
    * connection closes (issue 43). */
   int bye_closes = type == PSTRAIN__MSG_TYPE__BYE && ph != PS_PHASE_STOPPING &&
                    g.p[0].index >= 0 && !ps_slot_trained(&g.srv, 0);
-  uint64_t before[PS_ACT_IGNORE + 1], rejected = g.srv.rejected;
+  uint64_t before[PS_ACT_IGNORE + 1], rejected = g.srv.net->rejected;
   for (int a = 0; a <= PS_ACT_IGNORE; a++) before[a] = counted(type, (ps_action)a);
   uint8_t buf[PST_WIRE_MAX_FRAME_HEAD + 64];
   size_t n = 0;
@@ -227,16 +227,16 @@ static void one(ps_phase ph, int type) {
     /* Closed before the table by the wire's caps: before HELLO a connection's reader takes
      * no tensor payload at all. Nothing may have been handled or struck. */
     ok = counted(type, PS_ACT_HANDLE) == before[PS_ACT_HANDLE] &&
-         counted(type, PS_ACT_STRIKE) == before[PS_ACT_STRIKE] && g.srv.rejected == rejected;
+         counted(type, PS_ACT_STRIKE) == before[PS_ACT_STRIKE] && g.srv.net->rejected == rejected;
   } else {
     ok = counted(type, want) == before[want] + 1;
     for (int a = 0; a <= PS_ACT_IGNORE; a++)
       if (a != (int)want && counted(type, (ps_action)a) != before[a]) ok = 0;
     switch (want) {
       case PS_ACT_HANDLE: ok = ok && (!closed || ph == PS_PHASE_STOPPING || bye_closes); break;
-      case PS_ACT_STRIKE: ok = ok && !closed && g.srv.rejected == rejected + 1; break;
+      case PS_ACT_STRIKE: ok = ok && !closed && g.srv.net->rejected == rejected + 1; break;
       case PS_ACT_CLOSE: ok = ok && closed; break;
-      case PS_ACT_IGNORE: ok = ok && g.srv.stopping && g.srv.rejected == rejected; break;
+      case PS_ACT_IGNORE: ok = ok && g.srv.life.stopping && g.srv.net->rejected == rejected; break;
     }
   }
   if (ok) {
@@ -249,7 +249,7 @@ static void one(ps_phase ph, int type) {
             ps_msg_name(type, name, sizeof name), ps_phase_name(ph), ps_action_name(want),
             counted(type, PS_ACT_HANDLE), counted(type, PS_ACT_STRIKE),
             counted(type, PS_ACT_CLOSE), counted(type, PS_ACT_IGNORE), before[0], before[1],
-            before[2], before[3], rejected, g.srv.rejected, closed ? "closed" : "open");
+            before[2], before[3], rejected, g.srv.net->rejected, closed ? "closed" : "open");
   }
   stop();
 }

@@ -5,6 +5,7 @@
 
 #include "common/shard.h"
 #include "proto/status_json.h"
+#include "ps/net/net.h"
 #include "ps/obs/obs.h"
 #include "ps/ps.h"
 
@@ -21,11 +22,11 @@ static char *status_json(ps_server *s) {
   cJSON_AddStringToObject(o, "model", s->opt.model_name ? s->opt.model_name : "");
   /* Steps each worker makes over the job, for its progress bar (0 until the data's size is
    * known from the first worker). */
-  int spe = s->data_known
-                ? pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size)
+  int spe = s->facts.data_known
+                ? pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size)
                 : 0;
   cJSON_AddNumberToObject(o, "worker_steps_total", (double)spe * s->opt.epochs);
-  const pst_metrics *mt = &s->metrics;
+  const pst_metrics *mt = &s->obs.metrics;
   cJSON *train = cJSON_AddArrayToObject(o, "train_curve");
   for (int i = 0; train && i < mt->history_n; i++) {
     const pst_train_point *p = &mt->history[i];
@@ -50,8 +51,8 @@ int ps_dashboard_handle(void *arg, const char *path, pst_text *body, const char 
   if (!strcmp(path, "/readyz")) {
     /* The loop that answers runs once ps_server_start has listened and loaded any
      * checkpoint; ready until the ps begins to stop (finished, aborted or stopped). */
-    int ready = !s->stopping && uv_is_active((const uv_handle_t *)&s->listener);
-    pst_text_printf(body, "%s\n", ready ? "ready" : s->stopping ? "stopping" : "not listening");
+    int ready = !s->life.stopping && uv_is_active((const uv_handle_t *)&s->net->listener);
+    pst_text_printf(body, "%s\n", ready ? "ready" : s->life.stopping ? "stopping" : "not listening");
     return ready ? 200 : 503;
   }
   if (!strcmp(path, "/") || !strcmp(path, "/index.html")) {

@@ -23,7 +23,7 @@ typedef struct {
 } ps_figures;
 
 static void figures(const ps_server *s, ps_figures *f) {
-  const pst_metrics *m = &s->metrics;
+  const pst_metrics *m = &s->obs.metrics;
   double end = m->train_end > 0 ? m->train_end : pst_now();
   f->wall = m->train_start > 0 ? end - m->train_start : 0;
   f->sps = f->wall > 0 ? (double)(m->samples_trained - m->samples_resumed) / f->wall : 0;
@@ -31,12 +31,12 @@ static void figures(const ps_server *s, ps_figures *f) {
   /* Steps: sync counts versions (every worker takes each); async and ssp count gradients. */
   f->progress = 0;
   f->eta = -1;
-  if (!s->data_known) return;
-  double spe = pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  if (!s->facts.data_known) return;
+  double spe = pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
   int sync = s->opt.mode == PST_MODE_SYNC;
   double total = spe * s->opt.epochs * (sync ? 1 : s->opt.workers);
-  double done = sync ? (double)s->store.version : (double)(s->upd.pushes + s->upd.dropped);
-  double at_start = sync ? (double)s->resumed_from : 0;
+  double done = sync ? (double)s->core.store.version : (double)(s->core.upd.pushes + s->core.upd.dropped);
+  double at_start = sync ? (double)s->restored.resumed_from : 0;
   if (total <= 0) return;
   f->progress = done >= total ? 1 : done / total;
   if (done > at_start && f->wall > 0)
@@ -47,7 +47,7 @@ static void figures(const ps_server *s, ps_figures *f) {
 static uint64_t slowest_position(const ps_server *s) {
   uint64_t min = UINT64_MAX;
   for (int i = 0; i < s->opt.workers; i++) {
-    const ps_worker *w = &s->workers[i];
+    const ps_worker *w = &s->roster.workers[i];
     if (w->done || w->abandoned || !w->ever) continue;
     uint64_t p = ps_slot_position(s, i);
     if (p < min) min = p;
@@ -72,23 +72,23 @@ static void per_worker(pst_text *t, const ps_server *s, const char *name, pst_pr
 }
 
 static double w_connected(const ps_server *s, int i, int *skip) {
-  return s->workers[i].conn != NULL;
+  return s->roster.workers[i].conn != NULL;
 }
-static double w_done(const ps_server *s, int i, int *skip) { return s->workers[i].done != 0; }
+static double w_done(const ps_server *s, int i, int *skip) { return s->roster.workers[i].done != 0; }
 static double w_applied(const ps_server *s, int i, int *skip) {
-  return (double)s->workers[i].pushes;
+  return (double)s->roster.workers[i].pushes;
 }
 static double w_dropped(const ps_server *s, int i, int *skip) {
-  return (double)s->workers[i].dropped;
+  return (double)s->roster.workers[i].dropped;
 }
 static double w_version(const ps_server *s, int i, int *skip) {
-  return (double)s->workers[i].last_version;
+  return (double)s->roster.workers[i].last_version;
 }
 static double w_staleness(const ps_server *s, int i, int *skip) {
-  return (double)s->workers[i].last_staleness;
+  return (double)s->roster.workers[i].last_staleness;
 }
 static double w_lead(const ps_server *s, int i, int *skip) {
-  const ps_worker *w = &s->workers[i];
+  const ps_worker *w = &s->roster.workers[i];
   if (!w->ever) {
     *skip = 1;
     return 0;
@@ -99,7 +99,7 @@ static double w_lead(const ps_server *s, int i, int *skip) {
 /* Seconds since the slot's worker was last heard from: its connection's last bytes, or
  * when it was lost; nothing for a slot no worker ever held. */
 static double w_last_seen(const ps_server *s, int i, int *skip) {
-  const ps_worker *w = &s->workers[i];
+  const ps_worker *w = &s->roster.workers[i];
   double now = pst_now();
   if (w->conn) return now - w->conn->last_rx;
   if (w->lost && w->lost_at > 0) return now - w->lost_at;
@@ -109,8 +109,8 @@ static double w_last_seen(const ps_server *s, int i, int *skip) {
 
 void ps_obs_render(const void *arg, pst_text *t) {
   const ps_server *s = arg;
-  const pst_metrics *m = &s->metrics;
-  const pst_update *u = &s->upd;
+  const pst_metrics *m = &s->obs.metrics;
+  const pst_update *u = &s->core.upd;
   char l1[160], l2[160], l3[300], labels[700];
 
   snprintf(labels, sizeof labels, "role=\"ps\",wire_version=\"%d\"", PST_WIRE_VERSION);
@@ -129,39 +129,39 @@ void ps_obs_render(const void *arg, pst_text *t) {
   pst_prom_gauge(t, "pstrain_batch_size", "Samples per worker per step.", s->opt.batch_size);
 
   pst_prom_gauge(t, "pstrain_model_version", "Version of the weights (steps applied).",
-                 (double)s->store.version);
+                 (double)s->core.store.version);
   pst_prom_counter(t, "pstrain_steps_total", "Versions published (optimizer steps).",
-                   (double)s->store.version);
+                   (double)s->core.store.version);
   pst_prom_counter(t, "pstrain_gradients_applied_total", "Gradients applied whole.",
                    (double)u->pushes);
   pst_prom_counter(t, "pstrain_gradients_dropped_total",
                    "Gradients read and dropped (late, stale, or backup workers').",
                    (double)u->dropped);
   pst_prom_counter(t, "pstrain_messages_rejected_total",
-                   "Gradients or reports refused as invalid.", (double)s->rejected);
+                   "Gradients or reports refused as invalid.", (double)s->net->rejected);
   pst_prom_counter(t, "pstrain_unsafe_updates_total",
                    "Chunks whose update would have made the weights or the optimizer's state "
                    "non-finite, kept as they were.",
                    (double)u->unsafe_chunks);
   pst_prom_counter(t, "pstrain_status_requests_dropped_total",
-                   "STATUS_REQs past a connection's rate, dropped.", (double)s->status_dropped);
+                   "STATUS_REQs past a connection's rate, dropped.", (double)s->net->status_dropped);
   /* Every frame by its type and what ps/net/rules.h made of it in its connection's phase. */
   pst_prom_family(t, "pstrain_frames_total", PST_PROM_COUNTER,
                   "Frames read, by message type and the action the connection's phase gave "
                   "them (handle, strike, close, ignore).");
   for (int ty = 0; ty < PS_RULE_TYPES; ty++)
     for (int a = 0; a <= PS_ACT_IGNORE; a++) {
-      if (!s->frames[ty][a]) continue;
+      if (!s->net->frames[ty][a]) continue;
       char name[16], labels[96];
       snprintf(labels, sizeof labels, "type=\"%s\",action=\"%s\"",
                ps_msg_name(ty, name, sizeof name), ps_action_name((ps_action)a));
-      pst_prom_sample(t, "pstrain_frames_total", labels, (double)s->frames[ty][a]);
+      pst_prom_sample(t, "pstrain_frames_total", labels, (double)s->net->frames[ty][a]);
     }
   uint64_t missed = 0;
-  for (int i = 0; i < s->opt.workers; i++) missed += s->workers[i].evals_missed;
+  for (int i = 0; i < s->opt.workers; i++) missed += s->roster.workers[i].evals_missed;
   pst_prom_counter(t, "pstrain_evaluations_flagged_total",
                    "Evaluation shares implausible against the other workers' (flagged).",
-                   (double)s->evals_flagged);
+                   (double)s->evals.evals_flagged);
   pst_prom_counter(t, "pstrain_evaluations_missed_total",
                    "Evaluation shares a connected worker did not report within --eval-timeout.",
                    (double)missed);
@@ -183,7 +183,7 @@ void ps_obs_render(const void *arg, pst_text *t) {
                 "Seconds from a PULL to its reply's last chunk written (waits included).",
                 &m->pull_seconds);
   pst_prom_gauge(t, "pstrain_max_lead", "ssp: the largest lead an answered pull had.",
-                 (double)s->max_lead);
+                 (double)s->core.max_lead);
   pst_prom_counter(t, "pstrain_round_trip_steps_total",
                    "Worker steps whose round trip was measured (both sides' figures met).",
                    (double)m->round_trip[PST_RT_EXPOSED].n);
@@ -201,9 +201,9 @@ void ps_obs_render(const void *arg, pst_text *t) {
     }
 
   pst_prom_gauge(t, "pstrain_workers", "Workers the job trains with (N).", s->opt.workers);
-  pst_prom_gauge(t, "pstrain_workers_registered", "Slots a worker holds now.", s->registered);
-  pst_prom_gauge(t, "pstrain_workers_finished", "Slots whose worker said BYE.", s->finished);
-  pst_prom_counter(t, "pstrain_worker_losses_total", "Times a worker was lost.", s->losses);
+  pst_prom_gauge(t, "pstrain_workers_registered", "Slots a worker holds now.", s->roster.registered);
+  pst_prom_gauge(t, "pstrain_workers_finished", "Slots whose worker said BYE.", s->roster.finished);
+  pst_prom_counter(t, "pstrain_worker_losses_total", "Times a worker was lost.", s->roster.losses);
   if (s->opt.data_handout) {
     /* An elastic job (issue 28): who trains now, who left, and how far the handout is. */
     pst_prom_gauge(t, "pstrain_workers_min", "Workers the job starts with and trains on (MIN).",
@@ -211,14 +211,14 @@ void ps_obs_render(const void *arg, pst_text *t) {
     pst_prom_gauge(t, "pstrain_workers_training", "Workers connected and not finished.",
                    ps_present_workers(s));
     pst_prom_counter(t, "pstrain_worker_departures_total", "Workers that left on purpose.",
-                     (uint64_t)s->departures);
+                     (uint64_t)s->roster.departures);
     pst_prom_counter(t, "pstrain_data_ranges_handed_total", "Ranges of samples handed out.",
-                     s->data.handed);
+                     s->plan.data.handed);
     pst_prom_counter(t, "pstrain_data_ranges_returned_total",
                      "Ranges that came back untrained (their worker left or was lost).",
-                     s->data.returned);
+                     s->plan.data.returned);
     pst_prom_gauge(t, "pstrain_data_epochs_complete", "Epochs with every sample trained.",
-                   s->data.complete);
+                   s->plan.data.complete);
   }
   per_worker(t, s, "pstrain_worker_connected", PST_PROM_GAUGE,
              "1 while a worker holds the slot.", w_connected);
@@ -268,37 +268,37 @@ void ps_obs_render(const void *arg, pst_text *t) {
                  f.eta);
 
   pst_prom_gauge(t, "pstrain_open_connections", "Open connections on the training port.",
-                 s->n_conns);
+                 s->net->n_conns);
 }
 
 /* The front buffer of a version never changes once published, so its checksum is computed
  * once per version (a pass over every weight: 1 ms for the mlp, more with the model). */
 static uint64_t weights_checksum(ps_server *s) {
-  if (!s->status_ck_valid || s->status_ck_version != s->store.version) {
-    s->status_ck = pst_store_checksum(&s->store);
-    s->status_ck_version = s->store.version;
-    s->status_ck_valid = 1;
+  if (!s->obs.status_ck_valid || s->obs.status_ck_version != s->core.store.version) {
+    s->obs.status_ck = pst_store_checksum(&s->core.store);
+    s->obs.status_ck_version = s->core.store.version;
+    s->obs.status_ck_valid = 1;
   }
-  return s->status_ck;
+  return s->obs.status_ck;
 }
 
 void ps_obs_status(ps_server *s, ps_status_msg *m) {
-  const pst_metrics *mt = &s->metrics;
+  const pst_metrics *mt = &s->obs.metrics;
   Pstrain__Status *st = &m->st;
   pstrain__status__init(st);
   ps_figures f;
   figures(s, &f);
-  st->version = s->store.version;
+  st->version = s->core.store.version;
   st->mode = (Pstrain__Mode)s->opt.mode;
   st->world_size = (uint32_t)s->opt.workers;
-  st->registered = (uint32_t)s->registered;
-  st->max_staleness = s->upd.staleness_max;
+  st->registered = (uint32_t)s->roster.registered;
+  st->max_staleness = s->core.upd.staleness_max;
   st->mean_staleness =
-      s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0;
+      s->core.upd.pushes ? (double)s->core.upd.staleness_sum / (double)s->core.upd.pushes : 0;
   st->weights_checksum = weights_checksum(s);
-  st->dropped_gradients = s->upd.dropped;
-  st->max_lead = s->max_lead;
-  st->finished = (uint32_t)s->finished;
+  st->dropped_gradients = s->core.upd.dropped;
+  st->max_lead = s->core.max_lead;
+  st->finished = (uint32_t)s->roster.finished;
   st->epochs = (uint32_t)s->opt.epochs;
   st->epochs_evaluated = (uint32_t)mt->last_epoch;
   st->test_accuracy = mt->last_test_accuracy;
@@ -311,11 +311,11 @@ void ps_obs_status(ps_server *s, ps_status_msg *m) {
   st->eta_seconds = f.eta;
   st->optimizer = (char *)pst_opt_kind_name(s->opt.opt.kind);
   st->learning_rate = pst_prom_float(ps_lr_now(s));
-  st->gradients_applied = s->upd.pushes;
+  st->gradients_applied = s->core.upd.pushes;
   size_t n = s->opt.workers < PS_STATUS_MAX_WORKERS ? (size_t)s->opt.workers
                                                     : PS_STATUS_MAX_WORKERS;
   for (size_t i = 0; i < n; i++) {
-    const ps_worker *w = &s->workers[i];
+    const ps_worker *w = &s->roster.workers[i];
     Pstrain__WorkerStatus *ws = &m->ws[i];
     pstrain__worker_status__init(ws);
     ws->index = (uint32_t)i;
@@ -351,9 +351,9 @@ static void format_eta(double s, char *buf, size_t len) {
 size_t ps_obs_status_line(const ps_server *s, char *buf, size_t len) {
   if (len == 0) return 0;
   buf[0] = '\0';
-  if (s->metrics.train_start == 0)
+  if (s->obs.metrics.train_start == 0)
     return (size_t)snprintf(buf, len, "listening on %s:%d, waiting for workers: %d of %d registered",
-                            s->opt.listen_host, s->opt.listen_port, s->registered,
+                            s->opt.listen_host, s->opt.listen_port, s->roster.registered,
                             s->opt.workers);
   ps_figures f;
   figures(s, &f);
@@ -361,20 +361,20 @@ size_t ps_obs_status_line(const ps_server *s, char *buf, size_t len) {
   format_eta(f.eta, eta, sizeof eta);
   int lost = 0;
   for (int i = 0; i < s->opt.workers; i++) {
-    const ps_worker *w = &s->workers[i];
+    const ps_worker *w = &s->roster.workers[i];
     lost += w->lost && !w->abandoned && !w->done;
   }
   size_t n = (size_t)snprintf(buf, len, "training: epoch %d/%d, version %" PRIu64 ", %d/%d workers",
-                              f.epoch, s->opt.epochs, s->store.version,
-                              s->registered - s->finished, s->opt.workers);
+                              f.epoch, s->opt.epochs, s->core.store.version,
+                              s->roster.registered - s->roster.finished, s->opt.workers);
 #define LINE_ADD(...) \
   if (n < len) n += (size_t)snprintf(buf + n, len - n, __VA_ARGS__)
   if (lost) LINE_ADD(" (%d lost)", lost);
-  if (s->abandoned) LINE_ADD(" (%d abandoned)", s->abandoned);
+  if (s->roster.abandoned) LINE_ADD(" (%d abandoned)", s->roster.abandoned);
   LINE_ADD(", %.0f%% done, ETA %s, %.0f samples/s", f.progress * 100, eta, f.sps);
-  if (s->metrics.last_epoch > 0)
-    LINE_ADD(", epoch %d/%d evaluated: test accuracy %.4f", s->metrics.last_epoch,
-             s->opt.epochs, s->metrics.last_test_accuracy);
+  if (s->obs.metrics.last_epoch > 0)
+    LINE_ADD(", epoch %d/%d evaluated: test accuracy %.4f", s->obs.metrics.last_epoch,
+             s->opt.epochs, s->obs.metrics.last_test_accuracy);
 #undef LINE_ADD
   return n < len ? n : len - 1;
 }
@@ -382,7 +382,7 @@ size_t ps_obs_status_line(const ps_server *s, char *buf, size_t len) {
 void ps_obs_heartbeat_line(void *arg, char *buf, size_t len) {
   const ps_server *s = arg;
   /* Once stopping, the ps's own final line (finished, aborted, stopped) stays. */
-  if (s->stopping) return;
+  if (s->life.stopping) return;
   ps_obs_status_line(s, buf, len);
 }
 
@@ -391,44 +391,43 @@ void ps_obs_heartbeat_line(void *arg, char *buf, size_t len) {
 static void write_report(ps_server *s);
 
 void ps_obs_stop_report(ps_server *s, const char *reason, int failed) {
-  snprintf(s->end_reason, sizeof s->end_reason, "%s", reason ? reason : "");
-  s->end_failed = failed;
+  snprintf(s->obs.end_reason, sizeof s->obs.end_reason, "%s", reason ? reason : "");
+  s->obs.end_failed = failed;
   /* The summary names the final checkpoint only once it exists: it waits for the write. */
   if (ps_ckpt_final(s, reason, write_report) == 0) write_report(s);
 }
 
 static void write_report(ps_server *s) {
-  const char *reason = s->end_reason;
+  const char *reason = s->obs.end_reason;
   /* A final checkpoint that was not written fails the run: its newest state is nowhere on
    * disk, and a ps started again would train again from an older one. A run that failed
    * already keeps its own status. */
   const char *ckpt_err = ps_ckpt_final_error(s);
-  int failed = s->end_failed || ckpt_err != NULL;
-  if (ckpt_err && (s->exit_code == PST_EXIT_OK || s->exit_code == PST_EXIT_STOPPED))
-    s->exit_code = PST_EXIT_CHECKPOINT;
+  int failed = s->obs.end_failed || ckpt_err != NULL;
+  s->obs.ckpt_failed = ckpt_err != NULL;
   int lost = 0;
   uint64_t missed = 0;
   uint32_t *per_slot = calloc((size_t)s->opt.workers, sizeof *per_slot);
   for (int i = 0; i < s->opt.workers; i++) {
-    lost += s->workers[i].losses;
-    missed += s->workers[i].evals_missed;
-    if (per_slot) per_slot[i] = s->workers[i].rejected_total;
+    lost += s->roster.workers[i].losses;
+    missed += s->roster.workers[i].evals_missed;
+    if (per_slot) per_slot[i] = s->roster.workers[i].rejected_total;
   }
   /* The whole model's checksum: this ps's own when it holds every parameter, else the one
    * the workers' evaluations of the last epoch reported (ps/net/messages.c), when they agree. */
-  uint64_t own = pst_store_checksum(&s->store);
+  uint64_t own = pst_store_checksum(&s->core.store);
   int whole = s->opt.shard_count <= 1;
-  int reported = s->model_sums > 0 && !s->model_sums_differ;
-  if (whole && reported && s->model_sum != own)
+  int reported = s->evals.model_sums > 0 && !s->evals.model_sums_differ;
+  if (whole && reported && s->evals.model_sum != own)
     LOG_WARN("the workers evaluated final weights with checksum %016" PRIx64 ", but this ps "
-             "holds weights with checksum %016" PRIx64, s->model_sum, own);
+             "holds weights with checksum %016" PRIx64, s->evals.model_sum, own);
   uint64_t *untrained = calloc((size_t)s->opt.workers, sizeof *untrained);
-  for (int i = 0; untrained && i < s->opt.workers; i++) untrained[i] = s->workers[i].untrained_steps;
-  if (s->upd.norm_factor > 0)
+  for (int i = 0; untrained && i < s->opt.workers; i++) untrained[i] = s->roster.workers[i].untrained_steps;
+  if (s->core.upd.norm_factor > 0)
     LOG_INFO("gradient norms: largest accepted %.3g times the running median (--grad-norm-factor "
              "%g), largest RMS in the warm-up %.3g (bound %g); %" PRIu64 " pushes rejected",
-             s->upd.norm_ratio_max, s->upd.norm_factor, s->upd.warm_rms_max, PST_NORM_WARMUP_RMS,
-             s->upd.norm_rejected);
+             s->core.upd.norm_ratio_max, s->core.upd.norm_factor, s->core.upd.warm_rms_max, PST_NORM_WARMUP_RMS,
+             s->core.upd.norm_rejected);
   pst_run_summary sum = {
       .mode = pst_mode_name(s->opt.mode),
       .model = s->opt.model_name,
@@ -438,62 +437,62 @@ static void write_report(ps_server *s) {
       .lr_schedule = pst_lr_schedule_name(s->opt.lr_schedule),
       .lr_linear = s->opt.lr_linear,
       .lr_last = ps_lr_now(s),
-      .version = s->store.version,
-      .checksum = whole ? own : s->model_sum,
+      .version = s->core.store.version,
+      .checksum = whole ? own : s->evals.model_sum,
       .checksum_from = whole ? "ps" : reported ? "workers" : NULL,
       .shard_index = whole ? 0 : s->opt.shard_index,
       .shard_count = whole ? 1 : s->opt.shard_count,
       .shard_checksum = own,
       .mean_staleness =
-          s->upd.pushes ? (double)s->upd.staleness_sum / (double)s->upd.pushes : 0,
-      .max_staleness = s->upd.staleness_max,
-      .applied = s->upd.pushes,
-      .dropped = s->upd.dropped,
-      .max_lead = s->max_lead,
+          s->core.upd.pushes ? (double)s->core.upd.staleness_sum / (double)s->core.upd.pushes : 0,
+      .max_staleness = s->core.upd.staleness_max,
+      .applied = s->core.upd.pushes,
+      .dropped = s->core.upd.dropped,
+      .max_lead = s->core.max_lead,
       .failed = failed,
-      .stopped = s->stop_requested,
+      .stopped = s->life.stop_requested,
       .stop_reason = reason,
-      .resumed = s->resumed,
-      .resumed_from = s->resumed_from,
-      .partial_steps = s->upd.partial_steps,
+      .resumed = s->restored.resumed,
+      .resumed_from = s->restored.resumed_from,
+      .partial_steps = s->core.upd.partial_steps,
       .workers_lost = lost,
       .data_order = s->opt.data_handout ? "ps" : "shards",
-      .workers_departed = s->departures,
-      .workers_most = s->workers_most,
-      .ranges_handed = s->data.handed,
-      .ranges_returned = s->data.returned,
-      .workers_abandoned = s->abandoned,
+      .workers_departed = s->roster.departures,
+      .workers_most = s->roster.workers_most,
+      .ranges_handed = s->plan.data.handed,
+      .ranges_returned = s->plan.data.returned,
+      .workers_abandoned = s->roster.abandoned,
       .checkpoint = ps_ckpt_last_path(s),
       .checkpoint_final_error = ckpt_err,
-      .rejected = s->rejected,
+      .rejected = s->net->rejected,
       .rejected_per_slot = per_slot,
       .slots = per_slot ? s->opt.workers : 0,
       .evaluated_by = s->opt.evaluator ? "ps" : "workers",
-      .push_encoding = s->push_enc_text,
+      .push_encoding = s->obs.push_enc_text,
       .topk_warmup = s->opt.push_enc == PST_ENC_TOPK ? s->opt.topk_warmup : 0,
       .topk_momentum = s->opt.topk_momentum,
       .pull_encoding = pst_enc_name(s->opt.pull_enc),
       .evals_missed = missed,
-      .unsafe_updates = s->upd.unsafe_chunks,
-      .norm_factor = s->upd.norm_factor,
-      .norm_rejected = s->upd.norm_rejected,
-      .norm_ratio_max = s->upd.norm_ratio_max,
-      .norm_warmup_rms_max = s->upd.warm_rms_max,
-      .flags = s->eval_flags,
-      .n_flags = s->n_eval_flags,
-      .untrained_samples = s->untrained_samples,
+      .unsafe_updates = s->core.upd.unsafe_chunks,
+      .norm_factor = s->core.upd.norm_factor,
+      .norm_rejected = s->core.upd.norm_rejected,
+      .norm_ratio_max = s->core.upd.norm_ratio_max,
+      .norm_warmup_rms_max = s->core.upd.warm_rms_max,
+      .flags = s->evals.eval_flags,
+      .n_flags = s->evals.n_eval_flags,
+      .untrained_samples = s->roster.untrained_samples,
       .untrained_steps = untrained,
       .n_untrained = untrained ? s->opt.workers : 0,
   };
-  int rc = pst_metrics_summary(&s->metrics, s->opt.summary_path, &sum);
+  int rc = pst_metrics_summary(&s->obs.metrics, s->opt.summary_path, &sum);
   free(untrained);
   free(per_slot);
   if (rc < 0) {
     LOG_ERR("%s: cannot write the summary: %s", s->opt.summary_path, strerror(-rc));
-    if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;
+    s->obs.report_failed = 1;
   }
-  if (pst_metrics_check(&s->metrics) < 0) {
-    LOG_ERR("%s: records could not be written to the metrics file (disk full?)", s->metrics.path);
-    if (s->exit_code == PST_EXIT_OK) s->exit_code = PST_EXIT_FAILED;
+  if (pst_metrics_check(&s->obs.metrics) < 0) {
+    LOG_ERR("%s: records could not be written to the metrics file (disk full?)", s->obs.metrics.path);
+    s->obs.report_failed = 1;
   }
 }

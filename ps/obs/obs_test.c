@@ -9,6 +9,7 @@
 
 #include "kernels/testing.h"
 #include "common/prom.h"
+#include "ps/net/net.h"
 #include "ps/obs/obs.h"
 #include "ps/ps.h"
 
@@ -51,7 +52,9 @@ static void check_structure(const char *text) {
 
 int main(void) {
   static ps_server s;
+  static ps_net net;
   memset(&s, 0, sizeof s);
+  s.net = &net;
   s.opt.workers = 3;
   s.opt.epochs = 2;
   s.opt.mode = PST_MODE_ASYNC;
@@ -61,10 +64,10 @@ int main(void) {
   s.opt.opt.kind = PST_OPT_ADAM;
   s.opt.opt.lr = 0.002f;
   char err[200];
-  CHECK(pst_metrics_open(&s.metrics, NULL, 2, 3, 0, err, sizeof err) == 0);
+  CHECK(pst_metrics_open(&s.obs.metrics, NULL, 2, 3, 0, err, sizeof err) == 0);
   ps_worker w[3];
   memset(w, 0, sizeof w);
-  s.workers = w;
+  s.roster.workers = w;
   w[0].ever = w[1].ever = w[2].ever = 1;
   w[0].pushes = 10;
   w[1].pushes = 7;
@@ -72,21 +75,21 @@ int main(void) {
   w[2].pushes = 4;
   w[2].done = 1;
   w[2].lost = 1; /* lost, then its replacement finished: done wins in the lead */
-  s.registered = 2;
-  s.finished = 1;
-  s.store.version = 21;
-  s.upd.pushes = 21;
-  s.upd.dropped = 2;
-  s.rejected = 1;
-  s.n_conns = 4;
-  pst_metrics_applied(&s.metrics, 0, 0.002);
-  pst_metrics_applied(&s.metrics, 3, 0.02);
-  pst_metrics_pulled(&s.metrics, 0.5);
-  pst_metrics_train(&s.metrics, 0, 1, 10, 21, 0, 12.5, 20, 25, 0.25);
-  pst_metrics_eval(&s.metrics, 1, 20, 30, 90, 100);
-  pst_metrics_eval_complete(&s.metrics, 1);
-  s.metrics.bytes_in = 1000;
-  s.metrics.bytes_out = 5000;
+  s.roster.registered = 2;
+  s.roster.finished = 1;
+  s.core.store.version = 21;
+  s.core.upd.pushes = 21;
+  s.core.upd.dropped = 2;
+  s.net->rejected = 1;
+  s.net->n_conns = 4;
+  pst_metrics_applied(&s.obs.metrics, 0, 0.002);
+  pst_metrics_applied(&s.obs.metrics, 3, 0.02);
+  pst_metrics_pulled(&s.obs.metrics, 0.5);
+  pst_metrics_train(&s.obs.metrics, 0, 1, 10, 21, 0, 12.5, 20, 25, 0.25);
+  pst_metrics_eval(&s.obs.metrics, 1, 20, 30, 90, 100);
+  pst_metrics_eval_complete(&s.obs.metrics, 1);
+  s.obs.metrics.bytes_in = 1000;
+  s.obs.metrics.bytes_out = 5000;
 
   pst_text t;
   pst_text_init(&t, 0);
@@ -134,8 +137,8 @@ int main(void) {
   CHECK(has_line(t.data, "pstrain_data_wait_seconds_total 0.25"));
   CHECK(has_line(t.data, "pstrain_open_connections 4"));
   /* A version published twice: one step interval. */
-  pst_metrics_step(&s.metrics);
-  pst_metrics_step(&s.metrics);
+  pst_metrics_step(&s.obs.metrics);
+  pst_metrics_step(&s.obs.metrics);
   pst_text_free(&t);
   pst_text_init(&t, 0);
   ps_obs_render(&s, &t);
@@ -157,22 +160,22 @@ int main(void) {
   CHECK(!ps_waits_for(&s, 1)); /* async: never */
   uint8_t member[3] = {1, 1, 1};
   s.opt.mode = PST_MODE_SYNC;
-  s.started = 1;
-  s.upd.member = member;
+  s.roster.started = 1;
+  s.core.upd.member = member;
   w[0].last_version = 21; /* pushed for version 21 */
   CHECK(!ps_waits_for(&s, 0) && ps_waits_for(&s, 1) && !ps_waits_for(&s, 2));
   ps_obs_status(&s, &m);
   CHECK(!m.st.workers[0]->waited_for && m.st.workers[1]->waited_for);
   s.opt.mode = PST_MODE_ASYNC;
-  s.upd.member = NULL;
+  s.core.upd.member = NULL;
   char line[300];
   snprintf(s.opt.listen_host, sizeof s.opt.listen_host, "127.0.0.1");
   s.opt.listen_port = 7070;
   ps_obs_status_line(&s, line, sizeof line);
   CHECK(!strcmp(line, "listening on 127.0.0.1:7070, waiting for workers: 2 of 3 registered"));
-  s.metrics.train_start = 1; /* training since boot: started */
-  s.data_known = 1;
-  s.train_n = 60000;          /* 60000 / (3 x 32) = 625 steps per worker and epoch */
+  s.obs.metrics.train_start = 1; /* training since boot: started */
+  s.facts.data_known = 1;
+  s.facts.train_n = 60000;          /* 60000 / (3 x 32) = 625 steps per worker and epoch */
   ps_obs_status_line(&s, line, sizeof line);
   const char *head = "training: epoch 2/2, version 21, 1/3 workers, 1% done, ETA ";
   CHECK(!strncmp(line, head, strlen(head)));
@@ -183,17 +186,17 @@ int main(void) {
   if (t_failed) fprintf(stderr, "line: %s\n", line);
   /* Issue 43: a share set aside as implausible before its epoch completes is left out of the
    * figures, which the summary gives with it beside; once complete, nothing moves. */
-  pst_metrics_eval(&s.metrics, 2, 30, 30, 90, 100);
-  pst_metrics_eval(&s.metrics, 2, 30, 27, 80, 100);
-  pst_metrics_eval(&s.metrics, 2, 30, 1, 100, 100);
-  pst_metrics_eval_set_aside(&s.metrics, 2, 1, 100, 100);
-  CHECK(pst_metrics_eval_complete(&s.metrics, 2));
-  CHECK(s.metrics.last_test_accuracy == 0.85 && s.metrics.last_test_loss == 57.0 / 200);
-  CHECK(s.metrics.last_accuracy_with_flagged == 0.9 &&
-        s.metrics.last_loss_with_flagged == 58.0 / 300);
-  CHECK(s.metrics.evals[2].reports == 2 && s.metrics.evals[2].aside == 1);
-  pst_metrics_eval_set_aside(&s.metrics, 2, 30, 90, 100);
-  CHECK(s.metrics.evals[2].samples == 200);
-  pst_metrics_close(&s.metrics);
+  pst_metrics_eval(&s.obs.metrics, 2, 30, 30, 90, 100);
+  pst_metrics_eval(&s.obs.metrics, 2, 30, 27, 80, 100);
+  pst_metrics_eval(&s.obs.metrics, 2, 30, 1, 100, 100);
+  pst_metrics_eval_set_aside(&s.obs.metrics, 2, 1, 100, 100);
+  CHECK(pst_metrics_eval_complete(&s.obs.metrics, 2));
+  CHECK(s.obs.metrics.last_test_accuracy == 0.85 && s.obs.metrics.last_test_loss == 57.0 / 200);
+  CHECK(s.obs.metrics.last_accuracy_with_flagged == 0.9 &&
+        s.obs.metrics.last_loss_with_flagged == 58.0 / 300);
+  CHECK(s.obs.metrics.evals[2].reports == 2 && s.obs.metrics.evals[2].aside == 1);
+  pst_metrics_eval_set_aside(&s.obs.metrics, 2, 30, 90, 100);
+  CHECK(s.obs.metrics.evals[2].samples == 200);
+  pst_metrics_close(&s.obs.metrics);
   return t_summary();
 }

@@ -74,9 +74,9 @@ static int part_tensors(const ps_server *s, const float *vec, const char *prefix
   int len = snprintf(out->name, sizeof out->name, "%sshard", prefix);
   if (len < 0 || (size_t)len >= sizeof out->name) return -ENAMETOOLONG;
   out->data = vec;
-  out->count = s->store.n;
+  out->count = s->core.store.n;
   out->ndim = 1;
-  out->shape[0] = (int64_t)s->store.n;
+  out->shape[0] = (int64_t)s->core.store.n;
   return 1;
 }
 
@@ -87,9 +87,9 @@ static int read_part(const ps_server *s, const pst_ckpt *ck, const char *prefix,
   size_t count = 0;
   snprintf(name, sizeof name, "%sshard", prefix);
   const float *data = pst_ckpt_find(ck, name, &count);
-  if (!data || count != s->store.n) {
+  if (!data || count != s->core.store.n) {
     snprintf(err, errlen, "%s: tensor %s %s (this shard holds %zu floats)", ck->file, name,
-             data ? "has another size" : "is missing", s->store.n);
+             data ? "has another size" : "is missing", s->core.store.n);
     return data ? -EINVAL : -ENOENT;
   }
   memcpy(vec, data, count * sizeof(float));
@@ -101,7 +101,7 @@ static int read_part(const ps_server *s, const pst_ckpt *ck, const char *prefix,
 static void write_work(uv_work_t *req) {
   ps_ckpt_state *k = req->data;
   ps_server *s = k->srv;
-  size_t n = s->store.n;
+  size_t n = s->core.store.n;
   pst_ckpt_tensor t[PST_CKPT_MAX_MODEL_TENSORS * 3];
   int nt = 0, slots = pst_opt_slots(s->opt.opt.kind);
   /* A checkpoint is what a ps resumes from: one holding a NaN or an infinity would carry a
@@ -155,7 +155,7 @@ static void final_end(ps_ckpt_state *k) {
 static void final_fail(ps_ckpt_state *k, const char *why) {
   k->final_failed = 1;
   snprintf(k->final_err, sizeof k->final_err, "%s", why);
-  LOG_ERR("final checkpoint of version %" PRIu64 " not written: %s", k->srv->store.version, why);
+  LOG_ERR("final checkpoint of version %" PRIu64 " not written: %s", k->srv->core.store.version, why);
   final_end(k);
 }
 
@@ -181,14 +181,14 @@ static void after_write(uv_work_t *req, int status) {
     /* The write that was in flight when the run ended: the final one follows it, unless it
      * wrote the final version itself. */
     k->final_due = 0;
-    if (k->written_version == k->srv->store.version) {
+    if (k->written_version == k->srv->core.store.version) {
       final_end(k);
     } else if (save(k->srv) < 0) {
       final_fail(k, "it could not be started");
     }
     return;
   }
-  if (ok && k->snap_version == k->srv->store.version)
+  if (ok && k->snap_version == k->srv->core.store.version)
     final_end(k);
   else
     final_fail(k, ok ? "a write of another version ended instead" : why);
@@ -198,31 +198,31 @@ static void after_write(uv_work_t *req, int status) {
  * (logged) when the write could not be started. */
 static int save(ps_server *s) {
   ps_ckpt_state *k = s->ckpt;
-  size_t n = s->store.n;
+  size_t n = s->core.store.n;
   uint64_t t;
   const float *s1, *s2;
-  int in_step = s->opt.mode == PST_MODE_SYNC ? s->upd.step_open : s->upd.owner != -1;
-  pst_opt_state(&s->optim, in_step, &t, &s1, &s2);
-  memcpy(k->snap, pst_store_front(&s->store), n * sizeof(float));
+  int in_step = s->opt.mode == PST_MODE_SYNC ? s->core.upd.step_open : s->core.upd.owner != -1;
+  pst_opt_state(&s->core.optim, in_step, &t, &s1, &s2);
+  memcpy(k->snap, pst_store_front(&s->core.store), n * sizeof(float));
   if (s1) memcpy(k->snap + n, s1, n * sizeof(float));
   if (s2) memcpy(k->snap + 2 * n, s2, n * sizeof(float));
-  k->snap_version = s->store.version;
-  snprintf(k->version_s, sizeof k->version_s, "%" PRIu64, s->store.version);
+  k->snap_version = s->core.store.version;
+  snprintf(k->version_s, sizeof k->version_s, "%" PRIu64, s->core.store.version);
   snprintf(k->opt_t_s, sizeof k->opt_t_s, "%" PRIu64, t);
   /* Epochs trained through: by the steps where the data's size is known (sync), else the
    * newest epoch evaluated. */
-  int spe = s->data_known ? pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size) : 0;
+  int spe = s->facts.data_known ? pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size) : 0;
   snprintf(k->epoch_s, sizeof k->epoch_s, "%" PRIu64,
-           s->opt.data_handout ? (uint64_t)s->data.complete
-           : s->opt.mode == PST_MODE_SYNC && spe > 0 ? s->store.version / (uint64_t)spe
-                                                      : (uint64_t)s->metrics.last_epoch);
+           s->opt.data_handout ? (uint64_t)s->plan.data.complete
+           : s->opt.mode == PST_MODE_SYNC && spe > 0 ? s->core.store.version / (uint64_t)spe
+                                                      : (uint64_t)s->obs.metrics.last_epoch);
   snprintf(k->fp_s, sizeof k->fp_s, "%016" PRIx64, s->model->fingerprint);
   snprintf(k->seed_s, sizeof k->seed_s, "%" PRIu64, s->opt.seed);
   snprintf(k->shard_s, sizeof k->shard_s, "%d/%d", s->opt.shard_index, s->opt.shard_count);
   k->state_json = ps_ckpt_state_json(s);
   k->settings_json = ps_ckpt_settings_json(s);
   if (!k->state_json || !k->settings_json) {
-    LOG_ERR("checkpoint of version %" PRIu64 " not written: out of memory", s->store.version);
+    LOG_ERR("checkpoint of version %" PRIu64 " not written: out of memory", s->core.store.version);
     cJSON_free(k->state_json);
     cJSON_free(k->settings_json);
     k->state_json = k->settings_json = NULL;
@@ -231,12 +231,12 @@ static int save(ps_server *s) {
   k->busy = 1;
   k->rc = 0;
   k->started = k->last_time = pst_now();
-  k->last_version = s->store.version;
+  k->last_version = s->core.store.version;
   k->work.data = k;
   int rc = uv_queue_work(s->loop, &k->work, write_work, after_write);
   if (rc < 0) {
     k->busy = 0;
-    LOG_ERR("checkpoint of version %" PRIu64 " not written: %s", s->store.version, uv_strerror(rc));
+    LOG_ERR("checkpoint of version %" PRIu64 " not written: %s", s->core.store.version, uv_strerror(rc));
   }
   return rc;
 }
@@ -247,18 +247,18 @@ static ps_ckpt_state *saving(ps_server *s) {
 }
 
 void ps_ckpt_published(ps_server *s) {
-  pst_metrics_step(&s->metrics); /* every new version passes here: the step-time histogram */
-  s->metrics.lr = pst_prom_float(ps_lr_now(s)); /* TensorBoard's, under --lr-schedule */
+  pst_metrics_step(&s->obs.metrics); /* every new version passes here: the step-time histogram */
+  s->obs.metrics.lr = pst_prom_float(ps_lr_now(s)); /* TensorBoard's, under --lr-schedule */
   ps_ckpt_state *k = saving(s);
-  if (!k || s->opt.checkpoint_every == 0 || s->stopping) return;
-  if (s->store.version % s->opt.checkpoint_every == 0 && s->store.version != k->last_version)
+  if (!k || s->opt.checkpoint_every == 0 || s->life.stopping) return;
+  if (s->core.store.version % s->opt.checkpoint_every == 0 && s->core.store.version != k->last_version)
     save(s);
 }
 
 void ps_ckpt_tick(ps_server *s) {
   ps_ckpt_state *k = saving(s);
-  if (!k || !(s->opt.checkpoint_seconds > 0) || s->stopping) return;
-  if (pst_now() - k->last_time >= s->opt.checkpoint_seconds && s->store.version != k->last_version)
+  if (!k || !(s->opt.checkpoint_seconds > 0) || s->life.stopping) return;
+  if (pst_now() - k->last_time >= s->opt.checkpoint_seconds && s->core.store.version != k->last_version)
     save(s);
 }
 
@@ -268,7 +268,7 @@ int ps_ckpt_final(ps_server *s, const char *why, void (*done)(ps_server *s)) {
   if (!k || !s->opt.checkpoint_dir[0] || k->final_begun) return 0;
   k->final_begun = 1;
   /* A save of this version that was begun and failed does not count: only one written. */
-  if (!k->busy && k->written_version == s->store.version) return 0;
+  if (!k->busy && k->written_version == s->core.store.version) return 0;
   k->final_done = done;
   if (k->busy) {
     k->final_due = 1;
@@ -278,7 +278,7 @@ int ps_ckpt_final(ps_server *s, const char *why, void (*done)(ps_server *s)) {
     k->final_done = NULL;
     k->final_failed = 1;
     snprintf(k->final_err, sizeof k->final_err, "it could not be started");
-    LOG_ERR("final checkpoint of version %" PRIu64 " not written: %s", s->store.version,
+    LOG_ERR("final checkpoint of version %" PRIu64 " not written: %s", s->core.store.version,
             k->final_err);
     return 0;
   }
@@ -340,7 +340,7 @@ static int check_settings(const ps_server *s, const pst_ckpt *ck, const char *pa
 }
 
 static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err, size_t errlen) {
-  size_t n = s->store.n;
+  size_t n = s->core.store.n;
   int slots = pst_opt_slots(s->opt.opt.kind);
   float *buf = malloc(n * sizeof(float) * (size_t)(1 + slots));
   if (!buf) return -ENOMEM;
@@ -361,14 +361,14 @@ static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err
     rc = -EINVAL;
   }
   if (rc == 0) {
-    memcpy(pst_store_front(&s->store), buf, n * sizeof(float));
-    s->store.version = strtoull(ver, NULL, 10);
-    pst_opt_restore(&s->optim, strtoull(opt_t, NULL, 10), slots >= 1 ? buf + n : NULL,
+    memcpy(pst_store_front(&s->core.store), buf, n * sizeof(float));
+    s->core.store.version = strtoull(ver, NULL, 10);
+    pst_opt_restore(&s->core.optim, strtoull(opt_t, NULL, 10), slots >= 1 ? buf + n : NULL,
                     slots >= 2 ? buf + 2 * n : NULL);
     int i = 0;
     const cJSON *j;
     cJSON_ArrayForEach(j, ws) {
-      ps_worker *w = &s->workers[i++];
+      ps_worker *w = &s->roster.workers[i++];
       w->pushes = (uint64_t)ps_ckpt_jnum(j, "pushes");
       w->dropped = (uint64_t)ps_ckpt_jnum(j, "dropped");
       w->skipped_steps = (uint64_t)ps_ckpt_jnum(j, "skipped_steps"); /* 0 in older checkpoints */
@@ -381,26 +381,26 @@ static int restore(ps_server *s, const pst_ckpt *ck, const char *path, char *err
       /* A finished slot stays finished; an abandoned one may be taken again. */
       if (ps_ckpt_jbool(j, "done") && !s->opt.data_handout) { /* handed-out data: workers join anew */
         w->done = 1;
-        s->finished++;
+        s->roster.finished++;
       }
     }
-    s->upd.staleness_sum = (uint64_t)ps_ckpt_jnum(st, "staleness_sum");
-    s->upd.staleness_max = (uint64_t)ps_ckpt_jnum(st, "staleness_max");
-    s->upd.pushes = (uint64_t)ps_ckpt_jnum(st, "pushes");
-    s->upd.dropped = (uint64_t)ps_ckpt_jnum(st, "dropped");
-    s->upd.partial_steps = (uint64_t)ps_ckpt_jnum(st, "partial_steps");
-    s->upd.steps = s->store.version;
-    s->max_lead = (uint64_t)ps_ckpt_jnum(st, "max_lead");
+    s->core.upd.staleness_sum = (uint64_t)ps_ckpt_jnum(st, "staleness_sum");
+    s->core.upd.staleness_max = (uint64_t)ps_ckpt_jnum(st, "staleness_max");
+    s->core.upd.pushes = (uint64_t)ps_ckpt_jnum(st, "pushes");
+    s->core.upd.dropped = (uint64_t)ps_ckpt_jnum(st, "dropped");
+    s->core.upd.partial_steps = (uint64_t)ps_ckpt_jnum(st, "partial_steps");
+    s->core.upd.steps = s->core.store.version;
+    s->core.max_lead = (uint64_t)ps_ckpt_jnum(st, "max_lead");
     for (int w = 0; w < s->opt.workers; w++)
-      if (s->workers[w].done) {
+      if (s->roster.workers[w].done) {
         int published;
-        pst_update_set_member(&s->upd, w, 0, &published);
+        pst_update_set_member(&s->core.upd, w, 0, &published);
       }
     if (s->opt.data_handout) rc = ps_ckpt_restore_data_position(s, st, path, err, errlen);
   }
   if (rc == 0) {
-    s->resumed = 1;
-    s->resumed_from = s->store.version;
+    s->restored.resumed = 1;
+    s->restored.resumed_from = s->core.store.version;
     /* The evaluations wait for the metrics (ps_ckpt_restore_metrics). */
     s->ckpt->state_json = cJSON_PrintUnformatted(st);
   }
@@ -417,7 +417,7 @@ void ps_ckpt_restore_metrics(ps_server *s) {
   cJSON_ArrayForEach(j, cJSON_GetObjectItemCaseSensitive(st, "evals")) {
     int e = (int)ps_ckpt_jnum(j, "epoch");
     if (e < 1 || e > s->opt.epochs) continue;
-    pst_epoch_eval *x = &s->metrics.evals[e];
+    pst_epoch_eval *x = &s->obs.metrics.evals[e];
     x->loss_sum = ps_ckpt_jnum(j, "loss_sum");
     x->correct = (uint64_t)ps_ckpt_jnum(j, "correct");
     x->samples = (uint64_t)ps_ckpt_jnum(j, "samples");
@@ -425,17 +425,17 @@ void ps_ckpt_restore_metrics(ps_server *s) {
     x->version = (uint64_t)ps_ckpt_jnum(j, "version");
     if (ps_ckpt_jbool(j, "complete") && x->samples > 0) {
       x->complete = 1;
-      s->metrics.last_epoch = e;
-      s->metrics.last_test_loss = x->loss_sum / (double)x->samples;
-      s->metrics.last_test_accuracy = (double)x->correct / (double)x->samples;
+      s->obs.metrics.last_epoch = e;
+      s->obs.metrics.last_test_loss = x->loss_sum / (double)x->samples;
+      s->obs.metrics.last_test_accuracy = (double)x->correct / (double)x->samples;
       /* Shares set aside before the restart are not in the checkpoint: the figure with them
        * is the figure. */
-      s->metrics.last_loss_with_flagged = s->metrics.last_test_loss;
-      s->metrics.last_accuracy_with_flagged = s->metrics.last_test_accuracy;
+      s->obs.metrics.last_loss_with_flagged = s->obs.metrics.last_test_loss;
+      s->obs.metrics.last_accuracy_with_flagged = s->obs.metrics.last_test_accuracy;
     }
   }
-  s->metrics.samples_trained = (uint64_t)ps_ckpt_jnum(st, "samples_trained");
-  s->metrics.samples_resumed = s->metrics.samples_trained;
+  s->obs.metrics.samples_trained = (uint64_t)ps_ckpt_jnum(st, "samples_trained");
+  s->obs.metrics.samples_resumed = s->obs.metrics.samples_trained;
   cJSON_Delete(st);
   cJSON_free(k->state_json);
   k->state_json = NULL;
@@ -468,7 +468,7 @@ int ps_ckpt_open(ps_server *s, char *err, size_t errlen) {
   int from_file = strcmp(resume, "auto") != 0 && strcmp(resume, "never") != 0;
   if (!dir[0] && !from_file) return 0;
   ps_ckpt_state *k = calloc(1, sizeof *k);
-  size_t n = s->store.n;
+  size_t n = s->core.store.n;
   if (k) k->snap = malloc(n * sizeof(float) * (size_t)(1 + pst_opt_slots(s->opt.opt.kind)));
   if (!k || !k->snap) {
     if (k) free(k);
@@ -517,12 +517,12 @@ int ps_ckpt_open(ps_server *s, char *err, size_t errlen) {
   rc = restore(s, &ck, path, err, errlen);
   pst_ckpt_free(&ck);
   if (rc < 0) return rc;
-  k->last_version = s->store.version;
+  k->last_version = s->core.store.version;
   /* The file resumed from exists: the final save need not write this version again. */
-  k->written_version = s->store.version;
+  k->written_version = s->core.store.version;
   snprintf(k->last, sizeof k->last, "%s", path);
   LOG_INFO("resumed from %s: version %" PRIu64 ", %d of %d worker slots finished", path,
-           s->store.version, s->finished, s->opt.workers);
+           s->core.store.version, s->roster.finished, s->opt.workers);
   return 0;
 }
 

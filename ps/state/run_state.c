@@ -51,7 +51,7 @@ char *ps_ckpt_settings_json(const ps_server *s) {
 static int add_data_position(const ps_server *s, cJSON *o) {
   uint32_t epoch;
   uint64_t next;
-  uint64_t *trained = calloc((size_t)s->data.epochs + 2, sizeof *trained);
+  uint64_t *trained = calloc((size_t)s->plan.data.epochs + 2, sizeof *trained);
   pst_range *back = NULL;
   size_t n_back = 0;
   if (!trained || ps_data_position(s, &epoch, &next, trained, &back, &n_back) < 0) {
@@ -65,7 +65,7 @@ static int add_data_position(const ps_server *s, cJSON *o) {
   if (rc == 0) {
     cJSON_AddNumberToObject(d, "epoch", epoch);
     cJSON_AddNumberToObject(d, "next", (double)next);
-    for (uint32_t e = 1; e <= s->data.epochs; e++)
+    for (uint32_t e = 1; e <= s->plan.data.epochs; e++)
       cJSON_AddItemToArray(tr, cJSON_CreateNumber((double)trained[e]));
     for (size_t i = 0; i < n_back; i++) {
       double v[3] = {back[i].epoch, (double)back[i].start, back[i].count};
@@ -85,12 +85,12 @@ int ps_ckpt_restore_data_position(ps_server *s, const cJSON *st, const char *pat
   const cJSON *tr = cJSON_GetObjectItemCaseSensitive(d, "trained");
   const cJSON *bk = cJSON_GetObjectItemCaseSensitive(d, "back");
   if (!cJSON_IsObject(d) || !cJSON_IsArray(tr) || !cJSON_IsArray(bk) ||
-      cJSON_GetArraySize(tr) != (int)s->data.epochs) {
+      cJSON_GetArraySize(tr) != (int)s->plan.data.epochs) {
     snprintf(err, errlen, "%s: its metadata lacks the data position of a job whose ps hands out "
              "the data", path);
     return -EINVAL;
   }
-  uint64_t *trained = calloc((size_t)s->data.epochs + 2, sizeof *trained);
+  uint64_t *trained = calloc((size_t)s->plan.data.epochs + 2, sizeof *trained);
   size_t n_back = (size_t)cJSON_GetArraySize(bk);
   pst_range *back = calloc(n_back + 1, sizeof *back);
   if (!trained || !back) {
@@ -129,7 +129,7 @@ int ps_ckpt_restore_data_position(ps_server *s, const cJSON *st, const char *pat
   if (rc == 0 && (!(ep >= 0 && ep < 4294967296.0) || !(nx >= 0 && nx <= 9007199254740992.0)))
     rc = -EINVAL;
   if (rc == 0)
-    rc = pst_handout_restore(&s->data, (uint32_t)ep, (uint64_t)nx, trained, back, n_back, why,
+    rc = pst_handout_restore(&s->plan.data, (uint32_t)ep, (uint64_t)nx, trained, back, n_back, why,
                              sizeof why);
   if (rc == -EINVAL)
     snprintf(err, errlen, "%s: its data position is not one this job could reach: %s", path, why);
@@ -137,8 +137,8 @@ int ps_ckpt_restore_data_position(ps_server *s, const cJSON *st, const char *pat
     snprintf(err, errlen, "%s: cannot restore its data position: %s", path, strerror(-rc));
   else
     LOG_INFO("data position restored: fresh ranges from epoch %u at sample %" PRIu64 " of its "
-             "order, %zu ranges to hand out again first, %u epochs complete", s->data.epoch,
-             s->data.next, s->data.n_back, s->data.complete);
+             "order, %zu ranges to hand out again first, %u epochs complete", s->plan.data.epoch,
+             s->plan.data.next, s->plan.data.n_back, s->plan.data.complete);
   free(trained);
   free(back);
   return rc;
@@ -148,7 +148,7 @@ char *ps_ckpt_state_json(const ps_server *s) {
   cJSON *o = cJSON_CreateObject();
   cJSON *ws = cJSON_AddArrayToObject(o, "workers");
   for (int i = 0; i < s->opt.workers; i++) {
-    const ps_worker *w = &s->workers[i];
+    const ps_worker *w = &s->roster.workers[i];
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "index", i);
     cJSON_AddStringToObject(j, "name", w->name);
@@ -168,7 +168,7 @@ char *ps_ckpt_state_json(const ps_server *s) {
   }
   cJSON *ev = cJSON_AddArrayToObject(o, "evals");
   for (int e = 1; e <= s->opt.epochs; e++) {
-    const pst_epoch_eval *x = &s->metrics.evals[e];
+    const pst_epoch_eval *x = &s->obs.metrics.evals[e];
     if (x->reports == 0) continue;
     cJSON *j = cJSON_CreateObject();
     cJSON_AddNumberToObject(j, "epoch", e);
@@ -184,13 +184,13 @@ char *ps_ckpt_state_json(const ps_server *s) {
     cJSON_Delete(o);
     return NULL;
   }
-  cJSON_AddNumberToObject(o, "samples_trained", (double)s->metrics.samples_trained);
-  cJSON_AddNumberToObject(o, "staleness_sum", (double)s->upd.staleness_sum);
-  cJSON_AddNumberToObject(o, "staleness_max", (double)s->upd.staleness_max);
-  cJSON_AddNumberToObject(o, "pushes", (double)s->upd.pushes);
-  cJSON_AddNumberToObject(o, "dropped", (double)s->upd.dropped);
-  cJSON_AddNumberToObject(o, "partial_steps", (double)s->upd.partial_steps);
-  cJSON_AddNumberToObject(o, "max_lead", (double)s->max_lead);
+  cJSON_AddNumberToObject(o, "samples_trained", (double)s->obs.metrics.samples_trained);
+  cJSON_AddNumberToObject(o, "staleness_sum", (double)s->core.upd.staleness_sum);
+  cJSON_AddNumberToObject(o, "staleness_max", (double)s->core.upd.staleness_max);
+  cJSON_AddNumberToObject(o, "pushes", (double)s->core.upd.pushes);
+  cJSON_AddNumberToObject(o, "dropped", (double)s->core.upd.dropped);
+  cJSON_AddNumberToObject(o, "partial_steps", (double)s->core.upd.partial_steps);
+  cJSON_AddNumberToObject(o, "max_lead", (double)s->core.max_lead);
   char *text = cJSON_PrintUnformatted(o);
   cJSON_Delete(o);
   return text;

@@ -34,12 +34,12 @@ int ps_data_start(ps_server *s, char *err, size_t errlen) {
                           "(--eval-on ps, or --data-facts)");
     return -EINVAL;
   }
-  int rc = pst_handout_init(&s->data, s->opt.data_train, (uint32_t)s->opt.batch_size,
+  int rc = pst_handout_init(&s->plan.data, s->opt.data_train, (uint32_t)s->opt.batch_size,
                             (uint32_t)s->opt.epochs);
   if (rc == 0 && s->opt.mode == PST_MODE_SYNC)
-    rc = pst_update_by_samples(&s->upd, (uint32_t)s->opt.batch_size * (uint32_t)s->opt.workers);
+    rc = pst_update_by_samples(&s->core.upd, (uint32_t)s->opt.batch_size * (uint32_t)s->opt.workers);
   if (rc == 0 && s->opt.lr_linear)
-    rc = pst_update_set_lr_scaling(&s->upd,
+    rc = pst_update_set_lr_scaling(&s->core.upd,
                                    (uint32_t)s->opt.batch_size * (uint32_t)s->opt.workers_min);
   if (rc < 0) {
     snprintf(err, errlen, "cannot set up the data handout: %s", strerror(-rc));
@@ -48,31 +48,31 @@ int ps_data_start(ps_server *s, char *err, size_t errlen) {
   /* Nobody takes part until a worker registers (ps_worker_joined). */
   for (int i = 0; i < s->opt.workers; i++) {
     int published;
-    pst_update_set_member(&s->upd, i, 0, &published);
+    pst_update_set_member(&s->core.upd, i, 0, &published);
   }
   return 0;
 }
 
 void ps_plan_lr(ps_server *s) {
-  if (s->opt.lr_schedule != PST_LR_COSINE || !s->data_known) return;
+  if (s->opt.lr_schedule != PST_LR_COSINE || !s->facts.data_known) return;
   /* A sync step is a version; in async and ssp each gradient is one. */
   uint64_t versions = (uint64_t)s->opt.epochs *
-      (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+      (uint64_t)pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
   if (s->opt.mode != PST_MODE_SYNC) versions *= (uint64_t)s->opt.workers;
-  pst_update_set_lr_decay(&s->upd, versions);
+  pst_update_set_lr_decay(&s->core.upd, versions);
 }
 
 float ps_lr_now(const ps_server *s) {
-  uint64_t v = s->store.version;
-  return s->opt.opt.lr * pst_update_lr_decay_at(&s->upd, v > 0 ? v - 1 : 0);
+  uint64_t v = s->core.store.version;
+  return s->opt.opt.lr * pst_update_lr_decay_at(&s->core.upd, v > 0 ? v - 1 : 0);
 }
 
 int ps_data_finished(const ps_server *s) {
-  return s->opt.data_handout && pst_handout_finished(&s->data);
+  return s->opt.data_handout && pst_handout_finished(&s->plan.data);
 }
 
 uint64_t ps_slot_position(const ps_server *s, int i) {
-  const ps_worker *w = &s->workers[i];
+  const ps_worker *w = &s->roster.workers[i];
   if (s->opt.mode != PST_MODE_SYNC) return w->pushes;
   /* The data handout: the step it takes part from (ps/train/dataplan.c). */
   if (s->opt.data_handout) return w->join_at;
@@ -83,61 +83,61 @@ uint64_t ps_slot_position(const ps_server *s, int i) {
    * (lying_ps_test: a worker lost right after its push, the others' shares still arriving,
    * was told the step in progress, then computed that step's batch on the next version's
    * weights once the step completed, and the run ended with other weights). */
-  uint64_t at = w->ever || s->resumed ? s->store.version : 0;
+  uint64_t at = w->ever || s->restored.resumed ? s->core.store.version : 0;
   return w->whole_for > at ? w->whole_for : at;
 }
 
 int ps_present_workers(const ps_server *s) {
   int n = 0;
-  for (int i = 0; i < s->opt.workers; i++) n += s->workers[i].conn && !s->workers[i].done;
+  for (int i = 0; i < s->opt.workers; i++) n += s->roster.workers[i].conn && !s->roster.workers[i].done;
   return n;
 }
 
 uint64_t ps_data_join_version(const ps_server *s) {
-  uint64_t v = s->store.version;
-  if (!s->started) return v;
-  return s->plan_next > v + 1 ? s->plan_next : v + 1;
+  uint64_t v = s->core.store.version;
+  if (!s->roster.started) return v;
+  return s->plan.plan_next > v + 1 ? s->plan.plan_next : v + 1;
 }
 
 /* Slot i's range k goes back to the pool. */
 static void give_back(ps_server *s, int i, int k) {
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   pst_range *r = &w->range[k];
   if (r->count == 0) return;
-  if (pst_handout_return(&s->data, r) == 0)
-    pst_metrics_range(&s->metrics, "returned", i, w->range_version[k], r->epoch, r->start,
+  if (pst_handout_return(&s->plan.data, r) == 0)
+    pst_metrics_range(&s->obs.metrics, "returned", i, w->range_version[k], r->epoch, r->start,
                       r->count);
   r->count = 0;
 }
 
 static void hand_out(ps_server *s, int i, uint64_t version) {
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   int k = (int)(version & 1);
   give_back(s, i, k); /* a range of two steps ago was not trained: it never will be */
-  pst_handout_next(&s->data, &w->range[k]);
+  pst_handout_next(&s->plan.data, &w->range[k]);
   w->range_version[k] = version;
-  if (s->opt.mode == PST_MODE_SYNC) pst_update_set_samples(&s->upd, i, version, w->range[k].count);
+  if (s->opt.mode == PST_MODE_SYNC) pst_update_set_samples(&s->core.upd, i, version, w->range[k].count);
   if (w->range[k].count)
-    pst_metrics_range(&s->metrics, "handed", i, version, w->range[k].epoch, w->range[k].start,
+    pst_metrics_range(&s->obs.metrics, "handed", i, version, w->range[k].epoch, w->range[k].start,
                       w->range[k].count);
 }
 
 /* sync: the ranges of the step on `version`, in slot order, to every worker taking part. */
 static void plan(ps_server *s, uint64_t version) {
   for (int i = 0; i < s->opt.workers; i++) {
-    const ps_worker *w = &s->workers[i];
-    if (!w->conn || w->done || w->leaving || !s->upd.member[i] || s->upd.join_at[i] > version)
+    const ps_worker *w = &s->roster.workers[i];
+    if (!w->conn || w->done || w->leaving || !s->core.upd.member[i] || s->core.upd.join_at[i] > version)
       continue;
     hand_out(s, i, version);
   }
-  s->plan_next = version + 1;
+  s->plan.plan_next = version + 1;
 }
 
 int ps_data_range_for(ps_server *s, int worker, uint64_t v, Pstrain__DataRange *d) {
   if (!s->opt.data_handout || worker < 0) return 0;
-  ps_worker *w = &s->workers[worker];
+  ps_worker *w = &s->roster.workers[worker];
   if (s->opt.mode == PST_MODE_SYNC) {
-    if (v >= s->plan_next) plan(s, v);
+    if (v >= s->plan.plan_next) plan(s, v);
   } else {
     /* async, ssp: one range at a time (a push of the last one is in whole before this pull) */
     give_back(s, worker, (int)((v + 1) & 1));
@@ -157,7 +157,7 @@ int ps_data_range_for(ps_server *s, int worker, uint64_t v, Pstrain__DataRange *
 
 void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained) {
   if (!s->opt.data_handout) return;
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   int k = (int)(version & 1);
   pst_range *r = &w->range[k];
   if (r->count == 0 || w->range_version[k] != version) return;
@@ -165,24 +165,24 @@ void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained) {
     give_back(s, i, k);
     return;
   }
-  uint32_t before = s->data.complete;
-  if (pst_handout_trained(&s->data, r) == 0) {
-    pst_metrics_range(&s->metrics, "trained", i, version, r->epoch, r->start, r->count);
+  uint32_t before = s->plan.data.complete;
+  if (pst_handout_trained(&s->plan.data, r) == 0) {
+    pst_metrics_range(&s->obs.metrics, "trained", i, version, r->epoch, r->start, r->count);
     w->trained_range = *r;
     w->trained_version = version;
   }
   r->count = 0;
-  for (uint32_t e = before + 1; e <= s->data.complete; e++) {
-    pst_metrics_data_epoch(&s->metrics, e, s->store.version, s->data.samples, s->data.epochs);
+  for (uint32_t e = before + 1; e <= s->plan.data.complete; e++) {
+    pst_metrics_data_epoch(&s->obs.metrics, e, s->core.store.version, s->plan.data.samples, s->plan.data.epochs);
     LOG_INFO("epoch %u/%d: every one of its %" PRIu64 " samples trained once (version %" PRIu64
              ", %" PRIu64 " ranges handed out so far, %" PRIu64 " of them returned)", e,
-             s->opt.epochs, s->data.samples, s->store.version, s->data.handed, s->data.returned);
+             s->opt.epochs, s->plan.data.samples, s->core.store.version, s->plan.data.handed, s->plan.data.returned);
   }
 }
 
 void ps_data_slot_gone(ps_server *s, int i, const char *why) {
   if (!s->opt.data_handout) return;
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   for (int k = 0; k < 2; k++) {
     const pst_range *r = &w->range[k];
     if (r->count)
@@ -203,7 +203,7 @@ static int by_position(const void *a, const void *b) {
 
 int ps_data_position(const ps_server *s, uint32_t *epoch, uint64_t *next, uint64_t *trained,
                      pst_range **back, size_t *n_back) {
-  const pst_handout *h = &s->data;
+  const pst_handout *h = &s->plan.data;
   size_t cap = h->n_back + 3 * (size_t)s->opt.workers, n = 0;
   pst_range *b = malloc(cap * sizeof *b);
   if (!b) return -ENOMEM;
@@ -214,11 +214,11 @@ int ps_data_position(const ps_server *s, uint32_t *epoch, uint64_t *next, uint64
    * not in the published weights): in position order after the ones already back, so that
    * a resumed run hands them out again the same way whichever worker held them. */
   for (int i = 0; i < s->opt.workers; i++) {
-    const ps_worker *w = &s->workers[i];
+    const ps_worker *w = &s->roster.workers[i];
     for (int k = 0; k < 2; k++)
       if (w->range[k].count) b[n++] = w->range[k];
     const pst_range *t = &w->trained_range;
-    if (s->opt.mode == PST_MODE_SYNC && t->count && w->trained_version >= s->store.version) {
+    if (s->opt.mode == PST_MODE_SYNC && t->count && w->trained_version >= s->core.store.version) {
       b[n++] = *t;
       trained[t->epoch] -= t->count;
     }

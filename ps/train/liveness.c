@@ -33,31 +33,31 @@ static uint64_t watch_period_ms(const ps_server *s) {
 
 static void update_member(ps_server *s, int i, int on) {
   int published = 0;
-  pst_update_set_member(&s->upd, i, on, &published);
+  pst_update_set_member(&s->core.upd, i, on, &published);
   if (published) ps_ckpt_published(s);
 }
 
 static void abandon(ps_server *s, int i, const char *why) {
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   if (w->abandoned || w->done) return;
   w->abandoned = 1;
   w->lost = 0;
-  s->abandoned++;
+  s->roster.abandoned++;
   update_member(s, i, 0);
   LOG_WARN("worker slot %d ('%s') abandoned: %s; training goes on with %d of %d workers and "
            "the rest of its shard is skipped",
-           i, w->name, why, s->opt.workers - s->abandoned, s->opt.workers);
+           i, w->name, why, s->opt.workers - s->roster.abandoned, s->opt.workers);
   pst_notify_status("worker slot %d abandoned (%s); training goes on without it", i, why);
   /* Pulls of the final weights may have waited for this slot alone (backup workers: the
    * others finished while it was lost), and so may a step: they are answered now. */
-  s->net.kick(s);
+  s->ops.kick(s);
 }
 
 /* The steps of the job: every slot's shard has this many (0 while the data is unknown). */
 static uint64_t job_steps(const ps_server *s) {
-  if (!s->data_known) return 0;
+  if (!s->facts.data_known) return 0;
   return (uint64_t)s->opt.epochs *
-         (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+         (uint64_t)pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
 }
 
 int ps_slot_trained(const ps_server *s, int i) {
@@ -66,93 +66,93 @@ int ps_slot_trained(const ps_server *s, int i) {
    * as pstrain-benchclient, or workers from before the data facts): the job has no steps to
    * train through, and a BYE ends a slot's rounds as it always has. Such a job that took no
    * step at all does not end as finished (ps_check_progress). */
-  if (!s->data_known) return 1;
+  if (!s->facts.data_known) return 1;
   uint64_t total = job_steps(s);
-  const ps_worker *w = &s->workers[i];
+  const ps_worker *w = &s->roster.workers[i];
   if (s->opt.mode != PST_MODE_SYNC) return w->pushes >= total;
   return ps_slot_position(s, i) >= total || w->pushed_to >= total;
 }
 
 
 int ps_waits_for(const ps_server *s, int i) {
-  if (s->opt.mode != PST_MODE_SYNC || !s->started) return 0;
-  const ps_worker *w = &s->workers[i];
-  int pushed = w->pushes > 0 && w->last_version == s->store.version;
-  return !pushed && !w->done && s->upd.member[i];
+  if (s->opt.mode != PST_MODE_SYNC || !s->roster.started) return 0;
+  const ps_worker *w = &s->roster.workers[i];
+  int pushed = w->pushes > 0 && w->last_version == s->core.store.version;
+  return !pushed && !w->done && s->core.upd.member[i];
 }
 
 /* ---- the data handout: workers come and go (--workers MIN:MAX) ---- */
 
 static void joined_elastic(ps_server *s, int i, const char *peer, const char *session) {
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   w->leaving = 0;
   w->lost = 0;
-  if (w->abandoned) s->abandoned--;
+  if (w->abandoned) s->roster.abandoned--;
   w->abandoned = 0;
-  if (!w->ever) s->slots_seen++;
+  if (!w->ever) s->roster.slots_seen++;
   w->ever = 1;
-  s->empty_since = 0;
+  s->roster.empty_since = 0;
   /* ssp: the newcomer's clock starts at the slowest present worker's (ps_ssp_clock). */
   uint64_t slowest = UINT64_MAX;
   for (int k = 0; k < s->opt.workers; k++)
-    if (k != i && s->workers[k].conn && !s->workers[k].done &&
-        ps_ssp_clock(&s->workers[k]) < slowest)
-      slowest = ps_ssp_clock(&s->workers[k]);
+    if (k != i && s->roster.workers[k].conn && !s->roster.workers[k].done &&
+        ps_ssp_clock(&s->roster.workers[k]) < slowest)
+      slowest = ps_ssp_clock(&s->roster.workers[k]);
   w->clock_off = slowest == UINT64_MAX ? 0 : slowest - w->pushes;
   update_member(s, i, 1);
   int present = ps_present_workers(s);
   LOG_INFO("worker %d '%s' joined from %s%s%s: %d training (of %d to %d); it takes part from "
            "version %" PRIu64, i, w->name, peer, session[0] ? " over " : "", session,
            present, s->opt.workers_min, s->opt.workers, w->join_at);
-  if (present > s->workers_most) s->workers_most = present;
-  pst_metrics_workers(&s->metrics, present, s->store.version, "joined", i, w->join_at);
-  if (!s->started && s->registered >= s->opt.workers_min) {
-    s->started = 1;
-    pst_metrics_mark_start(&s->metrics);
+  if (present > s->roster.workers_most) s->roster.workers_most = present;
+  pst_metrics_workers(&s->obs.metrics, present, s->core.store.version, "joined", i, w->join_at);
+  if (!s->roster.started && s->roster.registered >= s->opt.workers_min) {
+    s->roster.started = 1;
+    pst_metrics_mark_start(&s->obs.metrics);
     LOG_INFO("%d workers registered (at least %d); training %s, %d epochs, the ps handing out "
-             "the data%s", s->registered, s->opt.workers_min, pst_mode_name(s->opt.mode),
-             s->opt.epochs, s->resumed ? " (resumed)" : "");
-    s->net.kick(s); /* the pulls held until now */
+             "the data%s", s->roster.registered, s->opt.workers_min, pst_mode_name(s->opt.mode),
+             s->opt.epochs, s->restored.resumed ? " (resumed)" : "");
+    s->ops.kick(s); /* the pulls held until now */
   }
 }
 
 static void gone_elastic(ps_server *s, int i, const char *why) {
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   ps_data_slot_gone(s, i, w->leaving ? "its worker left" : "its worker was lost");
   update_member(s, i, 0);
   int present = ps_present_workers(s);
   if (w->leaving) {
-    s->departures++;
+    s->roster.departures++;
     LOG_INFO("worker %d '%s' departed (it said goodbye); %d training", i, w->name, present);
   } else {
     w->losses++;
-    s->losses++;
+    s->roster.losses++;
     LOG_WARN("worker %d '%s' lost (%s); %d training, and any newcomer may take its place", i,
              w->name, why ? why : "disconnected", present);
     pst_notify_status("worker %d lost (%s); %d training", i, why ? why : "disconnected", present);
   }
-  pst_metrics_workers(&s->metrics, present, s->store.version, w->leaving ? "departed" : "lost",
+  pst_metrics_workers(&s->obs.metrics, present, s->core.store.version, w->leaving ? "departed" : "lost",
                       i, 0);
   if (present < s->opt.workers_min && !ps_data_finished(s))
     LOG_WARN("%d workers training, fewer than --workers' minimum of %d: training goes on with "
              "them, and newcomers are admitted", present, s->opt.workers_min);
-  if (s->registered == 0) s->empty_since = pst_now();
-  s->net.kick(s);
+  if (s->roster.registered == 0) s->roster.empty_since = pst_now();
+  s->ops.kick(s);
 }
 
 void ps_worker_lost(ps_server *s, int i, const char *why) {
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   w->conn = NULL;
-  s->registered--;
-  if (s->stopping) return;
-  if (s->data_known && !s->data_fixed && s->registered == 0 &&
-      s->store.version == s->data_pinned_at) {
+  s->roster.registered--;
+  if (s->life.stopping) return;
+  if (s->facts.data_known && !s->facts.data_fixed && s->roster.registered == 0 &&
+      s->core.store.version == s->facts.data_pinned_at) {
     /* The data facts came from workers that have all gone before a step was taken on them:
      * a worker that lied about its data (or a wrong one) must not keep the right ones out. */
     LOG_INFO("the workers' data facts (%u training, %u test samples, %u classes) are "
              "forgotten: every worker that gave them left before a step; the next one sets them",
-             s->train_n, s->test_n, s->classes);
-    s->data_known = 0;
+             s->facts.train_n, s->facts.test_n, s->facts.classes);
+    ps_facts_forget(&s->facts);
   }
   if (w->done) {
     /* A finished worker owes nothing more but its evaluation, which it no longer owes now:
@@ -167,7 +167,7 @@ void ps_worker_lost(ps_server *s, int i, const char *why) {
   w->lost = 1;
   w->lost_at = pst_now();
   w->losses++;
-  s->losses++;
+  s->roster.losses++;
   int waits = s->opt.mode == PST_MODE_SYNC && s->opt.wait_on_loss;
   LOG_WARN("worker %d '%s' lost (%s); its slot waits %.0f s for a replacement, and %s", i,
            w->name, why ? why : "disconnected", s->opt.rejoin_timeout,
@@ -177,12 +177,12 @@ void ps_worker_lost(ps_server *s, int i, const char *why) {
   pst_notify_status("worker %d lost (%s); waiting %.0f s for a replacement", i,
                     why ? why : "disconnected", s->opt.rejoin_timeout);
   if (!waits) update_member(s, i, 0);
-  s->net.kick(s);
+  s->ops.kick(s);
 }
 
 void ps_worker_joined(ps_server *s, int i, const char *peer, const char *session) {
-  ps_worker *w = &s->workers[i];
-  pst_stepwatch_forget(&s->sw, i); /* its steps' figures are another worker's */
+  ps_worker *w = &s->roster.workers[i];
+  pst_stepwatch_forget(&s->core.sw, i); /* its steps' figures are another worker's */
   if (s->opt.data_handout) {
     joined_elastic(s, i, peer, session);
     return;
@@ -191,32 +191,32 @@ void ps_worker_joined(ps_server *s, int i, const char *peer, const char *session
     LOG_INFO("worker %d '%s' rejoined from %s%s%s %.1f s after its slot was lost; it resumes at "
              "step %" PRIu64 " of its shard (version %" PRIu64 ")",
              i, w->name, peer, session[0] ? " over " : "", session,
-             pst_now() - w->lost_at, ps_slot_position(s, i), s->store.version);
-    if (w->abandoned) s->abandoned--;
+             pst_now() - w->lost_at, ps_slot_position(s, i), s->core.store.version);
+    if (w->abandoned) s->roster.abandoned--;
     w->lost = w->abandoned = 0;
     update_member(s, i, 1);
   } else {
     /* With TLS the line says what the session is: "over TLSv1.3 TLS_AES_256_GCM_SHA384, peer
      * CN=worker-3". */
     LOG_INFO("worker %d '%s' registered from %s%s%s (%d of %d)", i, w->name, peer,
-             session[0] ? " over " : "", session, s->registered, s->opt.workers);
+             session[0] ? " over " : "", session, s->roster.registered, s->opt.workers);
   }
-  if (!w->ever) s->slots_seen++;
+  if (!w->ever) s->roster.slots_seen++;
   w->ever = 1;
   /* Training is under way once every slot has had a worker (not necessarily all at once: one
    * may have been lost before the last registered). */
-  if (!s->started && s->slots_seen == s->opt.workers) {
-    s->started = 1;
-    pst_metrics_mark_start(&s->metrics);
+  if (!s->roster.started && s->roster.slots_seen == s->opt.workers) {
+    s->roster.started = 1;
+    pst_metrics_mark_start(&s->obs.metrics);
     LOG_INFO("all %d workers registered; training %s, %d epochs%s", s->opt.workers,
-             pst_mode_name(s->opt.mode), s->opt.epochs, s->resumed ? " (resumed)" : "");
+             pst_mode_name(s->opt.mode), s->opt.epochs, s->restored.resumed ? " (resumed)" : "");
   }
 }
 
 /* Whether slot i still owes (or may still send) its share of the evaluation of `epoch`: a
  * slot whose worker is gone is excused, so that a lost worker never holds up an epoch. */
 static int owes_eval(const ps_server *s, int i, uint32_t epoch) {
-  const ps_worker *w = &s->workers[i];
+  const ps_worker *w = &s->roster.workers[i];
   if (s->opt.evaluator) return 0; /* --eval-on ps: no worker owes one */
   return w->evals_done < epoch && (w->conn != NULL || !w->ever);
 }
@@ -226,19 +226,19 @@ int ps_no_more_pushes(const ps_server *s) {
   /* Sync: once the version is the job's last, no push can change the weights (a late one
    * is a backup worker's, dropped), whoever has not said BYE yet. */
   uint64_t total = job_steps(s);
-  if (s->opt.mode == PST_MODE_SYNC && total > 0 && s->store.version >= total) return 1;
-  return s->finished + s->abandoned == s->opt.workers;
+  if (s->opt.mode == PST_MODE_SYNC && total > 0 && s->core.store.version >= total) return 1;
+  return s->roster.finished + s->roster.abandoned == s->opt.workers;
 }
 
 /* --eval-on ps: whether every slot still training has trained through `epoch` (the last:
  * every slot finished or given up, the final weights fixed). */
 static int epoch_trained(const ps_server *s, uint32_t epoch) {
-  if (!s->data_known || !s->started) return 0;
+  if (!s->facts.data_known || !s->roster.started) return 0;
   if (epoch >= (uint32_t)s->opt.epochs) return ps_no_more_pushes(s);
-  if (s->opt.data_handout) return s->data.complete >= epoch;
-  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  if (s->opt.data_handout) return s->plan.data.complete >= epoch;
+  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
   for (int i = 0; i < s->opt.workers; i++) {
-    const ps_worker *w = &s->workers[i];
+    const ps_worker *w = &s->roster.workers[i];
     if (!w->done && !w->abandoned && ps_slot_position(s, i) < (uint64_t)epoch * spe) return 0;
   }
   return 1;
@@ -251,8 +251,8 @@ static void on_ps_eval(void *arg, const ps_eval_result *r) {
     LOG_ERR("the ps's evaluation of epoch %u failed: %s", r->epoch, r->why);
   } else {
     /* Not taken out of the training time: the workers trained on meanwhile. */
-    pst_metrics_eval(&s->metrics, r->epoch, r->version, r->loss_sum, r->correct, r->samples);
-    if (pst_metrics_eval_complete(&s->metrics, r->epoch))
+    pst_metrics_eval(&s->obs.metrics, r->epoch, r->version, r->loss_sum, r->correct, r->samples);
+    if (pst_metrics_eval_complete(&s->obs.metrics, r->epoch))
       LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 ", evaluated by the "
                "ps over %" PRIu64 " samples in %.2f s)", r->epoch, s->opt.epochs,
                r->loss_sum / (double)r->samples, (double)r->correct / (double)r->samples,
@@ -262,34 +262,34 @@ static void on_ps_eval(void *arg, const ps_eval_result *r) {
 }
 
 /* --eval-on ps: the next epoch's evaluation, once its weights are there and none runs. */
-static void ps_evals(ps_server *s) {
+static void ps_eval_epochs(ps_server *s) {
   const ps_eval_hook *ev = s->opt.evaluator;
-  if (s->stopping || ev->busy(ev->ctx) || s->ps_eval_epoch >= (uint32_t)s->opt.epochs) return;
-  uint32_t e = s->ps_eval_epoch + 1;
-  if (s->metrics.evals[e].complete) { /* a resumed ps's, from its checkpoint */
-    s->ps_eval_epoch = e;
-    ps_evals(s);
+  if (s->life.stopping || ev->busy(ev->ctx) || s->evals.ps_eval_epoch >= (uint32_t)s->opt.epochs) return;
+  uint32_t e = s->evals.ps_eval_epoch + 1;
+  if (s->obs.metrics.evals[e].complete) { /* a resumed ps's, from its checkpoint */
+    s->evals.ps_eval_epoch = e;
+    ps_eval_epochs(s);
     return;
   }
   if (!epoch_trained(s, e)) return;
-  int rc = ev->start(ev->ctx, s->loop, pst_store_front(&s->store), e, s->store.version,
+  int rc = ev->start(ev->ctx, s->loop, pst_store_front(&s->core.store), e, s->core.store.version,
                      on_ps_eval, s);
   if (rc < 0) LOG_ERR("cannot evaluate epoch %u: %s", e, uv_strerror(rc));
-  s->ps_eval_epoch = e; /* tried: a failure is said once, not retried at every event */
+  s->evals.ps_eval_epoch = e; /* tried: a failure is said once, not retried at every event */
 }
 
 /* Whether slot i could have reported its share of `epoch` by now: it has trained through
  * the epoch, and for the last one the final weights are out (every slot finished or given
  * up). 0 while the data's size is unknown. */
 static int eval_possible(const ps_server *s, int i, uint32_t epoch) {
-  if (!s->data_known) return 0;
-  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  if (!s->facts.data_known) return 0;
+  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
   if (ps_slot_position(s, i) < (uint64_t)epoch * spe) return 0;
   return epoch < (uint32_t)s->opt.epochs || ps_no_more_pushes(s);
 }
 
 void ps_eval_reported(ps_server *s, int i, uint32_t epoch) {
-  ps_worker *w = &s->workers[i];
+  ps_worker *w = &s->roster.workers[i];
   if (w->eval_due_epoch == epoch && w->eval_due_at > 0) w->eval_took = pst_now() - w->eval_due_at;
 }
 
@@ -302,7 +302,7 @@ static void eval_deadlines(ps_server *s, double now) {
   if (s->opt.evaluator) return; /* no worker owes an evaluation */
   double base = s->opt.eval_timeout > 0 ? s->opt.eval_timeout : s->opt.worker_timeout;
   for (int i = 0; i < s->opt.workers; i++) {
-    ps_worker *w = &s->workers[i];
+    ps_worker *w = &s->roster.workers[i];
     uint32_t e = w->evals_done + 1;
     if (!w->conn || e > (uint32_t)s->opt.epochs || !eval_possible(s, i, e)) continue;
     if (w->eval_due_epoch != e) {
@@ -311,11 +311,11 @@ static void eval_deadlines(ps_server *s, double now) {
       continue;
     }
     /* Only once some other slot's share is in: alone, nobody's figures wait on this one. */
-    if (s->metrics.evals[e].reports == 0) continue;
+    if (s->obs.metrics.evals[e].reports == 0) continue;
     double longest = 0;
     for (int j = 0; j < s->opt.workers; j++)
-      if (j != i && s->workers[j].evals_done >= e && s->workers[j].eval_took > longest)
-        longest = s->workers[j].eval_took;
+      if (j != i && s->roster.workers[j].evals_done >= e && s->roster.workers[j].eval_took > longest)
+        longest = s->roster.workers[j].eval_took;
     double wait = 2 * longest > base ? 2 * longest : base;
     if (now - w->eval_due_at <= wait) continue;
     /* Excused; check_evals counts the share as missed when it evaluates the epoch. */
@@ -324,7 +324,7 @@ static void eval_deadlines(ps_server *s, double now) {
              "training through it (--eval-timeout): the epoch is evaluated without its share",
              i, w->name, e, wait);
     ps_check_progress(s);
-    if (s->stopping) return;
+    if (s->life.stopping) return;
   }
 }
 
@@ -349,6 +349,20 @@ static void eval_deadlines(ps_server *s, double now) {
 #define PS_FLAG_DIFF 0.02
 #define PS_LOSS_SD_PER_MEAN 2.0
 #define PS_FLAG_LOSS_REL 0.25
+
+/* A worker's evaluation of the last epoch names the whole weights it was taken on (every
+ * worker evaluates the same final weights, in every mode: they pull them once all have said
+ * BYE). The summary gives it as the model's checksum; reports that disagree are said, and the
+ * summary then gives none. */
+void ps_eval_checksum_reported(ps_server *s, int worker, uint64_t sum) {
+  if (s->evals.model_sums > 0 && sum != s->evals.model_sum && !s->evals.model_sums_differ) {
+    s->evals.model_sums_differ = 1;
+    LOG_WARN("worker %d '%s' evaluated final weights with checksum %016" PRIx64 ", another "
+             "worker's had %016" PRIx64 ": the summary gives no checksum of the whole model",
+             worker, s->roster.workers[worker].name, sum, s->evals.model_sum);
+  }
+  if (s->evals.model_sums++ == 0) s->evals.model_sum = sum;
+}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -380,7 +394,7 @@ static void flag_implausible(ps_server *s, uint32_t e) {
   static double acc[PST_WIRE_MAX_WORKERS], loss[PST_WIRE_MAX_WORKERS];
   int n = 0;
   for (int i = 0; i < s->opt.workers && n < PST_WIRE_MAX_WORKERS; i++) {
-    const ps_eval_share *x = &s->workers[i].eval_share[e % PS_EVAL_SHARES];
+    const ps_eval_share *x = &s->roster.workers[i].eval_share[e % PS_EVAL_SHARES];
     if (x->epoch == e && x->samples > 0) {
       acc[n] = (double)x->correct / (double)x->samples;
       loss[n++] = x->loss_sum / (double)x->samples;
@@ -393,11 +407,11 @@ static void flag_implausible(ps_server *s, uint32_t e) {
    * every share) and there are three or more (see below). */
   int bad = 0;
   for (int i = 0; i < s->opt.workers; i++) {
-    const ps_eval_share *x = &s->workers[i].eval_share[e % PS_EVAL_SHARES];
+    const ps_eval_share *x = &s->roster.workers[i].eval_share[e % PS_EVAL_SHARES];
     if (x->epoch == e && x->samples > 0) bad += implausible(x, med, med_loss, &z, &lz, &rel);
   }
   for (int i = 0; i < s->opt.workers; i++) {
-    ps_worker *w = &s->workers[i];
+    ps_worker *w = &s->roster.workers[i];
     ps_eval_share *mine = &w->eval_share[e % PS_EVAL_SHARES];
     if (mine->epoch != e || mine->samples == 0 || mine->set_aside) continue;
     double pi = (double)mine->correct / (double)mine->samples;
@@ -407,21 +421,21 @@ static void flag_implausible(ps_server *s, uint32_t e) {
       if (rel > rel_max) rel_max = rel;
       continue;
     }
-    s->evals_flagged++;
+    s->evals.evals_flagged++;
     /* With two shares the median is their mean and both are as far from it: flagged, and
      * kept, since nothing says which is the liar. */
     int aside = n >= 3 && bad < n;
     if (aside) {
       mine->set_aside = 1;
-      pst_metrics_eval_set_aside(&s->metrics, e, mine->loss_sum, mine->correct, mine->samples);
+      pst_metrics_eval_set_aside(&s->obs.metrics, e, mine->loss_sum, mine->correct, mine->samples);
     }
     LOG_WARN("worker %d '%s': its evaluation of epoch %u (accuracy %.4f, mean loss %.4f over "
              "%" PRIu64 " samples) is implausible against the workers' median share (accuracy "
              "%.4f, %.1f standard errors; loss %.4f, %.1f): flagged%s", i, w->name, e, pi, li,
              mine->samples, med, z, med_loss, lz,
              aside ? " and left out of the epoch's figures" : " (kept: no majority to go by)");
-    if (s->n_eval_flags < PS_EVAL_FLAGS)
-      s->eval_flags[s->n_eval_flags++] =
+    if (s->evals.n_eval_flags < PS_EVAL_FLAGS)
+      s->evals.eval_flags[s->evals.n_eval_flags++] =
           (pst_eval_flag){i, e, mine->correct, mine->samples, med, z, li, med_loss};
   }
   LOG_INFO("epoch %u: the shares kept are within %.1f standard errors of the median share's "
@@ -430,20 +444,20 @@ static void flag_implausible(ps_server *s, uint32_t e) {
 
 static void check_evals(ps_server *s) {
   for (uint32_t e = 1; e <= (uint32_t)s->opt.epochs; e++) {
-    if (s->metrics.evals[e].complete || s->metrics.evals[e].reports == 0) continue;
+    if (s->obs.metrics.evals[e].complete || s->obs.metrics.evals[e].reports == 0) continue;
     int waiting = 0;
     for (int i = 0; i < s->opt.workers && !waiting; i++) waiting = owes_eval(s, i, e);
     if (waiting) continue;
     /* Before the figures are final: flagged shares are left out of them. Run again should
      * the epoch not complete (no samples left), it sets nothing aside twice. */
     flag_implausible(s, e);
-    if (!pst_metrics_eval_complete(&s->metrics, e)) continue;
+    if (!pst_metrics_eval_complete(&s->obs.metrics, e)) continue;
     /* Every slot whose share is not in (its worker was lost, left, or did not report in
      * time) is named with the epoch and counted, here and only here, whatever excused it:
      * the summary's evaluations_missed is the shares the figures lack. Slots excused from
      * this evaluation do not owe it to a later replacement either. */
     for (int i = 0; i < s->opt.workers; i++) {
-      ps_worker *w = &s->workers[i];
+      ps_worker *w = &s->roster.workers[i];
       const ps_eval_share *x = &w->eval_share[e % PS_EVAL_SHARES];
       if (w->ever && !(x->epoch == e && x->samples > 0)) {
         w->evals_missed++;
@@ -454,7 +468,7 @@ static void check_evals(ps_server *s) {
       }
       if (w->evals_done < e) w->evals_done = e;
     }
-    const pst_epoch_eval *ev = &s->metrics.evals[e];
+    const pst_epoch_eval *ev = &s->obs.metrics.evals[e];
     LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 "%s)", e,
              s->opt.epochs, ev->loss_sum / (double)ev->samples,
              (double)ev->correct / (double)ev->samples, ev->version,
@@ -462,7 +476,7 @@ static void check_evals(ps_server *s) {
                  ? ", without the shares of workers that were lost or did not report in time"
                  : "");
     pst_notify_status("epoch %u/%d evaluated: test accuracy %.4f (version %" PRIu64 ")", e,
-                      s->opt.epochs, s->metrics.last_test_accuracy, s->store.version);
+                      s->opt.epochs, s->obs.metrics.last_test_accuracy, s->core.store.version);
   }
 }
 
@@ -471,65 +485,65 @@ static void check_evals(ps_server *s) {
 /* Whether slot i owes an evaluation before its next step: an epoch's (it has trained
  * through one it has not reported), or a dense evaluation point's. */
 static int owes_eval_now(const ps_server *s, int i) {
-  if (s->opt.evaluator || !s->data_known) return 0;
-  const ps_worker *w = &s->workers[i];
+  if (s->opt.evaluator || !s->facts.data_known) return 0;
+  const ps_worker *w = &s->roster.workers[i];
   uint32_t trained;
   if (s->opt.data_handout) {
-    trained = s->data.complete;
+    trained = s->plan.data.complete;
   } else {
-    uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+    uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
     uint64_t e = spe ? ps_slot_position(s, i) / spe : 0;
     trained = e > (uint64_t)s->opt.epochs ? (uint32_t)s->opt.epochs : (uint32_t)e;
   }
   if (w->evals_done < trained) return 1;
-  return s->opt.eval_every > 0 && s->store.version > 0 &&
-         s->store.version % (uint64_t)s->opt.eval_every == 0;
+  return s->opt.eval_every > 0 && s->core.store.version > 0 &&
+         s->core.store.version % (uint64_t)s->opt.eval_every == 0;
 }
 
 void ps_step_opened(ps_server *s) {
-  if (s->opt.mode != PST_MODE_SYNC || !s->started || s->sw_version == s->store.version) return;
-  uint64_t steps = s->sw_version == UINT64_MAX || s->store.version < s->sw_version
-                       ? 0 : s->store.version - s->sw_version;
-  s->sw_version = s->store.version;
+  if (s->opt.mode != PST_MODE_SYNC || !s->roster.started || s->core.sw_version == s->core.store.version) return;
+  uint64_t steps = s->core.sw_version == UINT64_MAX || s->core.store.version < s->core.sw_version
+                       ? 0 : s->core.store.version - s->core.sw_version;
+  s->core.sw_version = s->core.store.version;
   double now = pst_now();
   for (int i = 0; i < s->opt.workers; i++) {
-    ps_worker *w = &s->workers[i];
+    ps_worker *w = &s->roster.workers[i];
     /* Steps published without a slot that is lost or given up skip its batches (with the
      * data handed out, its ranges went back to the pool instead). */
-    if (!s->opt.data_handout && !w->done && !s->upd.member[i]) w->skipped_steps += steps;
-    if (w->conn && !w->done && s->upd.member[i]) pst_stepwatch_begin(&s->sw, i, now, owes_eval_now(s, i));
+    if (!s->opt.data_handout && !w->done && !s->core.upd.member[i]) w->skipped_steps += steps;
+    if (w->conn && !w->done && s->core.upd.member[i]) pst_stepwatch_begin(&s->core.sw, i, now, owes_eval_now(s, i));
   }
 }
 
 void ps_step_begins(ps_server *s, int i) {
   if (s->opt.mode != PST_MODE_SYNC || i < 0 || i >= s->opt.workers) return;
-  pst_stepwatch_begin(&s->sw, i, pst_now(), owes_eval_now(s, i));
+  pst_stepwatch_begin(&s->core.sw, i, pst_now(), owes_eval_now(s, i));
 }
 
-void ps_step_pushed(ps_server *s, int i) { pst_stepwatch_end(&s->sw, i, pst_now()); }
+void ps_step_pushed(ps_server *s, int i) { pst_stepwatch_end(&s->core.sw, i, pst_now()); }
 
 /* A connected worker that keeps a sync step open past its bound (ps/train/stepwatch.h) is given
  * up like a stalled one: its connection closes, which is its loss, and the step goes on
  * with the others (or backup workers), or waits for a replacement (--on-worker-loss wait).
  * Only while someone else waits: a lone worker holds up nobody but itself. */
 static void step_watch(ps_server *s, double now) {
-  if (s->opt.mode != PST_MODE_SYNC || !s->started || s->upd.members < 2) return;
-  for (int i = 0; i < s->opt.workers && !s->stopping; i++) {
-    ps_worker *w = &s->workers[i];
+  if (s->opt.mode != PST_MODE_SYNC || !s->roster.started || s->core.upd.members < 2) return;
+  for (int i = 0; i < s->opt.workers && !s->life.stopping; i++) {
+    ps_worker *w = &s->roster.workers[i];
     if (!w->conn || !ps_waits_for(s, i)) continue;
     /* Backup workers: the step waits for a slot's push only once it holds one of the step's
      * N-K places, or while places are still free; a surplus worker holds nothing up. */
-    if (s->opt.backup_workers > 0 && s->upd.step_open && s->upd.slot_of[i] < 0 &&
-        s->upd.slots_taken >= s->upd.needed)
+    if (s->opt.backup_workers > 0 && s->core.upd.step_open && s->core.upd.slot_of[i] < 0 &&
+        s->core.upd.slots_taken >= s->core.upd.needed)
       continue;
     char how[160], why[320];
-    double held = pst_stepwatch_held(&s->sw, i, now);
-    double bound = pst_stepwatch_bound(&s->sw, i, how, sizeof how);
+    double held = pst_stepwatch_held(&s->core.sw, i, now);
+    double bound = pst_stepwatch_bound(&s->core.sw, i, how, sizeof how);
     if (bound <= 0 || held <= bound) continue;
     snprintf(why, sizeof why, "it held step %" PRIu64 " open for %.1f s (the bound: %s)",
-             s->store.version, held, how);
+             s->core.store.version, held, how);
     LOG_WARN("worker %d '%s': %s; dropped as a stall", i, w->name, why);
-    s->net.drop(w->conn, why);
+    s->ops.drop(w->conn, why);
   }
 }
 
@@ -540,10 +554,10 @@ static void step_watch(ps_server *s, double now) {
  * when some step had fewer shares than N-K: otherwise skipping the slowest is the design);
  * async and ssp, the pushes its shard still lacked when it was given up. */
 static uint64_t untrained_steps(const ps_server *s, int i) {
-  const ps_worker *w = &s->workers[i];
+  const ps_worker *w = &s->roster.workers[i];
   if (s->opt.data_handout || w->done) return 0;
   if (s->opt.mode == PST_MODE_SYNC)
-    return s->opt.backup_workers > 0 && s->upd.partial_steps == 0 ? 0 : w->skipped_steps;
+    return s->opt.backup_workers > 0 && s->core.upd.partial_steps == 0 ? 0 : w->skipped_steps;
   uint64_t total = job_steps(s);
   return total > w->pushes ? total - w->pushes : 0;
 }
@@ -552,49 +566,48 @@ static uint64_t untrained_steps(const ps_server *s, int i) {
 static uint64_t count_untrained(ps_server *s) {
   uint64_t all = 0;
   for (int i = 0; i < s->opt.workers; i++) {
-    uint64_t steps = s->workers[i].untrained_steps = untrained_steps(s, i);
+    uint64_t steps = s->roster.workers[i].untrained_steps = untrained_steps(s, i);
     if (steps == 0) continue;
     uint64_t samples = steps * (uint64_t)s->opt.batch_size;
     all += samples;
     LOG_ERR("worker slot %d ('%s'): %" PRIu64 " steps of its shard (%" PRIu64 " samples) were "
-            "never trained (%s)", i, s->workers[i].name, steps, samples,
-            s->workers[i].abandoned ? "its worker was lost and not replaced in time"
+            "never trained (%s)", i, s->roster.workers[i].name, steps, samples,
+            s->roster.workers[i].abandoned ? "its worker was lost and not replaced in time"
                                     : "its worker was away while the others trained on");
   }
-  s->untrained_samples = all;
+  s->roster.untrained_samples = all;
   return all;
 }
 
 void ps_check_progress(ps_server *s) {
-  if (s->stopping) return;
-  if (s->opt.evaluator) ps_evals(s);
+  if (s->life.stopping) return;
+  if (s->opt.evaluator) ps_eval_epochs(s);
   else check_evals(s);
   int present = 0, over = 0;
   if (s->opt.data_handout) {
     /* Over once every range is trained and every worker still there has said BYE. */
-    if (!s->started || !ps_no_more_pushes(s)) return;
+    if (!s->roster.started || !ps_no_more_pushes(s)) return;
     over = s->opt.workers;
   }
   for (int i = 0; i < s->opt.workers && !s->opt.data_handout; i++) {
-    ps_worker *w = &s->workers[i];
+    ps_worker *w = &s->roster.workers[i];
     if (w->conn && !w->done) present++;
     if (w->done || w->abandoned) over++;
   }
   /* Sync, going on without lost workers: once every worker still there has finished, a
    * replacement would find nothing left to train (its shard's position is the version), so
    * the lost slots are done with. */
-  if (s->started && !s->opt.data_handout && present == 0 && over < s->opt.workers &&
+  if (s->roster.started && !s->opt.data_handout && present == 0 && over < s->opt.workers &&
       s->opt.mode == PST_MODE_SYNC &&
-      !s->opt.wait_on_loss && s->finished > 0) {
+      !s->opt.wait_on_loss && s->roster.finished > 0) {
     for (int i = 0; i < s->opt.workers; i++)
-      if (s->workers[i].lost) abandon(s, i, "every other worker has finished");
-    over = s->finished + s->abandoned;
+      if (s->roster.workers[i].lost) abandon(s, i, "every other worker has finished");
+    over = s->roster.finished + s->roster.abandoned;
   }
-  if (s->abandoned == s->opt.workers && !s->opt.data_handout) {
-    s->exit_code = PST_EXIT_FAILED;
+  if (s->roster.abandoned == s->opt.workers && !s->opt.data_handout) {
     LOG_ERR("every worker slot was abandoned; training aborted at version %" PRIu64,
-            s->store.version);
-    s->net.stop(s, "every worker was lost; training aborted", 1);
+            s->core.store.version);
+    s->ops.stop(s, "every worker was lost; training aborted", 1, PST_EXIT_FAILED);
     return;
   }
   if (over < s->opt.workers) return;
@@ -604,75 +617,81 @@ void ps_check_progress(ps_server *s) {
     if (owes_eval(s, i, (uint32_t)s->opt.epochs)) return;
   /* --eval-on ps: the last epoch's evaluation is the ps's own, on the final weights. */
   if (s->opt.evaluator &&
-      (s->opt.evaluator->busy(s->opt.evaluator->ctx) || s->ps_eval_epoch < (uint32_t)s->opt.epochs))
+      (s->opt.evaluator->busy(s->opt.evaluator->ctx) || s->evals.ps_eval_epoch < (uint32_t)s->opt.epochs))
     return;
-  pst_metrics_eval_complete(&s->metrics, (uint32_t)s->opt.epochs);
-  pst_metrics_mark_end(&s->metrics);
-  if (!s->data_known && s->store.version == 0 && !s->resumed) {
+  pst_metrics_eval_complete(&s->obs.metrics, (uint32_t)s->opt.epochs);
+  pst_metrics_mark_end(&s->obs.metrics);
+  if (!s->facts.data_known && s->core.store.version == 0 && !s->restored.resumed) {
     /* Every slot said BYE without a step, and nobody said what the data is: nothing was
      * trained, whatever the BYEs claim. */
-    s->exit_code = PST_EXIT_INCOMPLETE;
     LOG_ERR("training ended without a single step: every worker said BYE before pushing a "
             "gradient, and none said what its data is; not a finished job");
-    s->net.stop(s, "every worker left before a step was trained", 1);
+    s->ops.stop(s, "every worker left before a step was trained", 1, PST_EXIT_INCOMPLETE);
     return;
   }
   if (count_untrained(s) > 0) {
     /* Not a finish: part of the data was never trained. The workers did their part (they
      * are told so, and exit 0); the ps says why and exits PST_EXIT_INCOMPLETE. */
-    s->exit_code = PST_EXIT_INCOMPLETE;
     LOG_ERR("training ended at version %" PRIu64 " with %" PRIu64 " samples never trained "
-            "(test accuracy %.4f): not a finished job", s->store.version, s->untrained_samples,
-            s->metrics.last_test_accuracy);
-    s->net.stop(s, "training ended with part of the data never trained", 0);
+            "(test accuracy %.4f): not a finished job", s->core.store.version, s->roster.untrained_samples,
+            s->obs.metrics.last_test_accuracy);
+    s->ops.stop(s, "training ended with part of the data never trained", 0,
+                PST_EXIT_INCOMPLETE);
     return;
   }
-  double wall = s->metrics.train_end - s->metrics.train_start;
+  double wall = s->obs.metrics.train_end - s->obs.metrics.train_start;
   LOG_INFO("training complete: %d epochs, version %" PRIu64 ", test accuracy %.4f, %.0f samples/s"
            " over %.1f s, weights checksum %016" PRIx64 "%s",
-           s->opt.epochs, s->store.version, s->metrics.last_test_accuracy,
-           wall > 0 ? (double)(s->metrics.samples_trained - s->metrics.samples_resumed) / wall
+           s->opt.epochs, s->core.store.version, s->obs.metrics.last_test_accuracy,
+           wall > 0 ? (double)(s->obs.metrics.samples_trained - s->obs.metrics.samples_resumed) / wall
                     : 0.0,
            wall,
-           pst_store_checksum(&s->store),
-           s->abandoned ? " (some worker slots were abandoned)" : "");
-  s->net.stop(s, "training complete", 0);
+           pst_store_checksum(&s->core.store),
+           s->roster.abandoned ? " (some worker slots were abandoned)" : "");
+  s->ops.stop(s, "training complete", 0, 0);
+}
+
+int ps_worker_finished(ps_server *s, int i) {
+  ps_worker *w = &s->roster.workers[i];
+  if (w->done) return 0;
+  w->done = 1;
+  s->roster.finished++;
+  return 1;
 }
 
 static void on_watch(uv_timer_t *t) {
   ps_server *s = t->data;
-  if (s->stopping) return;
+  if (s->life.stopping) return;
   double now = pst_now();
-  s->net.watch(s, now);
-  for (int i = 0; i < s->opt.workers && !s->stopping; i++) {
-    ps_worker *w = &s->workers[i];
+  s->ops.watch(s, now);
+  for (int i = 0; i < s->opt.workers && !s->life.stopping; i++) {
+    ps_worker *w = &s->roster.workers[i];
     if (w->lost && now - w->lost_at > s->opt.rejoin_timeout) {
       char why[96];
       snprintf(why, sizeof why, "no replacement within --rejoin-timeout %g s", s->opt.rejoin_timeout);
       abandon(s, i, why);
-      s->net.kick(s);
+      s->ops.kick(s);
     }
   }
-  if (s->opt.data_handout && s->started && s->registered == 0 && s->empty_since > 0 &&
-      !ps_data_finished(s) && now - s->empty_since > s->opt.rejoin_timeout) {
-    s->exit_code = PST_EXIT_FAILED;
+  if (s->opt.data_handout && s->roster.started && s->roster.registered == 0 && s->roster.empty_since > 0 &&
+      !ps_data_finished(s) && now - s->roster.empty_since > s->opt.rejoin_timeout) {
     LOG_ERR("no worker for %.0f s (--rejoin-timeout); training aborted at version %" PRIu64,
-            now - s->empty_since, s->store.version);
-    s->net.stop(s, "every worker left or was lost; training aborted", 1);
+            now - s->roster.empty_since, s->core.store.version);
+    s->ops.stop(s, "every worker left or was lost; training aborted", 1, PST_EXIT_FAILED);
     return;
   }
-  if (!s->stopping) ps_step_opened(s);
-  if (!s->stopping) step_watch(s, now);
-  if (!s->stopping) eval_deadlines(s, now);
-  if (!s->stopping) s->net.admission_watch(s, now);
-  if (!s->stopping) ps_ckpt_tick(s);
+  if (!s->life.stopping) ps_step_opened(s);
+  if (!s->life.stopping) step_watch(s, now);
+  if (!s->life.stopping) eval_deadlines(s, now);
+  if (!s->life.stopping) s->ops.admission_watch(s, now);
+  if (!s->life.stopping) ps_ckpt_tick(s);
 }
 
 int ps_liveness_start(ps_server *s) {
-  uv_timer_init(s->loop, &s->watch_timer);
-  s->watch_timer.data = s;
+  uv_timer_init(s->loop, &s->roster.watch_timer);
+  s->roster.watch_timer.data = s;
   uint64_t ms = watch_period_ms(s);
-  return uv_timer_start(&s->watch_timer, on_watch, ms, ms);
+  return uv_timer_start(&s->roster.watch_timer, on_watch, ms, ms);
 }
 
-void ps_liveness_stop(ps_server *s) { uv_close((uv_handle_t *)&s->watch_timer, NULL); }
+void ps_liveness_stop(ps_server *s) { uv_close((uv_handle_t *)&s->roster.watch_timer, NULL); }

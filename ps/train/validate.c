@@ -18,6 +18,17 @@
 #include "ps/ps.h"
 
 
+void ps_facts_fix(ps_facts *f, uint32_t train, uint32_t test, uint32_t classes) {
+  f->data_known = f->data_fixed = 1;
+  f->train_n = train;
+  f->test_n = test;
+  f->classes = classes;
+}
+
+void ps_facts_forget(ps_facts *f) {
+  if (!f->data_fixed) f->data_known = 0;
+}
+
 int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen) {
   /* A worker given the shards in another order, or another number of them, would push
    * one part of its gradient into another part of the model. */
@@ -44,25 +55,25 @@ int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whyl
              s->model->classes);
     return -EINVAL;
   }
-  if (!s->data_known) {
+  if (!s->facts.data_known) {
     if (pst_steps_per_epoch((int)h->train_samples, s->opt.workers, s->opt.batch_size) < 1) {
       snprintf(why, whylen, "a shard of %u training samples over %d workers holds no full batch "
                "of %d", h->train_samples, s->opt.workers, s->opt.batch_size);
       return -EINVAL;
     }
-    s->data_known = 1;
-    s->data_pinned_at = s->store.version;
-    s->train_n = h->train_samples;
-    s->test_n = h->test_samples;
-    s->classes = h->classes;
+    s->facts.data_known = 1;
+    s->facts.data_pinned_at = s->core.store.version;
+    s->facts.train_n = h->train_samples;
+    s->facts.test_n = h->test_samples;
+    s->facts.classes = h->classes;
     ps_plan_lr(s);
     return 0;
   }
-  if (h->train_samples != s->train_n || h->test_samples != s->test_n || h->classes != s->classes) {
+  if (h->train_samples != s->facts.train_n || h->test_samples != s->facts.test_n || h->classes != s->facts.classes) {
     snprintf(why, whylen, "its data (%u training, %u test samples, %u classes) differs from %s "
              "(%u, %u, %u)", h->train_samples, h->test_samples, h->classes,
-             s->data_fixed ? "--data-facts" : "the other workers'", s->train_n, s->test_n,
-             s->classes);
+             s->facts.data_fixed ? "--data-facts" : "the other workers'", s->facts.train_n, s->facts.test_n,
+             s->facts.classes);
     return -EINVAL;
   }
   return 0;
@@ -79,9 +90,9 @@ int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, si
              r->data_wait_seconds, r->compute_seconds);
     return -EINVAL;
   }
-  if (r->weights_version > s->store.version) {
+  if (r->weights_version > s->core.store.version) {
     snprintf(why, whylen, "an evaluation of version %" PRIu64 ", newer than the ps's %" PRIu64,
-             r->weights_version, s->store.version);
+             r->weights_version, s->core.store.version);
     return -EINVAL;
   }
   if (!isfinite(r->loss_sum) || r->loss_sum < 0 || r->correct > r->samples) {
@@ -109,13 +120,13 @@ int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, si
       return -EINVAL;
     }
     /* Shard 0 asks for the points; the other shards cannot tell which were asked. */
-    if (s->opt.shard_index == 0 && r->subset_point > s->workers[i].subset_asked) {
+    if (s->opt.shard_index == 0 && r->subset_point > s->roster.workers[i].subset_asked) {
       snprintf(why, whylen, "a subset evaluation of point %u, not asked for (%u was)",
-               r->subset_point, s->workers[i].subset_asked);
+               r->subset_point, s->roster.workers[i].subset_asked);
       return -EINVAL;
     }
-    if (!s->data_known) return 0;
-    int n = s->opt.eval_samples < (int)s->test_n ? s->opt.eval_samples : (int)s->test_n, b, e;
+    if (!s->facts.data_known) return 0;
+    int n = s->opt.eval_samples < (int)s->facts.test_n ? s->opt.eval_samples : (int)s->facts.test_n, b, e;
     pst_data_shard_range(n, i, s->opt.workers, &b, &e);
     if (r->samples != (uint64_t)(e - b)) {
       snprintf(why, whylen, "a subset evaluation of %" PRIu64 " samples; its part has %d",
@@ -129,15 +140,15 @@ int ps_check_report(ps_server *s, int i, const Pstrain__Report *r, char *why, si
              "(--eval-on ps)");
     return -EINVAL;
   }
-  if (!s->data_known) return 0;
+  if (!s->facts.data_known) return 0;
   int b, e;
-  pst_data_shard_range((int)s->test_n, i, s->opt.workers, &b, &e);
+  pst_data_shard_range((int)s->facts.test_n, i, s->opt.workers, &b, &e);
   if (r->samples != (uint64_t)(e - b)) {
     snprintf(why, whylen, "an evaluation of %" PRIu64 " samples; its test slice has %d",
              r->samples, e - b);
     return -EINVAL;
   }
-  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->train_n, s->opt.workers, s->opt.batch_size);
+  uint64_t spe = (uint64_t)pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
   if (ps_slot_position(s, i) < (uint64_t)r->epoch * spe) {
     snprintf(why, whylen, "an evaluation of epoch %u before training through it (step %" PRIu64
              " of %" PRIu64 ")", r->epoch, ps_slot_position(s, i), (uint64_t)r->epoch * spe);

@@ -169,9 +169,9 @@ static void client_connect(int k) {
   pst_reader_take_delta(&c->rd, delta);
   c->rd_ok = 1;
   /* A stopping server has closed its listener: the connection is refused. */
-  if (g.srv.stopping || uv_is_closing((uv_handle_t *)&g.srv.listener)) return;
+  if (g.srv.life.stopping || uv_is_closing((uv_handle_t *)&g.srv.net->listener)) return;
   if (g.tcp) {
-    int fd = ps_test_connect(&g.loop, &g.srv.listener);
+    int fd = ps_test_connect(&g.loop, &g.srv.net->listener);
     if (fd < 0) return;
     c->fd = fd;
     return;
@@ -180,7 +180,7 @@ static void client_connect(int k) {
   CHECK(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) == 0,
         "socketpair: %s", strerror(errno));
   /* What uv__server_io does after accept(2): the fd waits in accepted_fd for uv_accept. */
-  uv_stream_t *l = (uv_stream_t *)&g.srv.listener;
+  uv_stream_t *l = (uv_stream_t *)&g.srv.net->listener;
   CHECK(l->accepted_fd == -1, "listener holds an fd");
   l->accepted_fd = sv[0];
   l->connection_cb(l, 0);
@@ -319,10 +319,10 @@ static void send_frame(int k, Pstrain__Header *h, const float *payload, uint32_t
 
 static void send_chunk(int k, uint64_t version, uint32_t chunk, int last, uint8_t p) {
   /* The ps's own chunks (one layer here: pieces of chunk_floats), or past the last one. */
-  uint32_t cf = g.srv.upd.chunk_floats;
-  size_t off = chunk < g.srv.upd.n_chunks ? pst_update_chunk_off(&g.srv.upd, chunk)
+  uint32_t cf = g.srv.core.upd.chunk_floats;
+  size_t off = chunk < g.srv.core.upd.n_chunks ? pst_update_chunk_off(&g.srv.core.upd, chunk)
                                           : (size_t)chunk * cf;
-  uint32_t count = chunk < g.srv.upd.n_chunks ? pst_update_chunk_len(&g.srv.upd, chunk)
+  uint32_t count = chunk < g.srv.core.upd.n_chunks ? pst_update_chunk_len(&g.srv.core.upd, chunk)
                    : (uint32_t)(g.model.n_params - off < cf ? g.model.n_params - off : cf);
   float v[64];
   for (uint32_t i = 0; i < count; i++)
@@ -386,8 +386,8 @@ static void send_macro(int k, uint8_t t, uint8_t p) {
   Pstrain__Status st = PSTRAIN__STATUS__INIT;
   Pstrain__Shutdown sd = PSTRAIN__SHUTDOWN__INIT;
   Pstrain__DataRange dr = PSTRAIN__DATA_RANGE__INIT;
-  if (g.srv.workers == NULL) return; /* the server failed to start */
-  uint32_t nc = g.srv.upd.n_chunks;
+  if (g.srv.roster.workers == NULL) return; /* the server failed to start */
+  uint32_t nc = g.srv.core.upd.n_chunks;
   switch (t % M_COUNT) {
     case 0:
       hello.worker_name = (p & 0x20) ? "a-worker-with-a-name-longer-than-sixty-four-bytes-so-it-gets-cut-x" : "fz";
@@ -637,10 +637,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         break;
       }
       default:
-        if (!g.srv.stopping) {
-          g.srv.stop_requested = (op >> 6) & 1;
-          if (g.srv.stop_requested) g.srv.exit_code = PST_EXIT_STOPPED;
-          ps_server_stop(&g.srv, "stopped by the fuzzer", (op >> 5) & 1);
+        if (!g.srv.life.stopping) {
+          g.srv.life.stop_requested = (op >> 6) & 1;
+          ps_server_stop(&g.srv, "stopped by the fuzzer", (op >> 5) & 1,
+                         g.srv.life.stop_requested ? PST_EXIT_STOPPED : 0);
         }
         break;
     }
@@ -652,7 +652,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     for (int k = 0; k < MAX_CLIENTS; k++)
       if (g.cl[k].fd >= 0) shutdown(g.cl[k].fd, SHUT_WR);
   run_until_quiet();
-  if (!g.srv.stopping) ps_server_stop(&g.srv, "the fuzz input ended", 0);
+  if (!g.srv.life.stopping) ps_server_stop(&g.srv, "the fuzz input ended", 0, 0);
   run_until_quiet();
   for (int k = 0; k < MAX_CLIENTS; k++) {
     client_close(&g.cl[k]);
