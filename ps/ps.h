@@ -195,6 +195,33 @@ typedef struct {
   void (*admission_watch)(ps_server *s, double now);
 } ps_net_ops;
 
+/* What the training core (ps/train/) and durable state (ps/state/) tell observability: they
+ * do not call into ps/obs/ but say what happened through these, which ps_server_start wires
+ * to ps/obs/events.c (the metrics file, /metrics, TensorBoard). */
+typedef struct {
+  /* Slot `worker` joined, departed or was lost ("joined", "departed", "lost"); `present`
+   * workers train now; join_at: the version it takes part from (joined). */
+  void (*workers)(ps_server *s, const char *why, int worker, int present, uint64_t join_at);
+  /* Training began (every slot has had a worker, or MIN of an elastic job), or ended (the
+   * last evaluation is in). */
+  void (*began)(ps_server *s);
+  void (*ended)(ps_server *s);
+  /* The data handout: a range "handed" out to slot `worker` for the step on `version`,
+   * "returned" to the pool, or "trained"; epoch `epoch` had every sample trained once. */
+  void (*range)(ps_server *s, const char *what, int worker, uint64_t version, const pst_range *r);
+  void (*data_epoch)(ps_server *s, uint32_t epoch);
+  /* A share of epoch's test evaluation (the workers' or the ps's own), one set aside as
+   * implausible, and the epoch's evaluation closed: returns 1 when its figures became final
+   * now (0: closed before, or no share in). */
+  void (*eval_share)(ps_server *s, uint32_t epoch, uint64_t version, double loss_sum,
+                     uint64_t correct, uint64_t samples);
+  void (*eval_set_aside)(ps_server *s, uint32_t epoch, double loss_sum, uint64_t correct,
+                         uint64_t samples);
+  int (*eval_closed)(ps_server *s, uint32_t epoch);
+  /* A new version was published (the step-time histogram, the learning rate shown). */
+  void (*published)(ps_server *s);
+} ps_obs_events;
+
 /* The parts of the ps's state. Each is changed only by the module named with it; the others
  * read it (through const pointers where a function takes it) or ask its module. */
 
@@ -308,6 +335,7 @@ struct ps_server {
   const pst_model *model;
   uv_loop_t *loop;
   ps_net_ops ops;         /* the training core's way to the connections (above) */
+  ps_obs_events events;   /* ... and to observability */
   /* The parts. */
   ps_net *net;            /* ps/net/ */
   ps_core core;

@@ -26,7 +26,7 @@ static void conn_close(ps_conn *c, const char *why) { ps_conn_close(c, why, 0); 
  * counted, not struck. */
 static void note_unsafe(ps_server *s, ps_conn *c) {
   ps_net_count_rejected(s->net);
-  ps_log_conn(s, "step %" PRIu64 ": %s (completed by worker %d's share): that part of the "
+  ps_log_conn(s->net, "step %" PRIu64 ": %s (completed by worker %d's share): that part of the "
               "model keeps its values (%" PRIu64 " such chunks so far)", s->core.store.version,
               s->core.upd.reject_why, c->worker, s->core.upd.unsafe_chunks);
 }
@@ -445,6 +445,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
   memset(s, 0, sizeof *s);
   s->ops = (ps_net_ops){ps_server_kick, ps_server_stop, go_back, ps_conn_drop, ps_conn_watch,
                         ps_admission_watch};
+  s->events = ps_obs_event_handlers;
   s->net = calloc(1, sizeof *s->net);
   if (!s->net) {
     snprintf(err, errlen, "out of memory");

@@ -30,11 +30,11 @@ int ps_admit(ps_server *s, ps_conn *c) {
   if (s->net->n_conns > s->opt.max_connections) {
     ps_conn *old = oldest_unregistered(s);
     if (old && old != c) {
-      ps_log_conn(s, "%d connections (--max-connections %d): closing the oldest unregistered one, "
+      ps_log_conn(s->net, "%d connections (--max-connections %d): closing the oldest unregistered one, "
                      "from %s", s->net->n_conns, s->opt.max_connections, old->peer);
       ps_conn_close(old, NULL, 1);
     } else if (!old || old == c) {
-      ps_log_conn(s, "%d connections (--max-connections %d), all registered: refusing %s",
+      ps_log_conn(s->net, "%d connections (--max-connections %d), all registered: refusing %s",
                   s->net->n_conns, s->opt.max_connections, c->peer);
       return -EMFILE;
     }
@@ -103,7 +103,7 @@ int ps_auth_read(ps_conn *c, size_t n) {
       /* A worker without the secret starts with a frame: tell it why, in a frame. */
       int framed = memcmp(c->hs, "PSTR", 4) == 0;
       int tls = c->hs[0] == 0x16 && c->hs[1] == 0x03; /* a TLS record: a handshake */
-      ps_log_conn(s, "closing connection from %s: %s", c->peer,
+      ps_log_conn(s->net, "closing connection from %s: %s", c->peer,
                   framed ? "it did not authenticate (this ps needs the cluster secret)"
                   : tls  ? "a TLS handshake (the peer uses TLS, this ps runs without it)"
                          : "not a pstrain authentication");
@@ -120,7 +120,7 @@ int ps_auth_read(ps_conn *c, size_t n) {
     return ps_send_raw(c, challenge, sizeof challenge) < 0 ? -EIO : 0;
   }
   if (pst_auth_verify(&c->auth, s->opt.secret, c->hs) < 0) {
-    ps_log_conn(s, "closing connection from %s: authentication failed (another secret, or a "
+    ps_log_conn(s->net, "closing connection from %s: authentication failed (another secret, or a "
                    "replayed handshake)", c->peer);
     ps_conn_close(c, NULL, 1);
     return -EACCES;
@@ -139,7 +139,7 @@ void ps_admission_watch(ps_server *s, double now) {
     next = c->next;
     if ((c->state == CONN_AUTH || c->state == CONN_OPEN) &&
         now - c->opened_at > s->opt.hello_timeout) {
-      ps_log_conn(s, "closing connection from %s: not %s within --hello-timeout %g s", c->peer,
+      ps_log_conn(s->net, "closing connection from %s: not %s within --hello-timeout %g s", c->peer,
                   c->state == CONN_AUTH ? "authenticated" : "registered", s->opt.hello_timeout);
       ps_conn_close(c, NULL, 1);
     }
@@ -155,7 +155,7 @@ void ps_reject(ps_conn *c, const char *why) {
     /* ps/net/rules.h never strikes a connection without a worker; should a handler try, the
      * connection goes, and nothing is counted against a slot it does not hold. */
     s->net->rejected++;
-    ps_log_conn(s, "closing connection from %s: %s", c->peer, why);
+    ps_log_conn(s->net, "closing connection from %s: %s", c->peer, why);
     ps_conn_close(c, NULL, 0);
     return;
   }
@@ -163,7 +163,7 @@ void ps_reject(ps_conn *c, const char *why) {
   c->strikes++;
   w->rejected_total++;
   s->net->rejected++;
-  ps_log_conn(s, "worker %d '%s' from %s: %s: rejected (%u on this connection, %u on the slot)",
+  ps_log_conn(s->net, "worker %d '%s' from %s: %s: rejected (%u on this connection, %u on the slot)",
               c->worker, w->name, c->peer, why, c->strikes, w->rejected_total);
   if (c->strikes >= PS_MAX_STRIKES) {
     char reason[200];

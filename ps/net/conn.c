@@ -18,8 +18,8 @@
 #define CONN_LOG_BURST 10
 #define CONN_LOG_PERIOD 10.0
 
-void ps_log_conn(ps_server *s, const char *fmt, ...) {
-  if (!pst_ratelimit_ok(&s->net->conn_log, CONN_LOG_BURST, CONN_LOG_PERIOD)) return;
+void ps_log_conn(ps_net *n, const char *fmt, ...) {
+  if (!pst_ratelimit_ok(&n->conn_log, CONN_LOG_BURST, CONN_LOG_PERIOD)) return;
   char line[512];
   va_list ap;
   va_start(ap, fmt);
@@ -76,7 +76,7 @@ void ps_conn_close(ps_conn *c, const char *why, int hard) {
   c->srv->net->hooks.reply_abandoned(c);
   if (c->reading) pst_tls_stream_read_stop(&c->io);
   c->reading = 0;
-  if (why && !was_worker) ps_log_conn(c->srv, "connection from %s closed: %s", c->peer, why);
+  if (why && !was_worker) ps_log_conn(c->srv->net, "connection from %s closed: %s", c->peer, why);
   if (was_worker) ps_worker_lost(c->srv, c->worker, why);
   if (ps_io_busy(&c->wjob)) {
     if (!hard) {

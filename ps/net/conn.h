@@ -148,7 +148,7 @@ void ps_conn_watch(ps_server *s, double now);
 void ps_worker_leaves(ps_conn *c);
 
 /* A rate-limited warning about a connection. */
-void ps_log_conn(ps_server *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void ps_log_conn(ps_net *n, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* Sending (ps/net/send.c). */
 /* Sends the control frames that waited behind c's write job, in order. */

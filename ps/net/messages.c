@@ -238,7 +238,7 @@ int ps_handle_status(ps_conn *c) {
   if (c->status_tokens < 1.0) {
     s->net->status_dropped++;
     if (++c->status_dropped > PS_STATUS_MAX_DROPPED) {
-      ps_log_conn(s, "closing connection from %s: more than %d STATUS_REQ a second", c->peer,
+      ps_log_conn(s->net, "closing connection from %s: more than %d STATUS_REQ a second", c->peer,
                   (int)PS_STATUS_RATE);
       ps_conn_close(c, NULL, 1);
       return -EPROTO;

@@ -94,7 +94,7 @@ static int after_feed(ps_conn *c, int rc) {
                c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
                c->rd.sample[0] ? "\")" : "");
     else
-      ps_log_conn(c->srv, "closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
+      ps_log_conn(c->srv->net, "closing connection from %s: %s%s%s%s", c->peer, c->rd.err,
                   c->rd.sample[0] ? " (first bytes: \"" : "", c->rd.sample,
                   c->rd.sample[0] ? "\")" : "");
     conn_close(c, c->state == CONN_WORKER ? c->rd.err : NULL);
@@ -177,7 +177,7 @@ void ps_conn_accept(uv_stream_t *server, int status) {
   if (status < 0) {
     /* Out of descriptors, typically: libuv accepted and closed the connection (its spare
      * descriptor), and the peer retries. Rate-limited: a flood would fill the log. */
-    ps_log_conn(s, "accept failed: %s (%d connections open, --max-connections %d)",
+    ps_log_conn(s->net, "accept failed: %s (%d connections open, --max-connections %d)",
                 uv_strerror(status), s->net->n_conns, s->opt.max_connections);
     return;
   }
@@ -199,8 +199,8 @@ void ps_conn_accept(uv_stream_t *server, int status) {
    * listener would stop libuv from accepting any other. */
   int arc = uv_accept(server, (uv_stream_t *)&c->io.tcp);
   if (rc < 0 || arc < 0) {
-    if (rc < 0) ps_log_conn(s, "cannot set up a connection: %s", why);
-    else ps_log_conn(s, "accept failed: %s", uv_strerror(arc));
+    if (rc < 0) ps_log_conn(s->net, "cannot set up a connection: %s", why);
+    else ps_log_conn(s->net, "accept failed: %s", uv_strerror(arc));
     ps_conn_close(c, NULL, 1);
     return;
   }

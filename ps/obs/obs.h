@@ -16,6 +16,10 @@
  * pst_metrics_port_start, which adds the process's and the port's own. */
 void ps_obs_render(const void *s, pst_text *out);
 
+/* What the training core and durable state tell observability (ps/ps.h's ps_obs_events),
+ * recorded in the metrics (ps/obs/events.c); ps_server_start wires them in. */
+extern const ps_obs_events ps_obs_event_handlers;
+
 /* A STATUS message and the storage its pointers point into (the first
  * PS_STATUS_MAX_WORKERS slots; a frame's header must stay small). */
 #define PS_STATUS_MAX_WORKERS 64

@@ -247,8 +247,7 @@ static ps_ckpt_state *saving(ps_server *s) {
 }
 
 void ps_ckpt_published(ps_server *s) {
-  pst_metrics_step(&s->obs.metrics); /* every new version passes here: the step-time histogram */
-  s->obs.metrics.lr = pst_prom_float(ps_lr_now(s)); /* TensorBoard's, under --lr-schedule */
+  s->events.published(s); /* every new version passes here */
   ps_ckpt_state *k = saving(s);
   if (!k || s->opt.checkpoint_every == 0 || s->life.stopping) return;
   if (s->core.store.version % s->opt.checkpoint_every == 0 && s->core.store.version != k->last_version)

@@ -105,8 +105,7 @@ static void give_back(ps_server *s, int i, int k) {
   pst_range *r = &w->range[k];
   if (r->count == 0) return;
   if (pst_handout_return(&s->plan.data, r) == 0)
-    pst_metrics_range(&s->obs.metrics, "returned", i, w->range_version[k], r->epoch, r->start,
-                      r->count);
+    s->events.range(s, "returned", i, w->range_version[k], r);
   r->count = 0;
 }
 
@@ -118,8 +117,7 @@ static void hand_out(ps_server *s, int i, uint64_t version) {
   w->range_version[k] = version;
   if (s->opt.mode == PST_MODE_SYNC) pst_update_set_samples(&s->core.upd, i, version, w->range[k].count);
   if (w->range[k].count)
-    pst_metrics_range(&s->obs.metrics, "handed", i, version, w->range[k].epoch, w->range[k].start,
-                      w->range[k].count);
+    s->events.range(s, "handed", i, version, &w->range[k]);
 }
 
 /* sync: the ranges of the step on `version`, in slot order, to every worker taking part. */
@@ -167,13 +165,13 @@ void ps_data_pushed(ps_server *s, int i, uint64_t version, int trained) {
   }
   uint32_t before = s->plan.data.complete;
   if (pst_handout_trained(&s->plan.data, r) == 0) {
-    pst_metrics_range(&s->obs.metrics, "trained", i, version, r->epoch, r->start, r->count);
+    s->events.range(s, "trained", i, version, r);
     w->trained_range = *r;
     w->trained_version = version;
   }
   r->count = 0;
   for (uint32_t e = before + 1; e <= s->plan.data.complete; e++) {
-    pst_metrics_data_epoch(&s->obs.metrics, e, s->core.store.version, s->plan.data.samples, s->plan.data.epochs);
+    s->events.data_epoch(s, e);
     LOG_INFO("epoch %u/%d: every one of its %" PRIu64 " samples trained once (version %" PRIu64
              ", %" PRIu64 " ranges handed out so far, %" PRIu64 " of them returned)", e,
              s->opt.epochs, s->plan.data.samples, s->core.store.version, s->plan.data.handed, s->plan.data.returned);

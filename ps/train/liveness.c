@@ -19,7 +19,6 @@
 #include "common/notify.h"
 #include "common/shard.h"
 #include "ps/state/checkpointing.h"
-#include "ps/obs/obs.h"
 #include "ps/ps.h"
 
 /* The watch timer runs a few times per timeout, and at least once a second (rejoin deadlines
@@ -105,10 +104,10 @@ static void joined_elastic(ps_server *s, int i, const char *peer, const char *se
            "version %" PRIu64, i, w->name, peer, session[0] ? " over " : "", session,
            present, s->opt.workers_min, s->opt.workers, w->join_at);
   if (present > s->roster.workers_most) s->roster.workers_most = present;
-  pst_metrics_workers(&s->obs.metrics, present, s->core.store.version, "joined", i, w->join_at);
+  s->events.workers(s, "joined", i, present, w->join_at);
   if (!s->roster.started && s->roster.registered >= s->opt.workers_min) {
     s->roster.started = 1;
-    pst_metrics_mark_start(&s->obs.metrics);
+    s->events.began(s);
     LOG_INFO("%d workers registered (at least %d); training %s, %d epochs, the ps handing out "
              "the data%s", s->roster.registered, s->opt.workers_min, pst_mode_name(s->opt.mode),
              s->opt.epochs, s->restored.resumed ? " (resumed)" : "");
@@ -131,8 +130,7 @@ static void gone_elastic(ps_server *s, int i, const char *why) {
              w->name, why ? why : "disconnected", present);
     pst_notify_status("worker %d lost (%s); %d training", i, why ? why : "disconnected", present);
   }
-  pst_metrics_workers(&s->obs.metrics, present, s->core.store.version, w->leaving ? "departed" : "lost",
-                      i, 0);
+  s->events.workers(s, w->leaving ? "departed" : "lost", i, present, 0);
   if (present < s->opt.workers_min && !ps_data_finished(s))
     LOG_WARN("%d workers training, fewer than --workers' minimum of %d: training goes on with "
              "them, and newcomers are admitted", present, s->opt.workers_min);
@@ -207,7 +205,7 @@ void ps_worker_joined(ps_server *s, int i, const char *peer, const char *session
    * may have been lost before the last registered). */
   if (!s->roster.started && s->roster.slots_seen == s->opt.workers) {
     s->roster.started = 1;
-    pst_metrics_mark_start(&s->obs.metrics);
+    s->events.began(s);
     LOG_INFO("all %d workers registered; training %s, %d epochs%s", s->opt.workers,
              pst_mode_name(s->opt.mode), s->opt.epochs, s->restored.resumed ? " (resumed)" : "");
   }
@@ -251,8 +249,8 @@ static void on_ps_eval(void *arg, const ps_eval_result *r) {
     LOG_ERR("the ps's evaluation of epoch %u failed: %s", r->epoch, r->why);
   } else {
     /* Not taken out of the training time: the workers trained on meanwhile. */
-    pst_metrics_eval(&s->obs.metrics, r->epoch, r->version, r->loss_sum, r->correct, r->samples);
-    if (pst_metrics_eval_complete(&s->obs.metrics, r->epoch))
+    s->events.eval_share(s, r->epoch, r->version, r->loss_sum, r->correct, r->samples);
+    if (s->events.eval_closed(s, r->epoch))
       LOG_INFO("epoch %u/%d: test loss %.4f accuracy %.4f (version %" PRIu64 ", evaluated by the "
                "ps over %" PRIu64 " samples in %.2f s)", r->epoch, s->opt.epochs,
                r->loss_sum / (double)r->samples, (double)r->correct / (double)r->samples,
@@ -427,7 +425,7 @@ static void flag_implausible(ps_server *s, uint32_t e) {
     int aside = n >= 3 && bad < n;
     if (aside) {
       mine->set_aside = 1;
-      pst_metrics_eval_set_aside(&s->obs.metrics, e, mine->loss_sum, mine->correct, mine->samples);
+      s->events.eval_set_aside(s, e, mine->loss_sum, mine->correct, mine->samples);
     }
     LOG_WARN("worker %d '%s': its evaluation of epoch %u (accuracy %.4f, mean loss %.4f over "
              "%" PRIu64 " samples) is implausible against the workers' median share (accuracy "
@@ -451,7 +449,7 @@ static void check_evals(ps_server *s) {
     /* Before the figures are final: flagged shares are left out of them. Run again should
      * the epoch not complete (no samples left), it sets nothing aside twice. */
     flag_implausible(s, e);
-    if (!pst_metrics_eval_complete(&s->obs.metrics, e)) continue;
+    if (!s->events.eval_closed(s, e)) continue;
     /* Every slot whose share is not in (its worker was lost, left, or did not report in
      * time) is named with the epoch and counted, here and only here, whatever excused it:
      * the summary's evaluations_missed is the shares the figures lack. Slots excused from
@@ -619,8 +617,8 @@ void ps_check_progress(ps_server *s) {
   if (s->opt.evaluator &&
       (s->opt.evaluator->busy(s->opt.evaluator->ctx) || s->evals.ps_eval_epoch < (uint32_t)s->opt.epochs))
     return;
-  pst_metrics_eval_complete(&s->obs.metrics, (uint32_t)s->opt.epochs);
-  pst_metrics_mark_end(&s->obs.metrics);
+  s->events.eval_closed(s, (uint32_t)s->opt.epochs);
+  s->events.ended(s);
   if (!s->facts.data_known && s->core.store.version == 0 && !s->restored.resumed) {
     /* Every slot said BYE without a step, and nobody said what the data is: nothing was
      * trained, whatever the BYEs claim. */
