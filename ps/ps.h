@@ -220,6 +220,20 @@ typedef struct {
   int (*eval_closed)(ps_server *s, uint32_t epoch);
   /* A new version was published (the step-time histogram, the learning rate shown). */
   void (*published)(ps_server *s);
+  /* What the workers report (ps/train/reports.c): a training report of slot `worker`, the
+   * seconds an evaluation took it, and its share of dense evaluation `point`. */
+  void (*trained)(ps_server *s, int worker, const Pstrain__Report *r, uint64_t staleness);
+  void (*eval_time)(ps_server *s, double seconds);
+  void (*subset_share)(ps_server *s, int worker, const Pstrain__Report *r);
+  /* The push path and the pull path (ps/server.c, ps/net/pull.c): a gradient applied
+   * (`staleness` versions old, `seconds` since its first chunk), a reply's last chunk written
+   * `seconds` after its PULL, a worker's round trip (its exposed wait, and the ps's part:
+   * queued, summing, optimizer, sending), dense evaluation point `point` asked for. */
+  void (*applied)(ps_server *s, uint64_t staleness, double seconds);
+  void (*pulled)(ps_server *s, double seconds);
+  void (*round_trip)(ps_server *s, double exposed, double queued, double sum, double optimizer,
+                     double sending);
+  void (*subset_asked)(ps_server *s, uint32_t point);
 } ps_obs_events;
 
 /* The parts of the ps's state. Each is changed only by the module named with it; the others
@@ -372,8 +386,6 @@ int ps_waits_for(const ps_server *s, int i);
 int ps_no_more_pushes(const ps_server *s);
 /* Evaluations and the end of the run, re-checked after every event that may complete them. */
 void ps_check_progress(ps_server *s);
-/* Slot i's share of epoch's evaluation came in (for the others' deadlines). */
-void ps_eval_reported(ps_server *s, int i, uint32_t epoch);
 /* Whether slot i's worker has trained through its data: its shard's every step (sync: the
  * job's last version; async/ssp: its own pushes), or, with the data handed out, the whole
  * handout. A BYE before that is no finish (ps/server.c). */
@@ -419,9 +431,25 @@ int ps_present_workers(const ps_server *s);
  * every worker of a job without them has gone (the next worker's HELLO says them again). */
 void ps_facts_fix(ps_facts *f, uint32_t train, uint32_t test, uint32_t classes);
 void ps_facts_forget(ps_facts *f);
-/* A worker's report of the whole model's checksum (Report.weights_checksum) for the last
- * epoch (ps/train/liveness.c). */
-void ps_eval_checksum_reported(ps_server *s, int worker, uint64_t sum);
+/* What slot `worker`'s worker reports (ps/train/reports.c): its training loss, or its share
+ * of an evaluation. 0, or -EINVAL with the reason when the report is invalid (the caller
+ * strikes the connection). */
+int ps_worker_reported(ps_server *s, int worker, const Pstrain__Report *r, char *why,
+                       size_t whylen);
+/* Membership (ps/train/liveness.c). The slot a worker registering now takes: the one it asks
+ * for (requested >= 0) if no worker holds it, else an unfinished free one, preferring one
+ * nobody has held yet; -1: none. */
+int ps_slot_free(const ps_server *s, int requested);
+/* Connection c's worker (named name, which dropped `dropped` late gradients while it was
+ * away) takes slot i; ps_worker_joined follows once it is welcomed. */
+void ps_slot_take(ps_server *s, int i, ps_conn *c, const char *name, uint32_t dropped);
+/* Slot i's worker said goodbye (BYE leaving): 1, or 0 if it had already. */
+int ps_worker_leaving(ps_server *s, int i);
+/* A message of slot i's worker was rejected: the slot's count of them, this one included. */
+uint32_t ps_slot_struck(ps_server *s, int i);
+/* The dense evaluation point slot i is to be asked for with a reply of `version` (recorded as
+ * asked), or 0: none due (ps/train/reports.c). */
+uint32_t ps_eval_point_due(ps_server *s, int i, uint64_t version);
 /* Slot i's worker said BYE having trained through its data (ps/server.c checked it): no
  * more pushes from it (ps/train/liveness.c). 1 if it had not finished before. */
 int ps_worker_finished(ps_server *s, int i);

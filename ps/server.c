@@ -92,7 +92,7 @@ static int try_take(ps_conn *c) {
     w->last_version = c->push_version;
     w->last_staleness = staleness;
     if (c->push_version + 1 > w->pushed_to) w->pushed_to = c->push_version + 1;
-    pst_metrics_applied(&s->obs.metrics, staleness, pst_now() - c->push_at);
+    s->events.applied(s, staleness, pst_now() - c->push_at);
     ps_data_pushed(s, c->worker, c->push_version, 1);
     ps_step_pushed(s, c->worker);
   }

@@ -159,12 +159,11 @@ void ps_reject(ps_conn *c, const char *why) {
     ps_conn_close(c, NULL, 0);
     return;
   }
-  ps_worker *w = &s->roster.workers[c->worker];
   c->strikes++;
-  w->rejected_total++;
+  uint32_t on_slot = ps_slot_struck(s, c->worker);
   s->net->rejected++;
   ps_log_conn(s->net, "worker %d '%s' from %s: %s: rejected (%u on this connection, %u on the slot)",
-              c->worker, w->name, c->peer, why, c->strikes, w->rejected_total);
+              c->worker, s->roster.workers[c->worker].name, c->peer, why, c->strikes, on_slot);
   if (c->strikes >= PS_MAX_STRIKES) {
     char reason[200];
     snprintf(reason, sizeof reason, "%u invalid messages (the last: %.120s)", c->strikes, why);

@@ -53,21 +53,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     ps_conn_close(c, NULL, 0);
     return;
   }
-  /* A slot is free while no worker holds it: a new one, or one whose worker was lost (the
-   * replacement takes over its shard where it stood). Any index (-1) takes an unfinished
-   * slot, preferring one nobody has held yet. */
-  int idx = -1;
-  if (hello->requested_index >= 0) {
-    /* A finished slot too: its worker may have lost the ps between its BYE and the end,
-     * and comes back for the final weights (its position tells it it is done). */
-    if (hello->requested_index < s->opt.workers && !s->roster.workers[hello->requested_index].conn)
-      idx = hello->requested_index;
-  } else {
-    for (int pass = 0; pass < 2 && idx < 0; pass++)
-      for (int i = 0; i < s->opt.workers && idx < 0; i++)
-        if (!s->roster.workers[i].conn && !s->roster.workers[i].done && (pass == 1 || !s->roster.workers[i].ever))
-          idx = i;
-  }
+  int idx = ps_slot_free(s, hello->requested_index);
   if (idx < 0) {
     snprintf(why, sizeof why, "no free worker slot%s (the ps trains with %d workers)",
              hello->requested_index >= 0 ? " at the requested index" : "", s->opt.workers);
@@ -87,25 +73,10 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     ps_conn_close(c, "out of memory registering a worker", 0);
     return;
   }
-  ps_worker *w = &s->roster.workers[idx];
-  w->conn = c;
-  if (s->opt.data_handout) {
-    /* The step it takes part from: never the one under way (ps/train/dataplan.c). */
-    w->join_at = ps_data_join_version(s);
-    pst_update_join_at(&s->core.upd, idx, w->join_at);
-  }
-  if (hello->dropped_gradients > 0) {
-    /* Late work of a worker that lost its connection (stalled, or cut off): never applied,
-     * counted here like any other dropped gradient. */
-    LOG_INFO("worker %d: %u late gradient%s dropped while it was away", idx,
-             hello->dropped_gradients, hello->dropped_gradients == 1 ? "" : "s");
-    w->dropped += hello->dropped_gradients;
-    s->core.upd.dropped += hello->dropped_gradients;
-  }
-  snprintf(w->name, sizeof w->name, "%.60s", hello->worker_name[0] ? hello->worker_name : "worker");
+  ps_slot_take(s, idx, c, hello->worker_name, hello->dropped_gradients);
   c->worker = idx;
   c->state = CONN_WORKER;
-  s->roster.registered++;
+  const ps_worker *w = &s->roster.workers[idx];
 
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   Pstrain__Welcome wl = PSTRAIN__WELCOME__INIT;
@@ -149,46 +120,8 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
 }
 
 void ps_handle_report(ps_conn *c, const Pstrain__Report *r) {
-  ps_server *s = c->srv;
   char why[200];
-  if (ps_check_report(s, c->worker, r, why, sizeof why) < 0) {
-    ps_reject(c, why);
-    return;
-  }
-  /* Evaluations are not training: their time is taken out of the training time. Its step
-   * begins again after it (ps/train/stepwatch.h), and what it took sets what the next may. */
-  if (r->is_eval) {
-    pst_metrics_eval_time(&s->obs.metrics, r->compute_seconds);
-    pst_stepwatch_eval(&s->core.sw, c->worker, r->compute_seconds);
-  }
-  if (r->is_eval && r->subset_point) {
-    pst_metrics_subset(&s->obs.metrics, c->worker, r->subset_point, r->weights_version, r->epoch,
-                       r->loss_sum, r->correct, r->samples);
-  } else if (r->is_eval) {
-    ps_worker *w = &s->roster.workers[c->worker];
-    if (r->epoch == (uint32_t)s->opt.epochs && r->weights_checksum != 0)
-      ps_eval_checksum_reported(s, c->worker, r->weights_checksum);
-    if (r->epoch > w->evals_done) {
-      ps_eval_reported(s, c->worker, r->epoch);
-      w->eval_share[r->epoch % PS_EVAL_SHARES].epoch = r->epoch;
-      w->eval_share[r->epoch % PS_EVAL_SHARES].correct = r->correct;
-      w->eval_share[r->epoch % PS_EVAL_SHARES].samples = r->samples;
-      w->eval_share[r->epoch % PS_EVAL_SHARES].loss_sum = r->loss_sum;
-      w->eval_share[r->epoch % PS_EVAL_SHARES].set_aside = 0;
-      w->evals_done = r->epoch;
-      pst_metrics_eval(&s->obs.metrics, r->epoch,
-                       r->weights_version ? r->weights_version : s->core.store.version, r->loss_sum,
-                       r->correct, r->samples);
-    }
-  }
-  if (r->is_eval) {
-    ps_step_begins(s, c->worker);
-  } else {
-    s->roster.workers[c->worker].epoch = r->epoch;
-    pst_metrics_train(&s->obs.metrics, c->worker, r->epoch, r->step, s->core.store.version,
-                      s->roster.workers[c->worker].last_staleness, r->loss_sum, r->correct, r->samples,
-                      r->data_wait_seconds);
-  }
+  if (ps_worker_reported(c->srv, c->worker, r, why, sizeof why) < 0) ps_reject(c, why);
 }
 
 /* A worker found another shard resumed from an older checkpoint (sync): this shard goes
@@ -259,14 +192,12 @@ int ps_handle_status(ps_conn *c) {
 
 void ps_worker_leaves(ps_conn *c) {
   ps_server *s = c->srv;
-  ps_worker *w = &s->roster.workers[c->worker];
   if (!s->opt.data_handout) {
     ps_reject(c, "a worker of a fixed shard cannot leave the job (BYE leaving without "
                  "--data-order ps)");
     return;
   }
-  if (w->leaving) return;
-  w->leaving = 1;
+  if (!ps_worker_leaving(s, c->worker)) return;
   c->pull_waiting = 0;
   ps_send_shutdown(c, "goodbye: the range you held is back in the pool", 0, 0);
   ps_conn_close(c, NULL, 0);

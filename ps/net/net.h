@@ -36,6 +36,10 @@ struct ps_net {
   ps_conn_hooks hooks;
   uint64_t status_dropped; /* STATUS_REQs past a connection's rate (ps/net/messages.c) */
   uint64_t rejected;       /* invalid messages refused (ps_reject) */
+  /* Bytes read on the training port (after TLS) and queued on it (before TLS), all
+   * connections; seconds of the loop's and the I/O threads' writing reply chunks. */
+  uint64_t bytes_in, bytes_out;
+  double send_seconds;
   /* Frames by message type and the action ps/net/rules.h gave them (/metrics). */
   uint64_t frames[PS_RULE_TYPES][PS_ACT_IGNORE + 1];
   /* --pull-compress: each store buffer's weights encoded, chunk by chunk, the first time a

@@ -47,7 +47,7 @@ static void on_pull_write(uv_write_t *req, int status) {
   (void)status;
   c->pull_done += c->wbatch[req - c->wreq];
   if (c->pull_done < c->srv->core.upd.n_chunks) return;
-  pst_metrics_pulled(&c->srv->obs.metrics, pst_now() - c->pull_at);
+  c->srv->events.pulled(c->srv, pst_now() - c->pull_at);
   finish_pull(c);
   /* This connection may have a pull waiting behind the one just sent, and a step may be
    * waiting for the buffer. */
@@ -58,14 +58,14 @@ static void on_pull_write(uv_write_t *req, int status) {
 static void work_now(const ps_server *s, double w[3]) {
   w[0] = s->core.upd.sum_seconds;
   w[1] = s->core.upd.opt_seconds;
-  w[2] = s->obs.metrics.send_seconds;
+  w[2] = s->net->send_seconds;
 }
 
 void ps_pull_push_begins(ps_conn *c, uint32_t wait_us) {
   ps_server *s = c->srv;
   /* A figure of an hour or more is nobody's step: not counted. */
   if (wait_us > 0 && c->rt_ready && wait_us < 3600u * 1000000u)
-    pst_metrics_round_trip(&s->obs.metrics, wait_us * 1e-6, c->rt_queued, c->rt_work[0],
+    s->events.round_trip(s, wait_us * 1e-6, c->rt_queued, c->rt_work[0],
                            c->rt_work[1], c->rt_work[2]);
   c->rt_ready = 0;
   c->rt_in = 0;
@@ -248,9 +248,9 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   if (c->pull_sent == 0) wait_ends(c);
   double t0 = pst_now();
   if (ps_io_submit(s->net->io, j) < 0) return 0;
-  s->obs.metrics.bytes_out += frames;
+  s->net->bytes_out += frames;
   c->last_tx = pst_now();
-  s->obs.metrics.send_seconds += c->last_tx - t0;
+  s->net->send_seconds += c->last_tx - t0;
   c->pull_sent += k;
   c->wjob_chunks = k;
   return 1;
@@ -261,7 +261,7 @@ void ps_pull_job_ended(ps_conn *c) {
   c->pull_done += c->wjob_chunks;
   c->wjob_chunks = 0;
   if (c->pull_done < s->core.upd.n_chunks) return;
-  if (c->wjob.err == 0) pst_metrics_pulled(&s->obs.metrics, pst_now() - c->pull_at);
+  if (c->wjob.err == 0) s->events.pulled(s, pst_now() - c->pull_at);
   finish_pull(c);
   s->ops.kick(s);
 }
@@ -304,7 +304,7 @@ void ps_pull_continue(ps_conn *c) {
     c->wreq[first].data = c;
     c->wbatch[first] = k;
     c->pull_sent += k;
-    s->obs.metrics.bytes_out += bytes;
+    s->net->bytes_out += bytes;
     if (first == 0) wait_ends(c);
     double t0 = pst_now();
     if (pst_tls_stream_write(&c->io, &c->wreq[first], bufs, 2 * k, on_pull_write) < 0) {
@@ -314,7 +314,7 @@ void ps_pull_continue(ps_conn *c) {
       if (!c->pull_writing) s->ops.kick(s);
       return;
     }
-    s->obs.metrics.send_seconds += pst_now() - t0;
+    s->net->send_seconds += pst_now() - t0;
   }
 }
 
@@ -330,14 +330,10 @@ void ps_pull_continue(ps_conn *c) {
  * this reply is one. */
 static int ask_eval(ps_conn *c) {
   ps_server *s = c->srv;
-  ps_worker *w = &s->roster.workers[c->worker];
-  uint64_t per = (uint64_t)s->opt.eval_every *
-                 (uint64_t)(s->opt.mode == PST_MODE_SYNC ? 1 : s->opt.workers);
-  uint32_t p = w->subset_asked + 1;
-  if (c->pull_hold.version < (uint64_t)p * per) return 0;
-  w->subset_asked = p;
+  uint32_t p = ps_eval_point_due(s, c->worker, c->pull_hold.version);
+  if (p == 0) return 0;
   if (s->opt.shard_index != 0) return 1;
-  pst_metrics_subset_asked(&s->obs.metrics, p);
+  s->events.subset_asked(s, p);
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = PSTRAIN__MSG_TYPE__EVAL;
   h.eval_point = p;

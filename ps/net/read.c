@@ -109,7 +109,7 @@ static void on_read_job(ps_io_job *j) {
   ps_conn *c = j->data;
   if (j->moved > 0) {
     c->last_rx = pst_now();
-    c->srv->obs.metrics.bytes_in += j->moved;
+    c->srv->net->bytes_in += j->moved;
   }
   if (j->err < 0) {
     conn_close(c, j->err == UV_EOF ? "peer closed mid-frame" : uv_strerror(j->err));
@@ -133,7 +133,7 @@ static void on_read(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf) {
                                   : pst_tls_stream_strerror(&c->io, (int)nread));
     return;
   }
-  c->srv->obs.metrics.bytes_in += (uint64_t)nread;
+  c->srv->net->bytes_in += (uint64_t)nread;
   if (c->state == CONN_AUTH) {
     ps_auth_read(c, (size_t)nread);
     return;

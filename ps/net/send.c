@@ -29,7 +29,7 @@ void ps_send_deferred(ps_conn *c) {
     ps_deferred *d = c->deferred;
     c->deferred = d->next;
     /* A failing stream drops the rest: the connection is going anyway. */
-    if (pst_send_copy(&c->io, d->bytes, d->n) == 0) c->srv->obs.metrics.bytes_out += d->n;
+    if (pst_send_copy(&c->io, d->bytes, d->n) == 0) c->srv->net->bytes_out += d->n;
     free(d);
   }
   c->deferred_tail = NULL;
@@ -49,7 +49,7 @@ int ps_send_header(ps_conn *c, const Pstrain__Header *h) {
   }
   int n = pst_send_header(&c->io, h);
   if (n < 0) return n;
-  c->srv->obs.metrics.bytes_out += (uint64_t)n;
+  c->srv->net->bytes_out += (uint64_t)n;
   return 0;
 }
 
@@ -58,7 +58,7 @@ int ps_send_raw(ps_conn *c, const void *bytes, size_t n) {
   c->last_tx = pst_now();
   if (ps_io_busy(&c->wjob)) return defer_frame(c, bytes, n);
   int rc = pst_send_copy(&c->io, bytes, n);
-  if (rc == 0) c->srv->obs.metrics.bytes_out += (uint64_t)n;
+  if (rc == 0) c->srv->net->bytes_out += (uint64_t)n;
   return rc;
 }
 

@@ -44,6 +44,35 @@ static void on_published(ps_server *s) {
   s->obs.metrics.lr = pst_prom_float(ps_lr_now(s)); /* TensorBoard's, under --lr-schedule */
 }
 
+static void on_trained(ps_server *s, int worker, const Pstrain__Report *r, uint64_t staleness) {
+  pst_metrics_train(&s->obs.metrics, worker, r->epoch, r->step, s->core.store.version, staleness,
+                    r->loss_sum, r->correct, r->samples, r->data_wait_seconds);
+}
+
+static void on_eval_time(ps_server *s, double seconds) {
+  pst_metrics_eval_time(&s->obs.metrics, seconds);
+}
+
+static void on_subset_share(ps_server *s, int worker, const Pstrain__Report *r) {
+  pst_metrics_subset(&s->obs.metrics, worker, r->subset_point, r->weights_version, r->epoch,
+                     r->loss_sum, r->correct, r->samples);
+}
+
+static void on_applied(ps_server *s, uint64_t staleness, double seconds) {
+  pst_metrics_applied(&s->obs.metrics, staleness, seconds);
+}
+
+static void on_pulled(ps_server *s, double seconds) { pst_metrics_pulled(&s->obs.metrics, seconds); }
+
+static void on_round_trip(ps_server *s, double exposed, double queued, double sum,
+                          double optimizer, double sending) {
+  pst_metrics_round_trip(&s->obs.metrics, exposed, queued, sum, optimizer, sending);
+}
+
+static void on_subset_asked(ps_server *s, uint32_t point) {
+  pst_metrics_subset_asked(&s->obs.metrics, point);
+}
+
 const ps_obs_events ps_obs_event_handlers = {
     .workers = on_workers,
     .began = on_began,
@@ -54,4 +83,11 @@ const ps_obs_events ps_obs_event_handlers = {
     .eval_set_aside = on_eval_set_aside,
     .eval_closed = on_eval_closed,
     .published = on_published,
+    .trained = on_trained,
+    .eval_time = on_eval_time,
+    .subset_share = on_subset_share,
+    .applied = on_applied,
+    .pulled = on_pulled,
+    .round_trip = on_round_trip,
+    .subset_asked = on_subset_asked,
 };

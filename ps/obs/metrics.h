@@ -166,11 +166,11 @@ typedef struct {
   pst_hist push_seconds;  /* a gradient's first chunk in .. its last chunk taken */
   pst_hist pull_seconds;  /* a PULL in .. its reply's last chunk written (waits included) */
   double last_step_at;    /* monotonic seconds of the newest version (0: none yet) */
-  uint64_t bytes_in, bytes_out; /* on the ps's training port, all connections */
-  /* The round trip's parts over the workers' steps (seconds), and the loop's seconds spent
-   * writing reply chunks (one of the parts' sources). */
+  /* On the ps's training port, all connections, for the summary (the connections count them:
+   * ps/net/net.h). */
+  uint64_t bytes_in, bytes_out;
+  /* The round trip's parts over the workers' steps (seconds). */
   pst_quant round_trip[PST_RT_PARTS];
-  double send_seconds;
   /* TensorBoard scalars (--tensorboard): the caller's event file, or NULL; the learning
    * rate they show; the staleness histogram's count and sum at the last record, so each
    * record shows the mean staleness of the gradients applied since the one before. */

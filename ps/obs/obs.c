@@ -169,9 +169,9 @@ void ps_obs_render(const void *arg, pst_text *t) {
                    "Sync steps applied without some lost worker's share.",
                    (double)u->partial_steps);
   pst_prom_counter(t, "pstrain_received_bytes_total",
-                   "Bytes read on the training port (after TLS).", (double)m->bytes_in);
+                   "Bytes read on the training port (after TLS).", (double)s->net->bytes_in);
   pst_prom_counter(t, "pstrain_sent_bytes_total",
-                   "Bytes queued on the training port (before TLS).", (double)m->bytes_out);
+                   "Bytes queued on the training port (before TLS).", (double)s->net->bytes_out);
   pst_prom_hist(t, "pstrain_gradient_staleness", "Versions a gradient was behind when applied.",
                 &m->staleness);
   pst_prom_hist(t, "pstrain_step_seconds", "Seconds between consecutive versions.",
@@ -484,6 +484,9 @@ static void write_report(ps_server *s) {
       .untrained_steps = untrained,
       .n_untrained = untrained ? s->opt.workers : 0,
   };
+  /* The connections count the bytes on the wire; the summary gives them. */
+  s->obs.metrics.bytes_in = s->net->bytes_in;
+  s->obs.metrics.bytes_out = s->net->bytes_out;
   int rc = pst_metrics_summary(&s->obs.metrics, s->opt.summary_path, &sum);
   free(untrained);
   free(per_slot);

@@ -88,8 +88,8 @@ int main(void) {
   pst_metrics_train(&s.obs.metrics, 0, 1, 10, 21, 0, 12.5, 20, 25, 0.25);
   pst_metrics_eval(&s.obs.metrics, 1, 20, 30, 90, 100);
   pst_metrics_eval_complete(&s.obs.metrics, 1);
-  s.obs.metrics.bytes_in = 1000;
-  s.obs.metrics.bytes_out = 5000;
+  net.bytes_in = 1000;
+  net.bytes_out = 5000;
 
   pst_text t;
   pst_text_init(&t, 0);

@@ -286,11 +286,6 @@ static int eval_possible(const ps_server *s, int i, uint32_t epoch) {
   return epoch < (uint32_t)s->opt.epochs || ps_no_more_pushes(s);
 }
 
-void ps_eval_reported(ps_server *s, int i, uint32_t epoch) {
-  ps_worker *w = &s->roster.workers[i];
-  if (w->eval_due_epoch == epoch && w->eval_due_at > 0) w->eval_took = pst_now() - w->eval_due_at;
-}
-
 /* The wait for a slot whose worker is connected and owes an evaluation the others have sent:
  * --eval-timeout (the worker timeout by default), or twice the longest the others' shares
  * took after they could be sent, when that is longer (a big model evaluated on a slow
@@ -347,20 +342,6 @@ static void eval_deadlines(ps_server *s, double now) {
 #define PS_FLAG_DIFF 0.02
 #define PS_LOSS_SD_PER_MEAN 2.0
 #define PS_FLAG_LOSS_REL 0.25
-
-/* A worker's evaluation of the last epoch names the whole weights it was taken on (every
- * worker evaluates the same final weights, in every mode: they pull them once all have said
- * BYE). The summary gives it as the model's checksum; reports that disagree are said, and the
- * summary then gives none. */
-void ps_eval_checksum_reported(ps_server *s, int worker, uint64_t sum) {
-  if (s->evals.model_sums > 0 && sum != s->evals.model_sum && !s->evals.model_sums_differ) {
-    s->evals.model_sums_differ = 1;
-    LOG_WARN("worker %d '%s' evaluated final weights with checksum %016" PRIx64 ", another "
-             "worker's had %016" PRIx64 ": the summary gives no checksum of the whole model",
-             worker, s->roster.workers[worker].name, sum, s->evals.model_sum);
-  }
-  if (s->evals.model_sums++ == 0) s->evals.model_sum = sum;
-}
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -648,6 +629,52 @@ void ps_check_progress(ps_server *s) {
            s->roster.abandoned ? " (some worker slots were abandoned)" : "");
   s->ops.stop(s, "training complete", 0, 0);
 }
+
+int ps_slot_free(const ps_server *s, int requested) {
+  /* A slot is free while no worker holds it: a new one, or one whose worker was lost (the
+   * replacement takes over its shard where it stood). Any index (-1) takes an unfinished
+   * slot, preferring one nobody has held yet. */
+  if (requested >= 0) {
+    /* A finished slot too: its worker may have lost the ps between its BYE and the end,
+     * and comes back for the final weights (its position tells it it is done). */
+    return requested < s->opt.workers && !s->roster.workers[requested].conn ? requested : -1;
+  }
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < s->opt.workers; i++)
+      if (!s->roster.workers[i].conn && !s->roster.workers[i].done &&
+          (pass == 1 || !s->roster.workers[i].ever))
+        return i;
+  return -1;
+}
+
+void ps_slot_take(ps_server *s, int i, ps_conn *c, const char *name, uint32_t dropped) {
+  ps_worker *w = &s->roster.workers[i];
+  w->conn = c;
+  if (s->opt.data_handout) {
+    /* The step it takes part from: never the one under way (ps/train/dataplan.c). */
+    w->join_at = ps_data_join_version(s);
+    pst_update_join_at(&s->core.upd, i, w->join_at);
+  }
+  if (dropped > 0) {
+    /* Late work of a worker that lost its connection (stalled, or cut off): never applied,
+     * counted here like any other dropped gradient. */
+    LOG_INFO("worker %d: %u late gradient%s dropped while it was away", i, dropped,
+             dropped == 1 ? "" : "s");
+    w->dropped += dropped;
+    s->core.upd.dropped += dropped;
+  }
+  snprintf(w->name, sizeof w->name, "%.60s", name[0] ? name : "worker");
+  s->roster.registered++;
+}
+
+int ps_worker_leaving(ps_server *s, int i) {
+  ps_worker *w = &s->roster.workers[i];
+  if (w->leaving) return 0;
+  w->leaving = 1;
+  return 1;
+}
+
+uint32_t ps_slot_struck(ps_server *s, int i) { return ++s->roster.workers[i].rejected_total; }
 
 int ps_worker_finished(ps_server *s, int i) {
   ps_worker *w = &s->roster.workers[i];
