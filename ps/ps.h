@@ -264,7 +264,8 @@ typedef struct {
 
 /* The worker slots and who holds them (ps/train/liveness.c). */
 typedef struct {
-  ps_worker *workers;     /* [opt.workers] */
+  int n;                  /* slots: opt.workers */
+  ps_worker *workers;     /* [n] */
   int registered;         /* slots a worker holds now */
   int finished;           /* slots whose worker said BYE (no more pushes) */
   int started;            /* every slot has been taken once: training is under way */
@@ -366,37 +367,68 @@ struct ps_server {
 /* Seconds: the derived bound on a sync step held by one worker is never below this. */
 #define PS_STEP_FLOOR 5.0
 
-/* Where slot i stands: the steps of its shard done (sync: the version, as every worker takes
- * one step per version; async/ssp: its applied gradients). */
-uint64_t ps_slot_position(const ps_server *s, int i);
+/* ---- membership and liveness (ps/train/liveness.c) ---- */
 
-/* Inside the ps (ps/train/liveness.c): worker losses, rejoins, silence and heartbeats. */
+/* The watch timer: losses, rejoin deadlines, silence and heartbeats, the step watch. */
 int ps_liveness_start(ps_server *s);
 void ps_liveness_stop(ps_server *s);
-/* Slot i's worker is gone (connection closed, or silent for the timeout). */
-void ps_worker_lost(ps_server *s, int i, const char *why);
+/* The slot a worker registering now takes: the one it asks
+ * for (requested >= 0) if no worker holds it, else an unfinished free one, preferring one
+ * nobody has held yet; -1: none. */
+int ps_slot_free(const ps_roster *r, int requested);
+/* Connection c's worker (named name, which dropped `dropped` late gradients while it was
+ * away) takes slot i; ps_worker_joined follows once it is welcomed. */
+void ps_slot_take(ps_server *s, int i, ps_conn *c, const char *name, uint32_t dropped);
 /* A worker took slot i, from peer (over session: TLS, or ""); says so in the log when it was
  * a rejoin. */
 void ps_worker_joined(ps_server *s, int i, const char *peer, const char *session);
+/* Slot i's worker is gone (connection closed, or silent for the timeout). */
+void ps_worker_lost(ps_server *s, int i, const char *why);
+/* Slot i's worker said goodbye (BYE leaving): 1, or 0 if it had already. */
+int ps_worker_leaving(ps_roster *r, int i);
+/* A message of slot i's worker was rejected: the slot's count of them, this one included. */
+uint32_t ps_slot_struck(ps_roster *r, int i);
+/* Slot i's worker said BYE having trained through its data (ps/server.c checked it): no
+ * more pushes from it. 1 if it had not finished before. */
+int ps_worker_finished(ps_roster *r, int i);
+/* Workers training now (connected, not finished). */
+int ps_present_workers(const ps_roster *r);
 /* sync: whether the step in progress waits for slot i's gradient (the status log line's
  * "waiting for", STATUS's waited_for, the step watch). */
 int ps_waits_for(const ps_server *s, int i);
 /* No worker will push again: every slot finished or given up (with the data handed out: every
  * range trained and every worker gone or finished). The final weights are fixed then. */
 int ps_no_more_pushes(const ps_server *s);
-/* Evaluations and the end of the run, re-checked after every event that may complete them. */
-void ps_check_progress(ps_server *s);
 /* Whether slot i's worker has trained through its data: its shard's every step (sync: the
  * job's last version; async/ssp: its own pushes), or, with the data handed out, the whole
  * handout. A BYE before that is no finish (ps/server.c). */
 int ps_slot_trained(const ps_server *s, int i);
+/* Evaluations and the end of the run, re-checked after every event that may complete them. */
+void ps_check_progress(ps_server *s);
 /* The step watch (ps/train/stepwatch.h): a new sync version opened a step (called at every kick),
  * slot i's weights went out or it reported an evaluation (its step begins from now), its
  * push is in. */
 void ps_step_opened(ps_server *s);
 void ps_step_begins(ps_server *s, int i);
 void ps_step_pushed(ps_server *s, int i);
-/* The data handout (ps/train/dataplan.c; every call a no-op without it). */
+
+/* ---- what workers report (ps/train/reports.c) ---- */
+
+/* What slot `worker`'s worker reports: its training loss, or its share
+ * of an evaluation. 0, or -EINVAL with the reason when the report is invalid (the caller
+ * strikes the connection). */
+int ps_worker_reported(ps_server *s, int worker, const Pstrain__Report *r, char *why,
+                       size_t whylen);
+/* The dense evaluation point slot i is to be asked for with a reply of `version` (recorded as
+ * asked), or 0: none due. */
+uint32_t ps_eval_point_due(ps_server *s, int i, uint64_t version);
+
+/* ---- the data plan (ps/train/dataplan.c) ---- */
+
+/* Where slot i stands: the steps of its shard done (sync: the version, as every worker takes
+ * one step per version; async/ssp: its applied gradients). */
+uint64_t ps_slot_position(const ps_server *s, int i);
+/* Sets the handout up (every call here a no-op without --data-order ps). */
 int ps_data_start(ps_server *s, char *err, size_t errlen);
 /* --lr-schedule cosine: the learning rate's decay over the job's planned versions, set once
  * the data's size is known (--data-facts at start, or the first worker's HELLO). */
@@ -424,37 +456,14 @@ int ps_data_position(const ps_server *s, uint32_t *epoch, uint64_t *next, uint64
                      pst_range **back, size_t *n_back);
 /* Every range of every epoch is trained. */
 int ps_data_finished(const ps_server *s);
-/* Workers training now (connected, not finished). */
-int ps_present_workers(const ps_server *s);
 
-/* The data facts (ps/train/validate.c): fixed by --data-facts at start, or forgotten when
+/* ---- checks on what workers send, and the data facts (ps/train/validate.c) ---- */
+
+/* The data facts: fixed by --data-facts at start, or forgotten when
  * every worker of a job without them has gone (the next worker's HELLO says them again). */
 void ps_facts_fix(ps_facts *f, uint32_t train, uint32_t test, uint32_t classes);
 void ps_facts_forget(ps_facts *f);
-/* What slot `worker`'s worker reports (ps/train/reports.c): its training loss, or its share
- * of an evaluation. 0, or -EINVAL with the reason when the report is invalid (the caller
- * strikes the connection). */
-int ps_worker_reported(ps_server *s, int worker, const Pstrain__Report *r, char *why,
-                       size_t whylen);
-/* Membership (ps/train/liveness.c). The slot a worker registering now takes: the one it asks
- * for (requested >= 0) if no worker holds it, else an unfinished free one, preferring one
- * nobody has held yet; -1: none. */
-int ps_slot_free(const ps_server *s, int requested);
-/* Connection c's worker (named name, which dropped `dropped` late gradients while it was
- * away) takes slot i; ps_worker_joined follows once it is welcomed. */
-void ps_slot_take(ps_server *s, int i, ps_conn *c, const char *name, uint32_t dropped);
-/* Slot i's worker said goodbye (BYE leaving): 1, or 0 if it had already. */
-int ps_worker_leaving(ps_server *s, int i);
-/* A message of slot i's worker was rejected: the slot's count of them, this one included. */
-uint32_t ps_slot_struck(ps_server *s, int i);
-/* The dense evaluation point slot i is to be asked for with a reply of `version` (recorded as
- * asked), or 0: none due (ps/train/reports.c). */
-uint32_t ps_eval_point_due(ps_server *s, int i, uint64_t version);
-/* Slot i's worker said BYE having trained through its data (ps/server.c checked it): no
- * more pushes from it (ps/train/liveness.c). 1 if it had not finished before. */
-int ps_worker_finished(ps_server *s, int i);
-
-/* Checks on what workers send (ps/train/validate.c): 0, or -EINVAL with the reason. */
+/* Checks on what workers send: 0, or -EINVAL with the reason. */
 int ps_check_hello(ps_server *s, const Pstrain__Hello *h, char *why, size_t whylen);
 int ps_check_report(ps_server *s, int worker, const Pstrain__Report *r, char *why, size_t whylen);
 

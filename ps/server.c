@@ -343,7 +343,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         conn_close(c, why);
         return PST_READER_PAUSE;
       }
-      if (ps_worker_finished(s, c->worker)) {
+      if (ps_worker_finished(&s->roster, c->worker)) {
         LOG_INFO("worker %d '%s' finished (%d of %d); %u messages of its slot rejected; %" PRIu64
                  " gradients applied, %" PRIu64 " dropped", c->worker,
                  s->roster.workers[c->worker].name, s->roster.finished, s->opt.workers,
@@ -548,6 +548,7 @@ int ps_server_start(ps_server *s, uv_loop_t *loop, const ps_options *opt, const 
     }
     pst_update_set_par(&s->core.upd, s->core.par);
   }
+  s->roster.n = opt->workers;
   s->roster.workers = calloc((size_t)opt->workers, sizeof *s->roster.workers);
   if (!s->roster.workers) return -ENOMEM;
   if (opt->data_train > 0) {

@@ -160,7 +160,7 @@ void ps_reject(ps_conn *c, const char *why) {
     return;
   }
   c->strikes++;
-  uint32_t on_slot = ps_slot_struck(s, c->worker);
+  uint32_t on_slot = ps_slot_struck(&s->roster, c->worker);
   s->net->rejected++;
   ps_log_conn(s->net, "worker %d '%s' from %s: %s: rejected (%u on this connection, %u on the slot)",
               c->worker, s->roster.workers[c->worker].name, c->peer, why, c->strikes, on_slot);

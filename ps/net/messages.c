@@ -53,7 +53,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
     ps_conn_close(c, NULL, 0);
     return;
   }
-  int idx = ps_slot_free(s, hello->requested_index);
+  int idx = ps_slot_free(&s->roster, hello->requested_index);
   if (idx < 0) {
     snprintf(why, sizeof why, "no free worker slot%s (the ps trains with %d workers)",
              hello->requested_index >= 0 ? " at the requested index" : "", s->opt.workers);
@@ -197,7 +197,7 @@ void ps_worker_leaves(ps_conn *c) {
                  "--data-order ps)");
     return;
   }
-  if (!ps_worker_leaving(s, c->worker)) return;
+  if (!ps_worker_leaving(&s->roster, c->worker)) return;
   c->pull_waiting = 0;
   ps_send_shutdown(c, "goodbye: the range you held is back in the pool", 0, 0);
   ps_conn_close(c, NULL, 0);

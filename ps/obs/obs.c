@@ -209,7 +209,7 @@ void ps_obs_render(const void *arg, pst_text *t) {
     pst_prom_gauge(t, "pstrain_workers_min", "Workers the job starts with and trains on (MIN).",
                    s->opt.workers_min);
     pst_prom_gauge(t, "pstrain_workers_training", "Workers connected and not finished.",
-                   ps_present_workers(s));
+                   ps_present_workers(&s->roster));
     pst_prom_counter(t, "pstrain_worker_departures_total", "Workers that left on purpose.",
                      (uint64_t)s->roster.departures);
     pst_prom_counter(t, "pstrain_data_ranges_handed_total", "Ranges of samples handed out.",

@@ -68,6 +68,7 @@ int main(void) {
   ps_worker w[3];
   memset(w, 0, sizeof w);
   s.roster.workers = w;
+  s.roster.n = 3;
   w[0].ever = w[1].ever = w[2].ever = 1;
   w[0].pushes = 10;
   w[1].pushes = 7;

@@ -87,12 +87,6 @@ uint64_t ps_slot_position(const ps_server *s, int i) {
   return w->whole_for > at ? w->whole_for : at;
 }
 
-int ps_present_workers(const ps_server *s) {
-  int n = 0;
-  for (int i = 0; i < s->opt.workers; i++) n += s->roster.workers[i].conn && !s->roster.workers[i].done;
-  return n;
-}
-
 uint64_t ps_data_join_version(const ps_server *s) {
   uint64_t v = s->core.store.version;
   if (!s->roster.started) return v;

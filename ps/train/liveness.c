@@ -99,7 +99,7 @@ static void joined_elastic(ps_server *s, int i, const char *peer, const char *se
       slowest = ps_ssp_clock(&s->roster.workers[k]);
   w->clock_off = slowest == UINT64_MAX ? 0 : slowest - w->pushes;
   update_member(s, i, 1);
-  int present = ps_present_workers(s);
+  int present = ps_present_workers(&s->roster);
   LOG_INFO("worker %d '%s' joined from %s%s%s: %d training (of %d to %d); it takes part from "
            "version %" PRIu64, i, w->name, peer, session[0] ? " over " : "", session,
            present, s->opt.workers_min, s->opt.workers, w->join_at);
@@ -119,7 +119,7 @@ static void gone_elastic(ps_server *s, int i, const char *why) {
   ps_worker *w = &s->roster.workers[i];
   ps_data_slot_gone(s, i, w->leaving ? "its worker left" : "its worker was lost");
   update_member(s, i, 0);
-  int present = ps_present_workers(s);
+  int present = ps_present_workers(&s->roster);
   if (w->leaving) {
     s->roster.departures++;
     LOG_INFO("worker %d '%s' departed (it said goodbye); %d training", i, w->name, present);
@@ -220,7 +220,7 @@ static int owes_eval(const ps_server *s, int i, uint32_t epoch) {
 }
 
 int ps_no_more_pushes(const ps_server *s) {
-  if (s->opt.data_handout) return ps_data_finished(s) && ps_present_workers(s) == 0;
+  if (s->opt.data_handout) return ps_data_finished(s) && ps_present_workers(&s->roster) == 0;
   /* Sync: once the version is the job's last, no push can change the weights (a late one
    * is a backup worker's, dropped), whoever has not said BYE yet. */
   uint64_t total = job_steps(s);
@@ -630,19 +630,24 @@ void ps_check_progress(ps_server *s) {
   s->ops.stop(s, "training complete", 0, 0);
 }
 
-int ps_slot_free(const ps_server *s, int requested) {
+int ps_present_workers(const ps_roster *r) {
+  int n = 0;
+  for (int i = 0; i < r->n; i++) n += r->workers[i].conn && !r->workers[i].done;
+  return n;
+}
+
+int ps_slot_free(const ps_roster *r, int requested) {
   /* A slot is free while no worker holds it: a new one, or one whose worker was lost (the
    * replacement takes over its shard where it stood). Any index (-1) takes an unfinished
    * slot, preferring one nobody has held yet. */
   if (requested >= 0) {
     /* A finished slot too: its worker may have lost the ps between its BYE and the end,
      * and comes back for the final weights (its position tells it it is done). */
-    return requested < s->opt.workers && !s->roster.workers[requested].conn ? requested : -1;
+    return requested < r->n && !r->workers[requested].conn ? requested : -1;
   }
   for (int pass = 0; pass < 2; pass++)
-    for (int i = 0; i < s->opt.workers; i++)
-      if (!s->roster.workers[i].conn && !s->roster.workers[i].done &&
-          (pass == 1 || !s->roster.workers[i].ever))
+    for (int i = 0; i < r->n; i++)
+      if (!r->workers[i].conn && !r->workers[i].done && (pass == 1 || !r->workers[i].ever))
         return i;
   return -1;
 }
@@ -667,20 +672,20 @@ void ps_slot_take(ps_server *s, int i, ps_conn *c, const char *name, uint32_t dr
   s->roster.registered++;
 }
 
-int ps_worker_leaving(ps_server *s, int i) {
-  ps_worker *w = &s->roster.workers[i];
+int ps_worker_leaving(ps_roster *r, int i) {
+  ps_worker *w = &r->workers[i];
   if (w->leaving) return 0;
   w->leaving = 1;
   return 1;
 }
 
-uint32_t ps_slot_struck(ps_server *s, int i) { return ++s->roster.workers[i].rejected_total; }
+uint32_t ps_slot_struck(ps_roster *r, int i) { return ++r->workers[i].rejected_total; }
 
-int ps_worker_finished(ps_server *s, int i) {
-  ps_worker *w = &s->roster.workers[i];
+int ps_worker_finished(ps_roster *r, int i) {
+  ps_worker *w = &r->workers[i];
   if (w->done) return 0;
   w->done = 1;
-  s->roster.finished++;
+  r->finished++;
   return 1;
 }
 
