@@ -403,7 +403,8 @@ static void check_int8(void) {
     for (size_t i = 0; i < n; i++) {
       float v = x[i] + keep[i];
       int8_t q = (int8_t)out[4 + i];
-      CHECK(q >= -127 && q <= 127, "round %d: byte %d", round, q);
+      /* On the grid -127..127: an int8_t is at most 127, so only -128 is off it. */
+      CHECK(q >= -127, "round %d: byte %d", round, q);
       CHECK(d[i] == (float)q * scale, "round %d: decoded %a", round, d[i]);
       CHECK(r[i] == v - d[i], "round %d: residual", round);
       /* Nearest: no other byte decodes closer. */

@@ -6,7 +6,7 @@
  * Three levels, each usable on its own:
  *
  *   pst_tls_ctx     one per process and role: the certificate, its key and the cluster's CA,
- *                   loaded and checked once (common/tls.c).
+ *                   loaded and checked once (common/tls_context.c).
  *   pst_tls_conn    one TLS session over memory buffers, with no libuv in it: feed
  *                   ciphertext, read plaintext, write plaintext, take the ciphertext to send
  *                   (common/tls.c).

@@ -30,7 +30,7 @@ size_t pst_model_chunks(const pst_model *m, size_t lo, size_t n, size_t max_floa
   } while (0)
   CUT(lo);
   for (int l = 1; l < m->n_layers; l++) {
-    size_t a, b;
+    size_t a = 0, b = 0; /* set by layer_range when it returns 1 (gcc cannot tell) */
     if (!layer_range(&m->layers[l], &a, &b)) continue;
     if (a < lo) a = lo;
     if (b > hi) b = hi;

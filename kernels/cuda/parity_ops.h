@@ -474,7 +474,7 @@ static inline void test_pool(pst_window_shape s) { test_pool_kind(s, 0, 0); }
 static inline void test_pool_ties(pst_window_shape s) { test_pool_kind(s, 0, 1); }
 static inline void test_avgpool(pst_window_shape s) { test_pool_kind(s, 1, 0); }
 
-/* Global average pooling: one valid window over the whole map, as model/model.c lays
+/* Global average pooling: one valid window over the whole map, as model/layer_line.c lays
  * it out. */
 static inline pst_window_shape global_window(int n, int h, int w, int c) {
   pst_window_shape s = window2(n, h, w, c, h, w, 1, 1, 0, c);

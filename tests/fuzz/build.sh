@@ -3,9 +3,9 @@
 #
 # A plain script rather than Bazel: Debian's Bazel 4.2.3 uses gcc as its C toolchain, and
 # libFuzzer needs clang's -fsanitize=fuzzer. The project's library sources (common/, proto/,
-# model/model.c, ps/ but its main, worker/data.c) are compiled here with coverage, ASan
-# and UBSan into one static archive, so each harness links only the objects it uses, and
-# against the same Debian libraries the daemons link. protoc-c's output is generated into
+# model/ but model_config.c, ps/ but its main, worker/data.c) are compiled here with
+# coverage, ASan and UBSan into one static archive, so each harness links only the objects it
+# uses, and against the same Debian libraries the daemons link. protoc-c's output is generated into
 # OUTDIR/gen, as proto/BUILD's genrule does.
 #
 # Targets: wire_reader ps_server model_spec config tf_config idx (OUTDIR/fuzz_<target>)
@@ -71,9 +71,10 @@ lib_sources() {
   echo "$root/proto/wire.c"
   echo "$root/proto/send.c"
   echo "$root/proto/status_json.c"
-  echo "$root/model/chunks.c"
-  echo "$root/model/model.c"
-  echo "$root/model/presets.c"
+  local m
+  for m in canonical chunks init layer_line model optimizer_line presets spec_errors summary; do
+    echo "$root/model/$m.c"
+  done
   echo "$root/kernels/partition.c"
   echo "$root/worker/data.c"
   local f
