@@ -3,7 +3,7 @@
  *
  * npz is a ZIP archive of .npy files. The entries are stored (not compressed), so that each
  * tensor's bytes are copied once, and the archive is plain ZIP (no ZIP64): weights are at
- * most 1 GiB (model/model.c), well under ZIP's 4 GiB offsets; anything larger is refused
+ * most 1 GiB (model/layer_line.c), well under ZIP's 4 GiB offsets; anything larger is refused
  * rather than written wrong. */
 #include <errno.h>
 #include <limits.h>

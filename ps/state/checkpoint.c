@@ -127,7 +127,7 @@ static int model_tensors(const pst_model *m, const float *vec, const char *prefi
       size_t count = part == 0 ? L->w_count : part == 1 ? L->b_count : L->s_count / 2;
       if (count == 0) continue;
       /* The concatenation must be the vector itself (the weights checksum of a file is then
-       * the ps's checksum of its vector); model.c lays layers out so, check it anyway. */
+       * the ps's checksum of its vector); model/layer_line.c lays layers out so, check it anyway. */
       if (off != next) return -EINVAL;
       next += count;
       if (n >= max) return -ENOSPC;
