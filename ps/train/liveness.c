@@ -483,13 +483,20 @@ void ps_step_opened(ps_server *s) {
   if (s->opt.mode != PST_MODE_SYNC || !s->roster.started || s->core.sw_version == s->core.store.version) return;
   uint64_t steps = s->core.sw_version == UINT64_MAX || s->core.store.version < s->core.sw_version
                        ? 0 : s->core.store.version - s->core.sw_version;
+  uint64_t seen = s->core.sw_version; /* the version the watch saw open at the last kick */
   s->core.sw_version = s->core.store.version;
   double now = pst_now();
   for (int i = 0; i < s->opt.workers; i++) {
     ps_worker *w = &s->roster.workers[i];
     /* Steps published without a slot that is lost or given up skip its batches (with the
-     * data handed out, its ranges went back to the pool instead). */
-    if (!s->opt.data_handout && !w->done && !s->core.upd.member[i]) w->skipped_steps += steps;
+     * data handed out, its ranges went back to the pool instead): those of the versions
+     * since the last kick that no whole push of it reached. A slot lost after its push of
+     * the step in progress was in whole did take part in that step, however late the step
+     * is published (the kill and the publication may come in either order). */
+    if (!s->opt.data_handout && !w->done && !s->core.upd.member[i] && steps > 0) {
+      uint64_t from = w->pushed_to > seen ? w->pushed_to : seen;
+      if (s->core.store.version > from) w->skipped_steps += s->core.store.version - from;
+    }
     if (w->conn && !w->done && s->core.upd.member[i]) pst_stepwatch_begin(&s->core.sw, i, now, owes_eval_now(s, i));
   }
 }
