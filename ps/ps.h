@@ -367,7 +367,7 @@ struct ps_server {
 /* Seconds: the derived bound on a sync step held by one worker is never below this. */
 #define PS_STEP_FLOOR 5.0
 
-/* ---- membership and liveness (ps/train/liveness.c) ---- */
+/* ---- membership and liveness (ps/train/roster.c: the slots' books; ps/train/liveness.c) ---- */
 
 /* The watch timer: losses, rejoin deadlines, silence and heartbeats, the step watch. */
 int ps_liveness_start(ps_server *s);
