@@ -21,6 +21,7 @@
 #include "common/tls_config.h"
 #include "kernels/blas_setup.h"
 #include "kernels/device.h"
+#include "worker/allreduce/allreduce.h"
 #include "worker/dataset.h"
 #include "worker/trainer.h"
 #include "worker/status.h"
@@ -35,8 +36,10 @@ static pst_data_flags o_dataf;
 static int64_t o_threads, o_index, o_gpu_mem, o_k8s_replicas, o_leave_after;
 static double o_timeout, o_slow, o_reconnect, o_delay;
 static int o_list, o_placement, o_push_by_layer, o_pull_by_layer;
+static char o_mode[PST_CFG_STR_MAX];
 
 static pst_cfg_opt g_opts[] = {
+    PST_OPT("mode", PST_CFG_STRING, o_mode, "ps", "ps (train with a pstrain-ps, the default) or allreduce (no ps: a rank of an mpirun job; --mode allreduce --help lists its flags)", 0, 0),
     PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps (names resolve); several ps shards: all of them, in order, comma-separated", 0, 0),
     PST_OPT("name", PST_CFG_STRING, o_name, "", "worker name in logs (default: host-pid)", 0, 0),
     PST_OPT("index", PST_CFG_INT, &o_index, "-1", "worker index to ask for (-1: any)", -1, 4095),
@@ -135,6 +138,8 @@ int main(int argc, char **argv) {
       .opts = g_opts,
       .n_opts = (int)(sizeof g_opts / sizeof g_opts[0]),
   };
+  /* --mode allreduce: no ps, another set of flags (worker/allreduce/allreduce.h). */
+  if (wk_ar_wanted(argc, argv)) return wk_ar_main(argc, argv);
   pst_log_init("pstrain-worker", PST_LOG_INFO);
   pst_log_guard_signals();
 
@@ -152,6 +157,10 @@ int main(int argc, char **argv) {
   if (level < 0) {
     LOG_ERR("--log-level: '%.200s' is not error, warning, info or debug", o_log_level);
     return 2;
+  }
+  if (strcmp(o_mode, "ps") != 0) {
+    LOG_ERR("--mode: '%.200s' is not ps or allreduce", o_mode);
+    return PST_EXIT_USAGE;
   }
   if (parse_ps_list(o_ps, &opt, err, sizeof err) < 0) {
     LOG_ERR("%s", err);
