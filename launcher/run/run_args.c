@@ -130,6 +130,13 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
 int pl_check_ps_flags(const pl_run_options *o, const pl_job *j) {
   static pl_argv a;
   pl_ps_argv(o, j, 0, &a);
+  return pl_check_flags(&a, "the ps");
+}
+
+int pl_check_flags(pl_argv *cmd, const char *who) {
+  static pl_argv a; /* 256 KiB: not on the stack */
+  a = *cmd;
+  for (int i = 0; i < a.n; i++) a.argv[i] = a.store[i];
   pl_argv_add(&a, "--print-config");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -170,6 +177,7 @@ int pl_check_ps_flags(const pl_run_options *o, const pl_job *j) {
     }
     if (!reason[0]) snprintf(reason, sizeof reason, "%s", line);
   }
-  fprintf(stderr, "pstrain: %s\n", reason[0] ? reason : "the ps refuses its flags (no reason given)");
+  if (!reason[0]) snprintf(reason, sizeof reason, "%s refuses its flags (no reason given)", who);
+  fprintf(stderr, "pstrain: %s\n", reason);
   return WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1;
 }

@@ -37,5 +37,8 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
  * --print-config, before anything starts. Returns 0, or 2 with the ps's reason printed in one
  * line, or 1 when it could not be run. */
 int pl_check_ps_flags(const pl_run_options *o, const pl_job *j);
+/* The same check of any pstrain daemon's command line (who names it in the message when it
+ * gives no reason): cmd with --print-config added, run once. */
+int pl_check_flags(pl_argv *cmd, const char *who);
 
 #endif

@@ -1,0 +1,129 @@
+/* An all-reduce job's command line and its failure, for `pstrain local` (run_allreduce.h). */
+#include "launcher/run/run_allreduce.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launcher/common/helpers.h"
+
+int pl_ar_mode(const pl_run_options *o) { return !strcmp(o->mode, "allreduce"); }
+
+int pl_ar_check(const pl_run_options *o) {
+  const char *bad = o->ps_shards > 1                  ? "--ps-shards"
+                    : o->workers_max > 0 || o->n_sched ? "--workers MIN:MAX and --schedule"
+                    : o->link || o->link_worker       ? "--link (not yet: ranks in namespaces)"
+                    : o->tls                          ? "--tls"
+                    : o->gpus                         ? "--gpus (not yet: NCCL)"
+                    : o->backup_workers               ? "--backup-workers"
+                    : o->staleness_lr                 ? "--staleness-lr"
+                    : o->push_compress || o->pull_compress ? "--push-compress and --pull-compress"
+                    : o->checkpoint_dir || o->resume  ? "--checkpoint-dir and --resume (not yet)"
+                    : o->eval_every > 0               ? "--eval-every"
+                    : o->eval_on                      ? "--eval-on"
+                    : o->grad_norm_factor             ? "--grad-norm-factor (a ps's check on its workers)"
+                    : o->metrics_listen               ? "--dashboard"
+                    : o->tensorboard_dir              ? "--tensorboard"
+                    : o->push_by_layer >= 0 || o->pull_by_layer >= 0
+                        ? "--push-by-layer and --pull-by-layer (see --bucket-kib)"
+                        : NULL;
+  for (int i = 0; !bad && i < o->workers && i < PL_MAX_WORKERS; i++)
+    if (o->slow_factor[i] > 1 || o->delay_ms[i] > 0) bad = "--slow-worker and --delay-worker";
+  if (!bad) return 0;
+  fprintf(stderr, "pstrain: --mode allreduce has no ps: %s cannot be used with it\n", bad);
+  return 2;
+}
+
+/* The data flags (worker/dataset.h), as run_args.c gives a ps's workers. */
+static void data_flags(pl_argv *a, const pl_run_options *o) {
+  if (!o->data_flags) return;
+  const pst_data_flags *d = o->data_flags;
+  pl_argv_add(a, "--image-size=%s", d->image_size);
+  pl_argv_add(a, "--augment=%s", d->augment);
+  pl_argv_add(a, "--normalize=%s", d->normalize);
+  pl_argv_add(a, "--test-fraction=%.17g", d->test_fraction);
+  pl_argv_add(a, "--split-seed=%lld", (long long)d->split_seed);
+}
+
+int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_argv *a) {
+  a->n = 0;
+  a->argv[0] = NULL;
+  if (with_mpirun) {
+    char mpirun[PATH_MAX];
+    if (pl_find_program("mpirun", NULL, mpirun, sizeof mpirun) < 0) {
+      fprintf(stderr, "pstrain: --mode allreduce runs its ranks with Open MPI's mpirun, which is "
+                      "not on PATH (Debian: openmpi-bin and libopenmpi-dev; ./pstrain "
+                      "ensure_packages installs them)\n");
+      return 2;
+    }
+    pl_argv_add(a, "%s", mpirun);
+    /* Root may run it only when it says so; the ranks may outnumber the cores; and
+     * everything stays on the loopback interface: the ranks' traffic and mpirun's own.
+     * Binding is Open MPI's default (a core each for 2 ranks, none once oversubscribed):
+     * unbound, two ranks that poll for their sums while the other computes took 9 ms a sum
+     * instead of 0.9 on this 2-core machine (mlp, 2026-11-28). */
+    if (geteuid() == 0) pl_argv_add(a, "--allow-run-as-root");
+    pl_argv_add(a, "--oversubscribe");
+    pl_argv_add(a, "--mca");
+    pl_argv_add(a, "btl");
+    pl_argv_add(a, "self,tcp");
+    pl_argv_add(a, "--mca");
+    pl_argv_add(a, "btl_tcp_if_include");
+    pl_argv_add(a, "lo");
+    pl_argv_add(a, "--mca");
+    pl_argv_add(a, "oob_tcp_if_include");
+    pl_argv_add(a, "lo");
+    pl_argv_add(a, "-np");
+    pl_argv_add(a, "%d", j->workers);
+  }
+  pl_argv_add(a, "%s", j->wk_bin);
+  pl_argv_add(a, "--mode=allreduce");
+  pl_argv_add(a, "--data-dir=%s", o->data_dir);
+  data_flags(a, o);
+  pl_argv_add(a, "--threads=%d", o->threads);
+  if (o->device) pl_argv_add(a, "--device=%s", o->device);
+  if (o->gpu_memory_limit) pl_argv_add(a, "--gpu-memory-limit=%d", o->gpu_memory_limit);
+  pl_argv_add(a, "--model=%s", o->model);
+  pl_argv_add(a, "--epochs=%d", o->epochs);
+  pl_argv_add(a, "--batch-size=%d", o->batch_size);
+  pl_argv_add(a, "--lr=%.9g", o->lr);
+  pl_argv_add(a, "--optimizer=%s", o->optimizer);
+  if (o->lr_schedule) pl_argv_add(a, "--lr-schedule=%s", o->lr_schedule);
+  pl_argv_add(a, "--seed=%lld", o->seed);
+  if (o->grad_limit) pl_argv_add(a, "--grad-limit=%s", o->grad_limit);
+  if (o->clip_norm) pl_argv_add(a, "--clip-norm=%s", o->clip_norm);
+  if (o->report_every > 0) pl_argv_add(a, "--report-every=%d", o->report_every);
+  pl_argv_add(a, "--metrics=%s", j->metrics);
+  pl_argv_add(a, "--summary-json=%s", j->summary);
+  pl_argv_add(a, "--ar-algorithm=%s", o->ar_algorithm ? o->ar_algorithm : "auto");
+  pl_argv_add(a, "--bucket-kib=%d", o->bucket_kib);
+  if (a->n >= PL_MAX_ARGS) {
+    fprintf(stderr, "pstrain: the all-reduce job's command line is too long\n");
+    return 2;
+  }
+  return 0;
+}
+
+void pl_ar_failure(const char *log, long step, long total, char *out, size_t outlen) {
+  /* mpirun's line naming the rank whose process ended (killed, crashed: the others' errors
+   * are only what that did to them), else a rank's own error line (a rank that cannot go on
+   * says why and aborts the job: its line names the step). */
+  char noticed[512] = "", error[512] = "", line[1024];
+  FILE *f = fopen(log, "r");
+  while (f && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
+    if (strstr(p, "mpirun noticed that process rank")) snprintf(noticed, sizeof noticed, "%.500s", p);
+    else if (strstr(p, "error: ") && !error[0]) snprintf(error, sizeof error, "%.500s", p);
+  }
+  if (f) fclose(f);
+  char where[96] = "";
+  if (total > 0) snprintf(where, sizeof where, " (training had reached step %ld of %ld)", step, total);
+  if (noticed[0])
+    snprintf(out, outlen, "all-reduce job failed: %s%s", noticed, where);
+  else if (error[0])
+    snprintf(out, outlen, "all-reduce job failed: %s%s", error, where);
+  else
+    snprintf(out, outlen, "all-reduce job failed (mpirun said nothing of why; see its log %s)%s",
+             log, where);
+}
