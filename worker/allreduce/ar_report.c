@@ -108,6 +108,10 @@ int wk_ar_summary(wk_ar *a, double process_seconds, char *err, size_t errlen) {
   /* Bytes a rank hands the library per step (its share of the model); what crosses each link
    * is the algorithm's business (a ring: 2 (N-1)/N of it each way). */
   cJSON_AddNumberToObject(o, "allreduce_bytes_per_step", (double)t->model.n_params * sizeof(float));
+  /* Every step sums one fresh gradient of every rank: nothing stale, nothing dropped. */
+  cJSON_AddNumberToObject(o, "mean_staleness", 0);
+  cJSON_AddNumberToObject(o, "max_staleness", 0);
+  cJSON_AddNumberToObject(o, "dropped_gradients", 0);
   cJSON_AddNumberToObject(o, "clipped", (double)a->clipped);
   cJSON_AddNumberToObject(o, "unsafe_updates", (double)a->upd.unsafe_chunks);
   cJSON_AddBoolToObject(o, "failed", 0);
