@@ -466,7 +466,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     fprintf(stderr, "pstrain: the ps wrote no summary: %s\n", why);
   }
   if (allreduce && r.failed && !r.interrupted)
-    pl_ar_failure(r.ps[0].log, r.steps_seen, r.total_steps, r.first_failure,
+    pl_ar_failure(r.ps[0].log, workers, r.steps_seen, r.total_steps, r.first_failure,
                   sizeof r.first_failure);
   if (r.failed || rc < 0) {
     fprintf(stderr, "pstrain: %s\npstrain: logs are in %s\n",

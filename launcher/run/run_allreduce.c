@@ -7,6 +7,10 @@
 
 #include "launcher/common/helpers.h"
 
+/* Of the stall watch's grace (1 s, worker/allreduce/ar_watch.c): a waiting rank reports
+ * within a tick (0.1 s) of its limit, a rank stopped in its sum only after the grace. */
+#define PL_AR_WATCH_SLACK_S 0.6
+
 int pl_ar_mode(const pl_run_options *o) { return !strcmp(o->mode, "allreduce"); }
 
 int pl_ar_check(const pl_run_options *o) {
@@ -104,26 +108,66 @@ int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_arg
   return 0;
 }
 
-void pl_ar_failure(const char *log, long step, long total, char *out, size_t outlen) {
-  /* mpirun's line naming the rank whose process ended (killed, crashed: the others' errors
-   * are only what that did to them), else a rank's own error line (a rank that cannot go on
-   * says why and aborts the job: its line names the step). */
-  char noticed[512] = "", error[512] = "", line[1024];
+void pl_ar_failure(const char *log, int ranks, long step, long total, char *out,
+                   size_t outlen) {
+  /* In order of what tells the cause best: mpirun's line naming a rank whose process ended
+   * on a signal (killed, crashed: the others' errors are only what that did to them); the
+   * stall watch's lines (worker/allreduce/ar_watch.c), one from every rank that waited in a
+   * sum too long, so that the ranks without one, or with one of an earlier step (a rank
+   * stopped inside its sum says so too once mpirun wakes it to end it, of the step it was
+   * stopped in), are those that stalled; a rank's own error line (a rank that cannot go on
+   * says why, naming the step, and aborts the job). */
+  char noticed[512] = "", error[512] = "", waited[512] = "", line[1024];
+  long at[PL_MAX_WORKERS]; /* the step each rank said it waited in; -1: none said */
+  long latest = -1;
+  int n_waited = 0;
+  for (int r = 0; r < PL_MAX_WORKERS; r++) at[r] = -1;
   FILE *f = fopen(log, "r");
   while (f && fgets(line, sizeof line, f)) {
     line[strcspn(line, "\n")] = '\0';
     const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
-    if (strstr(p, "mpirun noticed that process rank")) snprintf(noticed, sizeof noticed, "%.500s", p);
-    else if (strstr(p, "error: ") && !error[0]) snprintf(error, sizeof error, "%.500s", p);
+    const char *w = strstr(p, "error: rank ");
+    int r = -1;
+    long st = -1;
+    double waited_s = 0, limit_s = 0;
+    if (strstr(p, "mpirun noticed that process rank") && strstr(p, "signal")) {
+      snprintf(noticed, sizeof noticed, "%.500s", p);
+    } else if (w && strstr(w, ": waited ") &&
+               sscanf(w, "error: rank %d: step %ld: waited %lf s of a %lf s limit", &r, &st,
+                      &waited_s, &limit_s) == 4 &&
+               r >= 0 && r < ranks && r < PL_MAX_WORKERS) {
+      if (at[r] < 0) n_waited++;
+      /* A rank stopped inside a sum says it waited too, once mpirun wakes it to end it: past
+       * the limit by the grace the first rank to give up waited before exiting (ar_watch.c),
+       * where the ranks that were waiting are within a tick of it. Counted as not having
+       * said so (step -1). */
+      at[r] = waited_s > limit_s + PL_AR_WATCH_SLACK_S ? -1 : st;
+      if (at[r] > latest) latest = at[r];
+      if (!waited[0]) snprintf(waited, sizeof waited, "%.500s", w + strlen("error: "));
+    } else if (strstr(p, "error: ") && !error[0]) {
+      snprintf(error, sizeof error, "%.500s", p);
+    }
   }
   if (f) fclose(f);
   char where[96] = "";
   if (total > 0) snprintf(where, sizeof where, " (training had reached step %ld of %ld)", step, total);
-  if (noticed[0])
+  if (noticed[0]) {
     snprintf(out, outlen, "all-reduce job failed: %s%s", noticed, where);
-  else if (error[0])
+  } else if (n_waited > 0) {
+    char stalled[256] = "";
+    size_t len = 0;
+    for (int r = 0; r < ranks && r < PL_MAX_WORKERS && len + 8 < sizeof stalled; r++)
+      if (at[r] < latest) len += (size_t)snprintf(stalled + len, sizeof stalled - len, "%s%d", len ? ", " : "", r);
+    if (stalled[0])
+      snprintf(out, outlen, "all-reduce job failed: rank %s stalled at step %ld or before (the "
+               "other ranks waited for it past the limit; %.300s)%s", stalled, latest, waited, where);
+    else
+      snprintf(out, outlen, "all-reduce job failed: every rank waited past the limit (%.300s)%s",
+               waited, where);
+  } else if (error[0]) {
     snprintf(out, outlen, "all-reduce job failed: %s%s", error, where);
-  else
-    snprintf(out, outlen, "all-reduce job failed (mpirun said nothing of why; see its log %s)%s",
+  } else {
+    snprintf(out, outlen, "all-reduce job failed (mpirun said nothing of why; see its log %.300s)%s",
              log, where);
+  }
 }

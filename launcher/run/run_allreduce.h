@@ -19,8 +19,11 @@ int pl_ar_check(const pl_run_options *o);
  * pstrain-worker --mode=allreduce with the job's flags. with_mpirun 0: the worker's part
  * alone (to check its flags). 0, or 2 with one line printed. */
 int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_argv *a);
-/* Why the job failed, in one line: mpirun's own line naming the rank that died (or the
- * rank's error line), and where training stood (step of total, from the metrics). */
-void pl_ar_failure(const char *log, long step, long total, char *out, size_t outlen);
+/* Why the job failed, in one line, from mpirun's log: the rank whose process ended on a
+ * signal (mpirun's line), or the rank that stalled (the one of `ranks` that did not say it
+ * waited past the stall limit), or a rank's own error, and where training stood (step of
+ * total, from the metrics). */
+void pl_ar_failure(const char *log, int ranks, long step, long total, char *out,
+                   size_t outlen);
 
 #endif

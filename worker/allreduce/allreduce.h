@@ -8,12 +8,15 @@
  * sync ps step. Rank 0 writes the metrics and the summary a sync ps would.
  *
  * Files, calls one way down this list: ar_main.c (flags, the run) -> ar_loop.c (set-up, the
- * steps, evaluations) -> ar_report.c (metrics lines, the summary). They call the worker's
+ * steps, evaluations) -> ar_watch.c (the stall watch) and ar_report.c (metrics lines, the
+ * summary), which call neither each other nor up. They call the worker's
  * set-up (worker/setup.h), its data position (worker/position.h), the clip norm
  * (worker/grad_clip.h), collective/ and ps/train/; nothing calls them but worker/main.c. */
 #ifndef PSTRAIN_WORKER_ALLREDUCE_ALLREDUCE_H
 #define PSTRAIN_WORKER_ALLREDUCE_ALLREDUCE_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -44,6 +47,8 @@ typedef struct {
   const char *summary_path;  /* rank 0's summary, or "" */
   pst_coll_alg alg;
   int bucket_kib;            /* 0: one sum after the backward pass */
+  double stall_timeout;      /* seconds a rank waits in a collective before it gives the job
+                              * up (at least; 20 times the longest step when more; 0: never) */
 } wk_ar_job;
 
 /* A bucket of the fused sums (--bucket-kib): [off, end) of the gradient, started once the
@@ -78,12 +83,32 @@ typedef struct {
   wk_ar_bucket buckets[WK_AR_MAX_BUCKETS];
   int n_buckets, next_bucket; /* buckets start in backward order: highest first */
   char alg_desc[512];
+  /* The stall watch (ar_watch.c): a thread that ends the job when this rank has waited in
+   * a collective too long, the rank it waits for being stalled, frozen or cut off. */
+  pthread_t watch;
+  int watching;
+  atomic_int watch_stop;
+  atomic_llong wait_since_ns;   /* monotonic ns this rank entered a collective; 0: not in one */
+  atomic_llong longest_step_ns; /* the longest step so far, collectives included */
+  const char *_Atomic wait_what; /* what it waits in, for the message */
 } wk_ar;
 
 /* ar_loop.c: sets up the job on a (rank, size, coll and job filled; the data loaded into
  * a->t), trains every epoch and evaluates; 0, or a negative code with a reason naming the
  * step in err (the caller aborts the job). */
 int wk_ar_run(wk_ar *a, char *err, size_t errlen);
+
+/* ar_watch.c: the stall watch's thread, started once the job is set up and stopped at its
+ * end; each collective the loop waits in is bracketed by wk_ar_wait_begin (what: "the
+ * gradients' sum", ...) and wk_ar_wait_end. A rank that waits longer than the limit logs
+ * "rank R: step S: waited ..." and exits 1 (mpirun then ends the job); every waiting rank
+ * says so, so that the rank that did not is the one that stalled (the launcher names it). */
+int wk_ar_watch_start(wk_ar *a);
+void wk_ar_watch_stop(wk_ar *a);
+void wk_ar_wait_begin(wk_ar *a, const char *what);
+void wk_ar_wait_end(wk_ar *a);
+/* A step took `seconds`, collectives included: the limit grows with the longest. */
+void wk_ar_step_took(wk_ar *a, double seconds);
 
 /* ar_report.c, rank 0 only (the others: no-ops). */
 int wk_ar_metrics_open(wk_ar *a, char *err, size_t errlen);

@@ -139,7 +139,10 @@ static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
   LOG_INFO("epoch %d/%d: test shard [%d, %d): loss %.4f accuracy %.4f (version %" PRIu64 ")",
            epoch, t->epochs, t->test_begin, t->test_end, fig[2] ? fig[0] / fig[2] : 0.0,
            fig[2] ? fig[1] / fig[2] : 0.0, a->store.version);
-  if ((rc = pst_coll_allreduce_f64(a->coll, fig, 3)) < 0) {
+  wk_ar_wait_begin(a, "the evaluation's sum");
+  rc = pst_coll_allreduce_f64(a->coll, fig, 3);
+  wk_ar_wait_end(a);
+  if (rc < 0) {
     snprintf(err, errlen, "summing the evaluation of epoch %d: %s", epoch, pst_coll_error(a->coll));
     return rc;
   }
@@ -180,6 +183,7 @@ static int step(wk_ar *a, double win[3], char *err, size_t errlen) {
   /* The clip needs the whole share's norm: with it, the buckets wait for the backward pass's
    * end (as --push-by-layer does on a ps's worker) and are all started here. */
   if (t->clip_norm > 0) a->clipped += (uint64_t)wk_clip_gradient(&t->model, t->grad, t->world, t->clip_norm);
+  wk_ar_wait_begin(a, "the gradients' sum");
   if (a->n_buckets > 0) {
     rc = 0;
     for (int i = a->n_buckets - 1; i >= 0 && rc == 0; i--)
@@ -190,6 +194,7 @@ static int step(wk_ar *a, double win[3], char *err, size_t errlen) {
   } else {
     rc = pst_coll_allreduce_f32(a->coll, t->grad, t->model.n_params);
   }
+  wk_ar_wait_end(a);
   if (rc < 0) {
     snprintf(err, errlen, "step %" PRIu64 ": summing the gradients: %s", t->steps + 1,
              pst_coll_error(a->coll));
@@ -199,6 +204,7 @@ static int step(wk_ar *a, double win[3], char *err, size_t errlen) {
   a->sum_seconds += t2 - t1;
   if ((rc = apply_sum(a, err, errlen)) < 0) return rc;
   a->opt_seconds += pst_now() - t2;
+  wk_ar_step_took(a, pst_now() - t0);
   t->steps++;
   t->step_in_epoch++;
   win[0] += loss;
@@ -221,6 +227,10 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
   if (a->n_buckets > 0)
     LOG_INFO("--bucket-kib %d: %d buckets, each summed as soon as the backward pass has made it",
              a->job.bucket_kib, a->n_buckets);
+  if (wk_ar_watch_start(a) < 0) {
+    snprintf(err, errlen, "cannot start the stall watch's thread");
+    return -ENOMEM;
+  }
   /* Where a sync worker with this index starts: its epoch's order from the seed. */
   wk_take_position(t, 0, 0);
   a->t0 = pst_now();
@@ -230,7 +240,10 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
     int epoch_end = t->step_in_epoch == t->steps_per_epoch;
     if (t->steps % (uint64_t)t->report_every == 0 || epoch_end) {
       /* The window's training figures over every rank (one small sum). */
-      if ((rc = pst_coll_allreduce_f64(a->coll, win, 3)) < 0) {
+      wk_ar_wait_begin(a, "the training loss's sum");
+      rc = pst_coll_allreduce_f64(a->coll, win, 3);
+      wk_ar_wait_end(a);
+      if (rc < 0) {
         snprintf(err, errlen, "step %" PRIu64 ": summing the training loss: %s", t->steps,
                  pst_coll_error(a->coll));
         return rc;
@@ -249,7 +262,10 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
   }
   /* Every rank's weights, which must be one model. */
   a->checksum = pst_fnv1a64(pst_store_front(&a->store), n * sizeof(float));
-  if ((rc = pst_coll_allgather_u64(a->coll, a->checksum, a->rank_checksums)) < 0) {
+  wk_ar_wait_begin(a, "the checksums' gather");
+  rc = pst_coll_allgather_u64(a->coll, a->checksum, a->rank_checksums);
+  wk_ar_wait_end(a);
+  if (rc < 0) {
     snprintf(err, errlen, "gathering the ranks' checksums: %s", pst_coll_error(a->coll));
     return rc;
   }

@@ -27,6 +27,7 @@ static char o_alg[PST_CFG_STR_MAX];
 static pst_data_flags o_dataf;
 static int64_t o_threads, o_epochs, o_batch, o_seed, o_report_every, o_bucket_kib, o_gpu_mem;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_clip_norm, o_grad_limit;
+static double o_stall;
 
 static pst_cfg_opt g_opts[] = {
     PST_OPT("mode", PST_CFG_STRING, o_mode, "allreduce", "ps (train with a pstrain-ps) or allreduce (no ps: the ranks of an mpirun job sum their gradients with Open MPI)", 0, 0),
@@ -51,6 +52,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "rank 0 writes the final summary (JSON) here", 0, 0),
     PST_OPT("ar-algorithm", PST_CFG_STRING, o_alg, "auto", "Open MPI's allreduce algorithm: auto (its own rules), ring, recursive-doubling or rabenseifner (forced through coll_tuned_allreduce_algorithm)", 0, 0),
     PST_OPT("bucket-kib", PST_CFG_INT, &o_bucket_kib, "0", "sum the gradient in buckets of about this many KiB, each started as the backward pass finishes its layers, last layer first (0: one sum after the backward pass)", 0, 1048576),
+    PST_OPT("stall-timeout", PST_CFG_DOUBLE, &o_stall, "10", "seconds a rank waits in a sum for the others before it ends the job (a rank stalled, frozen or cut off; MPI itself waits for ever), or 20 times the longest step when that is more (0: never)", 0, 0),
     PST_OPT("device", PST_CFG_STRING, o_device, "cpu", "cpu, auto, cuda or cuda:N (GPU ranks sum through host buffers)", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "CPU backend threads", 1, 256),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &o_gpu_mem, "0", "GPU memory cap in MiB (0: none)", 0, 1 << 24),
@@ -98,6 +100,11 @@ static int build_job(wk_ar_job *j, char *err, size_t errlen) {
     return -EINVAL;
   }
   if (pst_device_check_spec(o_device, err, errlen) < 0) return -EINVAL;
+  if (!(o_stall >= 0 && o_stall <= 604800)) {
+    snprintf(err, errlen, "--stall-timeout must be between 0 and 604800 seconds");
+    return -EINVAL;
+  }
+  j->stall_timeout = o_stall;
   j->opt.lr = (float)o_lr;
   j->opt.momentum = (float)o_momentum;
   j->opt.beta1 = (float)o_beta1;
@@ -186,6 +193,7 @@ int wk_ar_main(int argc, char **argv) {
     LOG_INFO("data: %s", desc);
     rc = wk_ar_run(&a, err, sizeof err);
   }
+  wk_ar_watch_stop(&a);
   if (rc == 0) rc = wk_ar_summary(&a, pst_now() - t_start, err, sizeof err);
   if (rc < 0) {
     /* One rank cannot go on: the others would wait in their next sum for ever. MPI_Abort
