@@ -39,6 +39,7 @@ int pst_coll_size(const pst_coll *c);
 void pst_coll_describe(const pst_coll *c, size_t bytes, char *buf, size_t len);
 /* buf[n] from rank root to every rank. */
 int pst_coll_bcast_f32(pst_coll *c, float *buf, size_t n, int root);
+int pst_coll_bcast_u64(pst_coll *c, uint64_t *buf, size_t n, int root);
 /* buf[n] becomes the sum over the ranks, in place. */
 int pst_coll_allreduce_f32(pst_coll *c, float *buf, size_t n);
 int pst_coll_allreduce_f64(pst_coll *c, double *buf, size_t n);

@@ -159,6 +159,12 @@ int pst_coll_bcast_f32(pst_coll *c, float *buf, size_t n, int root) {
   return 0;
 }
 
+int pst_coll_bcast_u64(pst_coll *c, uint64_t *buf, size_t n, int root) {
+  int rc = n > INT_MAX ? MPI_ERR_COUNT
+                       : MPI_Bcast(buf, (int)n, MPI_UINT64_T, root, MPI_COMM_WORLD);
+  return rc == MPI_SUCCESS ? 0 : failed(c, "MPI_Bcast", rc);
+}
+
 int pst_coll_allreduce_f32(pst_coll *c, float *buf, size_t n) {
   for (size_t at = 0; at < n; at += INT_MAX) {
     int k = n - at < INT_MAX ? (int)(n - at) : INT_MAX;

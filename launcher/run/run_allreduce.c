@@ -22,7 +22,9 @@ int pl_ar_check(const pl_run_options *o) {
                     : o->backup_workers               ? "--backup-workers"
                     : o->staleness_lr                 ? "--staleness-lr"
                     : o->push_compress || o->pull_compress ? "--push-compress and --pull-compress"
-                    : o->checkpoint_dir || o->resume  ? "--checkpoint-dir and --resume (not yet)"
+                    : o->checkpoint_seconds ? "--checkpoint-seconds (rank 0 saves by steps: --checkpoint-every)"
+                    : o->resume && strcmp(o->resume, "auto") && strcmp(o->resume, "never")
+                        ? "--resume FILE (the ranks resume from --checkpoint-dir: auto or never)"
                     : o->eval_every > 0               ? "--eval-every"
                     : o->eval_on                      ? "--eval-on"
                     : o->grad_norm_factor             ? "--grad-norm-factor (a ps's check on its workers)"
@@ -99,6 +101,11 @@ int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_arg
   if (o->report_every > 0) pl_argv_add(a, "--report-every=%d", o->report_every);
   pl_argv_add(a, "--metrics=%s", j->metrics);
   pl_argv_add(a, "--summary-json=%s", j->summary);
+  /* Rank 0 writes the ps's checkpoint format there, and the job resumes from it. */
+  if (o->checkpoint_dir) pl_argv_add(a, "--checkpoint-dir=%s", o->checkpoint_dir);
+  if (o->checkpoint_every) pl_argv_add(a, "--checkpoint-every=%s", o->checkpoint_every);
+  if (o->checkpoint_keep) pl_argv_add(a, "--checkpoint-keep=%s", o->checkpoint_keep);
+  if (o->resume) pl_argv_add(a, "--resume=%s", o->resume);
   pl_argv_add(a, "--ar-algorithm=%s", o->ar_algorithm ? o->ar_algorithm : "auto");
   pl_argv_add(a, "--bucket-kib=%d", o->bucket_kib);
   if (a->n >= PL_MAX_ARGS) {

@@ -8,8 +8,8 @@
  * sync ps step. Rank 0 writes the metrics and the summary a sync ps would.
  *
  * Files, calls one way down this list: ar_main.c (flags, the run) -> ar_loop.c (set-up, the
- * steps, evaluations) -> ar_watch.c (the stall watch) and ar_report.c (metrics lines, the
- * summary), which call neither each other nor up. They call the worker's
+ * steps, evaluations) -> ar_watch.c (the stall watch), ar_ckpt.c (checkpoints) and
+ * ar_report.c (metrics lines, the summary), which call neither each other nor up. They call the worker's
  * set-up (worker/setup.h), its data position (worker/position.h), the clip norm
  * (worker/grad_clip.h), collective/ and ps/train/; nothing calls them but worker/main.c. */
 #ifndef PSTRAIN_WORKER_ALLREDUCE_ALLREDUCE_H
@@ -47,6 +47,10 @@ typedef struct {
   const char *summary_path;  /* rank 0's summary, or "" */
   pst_coll_alg alg;
   int bucket_kib;            /* 0: one sum after the backward pass */
+  const char *checkpoint_dir; /* rank 0 writes checkpoints here ("": none) */
+  int checkpoint_every;      /* steps between checkpoints (0: each epoch's end only) */
+  int checkpoint_keep;
+  const char *resume;        /* auto (the newest that fits) or never */
   double stall_timeout;      /* seconds a rank waits in a collective before it gives the job
                               * up (at least; 20 times the longest step when more; 0: never) */
 } wk_ar_job;
@@ -78,6 +82,7 @@ typedef struct {
   uint64_t clipped;
   double test_accuracy, test_loss;
   int epochs_evaluated;
+  uint64_t resumed_from;     /* the step a checkpoint put the job at (0: started afresh) */
   uint64_t checksum;
   uint64_t *rank_checksums;  /* [size] */
   wk_ar_bucket buckets[WK_AR_MAX_BUCKETS];
@@ -109,6 +114,13 @@ void wk_ar_wait_begin(wk_ar *a, const char *what);
 void wk_ar_wait_end(wk_ar *a);
 /* A step took `seconds`, collectives included: the limit grows with the longest. */
 void wk_ar_step_took(wk_ar *a, double seconds);
+
+/* ar_ckpt.c: rank 0 writes a checkpoint of the step the job stands at (the others: no-op);
+ * and, collectively, the newest checkpoint in the directory that this job's model and
+ * settings fit, loaded by rank 0 and broadcast (weights, optimizer state, step). 0, or a
+ * negative code with a reason in err. */
+int wk_ar_ckpt_save(wk_ar *a, char *err, size_t errlen);
+int wk_ar_ckpt_resume(wk_ar *a, char *err, size_t errlen);
 
 /* ar_report.c, rank 0 only (the others: no-ops). */
 int wk_ar_metrics_open(wk_ar *a, char *err, size_t errlen);

@@ -216,6 +216,7 @@ static int step(wk_ar *a, double win[3], char *err, size_t errlen) {
 int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
   wk_trainer *t = &a->t;
   int rc = setup(a, err, errlen);
+  if (rc == 0) rc = wk_ar_ckpt_resume(a, err, errlen);
   if (rc == 0) rc = wk_ar_metrics_open(a, err, errlen);
   if (rc < 0) return rc;
   size_t n = t->model.n_params;
@@ -231,8 +232,10 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
     snprintf(err, errlen, "cannot start the stall watch's thread");
     return -ENOMEM;
   }
-  /* Where a sync worker with this index starts: its epoch's order from the seed. */
-  wk_take_position(t, 0, 0);
+  /* Where a sync worker with this index starts (or resumes: the shuffles replayed from the
+   * seed to that step; a checkpoint at an epoch's end was written after its evaluation). */
+  uint64_t start = a->store.version;
+  wk_take_position(t, start, (uint32_t)(start / (uint64_t)t->steps_per_epoch));
   a->t0 = pst_now();
   double win[3] = {0, 0, 0};
   while (t->epoch < t->epochs) {
@@ -251,7 +254,12 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
       wk_ar_metrics_train(a, win[0], win[1], win[2]);
       win[0] = win[1] = win[2] = 0;
     }
-    if (!epoch_end) continue;
+    if (!epoch_end) {
+      if (a->job.checkpoint_every > 0 && t->steps % (uint64_t)a->job.checkpoint_every == 0 &&
+          (rc = wk_ar_ckpt_save(a, err, errlen)) < 0)
+        return rc;
+      continue;
+    }
     t->epoch++;
     t->step_in_epoch = 0;
     if (t->epoch < t->epochs) {
@@ -259,7 +267,10 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
       wk_prefetch_ask(&t->prefetch, t->steps, t->order);
     }
     if ((rc = evaluate(a, t->epoch, err, errlen)) < 0) return rc;
+    if ((rc = wk_ar_ckpt_save(a, err, errlen)) < 0) return rc;
   }
+  /* Resumed from the checkpoint of a finished job: its weights evaluated, for the summary. */
+  if (t->steps == start && start > 0 && (rc = evaluate(a, t->epochs, err, errlen)) < 0) return rc;
   /* Every rank's weights, which must be one model. */
   a->checksum = pst_fnv1a64(pst_store_front(&a->store), n * sizeof(float));
   wk_ar_wait_begin(a, "the checksums' gather");
@@ -275,11 +286,11 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
                ": the ranks' models differ", r, a->rank_checksums[r], a->rank, a->checksum);
       return -EIO;
     }
-  double steps = (double)t->steps;
+  double steps = t->steps > start ? (double)(t->steps - start) : 1;
   LOG_INFO("final weights: version %" PRIu64 ", checksum %016" PRIx64 " over %zu parameters, the "
            "same on all %d ranks", a->store.version, a->checksum, n, a->size);
   LOG_INFO("a step's time, ms on average over %" PRIu64 " steps: compute %.3f, sum %.3f, "
-           "optimizer %.3f", t->steps, a->compute_seconds / steps * 1e3,
+           "optimizer %.3f", t->steps - start, a->compute_seconds / steps * 1e3,
            a->sum_seconds / steps * 1e3, a->opt_seconds / steps * 1e3);
   if (t->clip_norm > 0)
     LOG_INFO("--clip-norm %g: %" PRIu64 " of %" PRIu64 " gradients clipped", t->clip_norm,

@@ -23,7 +23,8 @@
 static char o_mode[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX], o_device[PST_CFG_STR_MAX];
 static char o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX], o_optimizer[PST_CFG_STR_MAX];
 static char o_lr_schedule[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX], o_summary[PST_CFG_STR_MAX];
-static char o_alg[PST_CFG_STR_MAX];
+static char o_alg[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
+static int64_t o_ckpt_every, o_ckpt_keep;
 static pst_data_flags o_dataf;
 static int64_t o_threads, o_epochs, o_batch, o_seed, o_report_every, o_bucket_kib, o_gpu_mem;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_clip_norm, o_grad_limit;
@@ -52,6 +53,10 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "rank 0 writes the final summary (JSON) here", 0, 0),
     PST_OPT("ar-algorithm", PST_CFG_STRING, o_alg, "auto", "Open MPI's allreduce algorithm: auto (its own rules), ring, recursive-doubling or rabenseifner (forced through coll_tuned_allreduce_algorithm)", 0, 0),
     PST_OPT("bucket-kib", PST_CFG_INT, &o_bucket_kib, "0", "sum the gradient in buckets of about this many KiB, each started as the backward pass finishes its layers, last layer first (0: one sum after the backward pass)", 0, 1048576),
+    PST_OPT("checkpoint-dir", PST_CFG_STRING, o_ckpt_dir, "", "rank 0 writes checkpoints here, in the ps's format (empty: none)", 0, 0),
+    PST_OPT("checkpoint-every", PST_CFG_INT, &o_ckpt_every, "0", "steps between checkpoints (0: at each epoch's end only)", 0, INT64_MAX),
+    PST_OPT("checkpoint-keep", PST_CFG_INT, &o_ckpt_keep, "3", "checkpoints kept", 1, 1000),
+    PST_OPT("resume", PST_CFG_STRING, o_resume, "auto", "auto (the newest checkpoint in --checkpoint-dir this job's model and settings fit) or never", 0, 0),
     PST_OPT("stall-timeout", PST_CFG_DOUBLE, &o_stall, "10", "seconds a rank waits in a sum for the others before it ends the job (a rank stalled, frozen or cut off; MPI itself waits for ever), or 20 times the longest step when that is more (0: never)", 0, 0),
     PST_OPT("device", PST_CFG_STRING, o_device, "cpu", "cpu, auto, cuda or cuda:N (GPU ranks sum through host buffers)", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "CPU backend threads", 1, 256),
@@ -105,6 +110,14 @@ static int build_job(wk_ar_job *j, char *err, size_t errlen) {
     return -EINVAL;
   }
   j->stall_timeout = o_stall;
+  if (strcmp(o_resume, "auto") != 0 && strcmp(o_resume, "never") != 0) {
+    snprintf(err, errlen, "--resume: '%.200s' is not auto or never", o_resume);
+    return -EINVAL;
+  }
+  j->checkpoint_dir = o_ckpt_dir;
+  j->checkpoint_every = (int)(o_ckpt_every > INT32_MAX ? INT32_MAX : o_ckpt_every);
+  j->checkpoint_keep = (int)o_ckpt_keep;
+  j->resume = o_resume;
   j->opt.lr = (float)o_lr;
   j->opt.momentum = (float)o_momentum;
   j->opt.beta1 = (float)o_beta1;

@@ -15,7 +15,8 @@
 
 int wk_ar_metrics_open(wk_ar *a, char *err, size_t errlen) {
   if (a->rank != 0 || !a->job.metrics_path[0]) return 0;
-  a->metrics = fopen(a->job.metrics_path, "w");
+  /* A resumed job goes on with the file it had (a launcher follows it from its end). */
+  a->metrics = fopen(a->job.metrics_path, a->resumed_from > 0 ? "a" : "w");
   if (!a->metrics) {
     snprintf(err, errlen, "--metrics %s: %s", a->job.metrics_path, strerror(errno));
     return -errno;
@@ -61,7 +62,7 @@ int wk_ar_summary(wk_ar *a, double process_seconds, char *err, size_t errlen) {
   if (a->rank != 0) return 0;
   const wk_trainer *t = &a->t;
   double wall = pst_now() - a->t0, train = wall - a->eval_seconds;
-  double samples = (double)t->steps * (double)t->batch * (double)a->size;
+  double samples = (double)(t->steps - a->resumed_from) * (double)t->batch * (double)a->size;
   cJSON *o = cJSON_CreateObject();
   if (!o) return -ENOMEM;
   cJSON_AddStringToObject(o, "event", "summary");
@@ -87,6 +88,7 @@ int wk_ar_summary(wk_ar *a, double process_seconds, char *err, size_t errlen) {
   cJSON_AddNumberToObject(o, "samples", samples);
   cJSON_AddNumberToObject(o, "data_wait_seconds", a->data_wait);
   cJSON_AddNumberToObject(o, "updates", (double)v);
+  cJSON_AddNumberToObject(o, "resumed_from", (double)a->resumed_from);
   add_hex(o, "weights_checksum", a->checksum);
   cJSON_AddStringToObject(o, "weights_checksum_from", "ranks");
   cJSON *ranks = cJSON_AddArrayToObject(o, "rank_checksums");
@@ -100,7 +102,7 @@ int wk_ar_summary(wk_ar *a, double process_seconds, char *err, size_t errlen) {
   cJSON_AddStringToObject(o, "allreduce", a->alg_desc);
   cJSON_AddNumberToObject(o, "bucket_kib", a->job.bucket_kib);
   cJSON_AddNumberToObject(o, "buckets", a->n_buckets);
-  double steps = t->steps > 0 ? (double)t->steps : 1;
+  double steps = t->steps > a->resumed_from ? (double)(t->steps - a->resumed_from) : 1;
   cJSON *ms = cJSON_AddObjectToObject(o, "step_ms");
   cJSON_AddNumberToObject(ms, "compute", a->compute_seconds / steps * 1e3);
   cJSON_AddNumberToObject(ms, "sum", a->sum_seconds / steps * 1e3);
