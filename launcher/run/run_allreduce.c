@@ -40,17 +40,6 @@ int pl_ar_check(const pl_run_options *o) {
   return 2;
 }
 
-/* The data flags (worker/dataset.h), as run_args.c gives a ps's workers. */
-static void data_flags(pl_argv *a, const pl_run_options *o) {
-  if (!o->data_flags) return;
-  const pst_data_flags *d = o->data_flags;
-  pl_argv_add(a, "--image-size=%s", d->image_size);
-  pl_argv_add(a, "--augment=%s", d->augment);
-  pl_argv_add(a, "--normalize=%s", d->normalize);
-  pl_argv_add(a, "--test-fraction=%.17g", d->test_fraction);
-  pl_argv_add(a, "--split-seed=%lld", (long long)d->split_seed);
-}
-
 int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_argv *a) {
   a->n = 0;
   a->argv[0] = NULL;
@@ -85,7 +74,7 @@ int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_arg
   pl_argv_add(a, "%s", j->wk_bin);
   pl_argv_add(a, "--mode=allreduce");
   pl_argv_add(a, "--data-dir=%s", o->data_dir);
-  data_flags(a, o);
+  pl_data_flags_argv(a, o);
   pl_argv_add(a, "--threads=%d", o->threads);
   if (o->device) pl_argv_add(a, "--device=%s", o->device);
   if (o->gpu_memory_limit) pl_argv_add(a, "--gpu-memory-limit=%d", o->gpu_memory_limit);
