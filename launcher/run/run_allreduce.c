@@ -54,11 +54,17 @@ int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_arg
     pl_argv_add(a, "%s", mpirun);
     /* Root may run it only when it says so; the ranks may outnumber the cores; and
      * everything stays on the loopback interface: the ranks' traffic and mpirun's own.
-     * Binding is Open MPI's default (a core each for 2 ranks, none once oversubscribed):
-     * unbound, two ranks that poll for their sums while the other computes took 9 ms a sum
-     * instead of 0.9 on this 2-core machine (mlp, 2026-11-28). */
+     * Binding is Open MPI's default (a core each for 2 ranks, none once oversubscribed), and
+     * a rank waiting for its sum yields the core between polls (mpi_yield_when_idle): on the
+     * shared 2-core VM (load 5, mlp, 2 ranks, 1 epoch, 3 runs each, 2026-11-28) the median
+     * was 20.5k samples/s bound without yielding, 33.8k bound and yielding, 29.7k unbound and
+     * yielding, 21.1k unbound without; a rank that spins while the other computes on a
+     * shared core takes that core from it. */
     if (geteuid() == 0) pl_argv_add(a, "--allow-run-as-root");
     pl_argv_add(a, "--oversubscribe");
+    pl_argv_add(a, "--mca");
+    pl_argv_add(a, "mpi_yield_when_idle");
+    pl_argv_add(a, "1");
     pl_argv_add(a, "--mca");
     pl_argv_add(a, "btl");
     pl_argv_add(a, "self,tcp");
