@@ -65,6 +65,14 @@ static int setup(wk_ar *a, char *err, size_t errlen) {
   t->opt.push_by_layer = a->job.bucket_kib > 0 && !(a->job.clip_norm > 0);
   int rc = wk_setup_compute(t, on_grad_ready, err, errlen);
   if (rc < 0) return rc;
+  /* The CPU backend calls the hook on the computing thread, which owns MPI (funneled); a GPU
+   * backend calls it on a thread of its own, which may not call MPI: there the buckets start
+   * once the backward pass is over. */
+  if (t->opt.push_by_layer && strncmp(t->backend->name, "cpu", 3) != 0) {
+    pst_net_on_grad_ready(t->net, NULL, NULL);
+    LOG_INFO("--bucket-kib on %s: the buckets start after the backward pass (its hook runs on "
+             "a thread that may not call MPI)", t->backend->name);
+  }
   size_t n = t->model.n_params;
   if (a->rank == 0) pst_model_init_params(&t->model, t->seed, t->params);
   if ((rc = pst_coll_bcast_f32(a->coll, t->params, n, 0)) < 0) {
