@@ -173,6 +173,14 @@ int wk_ar_main(int argc, char **argv) {
     pst_cfg_print(&cfg, stdout);
     return 0;
   }
+  /* The ranks and the world come from mpirun (one host or several: mpirun --host a:2,b:2);
+   * a TF_CONFIG cluster names a ps and workers, which this mode has no use for. */
+  const char *tf = getenv("TF_CONFIG");
+  if (tf && tf[0]) {
+    LOG_ERR("--mode allreduce takes its ranks from mpirun, not from TF_CONFIG: unset TF_CONFIG, "
+            "or run a ps job (--mode ps)");
+    return PST_EXIT_USAGE;
+  }
   /* 2. Floating point as a ps's worker has it (worker/main.c): OpenBLAS's kernels, which may
    * run this process again, before MPI starts; denormals flushed. */
   char blas_note[320];
