@@ -13,23 +13,11 @@ rc=0
 [ "$rc" = 2 ] || fail "--mode allreduce --ps-shards 2: exit $rc, not 2"
 pass "--mode allreduce --ps-shards 2 refused: $(head -c 200 "$OUT/refused.out")"
 
-# rank_pid RUN R: the pid of rank R of the job whose run directory is RUN (mpirun's own
-# command line names the ranks' program too, but its process is mpirun).
-rank_pid() {
-  local p r
-  for p in $(pgrep -x pstrain-worker); do
-    grep -qF "$1/" "/proc/$p/cmdline" 2>/dev/null || continue
-    r=$(tr '\0' '\n' <"/proc/$p/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
-    [ "$r" = "$2" ] && echo "$p"
-  done
-  return 0
-}
-
 # end_of RUN SIGNAL SECONDS: starts a 2-rank job in RUN, sends rank 1 SIGNAL once training is
 # under way, and checks that pstrain local ends within SECONDS, failing, naming rank 1, with no
 # rank left.
 end_of() {
-  local run=$1 sig=$2 secs=$3 name launcher victim rc t0 p
+  local run=$1 sig=$2 secs=$3 name launcher victim rc t0 r
   name=$(basename "$run")
   start_bg "$name" "$LAUNCHER_BIN" local --mode allreduce --workers 2 --epochs 20 --report-every 10 \
     --run-dir "$run"
@@ -43,8 +31,8 @@ end_of() {
   wait_pid "$launcher" "$secs" || rc=$?
   [ "$rc" -ne 0 ] || fail "$name: pstrain local exited 0 after rank 1 got SIG$sig"
   grep -qE "rank 1\b" "$OUT/$name.log" || fail "$name: the failure does not name rank 1"
-  for p in $(pgrep -x pstrain-worker); do
-    grep -qF "$run/" "/proc/$p/cmdline" 2>/dev/null && fail "$name: rank process $p still runs"
+  for r in 0 1; do
+    [ -z "$(rank_pid "$run" "$r")" ] || fail "$name: rank $r still runs"
   done
   pass "rank 1 got SIG$sig: pstrain local exited $rc after $((SECONDS - t0)) s: $(grep -m1 'all-reduce job failed' "$OUT/$name.log" | cut -c1-240)"
 }

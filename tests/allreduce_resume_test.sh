@@ -15,11 +15,7 @@ start_bg first "$LAUNCHER_BIN" "${common[@]}" --run-dir "$OUT/run" --checkpoint-
   --checkpoint-every 100
 launcher=$LAST_PID
 wait_step "$OUT/run/metrics.jsonl" 620 90
-victim=""
-for p in $(pgrep -x pstrain-worker); do
-  grep -qF "$OUT/run/" "/proc/$p/cmdline" 2>/dev/null || continue
-  tr '\0' '\n' <"/proc/$p/environ" | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
-done
+victim=$(rank_pid "$OUT/run" 1)
 [ -n "$victim" ] || fail "no rank 1 of the job found"
 kill -9 "$victim"
 rc=0

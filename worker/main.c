@@ -5,6 +5,7 @@
  * event loop (it connects, registers, trains every epoch and exits when the ps says so),
  * and on the way out close every handle and check the loop is empty. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,7 +22,6 @@
 #include "common/tls_config.h"
 #include "kernels/blas_setup.h"
 #include "kernels/device.h"
-#include "worker/allreduce/allreduce.h"
 #include "worker/dataset.h"
 #include "worker/trainer.h"
 #include "worker/status.h"
@@ -127,6 +127,43 @@ static int parse_ps_list(const char *text, wk_options *opt, char *err, size_t er
   return 0;
 }
 
+/* Whether argv or the environment asks for --mode allreduce. */
+static int allreduce_wanted(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--mode=allreduce")) return 1;
+    if (!strcmp(argv[i], "--mode") && i + 1 < argc) return !strcmp(argv[i + 1], "allreduce");
+  }
+  const char *env = getenv("PSTRAIN_WORKER_MODE");
+  return env && !strcmp(env, "allreduce");
+}
+
+/* Runs pstrain-worker-allreduce in this process (the same pid, which mpirun follows) with
+ * this command line: PSTRAIN_WORKER_ALLREDUCE_BIN, else beside this program (installed), else
+ * in Bazel's layout (bazel-bin/worker/allreduce/). Only that program links Open MPI. */
+static int exec_allreduce(char **argv) {
+  char exe[PATH_MAX], path[PATH_MAX + 64];
+  const char *env = getenv("PSTRAIN_WORKER_ALLREDUCE_BIN");
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = '\0';
+  for (int i = 0; i < 3; i++) {
+    if (i == 0 && !(env && env[0])) continue;
+    if (i == 0) snprintf(path, sizeof path, "%s", env);
+    if (i == 1) snprintf(path, sizeof path, "%s/pstrain-worker-allreduce", exe);
+    if (i == 2) snprintf(path, sizeof path, "%s/allreduce/pstrain-worker-allreduce", exe);
+    if (access(path, X_OK) != 0) continue;
+    argv[0] = path;
+    execv(path, argv);
+    break;
+  }
+  pst_log_init("pstrain-worker", PST_LOG_INFO);
+  LOG_ERR("--mode allreduce runs pstrain-worker-allreduce, which is not beside %s/pstrain-worker "
+          "(build //worker/allreduce:pstrain-worker-allreduce, or set "
+          "PSTRAIN_WORKER_ALLREDUCE_BIN)", exe);
+  return PST_EXIT_USAGE;
+}
+
 int main(int argc, char **argv) {
   char err[512];
   pst_cfg cfg = {
@@ -138,8 +175,8 @@ int main(int argc, char **argv) {
       .opts = g_opts,
       .n_opts = (int)(sizeof g_opts / sizeof g_opts[0]),
   };
-  /* --mode allreduce: no ps, another set of flags (worker/allreduce/allreduce.h). */
-  if (wk_ar_wanted(argc, argv)) return wk_ar_main(argc, argv);
+  /* --mode allreduce: no ps, another program (worker/allreduce/allreduce.h). */
+  if (allreduce_wanted(argc, argv)) return exec_allreduce(argv);
   pst_log_init("pstrain-worker", PST_LOG_INFO);
   pst_log_guard_signals();
 

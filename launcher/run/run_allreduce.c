@@ -21,6 +21,8 @@ int pl_ar_check(const pl_run_options *o) {
                     : o->gpus                         ? "--gpus (not yet: NCCL)"
                     : o->backup_workers               ? "--backup-workers"
                     : o->staleness_lr                 ? "--staleness-lr"
+                    : o->lr_scaling && strcmp(o->lr_scaling, "none")
+                        ? "--lr-scaling linear (an elastic ps job's steps, scaled by their samples)"
                     : o->push_compress || o->pull_compress ? "--push-compress and --pull-compress"
                     : o->checkpoint_seconds ? "--checkpoint-seconds (rank 0 saves by steps: --checkpoint-every)"
                     : o->resume && strcmp(o->resume, "auto") && strcmp(o->resume, "never")

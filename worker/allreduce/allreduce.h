@@ -26,10 +26,8 @@
 #include "ps/train/update.h"
 #include "worker/state.h"
 
-/* Whether argv or the environment asks for --mode allreduce (worker/main.c hands the whole
- * command line over to wk_ar_main then). */
-int wk_ar_wanted(int argc, char **argv);
-/* The whole run of an all-reduce rank; returns the process's exit status. */
+/* The whole run of an all-reduce rank (pstrain-worker-allreduce, which pstrain-worker
+ * --mode allreduce execs with its command line); returns the process's exit status. */
 int wk_ar_main(int argc, char **argv);
 
 /* The job, from the flags: what a sync ps would have been given. */

@@ -64,15 +64,6 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
 };
 
-int wk_ar_wanted(int argc, char **argv) {
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--mode=allreduce")) return 1;
-    if (!strcmp(argv[i], "--mode") && i + 1 < argc) return !strcmp(argv[i + 1], "allreduce");
-  }
-  const char *env = getenv("PSTRAIN_WORKER_MODE");
-  return env && !strcmp(env, "allreduce");
-}
-
 /* The checks the parser cannot make, with the ps's ranges (ps/main.c), into a->job. */
 static int build_job(wk_ar_job *j, char *err, size_t errlen) {
   if (strcmp(o_mode, "allreduce") != 0) {
