@@ -169,3 +169,16 @@ local_checksum() {
   done
   echo "$sum"
 }
+
+# rank_pid RUN R: the pid of rank R of the all-reduce job whose run directory is RUN: a
+# pstrain-worker-allreduce process (what pstrain-worker --mode allreduce execs) whose command
+# line names RUN (mpirun's names it too, but its program is mpirun).
+rank_pid() {
+  local p
+  for p in $(pgrep -f -- "--mode=allreduce"); do
+    [ "$(basename "$(readlink "/proc/$p/exe" 2>/dev/null)")" = pstrain-worker-allreduce ] || continue
+    grep -qF "$1/" "/proc/$p/cmdline" 2>/dev/null || continue
+    tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$p"
+  done
+  return 0
+}

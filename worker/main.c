@@ -5,6 +5,7 @@
  * event loop (it connects, registers, trains every epoch and exits when the ps says so),
  * and on the way out close every handle and check the loop is empty. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +36,10 @@ static pst_data_flags o_dataf;
 static int64_t o_threads, o_index, o_gpu_mem, o_k8s_replicas, o_leave_after;
 static double o_timeout, o_slow, o_reconnect, o_delay;
 static int o_list, o_placement, o_push_by_layer, o_pull_by_layer;
+static char o_mode[PST_CFG_STR_MAX];
 
 static pst_cfg_opt g_opts[] = {
+    PST_OPT("mode", PST_CFG_STRING, o_mode, "ps", "ps (train with a pstrain-ps, the default) or allreduce (no ps: a rank of an mpirun job; --mode allreduce --help lists its flags)", 0, 0),
     PST_OPT("ps", PST_CFG_STRING, o_ps, "127.0.0.1:7070", "address:port of the ps (names resolve); several ps shards: all of them, in order, comma-separated", 0, 0),
     PST_OPT("name", PST_CFG_STRING, o_name, "", "worker name in logs (default: host-pid)", 0, 0),
     PST_OPT("index", PST_CFG_INT, &o_index, "-1", "worker index to ask for (-1: any)", -1, 4095),
@@ -124,6 +127,43 @@ static int parse_ps_list(const char *text, wk_options *opt, char *err, size_t er
   return 0;
 }
 
+/* Whether argv or the environment asks for --mode allreduce. */
+static int allreduce_wanted(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--mode=allreduce")) return 1;
+    if (!strcmp(argv[i], "--mode") && i + 1 < argc) return !strcmp(argv[i + 1], "allreduce");
+  }
+  const char *env = getenv("PSTRAIN_WORKER_MODE");
+  return env && !strcmp(env, "allreduce");
+}
+
+/* Runs pstrain-worker-allreduce in this process (the same pid, which mpirun follows) with
+ * this command line: PSTRAIN_WORKER_ALLREDUCE_BIN, else beside this program (installed), else
+ * in Bazel's layout (bazel-bin/worker/allreduce/). Only that program links Open MPI. */
+static int exec_allreduce(char **argv) {
+  char exe[PATH_MAX], path[PATH_MAX + 64];
+  const char *env = getenv("PSTRAIN_WORKER_ALLREDUCE_BIN");
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  exe[n > 0 ? n : 0] = '\0';
+  char *slash = strrchr(exe, '/');
+  if (slash) *slash = '\0';
+  for (int i = 0; i < 3; i++) {
+    if (i == 0 && !(env && env[0])) continue;
+    if (i == 0) snprintf(path, sizeof path, "%s", env);
+    if (i == 1) snprintf(path, sizeof path, "%s/pstrain-worker-allreduce", exe);
+    if (i == 2) snprintf(path, sizeof path, "%s/allreduce/pstrain-worker-allreduce", exe);
+    if (access(path, X_OK) != 0) continue;
+    argv[0] = path;
+    execv(path, argv);
+    break;
+  }
+  pst_log_init("pstrain-worker", PST_LOG_INFO);
+  LOG_ERR("--mode allreduce runs pstrain-worker-allreduce, which is not beside %s/pstrain-worker "
+          "(build //worker/allreduce:pstrain-worker-allreduce, or set "
+          "PSTRAIN_WORKER_ALLREDUCE_BIN)", exe);
+  return PST_EXIT_USAGE;
+}
+
 int main(int argc, char **argv) {
   char err[512];
   pst_cfg cfg = {
@@ -135,6 +175,8 @@ int main(int argc, char **argv) {
       .opts = g_opts,
       .n_opts = (int)(sizeof g_opts / sizeof g_opts[0]),
   };
+  /* --mode allreduce: no ps, another program (worker/allreduce/allreduce.h). */
+  if (allreduce_wanted(argc, argv)) return exec_allreduce(argv);
   pst_log_init("pstrain-worker", PST_LOG_INFO);
   pst_log_guard_signals();
 
@@ -152,6 +194,10 @@ int main(int argc, char **argv) {
   if (level < 0) {
     LOG_ERR("--log-level: '%.200s' is not error, warning, info or debug", o_log_level);
     return 2;
+  }
+  if (strcmp(o_mode, "ps") != 0) {
+    LOG_ERR("--mode: '%.200s' is not ps or allreduce", o_mode);
+    return PST_EXIT_USAGE;
   }
   if (parse_ps_list(o_ps, &opt, err, sizeof err) < 0) {
     LOG_ERR("%s", err);

@@ -12,21 +12,8 @@
 #include "kernels/device.h"
 #include "worker/dataset.h"
 #include "worker/register.h"
+#include "worker/setup.h"
 #include "worker/shards.h"
-
-/* The weights and the gradient live where the backend moves them fastest (pinned memory
- * for CUDA): pulls land there straight from the socket and pushes leave from there. */
-static float *host_buffer(wk_trainer *t, size_t bytes) {
-  if (t->backend->host_alloc) return t->backend->host_alloc(t->backend, bytes);
-  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-}
-
-void wk_host_buffer_free(wk_trainer *t, float *p) {
-  if (p && t->backend && t->backend->host_free)
-    t->backend->host_free(t->backend, p);
-  else
-    free(p);
-}
 
 /* The dense evaluations' test subset: the first `samples` of a permutation of the test set
  * drawn from the job seed alone (the same subset on every worker and at every point), split
@@ -85,66 +72,19 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w,
     wk_fail(t, "cannot use the ps's model: %s", err);
     return -EPROTO;
   }
-  /* Data (loaded at start): this worker's disjoint shard of the training and test sets,
-   * made into batches of the model's input shape (worker/imageops.h). */
-  const pst_layer *in = &t->model.layers[0];
-  if (pst_batch_prep_init(&t->prep, &t->train, t->opt.data_dir, in->in_h, in->in_w, in->in_c,
-                          t->model.input_size, &t->opt.image, t->data_mean, t->data_std,
-                          t->seed, t->index, err, sizeof err) < 0) {
-    wk_fail(t, "%s", err);
-    return -EINVAL;
-  }
-  t->test_prep = t->prep;
-  t->test_prep.data = &t->test;
-  pst_data_shard_range(t->train.n, t->index, t->world, &t->shard_begin, &t->shard_end);
-  pst_data_shard_range(t->test.n, t->index, t->world, &t->test_begin, &t->test_end);
   if (t->eval_every > 0 && make_subset(t, w->eval_samples) < 0) {
     wk_fail(t, "out of memory for the test subset");
     return -ENOMEM;
   }
-  /* Every worker takes the same number of steps per epoch, so sync steps line up: the
-   * smallest shard's full batches (the shards differ by at most one sample). */
-  t->steps_per_epoch = pst_steps_per_epoch(t->train.n, t->world, t->batch);
-  if (t->data_ranges) t->steps_per_epoch = (t->train.n + t->batch - 1) / t->batch; /* ranges */
-  if (t->steps_per_epoch < 1) {
-    wk_fail(t, "a shard of %d samples holds no full batch of %d", t->train.n / t->world, t->batch);
-    return -EINVAL;
-  }
-  /* Compute. */
-  int rc = pst_device_open(t->opt.device, t->opt.gpu_memory_limit_mib, t->opt.threads,
-                           &t->backend, err, sizeof err);
+  /* The shards, batches, device, net and buffers, as an all-reduce rank sets them up. */
+  char why[512] = "";
+  int rc = wk_setup_compute(t, grad_ready, why, sizeof why);
   if (rc < 0) {
-    wk_fail(t, "%s", err);
+    wk_fail(t, "%s", why);
     return rc;
   }
-  if (err[0]) LOG_INFO("%s", err);
-  /* The layer-by-layer flags not given: the device decides (worker/trainer.h). */
-  int gpu_like = strncmp(t->backend->name, "cpu", 3) != 0;
-  if (t->opt.push_by_layer == WK_LAYERED_AUTO) t->opt.push_by_layer = gpu_like;
-  if (t->opt.pull_by_layer == WK_LAYERED_AUTO) t->opt.pull_by_layer = gpu_like;
   LOG_INFO("layer by layer on %s: push %s, pull %s", t->backend->name,
            t->opt.push_by_layer ? "on" : "off", t->opt.pull_by_layer ? "on" : "off");
-  rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
-  if (rc < 0) {
-    const char *why = t->backend->last_error ? t->backend->last_error(t->backend) : "";
-    wk_fail(t, "cannot build the model on %s: %s%s%s%s", t->backend->name, strerror(-rc),
-            why[0] ? " (" : "", why, why[0] ? ")" : "");
-    return rc;
-  }
-  if (t->opt.push_by_layer) pst_net_on_grad_ready(t->net, grad_ready, t);
-  size_t n = t->model.n_params;
-  t->params = host_buffer(t, n * sizeof(float));
-  t->grad = host_buffer(t, n * sizeof(float));
-  t->xb = malloc((size_t)t->batch * (size_t)t->model.input_size * sizeof(float));
-  t->yb = malloc((size_t)t->batch * sizeof(int32_t));
-  t->order = malloc((size_t)(t->data_ranges ? t->train.n : t->shard_end - t->shard_begin) *
-                    sizeof(int32_t));
-  t->rg_idx = malloc((size_t)t->batch * sizeof(int32_t));
-  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order || !t->rg_idx ||
-      wk_prefetch_start(&t->prefetch, &t->prep, t->batch) < 0) {
-    wk_fail(t, "out of memory for %zu parameters", n);
-    return -ENOMEM;
-  }
   if (t->data_ranges)
     LOG_INFO("worker %d (of at most %d) on %s: %s mode, the ps hands out ranges of each epoch's "
              "order of %d samples, batch %d, %d epochs%s%s", t->index, t->world,

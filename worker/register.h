@@ -30,7 +30,5 @@ void wk_register_all(wk_trainer *t);
  * built from the first WELCOME gets with --push-by-layer (kernels/net.h), ctx t. */
 int wk_on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w,
                   pst_grad_ready_fn grad_ready, wk_welcomed *out);
-/* Frees a buffer of host_alloc's (pinned for CUDA) or aligned_alloc's. */
-void wk_host_buffer_free(wk_trainer *t, float *p);
 
 #endif

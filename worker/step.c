@@ -16,6 +16,7 @@
 #include "common/fnv.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "worker/grad_clip.h"
 #include "worker/position.h"
 #include "worker/register.h"
 #include "worker/shards.h"
@@ -139,33 +140,6 @@ static void idle(wk_trainer *t, double s) {
   }
 }
 
-/* The job's clip norm (WELCOME): the gradient of this worker's batch mean, over the trained
- * parameters, scaled down to it when longer, as Keras's global_clipnorm. t->grad holds that
- * gradient over N (the global batch's share), so its norm times N is the mean's. The model
- * state (batchnorm's moving statistics) is no gradient and is left as it is. */
-static void clip_gradient(wk_trainer *t) {
-  size_t off[PST_MODEL_MAX_LAYERS], count[PST_MODEL_MAX_LAYERS];
-  int ns = pst_model_state_ranges(&t->model, off, count);
-  size_t n = t->model.n_params;
-  double sq = 0;
-  size_t at = 0;
-  for (int r = 0; r <= ns; r++) {
-    size_t stop = r < ns ? off[r] : n;
-    for (size_t i = at; i < stop; i++) sq += (double)t->grad[i] * t->grad[i];
-    if (r < ns) at = off[r] + count[r];
-  }
-  double norm = sqrt(sq) * (double)t->world;
-  if (!(norm > t->clip_norm)) return;
-  float k = (float)(t->clip_norm / norm);
-  at = 0;
-  for (int r = 0; r <= ns; r++) {
-    size_t stop = r < ns ? off[r] : n;
-    for (size_t i = at; i < stop; i++) t->grad[i] *= k;
-    if (r < ns) at = off[r] + count[r];
-  }
-  t->clipped++;
-}
-
 /* --delay-ms: the link's delay, slept on the threadpool so that the loop stays free. */
 static void delay_step(wk_trainer *t) {
   if (t->work_kind != WK_WORK_TRAIN || !(t->opt.delay_ms > 0)) return;
@@ -227,7 +201,8 @@ static void work_run(uv_work_t *req) {
                                    t->steps);
       t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, n, scale, t->grad, &t->w_loss,
                                    &t->w_correct);
-      if (t->w_rc == 0 && t->clip_norm > 0) clip_gradient(t);
+      if (t->w_rc == 0 && t->clip_norm > 0)
+        t->clipped += (uint64_t)wk_clip_gradient(&t->model, t->grad, t->world, t->clip_norm);
     }
     t->w_samples = n;
   } else if (t->work_kind == WK_WORK_TRAIN) {
@@ -249,7 +224,8 @@ static void work_run(uv_work_t *req) {
                                  t->steps);
     t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
                                  &t->w_correct);
-    if (t->w_rc == 0 && t->clip_norm > 0) clip_gradient(t);
+    if (t->w_rc == 0 && t->clip_norm > 0)
+      t->clipped += (uint64_t)wk_clip_gradient(&t->model, t->grad, t->world, t->clip_norm);
     t->w_samples = t->batch;
   } else {
     int32_t *idx = malloc((size_t)t->batch * sizeof *idx);

@@ -17,6 +17,7 @@
 #include "worker/dataset.h"
 #include "worker/position.h"
 #include "worker/register.h"
+#include "worker/setup.h"
 #include "worker/shards.h"
 #include "worker/step.h"
 
@@ -422,15 +423,10 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   t->opt = *opt;
   t->n_ps = opt->n_ps > 0 ? opt->n_ps : 1;
   wk_obs_init(&t->obs);
-  /* The data comes first, before the loop runs: a worker with a bad --data-dir never takes
-   * a slot, and the seconds of decompression never hold up its heartbeats. */
+  /* The data comes first, before the loop runs (worker/setup.h). */
   char desc[512];
-  if (pst_dataset_open(opt->data_dir, &opt->image, &t->train, &t->test, t->data_mean,
-                       t->data_std, desc, sizeof desc, err, errlen) < 0)
-    return -EIO;
+  if (wk_setup_data(t, desc, sizeof desc, err, errlen) < 0) return -EIO;
   LOG_INFO("data: %s", desc);
-  for (int i = 0; i < t->train.n; i++)
-    if (t->train.labels[i] + 1 > t->classes) t->classes = t->train.labels[i] + 1;
   uv_signal_init(loop, &t->sig_int);
   uv_signal_init(loop, &t->sig_term);
   t->sig_int.data = t->sig_term.data = t;
@@ -449,19 +445,8 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
 }
 
 void wk_trainer_free(wk_trainer *t) {
-  wk_prefetch_stop(&t->prefetch);
   for (int i = 0; i < t->n_ps; i++) wk_client_free(&t->ps[i].client);
-  wk_host_buffer_free(t, t->params);
-  wk_host_buffer_free(t, t->grad);
-  if (t->net) pst_net_destroy(t->net);
-  if (t->backend) t->backend->destroy(t->backend);
-  pst_data_free(&t->train);
-  pst_data_free(&t->test);
-  free(t->xb);
-  free(t->yb);
-  free(t->order);
-  free(t->rg_idx);
-  free(t->subset_idx);
+  wk_setup_free(t);
   uv_cond_destroy(&t->pull_cond);
   uv_mutex_destroy(&t->pull_mu);
 }

@@ -111,9 +111,14 @@ static void table(FILE *f, const count_run *runs, int n, const char *title) {
                100.0 * r->samples_per_sec / (r->compute_mean * r->workers));
     }
     if (r->rt_p50 >= 0) snprintf(rt, sizeof rt, "%.3f / %.3f", r->rt_p50, r->rt_p99);
-    fprintf(f, "| %s | %d | %.0f | %.1f | %s | %s | %s | %s | %.3f | %.3f | %.0f | %.4f |\n",
+    /* A job without a ps (--mode allreduce) has no ps CPU and no ps port to count: "-". */
+    char cpu[32] = "-", wstep[32] = "-", wsample[32] = "-";
+    if (r->ps_cpu_ms >= 0) snprintf(cpu, sizeof cpu, "%.3f", r->ps_cpu_ms);
+    if (r->wire_step >= 0) snprintf(wstep, sizeof wstep, "%.3f", r->wire_step / 1e6);
+    if (r->wire_sample >= 0) snprintf(wsample, sizeof wsample, "%.0f", r->wire_sample);
+    fprintf(f, "| %s | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %s | %s | %.4f |\n",
             r->model, r->workers, r->samples_per_sec, r->steps_per_sec, x1, comp, share, rt,
-            r->ps_cpu_ms, r->wire_step / 1e6, r->wire_sample, r->accuracy);
+            cpu, wstep, wsample, r->accuracy);
   }
 }
 

@@ -107,7 +107,7 @@ int pl_cmd_compare(int argc, char **argv) {
   pl_run_options base;
   static pst_model model;
   int rc = pl_parse_run_flags("compare", nrest, rest, &base, &model,
-                              "Also: --modes LIST (default sync,async,ssp:2; ssp:S sets the bound; async+sa,\n"
+                              "Also: --modes LIST (default sync,async,ssp:2; ssp:S sets the bound; allreduce: no ps; async+sa,\n"
                               "ssp:S+sa: the staleness-aware learning rate, --staleness-lr),\n"
                               "--workers N or a list (2,4,8: one table per count and a scaling plot),\n"
                               "or MIN:MAX (an elastic job, with --schedule: see `pstrain local --help`;\n"
@@ -149,7 +149,7 @@ int pl_cmd_compare(int argc, char **argv) {
   static mode_run grid[MAX_COUNTS][MAX_MODES];
   int n = pl_cmp_parse_modes(modes_arg, grid[0], MAX_MODES);
   if (n <= 0) {
-    fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S, async and ssp with +sa for the staleness-aware learning rate (up to %d)\n",
+    fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S, async and ssp with +sa for the staleness-aware learning rate, or allreduce (no ps; up to %d)\n",
             MAX_MODES);
     return 2;
   }

@@ -340,10 +340,14 @@ static void table_row(row *w, const mode_run *m, int repeats, int ntargets) {
     snprintf(w->cells[w->ncells++], 96, "-");
   }
   fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, dropped)), "%.0f");
+  /* No ps, no ps port to count (allreduce: the summary has no wire figures): "-". */
   spread b = spread_field(m, repeats, offsetof(run_rec, wire_step));
+  spread bs = spread_field(m, repeats, offsetof(run_rec, wire_sample));
+  if (b.n > 0 && b.lo < 0) b.n = 0;
+  if (bs.n > 0 && bs.lo < 0) bs.n = 0;
   b.med /= 1e6, b.lo /= 1e6, b.hi /= 1e6;
   fmt_spread(w->cells[w->ncells++], 96, b, "%.3f");
-  fmt_spread(w->cells[w->ncells++], 96, spread_field(m, repeats, offsetof(run_rec, wire_sample)), "%.0f");
+  fmt_spread(w->cells[w->ncells++], 96, bs, "%.0f");
 }
 
 static void md_row(FILE *f, const row *r) {

@@ -30,7 +30,9 @@ int pl_cmp_parse_modes(const char *s, mode_run *runs, int max) {
       r->staleness_lr = 1;
       if (!strcmp(tok, "sync")) return -EINVAL;
     }
-    if (!strcmp(tok, "sync") || !strcmp(tok, "async")) {
+    /* allreduce: no ps, the ranks sum with Open MPI (launcher/run/run_allreduce.h). */
+    if (!strcmp(tok, "sync") || !strcmp(tok, "async") ||
+        (!strcmp(tok, "allreduce") && !r->staleness_lr)) {
       snprintf(r->mode, sizeof r->mode, "%s", tok);
     } else if (!strncmp(tok, "ssp", 3) && (tok[3] == '\0' || tok[3] == ':')) {
       snprintf(r->mode, sizeof r->mode, "ssp");

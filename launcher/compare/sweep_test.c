@@ -16,6 +16,9 @@ int main(void) {
   CHECK(!strcmp(g_runs[2].safe, "ssp-3") && !strcmp(g_runs[2].label, "ssp:3"));
   CHECK(!strcmp(g_runs[3].mode, "async") && g_runs[3].staleness_lr == 1);
   CHECK(pl_cmp_parse_modes("sync+sa", g_runs, MAX_MODES) == -EINVAL);
+  CHECK(pl_cmp_parse_modes("allreduce+sa", g_runs, MAX_MODES) == -EINVAL);
+  CHECK(pl_cmp_parse_modes("sync,allreduce", g_runs, MAX_MODES) == 2);
+  CHECK(!strcmp(g_runs[1].mode, "allreduce"));
   CHECK(pl_cmp_parse_modes("bsp", g_runs, MAX_MODES) == -EINVAL);
   CHECK(pl_cmp_parse_modes("sync,async", g_runs, 1) == -E2BIG);
 

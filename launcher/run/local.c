@@ -21,6 +21,8 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
 static char f_lr_schedule[PST_CFG_STR_MAX], f_lr_scaling[PST_CFG_STR_MAX];
+static char f_ar_alg[PST_CFG_STR_MAX];
+static int64_t f_bucket_kib;
 static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
 static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
 static char f_run_dir[PST_CFG_STR_MAX], f_device[PST_CFG_STR_MAX], f_gpus[PST_CFG_STR_MAX];
@@ -43,7 +45,9 @@ static char f_ckpt_seconds[PST_CFG_STR_MAX], f_ckpt_keep[PST_CFG_STR_MAX], f_res
 static pst_cfg_opt g_opts[] = {
     PST_OPT("workers", PST_CFG_INT, &f_workers, "2", "worker processes; or MIN:MAX on the command line: an elastic job, whose ps starts training once MIN workers have joined, admits newcomers up to MAX and hands out the data (MIN are started; --schedule starts and stops others)", 1, PL_MAX_WORKERS),
     PST_OPT("schedule", PST_CFG_STRING, f_schedule, "", "\"epoch X: +N, epoch Y: -M, ...\": once X epochs' worth of samples are trained (2.5: half-way through epoch 3), start N more workers, or ask the newest M to leave (SIGTERM: they finish their step and exit 0). Makes the ps hand out the data; with a plain --workers N, N is the minimum and the most the schedule runs at once the maximum", 0, 0),
-    PST_OPT("mode", PST_CFG_STRING, f_mode, "sync", "sync, async or ssp", 0, 0),
+    PST_OPT("mode", PST_CFG_STRING, f_mode, "sync", "sync, async or ssp (a ps), or allreduce (no ps: the workers are ranks of an Open MPI job that sum their gradients, each applying the ps's sync update)", 0, 0),
+    PST_OPT("ar-algorithm", PST_CFG_STRING, f_ar_alg, "auto", "--mode allreduce: Open MPI's allreduce algorithm: auto (its own rules), ring, recursive-doubling or rabenseifner", 0, 0),
+    PST_OPT("bucket-kib", PST_CFG_INT, &f_bucket_kib, "0", "--mode allreduce: sum the gradient in buckets of about this many KiB, each started as the backward pass makes it (0: one sum per step)", 0, 1048576),
     PST_OPT("staleness", PST_CFG_INT, &f_staleness, "2", "ssp bound", 0, 1000000),
     PST_OPT("backup-workers", PST_CFG_INT, &f_backup, "0", "sync: steps need N-K gradients", 0, PL_MAX_WORKERS),
     PST_OPT("staleness-lr", PST_CFG_BOOL, &f_staleness_lr, "false", "async and ssp: each gradient's learning rate divided by 1 + its staleness (compare: the modes' +sa)", 0, 0),
@@ -313,10 +317,19 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->checkpoint_seconds = f_ckpt_seconds[0] ? f_ckpt_seconds : NULL;
   o->checkpoint_keep = f_ckpt_keep[0] ? f_ckpt_keep : NULL;
   o->resume = f_resume[0] ? f_resume : NULL;
-  if (strcmp(f_mode, "sync") && strcmp(f_mode, "async") && strcmp(f_mode, "ssp")) {
-    fprintf(stderr, "%s: --mode: '%.100s' is not sync, async or ssp\n", prog, f_mode);
+  if (strcmp(f_mode, "sync") && strcmp(f_mode, "async") && strcmp(f_mode, "ssp") &&
+      strcmp(f_mode, "allreduce")) {
+    fprintf(stderr, "%s: --mode: '%.100s' is not sync, async, ssp or allreduce\n", prog, f_mode);
     return 2;
   }
+  if (strcmp(f_ar_alg, "auto") && strcmp(f_ar_alg, "ring") && strcmp(f_ar_alg, "recursive-doubling") &&
+      strcmp(f_ar_alg, "rabenseifner")) {
+    fprintf(stderr, "%s: --ar-algorithm: '%.100s' is not auto, ring, recursive-doubling or "
+            "rabenseifner\n", prog, f_ar_alg);
+    return 2;
+  }
+  o->ar_algorithm = f_ar_alg;
+  o->bucket_kib = (int)f_bucket_kib;
   if (strcmp(f_opt, "sgd") && strcmp(f_opt, "momentum") && strcmp(f_opt, "adam")) {
     fprintf(stderr, "%s: --optimizer: '%.100s' is not sgd, momentum or adam\n", prog, f_opt);
     return 2;
@@ -344,6 +357,13 @@ static pst_model g_model;
 /* What the job is, once every check has passed. WORKERS is the count the job starts, which
  * --gpus and --workers-per-gpu decide where they are given (not --workers). */
 static void local_starting(const pl_run_options *o, int workers) {
+  if (!strcmp(o->mode, "allreduce"))
+    printf("pstrain local: no ps, %d rank%s of one Open MPI job, allreduce mode (%s algorithm%s), "
+           "model %s, %d epoch%s, batch %d per rank, %s lr %g%s%s\nlogs and metrics: %s\n",
+           workers, workers > 1 ? "s" : "", o->ar_algorithm, o->bucket_kib > 0 ? ", buckets" : "",
+           o->model, o->epochs, o->epochs > 1 ? "s" : "", o->batch_size, o->optimizer, o->lr,
+           o->lr_schedule ? " " : "", o->lr_schedule ? o->lr_schedule : "", o->run_dir);
+  else
   printf("pstrain local: %d ps%s + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per "
          "worker, %s lr %g%s%s%s%s\nlogs and metrics: %s\n",
          o->ps_shards > 1 ? o->ps_shards : 1, o->ps_shards > 1 ? " shards" : "", workers,

@@ -28,7 +28,7 @@ typedef struct pl_run_options {
   const char *schedule;
   pl_sched_point sched[PL_MAX_SCHEDULE];
   int n_sched;
-  const char *mode;           /* sync, async, ssp */
+  const char *mode;           /* sync, async, ssp, or allreduce (no ps) */
   int staleness;              /* ssp */
   int staleness_lr;           /* async/ssp: the ps's --staleness-lr */
   int backup_workers;         /* sync: apply after N-K gradients */
@@ -80,6 +80,10 @@ typedef struct pl_run_options {
    * worker in a network namespace of its own behind a shaped link (NULL: loopback). */
   const char *link, *link_worker;
   const char *resume;
+  /* --mode allreduce (launcher/run/run_allreduce.h): Open MPI's algorithm (NULL: auto) and the
+   * fused buckets' size (0: one sum per step). */
+  const char *ar_algorithm;
+  int bucket_kib;
   int quiet;                  /* no per-epoch lines */
   /* Called once the run's checks have passed, just before its processes start (local prints
    * what it runs then, so that a bad flag or path is the only line), with the number of

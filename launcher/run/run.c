@@ -7,6 +7,7 @@
 #include "kernels/partition.h"
 #include "launcher/links/link.h"
 #include "launcher/common/helpers.h"
+#include "launcher/run/run_allreduce.h"
 #include "launcher/run/run_args.h"
 #include "launcher/run/run_children.h"
 #include "launcher/run/run_ctx.h"
@@ -247,7 +248,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     fprintf(stderr, "pstrain: --gpus wants a list like 0,2,3 (up to 64 ids in 0..%d)\n", PL_MAX_GPU_ID);
     return 2;
   }
-  int workers = pl_job_workers(o);
+  int rc0, workers = pl_job_workers(o);
   if (workers < 1 || workers > PL_MAX_WORKERS) {
     fprintf(stderr, "pstrain: --workers must be in 1..%d\n", PL_MAX_WORKERS);
     return 2;
@@ -265,6 +266,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
                     "places a fixed number of workers)\n", j.n_gpus > 0 ? "--gpus" : "--link");
     return 2;
   }
+  /* --mode allreduce has no ps: the flags of one refused here, in one line. */
+  int allreduce = pl_ar_mode(o);
+  if (allreduce && (rc0 = pl_ar_check(o)) != 0) return rc0;
   j.workers = workers;
   r.n_ps = j.n_ps = o->ps_shards > 1 ? o->ps_shards : 1;
   if (r.n_ps > PST_MAX_SHARDS) {
@@ -324,7 +328,16 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   if (o->ps_threads > 0) j.ps_threads = o->ps_threads;
   int lock_fd = -1;
   int rc = prepare(o, &r, &j, &lock_fd);
-  if (rc == 0) rc = pl_check_ps_flags(o, &j);
+  static pl_argv ar_cmd; /* --mode allreduce: mpirun and its ranks' command line */
+  if (rc == 0 && allreduce) {
+    /* The ranks' own check of their flags (pstrain-worker --mode allreduce --print-config),
+     * then mpirun's command line, which must be found on PATH. */
+    rc = pl_ar_argv(o, &j, 0, &ar_cmd);
+    if (rc == 0) rc = pl_check_flags(&ar_cmd, "pstrain-worker --mode allreduce");
+    if (rc == 0) rc = pl_ar_argv(o, &j, 1, &ar_cmd);
+  } else if (rc == 0) {
+    rc = pl_check_ps_flags(o, &j);
+  }
   /* Shards that would resume from different versions (stopped between one shard's step and
    * another's) first set aside what the others lack: a sync job must stand at one version. */
   if (rc == 0 && o->checkpoint_dir && (!o->resume || !strcmp(o->resume, "auto"))) {
@@ -356,7 +369,16 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   r.loop.data = &r;
   r.t0 = pst_now();
 
-  for (int s = 0; rc == 0 && s < r.n_ps; s++) {
+  if (rc == 0 && allreduce) {
+    /* One process to follow, in the ps's place: mpirun, whose ranks are the workers. Its
+     * exit is the job's (a rank that dies ends them all), and rank 0 writes the metrics and
+     * the summary where a ps would. */
+    r.ps[0].ns = -1;
+    snprintf(r.ps[0].name, sizeof r.ps[0].name, "mpirun (%d ranks)", workers);
+    snprintf(r.ps[0].log, sizeof r.ps[0].log, "%s/ranks.log", o->run_dir);
+    rc = pl_spawn(&r, &r.ps[0], ar_cmd.argv);
+  }
+  for (int s = 0; rc == 0 && !allreduce && s < r.n_ps; s++) {
     static pl_argv a;
     pl_ps_argv(o, &j, s, &a);
     /* ps.log is shard 0's, as without shards; ps-shard1.log, ... the others'. */
@@ -373,8 +395,8 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   r.cap_workers = o->n_sched > 0 ? pl_schedule_processes(o) : workers;
   r.job = &j;
   r.workers = calloc((size_t)r.cap_workers, sizeof *r.workers);
-  r.n_workers = workers;
-  for (int i = 0; rc == 0 && i < workers; i++) {
+  r.n_workers = allreduce ? 0 : workers;
+  for (int i = 0; rc == 0 && !allreduce && i < workers; i++) {
     static pl_argv w;
     pl_worker_argv(o, &j, i, &w);
     snprintf(r.workers[i].name, sizeof r.workers[i].name, "worker %d", i);
@@ -443,6 +465,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     pl_last_line(r.ps[0].log, why, sizeof why);
     fprintf(stderr, "pstrain: the ps wrote no summary: %s\n", why);
   }
+  if (allreduce && r.failed && !r.interrupted)
+    pl_ar_failure(r.ps[0].log, workers, r.steps_seen, r.total_steps, r.first_failure,
+                  sizeof r.first_failure);
   if (r.failed || rc < 0) {
     fprintf(stderr, "pstrain: %s\npstrain: logs are in %s\n",
             r.first_failure[0] ? r.first_failure : "a process could not be started", o->run_dir);

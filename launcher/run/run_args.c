@@ -15,8 +15,9 @@
 extern char **environ;
 
 
-/* The data flags (worker/dataset.h), for the workers and a ps that evaluates. */
-static void data_flags(pl_argv *a, const pl_run_options *o) {
+/* The data flags (worker/dataset.h), for the workers, an all-reduce job's ranks and a ps that
+ * evaluates. */
+void pl_data_flags_argv(pl_argv *a, const pl_run_options *o) {
   if (!o->data_flags) return;
   const pst_data_flags *d = o->data_flags;
   pl_argv_add(a, "--image-size=%s", d->image_size);
@@ -83,7 +84,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
     /* --eval-on ps: the ps loads the data as the workers do, with their flags. */
     pl_argv_add(a, "--eval-on=%s", o->eval_on);
     pl_argv_add(a, "--data-dir=%s", o->data_dir);
-    data_flags(a, o);
+    pl_data_flags_argv(a, o);
   }
   if (j->secret[0]) pl_argv_add(a, "--secret-file=%s", j->secret);
   if (o->tls) {
@@ -106,7 +107,7 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
   pl_argv_add(w, "--index=%d", index);
   pl_argv_add(w, "--name=worker%d", i);
   pl_argv_add(w, "--data-dir=%s", o->data_dir);
-  data_flags(w, o);
+  pl_data_flags_argv(w, o);
   pl_argv_add(w, "--threads=%d", o->threads);
   pl_argv_add(w, "--connect-timeout=60");
   if (j->n_gpus > 0) pl_argv_add(w, "--device=cuda:%d", j->gpu_ids[i / o->workers_per_gpu]);
@@ -130,6 +131,13 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
 int pl_check_ps_flags(const pl_run_options *o, const pl_job *j) {
   static pl_argv a;
   pl_ps_argv(o, j, 0, &a);
+  return pl_check_flags(&a, "the ps");
+}
+
+int pl_check_flags(pl_argv *cmd, const char *who) {
+  static pl_argv a; /* 256 KiB: not on the stack */
+  a = *cmd;
+  for (int i = 0; i < a.n; i++) a.argv[i] = a.store[i];
   pl_argv_add(&a, "--print-config");
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
@@ -170,6 +178,7 @@ int pl_check_ps_flags(const pl_run_options *o, const pl_job *j) {
     }
     if (!reason[0]) snprintf(reason, sizeof reason, "%s", line);
   }
-  fprintf(stderr, "pstrain: %s\n", reason[0] ? reason : "the ps refuses its flags (no reason given)");
+  if (!reason[0]) snprintf(reason, sizeof reason, "%s refuses its flags (no reason given)", who);
+  fprintf(stderr, "pstrain: %s\n", reason);
   return WIFEXITED(status) && WEXITSTATUS(status) == 2 ? 2 : 1;
 }

@@ -32,10 +32,16 @@ void pl_worker_argv(const pl_run_options *o, const pl_job *j, int index, pl_argv
  * (-1: any free one, as workers a --schedule starts do). */
 void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, int slot,
                          pl_argv *a);
+/* The data flags (--image-size, --augment, ...) as given to the launcher, for a process that
+ * loads the data. */
+void pl_data_flags_argv(pl_argv *a, const pl_run_options *o);
 /* The ps's own check of every flag the launcher passes on (the checkpoint flags go to it as
  * given, so that its defaults and bounds are the only ones): shard 0's command line with
  * --print-config, before anything starts. Returns 0, or 2 with the ps's reason printed in one
  * line, or 1 when it could not be run. */
 int pl_check_ps_flags(const pl_run_options *o, const pl_job *j);
+/* The same check of any pstrain daemon's command line (who names it in the message when it
+ * gives no reason): cmd with --print-config added, run once. */
+int pl_check_flags(pl_argv *cmd, const char *who);
 
 #endif

@@ -1,0 +1,177 @@
+/* An all-reduce job's command line and its failure, for `pstrain local` (run_allreduce.h). */
+#include "launcher/run/run_allreduce.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "launcher/common/helpers.h"
+
+/* Of the stall watch's grace (1 s, worker/allreduce/ar_watch.c): a waiting rank reports
+ * within a tick (0.1 s) of its limit, a rank stopped in its sum only after the grace. */
+#define PL_AR_WATCH_SLACK_S 0.6
+
+int pl_ar_mode(const pl_run_options *o) { return !strcmp(o->mode, "allreduce"); }
+
+int pl_ar_check(const pl_run_options *o) {
+  const char *bad = o->ps_shards > 1                  ? "--ps-shards"
+                    : o->workers_max > 0 || o->n_sched ? "--workers MIN:MAX and --schedule"
+                    : o->link || o->link_worker       ? "--link (not yet: ranks in namespaces)"
+                    : o->tls                          ? "--tls"
+                    : o->gpus                         ? "--gpus (not yet: NCCL)"
+                    : o->backup_workers               ? "--backup-workers"
+                    : o->staleness_lr                 ? "--staleness-lr"
+                    : o->lr_scaling && strcmp(o->lr_scaling, "none")
+                        ? "--lr-scaling linear (an elastic ps job's steps, scaled by their samples)"
+                    : o->push_compress || o->pull_compress ? "--push-compress and --pull-compress"
+                    : o->checkpoint_seconds ? "--checkpoint-seconds (rank 0 saves by steps: --checkpoint-every)"
+                    : o->resume && strcmp(o->resume, "auto") && strcmp(o->resume, "never")
+                        ? "--resume FILE (the ranks resume from --checkpoint-dir: auto or never)"
+                    : o->eval_every > 0               ? "--eval-every"
+                    : o->eval_on                      ? "--eval-on"
+                    : o->grad_norm_factor             ? "--grad-norm-factor (a ps's check on its workers)"
+                    : o->metrics_listen               ? "--dashboard"
+                    : o->tensorboard_dir              ? "--tensorboard"
+                    : o->push_by_layer >= 0 || o->pull_by_layer >= 0
+                        ? "--push-by-layer and --pull-by-layer (see --bucket-kib)"
+                        : NULL;
+  for (int i = 0; !bad && i < o->workers && i < PL_MAX_WORKERS; i++)
+    if (o->slow_factor[i] > 1 || o->delay_ms[i] > 0) bad = "--slow-worker and --delay-worker";
+  if (!bad) return 0;
+  fprintf(stderr, "pstrain: --mode allreduce has no ps: %s cannot be used with it\n", bad);
+  return 2;
+}
+
+int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_argv *a) {
+  a->n = 0;
+  a->argv[0] = NULL;
+  if (with_mpirun) {
+    char mpirun[PATH_MAX];
+    if (pl_find_program("mpirun", NULL, mpirun, sizeof mpirun) < 0) {
+      fprintf(stderr, "pstrain: --mode allreduce runs its ranks with Open MPI's mpirun, which is "
+                      "not on PATH (Debian: openmpi-bin and libopenmpi-dev; ./pstrain "
+                      "ensure_packages installs them)\n");
+      return 2;
+    }
+    pl_argv_add(a, "%s", mpirun);
+    /* Root may run it only when it says so; the ranks may outnumber the cores; and
+     * everything stays on the loopback interface: the ranks' traffic and mpirun's own.
+     * Binding is Open MPI's default (a core each for 2 ranks, none once oversubscribed), and
+     * a rank waiting for its sum yields the core between polls (mpi_yield_when_idle): on the
+     * shared 2-core VM (load 5, mlp, 2 ranks, 1 epoch, 3 runs each, 2026-11-28) the median
+     * was 20.5k samples/s bound without yielding, 33.8k bound and yielding, 29.7k unbound and
+     * yielding, 21.1k unbound without; a rank that spins while the other computes on a
+     * shared core takes that core from it. */
+    if (geteuid() == 0) pl_argv_add(a, "--allow-run-as-root");
+    pl_argv_add(a, "--oversubscribe");
+    pl_argv_add(a, "--mca");
+    pl_argv_add(a, "mpi_yield_when_idle");
+    pl_argv_add(a, "1");
+    pl_argv_add(a, "--mca");
+    pl_argv_add(a, "btl");
+    pl_argv_add(a, "self,tcp");
+    pl_argv_add(a, "--mca");
+    pl_argv_add(a, "btl_tcp_if_include");
+    pl_argv_add(a, "lo");
+    pl_argv_add(a, "--mca");
+    pl_argv_add(a, "oob_tcp_if_include");
+    pl_argv_add(a, "lo");
+    pl_argv_add(a, "-np");
+    pl_argv_add(a, "%d", j->workers);
+  }
+  pl_argv_add(a, "%s", j->wk_bin);
+  pl_argv_add(a, "--mode=allreduce");
+  pl_argv_add(a, "--data-dir=%s", o->data_dir);
+  pl_data_flags_argv(a, o);
+  pl_argv_add(a, "--threads=%d", o->threads);
+  if (o->device) pl_argv_add(a, "--device=%s", o->device);
+  if (o->gpu_memory_limit) pl_argv_add(a, "--gpu-memory-limit=%d", o->gpu_memory_limit);
+  pl_argv_add(a, "--model=%s", o->model);
+  pl_argv_add(a, "--epochs=%d", o->epochs);
+  pl_argv_add(a, "--batch-size=%d", o->batch_size);
+  pl_argv_add(a, "--lr=%.9g", o->lr);
+  pl_argv_add(a, "--optimizer=%s", o->optimizer);
+  if (o->lr_schedule) pl_argv_add(a, "--lr-schedule=%s", o->lr_schedule);
+  pl_argv_add(a, "--seed=%lld", o->seed);
+  if (o->grad_limit) pl_argv_add(a, "--grad-limit=%s", o->grad_limit);
+  if (o->clip_norm) pl_argv_add(a, "--clip-norm=%s", o->clip_norm);
+  if (o->report_every > 0) pl_argv_add(a, "--report-every=%d", o->report_every);
+  pl_argv_add(a, "--metrics=%s", j->metrics);
+  pl_argv_add(a, "--summary-json=%s", j->summary);
+  /* Rank 0 writes the ps's checkpoint format there, and the job resumes from it. */
+  if (o->checkpoint_dir) pl_argv_add(a, "--checkpoint-dir=%s", o->checkpoint_dir);
+  if (o->checkpoint_every) pl_argv_add(a, "--checkpoint-every=%s", o->checkpoint_every);
+  if (o->checkpoint_keep) pl_argv_add(a, "--checkpoint-keep=%s", o->checkpoint_keep);
+  if (o->resume) pl_argv_add(a, "--resume=%s", o->resume);
+  pl_argv_add(a, "--ar-algorithm=%s", o->ar_algorithm ? o->ar_algorithm : "auto");
+  pl_argv_add(a, "--bucket-kib=%d", o->bucket_kib);
+  if (a->n >= PL_MAX_ARGS) {
+    fprintf(stderr, "pstrain: the all-reduce job's command line is too long\n");
+    return 2;
+  }
+  return 0;
+}
+
+void pl_ar_failure(const char *log, int ranks, long step, long total, char *out,
+                   size_t outlen) {
+  /* In order of what tells the cause best: mpirun's line naming a rank whose process ended
+   * on a signal (killed, crashed: the others' errors are only what that did to them); the
+   * stall watch's lines (worker/allreduce/ar_watch.c), one from every rank that waited in a
+   * sum too long, so that the ranks without one, or with one of an earlier step (a rank
+   * stopped inside its sum says so too once mpirun wakes it to end it, of the step it was
+   * stopped in), are those that stalled; a rank's own error line (a rank that cannot go on
+   * says why, naming the step, and aborts the job). */
+  char noticed[512] = "", error[512] = "", waited[512] = "", line[1024];
+  long at[PL_MAX_WORKERS]; /* the step each rank said it waited in; -1: none said */
+  long latest = -1;
+  int n_waited = 0;
+  for (int r = 0; r < PL_MAX_WORKERS; r++) at[r] = -1;
+  FILE *f = fopen(log, "r");
+  while (f && fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
+    const char *w = strstr(p, "error: rank ");
+    int r = -1;
+    long st = -1;
+    double waited_s = 0, limit_s = 0;
+    if (strstr(p, "mpirun noticed that process rank") && strstr(p, "signal")) {
+      snprintf(noticed, sizeof noticed, "%.500s", p);
+    } else if (w && strstr(w, ": waited ") &&
+               sscanf(w, "error: rank %d: step %ld: waited %lf s of a %lf s limit", &r, &st,
+                      &waited_s, &limit_s) == 4 &&
+               r >= 0 && r < ranks && r < PL_MAX_WORKERS) {
+      if (at[r] < 0) n_waited++;
+      /* A rank stopped inside a sum says it waited too, once mpirun wakes it to end it: past
+       * the limit by the grace the first rank to give up waited before exiting (ar_watch.c),
+       * where the ranks that were waiting are within a tick of it. Counted as not having
+       * said so (step -1). */
+      at[r] = waited_s > limit_s + PL_AR_WATCH_SLACK_S ? -1 : st;
+      if (at[r] > latest) latest = at[r];
+      if (!waited[0]) snprintf(waited, sizeof waited, "%.500s", w + strlen("error: "));
+    } else if (strstr(p, "error: ") && !error[0]) {
+      snprintf(error, sizeof error, "%.500s", p);
+    }
+  }
+  if (f) fclose(f);
+  char where[96] = "";
+  if (total > 0) snprintf(where, sizeof where, " (training had reached step %ld of %ld)", step, total);
+  if (noticed[0]) {
+    snprintf(out, outlen, "all-reduce job failed: %s%s", noticed, where);
+  } else if (n_waited > 0) {
+    char stalled[256] = "";
+    size_t len = 0;
+    for (int r = 0; r < ranks && r < PL_MAX_WORKERS && len + 8 < sizeof stalled; r++)
+      if (at[r] < latest) len += (size_t)snprintf(stalled + len, sizeof stalled - len, "%s%d", len ? ", " : "", r);
+    if (stalled[0])
+      snprintf(out, outlen, "all-reduce job failed: rank %s stalled at step %ld or before (the "
+               "other ranks waited for it past the limit; %.300s)%s", stalled, latest, waited, where);
+    else
+      snprintf(out, outlen, "all-reduce job failed: every rank waited past the limit (%.300s)%s",
+               waited, where);
+  } else if (error[0]) {
+    snprintf(out, outlen, "all-reduce job failed: %s%s", error, where);
+  } else {
+    snprintf(out, outlen, "all-reduce job failed (mpirun said nothing of why; see its log %.300s)%s",
+             log, where);
+  }
+}

@@ -1,0 +1,113 @@
+/* What a worker computes with (worker/setup.h): moved here from register.c and trainer.c so
+ * that an all-reduce rank (worker/allreduce/) sets up its shard, batches, device and net
+ * exactly as a ps's worker does. */
+#include "worker/setup.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/log.h"
+#include "common/shard.h"
+#include "kernels/device.h"
+#include "worker/dataset.h"
+
+/* The weights and the gradient live where the backend moves them fastest (pinned memory
+ * for CUDA): pulls land there straight from the socket and pushes leave from there. */
+static float *host_buffer(wk_trainer *t, size_t bytes) {
+  if (t->backend->host_alloc) return t->backend->host_alloc(t->backend, bytes);
+  return aligned_alloc(64, (bytes + 63) & ~(size_t)63);
+}
+
+void wk_host_buffer_free(wk_trainer *t, float *p) {
+  if (p && t->backend && t->backend->host_free)
+    t->backend->host_free(t->backend, p);
+  else
+    free(p);
+}
+
+int wk_setup_data(wk_trainer *t, char *desc, size_t desclen, char *err, size_t errlen) {
+  /* The data comes first, before anything else: a worker with a bad --data-dir never takes
+   * a slot (or a rank), and the seconds of decompression never hold up its heartbeats. */
+  if (pst_dataset_open(t->opt.data_dir, &t->opt.image, &t->train, &t->test, t->data_mean,
+                       t->data_std, desc, desclen, err, errlen) < 0)
+    return -EIO;
+  for (int i = 0; i < t->train.n; i++)
+    if (t->train.labels[i] + 1 > t->classes) t->classes = t->train.labels[i] + 1;
+  return 0;
+}
+
+int wk_setup_compute(wk_trainer *t, pst_grad_ready_fn grad_ready, char *err, size_t errlen) {
+  /* Data (loaded at start): this worker's disjoint shard of the training and test sets,
+   * made into batches of the model's input shape (worker/imageops.h). */
+  const pst_layer *in = &t->model.layers[0];
+  if (pst_batch_prep_init(&t->prep, &t->train, t->opt.data_dir, in->in_h, in->in_w, in->in_c,
+                          t->model.input_size, &t->opt.image, t->data_mean, t->data_std,
+                          t->seed, t->index, err, errlen) < 0)
+    return -EINVAL;
+  t->test_prep = t->prep;
+  t->test_prep.data = &t->test;
+  pst_data_shard_range(t->train.n, t->index, t->world, &t->shard_begin, &t->shard_end);
+  pst_data_shard_range(t->test.n, t->index, t->world, &t->test_begin, &t->test_end);
+  /* Every worker takes the same number of steps per epoch, so sync steps line up: the
+   * smallest shard's full batches (the shards differ by at most one sample). */
+  t->steps_per_epoch = pst_steps_per_epoch(t->train.n, t->world, t->batch);
+  if (t->data_ranges) t->steps_per_epoch = (t->train.n + t->batch - 1) / t->batch; /* ranges */
+  if (t->steps_per_epoch < 1) {
+    snprintf(err, errlen, "a shard of %d samples holds no full batch of %d", t->train.n / t->world,
+             t->batch);
+    return -EINVAL;
+  }
+  /* Compute. */
+  int rc = pst_device_open(t->opt.device, t->opt.gpu_memory_limit_mib, t->opt.threads,
+                           &t->backend, err, errlen);
+  if (rc < 0) return rc;
+  if (err[0]) LOG_INFO("%s", err);
+  /* The layer-by-layer flags not given: the device decides (worker/state.h). */
+  int gpu_like = strncmp(t->backend->name, "cpu", 3) != 0;
+  if (t->opt.push_by_layer == WK_LAYERED_AUTO) t->opt.push_by_layer = gpu_like;
+  if (t->opt.pull_by_layer == WK_LAYERED_AUTO) t->opt.pull_by_layer = gpu_like;
+  rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
+  if (rc < 0) {
+    const char *why = t->backend->last_error ? t->backend->last_error(t->backend) : "";
+    snprintf(err, errlen, "cannot build the model on %s: %s%s%s%s", t->backend->name,
+             strerror(-rc), why[0] ? " (" : "", why, why[0] ? ")" : "");
+    return rc;
+  }
+  if (grad_ready && t->opt.push_by_layer) pst_net_on_grad_ready(t->net, grad_ready, t);
+  size_t n = t->model.n_params;
+  t->params = host_buffer(t, n * sizeof(float));
+  t->grad = host_buffer(t, n * sizeof(float));
+  t->xb = malloc((size_t)t->batch * (size_t)t->model.input_size * sizeof(float));
+  t->yb = malloc((size_t)t->batch * sizeof(int32_t));
+  t->order = malloc((size_t)(t->data_ranges ? t->train.n : t->shard_end - t->shard_begin) *
+                    sizeof(int32_t));
+  t->rg_idx = malloc((size_t)t->batch * sizeof(int32_t));
+  if (!t->params || !t->grad || !t->xb || !t->yb || !t->order || !t->rg_idx ||
+      wk_prefetch_start(&t->prefetch, &t->prep, t->batch) < 0) {
+    snprintf(err, errlen, "out of memory for %zu parameters", n);
+    return -ENOMEM;
+  }
+  return 0;
+}
+
+void wk_setup_free(wk_trainer *t) {
+  wk_prefetch_stop(&t->prefetch);
+  wk_host_buffer_free(t, t->params);
+  wk_host_buffer_free(t, t->grad);
+  t->params = t->grad = NULL;
+  if (t->net) pst_net_destroy(t->net);
+  if (t->backend) t->backend->destroy(t->backend);
+  t->net = NULL;
+  t->backend = NULL;
+  pst_data_free(&t->train);
+  pst_data_free(&t->test);
+  free(t->xb);
+  free(t->yb);
+  free(t->order);
+  free(t->rg_idx);
+  free(t->subset_idx);
+  t->xb = NULL;
+  t->yb = NULL;
+  t->order = t->rg_idx = t->subset_idx = NULL;
+}
