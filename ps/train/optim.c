@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,18 @@ void pst_opt_defaults(pst_opt_config *cfg) {
   cfg->beta2 = 0.999f;
   cfg->eps = 1e-8f;
   cfg->weight_decay = 0.0f;
+}
+
+int pst_opt_check_settings(double lr, double momentum, double beta1, double beta2, double eps,
+                           double weight_decay, char *err, size_t errlen) {
+  if (!(lr > 0 && lr <= 1e3) || !(momentum >= 0 && momentum < 1) || !(beta1 >= 0) ||
+      beta1 >= 1 || !(beta2 >= 0) || beta2 >= 1 || !(eps > 0 && eps <= 1) ||
+      !(weight_decay >= 0 && weight_decay <= 1)) {
+    snprintf(err, errlen, "optimizer settings out of range (0 < lr <= 1000, 0 <= momentum < 1, "
+                          "0 <= betas < 1, 0 < eps <= 1, 0 <= weight decay <= 1)");
+    return -EINVAL;
+  }
+  return 0;
 }
 
 int pst_opt_kind_parse(const char *s, pst_opt_kind *kind) {

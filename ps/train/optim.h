@@ -61,6 +61,12 @@ void pst_opt_defaults(pst_opt_config *cfg);
 /* Parses "sgd", "momentum" or "adam". */
 int pst_opt_kind_parse(const char *s, pst_opt_kind *kind);
 const char *pst_opt_kind_name(pst_opt_kind kind);
+/* The settings as given (before they become floats) within the ranges that keep the float
+ * update finite: 0 < lr <= 1000, 0 <= momentum < 1, 0 <= betas < 1, 0 < eps <= 1,
+ * 0 <= weight decay <= 1 (a learning rate of 1e300 is not one). 0, or -EINVAL with the
+ * reason (the ps's and an all-reduce rank's flags). */
+int pst_opt_check_settings(double lr, double momentum, double beta1, double beta2, double eps,
+                           double weight_decay, char *err, size_t errlen);
 /* Number of parameter-sized state buffers the optimizer keeps (0, 1 or 2). */
 int pst_opt_slots(pst_opt_kind kind);
 /* Allocates and zeroes the state for n parameters. Returns 0 or -ENOMEM. */

@@ -75,13 +75,8 @@ static int build_job(wk_ar_job *j, char *err, size_t errlen) {
     snprintf(err, errlen, "--optimizer: '%.200s' is not sgd, momentum or adam", o_optimizer);
     return -EINVAL;
   }
-  if (!(o_lr > 0 && o_lr <= 1e3) || !(o_momentum >= 0 && o_momentum < 1) || !(o_beta1 >= 0) ||
-      o_beta1 >= 1 || !(o_beta2 >= 0) || o_beta2 >= 1 || !(o_eps > 0 && o_eps <= 1) ||
-      !(o_wd >= 0 && o_wd <= 1)) {
-    snprintf(err, errlen, "optimizer settings out of range (0 < lr <= 1000, 0 <= momentum < 1, "
-                          "0 <= betas < 1, 0 < eps <= 1, 0 <= weight decay <= 1)");
+  if (pst_opt_check_settings(o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, err, errlen) < 0)
     return -EINVAL;
-  }
   if (!(o_grad_limit > 0 && o_grad_limit <= 1e30) || !(o_clip_norm >= 0 && o_clip_norm <= 1e30)) {
     snprintf(err, errlen, "--grad-limit must be in (0, 1e30] and --clip-norm in [0, 1e30]");
     return -EINVAL;
