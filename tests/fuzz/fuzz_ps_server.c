@@ -62,6 +62,7 @@
 #include "common/log.h"
 #include "model/model.h"
 #include "proto/wire.h"
+#include "ps/net/net.h"
 #include "ps/server.h"
 #include "ps/test_connect.h"
 
