@@ -167,3 +167,10 @@ int pst_share_ok(pst_update *u, int w, uint32_t c, const float *x, uint32_t len)
   return 1;
 }
 
+int pst_update_check_limits(double grad_limit, double clip_norm, char *err, size_t errlen) {
+  if (!(grad_limit > 0 && grad_limit <= 1e30) || !(clip_norm >= 0 && clip_norm <= 1e30)) {
+    snprintf(err, errlen, "--grad-limit must be in (0, 1e30] and --clip-norm in [0, 1e30]");
+    return -EINVAL;
+  }
+  return 0;
+}

@@ -197,6 +197,9 @@ int pst_update_init(pst_update *u, pst_mode mode, int workers, uint32_t chunk_fl
 #define PST_GRAD_LIMIT_STR(x) PST_GRAD_LIMIT_STR_(x)
 #define PST_GRAD_LIMIT_DEFAULT_TEXT PST_GRAD_LIMIT_STR(PST_GRAD_LIMIT_DEFAULT)
 int pst_update_set_limits(pst_update *u, double grad_limit, double clip_norm);
+/* The flags as given: --grad-limit in (0, 1e30] and --clip-norm in [0, 1e30]. 0, or -EINVAL
+ * with the reason (the ps's and an all-reduce rank's flags). */
+int pst_update_check_limits(double grad_limit, double clip_norm, char *err, size_t errlen);
 /* The norm that follows the job (update.h's "What a share may be"): F > 0 rejects a push
  * whose norm is over F times the running median of accepted pushes' (after a warm-up of
  * PST_NORM_WARMUP pushes bounded by PST_NORM_WARMUP_RMS per parameter instead); 0 turns it

@@ -77,10 +77,7 @@ static int build_job(wk_ar_job *j, char *err, size_t errlen) {
   }
   if (pst_opt_check_settings(o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, err, errlen) < 0)
     return -EINVAL;
-  if (!(o_grad_limit > 0 && o_grad_limit <= 1e30) || !(o_clip_norm >= 0 && o_clip_norm <= 1e30)) {
-    snprintf(err, errlen, "--grad-limit must be in (0, 1e30] and --clip-norm in [0, 1e30]");
-    return -EINVAL;
-  }
+  if (pst_update_check_limits(o_grad_limit, o_clip_norm, err, errlen) < 0) return -EINVAL;
   if (pst_lr_schedule_parse(o_lr_schedule, &j->lr_schedule) < 0) {
     snprintf(err, errlen, "--lr-schedule: '%.200s' is not constant or cosine", o_lr_schedule);
     return -EINVAL;
