@@ -1,5 +1,7 @@
 /* `pstrain bench-train`: the same training job with 1, 2, 4 and 8 workers (or a given list),
- * one after the other, for one model or several (--models), and a table of what scale-out
+ * one after the other, for one model or several (--models), under one update mode or several
+ * (--modes, all-reduce among them), with PyTorch DDP on the same job beside them (--peer ddp,
+ * peer_ddp.h), each cell --repeats times in rotation, and a table of what scale-out
  * gives: samples/s and steps/s, the ratio to one worker, each worker's compute-only rate
  * beside it (what the workers themselves measured while computing, from their logs), the
  * share of that compute rate the job reached, each step's exposed round trip (p50 and p99,
@@ -14,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "common/json_file.h"
+#include "launcher/bench/peer_ddp.h"
 #include "launcher/commands.h"
 #include "launcher/common/helpers.h"
 #include "launcher/run/local.h"
@@ -24,10 +27,16 @@
 
 #define MAX_COUNTS 16
 #define MAX_MODELS 16
+#define MAX_KINDS 5   /* the modes of --modes (up to 4) and the peer */
+#define MAX_REPEATS 9
+
+/* The peer's row: its "mode" in the table. */
+static const char PEER_DDP[] = "PyTorch DDP (gloo)";
 
 typedef struct {
   const char *model;
-  int workers;
+  const char *kind; /* the update mode (sync, async, ssp, allreduce) or PEER_DDP */
+  int workers, batch;
   char dir[PATH_MAX];
   pl_run_result res;
   int rc;
@@ -69,6 +78,7 @@ static double round_trip_ms(const char *summary, const char *part, const char *q
 
 static void digest(count_run *r, int batch) {
   const char *s = r->res.summary_json;
+  r->batch = batch;
   r->samples_per_sec = pl_json_num(s, "samples_per_sec");
   r->steps_per_sec = r->samples_per_sec > 0 ? r->samples_per_sec / batch / r->workers : 0;
   r->accuracy = pl_json_num(s, "test_accuracy");
@@ -86,65 +96,123 @@ static void digest(count_run *r, int batch) {
   r->compute_mean = r->compute_seen ? sum / r->compute_seen : -1;
 }
 
-static void table(FILE *f, const count_run *runs, int n, const char *title) {
+/* A cell of the table: one model, worker count and mode (or the peer), run --repeats times. */
+typedef struct {
+  count_run *runs; /* [repeats] */
+  int n_ok;
+  double median, lo, hi; /* samples/s over the runs that succeeded */
+  const count_run *mid;  /* the run whose samples/s is the median (its other figures shown) */
+  const char *skipped;   /* the peer's one-line reason when it did not run */
+  char why[512];         /* where that reason is kept when the peer said it */
+} cell;
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+static void settle(cell *c, int repeats) {
+  double v[MAX_REPEATS];
+  c->n_ok = 0;
+  c->mid = NULL;
+  for (int r = 0; r < repeats; r++)
+    if (c->runs[r].rc == 0) v[c->n_ok++] = c->runs[r].samples_per_sec;
+  if (!c->n_ok) return;
+  qsort(v, (size_t)c->n_ok, sizeof v[0], cmp_double);
+  c->median = c->n_ok % 2 ? v[c->n_ok / 2] : (v[c->n_ok / 2 - 1] + v[c->n_ok / 2]) / 2;
+  c->lo = v[0];
+  c->hi = v[c->n_ok - 1];
+  double best = -1;
+  for (int r = 0; r < repeats; r++) {
+    const count_run *x = &c->runs[r];
+    double d = x->samples_per_sec > c->median ? x->samples_per_sec - c->median
+                                              : c->median - x->samples_per_sec;
+    if (x->rc == 0 && (best < 0 || d < best)) best = d, c->mid = x;
+  }
+}
+
+static void table(FILE *f, const cell *cells, int n, int repeats, const char *title) {
   fprintf(f, "%s\n\n", title);
-  fprintf(f, "| model | workers | samples/s | steps/s per worker | x 1 worker | compute-only "
-             "samples/s per worker | of workers x compute | round trip p50 / p99 ms | ps CPU "
-             "ms per gradient | wire MB per step | wire bytes per sample | test accuracy |\n");
-  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  fprintf(f, "| model | mode | workers | samples/s%s | steps/s per worker | x 1 worker | "
+             "compute-only samples/s per worker | of workers x compute | round trip p50 / p99 "
+             "ms | ps CPU ms per gradient | wire MB per step | wire bytes per sample | test "
+             "accuracy |\n", repeats > 1 ? " (median [min, max])" : "");
+  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   double one = 0;
   for (int i = 0; i < n; i++) {
-    const count_run *r = &runs[i];
-    /* Scale-out is against this model's first row. */
-    if (i == 0 || strcmp(r->model, runs[i - 1].model))
-      one = r->rc == 0 ? r->samples_per_sec / r->workers : 0;
-    if (r->rc) {
-      fprintf(f, "| %s | %d | failed (status %d; logs in %s) | | | | | | | | | |\n", r->model,
-              r->workers, r->rc, r->dir);
+    const cell *c = &cells[i];
+    const count_run *r = c->mid ? c->mid : &c->runs[0];
+    /* Scale-out is against this model's and mode's first row. */
+    if (i == 0 || strcmp(r->model, cells[i - 1].runs[0].model) ||
+        strcmp(r->kind, cells[i - 1].runs[0].kind))
+      one = c->n_ok ? c->median / r->workers : 0;
+    if (c->skipped) {
+      fprintf(f, "| %s | %s | %d | skipped: %s | | | | | | | | | |\n", r->model, r->kind,
+              r->workers, c->skipped);
       continue;
     }
-    char x1[32] = "-", share[32] = "-", comp[32] = "-", rt[48] = "-";
-    if (one > 0) snprintf(x1, sizeof x1, "%.2fx", r->samples_per_sec / one);
+    if (!c->n_ok) {
+      fprintf(f, "| %s | %s | %d | failed (status %d; logs in %s) | | | | | | | | | |\n",
+              r->model, r->kind, r->workers, r->rc, r->dir);
+      continue;
+    }
+    char sps[96], x1[32] = "-", share[32] = "-", comp[32] = "-", rt[48] = "-";
+    if (repeats > 1)
+      snprintf(sps, sizeof sps, "%.0f [%.0f, %.0f]%s", c->median, c->lo, c->hi,
+               c->n_ok < repeats ? " (some failed)" : "");
+    else
+      snprintf(sps, sizeof sps, "%.0f", c->median);
+    if (one > 0) snprintf(x1, sizeof x1, "%.2fx", c->median / one);
     if (r->compute_mean > 0) {
       snprintf(comp, sizeof comp, "%.0f", r->compute_mean);
       snprintf(share, sizeof share, "%.0f%%",
                100.0 * r->samples_per_sec / (r->compute_mean * r->workers));
     }
     if (r->rt_p50 >= 0) snprintf(rt, sizeof rt, "%.3f / %.3f", r->rt_p50, r->rt_p99);
-    /* A job without a ps (--mode allreduce) has no ps CPU and no ps port to count: "-". */
+    /* A job without a ps (all-reduce, the peer) has no ps CPU and no ps port to count: "-". */
     char cpu[32] = "-", wstep[32] = "-", wsample[32] = "-";
     if (r->ps_cpu_ms >= 0) snprintf(cpu, sizeof cpu, "%.3f", r->ps_cpu_ms);
     if (r->wire_step >= 0) snprintf(wstep, sizeof wstep, "%.3f", r->wire_step / 1e6);
     if (r->wire_sample >= 0) snprintf(wsample, sizeof wsample, "%.0f", r->wire_sample);
-    fprintf(f, "| %s | %d | %.0f | %.1f | %s | %s | %s | %s | %s | %s | %s | %.4f |\n",
-            r->model, r->workers, r->samples_per_sec, r->steps_per_sec, x1, comp, share, rt,
-            cpu, wstep, wsample, r->accuracy);
+    fprintf(f, "| %s | %s | %d | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %.4f |\n",
+            r->model, r->kind, r->workers, sps, c->median / (r->batch * r->workers), x1,
+            comp, share, rt, cpu, wstep, wsample, r->accuracy);
   }
 }
 
-static int write_json(const char *path, const count_run *runs, int n, const pl_run_options *o) {
+static int write_json(const char *path, const cell *cells, int n, int repeats,
+                      const pl_run_options *o) {
   cJSON *doc = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(doc, "runs");
   cJSON_AddStringToObject(doc, "mode", o->mode);
   cJSON_AddStringToObject(doc, "device", o->device ? o->device : "auto");
   cJSON_AddNumberToObject(doc, "epochs", o->epochs);
   cJSON_AddNumberToObject(doc, "batch_size", o->batch_size);
   cJSON_AddNumberToObject(doc, "threads_per_worker", o->threads);
+  cJSON_AddNumberToObject(doc, "repeats", repeats);
   cJSON_AddStringToObject(doc, "push_compress", o->push_compress ? o->push_compress : "none");
   cJSON_AddStringToObject(doc, "pull_compress", o->pull_compress ? o->pull_compress : "none");
   for (int i = 0; i < n; i++) {
+    const cell *c = &cells[i];
+    const count_run *m = c->mid ? c->mid : &c->runs[0];
     cJSON *r = cJSON_CreateObject();
-    cJSON_AddStringToObject(r, "model", runs[i].model);
-    cJSON_AddNumberToObject(r, "workers", runs[i].workers);
-    cJSON_AddBoolToObject(r, "ok", runs[i].rc == 0);
-    cJSON_AddNumberToObject(r, "samples_per_sec", runs[i].samples_per_sec);
-    cJSON_AddNumberToObject(r, "steps_per_sec_per_worker", runs[i].steps_per_sec);
-    cJSON_AddNumberToObject(r, "compute_samples_per_sec_per_worker", runs[i].compute_mean);
-    cJSON_AddNumberToObject(r, "round_trip_p50_ms", runs[i].rt_p50);
-    cJSON_AddNumberToObject(r, "round_trip_p99_ms", runs[i].rt_p99);
-    cJSON_AddNumberToObject(r, "ps_cpu_ms_per_gradient", runs[i].ps_cpu_ms);
-    cJSON_AddNumberToObject(r, "wire_bytes_per_step", runs[i].wire_step);
-    cJSON_AddNumberToObject(r, "wire_bytes_per_sample", runs[i].wire_sample);
-    cJSON_AddNumberToObject(r, "test_accuracy", runs[i].accuracy);
+    cJSON_AddStringToObject(r, "model", m->model);
+    cJSON_AddStringToObject(r, "mode", m->kind);
+    cJSON_AddNumberToObject(r, "workers", m->workers);
+    cJSON_AddBoolToObject(r, "ok", c->n_ok == repeats);
+    if (c->skipped) cJSON_AddStringToObject(r, "skipped", c->skipped);
+    cJSON_AddNumberToObject(r, "samples_per_sec", c->n_ok ? c->median : 0);
+    cJSON *all = cJSON_AddArrayToObject(r, "samples_per_sec_runs");
+    for (int k = 0; k < repeats; k++)
+      if (c->runs[k].rc == 0)
+        cJSON_AddItemToArray(all, cJSON_CreateNumber(c->runs[k].samples_per_sec));
+    cJSON_AddNumberToObject(r, "steps_per_sec_per_worker", m->steps_per_sec);
+    cJSON_AddNumberToObject(r, "compute_samples_per_sec_per_worker", m->compute_mean);
+    cJSON_AddNumberToObject(r, "round_trip_p50_ms", m->rt_p50);
+    cJSON_AddNumberToObject(r, "round_trip_p99_ms", m->rt_p99);
+    cJSON_AddNumberToObject(r, "ps_cpu_ms_per_gradient", m->ps_cpu_ms);
+    cJSON_AddNumberToObject(r, "wire_bytes_per_step", m->wire_step);
+    cJSON_AddNumberToObject(r, "wire_bytes_per_sample", m->wire_sample);
+    cJSON_AddNumberToObject(r, "test_accuracy", m->accuracy);
     cJSON_AddItemToArray(rows, r);
   }
   int rc = pst_json_write_file(path, doc, 1);
@@ -163,13 +231,63 @@ static int parse_models(const char *arg, char *store, size_t storelen, const cha
   return n > 0 ? n : -1;
 }
 
+/* --modes: sync, async, ssp or allreduce, comma-separated, into store. How many, or -1. */
+static int parse_modes(const char *arg, char *store, size_t storelen, const char **out) {
+  snprintf(store, storelen, "%s", arg);
+  int n = 0;
+  for (char *save = NULL, *m = strtok_r(store, ",", &save); m; m = strtok_r(NULL, ",", &save)) {
+    if (n == MAX_KINDS - 1 || (strcmp(m, "sync") && strcmp(m, "async") && strcmp(m, "ssp") &&
+                               strcmp(m, "allreduce")))
+      return -1;
+    out[n++] = m;
+  }
+  return n > 0 ? n : -1;
+}
+
+/* One run of a cell: the job in its own directory, or the peer. 130 on Ctrl-C. */
+static int run_one(count_run *r, cell *c, pl_run_options *o, const char *abs_out, int many_models,
+                   int repeat, int repeats) {
+  char label[128], want[PATH_MAX + 160], run[32] = "";
+  int peer = r->kind == PEER_DDP;
+  if (repeats > 1) snprintf(run, sizeof run, ", run %d", repeat + 1);
+  snprintf(label, sizeof label, "[%s, %s, %d workers%s] ", r->model, peer ? "DDP" : r->kind,
+           r->workers, run);
+  if (repeats > 1) snprintf(run, sizeof run, "-run%d", repeat + 1);
+  snprintf(want, sizeof want, "%s/%s%s%s-workers-%d%s", abs_out, many_models ? r->model : "",
+           many_models ? "-" : "", peer ? "ddp" : r->kind, r->workers, run);
+  if (pl_make_run_dir(want, r->dir, sizeof r->dir) < 0) return 1;
+  printf("%srunning\n", label);
+  fflush(stdout);
+  o->workers = r->workers;
+  if (peer) {
+    r->rc = pl_peer_ddp_run(o, r->dir, r->res.summary_json, sizeof r->res.summary_json,
+                            c->why, sizeof c->why);
+    if (r->rc == PL_PEER_SKIPPED) {
+      printf("%sskipped: %s\n", label, c->why);
+      c->skipped = c->why;
+      return 0;
+    }
+    if (r->rc) printf("%sfailed: %s\n", label, c->why);
+  } else {
+    o->label = label;
+    o->quiet = 1;
+    o->run_dir = r->dir;
+    o->metrics_path = NULL;
+    o->summary_path = NULL;
+    r->rc = pl_run_local(o, &r->res);
+    if (r->rc == 130) return 130;
+  }
+  if (r->rc == 0) digest(r, o->batch_size);
+  return 0;
+}
+
 int pl_cmd_bench_train(int argc, char **argv) {
   const char *counts_arg = "1,2,4,8", *out = "pstrain-bench-train", *json = NULL;
-  const char *models_arg = NULL;
+  const char *models_arg = NULL, *modes_arg = NULL, *peer_arg = "ddp", *repeats_arg = "1";
   /* Our own flags first; everything else is a run flag shared with `local`. One epoch unless
-   * --epochs says otherwise: it comes first, so a later --epochs wins. Each model of --models
-   * is given as a last --model. */
-  char **rest = calloc((size_t)argc + 5, sizeof *rest);
+   * --epochs says otherwise: it comes first, so a later --epochs wins. Each cell's model and
+   * mode are given as a last --model and --mode. */
+  char **rest = calloc((size_t)argc + 7, sizeof *rest);
   if (!rest) {
     fprintf(stderr, "pstrain bench-train: out of memory\n");
     return 1;
@@ -178,19 +296,24 @@ int pl_cmd_bench_train(int argc, char **argv) {
   rest[nrest++] = argv[0];
   rest[nrest++] = "--epochs";
   rest[nrest++] = "1";
-  static const char *const names[] = {"--worker-counts", "--out", "--json", "--models"};
-  const char **const values[] = {&counts_arg, &out, &json, &models_arg};
-  if (pl_split_flags("bench-train", argc, argv, names, values, 4, rest, &nrest) != 0) {
+  static const char *const names[] = {"--worker-counts", "--out", "--json", "--models",
+                                      "--modes", "--peer", "--repeats"};
+  const char **const values[] = {&counts_arg, &out, &json, &models_arg, &modes_arg, &peer_arg,
+                                 &repeats_arg};
+  if (pl_split_flags("bench-train", argc, argv, names, values, 7, rest, &nrest) != 0) {
     free(rest);
     return 2;
   }
   static const char usage[] =
       "Also: --worker-counts LIST (default 1,2,4,8), --models LIST (default: --model's; presets:\n"
-      "every preset, each at its own input size), --out DIR (default ./pstrain-bench-train),\n"
-      "--json FILE. Runs the job (1 epoch unless --epochs says otherwise) with each number of\n"
-      "workers in turn and prints samples/s and the round trip beside each worker's\n"
-      "compute-only rate; with --device null the workers compute nothing and the rows are\n"
-      "the ceiling any device can reach.\n";
+      "every preset, each at its own input size), --modes LIST (sync, async, ssp, allreduce;\n"
+      "default: --mode's), --peer ddp|none (default ddp: PyTorch DDP on the gloo backend on the\n"
+      "same job, the mlp on the CPU, under /usr/bin/python3; skipped with one line where torch\n"
+      "is missing), --repeats R (each cell R times in rotation; medians), --out DIR (default\n"
+      "./pstrain-bench-train), --json FILE. Runs the job (1 epoch unless --epochs says\n"
+      "otherwise) with each number of workers in turn and prints samples/s and the round trip\n"
+      "beside each worker's compute-only rate; with --device null the workers compute nothing\n"
+      "and the rows are the ceiling any device can reach.\n";
   pl_run_options base;
   static pst_model model;
   int rc = pl_parse_run_flags("bench-train", nrest, rest, &base, &model, usage);
@@ -206,10 +329,11 @@ int pl_cmd_bench_train(int argc, char **argv) {
     free(rest);
     return 2;
   }
-  static char model_store[1024];
-  const char *models[MAX_MODELS];
-  int n_models = 1;
+  static char model_store[1024], mode_store[256];
+  const char *models[MAX_MODELS], *kinds[MAX_KINDS];
+  int n_models = 1, n_modes = 1;
   models[0] = base.model;
+  kinds[0] = base.mode;
   if (models_arg &&
       (n_models = parse_models(models_arg, model_store, sizeof model_store, models)) < 0) {
     fprintf(stderr, "pstrain bench-train: --models wants up to %d models, comma-separated, "
@@ -217,7 +341,27 @@ int pl_cmd_bench_train(int argc, char **argv) {
     free(rest);
     return 2;
   }
-  static count_run runs[MAX_COUNTS * MAX_MODELS];
+  if (modes_arg && (n_modes = parse_modes(modes_arg, mode_store, sizeof mode_store, kinds)) < 0) {
+    fprintf(stderr, "pstrain bench-train: --modes wants up to %d of sync, async, ssp and "
+                    "allreduce, comma-separated\n", MAX_KINDS - 1);
+    free(rest);
+    return 2;
+  }
+  int with_peer = strcmp(peer_arg, "none") != 0;
+  if (with_peer && strcmp(peer_arg, "ddp")) {
+    fprintf(stderr, "pstrain bench-train: --peer wants ddp or none\n");
+    free(rest);
+    return 2;
+  }
+  int n_kinds = n_modes + with_peer;
+  if (with_peer) kinds[n_modes] = PEER_DDP;
+  char *end = NULL;
+  long repeats = strtol(repeats_arg, &end, 10);
+  if (!end || *end || repeats < 1 || repeats > MAX_REPEATS) {
+    fprintf(stderr, "pstrain bench-train: --repeats wants a number in 1..%d\n", MAX_REPEATS);
+    free(rest);
+    return 2;
+  }
   int counts[MAX_COUNTS];
   int n = pl_parse_int_list(counts_arg, counts, MAX_COUNTS, 1, PL_MAX_WORKERS);
   if (n <= 0) {
@@ -231,85 +375,97 @@ int pl_cmd_bench_train(int argc, char **argv) {
     free(rest);
     return 1;
   }
+  int n_cells = n_models * n * n_kinds;
+  cell *cells = calloc((size_t)n_cells, sizeof *cells);
+  count_run *all = calloc((size_t)n_cells * (size_t)repeats, sizeof *all);
+  if (!cells || !all) {
+    fprintf(stderr, "pstrain bench-train: out of memory\n");
+    free(rest), free(cells), free(all);
+    return 1;
+  }
+  for (int m = 0, k = 0; m < n_models; m++)
+    for (int i = 0; i < n; i++)
+      for (int j = 0; j < n_kinds; j++, k++) {
+        cells[k].runs = &all[(size_t)k * (size_t)repeats];
+        for (int r = 0; r < repeats; r++)
+          cells[k].runs[r] = (count_run){.model = models[m], .kind = kinds[j],
+                                         .workers = counts[i], .rc = -1};
+      }
   char abs_out[PATH_MAX];
   if (!realpath(out, abs_out)) snprintf(abs_out, sizeof abs_out, "%s", out);
   printf("pstrain bench-train: %s, %d epoch%s, batch %d per worker, %s, %d thread%s per "
-         "worker; output in %s\n",
-         base.mode, base.epochs, base.epochs == 1 ? "" : "s", base.batch_size,
-         base.device ? base.device : "device auto", base.threads, base.threads == 1 ? "" : "s",
-         abs_out);
-  int failures = 0, total = 0;
-  for (int m = 0; m < n_models; m++) {
-    /* Each model with its own spec's settings (its optimizer line) and, unless --image-size
-     * says otherwise, the data resized to its own input. */
-    pl_run_options o = base;
-    static pst_data_flags data;
-    if (models_arg) {
-      rest[nrest] = "--model";
-      rest[nrest + 1] = (char *)models[m];
-      if ((rc = pl_parse_run_flags("bench-train", nrest + 2, rest, &o, &model, usage)) != 0) {
-        free(rest);
-        return rc == 1 ? 0 : rc;
-      }
-      const pst_layer *in = &model.layers[0];
-      if (o.data_flags && !o.data_flags->image_size[0] && in->in_h > 1 && in->in_w > 1) {
-        data = *o.data_flags;
-        snprintf(data.image_size, sizeof data.image_size, "%dx%d", in->in_h, in->in_w);
-        o.data_flags = &data;
-      }
+         "worker%s; output in %s\n",
+         modes_arg ? modes_arg : base.mode, base.epochs, base.epochs == 1 ? "" : "s",
+         base.batch_size, base.device ? base.device : "device auto", base.threads,
+         base.threads == 1 ? "" : "s", with_peer ? ", PyTorch DDP beside it" : "", abs_out);
+  /* Cells run in rotation, each repeat starting one kind later, so that a slow spell of a
+   * shared machine falls on every kind alike. */
+  for (int rep = 0; rep < repeats; rep++)
+    for (int m = 0; m < n_models; m++) {
+      /* Each model with its own spec's settings (its optimizer line) and, unless
+       * --image-size says otherwise, the data resized to its own input. */
+      static pst_data_flags data;
+      for (int i = 0; i < n; i++)
+        for (int jj = 0; jj < n_kinds; jj++) {
+          int j = (jj + rep) % n_kinds, k = (m * n + i) * n_kinds + j;
+          const char *mode = kinds[j] == PEER_DDP ? base.mode : kinds[j];
+          pl_run_options o;
+          rest[nrest] = "--model";
+          rest[nrest + 1] = (char *)models[m];
+          rest[nrest + 2] = "--mode";
+          rest[nrest + 3] = (char *)mode;
+          if ((rc = pl_parse_run_flags("bench-train", nrest + 4, rest, &o, &model, usage))) {
+            free(rest), free(cells), free(all);
+            return rc == 1 ? 0 : rc;
+          }
+          const pst_layer *in = &model.layers[0];
+          if (models_arg && o.data_flags && !o.data_flags->image_size[0] && in->in_h > 1 &&
+              in->in_w > 1) {
+            data = *o.data_flags;
+            snprintf(data.image_size, sizeof data.image_size, "%dx%d", in->in_h, in->in_w);
+            o.data_flags = &data;
+          }
+          count_run *r = &cells[k].runs[rep];
+          const char *unfit = kinds[j] == PEER_DDP ? pl_peer_ddp_unfit(&o) : NULL;
+          if (unfit) {
+            cells[k].skipped = unfit;
+            continue;
+          }
+          if (run_one(r, &cells[k], &o, abs_out, n_models > 1, rep, (int)repeats) == 130) {
+            free(rest), free(cells), free(all);
+            return 130;
+          }
+        }
     }
-    for (int i = 0; i < n; i++) {
-      count_run *r = &runs[total++];
-      r->model = models[m];
-      r->workers = counts[i];
-      o.workers = counts[i];
-      char label[96], want[PATH_MAX + 96];
-      snprintf(label, sizeof label, "[%s, %d workers] ", models[m], counts[i]);
-      o.label = label;
-      o.quiet = 1;
-      if (n_models > 1)
-        snprintf(want, sizeof want, "%s/%s-workers-%d", abs_out, models[m], counts[i]);
-      else
-        snprintf(want, sizeof want, "%s/workers-%d", abs_out, counts[i]);
-      if (pl_make_run_dir(want, r->dir, sizeof r->dir) < 0) {
-        free(rest);
-        return 1;
-      }
-      o.run_dir = r->dir;
-      o.metrics_path = NULL;
-      o.summary_path = NULL;
-      printf("%srunning\n", label);
-      fflush(stdout);
-      r->rc = pl_run_local(&o, &r->res);
-      if (r->rc == 130) {
-        free(rest);
-        return 130;
-      }
-      if (r->rc) failures++;
-      digest(r, o.batch_size);
-    }
-  }
   free(rest);
-  char title[256];
+  int failures = 0;
+  for (int k = 0; k < n_cells; k++) {
+    settle(&cells[k], (int)repeats);
+    if (!cells[k].skipped && cells[k].n_ok < repeats) failures++;
+  }
+  char title[320];
   snprintf(title, sizeof title,
-           "## pstrain bench-train: %s, %s, %d epoch%s, batch %d per worker, push %s, pull %s",
-           base.mode, base.device ? base.device : "device auto", base.epochs,
-           base.epochs == 1 ? "" : "s", base.batch_size,
+           "## pstrain bench-train: %s, %s, %d epoch%s, batch %d per worker, push %s, pull %s%s",
+           modes_arg ? modes_arg : base.mode, base.device ? base.device : "device auto",
+           base.epochs, base.epochs == 1 ? "" : "s", base.batch_size,
            base.push_compress ? base.push_compress : "none",
-           base.pull_compress ? base.pull_compress : "none");
+           base.pull_compress ? base.pull_compress : "none",
+           repeats > 1 ? ", medians of alternating runs" : "");
   printf("\n");
-  table(stdout, runs, total, title);
+  table(stdout, cells, n_cells, (int)repeats, title);
   char md[PATH_MAX + 32];
   snprintf(md, sizeof md, "%s/summary.md", abs_out);
   FILE *f = fopen(md, "w");
   if (f) {
-    table(f, runs, total, title);
+    table(f, cells, n_cells, (int)repeats, title);
     fclose(f);
   }
-  if (json && write_json(json, runs, total, &base) < 0) {
+  rc = failures ? 1 : 0;
+  if (json && write_json(json, cells, n_cells, (int)repeats, &base) < 0) {
     fprintf(stderr, "pstrain bench-train: cannot write %s\n", json);
-    return 1;
+    rc = 1;
   }
   printf("\ntable: %s\n", md);
-  return failures ? 1 : 0;
+  free(cells), free(all);
+  return rc;
 }
