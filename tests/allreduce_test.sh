@@ -36,10 +36,32 @@ assert a["updates"] == b["updates"] > 0, (a["updates"], b["updates"])
 PY
 }
 
-job sync2 --mode sync --workers 2
-job ar2 --mode allreduce --workers 2
+job sync2 --mode sync --workers 2 --eval-every 100
+job ar2 --mode allreduce --workers 2 --eval-every 100
 same_bits sync2 ar2
-pass "2 workers: allreduce ends with the sync job's weights ($(json_field "$OUT/ar2.json" weights_checksum)), accuracy $(json_field "$OUT/ar2.json" test_accuracy); samples/s sync $(json_field "$OUT/sync2.json" samples_per_sec), allreduce $(json_field "$OUT/ar2.json" samples_per_sec)"
+# The dense evaluations: the same points on the same subset of the same weights, so the same
+# figures (the ps's eval_subset records against rank 0's).
+/usr/bin/python3 - "$OUT/sync2/metrics.jsonl" "$OUT/ar2/metrics.jsonl" <<'PY' || fail "--eval-every: the subset's figures differ"
+import json, sys
+def points(path):
+    recs = [json.loads(l) for l in open(path) if '"eval_subset"' in l]
+    return {r["point"]: (r["version"], r["accuracy"], r["samples"], r["shares"]) for r in recs}
+a, b = points(sys.argv[1]), points(sys.argv[2])
+assert len(a) == 4 and a == b, (a, b)
+PY
+pass "2 workers: allreduce ends with the sync job's weights ($(json_field "$OUT/ar2.json" weights_checksum)), accuracy $(json_field "$OUT/ar2.json" test_accuracy), and --eval-every's 4 subset points equal; samples/s sync $(json_field "$OUT/sync2.json" samples_per_sec), allreduce $(json_field "$OUT/ar2.json" samples_per_sec)"
+
+# A straggler: rank 1 computes 2x slower and holds its share 5 ms before each sum and the sum
+# 5 ms after it. The same arithmetic (the weights of ar2), and at least 468 x 10 ms of
+# sleeping in the training time.
+job slow2 --mode allreduce --workers 2 --slow-worker 1:2 --delay-worker 1:5
+/usr/bin/python3 - "$OUT/ar2.json" "$OUT/slow2.json" <<'PY' || fail "--slow-worker/--delay-worker on a rank"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["weights_checksum"] == b["weights_checksum"], (a["weights_checksum"], b["weights_checksum"])
+assert b["training_seconds"] >= 468 * 0.010, b["training_seconds"]
+PY
+pass "a slow, delayed rank: the same weights, training $(json_field "$OUT/slow2.json" training_seconds) s against $(json_field "$OUT/ar2.json" training_seconds) s"
 
 extra=(--optimizer momentum --lr 0.05 --clip-norm 0.5 --lr-schedule cosine --batch-size 128)
 job sync2m --mode sync --workers 2 "${extra[@]}"
@@ -59,4 +81,4 @@ assert len(set(b["rank_checksums"])) == 1, b["rank_checksums"]
 assert b["allreduce_algorithm"] == "ring" and "forced" in b["allreduce"], b["allreduce"]
 PY
 pass "3 workers, ring forced: accuracy $(json_field "$OUT/ring3.json" test_accuracy) against sync's $(json_field "$OUT/sync3.json" test_accuracy)"
-echo "3 passed, 0 failed"
+echo "4 passed, 0 failed"

@@ -15,31 +15,6 @@
 #include "worker/setup.h"
 #include "worker/shards.h"
 
-/* The dense evaluations' test subset: the first `samples` of a permutation of the test set
- * drawn from the job seed alone (the same subset on every worker and at every point), split
- * across the workers like the full test set. */
-static int make_subset(wk_trainer *t, uint32_t samples) {
-  int n = samples < (uint32_t)t->test.n ? (int)samples : t->test.n;
-  int32_t *all = malloc((size_t)(t->test.n > 0 ? t->test.n : 1) * sizeof *all);
-  if (!all) return -ENOMEM;
-  for (int i = 0; i < t->test.n; i++) all[i] = i;
-  pst_rng rng; /* its own: the training shuffles stay as they are */
-  pst_rng_seed(&rng, t->seed ^ 0x5eed5ab5e7e7a1ull);
-  pst_rng_shuffle(&rng, all, t->test.n);
-  int b, e;
-  pst_data_shard_range(n, t->index, t->world, &b, &e);
-  free(t->subset_idx);
-  t->subset_idx = malloc((size_t)(e - b > 0 ? e - b : 1) * sizeof *t->subset_idx);
-  if (!t->subset_idx) {
-    free(all);
-    return -ENOMEM;
-  }
-  memcpy(t->subset_idx, all + b, (size_t)(e - b) * sizeof *t->subset_idx);
-  t->subset_n = e - b;
-  free(all);
-  return 0;
-}
-
 static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w,
                               pst_grad_ready_fn grad_ready) {
   char err[512];
@@ -72,7 +47,7 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w,
     wk_fail(t, "cannot use the ps's model: %s", err);
     return -EPROTO;
   }
-  if (t->eval_every > 0 && make_subset(t, w->eval_samples) < 0) {
+  if (t->eval_every > 0 && wk_make_subset(t, w->eval_samples) < 0) {
     wk_fail(t, "out of memory for the test subset");
     return -ENOMEM;
   }

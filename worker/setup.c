@@ -111,3 +111,25 @@ void wk_setup_free(wk_trainer *t) {
   t->yb = NULL;
   t->order = t->rg_idx = t->subset_idx = NULL;
 }
+
+int wk_make_subset(wk_trainer *t, uint32_t samples) {
+  int n = samples < (uint32_t)t->test.n ? (int)samples : t->test.n;
+  int32_t *all = malloc((size_t)(t->test.n > 0 ? t->test.n : 1) * sizeof *all);
+  if (!all) return -ENOMEM;
+  for (int i = 0; i < t->test.n; i++) all[i] = i;
+  pst_rng rng; /* its own: the training shuffles stay as they are */
+  pst_rng_seed(&rng, t->seed ^ 0x5eed5ab5e7e7a1ull);
+  pst_rng_shuffle(&rng, all, t->test.n);
+  int b, e;
+  pst_data_shard_range(n, t->index, t->world, &b, &e);
+  free(t->subset_idx);
+  t->subset_idx = malloc((size_t)(e - b > 0 ? e - b : 1) * sizeof *t->subset_idx);
+  if (!t->subset_idx) {
+    free(all);
+    return -ENOMEM;
+  }
+  memcpy(t->subset_idx, all + b, (size_t)(e - b) * sizeof *t->subset_idx);
+  t->subset_n = e - b;
+  free(all);
+  return 0;
+}

@@ -22,6 +22,12 @@ int wk_setup_data(wk_trainer *t, char *desc, size_t desclen, char *err, size_t e
 int wk_setup_compute(wk_trainer *t, pst_grad_ready_fn grad_ready, char *err, size_t errlen);
 /* Frees what the two set up (safe on a zeroed trainer). */
 void wk_setup_free(wk_trainer *t);
+/* The dense evaluations' test subset (--eval-every): the first `samples` of a permutation of
+ * the test set drawn from the job seed alone (the same subset on every worker and at every
+ * point), split across the workers (t->index of t->world) like the full test set, into
+ * t->subset_idx[t->subset_n]. A ps's workers and the all-reduce ranks take the same. 0 or
+ * -ENOMEM. */
+int wk_make_subset(wk_trainer *t, uint32_t samples);
 /* A buffer of host_alloc's (pinned for CUDA) or aligned_alloc's, freed. */
 void wk_host_buffer_free(wk_trainer *t, float *p);
 

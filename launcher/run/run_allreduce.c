@@ -24,10 +24,8 @@ int pl_ar_check(const pl_run_options *o) {
                     : o->lr_scaling && strcmp(o->lr_scaling, "none")
                         ? "--lr-scaling linear (an elastic ps job's steps, scaled by their samples)"
                     : o->push_compress || o->pull_compress ? "--push-compress and --pull-compress"
-                    : o->checkpoint_seconds ? "--checkpoint-seconds (rank 0 saves by steps: --checkpoint-every)"
                     : o->resume && strcmp(o->resume, "auto") && strcmp(o->resume, "never")
                         ? "--resume FILE (the ranks resume from --checkpoint-dir: auto or never)"
-                    : o->eval_every > 0               ? "--eval-every"
                     : o->eval_on                      ? "--eval-on"
                     : o->grad_norm_factor             ? "--grad-norm-factor (a ps's check on its workers)"
                     : o->metrics_listen               ? "--dashboard"
@@ -35,8 +33,6 @@ int pl_ar_check(const pl_run_options *o) {
                     : o->push_by_layer >= 0 || o->pull_by_layer >= 0
                         ? "--push-by-layer and --pull-by-layer (see --bucket-kib)"
                         : NULL;
-  for (int i = 0; !bad && i < o->workers && i < PL_MAX_WORKERS; i++)
-    if (o->slow_factor[i] > 1 || o->delay_ms[i] > 0) bad = "--slow-worker and --delay-worker";
   if (!bad) return 0;
   fprintf(stderr, "pstrain: --mode allreduce has no ps: %s cannot be used with it\n", bad);
   return 2;
@@ -105,6 +101,25 @@ int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_arg
   if (o->resume) pl_argv_add(a, "--resume=%s", o->resume);
   pl_argv_add(a, "--ar-algorithm=%s", o->ar_algorithm ? o->ar_algorithm : "auto");
   pl_argv_add(a, "--bucket-kib=%d", o->bucket_kib);
+  if (o->checkpoint_seconds) pl_argv_add(a, "--checkpoint-seconds=%s", o->checkpoint_seconds);
+  if (o->eval_every > 0) {
+    pl_argv_add(a, "--eval-every=%d", o->eval_every);
+    if (o->eval_samples > 0) pl_argv_add(a, "--eval-samples=%d", o->eval_samples);
+  }
+  /* --slow-worker and --delay-worker: mpirun gives every rank one command line, so each
+   * flag is the list by rank, and each rank takes its own entry. */
+  char slow[PL_MAX_WORKERS * 24] = "", delay[PL_MAX_WORKERS * 24] = "";
+  int any_slow = 0, any_delay = 0;
+  size_t ls = 0, ld = 0;
+  for (int i = 0; i < j->workers && i < PL_MAX_WORKERS; i++) {
+    double f = o->slow_factor[i] > 1 ? o->slow_factor[i] : 1, d = o->delay_ms[i];
+    any_slow |= f > 1;
+    any_delay |= d > 0;
+    ls += (size_t)snprintf(slow + ls, ls < sizeof slow ? sizeof slow - ls : 0, "%s%g", i ? "," : "", f);
+    ld += (size_t)snprintf(delay + ld, ld < sizeof delay ? sizeof delay - ld : 0, "%s%g", i ? "," : "", d);
+  }
+  if (any_slow) pl_argv_add(a, "--slow-factor=%s", slow);
+  if (any_delay) pl_argv_add(a, "--delay-ms=%s", delay);
   if (a->n >= PL_MAX_ARGS) {
     fprintf(stderr, "pstrain: the all-reduce job's command line is too long\n");
     return 2;

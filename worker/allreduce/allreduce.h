@@ -48,6 +48,11 @@ typedef struct {
   const char *checkpoint_dir; /* rank 0 writes checkpoints here ("": none) */
   int checkpoint_every;      /* steps between checkpoints (0: each epoch's end only) */
   int checkpoint_keep;
+  double checkpoint_seconds; /* rank 0's clock between checkpoints (0: off) */
+  int eval_every;            /* steps between the test subset's evaluations (0: off) */
+  int eval_samples;          /* that subset's samples, split across the ranks */
+  double slow_factor;        /* this rank's --slow-factor (1: its own speed) */
+  double delay_ms;           /* this rank's --delay-ms, before each sum and after it */
   const char *resume;        /* auto (the newest that fits) or never */
   double stall_timeout;      /* seconds a rank waits in a collective before it gives the job
                               * up (at least; 20 times the longest step when more; 0: never) */
@@ -81,6 +86,7 @@ typedef struct {
   double test_accuracy, test_loss;
   int epochs_evaluated;
   uint64_t resumed_from;     /* the step a checkpoint put the job at (0: started afresh) */
+  double last_ckpt;          /* rank 0: monotonic seconds of its last checkpoint (or start) */
   uint64_t checksum;
   uint64_t *rank_checksums;  /* [size] */
   wk_ar_bucket buckets[WK_AR_MAX_BUCKETS];
@@ -124,6 +130,9 @@ int wk_ar_ckpt_resume(wk_ar *a, char *err, size_t errlen);
 int wk_ar_metrics_open(wk_ar *a, char *err, size_t errlen);
 void wk_ar_metrics_train(wk_ar *a, double loss_sum, double correct, double samples);
 void wk_ar_metrics_eval(wk_ar *a, int epoch, double loss_sum, double correct, double samples);
+/* The test subset's evaluation at `point` (--eval-every): a ps's eval_subset record. */
+void wk_ar_metrics_subset(wk_ar *a, uint32_t point, double loss_sum, double correct,
+                          double samples, double asked, double asked_train_time);
 int wk_ar_summary(wk_ar *a, double wall, char *err, size_t errlen);
 
 #endif

@@ -7,6 +7,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "common/clock.h"
 #include "common/fnv.h"
@@ -97,6 +98,11 @@ static int setup(wk_ar *a, char *err, size_t errlen) {
   a->rank_checksums = calloc((size_t)a->size, sizeof *a->rank_checksums);
   if (!a->rank_checksums) return -ENOMEM;
   if (a->job.bucket_kib > 0 && (rc = plan_buckets(a, err, errlen)) < 0) return rc;
+  /* The dense evaluations' subset: a ps's workers' rule (worker/setup.h), by rank. */
+  if (a->job.eval_every > 0 && wk_make_subset(t, (uint32_t)a->job.eval_samples) < 0) {
+    snprintf(err, errlen, "out of memory for the test subset");
+    return -ENOMEM;
+  }
   return 0;
 }
 
@@ -120,16 +126,16 @@ static int apply_sum(wk_ar *a, char *err, size_t errlen) {
   return 0;
 }
 
-/* The test shard this rank evaluates, on the weights just made; the ranks' figures summed. */
-static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
+/* This rank's figures (loss sum, correct, samples) over test samples list[0..n) (list NULL:
+ * [lo, hi)) on the weights just made. */
+static int eval_part(wk_ar *a, const int32_t *list, int lo, int hi, double fig[3]) {
   wk_trainer *t = &a->t;
-  double t0 = pst_now();
-  double fig[3] = {0, 0, 0}; /* loss sum, correct, samples */
   int32_t *idx = malloc((size_t)t->batch * sizeof *idx);
   int rc = idx ? pst_net_load_params(t->net, pst_store_front(&a->store)) : -ENOMEM;
-  for (int b = t->test_begin; rc == 0 && b < t->test_end; b += t->batch) {
-    int n = t->test_end - b < t->batch ? t->test_end - b : t->batch;
-    for (int i = 0; i < n; i++) idx[i] = b + i;
+  fig[0] = fig[1] = fig[2] = 0;
+  for (int b = lo; rc == 0 && b < hi; b += t->batch) {
+    int n = hi - b < t->batch ? hi - b : t->batch;
+    for (int i = 0; i < n; i++) idx[i] = list ? list[b + i] : b + i;
     pst_batch_fill(&t->test_prep, idx, n, 0, 0, t->xb, t->yb);
     double loss = 0;
     int correct = 0;
@@ -139,6 +145,15 @@ static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
     fig[2] += n;
   }
   free(idx);
+  return rc;
+}
+
+/* The test shard this rank evaluates, on the weights just made; the ranks' figures summed. */
+static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
+  wk_trainer *t = &a->t;
+  double t0 = pst_now();
+  double fig[3]; /* loss sum, correct, samples */
+  int rc = eval_part(a, NULL, t->test_begin, t->test_end, fig);
   if (rc < 0) {
     snprintf(err, errlen, "evaluating epoch %d failed on %s: %s", epoch, t->backend->name,
              pst_net_error(t->net)[0] ? pst_net_error(t->net) : strerror(-rc));
@@ -160,6 +175,42 @@ static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
   wk_ar_metrics_eval(a, epoch, fig[0], fig[1], fig[2]);
   a->eval_seconds += pst_now() - t0;
   return 0;
+}
+
+/* --eval-every: point `point` on the test subset, every rank its part (as a ps's workers
+ * evaluate theirs when the ps asks at version point x eval_every), the figures summed. Its
+ * time and training time are those at which the point was reached, as the ps records them. */
+static int evaluate_subset(wk_ar *a, uint32_t point, char *err, size_t errlen) {
+  wk_trainer *t = &a->t;
+  double t0 = pst_now(), asked = t0 - a->t0, asked_train = asked - a->eval_seconds;
+  double fig[3];
+  int rc = eval_part(a, t->subset_idx, 0, t->subset_n, fig);
+  if (rc < 0) {
+    snprintf(err, errlen, "step %" PRIu64 ": evaluating the test subset failed on %s: %s",
+             t->steps, t->backend->name,
+             pst_net_error(t->net)[0] ? pst_net_error(t->net) : strerror(-rc));
+    return rc;
+  }
+  wk_ar_wait_begin(a, "the subset evaluation's sum");
+  rc = pst_coll_allreduce_f64(a->coll, fig, 3);
+  wk_ar_wait_end(a);
+  if (rc < 0) {
+    snprintf(err, errlen, "step %" PRIu64 ": summing the subset evaluation: %s", t->steps,
+             pst_coll_error(a->coll));
+    return rc;
+  }
+  a->eval_seconds += pst_now() - t0;
+  wk_ar_metrics_subset(a, point, fig[0], fig[1], fig[2], asked, asked_train > 0 ? asked_train : 0);
+  return 0;
+}
+
+/* --slow-factor and --delay-ms: this rank sleeps on purpose (a slower device, a slower link),
+ * as a ps's worker does (worker/step.c), so that stragglers can be compared in both modes. */
+static void idle(double seconds) {
+  if (!(seconds > 0)) return;
+  struct timespec ts = {(time_t)seconds, (long)((seconds - (double)(time_t)seconds) * 1e9)};
+  while (nanosleep(&ts, &ts) < 0 && errno == EINTR) {
+  }
 }
 
 /* One step: this rank's batch, its share, the sum, the update. */
@@ -186,11 +237,13 @@ static int step(wk_ar *a, double win[3], char *err, size_t errlen) {
              t->backend->name, pst_net_error(t->net)[0] ? pst_net_error(t->net) : strerror(-rc));
     return rc;
   }
+  if (a->job.slow_factor > 1) idle((a->job.slow_factor - 1) * (pst_now() - t0));
   double t1 = pst_now();
   a->compute_seconds += t1 - t0;
   /* The clip needs the whole share's norm: with it, the buckets wait for the backward pass's
    * end (as --push-by-layer does on a ps's worker) and are all started here. */
   if (t->clip_norm > 0) a->clipped += (uint64_t)wk_clip_gradient(&t->model, t->grad, t->world, t->clip_norm);
+  idle(a->job.delay_ms / 1e3); /* the share leaves late */
   wk_ar_wait_begin(a, "the gradients' sum");
   if (a->n_buckets > 0) {
     rc = 0;
@@ -208,6 +261,7 @@ static int step(wk_ar *a, double win[3], char *err, size_t errlen) {
              pst_coll_error(a->coll));
     return rc;
   }
+  idle(a->job.delay_ms / 1e3); /* the sum arrives late */
   double t2 = pst_now();
   a->sum_seconds += t2 - t1;
   if ((rc = apply_sum(a, err, errlen)) < 0) return rc;
@@ -244,7 +298,7 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
    * seed to that step; a checkpoint at an epoch's end was written after its evaluation). */
   uint64_t start = a->store.version;
   wk_take_position(t, start, (uint32_t)(start / (uint64_t)t->steps_per_epoch));
-  a->t0 = pst_now();
+  a->t0 = a->last_ckpt = pst_now();
   double win[3] = {0, 0, 0};
   while (t->epoch < t->epochs) {
     if ((rc = step(a, win, err, errlen)) < 0) return rc;
@@ -262,10 +316,21 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
       wk_ar_metrics_train(a, win[0], win[1], win[2]);
       win[0] = win[1] = win[2] = 0;
     }
+    if (a->job.eval_every > 0 && t->steps % (uint64_t)a->job.eval_every == 0 &&
+        (rc = evaluate_subset(a, (uint32_t)(t->steps / (uint64_t)a->job.eval_every), err,
+                              errlen)) < 0)
+      return rc;
     if (!epoch_end) {
-      if (a->job.checkpoint_every > 0 && t->steps % (uint64_t)a->job.checkpoint_every == 0 &&
-          (rc = wk_ar_ckpt_save(a, err, errlen)) < 0)
-        return rc;
+      /* By steps (every rank knows them), or by rank 0's clock: only rank 0 writes, and
+       * writing takes no collective, so the others need not agree on the moment. */
+      int due = (a->job.checkpoint_every > 0 &&
+                 t->steps % (uint64_t)a->job.checkpoint_every == 0) ||
+                (a->job.checkpoint_seconds > 0 && a->rank == 0 &&
+                 pst_now() - a->last_ckpt >= a->job.checkpoint_seconds);
+      if (due) {
+        if ((rc = wk_ar_ckpt_save(a, err, errlen)) < 0) return rc;
+        a->last_ckpt = pst_now();
+      }
       continue;
     }
     t->epoch++;
@@ -276,6 +341,7 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
     }
     if ((rc = evaluate(a, t->epoch, err, errlen)) < 0) return rc;
     if ((rc = wk_ar_ckpt_save(a, err, errlen)) < 0) return rc;
+    a->last_ckpt = pst_now();
   }
   /* Resumed from the checkpoint of a finished job: its weights evaluated, for the summary. */
   if (t->steps == start && start > 0 && (rc = evaluate(a, t->epochs, err, errlen)) < 0) return rc;

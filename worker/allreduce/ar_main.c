@@ -24,7 +24,9 @@ static char o_mode[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX], o_device[PST_CFG_S
 static char o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX], o_optimizer[PST_CFG_STR_MAX];
 static char o_lr_schedule[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX], o_summary[PST_CFG_STR_MAX];
 static char o_alg[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
-static int64_t o_ckpt_every, o_ckpt_keep;
+static char o_slow[PST_CFG_STR_MAX], o_delay[PST_CFG_STR_MAX];
+static int64_t o_ckpt_every, o_ckpt_keep, o_eval_every, o_eval_samples;
+static double o_ckpt_seconds;
 static pst_data_flags o_dataf;
 static int64_t o_threads, o_epochs, o_batch, o_seed, o_report_every, o_bucket_kib, o_gpu_mem;
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_clip_norm, o_grad_limit;
@@ -51,10 +53,15 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between training-loss records", 1, 1000000),
     PST_OPT("metrics", PST_CFG_STRING, o_metrics, "", "rank 0 writes metrics (JSON lines) to this file", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "rank 0 writes the final summary (JSON) here", 0, 0),
+    PST_OPT("eval-every", PST_CFG_INT, &o_eval_every, "0", "steps between evaluations on a test subset, every rank its part (0: off; the full test set is evaluated after each epoch either way)", 0, 1000000),
+    PST_OPT("eval-samples", PST_CFG_INT, &o_eval_samples, "2000", "test samples in that subset (fixed by --seed, split across the ranks as a ps splits it across workers)", 1, 10000000),
+    PST_OPT("slow-factor", PST_CFG_STRING, o_slow, "1", "run this many times slower (experiments): F for every rank, or F0,F1,... by rank", 0, 0),
+    PST_OPT("delay-ms", PST_CFG_STRING, o_delay, "0", "hold this rank's share this long before each sum and the sum as long after it, as a slow link would (experiments): D for every rank, or D0,D1,... by rank", 0, 0),
     PST_OPT("ar-algorithm", PST_CFG_STRING, o_alg, "auto", "Open MPI's allreduce algorithm: auto (its own rules), ring, recursive-doubling or rabenseifner (forced through coll_tuned_allreduce_algorithm)", 0, 0),
     PST_OPT("bucket-kib", PST_CFG_INT, &o_bucket_kib, "0", "sum the gradient in buckets of about this many KiB, each started as the backward pass finishes its layers, last layer first (0: one sum after the backward pass)", 0, 1048576),
     PST_OPT("checkpoint-dir", PST_CFG_STRING, o_ckpt_dir, "", "rank 0 writes checkpoints here, in the ps's format (empty: none)", 0, 0),
     PST_OPT("checkpoint-every", PST_CFG_INT, &o_ckpt_every, "0", "steps between checkpoints (0: at each epoch's end only)", 0, INT64_MAX),
+    PST_OPT("checkpoint-seconds", PST_CFG_DOUBLE, &o_ckpt_seconds, "0", "seconds between checkpoints, by rank 0's clock (0: off)", 0, 0),
     PST_OPT("checkpoint-keep", PST_CFG_INT, &o_ckpt_keep, "3", "checkpoints kept", 1, 1000),
     PST_OPT("resume", PST_CFG_STRING, o_resume, "auto", "auto (the newest checkpoint in --checkpoint-dir this job's model and settings fit) or never", 0, 0),
     PST_OPT("stall-timeout", PST_CFG_DOUBLE, &o_stall, "10", "seconds a rank waits in a sum for the others before it ends the job (a rank stalled, frozen or cut off; MPI itself waits for ever), or 20 times the longest step when that is more (0: never)", 0, 0),
@@ -63,6 +70,28 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &o_gpu_mem, "0", "GPU memory cap in MiB (0: none)", 0, 1 << 24),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
 };
+
+/* --slow-factor and --delay-ms: one number for every rank, or a comma-separated list by rank
+ * (the launcher gives each worker its own, and mpirun gives every rank one command line).
+ * rank -1 checks every entry; otherwise *out is that rank's (the last entry's for ranks past
+ * the list, 1 or 0 where there is none: lo). 0, or -EINVAL with a reason. */
+static int rank_value(const char *list, int rank, double lo, double hi, double *out,
+                      const char *flag, char *err, size_t errlen) {
+  *out = lo;
+  const char *p = list;
+  for (int i = 0; *p; i++) {
+    char *end = NULL;
+    double x = strtod(p, &end);
+    if (end == p || (*end && *end != ',') || !(x >= lo && x <= hi)) {
+      snprintf(err, errlen, "%s: '%.200s' is not a number between %g and %g, or a "
+               "comma-separated list of them by rank", flag, list, lo, hi);
+      return -EINVAL;
+    }
+    if (i <= rank || rank < 0) *out = x;
+    p = *end ? end + 1 : end;
+  }
+  return 0;
+}
 
 /* The checks the parser cannot make, with the ps's ranges (ps/main.c), into a->job. */
 static int build_job(wk_ar_job *j, char *err, size_t errlen) {
@@ -97,6 +126,19 @@ static int build_job(wk_ar_job *j, char *err, size_t errlen) {
     snprintf(err, errlen, "--resume: '%.200s' is not auto or never", o_resume);
     return -EINVAL;
   }
+  if (!(o_ckpt_seconds >= 0 && o_ckpt_seconds <= 604800)) {
+    snprintf(err, errlen, "--checkpoint-seconds must be between 0 and 604800");
+    return -EINVAL;
+  }
+  j->checkpoint_seconds = o_ckpt_seconds;
+  j->eval_every = (int)o_eval_every;
+  j->eval_samples = (int)o_eval_samples;
+  /* Checked here for their form, before MPI starts; each rank takes its own entry once it
+   * knows its rank (rank_value). */
+  double v;
+  if (rank_value(o_slow, -1, 1, 1000, &v, "--slow-factor", err, errlen) < 0 ||
+      rank_value(o_delay, -1, 0, 600000, &v, "--delay-ms", err, errlen) < 0)
+    return -EINVAL;
   j->checkpoint_dir = o_ckpt_dir;
   j->checkpoint_every = (int)(o_ckpt_every > INT32_MAX ? INT32_MAX : o_ckpt_every);
   j->checkpoint_keep = (int)o_ckpt_keep;
@@ -179,6 +221,8 @@ int wk_ar_main(int argc, char **argv) {
   }
   a.rank = pst_coll_rank(a.coll);
   a.size = pst_coll_size(a.coll);
+  rank_value(o_slow, a.rank, 1, 1000, &a.job.slow_factor, "--slow-factor", err, sizeof err);
+  rank_value(o_delay, a.rank, 0, 600000, &a.job.delay_ms, "--delay-ms", err, sizeof err);
   char prog[64];
   snprintf(prog, sizeof prog, "pstrain-worker[rank %d]", a.rank);
   pst_log_init(prog, level);

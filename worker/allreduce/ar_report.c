@@ -52,6 +52,19 @@ void wk_ar_metrics_eval(wk_ar *a, int epoch, double loss_sum, double correct, do
           samples, a->size, train_time(a));
 }
 
+void wk_ar_metrics_subset(wk_ar *a, uint32_t point, double loss_sum, double correct,
+                          double samples, double asked, double asked_train_time) {
+  if (!a->metrics || !(samples > 0)) return;
+  /* Every rank evaluated the same weights (the sum of this step applied): version and
+   * version_min are one, and every rank's part is in (shares). */
+  fprintf(a->metrics,
+          "{\"time\":%.3f,\"event\":\"eval_subset\",\"point\":%u,\"epoch\":%d,\"version\":%" PRIu64
+          ",\"version_min\":%" PRIu64 ",\"worker\":-1,\"loss\":%.6f,\"accuracy\":%.6f,\"samples\":%.0f"
+          ",\"shares\":%d,\"train_time\":%.3f,\"eval_seconds\":%.3f}\n",
+          asked, point, a->t.epoch + 1, a->store.version, a->store.version, loss_sum / samples,
+          correct / samples, samples, a->size, asked_train_time, a->eval_seconds);
+}
+
 static void add_hex(cJSON *o, const char *key, uint64_t v) {
   char hex[17];
   snprintf(hex, sizeof hex, "%016" PRIx64, v);
