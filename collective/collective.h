@@ -1,6 +1,7 @@
 /* The collectives an all-reduce job needs (--mode allreduce, issue 39), behind one small
  * interface so that the training loop (worker/allreduce/) never names the library: Open MPI
- * today (collective/mpi.c), NCCL later behind the same calls. The library is an existing
+ * (collective/mpi.c) for everything, and NCCL (collective/nccl.c, loaded at run time) for the
+ * gradients' sums of GPU ranks when asked (pst_coll_use_nccl). The library is an existing
  * engine, never a ring of our own: the sums are its algorithms'.
  *
  * Every call is collective: every rank makes the same calls in the same order with the same
@@ -37,6 +38,14 @@ int pst_coll_size(const pst_coll *c);
  * it was chosen (forced through which parameter, read back from the library; or the
  * library's own rules for the message size). */
 void pst_coll_describe(const pst_coll *c, size_t bytes, char *buf, size_t len);
+/* Moves the float sums (pst_coll_allreduce_f32 and the started ones) to NCCL on CUDA device
+ * `device`, staged through the GPU from host memory; the sums of floats lying in
+ * base[0..n_floats) keep their offsets there, so that started sums (buckets) do not overlap
+ * (base is page-locked where CUDA allows). Collective: every rank calls it, and every rank
+ * fails alike, with the first failing rank's reason (no NCCL or CUDA runtime to load, no
+ * such device, two ranks on one GPU), so that none is left waiting in NCCL's set-up.
+ * NOT RUN ON A GPU YET (collective/nccl.h). */
+int pst_coll_use_nccl(pst_coll *c, int device, float *base, size_t n_floats);
 /* buf[n] from rank root to every rank. */
 int pst_coll_bcast_f32(pst_coll *c, float *buf, size_t n, int root);
 int pst_coll_bcast_u64(pst_coll *c, uint64_t *buf, size_t n, int root);

@@ -1,9 +1,15 @@
 /* Checks collective.h over real ranks (run by mpirun; tests/collective_test.sh): a broadcast,
  * a blocking and a non-blocking sum of values whose float sums are exact, a gather, and the
  * description with the algorithm asked for (argv[1], default auto). Prints one line per
- * rank; exit 0 when every check held on this rank. */
+ * rank; exit 0 when every check held on this rank.
+ *
+ * argv[2] "nccl": the float sums through NCCL, each rank on the GPU of its rank's number
+ * ("nccl-same": every rank on GPU 0, which NCCL cannot do and pst_coll_use_nccl refuses).
+ * Where NCCL cannot be used (no library, no GPU, one GPU for two ranks) every rank prints
+ * "NCCL refused: REASON", the same reason, and exits 3: no rank is left waiting. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "collective/collective.h"
 
@@ -21,7 +27,16 @@ int main(int argc, char **argv) {
   }
   int rank = pst_coll_rank(c), size = pst_coll_size(c), bad = 0;
   enum { N = 100003 }; /* odd, and over Open MPI's segment sizes */
-  float *a = malloc(N * sizeof *a), *b = malloc(N * sizeof *b);
+  /* a and b in one range, so that NCCL stages both (the started sums at their offsets). */
+  float *ab = malloc(2 * N * sizeof *ab), *a = ab, *b = ab + N;
+  if (argc > 2 && !strncmp(argv[2], "nccl", 4) &&
+      pst_coll_use_nccl(c, strcmp(argv[2], "nccl-same") ? rank : 0, ab, 2 * N) < 0) {
+    printf("rank %d of %d: NCCL refused: %s\n", rank, size, pst_coll_error(c));
+    fflush(stdout);
+    free(ab);
+    pst_coll_finalize(c);
+    return 3;
+  }
   for (int i = 0; i < N; i++) a[i] = rank == 0 ? (float)(i % 977) : -1.0f;
   if (pst_coll_bcast_f32(c, a, N, 0) < 0) bad++;
   for (int i = 0; i < N; i++) bad += a[i] != (float)(i % 977);
@@ -44,8 +59,7 @@ int main(int argc, char **argv) {
   pst_coll_describe(c, N * sizeof(float), desc, sizeof desc);
   printf("rank %d of %d: %s; %d wrong\n", rank, size, desc, bad);
   fflush(stdout);
-  free(a);
-  free(b);
+  free(ab);
   pst_coll_finalize(c);
   return bad ? 1 : 0;
 }

@@ -15,9 +15,16 @@
 
 #include <mpi/mpi.h>
 
+#include "collective/nccl.h"
+
 struct pst_coll {
   int rank, size;
   pst_coll_alg alg;
+  /* pst_coll_use_nccl: the float sums on NCCL, over the host range [nccl_base,
+   * nccl_base + nccl_floats) staged at the same offsets on the GPU. NULL: Open MPI's. */
+  pst_nccl *nccl;
+  float *nccl_base;
+  size_t nccl_floats;
   MPI_Request pending[PST_COLL_MAX_PENDING];
   int n_pending;
   char err[512];
@@ -131,6 +138,13 @@ void pst_coll_describe(const pst_coll *c, size_t bytes, char *buf, size_t len) {
   int vlen = 0;
   MPI_Get_library_version(version, &vlen);
   version[strcspn(version, ",\n")] = '\0';
+  if (c->nccl) {
+    char nccl[400];
+    pst_nccl_describe(c->nccl, nccl, sizeof nccl);
+    snprintf(buf, len, "%s, %d ranks: the gradients' sums by NCCL's own algorithm (ncclAllReduce), "
+             "the rest by %s", nccl, c->size, version);
+    return;
+  }
   int provided = 0, dynamic = -1, forced = -1;
   if (MPI_T_init_thread(MPI_THREAD_SINGLE, &provided) == MPI_SUCCESS) {
     dynamic = read_cvar("coll_tuned_use_dynamic_rules");
@@ -150,6 +164,76 @@ void pst_coll_describe(const pst_coll *c, size_t bytes, char *buf, size_t len) {
              "forces the ring)", version, c->size, bytes, dynamic);
 }
 
+/* Every rank's reason is the first failing rank's: that rank sends it. Returns -EIO. */
+static int agree_failure(pst_coll *c, int ok, const char *mine) {
+  int first = ok ? INT_MAX : c->rank, worst = INT_MAX;
+  if (MPI_Allreduce(&first, &worst, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD) != MPI_SUCCESS)
+    worst = c->rank;
+  if (worst == INT_MAX) return 0;
+  char why[400];
+  snprintf(why, sizeof why, "%s", mine);
+  MPI_Bcast(why, sizeof why, MPI_CHAR, worst, MPI_COMM_WORLD);
+  why[sizeof why - 1] = '\0';
+  snprintf(c->err, sizeof c->err, "NCCL on rank %d: %s", worst, why);
+  return -EIO;
+}
+
+int pst_coll_use_nccl(pst_coll *c, int device, float *base, size_t n_floats) {
+  char err[400] = "";
+  /* One GPU per rank, which NCCL requires of a communicator: checked before anything is
+   * loaded, from every rank's host and device. */
+  char host[MPI_MAX_PROCESSOR_NAME];
+  int hlen = 0;
+  MPI_Get_processor_name(host, &hlen);
+  uint64_t mine[2] = {1469598103934665603ull, (uint64_t)(int64_t)device};
+  for (int i = 0; i < hlen; i++) mine[0] = (mine[0] ^ (unsigned char)host[i]) * 1099511628211ull;
+  uint64_t *all = malloc((size_t)c->size * sizeof mine);
+  int rc = all ? MPI_Allgather(mine, 2, MPI_UINT64_T, all, 2, MPI_UINT64_T, MPI_COMM_WORLD)
+               : MPI_ERR_NO_MEM;
+  if (rc != MPI_SUCCESS) {
+    free(all);
+    return failed(c, "MPI_Allgather (the ranks' GPUs)", rc);
+  }
+  for (int a = 0; a < c->size; a++)
+    for (int b = a + 1; b < c->size; b++)
+      if (all[2 * a] == all[2 * b] && all[2 * a + 1] == all[2 * b + 1]) {
+        snprintf(c->err, sizeof c->err, "ranks %d and %d are both on cuda:%d of one host: NCCL "
+                 "takes a GPU of its own for each rank (fewer ranks per host, or Open MPI's "
+                 "sums: --collective mpi)", a, b, (int)(int64_t)all[2 * a + 1]);
+        free(all);
+        return -EINVAL;
+      }
+  free(all);
+  /* Loaded, and rank 0's unique id made, on every rank that can; agreed before the id is
+   * sent, so that a rank without NCCL fails every rank alike. */
+  int ok = pst_nccl_load(err, sizeof err) == 0;
+  struct {
+    int32_t ok;
+    unsigned char id[PST_NCCL_ID_BYTES];
+  } boot = {0, {0}};
+  if (ok && c->rank == 0) ok = pst_nccl_unique_id(boot.id, err, sizeof err) == 0;
+  if (agree_failure(c, ok, err) < 0) return -EIO;
+  if ((rc = MPI_Bcast(&boot, sizeof boot, MPI_BYTE, 0, MPI_COMM_WORLD)) != MPI_SUCCESS)
+    return failed(c, "MPI_Bcast (NCCL's unique id)", rc);
+  /* Every rank's device, stream and buffers, then the communicator, which every rank joins
+   * only once all have prepared (ncclCommInitRank waits for every rank). */
+  pst_nccl *n = NULL;
+  ok = pst_nccl_prepare(&n, device, n_floats, base, n_floats, err, sizeof err) == 0;
+  if (agree_failure(c, ok, err) < 0) {
+    pst_nccl_close(n, 0);
+    return -EIO;
+  }
+  ok = pst_nccl_join(n, c->size, c->rank, boot.id, err, sizeof err) == 0;
+  if (agree_failure(c, ok, err) < 0) {
+    pst_nccl_close(n, 1);
+    return -EIO;
+  }
+  c->nccl = n;
+  c->nccl_base = base;
+  c->nccl_floats = n_floats;
+  return 0;
+}
+
 int pst_coll_bcast_f32(pst_coll *c, float *buf, size_t n, int root) {
   for (size_t at = 0; at < n; at += INT_MAX) {
     int k = n - at < INT_MAX ? (int)(n - at) : INT_MAX;
@@ -165,7 +249,28 @@ int pst_coll_bcast_u64(pst_coll *c, uint64_t *buf, size_t n, int root) {
   return rc == MPI_SUCCESS ? 0 : failed(c, "MPI_Bcast", rc);
 }
 
+/* Where buf sits on the GPU's staging buffer: its own offset when it lies in the range
+ * given to pst_coll_use_nccl (a bucket), else 0 (then no other sum may be pending). */
+static int nccl_offset(pst_coll *c, const float *buf, size_t n, size_t *off) {
+  if (buf >= c->nccl_base && n <= c->nccl_floats && (size_t)(buf - c->nccl_base) <= c->nccl_floats - n) {
+    *off = (size_t)(buf - c->nccl_base);
+    return 0;
+  }
+  *off = 0;
+  if (c->n_pending == 0 && n <= c->nccl_floats) return 0;
+  snprintf(c->err, sizeof c->err, "rank %d: a sum of %zu floats outside the range NCCL stages",
+           c->rank, n);
+  return -EINVAL;
+}
+
 int pst_coll_allreduce_f32(pst_coll *c, float *buf, size_t n) {
+  if (c->nccl) {
+    size_t off;
+    int rc = nccl_offset(c, buf, n, &off);
+    if (rc == 0) rc = pst_nccl_start_f32(c->nccl, buf, off, n, c->err, sizeof c->err);
+    if (rc == 0) rc = pst_nccl_wait(c->nccl, c->err, sizeof c->err);
+    return rc;
+  }
   for (size_t at = 0; at < n; at += INT_MAX) {
     int k = n - at < INT_MAX ? (int)(n - at) : INT_MAX;
     int rc = MPI_Allreduce(MPI_IN_PLACE, buf + at, k, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
@@ -186,6 +291,14 @@ int pst_coll_allgather_u64(pst_coll *c, uint64_t mine, uint64_t *all) {
 }
 
 int pst_coll_iallreduce_f32(pst_coll *c, float *buf, size_t n) {
+  if (c->nccl) {
+    /* Queued on NCCL's stream behind the ones before; waited for by pst_coll_wait_all. */
+    size_t off;
+    int rc = nccl_offset(c, buf, n, &off);
+    if (rc == 0) rc = pst_nccl_start_f32(c->nccl, buf, off, n, c->err, sizeof c->err);
+    if (rc == 0) c->n_pending++;
+    return rc;
+  }
   if (c->n_pending == PST_COLL_MAX_PENDING || n > INT_MAX) {
     snprintf(c->err, sizeof c->err, "more than %d sums pending, or one over %d floats",
              PST_COLL_MAX_PENDING, INT_MAX);
@@ -200,6 +313,7 @@ int pst_coll_iallreduce_f32(pst_coll *c, float *buf, size_t n) {
 
 void pst_coll_poke(pst_coll *c) {
   int done = 0;
+  if (c->nccl) return; /* NCCL's stream moves by itself */
   if (c->n_pending > 0)
     MPI_Testall(c->n_pending, c->pending, &done, MPI_STATUSES_IGNORE);
 }
@@ -207,6 +321,7 @@ void pst_coll_poke(pst_coll *c) {
 int pst_coll_wait_all(pst_coll *c) {
   int n = c->n_pending;
   c->n_pending = 0;
+  if (c->nccl) return pst_nccl_wait(c->nccl, c->err, sizeof c->err);
   int rc = n > 0 ? MPI_Waitall(n, c->pending, MPI_STATUSES_IGNORE) : MPI_SUCCESS;
   return rc == MPI_SUCCESS ? 0 : failed(c, "MPI_Waitall (the bucketed sums)", rc);
 }
@@ -218,11 +333,13 @@ int pst_coll_barrier(pst_coll *c) {
 
 void pst_coll_finalize(pst_coll *c) {
   if (!c) return;
+  pst_nccl_close(c->nccl, 0);
   MPI_Finalize();
   free(c);
 }
 
 void pst_coll_abort(pst_coll *c, int code) {
+  if (c) pst_nccl_close(c->nccl, 1);
   MPI_Abort(MPI_COMM_WORLD, code);
   free(c);
 }

@@ -70,6 +70,11 @@ same_bits sync2m ar2m
 at_least "$(json_field "$OUT/ar2m.json" clipped)" 1 || fail "--clip-norm 0.5 clipped no gradient"
 pass "2 workers, momentum, clip norm, cosine: the same weights ($(json_field "$OUT/ar2m.json" weights_checksum)), $(json_field "$OUT/ar2m.json" clipped) of $(json_field "$OUT/ar2m.json" updates) steps clipped"
 
+# --collective nccl sums on GPUs: a CPU job is refused at start, in one line, status 2.
+rc=0; timeout 60 "$LAUNCHER_BIN" local --mode allreduce --workers 2 --collective nccl --epochs 1 \
+  --run-dir "$OUT/nccl-cpu" >"$OUT/nccl-cpu.out" 2>&1 || rc=$?
+[ "$rc" = 2 ] && grep -q -- '--collective nccl sums on GPUs' "$OUT/nccl-cpu.out" || fail "--collective nccl on CPU ranks: status $rc"
+
 job sync3 --mode sync --workers 3
 job ring3 --mode allreduce --workers 3 --ar-algorithm ring
 /usr/bin/python3 - "$OUT/sync3.json" "$OUT/ring3.json" <<'PY' || fail "3 workers: the ring job is not the sync job's within 0.005"

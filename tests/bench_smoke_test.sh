@@ -30,9 +30,10 @@ PY
 [ "$(ls "$OUT/bench-shards"/ps-*.log | wc -l)" = 2 ] || fail "bench --shards 2 did not start 2 ps"
 pass "pstrain bench --shards 2: 2 ps, 4 client processes"
 
-# `pstrain bench-train`: a short sweep over worker counts (1 epoch each, a few seconds),
+# `pstrain bench-train` (pstrain alone, --peer none: the PyTorch peer is ddp_peer_test's): a
+# short sweep over worker counts (1 epoch each, a few seconds),
 # each row with the job's rate, the workers' compute-only rate and the ps's CPU per gradient.
-"$LAUNCHER_BIN" bench-train --worker-counts 1,2 --out "$OUT/bench-train" \
+"$LAUNCHER_BIN" bench-train --peer none --worker-counts 1,2 --out "$OUT/bench-train" \
   --json "$OUT/bench-train.json" >"$OUT/bench-train.log" 2>&1 ||
   { cat "$OUT/bench-train.log"; fail "pstrain bench-train failed"; }
 /usr/bin/python3 - "$OUT/bench-train.json" <<'PY' || fail "bad bench-train JSON"
@@ -53,7 +54,7 @@ grep -q "| 2 | " "$OUT/bench-train/summary.md" || fail "no row for 2 workers in 
 pass "pstrain bench-train: 1 and 2 workers, table and JSON"
 
 # The ceiling (issue 26): null workers, two models, each row with its round trip.
-"$LAUNCHER_BIN" bench-train --device null --models mlp,cnn --worker-counts 1 \
+"$LAUNCHER_BIN" bench-train --peer none --device null --models mlp,cnn --worker-counts 1 \
   --out "$OUT/bench-null" --json "$OUT/bench-null.json" >"$OUT/bench-null.log" 2>&1 ||
   { cat "$OUT/bench-null.log"; fail "pstrain bench-train --device null failed"; }
 /usr/bin/python3 - "$OUT/bench-null.json" <<'PY' || fail "bad bench-train --device null JSON"

@@ -103,6 +103,7 @@ typedef struct {
   double median, lo, hi; /* samples/s over the runs that succeeded */
   const count_run *mid;  /* the run whose samples/s is the median (its other figures shown) */
   const char *skipped;   /* the peer's one-line reason when it did not run */
+  int unfit;             /* the peer cannot run this job at all: no row */
   char why[512];         /* where that reason is kept when the peer said it */
 } cell;
 
@@ -428,7 +429,9 @@ int pl_cmd_bench_train(int argc, char **argv) {
           count_run *r = &cells[k].runs[rep];
           const char *unfit = kinds[j] == PEER_DDP ? pl_peer_ddp_unfit(&o) : NULL;
           if (unfit) {
-            cells[k].skipped = unfit;
+            if (rep == 0 && i == 0)
+              printf("[%s] PyTorch DDP: not run beside this job: %s\n", models[m], unfit);
+            cells[k].unfit = 1;
             continue;
           }
           if (run_one(r, &cells[k], &o, abs_out, n_models > 1, rep, (int)repeats) == 130) {
@@ -439,6 +442,11 @@ int pl_cmd_bench_train(int argc, char **argv) {
     }
   free(rest);
   int failures = 0;
+  /* The cells the peer could not run at all leave the table. */
+  int kept = 0;
+  for (int k = 0; k < n_cells; k++)
+    if (!cells[k].unfit) cells[kept++] = cells[k];
+  n_cells = kept;
   for (int k = 0; k < n_cells; k++) {
     settle(&cells[k], (int)repeats);
     if (!cells[k].skipped && cells[k].n_ok < repeats) failures++;

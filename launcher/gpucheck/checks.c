@@ -33,7 +33,8 @@ void pl_gc_end(pl_gc_check *c, pl_gc_verdict v, const char *fmt, ...) {
   va_end(ap);
   c->verdict = v;
   c->seconds = pst_now() - c->seconds;
-  printf("%s  %s (%.1f s)\n", v == PL_GC_PASS ? "pass" : "FAIL", c->detail, c->seconds);
+  printf("%s  %s (%.1f s)\n", v == PL_GC_PASS ? "pass" : v == PL_GC_SKIP ? "not run" : "FAIL",
+         c->detail, c->seconds);
   fflush(stdout);
 }
 

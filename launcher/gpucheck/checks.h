@@ -11,7 +11,9 @@
 
 #define PL_GC_MAX_CHECKS 48
 
-typedef enum { PL_GC_PASS, PL_GC_FAIL } pl_gc_verdict;
+/* SKIP: a check this host cannot run (too few GPUs, no Open MPI), with the reason; it fails
+ * nothing, and the report says it did not run. */
+typedef enum { PL_GC_PASS, PL_GC_FAIL, PL_GC_SKIP } pl_gc_verdict;
 
 /* One check: a name, a verdict with its one-line reason, how long it took, where its output
  * is, and its figures (a cJSON object, owned; numbers only). */

@@ -37,6 +37,7 @@
 #include "common/json_file.h"
 #include "launcher/commands.h"
 #include "launcher/common/helpers.h"
+#include "launcher/gpucheck/gpu_check_allreduce.h"
 #include "launcher/gpucheck/checks.h"
 #include "launcher/gpucheck/gpu_check_links.h"
 #include "launcher/gpucheck/gpu_check_report.h"
@@ -285,6 +286,9 @@ static void check_bench(pl_gc_ctx *g, const char *model, int batch, int layered)
   pl_argv_add(&a, "%s", dir);
   pl_argv_add(&a, "--json");
   pl_argv_add(&a, "%s", json);
+  /* pstrain alone: the PyTorch peer's rows are no GPU check. */
+  pl_argv_add(&a, "--peer");
+  pl_argv_add(&a, "none");
   /* Both ways explicitly: without the flags a GPU worker pushes and pulls layer by layer. */
   pl_argv_add(&a, "--push-by-layer=%s", layered ? "true" : "false");
   pl_argv_add(&a, "--pull-by-layer=%s", layered ? "true" : "false");
@@ -469,5 +473,6 @@ int pl_cmd_gpu_check(int argc, char **argv) {
       for (int layered = 0; layered < 2; layered++)
         check_bench(&g, g_bench_models[m], g.sz.bench_batch[b], layered);
   pl_gc_check_links(&g);
+  pl_gc_check_allreduce(&g);
   return finish(&g, 1);
 }

@@ -9,12 +9,17 @@
 #include "common/json_file.h"
 #include "launcher/gpucheck/gpu_check_report.h"
 
-static const char *verdict_name(pl_gc_verdict v) { return v == PL_GC_PASS ? "pass" : "fail"; }
+static const char *verdict_name(pl_gc_verdict v) {
+  return v == PL_GC_PASS ? "pass" : v == PL_GC_SKIP ? "not run" : "fail";
+}
 
 int pl_gc_all_pass(const pl_gc_run *run) {
-  for (int i = 0; i < run->n_checks; i++)
-    if (run->checks[i].verdict != PL_GC_PASS) return 0;
-  return run->n_checks > 0;
+  int ran = 0;
+  for (int i = 0; i < run->n_checks; i++) {
+    if (run->checks[i].verdict == PL_GC_FAIL) return 0;
+    ran += run->checks[i].verdict == PL_GC_PASS;
+  }
+  return ran > 0;
 }
 
 static int write_json(const pl_gc_run *run, const char *path) {
@@ -55,7 +60,7 @@ static int write_markdown(const pl_gc_run *run, const char *path) {
   FILE *f = fopen(path, "w");
   if (f == NULL) return -errno;
   int pass = pl_gc_all_pass(run), failed = 0;
-  for (int i = 0; i < run->n_checks; i++) failed += run->checks[i].verdict != PL_GC_PASS;
+  for (int i = 0; i < run->n_checks; i++) failed += run->checks[i].verdict == PL_GC_FAIL;
   fprintf(f, "# pstrain gpu-check: %s\n\n", pass ? "PASS" : "FAIL");
   fprintf(f, "- device: %s%s\n", run->device,
           run->dry_run ? " (dry run on the CPU: the plumbing at small sizes, learning not judged)"

@@ -21,7 +21,7 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
 
 static char f_mode[PST_CFG_STR_MAX], f_model[PST_CFG_STR_MAX], f_opt[PST_CFG_STR_MAX];
 static char f_lr_schedule[PST_CFG_STR_MAX], f_lr_scaling[PST_CFG_STR_MAX];
-static char f_ar_alg[PST_CFG_STR_MAX];
+static char f_ar_alg[PST_CFG_STR_MAX], f_collective[PST_CFG_STR_MAX];
 static int64_t f_bucket_kib;
 static char f_data[PST_CFG_STR_MAX], f_summary[PST_CFG_STR_MAX], f_metrics[PST_CFG_STR_MAX];
 static char f_tensorboard[PST_CFG_STR_MAX], f_dashboard[PST_CFG_STR_MAX];
@@ -46,6 +46,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("workers", PST_CFG_INT, &f_workers, "2", "worker processes; or MIN:MAX on the command line: an elastic job, whose ps starts training once MIN workers have joined, admits newcomers up to MAX and hands out the data (MIN are started; --schedule starts and stops others)", 1, PL_MAX_WORKERS),
     PST_OPT("schedule", PST_CFG_STRING, f_schedule, "", "\"epoch X: +N, epoch Y: -M, ...\": once X epochs' worth of samples are trained (2.5: half-way through epoch 3), start N more workers, or ask the newest M to leave (SIGTERM: they finish their step and exit 0). Makes the ps hand out the data; with a plain --workers N, N is the minimum and the most the schedule runs at once the maximum", 0, 0),
     PST_OPT("mode", PST_CFG_STRING, f_mode, "sync", "sync, async or ssp (a ps), or allreduce (no ps: the workers are ranks of an Open MPI job that sum their gradients, each applying the ps's sync update)", 0, 0),
+    PST_OPT("collective", PST_CFG_STRING, f_collective, "auto", "--mode allreduce: what sums the gradients: mpi (Open MPI), nccl (NCCL, GPU ranks: --gpus) or auto (nccl on GPU ranks where it loads, else mpi)", 0, 0),
     PST_OPT("ar-algorithm", PST_CFG_STRING, f_ar_alg, "auto", "--mode allreduce: Open MPI's allreduce algorithm: auto (its own rules), ring, recursive-doubling or rabenseifner", 0, 0),
     PST_OPT("bucket-kib", PST_CFG_INT, &f_bucket_kib, "0", "--mode allreduce: sum the gradient in buckets of about this many KiB, each started as the backward pass makes it (0: one sum per step)", 0, 1048576),
     PST_OPT("staleness", PST_CFG_INT, &f_staleness, "2", "ssp bound", 0, 1000000),
@@ -329,6 +330,11 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
     return 2;
   }
   o->ar_algorithm = f_ar_alg;
+  if (strcmp(f_collective, "auto") && strcmp(f_collective, "mpi") && strcmp(f_collective, "nccl")) {
+    fprintf(stderr, "%s: --collective: '%.100s' is not auto, mpi or nccl\n", prog, f_collective);
+    return 2;
+  }
+  o->collective = f_collective;
   o->bucket_kib = (int)f_bucket_kib;
   if (strcmp(f_opt, "sgd") && strcmp(f_opt, "momentum") && strcmp(f_opt, "adam")) {
     fprintf(stderr, "%s: --optimizer: '%.100s' is not sgd, momentum or adam\n", prog, f_opt);

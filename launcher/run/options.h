@@ -83,6 +83,7 @@ typedef struct pl_run_options {
   /* --mode allreduce (launcher/run/run_allreduce.h): Open MPI's algorithm (NULL: auto) and the
    * fused buckets' size (0: one sum per step). */
   const char *ar_algorithm;
+  const char *collective;     /* auto, mpi or nccl (collective/collective.h) */
   int bucket_kib;
   int quiet;                  /* no per-epoch lines */
   /* Called once the run's checks have passed, just before its processes start (local prints

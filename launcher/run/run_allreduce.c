@@ -18,7 +18,6 @@ int pl_ar_check(const pl_run_options *o) {
                     : o->workers_max > 0 || o->n_sched ? "--workers MIN:MAX and --schedule"
                     : o->link || o->link_worker       ? "--link (not yet: ranks in namespaces)"
                     : o->tls                          ? "--tls"
-                    : o->gpus                         ? "--gpus (not yet: NCCL)"
                     : o->backup_workers               ? "--backup-workers"
                     : o->staleness_lr                 ? "--staleness-lr"
                     : o->lr_scaling && strcmp(o->lr_scaling, "none")
@@ -81,6 +80,17 @@ int pl_ar_argv(const pl_run_options *o, const pl_job *j, int with_mpirun, pl_arg
   pl_data_flags_argv(a, o);
   pl_argv_add(a, "--threads=%d", o->threads);
   if (o->device) pl_argv_add(a, "--device=%s", o->device);
+  /* --gpus: rank i's GPU, as a ps job's worker i gets it (run_args.c); each rank takes the
+   * entry of its local rank, which on this one host is its rank. */
+  if (j->n_gpus > 0) {
+    char ids[PL_MAX_WORKERS * 8] = "";
+    size_t len = 0;
+    for (int i = 0; i < j->workers && len + 8 < sizeof ids; i++)
+      len += (size_t)snprintf(ids + len, sizeof ids - len, "%s%d", i ? "," : "",
+                              j->gpu_ids[i / (o->workers_per_gpu > 0 ? o->workers_per_gpu : 1)]);
+    pl_argv_add(a, "--gpus=%s", ids);
+  }
+  if (o->collective) pl_argv_add(a, "--collective=%s", o->collective);
   if (o->gpu_memory_limit) pl_argv_add(a, "--gpu-memory-limit=%d", o->gpu_memory_limit);
   pl_argv_add(a, "--model=%s", o->model);
   pl_argv_add(a, "--epochs=%d", o->epochs);

@@ -30,6 +30,9 @@
  * --mode allreduce execs with its command line); returns the process's exit status. */
 int wk_ar_main(int argc, char **argv);
 
+/* What sums the gradients (--collective): Open MPI, or NCCL on the rank's GPU. */
+typedef enum { WK_AR_COLL_AUTO = 0, WK_AR_COLL_MPI, WK_AR_COLL_NCCL } wk_ar_collective;
+
 /* The job, from the flags: what a sync ps would have been given. */
 typedef struct {
   const char *model;         /* preset or spec file */
@@ -44,6 +47,7 @@ typedef struct {
   const char *metrics_path;  /* rank 0's JSON lines, or "" */
   const char *summary_path;  /* rank 0's summary, or "" */
   pst_coll_alg alg;
+  wk_ar_collective collective;
   int bucket_kib;            /* 0: one sum after the backward pass */
   const char *checkpoint_dir; /* rank 0 writes checkpoints here ("": none) */
   int checkpoint_every;      /* steps between checkpoints (0: each epoch's end only) */

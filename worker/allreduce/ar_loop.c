@@ -75,6 +75,23 @@ static int setup(wk_ar *a, char *err, size_t errlen) {
              "a thread that may not call MPI)", t->backend->name);
   }
   size_t n = t->model.n_params;
+  /* NCCL for the gradients' sums of GPU ranks (every rank decides alike: the backends are
+   * alike, and pst_coll_use_nccl fails on every rank or none). */
+  if (a->job.collective != WK_AR_COLL_MPI && !strncmp(t->backend->name, "cuda:", 5)) {
+    int dev = atoi(t->backend->name + 5);
+    if (pst_coll_use_nccl(a->coll, dev, t->grad, n) < 0) {
+      if (a->job.collective == WK_AR_COLL_NCCL) {
+        snprintf(err, errlen, "--collective nccl: %s", pst_coll_error(a->coll));
+        return -EIO;
+      }
+      LOG_WARN("the gradients are summed by Open MPI through host memory: %s",
+               pst_coll_error(a->coll));
+    }
+  } else if (a->job.collective == WK_AR_COLL_NCCL) {
+    snprintf(err, errlen, "--collective nccl sums on GPUs, and this rank computes on %s",
+             t->backend->name);
+    return -EINVAL;
+  }
   if (a->rank == 0) pst_model_init_params(&t->model, t->seed, t->params);
   if ((rc = pst_coll_bcast_f32(a->coll, t->params, n, 0)) < 0) {
     snprintf(err, errlen, "broadcasting the initial weights: %s", pst_coll_error(a->coll));

@@ -25,6 +25,7 @@ static char o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX], o_optimizer[
 static char o_lr_schedule[PST_CFG_STR_MAX], o_metrics[PST_CFG_STR_MAX], o_summary[PST_CFG_STR_MAX];
 static char o_alg[PST_CFG_STR_MAX], o_ckpt_dir[PST_CFG_STR_MAX], o_resume[PST_CFG_STR_MAX];
 static char o_slow[PST_CFG_STR_MAX], o_delay[PST_CFG_STR_MAX];
+static char o_gpus[PST_CFG_STR_MAX], o_collective[PST_CFG_STR_MAX];
 static int64_t o_ckpt_every, o_ckpt_keep, o_eval_every, o_eval_samples;
 static double o_ckpt_seconds;
 static pst_data_flags o_dataf;
@@ -66,6 +67,8 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("resume", PST_CFG_STRING, o_resume, "auto", "auto (the newest checkpoint in --checkpoint-dir this job's model and settings fit) or never", 0, 0),
     PST_OPT("stall-timeout", PST_CFG_DOUBLE, &o_stall, "10", "seconds a rank waits in a sum for the others before it ends the job (a rank stalled, frozen or cut off; MPI itself waits for ever), or 20 times the longest step when that is more (0: never)", 0, 0),
     PST_OPT("device", PST_CFG_STRING, o_device, "cpu", "cpu, auto, cuda or cuda:N (GPU ranks sum through host buffers)", 0, 0),
+    PST_OPT("gpus", PST_CFG_STRING, o_gpus, "", "GPU ids, one per local rank: the rank with local rank L (mpirun's OMPI_COMM_WORLD_LOCAL_RANK) takes entry L modulo the list's length (empty: --device as given)", 0, 0),
+    PST_OPT("collective", PST_CFG_STRING, o_collective, "auto", "what sums the gradients: mpi (Open MPI), nccl (NCCL on the rank's GPU, loaded from the host's libnccl.so.2; GPU ranks only) or auto (nccl on GPU ranks when it loads and every rank has a GPU of its own, else mpi)", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "CPU backend threads", 1, 256),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &o_gpu_mem, "0", "GPU memory cap in MiB (0: none)", 0, 1 << 24),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
@@ -117,6 +120,26 @@ static int build_job(wk_ar_job *j, char *err, size_t errlen) {
     return -EINVAL;
   }
   if (pst_device_check_spec(o_device, err, errlen) < 0) return -EINVAL;
+  if (!strcmp(o_collective, "mpi")) j->collective = WK_AR_COLL_MPI;
+  else if (!strcmp(o_collective, "nccl")) j->collective = WK_AR_COLL_NCCL;
+  else if (!strcmp(o_collective, "auto")) j->collective = WK_AR_COLL_AUTO;
+  else {
+    snprintf(err, errlen, "--collective: '%.200s' is not auto, mpi or nccl", o_collective);
+    return -EINVAL;
+  }
+  if (j->collective == WK_AR_COLL_NCCL && !o_gpus[0] && strncmp(o_device, "cuda", 4) != 0) {
+    snprintf(err, errlen, "--collective nccl sums on GPUs: give the ranks --device cuda or --gpus");
+    return -EINVAL;
+  }
+  for (const char *p = o_gpus; *p;) {
+    char *end = NULL;
+    long id = strtol(p, &end, 10);
+    if (end == p || (*end && *end != ',') || id < 0 || id > 1023) {
+      snprintf(err, errlen, "--gpus: '%.200s' is not a list of GPU ids like 0,1,2,3", o_gpus);
+      return -EINVAL;
+    }
+    p = *end ? end + 1 : end;
+  }
   if (!(o_stall >= 0 && o_stall <= 604800)) {
     snprintf(err, errlen, "--stall-timeout must be between 0 and 604800 seconds");
     return -EINVAL;
@@ -229,7 +252,20 @@ int wk_ar_main(int argc, char **argv) {
   wk_trainer *t = &a.t;
   t->opt.name = prog;
   t->opt.data_dir = o_data;
+  /* --gpus: this rank's GPU by its local rank (one GPU per rank, as NCCL requires; the
+   * launcher gives the list by rank). */
+  static char device[32];
   t->opt.device = o_device;
+  if (o_gpus[0]) {
+    const char *lr = getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+    int local = lr && lr[0] ? atoi(lr) : a.rank, n = 1, want;
+    for (const char *p = o_gpus; *p; p++) n += *p == ',';
+    want = local % n;
+    const char *p = o_gpus;
+    for (int i = 0; i < want; i++) p = strchr(p, ',') + 1;
+    snprintf(device, sizeof device, "cuda:%ld", strtol(p, NULL, 10));
+    t->opt.device = device;
+  }
   t->opt.threads = (int)o_threads;
   t->opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
   t->opt.push_by_layer = a.job.bucket_kib > 0; /* the bucket hook (ar_loop.c) */
