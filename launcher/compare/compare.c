@@ -59,12 +59,13 @@ int pl_cmd_compare(int argc, char **argv) {
   }
   int nrest = 0;
   rest[nrest++] = argv[0];
-  const char *encodings_arg = NULL, *links_arg = NULL;
+  const char *encodings_arg = NULL, *links_arg = NULL, *placements_arg = NULL;
   static const char *const names[] = {"--modes", "--out", "--target-accuracy", "--targets",
-                                      "--repeats", "--workers", "--encodings", "--links"};
+                                      "--repeats", "--workers", "--encodings", "--links",
+                                      "--placements"};
   const char **const values[] = {&modes_arg, &out_arg, &target_arg, &targets_arg, &repeats_arg,
-                                 &workers_arg, &encodings_arg, &links_arg};
-  if (pl_split_flags("compare", nargs, args, names, values, 8, rest, &nrest) != 0) {
+                                 &workers_arg, &encodings_arg, &links_arg, &placements_arg};
+  if (pl_split_flags("compare", nargs, args, names, values, 9, rest, &nrest) != 0) {
     free(rest);
     free(args);
     return 2;
@@ -116,7 +117,9 @@ int pl_cmd_compare(int argc, char **argv) {
                               "--targets LIST (default 0.85,0.88,0.90; --target-accuracy X: one target),\n"
                               "--encodings LIST (PUSH[/PULL] each, e.g. none,fp16/fp16,topk:0.01/fp16: every\n"
                               "mode once per encoding), --links LIST (RATE[,DELAY[,LOSS]] each, separated by\n"
-                              "';': every mode once per --link),\n"
+                              "';': every mode once per --link), --placements LIST (one-host, colocated,\n"
+                              "separate, each with :K for K ps shards, e.g. separate:1,separate:4,colocated:\n"
+                              "every ps mode once per placement behind --link; allreduce once),\n"
                               "--out DIR (default: a new /tmp/pstrain-run-* directory).\n"
                               "Use --eval-every STEPS for accuracy curves (a test subset of --eval-samples).\n"
                               "Writes per-run metrics and logs, PNG plots (gnuplot), summary.md and a\n"
@@ -152,6 +155,14 @@ int pl_cmd_compare(int argc, char **argv) {
     fprintf(stderr, "pstrain compare: --modes wants a list of sync, async, ssp or ssp:S, async and ssp with +sa for the staleness-aware learning rate, or allreduce (no ps; up to %d)\n",
             MAX_MODES);
     return 2;
+  }
+  if (placements_arg) {
+    char serr[400];
+    n = pl_cmp_expand_placements(grid[0], n, MAX_MODES, placements_arg, serr, sizeof serr);
+    if (n < 0) {
+      fprintf(stderr, "pstrain compare: %s\n", serr);
+      return 2;
+    }
   }
   if (encodings_arg || links_arg) {
     char serr[400];
@@ -200,6 +211,13 @@ int pl_cmd_compare(int argc, char **argv) {
         if (m->push[0]) o.push_compress = strcmp(m->push, "none") ? m->push : NULL;
         if (m->pull[0]) o.pull_compress = strcmp(m->pull, "none") ? m->pull : NULL;
         if (m->link[0]) o.link = m->link;
+        /* A placement's shards: its own :K, else one per worker where colocated, else the
+         * job's --ps-shards. */
+        if (m->placement[0]) {
+          o.ps_placement = m->placement;
+          if (m->shards > 0) o.ps_shards = m->shards;
+          else if (!strcmp(m->placement, "colocated")) o.ps_shards = counts[c];
+        }
         o.seed = base.seed + k;
         r->seed = o.seed;
         /* The run's folder (and TensorBoard run): the mode, then wN- in a sweep and -rK with

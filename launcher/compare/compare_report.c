@@ -300,7 +300,23 @@ static int table_header(row *h, const double *targets, int ntargets) {
   snprintf(h->cells[h->ncells++], 96, "dropped gradients");
   snprintf(h->cells[h->ncells++], 96, "wire MB per update");
   snprintf(h->cells[h->ncells++], 96, "wire bytes per sample");
+  snprintf(h->cells[h->ncells++], 96, "busiest link MB per step (model)");
+  snprintf(h->cells[h->ncells++], 96, "ms per step (model)");
   return h->ncells;
+}
+
+/* A measured figure's spread (scaled) and the model's, "1.412 (1.411)"; "-" where not
+ * measured, and no parenthesis where there is no model. */
+static void model_cell(char *out, const mode_run *m, int repeats, size_t measured, size_t model,
+                       double scale, const char *fmt) {
+  spread a = spread_field(m, repeats, measured), b = spread_field(m, repeats, model);
+  if (a.n > 0 && a.lo < 0) a.n = 0;
+  if (b.n > 0 && b.lo < 0) b.n = 0;
+  a.med *= scale, a.lo *= scale, a.hi *= scale;
+  char mv[64] = "", bv[48] = "";
+  fmt_spread(mv, sizeof mv, a, fmt);
+  if (b.n > 0) snprintf(bv, sizeof bv, fmt, b.med * scale);
+  snprintf(out, 96, "%s%s%s%s", mv, b.n > 0 ? " (" : "", bv, b.n > 0 ? ")" : "");
 }
 
 static void table_row(row *w, const mode_run *m, int repeats, int ntargets) {
@@ -348,6 +364,12 @@ static void table_row(row *w, const mode_run *m, int repeats, int ntargets) {
   b.med /= 1e6, b.lo /= 1e6, b.hi /= 1e6;
   fmt_spread(w->cells[w->ncells++], 96, b, "%.3f");
   fmt_spread(w->cells[w->ncells++], 96, bs, "%.0f");
+  /* Issue 39, behind --link: the busiest link's bytes per step and the training time per
+   * step, each with the bytes model's figure beside it (launcher/links/place.h). */
+  model_cell(w->cells[w->ncells++], m, repeats, offsetof(run_rec, link_step),
+             offsetof(run_rec, model_step), 1e-6, "%.3f");
+  model_cell(w->cells[w->ncells++], m, repeats, offsetof(run_rec, step_s),
+             offsetof(run_rec, model_s), 1e3, "%.1f");
 }
 
 static void md_row(FILE *f, const row *r) {
@@ -509,6 +531,9 @@ int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *
       cJSON_AddStringToObject(s, "push", m->push);
       cJSON_AddStringToObject(s, "pull", m->pull);
       cJSON_AddStringToObject(s, "link", m->link);
+      cJSON_AddStringToObject(s, "placement", m->placement);
+      if (m->shards > 0) cJSON_AddNumberToObject(s, "ps_shards", m->shards);
+      else cJSON_AddNullToObject(s, "ps_shards");
       cJSON *runs = cJSON_AddArrayToObject(s, "runs");
       for (int k = 0; k < repeats; k++) {
         const run_rec *r = &m->reps[k];
@@ -534,6 +559,12 @@ int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *
         add_num(o, "round_trip_ms_min", r->rtt_lo, 1);
         add_num(o, "round_trip_ms_max", r->rtt_hi, 1);
         cJSON_AddStringToObject(o, "delay_by", r->delay_by);
+        /* Issue 39: the busiest link's bytes per step and the time per step, measured and
+         * as the bytes model has them (null: no link, or no model for the setting). */
+        add_num(o, "busiest_link_bytes_per_step", r->link_step, 1);
+        add_num(o, "model_bytes_per_step", r->model_step, 1);
+        add_num(o, "step_seconds", r->step_s, 1);
+        add_num(o, "model_step_seconds", r->model_s, 1);
         add_num(o, "delay_line_late_mean_ms", r->late_mean, 1);
         add_num(o, "delay_line_late_max_ms", r->late_max, 1);
         cJSON_AddStringToObject(o, "dir", r->dir);

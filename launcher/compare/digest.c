@@ -120,6 +120,13 @@ static void link_figures(run_rec *r) {
   const cJSON *max = cJSON_GetObjectItemCaseSensitive(line, "late_max_ms");
   r->late_mean = cJSON_IsNumber(mean) ? cJSON_GetNumberValue(mean) : -1;
   r->late_max = cJSON_IsNumber(max) ? cJSON_GetNumberValue(max) : -1;
+  /* The busiest link's bytes per step beside the model's (issue 39; -1 where absent). */
+  const cJSON *b = cJSON_GetObjectItemCaseSensitive(doc, "busiest_link");
+  double v;
+  r->link_step = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(b, "bytes_per_step")) ? num(b, "bytes_per_step") : -1;
+  r->model_step = (v = num(b, "model_bytes_per_step")) > 0 ? v : -1;
+  r->step_s = (v = num(b, "step_seconds")) > 0 ? v : -1;
+  r->model_s = (v = num(b, "model_step_seconds")) > 0 ? v : -1;
   const cJSON *w;
   cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(doc, "workers")) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(w, "round_trip_ms");

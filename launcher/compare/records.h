@@ -37,6 +37,10 @@ typedef struct {
   double late_mean, late_max;     /* how late the delay line's verdicts came, ms (-1: none) */
   char delay_by[16];              /* how the link's delay was made: "netem", "delay line",
                                    * "none" (links.json; "" without --link) */
+  /* Issue 39, behind --link (links.json's busiest_link): the busiest link's bytes per step
+   * in its busier direction, measured and the bytes model's; training seconds per step, and
+   * the model's (-1: none). */
+  double link_step, model_step, step_s, model_s;
   eval_point *pts;
   int npts, cap;
   int dense;                      /* pts are dense evaluations */
@@ -50,6 +54,10 @@ typedef struct {
   /* Issue 27: the setting's encodings and link (--encodings, --links; "" for the job's). */
   char push[48], pull[16], link[64];
   char mode[16];
+  /* Issue 39: the ps's placement behind --link (--placements; "" for the job's) and its
+   * shards (0: the job's --ps-shards). */
+  char placement[16];
+  int shards;
   int staleness;
   int staleness_lr;               /* +sa: the ps's --staleness-lr */
   run_rec reps[MAX_REPEATS];

@@ -12,6 +12,7 @@
 #include "common/codec.h"
 #include "common/config.h"
 #include "launcher/links/link.h"
+#include "launcher/links/place.h"
 
 int pl_cmp_parse_modes(const char *s, mode_run *runs, int max) {
   int n = 0;
@@ -121,6 +122,55 @@ int pl_cmp_expand_settings(mode_run *runs, int n, int max, const char *encs, con
           snprintf(r->label + used, sizeof r->label - used, " @%s", llist[l]);
         make_safe(r);
       }
+  return k;
+}
+
+int pl_cmp_expand_placements(mode_run *runs, int n, int max, const char *placements,
+                             char *err, size_t errlen) {
+  char buf[512];
+  const char *list[MAX_MODES];
+  int np = 0;
+  snprintf(buf, sizeof buf, "%s", placements ? placements : "");
+  for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+    char name[32];
+    pl_placement p;
+    int64_t k = 0;
+    char *colon = strchr(t, ':');
+    snprintf(name, sizeof name, "%.*s", colon ? (int)(colon - t) : (int)strlen(t), t);
+    if (np == MAX_MODES || strlen(t) >= 24 || pl_placement_parse(name, &p) < 0 ||
+        (colon && pst_parse_int(colon + 1, 1, PL_PLACE_MAX_SHARDS, &k) < 0)) {
+      snprintf(err, errlen, "--placements: '%.40s' is not PLACEMENT[:SHARDS] (one-host, colocated "
+               "or separate; SHARDS in 1..%d)", t, PL_PLACE_MAX_SHARDS);
+      return -1;
+    }
+    list[np++] = t;
+  }
+  if (np == 0) return n;
+  static mode_run base[MAX_MODES];
+  memcpy(base, runs, (size_t)n * sizeof *runs);
+  int k = 0;
+  for (int i = 0; i < n; i++) {
+    int ps = strcmp(base[i].mode, "allreduce") != 0;
+    for (int p = 0; p < (ps ? np : 1); p++) {
+      if (k == max) {
+        snprintf(err, errlen, "modes x placements is over %d settings", max);
+        return -1;
+      }
+      mode_run *r = &runs[k++];
+      *r = base[i];
+      if (!ps) continue;
+      const char *colon = strchr(list[p], ':');
+      snprintf(r->placement, sizeof r->placement, "%.*s",
+               colon ? (int)(colon - list[p]) : (int)strlen(list[p]), list[p]);
+      pl_placement pp;
+      pl_placement_parse(r->placement, &pp);
+      snprintf(r->placement, sizeof r->placement, "%s", pl_placement_name(pp));
+      r->shards = colon ? atoi(colon + 1) : 0;
+      size_t used = strlen(r->label);
+      snprintf(r->label + used, sizeof r->label - used, " %s", list[p]);
+      make_safe(r);
+    }
+  }
   return k;
 }
 

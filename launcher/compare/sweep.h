@@ -15,6 +15,12 @@ int pl_cmp_parse_modes(const char *s, mode_run *runs, int max);
  * -1 with a one-line reason in err. */
 int pl_cmp_expand_settings(mode_run *runs, int n, int max, const char *encs, const char *links,
                            char *err, size_t errlen);
+/* --placements one-host,colocated,separate:4 (issue 39): every ps mode of runs[0..n) once per
+ * placement, PLACEMENT:K with K ps shards (colocated without :K: one per worker); allreduce
+ * settings stay as they are (their ranks have no ps to place). Labelled "MODE PLACEMENT[:K]".
+ * Returns the new count, or -1 with a one-line reason in err. */
+int pl_cmp_expand_placements(mode_run *runs, int n, int max, const char *placements,
+                             char *err, size_t errlen);
 /* "0.85,0.88,0.9": each in (0, 1]. Returns the count, -EINVAL or -E2BIG. */
 int pl_cmp_parse_targets(const char *s, double *out, int max);
 

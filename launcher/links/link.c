@@ -24,6 +24,7 @@
 #include "common/config.h"
 #include "common/json_file.h"
 #include "launcher/common/helpers.h"
+#include "launcher/links/place.h"
 
 /* ---- parsing ---- */
 
@@ -279,10 +280,12 @@ static int socket_in(const char *ns) {
 }
 
 /* The delay line: iptables sends each packet of a delayed link to a netfilter queue where
- * it arrives (delayline.h says why there): what worker i sends, to queue i in the ps's
- * namespace (INPUT from its address); what the ps sends it, to queue 0 in its own (INPUT
- * from the ps's). Either way the packet has passed the link's rate first: a constant delay
- * and a FIFO rate commute. */
+ * it arrives (delayline.h says why there): what node i sends the hub, to queue i in the
+ * hub's namespace (INPUT from its address); what the hub sends node i, to queue 0 in its own
+ * (INPUT from the hub's). Either way the packet has passed the link's rate first: a constant
+ * delay and a FIFO rate commute. Where nodes talk to each other (peers), what node i sends
+ * node j crosses both links: queue 1+i in j's namespace holds it for both delays, and drops
+ * what either link would. */
 static int delay_line_up(pl_links *L, char *err, size_t errlen) {
   char iptables[256];
   if (find_prog("iptables", iptables, sizeof iptables) < 0) {
@@ -290,36 +293,56 @@ static int delay_line_up(pl_links *L, char *err, size_t errlen) {
              "needs iptables, which is not installed (./pstrain installs it)");
     return -1;
   }
-  static pl_delay_spec spec[2 * PL_MAX_WORKERS];
-  static char paths[2 * PL_MAX_WORKERS][64];
-  int n = 0;
-  for (int i = 0; i < L->workers; i++) {
+  int cap = 2 * L->nodes + (L->peers ? L->nodes * L->nodes : 0), n = 0, rc = -1;
+  pl_delay_spec *spec = calloc((size_t)cap, sizeof *spec);
+  char(*paths)[64] = calloc((size_t)cap, sizeof *paths);
+  if (!spec || !paths) {
+    snprintf(err, errlen, "the delay line: out of memory");
+    goto out;
+  }
+  for (int i = 0; i < L->nodes; i++) {
     const pl_link_spec *l = &L->spec[i];
-    if (!delays(l)) continue;
     char addr[32], queue[16];
-    snprintf(addr, sizeof addr, "10.214.0.%d", i + 2);
-    snprintf(queue, sizeof queue, "%d", i);
-    if (IP("netns", "exec", L->ns_ps, iptables, "-w", "-A", "INPUT", "-s", addr, "-j", "NFQUEUE",
-           "--queue-num", queue) < 0 ||
-        IP("netns", "exec", L->ns_w[i], iptables, "-w", "-A", "INPUT", "-s", PL_LINK_PS_ADDR, "-j",
-           "NFQUEUE", "--queue-num", "0") < 0)
-      return -1;
-    spec[n] = (pl_delay_spec){ns_path(L->ns_ps, paths[n], sizeof paths[n]), i, l->delay_s, l->loss};
-    n++;
-    spec[n] = (pl_delay_spec){ns_path(L->ns_w[i], paths[n], sizeof paths[n]), 0, l->delay_s,
-                              l->loss};
-    n++;
+    pl_place_addr(i, addr, sizeof addr);
+    if (delays(l)) {
+      snprintf(queue, sizeof queue, "%d", i);
+      if (IP("netns", "exec", L->ns_ps, iptables, "-w", "-A", "INPUT", "-s", addr, "-j",
+             "NFQUEUE", "--queue-num", queue) < 0 ||
+          IP("netns", "exec", L->ns_w[i], iptables, "-w", "-A", "INPUT", "-s", PL_LINK_PS_ADDR,
+             "-j", "NFQUEUE", "--queue-num", "0") < 0)
+        goto out;
+      spec[n] = (pl_delay_spec){ns_path(L->ns_ps, paths[n], sizeof paths[n]), i, l->delay_s, l->loss};
+      n++;
+      spec[n] = (pl_delay_spec){ns_path(L->ns_w[i], paths[n], sizeof paths[n]), 0, l->delay_s,
+                                l->loss};
+      n++;
+    }
+    for (int j = 0; L->peers && j < L->nodes; j++) {
+      const pl_link_spec *m = &L->spec[j];
+      if (j == i || !(delays(l) || delays(m))) continue;
+      snprintf(queue, sizeof queue, "%d", 1 + i);
+      if (IP("netns", "exec", L->ns_w[j], iptables, "-w", "-A", "INPUT", "-s", addr, "-j",
+             "NFQUEUE", "--queue-num", queue) < 0)
+        goto out;
+      spec[n] = (pl_delay_spec){ns_path(L->ns_w[j], paths[n], sizeof paths[n]), 1 + i,
+                                l->delay_s + m->delay_s, 1 - (1 - l->loss) * (1 - m->loss)};
+      n++;
+    }
   }
   char why[300];
   if (pl_delayline_start(&L->dl, n, spec, why, sizeof why) < 0) {
     snprintf(err, errlen, "the delay line (this kernel has no netem): %s", why);
-    return -1;
+    goto out;
   }
-  return 0;
+  rc = 0;
+out:
+  free(spec);
+  free(paths);
+  return rc;
 }
 
-/* Worker i's round trip to the ps as TCP sees it: the best of three handshakes (SYN there,
- * SYN-ACK back) from its namespace to a listener in the ps's. -1 when none completed in
+/* Node i's round trip to the hub as TCP sees it: the best of three handshakes (SYN there,
+ * SYN-ACK back) from its namespace to a listener in the hub's. -1 when none completed in
  * time (a link that loses much). */
 static double probe_rtt(const pl_links *L, int i) {
   int ls = socket_in(L->ns_ps);
@@ -353,9 +376,10 @@ out:
   return best;
 }
 
-int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link_spec *per,
-                char *err, size_t errlen) {
+int pl_links_up(pl_links *L, int workers, int extra, int peers, const pl_link_spec *all,
+                const pl_link_spec *per, char *err, size_t errlen) {
   memset(L, 0, sizeof *L);
+  L->busiest = -1;
   char tc[256];
   if (geteuid() != 0) {
     snprintf(err, errlen, "--link needs root: it makes network namespaces and shapes their "
@@ -367,17 +391,21 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
              "(./pstrain ensure_packages installs them)");
     return 2;
   }
-  if (workers > 250) {
-    snprintf(err, errlen, "--link: at most 250 workers (one address each in a /24)");
+  if (workers + extra > PL_MAX_NODES || extra < 0 || (extra > 0 && !all)) {
+    snprintf(err, errlen, "--link: at most %d workers and separate shards together (one "
+             "address each in a /24), each shard behind --link's link", PL_MAX_NODES);
     return 2;
   }
   sweep(L);
   L->workers = workers;
+  L->nodes = workers + extra;
+  L->peers = peers;
   int delayed = 0;
-  for (int i = 0; i < workers; i++) {
-    const pl_link_spec *l = per && per[i].set ? &per[i] : all;
+  for (int i = 0; i < L->nodes; i++) {
+    const pl_link_spec *l = i < workers && per && per[i].set ? &per[i] : all;
     if (l) L->spec[i] = *l;
     delayed |= delays(&L->spec[i]);
+    L->sent[i] = L->received[i] = -1;
   }
   snprintf(L->ns_ps, sizeof L->ns_ps, "pstlink-%d-ps", (int)getpid());
   char e2[400];
@@ -393,12 +421,16 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
     if (netem < 0) goto fail;
     L->delay_by = netem ? PL_DELAY_NETEM : PL_DELAY_LINE;
   }
-  for (int i = 0; i < workers; i++) {
+  for (int i = 0; i < L->nodes; i++) {
     const pl_link_spec *l = &L->spec[i];
-    char port[16], addr[32];
-    snprintf(L->ns_w[i], sizeof L->ns_w[i], "pstlink-%d-w%d", (int)getpid(), i);
-    snprintf(port, sizeof port, "wk%d", i);
-    snprintf(addr, sizeof addr, "10.214.0.%d/24", i + 2);
+    char addr[32], cidr[40];
+    int w = i < workers;
+    snprintf(L->ns_w[i], sizeof L->ns_w[i], "pstlink-%d-%c%d", (int)getpid(), w ? 'w' : 's',
+             w ? i : i - workers);
+    snprintf(L->port[i], sizeof L->port[i], "%s%d", w ? "wk" : "ps", w ? i : i - workers);
+    pl_place_addr(i, addr, sizeof addr);
+    snprintf(cidr, sizeof cidr, "%s/24", addr);
+    const char *port = L->port[i];
     if (IP("netns", "add", L->ns_w[i]) < 0) goto fail;
     L->made_w = i + 1;
     if (IP("-n", L->ns_w[i], "link", "set", "lo", "up") < 0 ||
@@ -406,7 +438,7 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
            "netns", L->ns_w[i]) < 0 ||
         IP("-n", L->ns_ps, "link", "set", port, "master", "br0") < 0 ||
         IP("-n", L->ns_ps, "link", "set", port, "up") < 0 ||
-        IP("-n", L->ns_w[i], "addr", "add", addr, "dev", "eth0") < 0 ||
+        IP("-n", L->ns_w[i], "addr", "add", cidr, "dev", "eth0") < 0 ||
         IP("-n", L->ns_w[i], "link", "set", "eth0", "up") < 0)
       goto fail;
     int with_netem = L->delay_by == PL_DELAY_NETEM;
@@ -416,7 +448,7 @@ int pl_links_up(pl_links *L, int workers, const pl_link_spec *all, const pl_link
   }
   if (L->delay_by == PL_DELAY_LINE && delay_line_up(L, err, errlen) < 0)
     goto fail;
-  for (int i = 0; i < workers; i++) L->rtt_s[i] = probe_rtt(L, i);
+  for (int i = 0; i < L->nodes; i++) L->rtt_s[i] = probe_rtt(L, i);
   L->up = 1;
   return 0;
 fail:
@@ -429,21 +461,25 @@ fail:
     snprintf(e2, sizeof e2, "--link: cannot set up the links: %s", err);
     snprintf(err, errlen, "%s", e2);
   }
-  pl_links_down(L, NULL);
+  pl_links_down(L, NULL, NULL);
   return 2;
 }
 
 void pl_links_describe(const pl_links *L, char *out, size_t outlen) {
   size_t used = 0;
   double lo = -1, hi = -1;
-  for (int i = 0; i < L->workers; i++) {
+  for (int i = 0; i < L->nodes; i++) {
     double r = L->rtt_s[i];
     if (r < 0) continue;
     if (lo < 0 || r < lo) lo = r;
     if (r > hi) hi = r;
   }
+  int extra = L->nodes - L->workers;
   used += (size_t)snprintf(out + used, outlen - used, "links: %d worker%s", L->workers,
                            L->workers == 1 ? "" : "s");
+  if (extra > 0 && used < outlen)
+    used += (size_t)snprintf(out + used, outlen - used, " and %d ps shard%s", extra,
+                             extra == 1 ? "" : "s");
   if (L->delay_by != PL_DELAY_NONE && used < outlen)
     used += (size_t)snprintf(out + used, outlen - used, ", delays and losses by %s%s",
                              pl_delay_by_name(L->delay_by),
@@ -455,20 +491,104 @@ void pl_links_describe(const pl_links *L, char *out, size_t outlen) {
   }
 }
 
-/* run_dir/links.json: the links as asked, as measured, and the delay line's figures. */
-static void write_report(const pl_links *L, const char *run_dir, const pl_delayline_stats *st) {
+/* /proc/net/dev of the calling thread's namespace, read into the buffer arg points to. */
+typedef struct {
+  char buf[32768];
+  size_t len;
+} dev_text;
+static int read_net_dev(void *arg) {
+  dev_text *t = arg;
+  FILE *f = fopen("/proc/thread-self/net/dev", "r");
+  if (!f) return -errno;
+  t->len = fread(t->buf, 1, sizeof t->buf - 1, f);
+  t->buf[t->len] = '\0';
+  fclose(f);
+  return 0;
+}
+
+int pl_links_count(pl_links *L) {
+  if (!L->up) return -ENOENT;
+  static dev_text t;
+  char path[96];
+  int rc = pl_in_netns(ns_path(L->ns_ps, path, sizeof path), read_net_dev, &t);
+  if (rc < 0) return rc;
+  L->busiest = -1;
+  L->busiest_bytes = 0;
+  for (int i = 0; i < L->nodes; i++) {
+    /* "  wk0: RXBYTES RXPACKETS ... (8 fields) TXBYTES ...": the hub's end receives what the
+     * node sends. */
+    char key[24];
+    snprintf(key, sizeof key, "%s:", L->port[i]);
+    const char *p = strstr(t.buf, key);
+    unsigned long long v[9];
+    if (!p || sscanf(p + strlen(key), "%llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                     &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) != 9)
+      continue;
+    L->sent[i] = (double)v[0];
+    L->received[i] = (double)v[8];
+    double most = L->sent[i] > L->received[i] ? L->sent[i] : L->received[i];
+    if (most > L->busiest_bytes) {
+      L->busiest_bytes = most;
+      L->busiest = i;
+    }
+  }
+  return 0;
+}
+
+/* A node's name for people: "worker 2", "ps shard 1". */
+static void node_name(const pl_links *L, int i, char *out, size_t outlen) {
+  if (i < L->workers) snprintf(out, outlen, "worker %d", i);
+  else snprintf(out, outlen, "ps shard %d", i - L->workers);
+}
+
+/* One node's link for links.json. */
+static cJSON *node_json(const pl_links *L, int i) {
+  const pl_link_spec *l = &L->spec[i];
+  cJSON *w = cJSON_CreateObject();
+  cJSON_AddNumberToObject(w, i < L->workers ? "worker" : "shard", i < L->workers ? i : i - L->workers);
+  cJSON_AddStringToObject(w, "namespace", L->ns_w[i]);
+  cJSON_AddNumberToObject(w, "rate_bits_per_sec", l->set ? l->bits_per_sec : 0);
+  cJSON_AddNumberToObject(w, "delay_ms", l->set ? l->delay_s * 1e3 : 0);
+  cJSON_AddNumberToObject(w, "loss", l->set ? l->loss : 0);
+  if (L->rtt_s[i] >= 0) cJSON_AddNumberToObject(w, "round_trip_ms", L->rtt_s[i] * 1e3);
+  else cJSON_AddNullToObject(w, "round_trip_ms");
+  if (L->sent[i] >= 0) {
+    cJSON_AddNumberToObject(w, "bytes_sent", L->sent[i]);
+    cJSON_AddNumberToObject(w, "bytes_received", L->received[i]);
+  }
+  return w;
+}
+
+/* run_dir/links.json: the links as asked, as measured, the bytes they carried beside the
+ * model's, and the delay line's figures. */
+static void write_report(const pl_links *L, const char *run_dir, const pl_delayline_stats *st,
+                         const pl_links_note *note) {
   cJSON *doc = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(doc, "workers");
   cJSON_AddStringToObject(doc, "delay_by", pl_delay_by_name(L->delay_by));
-  for (int i = 0; i < L->workers; i++) {
-    const pl_link_spec *l = &L->spec[i];
-    cJSON *w = cJSON_CreateObject();
-    cJSON_AddNumberToObject(w, "worker", i);
-    cJSON_AddNumberToObject(w, "rate_bits_per_sec", l->set ? l->bits_per_sec : 0);
-    cJSON_AddNumberToObject(w, "delay_ms", l->set ? l->delay_s * 1e3 : 0);
-    cJSON_AddNumberToObject(w, "loss", l->set ? l->loss : 0);
-    if (L->rtt_s[i] >= 0) cJSON_AddNumberToObject(w, "round_trip_ms", L->rtt_s[i] * 1e3);
-    else cJSON_AddNullToObject(w, "round_trip_ms");
-    cJSON_AddItemToArray(arr, w);
+  if (note && note->placement) cJSON_AddStringToObject(doc, "placement", note->placement);
+  for (int i = 0; i < L->workers; i++) cJSON_AddItemToArray(arr, node_json(L, i));
+  if (L->nodes > L->workers) {
+    cJSON *sh = cJSON_AddArrayToObject(doc, "ps_shards");
+    for (int i = L->workers; i < L->nodes; i++) cJSON_AddItemToArray(sh, node_json(L, i));
+  }
+  if (L->busiest >= 0) {
+    char name[32];
+    node_name(L, L->busiest, name, sizeof name);
+    cJSON *b = cJSON_AddObjectToObject(doc, "busiest_link");
+    cJSON_AddStringToObject(b, "node", name);
+    cJSON_AddStringToObject(b, "port", L->port[L->busiest]);
+    cJSON_AddNumberToObject(b, "bytes", L->busiest_bytes);
+    if (note && note->steps > 0) {
+      cJSON_AddNumberToObject(b, "steps", note->steps);
+      cJSON_AddNumberToObject(b, "bytes_per_step", L->busiest_bytes / note->steps);
+    }
+    if (note && note->model_bytes > 0) {
+      cJSON_AddNumberToObject(b, "model_bytes_per_step", note->model_bytes);
+      cJSON_AddStringToObject(b, "model_formula", note->formula ? note->formula : "");
+    }
+    if (note && note->step_seconds > 0) cJSON_AddNumberToObject(b, "step_seconds", note->step_seconds);
+    if (note && note->model_seconds > 0)
+      cJSON_AddNumberToObject(b, "model_step_seconds", note->model_seconds);
   }
   if (st) {
     cJSON *d = cJSON_AddObjectToObject(doc, "delay_line");
@@ -484,13 +604,16 @@ static void write_report(const pl_links *L, const char *run_dir, const pl_delayl
   cJSON_Delete(doc);
 }
 
-void pl_links_down(pl_links *L, const char *run_dir) {
+void pl_links_down(pl_links *L, const char *run_dir, const pl_links_note *note) {
   if (!L->ip[0]) return;
+  /* The counters go with the veths: read them first (a run that read them already, to
+   * print its figures, keeps those). */
+  if (L->up && L->busiest < 0) pl_links_count(L);
   pl_delayline_stats st;
   int had_line = L->dl != NULL;
   pl_delayline_stop(L->dl, &st);
   L->dl = NULL;
-  if (run_dir && L->up) write_report(L, run_dir, had_line ? &st : NULL);
+  if (run_dir && L->up) write_report(L, run_dir, had_line ? &st : NULL, note);
   for (int i = 0; i < L->made_w; i++) {
     char *argv[] = {L->ip, "netns", "del", L->ns_w[i], NULL};
     run_cmd(argv, NULL, 0);
@@ -503,14 +626,19 @@ void pl_links_down(pl_links *L, const char *run_dir) {
   L->up = 0;
 }
 
-int pl_links_wrap(const pl_links *L, int worker, char **argv, char **out, int cap) {
+int pl_links_wrap(const pl_links *L, int node, char **argv, char **out, int cap) {
   int n = 0;
   while (argv[n]) n++;
   if (n + 5 > cap) return -1;
   out[0] = (char *)L->ip;
   out[1] = "netns";
   out[2] = "exec";
-  out[3] = (char *)(worker < 0 ? L->ns_ps : L->ns_w[worker]);
+  out[3] = (char *)(node < 0 ? L->ns_ps : L->ns_w[node]);
   for (int i = 0; i <= n; i++) out[4 + i] = argv[i];
   return n + 4;
+}
+
+void pl_links_worker_prefix(const pl_links *L, char *out, size_t outlen) {
+  snprintf(out, outlen, "pstlink-%d-w", (int)getpid());
+  (void)L;
 }

@@ -10,6 +10,7 @@
 #include "model/model_config.h"
 #include "kernels/partition.h"
 #include "launcher/commands.h"
+#include "launcher/links/place.h"
 #include "launcher/run/local.h"
 #include "launcher/run/run.h"
 #include "launcher/run/run_files.h"
@@ -31,7 +32,7 @@ static char f_eval_on[PST_CFG_STR_MAX], f_grad_limit[PST_CFG_STR_MAX], f_clip_no
 static char f_grad_norm_factor[PST_CFG_STR_MAX];
 static char f_topk_warmup[PST_CFG_STR_MAX];
 static char f_push_compress[PST_CFG_STR_MAX], f_pull_compress[PST_CFG_STR_MAX];
-static char f_link[PST_CFG_STR_MAX], f_link_worker[PST_CFG_STR_MAX];
+static char f_link[PST_CFG_STR_MAX], f_link_worker[PST_CFG_STR_MAX], f_placement_ps[PST_CFG_STR_MAX];
 static char f_schedule[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
 static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_every;
@@ -64,6 +65,7 @@ static pst_cfg_opt g_opts[] = {
     PST_DATA_OPTS(f_dataf),
     PST_OPT("port", PST_CFG_INT, &f_port, "0", "ps port on 127.0.0.1 (0: a free one; shards take the ports after it)", 0, 65535),
     PST_OPT("ps-shards", PST_CFG_INT, &f_shards, "1", "ps processes the weights are split over", 1, PST_MAX_SHARDS),
+    PST_OPT("ps-placement", PST_CFG_STRING, f_placement_ps, "one-host", "where the ps shards sit behind --link: one-host (every shard in the ps's namespace, behind no link of its own), colocated (shard i in worker i's namespace, sharing its link; --ps-shards must equal --workers) or separate (each shard in a namespace of its own behind a link of --link's rate: extra machines)", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &f_threads, "1", "CPU threads per worker", 1, 256),
     PST_OPT("ps-threads", PST_CFG_INT, &f_ps_threads, "0", "each ps's --threads (0: the cores the workers leave free, shared among the shards)", 0, 1024),
     PST_OPT("device", PST_CFG_STRING, f_device, "", "worker device: auto, cpu, cuda, cuda:N, null or null:RATE (no compute: the ceiling any device can reach)", 0, 0),
@@ -281,6 +283,16 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->chunk_kib = (int)f_chunk;
   o->tls = f_tls;
   o->ps_shards = (int)f_shards;
+  {
+    pl_placement pp;
+    if (pl_placement_parse(f_placement_ps, &pp) < 0) {
+      fprintf(stderr, "%s: --ps-placement: '%.60s' is not one-host, colocated or separate\n",
+              prog, f_placement_ps);
+      return 2;
+    }
+    o->ps_placement = f_placement_ps;
+  }
+  o->model_params = model->n_params;
   o->ps_threads = (int)f_ps_threads;
   o->run_dir = f_run_dir[0] ? f_run_dir : NULL;
   o->metrics_path = f_metrics[0] ? f_metrics : NULL;
@@ -370,9 +382,11 @@ static void local_starting(const pl_run_options *o, int workers) {
            o->model, o->epochs, o->epochs > 1 ? "s" : "", o->batch_size, o->optimizer, o->lr,
            o->lr_schedule ? " " : "", o->lr_schedule ? o->lr_schedule : "", o->run_dir);
   else
-  printf("pstrain local: %d ps%s + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per "
+  printf("pstrain local: %d ps%s%s%s + %d worker%s, %s mode, model %s, %d epoch%s, batch %d per "
          "worker, %s lr %g%s%s%s%s\nlogs and metrics: %s\n",
-         o->ps_shards > 1 ? o->ps_shards : 1, o->ps_shards > 1 ? " shards" : "", workers,
+         o->ps_shards > 1 ? o->ps_shards : 1, o->ps_shards > 1 ? " shards" : "",
+         o->link || o->link_worker ? ", placed " : "",
+         o->link || o->link_worker ? o->ps_placement : "", workers,
          workers > 1 ? "s" : "", o->mode, o->model, o->epochs, o->epochs > 1 ? "s" : "",
          o->batch_size, o->optimizer, o->lr, o->lr_schedule ? " " : "",
          o->lr_schedule ? o->lr_schedule : "", o->tls ? ", mutual TLS" : "",

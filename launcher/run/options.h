@@ -54,6 +54,10 @@ typedef struct pl_run_options {
   int chunk_kib;
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */
   int ps_shards;              /* ps processes the weights are split over (0 or 1: one) */
+  /* --ps-placement behind --link (launcher/links/place.h): one-host, colocated or separate
+   * (NULL: one-host). */
+  const char *ps_placement;
+  size_t model_params;        /* the model's parameters (floats), for the bytes model */
   int ps_threads;             /* each ps's --threads; 0: the cores the workers leave free */
   double slow_factor[PL_MAX_WORKERS]; /* per worker; 0 or 1 = normal speed */
   double delay_ms[PL_MAX_WORKERS];    /* per worker: each pull and push this much later */
@@ -104,6 +108,11 @@ typedef struct {
   /* An elastic job's workers (issue 28), from the ps's "workers" records: the most that
    * trained at once, and how many left when asked (departed) or were lost. */
   int most_workers, departed, lost;
+  /* Behind --link (issue 39, launcher/run/run_place.h): the placement that ran, and the
+   * busiest link's bytes per step in its busier direction, measured and the bytes model's
+   * (-1: none), and the model's time per step (-1: none). */
+  char placement[16];
+  double link_bytes_per_step, model_bytes_per_step, model_step_seconds;
 } pl_run_result;
 
 void pl_run_defaults(pl_run_options *o);

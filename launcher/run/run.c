@@ -13,6 +13,7 @@
 #include "launcher/run/run_ctx.h"
 #include "launcher/run/run_elastic.h"
 #include "launcher/run/run_files.h"
+#include "launcher/run/run_place.h"
 #include "launcher/run/schedule.h"
 #include "ps/state/atomic_file.h"
 
@@ -311,6 +312,20 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     }
     snprintf(j.ps_host, sizeof j.ps_host, "%s", PL_LINK_PS_ADDR);
   }
+  /* Where the shards sit (--ps-placement), or the ranks behind their links: each shard
+   * listens on its node's address. */
+  static pl_place_plan plan;
+  int linked = o->link || o->link_worker;
+  if ((rc0 = pl_place_prepare(o, workers, r.n_ps, allreduce, linked, &plan)) != 0) return rc0;
+  if (plan.extra > 0 && !o->link) {
+    fprintf(stderr, "pstrain: --ps-placement separate gives each shard a link of --link's rate: "
+                    "give --link (--link-worker sets only the workers')\n");
+    return 2;
+  }
+  for (int i = 0; i < r.n_ps; i++) {
+    if (linked) pl_place_addr(plan.shard_node[i], j.shard_host[i], sizeof j.shard_host[i]);
+    else snprintf(j.shard_host[i], sizeof j.shard_host[i], "127.0.0.1");
+  }
   /* --port is shard 0's; the others take the ports after it. */
   for (int i = 0; i < r.n_ps; i++) {
     j.ports[i] = o->port ? o->port + i : pl_free_port();
@@ -319,7 +334,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
       return 1;
     }
     size_t used = strlen(j.ps_list);
-    snprintf(j.ps_list + used, sizeof j.ps_list - used, "%s%s:%d", i ? "," : "", j.ps_host,
+    snprintf(j.ps_list + used, sizeof j.ps_list - used, "%s%s:%d", i ? "," : "", j.shard_host[i],
              j.ports[i]);
   }
   /* The ps shares this machine with the workers: its shards get the cores they leave free. */
@@ -334,7 +349,6 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
      * then mpirun's command line, which must be found on PATH. */
     rc = pl_ar_argv(o, &j, 0, &ar_cmd);
     if (rc == 0) rc = pl_check_flags(&ar_cmd, "pstrain-worker --mode allreduce");
-    if (rc == 0) rc = pl_ar_argv(o, &j, 1, &ar_cmd);
   } else if (rc == 0) {
     rc = pl_check_ps_flags(o, &j);
   }
@@ -348,13 +362,23 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   }
   if (rc == 0 && (link_all.set || o->link_worker)) {
     char lerr[600];
-    rc = pl_links_up(&r.links, workers, link_all.set ? &link_all : NULL, link_per, lerr,
-                     sizeof lerr);
+    rc = pl_links_up(&r.links, workers, plan.extra, plan.peers, link_all.set ? &link_all : NULL,
+                     link_per, lerr, sizeof lerr);
     if (rc != 0) fprintf(stderr, "pstrain: %s\n", lerr);
     else if (!o->quiet) {
       pl_links_describe(&r.links, lerr, sizeof lerr);
       fprintf(stderr, "pstrain: %s\n", lerr);
     }
+  }
+  /* mpirun's command line once the links are up: behind them each rank starts in its
+   * worker's namespace (launcher/run/run_allreduce.h). */
+  if (rc == 0 && allreduce) {
+    if (r.links.up) {
+      j.ns_ip = r.links.ip;
+      pl_links_worker_prefix(&r.links, j.ns_prefix, sizeof j.ns_prefix);
+    }
+    rc = pl_ar_argv(o, &j, 1, &ar_cmd);
+    if (rc != 0) pl_links_down(&r.links, NULL, NULL);
   }
   if (rc != 0) {
     if (r.metrics) fclose(r.metrics);
@@ -382,7 +406,7 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     static pl_argv a;
     pl_ps_argv(o, &j, s, &a);
     /* ps.log is shard 0's, as without shards; ps-shard1.log, ... the others'. */
-    r.ps[s].ns = -1;
+    r.ps[s].ns = linked ? plan.shard_node[s] : -1;
     if (r.n_ps > 1) snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps shard %d", s);
     else snprintf(r.ps[s].name, sizeof r.ps[s].name, "pstrain-ps");
     if (s == 0) snprintf(r.ps[s].log, sizeof r.ps[s].log, "%s/ps.log", o->run_dir);
@@ -431,8 +455,6 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     }
   }
   uv_run(&r.loop, UV_RUN_DEFAULT);
-  /* Every process has exited (finished, failed or stopped by Ctrl-C): the links go. */
-  pl_links_down(&r.links, o->run_dir);
   read_metrics(&r);
   if (r.tty && !o->quiet) fprintf(stdout, "\r\033[K");
   pl_elastic_report(&r, res);
@@ -457,6 +479,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     }
     fclose(f);
   }
+  /* Every process has exited (finished, failed or stopped by Ctrl-C): the links' bytes are
+   * read, set beside the model's, and the links go. */
+  pl_place_finish(o, &plan, allreduce, &r.links, res);
   if (r.interrupted) return 130;
   if (!r.failed && rc == 0 && loop_rc == 0 && !res->summary_json[0]) {
     /* Every process ended well, but the ps wrote no summary: it found nothing to do (a

@@ -31,7 +31,8 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   a->n = 0;
   a->argv[0] = NULL;
   pl_argv_add(a, "%s", j->ps_bin);
-  pl_argv_add(a, "--listen=%s:%d", j->ps_host[0] ? j->ps_host : "127.0.0.1", j->ports[s]);
+  pl_argv_add(a, "--listen=%s:%d", j->shard_host[s][0] ? j->shard_host[s] : "127.0.0.1",
+              j->ports[s]);
   if (j->n_ps > 1) pl_argv_add(a, "--shard=%d/%d", s, j->n_ps);
   /* An elastic job (issue 28): the ps starts with MIN and admits up to MAX; a schedule also
    * needs the ps to hand out the data where MIN = MAX (auto picks it only for MIN < MAX). */

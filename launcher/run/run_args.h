@@ -15,7 +15,12 @@ typedef struct pl_job_s {
   int workers;
   int ps_threads;                 /* each ps's --threads */
   int ports[PST_MAX_SHARDS];      /* on ps_host, shard by shard */
-  char ps_host[32];               /* 127.0.0.1, or the ps's address behind --link */
+  char ps_host[32];               /* 127.0.0.1, or the hub's address behind --link */
+  char shard_host[PST_MAX_SHARDS][32]; /* each shard's address (its node's behind --link) */
+  /* --mode allreduce behind --link: iproute2's ip and the workers' namespaces' name without
+   * the rank (launcher/links/link.h), which each rank's wrapper completes; NULL: loopback. */
+  const char *ns_ip;
+  char ns_prefix[64];
   char ps_list[PST_MAX_SHARDS * 24]; /* the workers' --ps */
   int n_gpus, gpu_ids[64];        /* --gpus (0: none given) */
   char metrics[PATH_MAX], summary[PATH_MAX]; /* shard 0's */
