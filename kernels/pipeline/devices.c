@@ -66,6 +66,7 @@ int pst_vdev_open(const char *spec, int virtual_devices, int threads, size_t gpu
   if (rc < 0) return rc;
   rc = pst_device_open(spec, gpu_memory_limit_mib, threads, &d->be, note, notelen);
   if (rc < 0) snprintf(err, errlen, "%s", note);
+  else if (strcmp(spec, "auto") == 0) snprintf(d->spec, sizeof d->spec, "%s", d->be->name);
   return rc;
 }
 

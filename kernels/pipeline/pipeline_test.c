@@ -248,6 +248,41 @@ static void memory(void) {
   pst_pipe_destroy(p);
 }
 
+/* mobilenetv2 at batch 256 under a cap below its one-device need: refused on one device
+ * with the figures, and one training step on the stages that fit, each under the cap. */
+static void too_big(void) {
+  static pst_model m;
+  char err[512], note[512];
+  CHECK(pst_model_load("mobilenetv2:input=28x28x1", &m, err, sizeof err) == 0);
+  pst_plan_need whole;
+  CHECK(pst_plan_stage_need(&m, 1, m.n_layers, 256, 1, 1, &whole) == 0);
+  size_t cap_mib = (whole.total >> 20) * 2 / 3;
+  pst_pipe *p = NULL;
+  pst_pipe_options o = {.device = "cpu", .threads = 1, .device_mem_mib = cap_mib};
+  CHECK(pst_pipe_create(&m, &o, 256, &p, note, sizeof note, err, sizeof err) == -ENOSPC);
+  printf("mobilenetv2 at 256, one device under a %zu MiB cap: %s\n", cap_mib, err);
+  o.stages = 2;
+  o.virtual_devices = 2;
+  CHECK(pst_pipe_create(&m, &o, 256, &p, note, sizeof note, err, sizeof err) == 0);
+  if (p == NULL) return;
+  job j = make_job(&m, 256, 3);
+  float *grad = calloc(m.n_params, sizeof(float));
+  double loss = 0;
+  int correct = 0;
+  CHECK(pst_pipe_load_params(p, j.params) == 0);
+  CHECK(pst_pipe_train_step(p, j.x, j.y, 256, 1.0f / 256, grad, &loss, &correct) == 0);
+  CHECK(isfinite(loss) && loss > 0);
+  for (int s = 0; s < 2; s++) {
+    printf("mobilenetv2 stage %d peak %.1f MiB (cap %zu MiB)\n", s,
+           (double)pst_pipe_stage_peak(p, s) / 1048576.0, cap_mib);
+    CHECK(pst_pipe_stage_peak(p, s) <= cap_mib << 20);
+  }
+  printf("mobilenetv2 on 2 stages: %s; loss %.4f\n", note, loss / 256);
+  free(grad);
+  free_job(&j);
+  pst_pipe_destroy(p);
+}
+
 int main(void) {
   pst_log_init("pipeline_test", 0);
   parity("mlp", 32, 0);
@@ -256,5 +291,6 @@ int main(void) {
   residual_cut();
   refusals();
   memory();
+  too_big();
   return t_summary();
 }

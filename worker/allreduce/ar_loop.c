@@ -69,7 +69,7 @@ static int setup(wk_ar *a, char *err, size_t errlen) {
    * backend calls it on a thread of its own, which may not call MPI: there the buckets start
    * once the backward pass is over. */
   if (t->opt.push_by_layer && strncmp(t->backend->name, "cpu", 3) != 0) {
-    pst_net_on_grad_ready(t->net, NULL, NULL);
+    pst_pipe_on_grad_ready(t->net, NULL, NULL);
     LOG_INFO("--bucket-kib on %s: the buckets start after the backward pass (its hook runs on "
              "a thread that may not call MPI)", t->backend->name);
   }
@@ -126,14 +126,14 @@ static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
   double t0 = pst_now();
   double fig[3] = {0, 0, 0}; /* loss sum, correct, samples */
   int32_t *idx = malloc((size_t)t->batch * sizeof *idx);
-  int rc = idx ? pst_net_load_params(t->net, pst_store_front(&a->store)) : -ENOMEM;
+  int rc = idx ? pst_pipe_load_params(t->net, pst_store_front(&a->store)) : -ENOMEM;
   for (int b = t->test_begin; rc == 0 && b < t->test_end; b += t->batch) {
     int n = t->test_end - b < t->batch ? t->test_end - b : t->batch;
     for (int i = 0; i < n; i++) idx[i] = b + i;
     pst_batch_fill(&t->test_prep, idx, n, 0, 0, t->xb, t->yb);
     double loss = 0;
     int correct = 0;
-    rc = pst_net_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
+    rc = pst_pipe_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
     fig[0] += loss;
     fig[1] += correct;
     fig[2] += n;
@@ -141,7 +141,7 @@ static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
   free(idx);
   if (rc < 0) {
     snprintf(err, errlen, "evaluating epoch %d failed on %s: %s", epoch, t->backend->name,
-             pst_net_error(t->net)[0] ? pst_net_error(t->net) : strerror(-rc));
+             pst_pipe_error(t->net)[0] ? pst_pipe_error(t->net) : strerror(-rc));
     return rc;
   }
   LOG_INFO("epoch %d/%d: test shard [%d, %d): loss %.4f accuracy %.4f (version %" PRIu64 ")",
@@ -170,20 +170,20 @@ static int step(wk_ar *a, double win[3], char *err, size_t errlen) {
   if (t->step_in_epoch + 1 < t->steps_per_epoch)
     wk_prefetch_ask(&t->prefetch, t->steps + 1, idx + t->batch);
   double t0 = pst_now();
-  int rc = pst_net_load_params(t->net, pst_store_front(&a->store));
+  int rc = pst_pipe_load_params(t->net, pst_store_front(&a->store));
   /* The loss over the global batch b x N and the dropout seed of a sync worker with this
    * index at this step (worker/step.c), so that the shares are a sync job's. */
   float scale = 1.0f / ((float)t->batch * (float)t->world);
-  pst_net_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
+  pst_pipe_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
                                0xbf58476d1ce4e5b9ull + t->steps);
   a->next_bucket = a->n_buckets - 1;
   for (int i = 0; i < a->n_buckets; i++) a->buckets[i].started = 0;
   double loss = 0;
   int correct = 0;
-  if (rc == 0) rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &loss, &correct);
+  if (rc == 0) rc = pst_pipe_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &loss, &correct);
   if (rc < 0) {
     snprintf(err, errlen, "step %" PRIu64 ": compute failed on %s: %s", t->steps + 1,
-             t->backend->name, pst_net_error(t->net)[0] ? pst_net_error(t->net) : strerror(-rc));
+             t->backend->name, pst_pipe_error(t->net)[0] ? pst_pipe_error(t->net) : strerror(-rc));
     return rc;
   }
   double t1 = pst_now();
