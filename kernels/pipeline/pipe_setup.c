@@ -13,10 +13,11 @@
 
 #define MIB (1024.0 * 1024.0)
 
-/* Each layer's seconds (forward and backward) over two steps at a small batch on the first
- * stage's device, for the balance. 0, or a negative code (then equal weights serve). */
-static int measure(const pst_model *m, pst_backend *be, int max_batch, double *cost) {
-  int b = max_batch < 16 ? max_batch : 16, rc;
+/* Each layer's seconds (forward and backward) over two steps at the micro-batch's size (at
+ * most 64: a layer's share of the time hardly moves above it) on the first stage's device,
+ * for the balance. 0, or a negative code (then equal weights serve). */
+static int measure(const pst_model *m, pst_backend *be, int rows, double *cost) {
+  int b = rows < 64 ? rows : 64, rc;
   pst_net *net = NULL;
   float *params = malloc(m->n_params * sizeof(float)), *grad = malloc(m->n_params * sizeof(float));
   float *x = malloc((size_t)b * m->input_size * sizeof(float));
@@ -166,7 +167,7 @@ int pst_pipe_create(const pst_model *m, const pst_pipe_options *o, int max_batch
   if (rc == 0 && n > 1 && !(o->place && o->place[0])) {
     double *cost = calloc(PST_MODEL_MAX_LAYERS, sizeof *cost);
     if (cost == NULL) rc = -ENOMEM;
-    int measured = rc == 0 && measure(m, p->st[0].dev.be, max_batch, cost) == 0;
+    int measured = rc == 0 && measure(m, p->st[0].dev.be, (max_batch + micro - 1) / micro, cost) == 0;
     if (rc == 0) rc = pst_plan_balance(m, measured ? cost : NULL, n, cap, max_batch, micro, host, &plan);
     free(cost);
     if (rc == -ENOSPC) {
@@ -243,6 +244,12 @@ void pst_pipe_destroy(pst_pipe *p) {
 pst_backend *pst_pipe_backend(const pst_pipe *p) { return p ? p->st[0].dev.be : NULL; }
 
 int pst_pipe_stages(const pst_pipe *p) { return p ? p->n : 0; }
+
+void pst_pipe_stage_layers(const pst_pipe *p, int s, int *lo, int *hi, const char **device) {
+  *lo = p->st[s].lo;
+  *hi = p->st[s].hi;
+  *device = p->st[s].dev.spec;
+}
 
 size_t pst_pipe_stage_peak(const pst_pipe *p, int s) {
   if (p == NULL || s < 0 || s >= p->n) return 0;

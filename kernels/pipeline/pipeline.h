@@ -76,6 +76,8 @@ void pst_pipe_log_placement(pst_pipe *p);
 /* The first stage's backend (the worker's host buffers and device name come from it). */
 pst_backend *pst_pipe_backend(const pst_pipe *p);
 int pst_pipe_stages(const pst_pipe *p);
+/* Stage s's layers [*lo, *hi) and device, as placed (for a --place that repeats them). */
+void pst_pipe_stage_layers(const pst_pipe *p, int s, int *lo, int *hi, const char **device);
 /* Stage s's device memory: what its net allocated plus its backend's workspace estimate
  * (plan.h), in bytes. */
 size_t pst_pipe_stage_peak(const pst_pipe *p, int s);
