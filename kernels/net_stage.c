@@ -66,7 +66,9 @@ static void point_rows(pst_net *net, int training, const float *x) {
 }
 
 /* Uploads the micro-batch's rows of the batch and labels that this stage reads, on a
- * device with memory of its own. */
+ * device with memory of its own. NOT RUN: no GPU here; written to the backend interface's
+ * contract (one stage with micro-batches on CUDA takes this path; several stages on such
+ * devices are refused by kernels/pipeline). */
 static int upload_rows(pst_net *net, const pst_stage_pass *p) {
   pst_backend *be = net->be;
   if (be->host_memory) return 0;
@@ -139,7 +141,8 @@ int pst_net_stage_backward(pst_net *net, pst_stage_pass *p) {
   net->final_pass = 1;
   net->accumulate = 0;
   if (rc != 0) return rc;
-  /* The gradient to the host, once final: what the per-layer downloads left, or all. */
+  /* The gradient to the host, once final: what the per-layer downloads left, or all
+   * (devices with memory of their own only: NOT RUN here, no GPU). */
   if (p->final && !be->host_memory) {
     int layered = net->grad_ready && be->download;
     size_t end = layered ? net->grad_sent : net->p_hi;
