@@ -16,8 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "kernels/net_backward.h"
+#include "kernels/net_forward.h"
+#include "kernels/net_stage.h"
 #include "kernels/net_state.h"
 
 void pst_net_destroy(pst_net *net) {
@@ -35,75 +38,166 @@ void pst_net_destroy(pst_net *net) {
     if (net->dbuf[i]) be->free(be, net->dbuf[i]);
   for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++)
     if (net->bn_saved[i]) be->free(be, net->bn_saved[i]);
+  for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++)
+    if (net->gin[i]) be->free(be, net->gin[i]);
+  if (net->grad_acc) be->free(be, net->grad_acc);
   free(net);
 }
 
 int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net **out) {
+  return pst_net_create_stage(m, be, max_batch, 1, m != NULL ? m->n_layers : 0, 1, out);
+}
+
+/* Allocates on the net's device and counts the bytes (pst_net_stage_bytes). */
+static void *net_alloc(pst_net *net, size_t bytes) {
+  void *p = net->be->alloc(net->be, bytes);
+  if (p != NULL) net->bytes += bytes;
+  return p;
+}
+
+/* The layout of layers [lo, hi) of m: where each layer's parameters end, which outputs need
+ * a gradient, the cuts, the stage's parameter range and its largest tensor (for the
+ * gradient pool). -EINVAL for a graph out of order. Shared by creation and by
+ * pst_net_stage_need, so that a prediction is what creation allocates. */
+static int plan_part(pst_net *net, const pst_model *m, int lo, int hi, size_t *largest) {
+  net->lo = lo;
+  net->hi = hi;
+  *largest = 0;
+  for (int i = 1; i < m->n_layers; i++) {
+    const pst_layer *L = &m->layers[i];
+    int need = L->w_count + L->b_count > 0;
+    for (int t = 0; t < L->n_inputs; t++) {
+      int j = L->inputs[t];
+      if (j < 0 || j >= i) return -EINVAL;
+      need |= net->needs_grad[j];
+      if (j < lo && i >= lo) net->cut_lo[j] = 1;
+      if (j < hi && i >= hi) net->cut_hi[j] = 1;
+    }
+    net->needs_grad[i] = (unsigned char)need;
+    size_t end = 0;
+    if (L->w_count && L->w_offset + L->w_count > end) end = L->w_offset + L->w_count;
+    if (L->b_count && L->b_offset + L->b_count > end) end = L->b_offset + L->b_count;
+    if (L->s_count && L->s_offset + L->s_count > end) end = L->s_offset + L->s_count;
+    net->params_end[i] = end;
+    if (i < lo && end > net->p_lo) net->p_lo = end;
+    if (i < hi && end > net->p_hi) net->p_hi = end;
+    if (i >= lo && i < hi && out_size(L) > *largest) *largest = out_size(L);
+  }
+  /* The first stage takes the batch itself (out[0]), not a tensor from below. */
+  net->cut_lo[0] = 0;
+  for (int j = 1; j < lo; j++)
+    if (net->cut_lo[j] && out_size(&m->layers[j]) > *largest) *largest = out_size(&m->layers[j]);
+  if (lo == 1) net->p_lo = 0;
+  if (hi == m->n_layers) net->p_hi = m->n_params;
+  /* The dry run: the same walk as every training step, counting the buffers it holds at
+   * once. */
+  net->dry = 1;
+  int rc = pst_net_backward(net, 1, NULL);
+  net->dry = 0;
+  return rc;
+}
+
+/* What creation allocates, part by part (pst_net_stage_need's figures). */
+static void part_bytes(const pst_net *net, int host_memory, int max_batch, size_t largest,
+                       pst_stage_need *need) {
+  const pst_model *m = &net->m;
+  size_t B = (size_t)max_batch, F = sizeof(float), np = net->p_hi - net->p_lo;
+  memset(need, 0, sizeof *need);
+  need->weights = np * F;
+  if (!host_memory) need->gradients = np * F;
+  if (net->slots > 1) need->gradients += np * F;
+  if (!host_memory && net->lo == 1) need->activations += B * (size_t)m->input_size * F;
+  if (!host_memory && net->hi == m->n_layers) need->activations += B * sizeof(int32_t);
+  for (int i = net->lo; i < net->hi; i++) {
+    const pst_layer *L = &m->layers[i];
+    if (L->kind == PST_LAYER_FLATTEN) continue;
+    need->activations += B * out_size(L) * F;
+    if (L->kind == PST_LAYER_BATCHNORM) need->activations += (size_t)net->slots * 2 * L->out_c * F;
+  }
+  for (int j = 1; j < net->lo; j++)
+    if (net->cut_lo[j] && net->needs_grad[j]) need->activations += B * out_size(&m->layers[j]) * F;
+  need->activations += (size_t)net->n_dbuf * B * largest * F;
+  size_t no_bias = 0; /* the zeros and the sink of layers without a bias, as below */
+  for (int i = net->lo; i < net->hi; i++) {
+    const pst_layer *L = &m->layers[i];
+    int biased_kind = L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D ||
+                      L->kind == PST_LAYER_DEPTHWISE_CONV2D;
+    if (biased_kind && L->b_count == 0 && (size_t)L->out_c > no_bias) no_bias = (size_t)L->out_c;
+  }
+  need->weights += 2 * no_bias * F;
+  need->total = need->weights + need->gradients + need->activations;
+}
+
+int pst_net_stage_need(const pst_model *m, int lo, int hi, int max_batch, int slots,
+                       int host_memory, pst_stage_need *need) {
+  if (m == NULL || need == NULL || lo < 1 || hi <= lo || hi > m->n_layers || slots < 1 ||
+      max_batch < slots)
+    return -EINVAL;
+  pst_net *net = calloc(1, sizeof *net);
+  if (net == NULL) return -ENOMEM;
+  net->m = *m;
+  net->slots = slots;
+  size_t largest;
+  int rc = plan_part(net, m, lo, hi, &largest);
+  if (rc == 0) part_bytes(net, host_memory, max_batch, largest, need);
+  free(net);
+  return rc;
+}
+
+int pst_net_create_stage(const pst_model *m, pst_backend *be, int max_batch, int lo, int hi,
+                         int slots, pst_net **out) {
   if (out == NULL) return -EINVAL;
   *out = NULL;
   if (m == NULL || be == NULL || max_batch <= 0 || m->n_layers < 2 || m->n_params == 0 ||
-      m->n_layers > PST_MODEL_MAX_LAYERS)
+      m->n_layers > PST_MODEL_MAX_LAYERS || lo < 1 || hi <= lo || hi > m->n_layers ||
+      slots < 1 || slots > max_batch)
     return -EINVAL;
   pst_net *net = calloc(1, sizeof *net);
   if (net == NULL) return -ENOMEM;
   net->m = *m;
   net->be = be;
   net->max_batch = max_batch;
-  size_t largest = 0;
-  for (int i = 1; i < m->n_layers; i++) {
-    const pst_layer *L = &m->layers[i];
-    int need = L->w_count + L->b_count > 0;
-    for (int t = 0; t < L->n_inputs; t++) {
-      if (L->inputs[t] < 0 || L->inputs[t] >= i) {
-        free(net);
-        return -EINVAL;
-      }
-      need |= net->needs_grad[L->inputs[t]];
-    }
-    net->needs_grad[i] = (unsigned char)need;
-    if (out_size(L) > largest) largest = out_size(L);
-    size_t end = 0;
-    if (L->w_count && L->w_offset + L->w_count > end) end = L->w_offset + L->w_count;
-    if (L->b_count && L->b_offset + L->b_count > end) end = L->b_offset + L->b_count;
-    if (L->s_count && L->s_offset + L->s_count > end) end = L->s_offset + L->s_count;
-    net->params_end[i] = end;
-  }
-  /* The dry run: the same walk as every training step, counting the buffers it holds at
-   * once. */
-  net->dry = 1;
-  int rc = pst_net_backward(net, 1, NULL);
-  net->dry = 0;
+  net->slots = slots;
+  net->final_pass = 1;
+  size_t largest;
+  int rc = plan_part(net, m, lo, hi, &largest);
   if (rc != 0) {
     free(net);
     return rc;
   }
 
   rc = -ENOMEM;
-  size_t B = (size_t)max_batch;
-  if ((net->params = be->alloc(be, m->n_params * sizeof(float))) == NULL) goto fail;
+  size_t B = (size_t)max_batch, np = net->p_hi - net->p_lo;
+  if ((net->params = net_alloc(net, np * sizeof(float))) == NULL) goto fail;
   if (!be->host_memory) {
-    if ((net->grad = be->alloc(be, m->n_params * sizeof(float))) == NULL) goto fail;
-    if ((net->x = be->alloc(be, B * m->input_size * sizeof(float))) == NULL) goto fail;
-    if ((net->labels = be->alloc(be, B * sizeof(int32_t))) == NULL) goto fail;
+    if ((net->grad = net_alloc(net, np * sizeof(float))) == NULL) goto fail;
+    if (lo == 1 && (net->x = net_alloc(net, B * m->input_size * sizeof(float))) == NULL) goto fail;
+    if (hi == m->n_layers && (net->labels = net_alloc(net, B * sizeof(int32_t))) == NULL)
+      goto fail;
   }
-  for (int i = 1; i < m->n_layers; i++) {
+  if (slots > 1 && (net->grad_acc = net_alloc(net, np * sizeof(float))) == NULL) goto fail;
+  for (int i = lo; i < hi; i++) {
     const pst_layer *L = &m->layers[i];
     if (L->kind == PST_LAYER_FLATTEN) continue;
-    if ((net->act[i] = be->alloc(be, B * out_size(L) * sizeof(float))) == NULL) goto fail;
+    if ((net->act[i] = net_alloc(net, B * out_size(L) * sizeof(float))) == NULL) goto fail;
     if (L->kind == PST_LAYER_BATCHNORM) {
       if (be->batchnorm_forward_train == NULL || be->batchnorm_forward_infer == NULL ||
           be->batchnorm_backward == NULL) {
         rc = -ENOTSUP;
         goto fail;
       }
-      if ((net->bn_saved[i] = be->alloc(be, 2 * (size_t)L->out_c * sizeof(float))) == NULL)
+      if ((net->bn_saved[i] = net_alloc(net, (size_t)slots * 2 * L->out_c * sizeof(float))) == NULL)
         goto fail;
     }
   }
+  for (int j = 1; j < lo; j++)
+    if (net->cut_lo[j] && net->needs_grad[j] &&
+        (net->gin[j] = net_alloc(net, B * out_size(&m->layers[j]) * sizeof(float))) == NULL)
+      goto fail;
   for (int i = 0; i < net->n_dbuf; i++)
-    if ((net->dbuf[i] = be->alloc(be, B * largest * sizeof(float))) == NULL) goto fail;
+    if ((net->dbuf[i] = net_alloc(net, B * largest * sizeof(float))) == NULL) goto fail;
   size_t no_bias = 0;
-  for (int i = 1; i < m->n_layers; i++) {
+  for (int i = lo; i < hi; i++) {
     const pst_layer *L = &m->layers[i];
     int biased_kind = L->kind == PST_LAYER_DENSE || L->kind == PST_LAYER_CONV2D ||
                       L->kind == PST_LAYER_DEPTHWISE_CONV2D;
@@ -112,8 +206,8 @@ int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net *
   if (no_bias > 0) {
     float *zeros = calloc(no_bias, sizeof(float));
     if (zeros == NULL) goto fail;
-    net->zero_bias = be->alloc(be, no_bias * sizeof(float));
-    net->bias_sink = be->alloc(be, no_bias * sizeof(float));
+    net->zero_bias = net_alloc(net, no_bias * sizeof(float));
+    net->bias_sink = net_alloc(net, no_bias * sizeof(float));
     int up = net->zero_bias && net->bias_sink
                  ? be->to_device(be, net->zero_bias, zeros, no_bias * sizeof(float))
                  : -ENOMEM;
@@ -133,7 +227,8 @@ fail:
 int pst_net_load_params(pst_net *net, const float *params) {
   if (net == NULL || params == NULL) return -EINVAL;
   net->stream_src = NULL;
-  int rc = net->be->to_device(net->be, net->params, params, net->m.n_params * sizeof(float));
+  int rc = net->be->to_device(net->be, net->params, params + net->p_lo,
+                              (net->p_hi - net->p_lo) * sizeof(float));
   if (rc == 0) net->params_loaded = 1;
   return rc != 0 ? pst_net_fail_step(net, rc, "uploading the weights") : 0;
 }
@@ -144,7 +239,7 @@ int pst_net_load_params_streamed(pst_net *net, const float *params, pst_params_w
   net->stream_src = params;
   net->stream_wait = wait;
   net->stream_ctx = ctx;
-  net->stream_loaded = 0;
+  net->stream_loaded = net->p_lo;
   net->params_loaded = 1;
   return 0;
 }
@@ -152,16 +247,17 @@ int pst_net_load_params_streamed(pst_net *net, const float *params, pst_params_w
 /* Streamed weights: waits for params[0, upto) and copies what the device lacks of it, on
  * the backend's copy stream where it has one (the layers before run meanwhile). */
 static int stream_params(pst_net *net, size_t upto) {
+  if (upto > net->p_hi) upto = net->p_hi; /* a stage holds [p_lo, p_hi) only */
   if (net->stream_src == NULL || net->dry || upto <= net->stream_loaded) return 0;
   pst_backend *be = net->be;
   int rc = net->stream_wait(net->stream_ctx, upto);
   if (rc == 0)
-    rc = (be->upload ? be->upload : be->to_device)(be, net->params + net->stream_loaded,
-                                                     net->stream_src + net->stream_loaded,
-                                                     (upto - net->stream_loaded) * sizeof(float));
+    rc = (be->upload ? be->upload : be->to_device)(
+        be, net->params + (net->stream_loaded - net->p_lo), net->stream_src + net->stream_loaded,
+        (upto - net->stream_loaded) * sizeof(float));
   if (rc != 0) return rc;
   net->stream_loaded = upto;
-  if (upto == net->m.n_params) net->stream_src = NULL;
+  if (upto == net->p_hi) net->stream_src = NULL;
   return 0;
 }
 
@@ -199,9 +295,10 @@ static int forward_layer(pst_net *net, int i, int batch, int training, const cha
   const pst_model *m = &net->m;
   const pst_layer *L = &m->layers[i];
   const float *in = net->out[L->inputs[0]];
-  float *y = net->act[i];
-  const float *w = net->params + L->w_offset;
-  const float *bias = L->b_count ? net->params + L->b_offset : net->zero_bias;
+  /* The micro-batch's rows of the layer's buffer (row0 = 0 for a whole batch). */
+  float *y = net->act[i] ? net->act[i] + (size_t)net->row0 * out_size(L) : NULL;
+  const float *w = param_at(net, L->w_offset, L->w_count);
+  const float *bias = L->b_count ? param_at(net, L->b_offset, L->b_count) : net->zero_bias;
   int rc = 0;
   *op = training ? "forward" : "evaluation forward";
   switch (L->kind) {
@@ -241,14 +338,23 @@ static int forward_layer(pst_net *net, int i, int batch, int training, const cha
       /* Images are [B*H*W, C] with the channels innermost, flat vectors [B, C]. The
        * training forward also writes the moving statistics' share (net.h). */
       int rows = batch * L->out_h * L->out_w;
-      const float *moving = net->params + L->s_offset;
+      const float *moving = param_at(net, L->s_offset, L->s_count);
       *op = training ? "training forward" : "inference forward";
-      if (training)
+      if (training) {
+        /* A later micro-batch's share of the moving statistics is written aside and added
+         * on: the pushed change is the sum over the micro-batches (net_stage.h). */
+        float *dst = net->dstate, *ds = NULL;
+        if (dst != NULL && net->accumulate) dst = net->grad_acc;
+        if (dst != NULL) ds = dst + (L->s_offset - net->p_lo);
         rc = be->batchnorm_forward_train(
             be, in, w, bias, y, rows, L->out_c, L->eps, moving,
-            (1.0f - L->momentum) * net->state_scale, net->bn_saved[i],
-            net->dstate != NULL ? net->dstate + L->s_offset : NULL);
-      else
+            (1.0f - L->momentum) * net->state_scale,
+            net->bn_saved[i] + (size_t)net->slot * 2 * L->out_c, ds);
+        if (rc == 0 && ds != NULL && net->accumulate) {
+          float *sum = net->dstate + (L->s_offset - net->p_lo);
+          rc = be->add(be, sum, ds, sum, L->s_count);
+        }
+      } else
         rc = be->batchnorm_forward_infer(be, in, w, bias, moving, y, rows, L->out_c, L->eps);
       break;
     }
@@ -289,20 +395,20 @@ static int forward_layer(pst_net *net, int i, int batch, int training, const cha
   return activate(be, L, y, y, (size_t)batch * out_size(L));
 }
 
-/* Runs every layer; the last layer's output is left as logits (its softmax belongs to
- * the loss). `training` turns dropout on. A failure is recorded (pst_net_error) with the
- * layer, what it ran and the shape. */
-static int forward(pst_net *net, int batch, int training) {
-  const pst_model *m = &net->m;
-  for (int i = 1; i < m->n_layers; i++) {
+/* Runs the net's layers (net_forward.h); the last layer's output is left as logits (its
+ * softmax belongs to the loss). */
+int pst_net_forward(pst_net *net, int batch, int training) {
+  for (int i = net->lo; i < net->hi; i++) {
     const char *op = "loading its weights";
+    double t0 = net->profile ? pst_now() : 0.0;
     int rc = stream_params(net, net->params_end[i]);
     if (rc == 0) rc = forward_layer(net, i, batch, training, &op);
     if (rc != 0) return pst_net_fail(net, rc, i, op, batch);
+    if (net->profile) net->layer_seconds[i] += pst_now() - t0;
   }
   /* Streamed weights: whatever no layer asked for (none, as layers cover the vector), so
    * that the whole vector is in before the pass ends. */
-  int rc = stream_params(net, m->n_params);
+  int rc = stream_params(net, net->p_hi);
   return rc != 0 ? pst_net_fail_step(net, rc, "loading the last weights") : 0;
 }
 
@@ -316,6 +422,7 @@ const char *pst_net_error(const pst_net *net) { return net != NULL ? net->err : 
 static int check_args(pst_net *net, const float *x, const int32_t *labels, int batch) {
   if (net == NULL) return -EINVAL;
   net->err[0] = '\0';
+  net->row0 = net->slot = 0; /* the whole batch, from the first row (net_stage.c moves them) */
   if (x == NULL || labels == NULL || batch <= 0 || batch > net->max_batch || !net->params_loaded) {
     snprintf(net->err, sizeof net->err, "%s",
              !net->params_loaded ? "no weights were loaded"
@@ -342,7 +449,7 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
   net->host_grad = grad;
   net->grad_sent = m->n_params;
   net->state_scale = loss_scale * (float)batch;
-  rc = forward(net, batch, 1);
+  rc = pst_net_forward(net, batch, 1);
   net->dstate = NULL;
   if (rc != 0) return rc;
   rc = be->softmax_xent(be, net->out[m->n_layers - 1], dev_labels, net->dbuf[0], batch, m->classes,
@@ -376,7 +483,7 @@ int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int ba
   int right = 0;
   if ((rc = upload(net, x, labels, batch, &dev_labels)) != 0)
     return pst_net_fail_step(net, rc, "uploading the evaluation batch");
-  if ((rc = forward(net, batch, 0)) != 0) return rc;
+  if ((rc = pst_net_forward(net, batch, 0)) != 0) return rc;
   rc = be->softmax_xent(be, net->out[net->m.n_layers - 1], dev_labels, NULL, batch,
                         net->m.classes, 1.0f, &loss, &right);
   if (rc != 0)
@@ -393,7 +500,7 @@ void pst_net_log_placement(pst_net *net) {
   pst_backend *be = net->be;
   LOG_INFO("backward holds %d gradient buffer%s of the largest layer's size", net->n_dbuf,
            net->n_dbuf == 1 ? "" : "s");
-  for (int i = 1; i < net->m.n_layers; i++) {
+  for (int i = net->lo; i < net->hi; i++) {
     const pst_layer *L = &net->m.layers[i];
     const char *what = pst_net_kind_name(L->kind);
     char how[256];

@@ -9,10 +9,17 @@
  * towers from one input) writes into a scratch buffer that is then added on, so the tensor
  * gets the sum of its consumers' gradients; pass-through layers (flatten, dropout, the last
  * input of add) hand their buffer down instead of copying it. For a stack this is the two
- * ping-pong buffers of old. The pool's size is found at creation by a dry run of backward. */
+ * ping-pong buffers of old. The pool's size is found at creation by a dry run of backward.
+ *
+ * A stage of a model (net_stage.h) walks its own layers only. The gradients of the tensors
+ * it sends up come back into buffers of the stage above (gext), and those of the tensors it
+ * took from below go straight into its own outbox (gin), the rows of the micro-batch under
+ * way: both are buffers outside the pool (dbuf_at), so nothing is copied on the way except
+ * where a tensor only passes through. */
 #include <errno.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "kernels/net_backward.h"
 #include "kernels/net_state.h"
 
@@ -32,7 +39,26 @@ static int take_buf(pst_net *net) {
   return k;
 }
 
-static void give_buf(pst_net *net, int k) { net->dbuf_busy[k] = 0; }
+static void give_buf(pst_net *net, int k) {
+  if (k < PST_NET_EXT) net->dbuf_busy[k] = 0;
+}
+
+/* The outbox rows of tensor j (< lo, taken from the stage below) for this micro-batch, as
+ * a buffer index; -1 when j is no such tensor. */
+static int gin_slot(pst_net *net, int j) {
+  if (j >= net->lo || !net->cut_lo[j]) return -1;
+  int k = PST_NET_EXT + PST_MODEL_MAX_LAYERS + j;
+  net->ext_buf[k - PST_NET_EXT] =
+      net->dry ? NULL : net->gin[j] + (size_t)net->row0 * out_size(&net->m.layers[j]);
+  return k;
+}
+
+/* Where the first gradient delivered to tensor j goes: its outbox for a tensor from below,
+ * else a pool buffer. Its index, or -1. */
+static int first_target(pst_net *net, int j) {
+  int k = gin_slot(net, j);
+  return k >= 0 ? k : take_buf(net);
+}
 
 /* Where a consumer should write layer j's gradient [batch, out_size(j)], in *target: j's
  * own buffer when nothing was delivered to it yet (*acc = -1), else a scratch buffer
@@ -40,22 +66,22 @@ static void give_buf(pst_net *net, int k) { net->dbuf_busy[k] = 0; }
 static int delivery_target(pst_net *net, int j, float **target, int *acc) {
   *acc = -1;
   if (net->grad_of[j] < 0) {
-    int k = take_buf(net);
+    int k = first_target(net, j);
     if (k < 0) return -EINVAL;
     net->grad_of[j] = k;
-    *target = net->dbuf[k];
+    *target = dbuf_at(net, k);
     return 0;
   }
   if ((*acc = take_buf(net)) < 0) return -EINVAL;
-  *target = net->dbuf[*acc];
+  *target = dbuf_at(net, *acc);
   return 0;
 }
 
 static int finish_delivery(pst_net *net, int j, int acc, int batch) {
   if (acc < 0) return 0;
-  float *g = net->dbuf[net->grad_of[j]];
+  float *g = dbuf_at(net, net->grad_of[j]);
   size_t n = (size_t)batch * out_size(&net->m.layers[j]);
-  int rc = RUN(net->be->add(net->be, g, net->dbuf[acc], g, n));
+  int rc = RUN(net->be->add(net->be, g, dbuf_at(net, acc), g, n));
   give_buf(net, acc);
   return rc;
 }
@@ -66,42 +92,88 @@ static int finish_delivery(pst_net *net, int j, int acc, int batch) {
 static int pass_down(pst_net *net, int k, int j, int give, int batch) {
   pst_backend *be = net->be;
   size_t n = (size_t)batch * out_size(&net->m.layers[j]);
-  if (net->grad_of[j] < 0 && give) {
+  /* A tensor from the stage below gets its gradient in its outbox, never a handed-over
+   * buffer. */
+  if (net->grad_of[j] < 0 && give && gin_slot(net, j) < 0) {
     net->grad_of[j] = k;
     return 1;
   }
   if (net->grad_of[j] < 0) {
-    int g = take_buf(net);
+    int g = first_target(net, j);
     if (g < 0) return -EINVAL;
     net->grad_of[j] = g;
-    int rc = RUN(be->add(be, net->dbuf[k], NULL, net->dbuf[g], n));
+    int rc = RUN(be->add(be, dbuf_at(net, k), NULL, dbuf_at(net, g), n));
     return rc < 0 ? rc : 0;
   }
-  float *g = net->dbuf[net->grad_of[j]];
-  int rc = RUN(be->add(be, g, net->dbuf[k], g, n));
+  float *g = dbuf_at(net, net->grad_of[j]);
+  int rc = RUN(be->add(be, g, dbuf_at(net, k), g, n));
   return rc < 0 ? rc : 0;
+}
+
+/* A later micro-batch's gradient (net->accumulate) was written to grad_acc: adds layer L's
+ * trained ranges on to grad (its batchnorm state was added by the forward pass). */
+static int accumulate_layer(pst_net *net, const pst_layer *L, float *grad) {
+  pst_backend *be = net->be;
+  int rc = 0;
+  if (L->w_count) {
+    size_t o = L->w_offset - net->p_lo;
+    rc = RUN(be->add(be, grad + o, net->grad_acc + o, grad + o, L->w_count));
+  }
+  if (rc == 0 && L->b_count) {
+    size_t o = L->b_offset - net->p_lo;
+    rc = RUN(be->add(be, grad + o, net->grad_acc + o, grad + o, L->b_count));
+  }
+  return rc;
+}
+
+/* The stage's tensors from below that need a gradient and got it elsewhere than in their
+ * outbox (a tensor that only passes through this stage, or one whose gradient came from
+ * above as well): copied there. */
+static int fill_outboxes(pst_net *net, int batch) {
+  for (int j = 0; j < net->lo; j++) {
+    if (!net->cut_lo[j] || !net->needs_grad[j]) continue;
+    int k = net->grad_of[j], g = gin_slot(net, j);
+    if (k < 0) return -EINVAL; /* nothing of this stage or above delivered to it */
+    if (k == g) continue;
+    size_t n = (size_t)batch * out_size(&net->m.layers[j]);
+    int rc = RUN(net->be->add(net->be, dbuf_at(net, k), NULL, dbuf_at(net, g), n));
+    if (rc != 0) return rc;
+  }
+  return 0;
 }
 
 int pst_net_backward(pst_net *net, int batch, float *grad) {
   pst_backend *be = net->be;
   const pst_model *m = &net->m;
-  int last = m->n_layers - 1;
+  int last = net->hi - 1;
   for (int i = 0; i < m->n_layers; i++) net->grad_of[i] = -1;
   memset(net->dbuf_busy, 0, sizeof net->dbuf_busy);
   if (net->dry) net->n_dbuf = 0;
-  if (take_buf(net) != 0) return -EINVAL; /* dlogits: softmax_xent wrote them to dbuf[0] */
-  net->grad_of[last] = 0;
+  if (net->hi == m->n_layers) {
+    if (take_buf(net) != 0) return -EINVAL; /* dlogits: softmax_xent wrote them to dbuf[0] */
+    net->grad_of[last] = 0;
+  }
+  /* A stage below the last: the gradients of what it sent up, from the stage above. */
+  for (int j = 0; j < net->hi; j++) {
+    if (!net->cut_hi[j] || !net->needs_grad[j]) continue;
+    net->ext_buf[j] = net->dry ? NULL : net->gext[j] + (size_t)net->row0 * out_size(&m->layers[j]);
+    net->grad_of[j] = PST_NET_EXT + j;
+  }
+  /* A later micro-batch writes its parameter gradients aside and adds them on. */
+  float *target = net->accumulate ? net->grad_acc : grad;
   int rc = 0;
-  for (int i = last; i >= 1 && rc == 0; i--) {
+  for (int i = last; i >= net->lo && rc == 0; i--) {
     const pst_layer *L = &m->layers[i];
     if (!net->needs_grad[i]) continue;
+    double t0 = net->profile ? pst_now() : 0.0;
     int k = net->grad_of[i];
     if (k < 0) return -EINVAL; /* a layer nothing takes: the parser refuses those */
-    float *d = net->dbuf[k];
+    float *d = dbuf_at(net, k);
     int kept = 0; /* 1 once d has been handed down to an input */
     const float *y = net->out[i];
-    const float *w = net->dry ? NULL : net->params + L->w_offset;
-    float *gb = net->dry ? NULL : L->b_count ? grad + L->b_offset : net->bias_sink;
+    const float *w = net->dry ? NULL : param_at(net, L->w_offset, L->w_count);
+    float *gw = net->dry || !L->w_count ? NULL : target + (L->w_offset - net->p_lo);
+    float *gb = net->dry ? NULL : L->b_count ? target + (L->b_offset - net->p_lo) : net->bias_sink;
     size_t n = (size_t)batch * out_size(L);
     const char *op = "backward";
     if (L->act == PST_ACT_RELU || L->act == PST_ACT_RELU6) {
@@ -128,17 +200,17 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
     }
     switch (L->kind) {
       case PST_LAYER_DENSE:
-        rc = RUN(be->dense_backward(be, in, w, d, dx, grad + L->w_offset, gb,
+        rc = RUN(be->dense_backward(be, in, w, d, dx, gw, gb,
                                     batch, L->in_c, L->units));
         break;
       case PST_LAYER_CONV2D: {
         pst_window_shape s = window_of(L, batch);
-        rc = RUN(be->conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, gb));
+        rc = RUN(be->conv2d_backward(be, &s, in, w, d, dx, gw, gb));
         break;
       }
       case PST_LAYER_DEPTHWISE_CONV2D: {
         pst_window_shape s = window_of(L, batch);
-        rc = RUN(be->depthwise_conv2d_backward(be, &s, in, w, d, dx, grad + L->w_offset, gb));
+        rc = RUN(be->depthwise_conv2d_backward(be, &s, in, w, d, dx, gw, gb));
         break;
       }
       case PST_LAYER_MAXPOOL: {
@@ -161,9 +233,11 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
         rc = rc < 0 ? rc : 0;
         break;
       case PST_LAYER_BATCHNORM:
-        rc = RUN(be->batchnorm_backward(be, in, w, net->bn_saved[i], d, dx, grad + L->w_offset,
-                                        grad + L->b_offset, batch * L->out_h * L->out_w,
-                                        L->out_c, L->eps));
+        rc = RUN(be->batchnorm_backward(be, in, w,
+                                        net->dry ? NULL
+                                                 : net->bn_saved[i] + (size_t)net->slot * 2 * L->out_c,
+                                        d, dx, gw, gb, batch * L->out_h * L->out_w, L->out_c,
+                                        L->eps));
         break;
       case PST_LAYER_ACTIVATION: /* its derivative was applied to d above */
       case PST_LAYER_FLATTEN:
@@ -209,23 +283,31 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
       rc = finish_delivery(net, j, acc, batch);
     }
     if (!kept) give_buf(net, k);
+    if (rc == 0 && net->accumulate && !net->dry) {
+      op = "adding its micro-batch's gradient";
+      rc = accumulate_layer(net, L, grad);
+    }
     /* This layer's parameters (and every later layer's) have their final gradient now:
      * their ranges lie above the earlier layers', and no earlier layer writes them. In
      * host memory that is all; a backend with download copies them to the host beside the
-     * layers below and says so when they are there. */
-    if (rc == 0 && net->grad_ready && !net->dry && L->w_count + L->b_count > 0) {
+     * layers below and says so when they are there. A stage's gradient is final after the
+     * step's last micro-batch only. */
+    if (rc == 0 && net->grad_ready && net->final_pass && !net->dry &&
+        L->w_count + L->b_count > 0) {
       size_t from = L->w_count ? L->w_offset : L->b_offset;
       if (be->host_memory) {
         net->grad_ready(net->grad_ready_ctx, from);
       } else if (be->download && from < net->grad_sent) {
         op = "downloading its gradient";
-        rc = be->download(be, net->host_grad + from, grad + from,
+        rc = be->download(be, net->host_grad + from, grad + (from - net->p_lo),
                           (net->grad_sent - from) * sizeof(float), net->grad_ready,
                           net->grad_ready_ctx, from);
         net->grad_sent = from;
       }
     }
+    if (net->profile) net->layer_seconds[i] += pst_now() - t0;
     if (rc != 0) return pst_net_fail(net, rc, i, op, batch);
   }
+  if (rc == 0) rc = fill_outboxes(net, batch);
   return rc;
 }

@@ -57,7 +57,51 @@ struct pst_net {
   /* Where each layer's parameters end (w, b and s ranges); 0 for a layer without any. */
   size_t params_end[PST_MODEL_MAX_LAYERS];
   char err[640];                    /* why the last call failed (pst_net_error) */
+  /* A stage (kernels/net_stage.h, issue 40): the net runs layers [lo, hi) and holds the
+   * parameters [p_lo, p_hi) of the flat vector (params, grad and grad_acc are that range
+   * only); a whole model has lo = 1, hi = n_layers, p_lo = 0, p_hi = n_params. `slots`
+   * micro-batches keep their activations at once, as rows of the [max_batch, ...] buffers;
+   * bn_saved holds [slots, 2C]. */
+  int lo, hi, slots;
+  size_t p_lo, p_hi;
+  int slot;                         /* the micro-batch slot of the pass under way */
+  int row0;                         /* its first row in the batch */
+  /* The cuts: cut_lo[j] for a tensor made below this stage (j < lo) that a layer at or
+   * above lo takes; cut_hi[j] for one made below hi that a layer at or above hi takes. */
+  unsigned char cut_lo[PST_MODEL_MAX_LAYERS], cut_hi[PST_MODEL_MAX_LAYERS];
+  const float *ext_in[PST_MODEL_MAX_LAYERS]; /* cut_lo tensors: [max_batch, out_size(j)],
+                                                the stage below's storage */
+  float *gext[PST_MODEL_MAX_LAYERS];  /* cut_hi tensors' gradients from the stage above,
+                                         [max_batch, out_size(j)] (its gin) */
+  float *gin[PST_MODEL_MAX_LAYERS];   /* device [max_batch, out_size(j)] per cut_lo tensor that
+                                         needs a gradient: what this stage sends down */
+  /* Gradient buffers outside the pool, indices PST_NET_EXT + j (gext[j]) and PST_NET_EXT +
+   * PST_MODEL_MAX_LAYERS + j (gin[j]) of grad_of: the rows of the micro-batch under way.
+   * take_buf never hands them out, so nothing else is ever written there. */
+  float *ext_buf[2 * PST_MODEL_MAX_LAYERS];
+  float *grad_acc;                  /* device [p_hi - p_lo]: a later micro-batch's gradient,
+                                       added on; NULL with one slot */
+  int accumulate;                   /* the pass adds its gradient on (not the first micro-batch) */
+  int final_pass;                   /* the step's last backward of this stage: grad_ready */
+  size_t bytes;                     /* device memory this net allocated */
+  /* --stages' balance: seconds each layer took (forward and backward) while profile is set. */
+  int profile;
+  double layer_seconds[PST_MODEL_MAX_LAYERS];
 };
+
+/* Indices of grad_of at or above this are ext_buf[index - PST_NET_EXT]. */
+#define PST_NET_EXT 1024
+
+/* A gradient buffer by its index: the pool's, or an outside one. */
+static inline float *dbuf_at(const pst_net *net, int k) {
+  return k >= PST_NET_EXT ? net->ext_buf[k - PST_NET_EXT] : net->dbuf[k];
+}
+
+/* A parameter's place on the device: params holds [p_lo, p_hi) of the flat vector. NULL for
+ * an empty tensor, whose offset may lie outside the range. */
+static inline float *param_at(const pst_net *net, size_t off, size_t count) {
+  return count ? net->params + (off - net->p_lo) : NULL;
+}
 
 static inline size_t out_size(const pst_layer *L) {
   return (size_t)L->out_h * L->out_w * L->out_c;

@@ -34,6 +34,8 @@ static char o_metrics_listen[PST_CFG_STR_MAX];
 static pst_tls_files o_tls;
 static pst_data_flags o_dataf;
 static int64_t o_threads, o_index, o_gpu_mem, o_k8s_replicas, o_leave_after;
+static int64_t o_stages, o_micro, o_vdev, o_device_mem;
+static char o_place[PST_CFG_STR_MAX];
 static double o_timeout, o_slow, o_reconnect, o_delay;
 static int o_list, o_placement, o_push_by_layer, o_pull_by_layer;
 static char o_mode[PST_CFG_STR_MAX];
@@ -49,7 +51,12 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("device", PST_CFG_STRING, o_device, "auto", "auto, cpu, cuda, cuda:N, or null (no compute: a fixed gradient, the ceiling any device can reach; null:RATE paces each step like a device training RATE samples a second)", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "CPU backend threads", 1, 256),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &o_gpu_mem, "0", "GPU memory cap in MiB (0: none)", 0, 1 << 24),
-    PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's device and algorithm", 0, 0),
+    PST_OPT("stages", PST_CFG_INT, &o_stages, "1", "split the model's layers into N contiguous stages, each on a device of its own, balanced by measured per-layer time within --device-mem (kernels/pipeline)", 1, 16),
+    PST_OPT("place", PST_CFG_STRING, o_place, "", "the stages by hand: LAYERS=DEVICE,... e.g. 1-4=cpu:0,5-9=cpu:1 (layers as --log-placement numbers them; contiguous, in order)", 0, 0),
+    PST_OPT("micro-batches", PST_CFG_INT, &o_micro, "1", "cut each batch into M micro-batches pipelined through the stages (GPipe); the gradient is summed over them", 1, 65536),
+    PST_OPT("virtual-devices", PST_CFG_INT, &o_vdev, "0", "split the CPU into V devices cpu:0 .. cpu:V-1, each stage's thread on its own cores (0: none)", 0, 256),
+    PST_OPT("device-mem", PST_CFG_INT, &o_device_mem, "0", "each device's memory cap in MiB for the model's weights, gradients, activations and workspace (0: none); a model over it is refused at start with the --stages that fit", 0, 1 << 24),
+    PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's stage, device and algorithm", 0, 0),
     PST_OPT("list-devices", PST_CFG_BOOL, &o_list, "false", "list the compute devices and exit", 0, 0),
     PST_OPT("secret-file", PST_CFG_STRING, o_secret_file, "", "cluster secret (default: systemd credential pstrain-secret)", 0, 0),
     PST_TLS_OPTS(o_tls),
@@ -257,6 +264,11 @@ int main(int argc, char **argv) {
   opt.pull_by_layer = pst_cfg_find(&cfg, "pull-by-layer")->source == PST_SRC_DEFAULT
                           ? WK_LAYERED_AUTO : o_pull_by_layer;
   opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
+  opt.stages = (int)o_stages;
+  opt.place = o_place[0] ? o_place : NULL;
+  opt.micro_batches = (int)o_micro;
+  opt.virtual_devices = (int)o_vdev;
+  opt.device_mem_mib = (size_t)o_device_mem;
   opt.log_placement = o_placement;
   opt.slow_factor = o_slow;
   opt.delay_ms = o_delay;

@@ -9,7 +9,7 @@
 
 #include "common/log.h"
 #include "common/shard.h"
-#include "kernels/device.h"
+#include "kernels/pipeline/pipeline.h"
 #include "worker/dataset.h"
 
 /* The weights and the gradient live where the backend moves them fastest (pinned memory
@@ -58,23 +58,30 @@ int wk_setup_compute(wk_trainer *t, pst_grad_ready_fn grad_ready, char *err, siz
              t->batch);
     return -EINVAL;
   }
-  /* Compute. */
-  int rc = pst_device_open(t->opt.device, t->opt.gpu_memory_limit_mib, t->opt.threads,
-                           &t->backend, err, errlen);
+  /* Compute: the model on its stages, each on a device of its own (one by default). */
+  pst_pipe_options po = {
+      .device = t->opt.device,
+      .threads = t->opt.threads,
+      .gpu_memory_limit_mib = t->opt.gpu_memory_limit_mib,
+      .stages = t->opt.stages,
+      .place = t->opt.place,
+      .micro_batches = t->opt.micro_batches,
+      .virtual_devices = t->opt.virtual_devices,
+      .device_mem_mib = t->opt.device_mem_mib,
+  };
+  char note[512];
+  int rc = pst_pipe_create(&t->model, &po, t->batch, &t->net, note, sizeof note, err, errlen);
   if (rc < 0) return rc;
-  if (err[0]) LOG_INFO("%s", err);
+  if (note[0]) LOG_INFO("%s", note);
+  t->backend = pst_pipe_backend(t->net);
+  for (int s = 0; s < pst_pipe_stages(t->net) && pst_pipe_stages(t->net) > 1; s++)
+    LOG_INFO("stage %d: peak device memory %.1f MiB", s,
+             (double)pst_pipe_stage_peak(t->net, s) / (1024.0 * 1024.0));
   /* The layer-by-layer flags not given: the device decides (worker/state.h). */
   int gpu_like = strncmp(t->backend->name, "cpu", 3) != 0;
   if (t->opt.push_by_layer == WK_LAYERED_AUTO) t->opt.push_by_layer = gpu_like;
   if (t->opt.pull_by_layer == WK_LAYERED_AUTO) t->opt.pull_by_layer = gpu_like;
-  rc = pst_net_create(&t->model, t->backend, t->batch, &t->net);
-  if (rc < 0) {
-    const char *why = t->backend->last_error ? t->backend->last_error(t->backend) : "";
-    snprintf(err, errlen, "cannot build the model on %s: %s%s%s%s", t->backend->name,
-             strerror(-rc), why[0] ? " (" : "", why, why[0] ? ")" : "");
-    return rc;
-  }
-  if (grad_ready && t->opt.push_by_layer) pst_net_on_grad_ready(t->net, grad_ready, t);
+  if (grad_ready && t->opt.push_by_layer) pst_pipe_on_grad_ready(t->net, grad_ready, t);
   size_t n = t->model.n_params;
   t->params = host_buffer(t, n * sizeof(float));
   t->grad = host_buffer(t, n * sizeof(float));
@@ -96,8 +103,7 @@ void wk_setup_free(wk_trainer *t) {
   wk_host_buffer_free(t, t->params);
   wk_host_buffer_free(t, t->grad);
   t->params = t->grad = NULL;
-  if (t->net) pst_net_destroy(t->net);
-  if (t->backend) t->backend->destroy(t->backend);
+  if (t->net) pst_pipe_destroy(t->net); /* with its stages' backends */
   t->net = NULL;
   t->backend = NULL;
   pst_data_free(&t->train);

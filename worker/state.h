@@ -12,6 +12,7 @@
 #include "kernels/partition.h"
 #include "model/model.h"
 #include "kernels/net.h"
+#include "kernels/pipeline/pipeline.h"
 #include "worker/client.h"
 #include "worker/data.h"
 #include "worker/imageops.h"
@@ -41,6 +42,13 @@ typedef struct {
   double connect_timeout;    /* seconds to reach the ps at start */
   double reconnect_timeout;  /* seconds to keep reconnecting to a ps that was lost */
   size_t gpu_memory_limit_mib;
+  /* Stages and micro-batches (issue 40, kernels/pipeline/pipeline.h): --stages, --place,
+   * --micro-batches, --virtual-devices, --device-mem (MiB; 0: no cap). */
+  int stages;
+  const char *place;
+  int micro_batches;
+  int virtual_devices;
+  size_t device_mem_mib;
   int log_placement;
   double slow_factor;        /* >1: sleep (factor-1) x compute time after each step */
   double delay_ms;           /* >0: each step's weights come and its push leaves this much
@@ -152,8 +160,8 @@ typedef struct wk_trainer {
   pst_model model;
   uint64_t model_fp;              /* --model's fingerprint, once read (0: none given yet) */
   /* Compute. */
-  pst_backend *backend;
-  pst_net *net;
+  pst_backend *backend;           /* the first stage's (the pipeline owns it) */
+  pst_pipe *net;                  /* the model on its stages (one by default)*/
   pst_dataset train, test;
   int classes;                    /* largest training label + 1 */
   int shard_begin, shard_end;     /* training samples of this worker */

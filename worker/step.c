@@ -168,8 +168,9 @@ static int params_wait(void *ctx, size_t upto) {
   while (!atomic_load(&t->work_abandoned) && !params_in(t, upto))
     uv_cond_wait(&t->pull_cond, &t->pull_mu);
   int rc = atomic_load(&t->work_abandoned) ? -ECANCELED : 0;
-  uv_mutex_unlock(&t->pull_mu);
+  /* Under the lock: with stages, each stage's thread waits for its own layers. */
   t->w_weights_wait += pst_now() - t0;
+  uv_mutex_unlock(&t->pull_mu);
   return rc;
 }
 
@@ -182,8 +183,8 @@ static void work_run(uv_work_t *req) {
   t->w_samples = 0;
   t->w_wait = 0;
   t->w_weights_wait = 0;
-  t->w_rc = t->work_streamed ? pst_net_load_params_streamed(t->net, t->params, params_wait, t)
-                             : pst_net_load_params(t->net, t->params);
+  t->w_rc = t->work_streamed ? pst_pipe_load_params_streamed(t->net, t->params, params_wait, t)
+                             : pst_pipe_load_params(t->net, t->params);
   if (t->w_rc < 0) return;
   if (t->work_kind == WK_WORK_TRAIN && t->data_ranges) {
     /* The ps's range (wk_take_range): a short one trains its samples alone; none, a zero
@@ -196,10 +197,10 @@ static void work_run(uv_work_t *req) {
       t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, t->rg_idx, t->xb, t->yb);
       t->obs.gather_seconds = pst_now() - d0;
       float scale = 1.0f / ((float)t->batch * (float)t->world);
-      pst_net_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
+      pst_pipe_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
                                        0xbf58476d1ce4e5b9ull +
                                    t->steps);
-      t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, n, scale, t->grad, &t->w_loss,
+      t->w_rc = pst_pipe_train_step(t->net, t->xb, t->yb, n, scale, t->grad, &t->w_loss,
                                    &t->w_correct);
       if (t->w_rc == 0 && t->clip_norm > 0)
         t->clipped += (uint64_t)wk_clip_gradient(&t->model, t->grad, t->world, t->clip_norm);
@@ -219,10 +220,10 @@ static void work_run(uv_work_t *req) {
     /* Dropout masks: a pure function of the job seed, this worker's index and the global
      * step, so that a sync run (or a resumed one, which replays the same steps) draws the
      * same masks, while workers and steps all draw different ones. */
-    pst_net_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
+    pst_pipe_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
                                      0xbf58476d1ce4e5b9ull +
                                  t->steps);
-    t->w_rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
+    t->w_rc = pst_pipe_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &t->w_loss,
                                  &t->w_correct);
     if (t->w_rc == 0 && t->clip_norm > 0)
       t->clipped += (uint64_t)wk_clip_gradient(&t->model, t->grad, t->world, t->clip_norm);
@@ -242,7 +243,7 @@ static void work_run(uv_work_t *req) {
       pst_batch_fill(&t->test_prep, idx, n, 0, 0, t->xb, t->yb);
       double loss = 0;
       int correct = 0;
-      t->w_rc = pst_net_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
+      t->w_rc = pst_pipe_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
       t->w_loss += loss;
       t->w_correct += correct;
       t->w_samples += n;
@@ -265,7 +266,7 @@ static void after_train(wk_trainer *t) {
   t->steps++;
   wk_obs_step_done(&t->obs, t->w_seconds, t->w_samples);
   /* After the first step, so that the algorithms the backend picked are known. */
-  if (t->steps == 1 && t->opt.log_placement) pst_net_log_placement(t->net);
+  if (t->steps == 1 && t->opt.log_placement) pst_pipe_log_placement(t->net);
   if (t->work_streamed) t->weights_wait += t->w_weights_wait;
   t->step_in_epoch++;
   t->r_loss += t->w_loss;
@@ -473,7 +474,7 @@ static void work_done(uv_work_t *req, int status) {
   if (t->w_rc < 0) {
     /* The net says which layer, which operation, which shape and what the device's library
      * returned (kernels/net.h); the launcher shows this line when the worker exits. */
-    const char *why = pst_net_error(t->net);
+    const char *why = pst_pipe_error(t->net);
     wk_fail(t, "compute failed on %s: %s", t->backend->name, why[0] ? why : strerror(-t->w_rc));
     return;
   }

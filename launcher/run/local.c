@@ -37,6 +37,8 @@ static char f_schedule[PST_CFG_STR_MAX];
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
 static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_every;
 static int64_t f_staleness, f_backup, f_chunk;
+static int64_t f_stages, f_micro, f_vdev, f_device_mem;
+static char f_place[PST_CFG_STR_MAX];
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
 static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer, f_insecure, f_staleness_lr;
@@ -73,6 +75,11 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("workers-per-gpu", PST_CFG_INT, &f_wpg, "1", "workers sharing each GPU", 1, 64),
     PST_OPT("gpu-memory-limit", PST_CFG_INT, &f_gpu_mem, "0", "MiB per worker (0: no cap)", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &f_placement, "false", "workers log layer placement", 0, 0),
+    PST_OPT("stages", PST_CFG_INT, &f_stages, "1", "each worker's --stages: the model's layers on N devices, pipelined", 1, 16),
+    PST_OPT("place", PST_CFG_STRING, f_place, "", "each worker's --place LAYERS=DEVICE,... (the stages by hand)", 0, 0),
+    PST_OPT("micro-batches", PST_CFG_INT, &f_micro, "1", "each worker's --micro-batches", 1, 65536),
+    PST_OPT("virtual-devices", PST_CFG_INT, &f_vdev, "0", "each worker's --virtual-devices (CPU devices on disjoint cores)", 0, 256),
+    PST_OPT("device-mem", PST_CFG_INT, &f_device_mem, "0", "each worker's --device-mem: a device's memory cap in MiB (0: none)", 0, 1 << 24),
     PST_OPT("push-by-layer", PST_CFG_BOOL, &f_push_by_layer, "", "workers send each layer's gradient as their backward pass makes it (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "", "workers start each step while its weights arrive, layer by layer (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB)", 4, 262144),
@@ -277,6 +284,11 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->workers_per_gpu = (int)f_wpg;
   o->gpu_memory_limit = (int)f_gpu_mem;
   o->log_placement = f_placement;
+  o->stages = (int)f_stages;
+  o->place = f_place[0] ? f_place : NULL;
+  o->micro_batches = (int)f_micro;
+  o->virtual_devices = (int)f_vdev;
+  o->device_mem = (int)f_device_mem;
   /* Given: passed on as given; not given: the workers' own default (their device decides). */
   o->push_by_layer = pst_cfg_find(&cfg, "push-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_push_by_layer;
   o->pull_by_layer = pst_cfg_find(&cfg, "pull-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_pull_by_layer;

@@ -49,6 +49,8 @@ typedef struct pl_run_options {
   int workers_per_gpu;
   int gpu_memory_limit;       /* MiB */
   int log_placement;
+  int stages, micro_batches, virtual_devices, device_mem; /* workers' --stages, ... (issue 40) */
+  const char *place;          /* workers' --place, or NULL */
   int push_by_layer;          /* workers' --push-by-layer (-1: not given, their default) */
   int pull_by_layer;          /* workers' --pull-by-layer (-1: not given, their default) */
   int chunk_kib;

@@ -115,6 +115,11 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
   else if (o->device) pl_argv_add(w, "--device=%s", o->device);
   if (o->gpu_memory_limit) pl_argv_add(w, "--gpu-memory-limit=%d", o->gpu_memory_limit);
   if (o->log_placement) pl_argv_add(w, "--log-placement");
+  if (o->stages > 1) pl_argv_add(w, "--stages=%d", o->stages);
+  if (o->place) pl_argv_add(w, "--place=%s", o->place);
+  if (o->micro_batches > 1) pl_argv_add(w, "--micro-batches=%d", o->micro_batches);
+  if (o->virtual_devices > 0) pl_argv_add(w, "--virtual-devices=%d", o->virtual_devices);
+  if (o->device_mem > 0) pl_argv_add(w, "--device-mem=%d", o->device_mem);
   if (o->push_by_layer >= 0)
     pl_argv_add(w, "--push-by-layer=%s", o->push_by_layer ? "true" : "false");
   if (o->pull_by_layer >= 0)

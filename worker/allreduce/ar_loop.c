@@ -70,7 +70,7 @@ static int setup(wk_ar *a, char *err, size_t errlen) {
    * backend calls it on a thread of its own, which may not call MPI: there the buckets start
    * once the backward pass is over. */
   if (t->opt.push_by_layer && strncmp(t->backend->name, "cpu", 3) != 0) {
-    pst_net_on_grad_ready(t->net, NULL, NULL);
+    pst_pipe_on_grad_ready(t->net, NULL, NULL);
     LOG_INFO("--bucket-kib on %s: the buckets start after the backward pass (its hook runs on "
              "a thread that may not call MPI)", t->backend->name);
   }
@@ -148,7 +148,7 @@ static int apply_sum(wk_ar *a, char *err, size_t errlen) {
 static int eval_part(wk_ar *a, const int32_t *list, int lo, int hi, double fig[3]) {
   wk_trainer *t = &a->t;
   int32_t *idx = malloc((size_t)t->batch * sizeof *idx);
-  int rc = idx ? pst_net_load_params(t->net, pst_store_front(&a->store)) : -ENOMEM;
+  int rc = idx ? pst_pipe_load_params(t->net, pst_store_front(&a->store)) : -ENOMEM;
   fig[0] = fig[1] = fig[2] = 0;
   for (int b = lo; rc == 0 && b < hi; b += t->batch) {
     int n = hi - b < t->batch ? hi - b : t->batch;
@@ -156,7 +156,7 @@ static int eval_part(wk_ar *a, const int32_t *list, int lo, int hi, double fig[3
     pst_batch_fill(&t->test_prep, idx, n, 0, 0, t->xb, t->yb);
     double loss = 0;
     int correct = 0;
-    rc = pst_net_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
+    rc = pst_pipe_evaluate(t->net, t->xb, t->yb, n, &loss, &correct);
     fig[0] += loss;
     fig[1] += correct;
     fig[2] += n;
@@ -173,7 +173,7 @@ static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
   int rc = eval_part(a, NULL, t->test_begin, t->test_end, fig);
   if (rc < 0) {
     snprintf(err, errlen, "evaluating epoch %d failed on %s: %s", epoch, t->backend->name,
-             pst_net_error(t->net)[0] ? pst_net_error(t->net) : strerror(-rc));
+             pst_pipe_error(t->net)[0] ? pst_pipe_error(t->net) : strerror(-rc));
     return rc;
   }
   LOG_INFO("epoch %d/%d: test shard [%d, %d): loss %.4f accuracy %.4f (version %" PRIu64 ")",
@@ -205,7 +205,7 @@ static int evaluate_subset(wk_ar *a, uint32_t point, char *err, size_t errlen) {
   if (rc < 0) {
     snprintf(err, errlen, "step %" PRIu64 ": evaluating the test subset failed on %s: %s",
              t->steps, t->backend->name,
-             pst_net_error(t->net)[0] ? pst_net_error(t->net) : strerror(-rc));
+             pst_pipe_error(t->net)[0] ? pst_pipe_error(t->net) : strerror(-rc));
     return rc;
   }
   wk_ar_wait_begin(a, "the subset evaluation's sum");
@@ -238,20 +238,20 @@ static int step(wk_ar *a, double win[3], char *err, size_t errlen) {
   if (t->step_in_epoch + 1 < t->steps_per_epoch)
     wk_prefetch_ask(&t->prefetch, t->steps + 1, idx + t->batch);
   double t0 = pst_now();
-  int rc = pst_net_load_params(t->net, pst_store_front(&a->store));
+  int rc = pst_pipe_load_params(t->net, pst_store_front(&a->store));
   /* The loss over the global batch b x N and the dropout seed of a sync worker with this
    * index at this step (worker/step.c), so that the shares are a sync job's. */
   float scale = 1.0f / ((float)t->batch * (float)t->world);
-  pst_net_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
+  pst_pipe_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
                                0xbf58476d1ce4e5b9ull + t->steps);
   a->next_bucket = a->n_buckets - 1;
   for (int i = 0; i < a->n_buckets; i++) a->buckets[i].started = 0;
   double loss = 0;
   int correct = 0;
-  if (rc == 0) rc = pst_net_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &loss, &correct);
+  if (rc == 0) rc = pst_pipe_train_step(t->net, t->xb, t->yb, t->batch, scale, t->grad, &loss, &correct);
   if (rc < 0) {
     snprintf(err, errlen, "step %" PRIu64 ": compute failed on %s: %s", t->steps + 1,
-             t->backend->name, pst_net_error(t->net)[0] ? pst_net_error(t->net) : strerror(-rc));
+             t->backend->name, pst_pipe_error(t->net)[0] ? pst_pipe_error(t->net) : strerror(-rc));
     return rc;
   }
   if (a->job.slow_factor > 1) idle((a->job.slow_factor - 1) * (pst_now() - t0));
