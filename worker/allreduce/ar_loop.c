@@ -143,6 +143,18 @@ static int apply_sum(wk_ar *a, char *err, size_t errlen) {
   return 0;
 }
 
+/* A few figures (losses, counts) summed over the ranks, watched by the stall watch as `what`;
+ * 0, or a negative code with the step and what was being summed in err. */
+static int sum_figures(wk_ar *a, double *fig, size_t n, const char *what, char *err,
+                       size_t errlen) {
+  wk_ar_wait_begin(a, what);
+  int rc = pst_coll_allreduce_f64(a->coll, fig, n);
+  wk_ar_wait_end(a);
+  if (rc < 0)
+    snprintf(err, errlen, "step %" PRIu64 ": %s: %s", a->t.steps, what, pst_coll_error(a->coll));
+  return rc;
+}
+
 /* This rank's figures (loss sum, correct, samples) over test samples list[0..n) (list NULL:
  * [lo, hi)) on the weights just made. */
 static int eval_part(wk_ar *a, const int32_t *list, int lo, int hi, double fig[3]) {
@@ -179,13 +191,7 @@ static int evaluate(wk_ar *a, int epoch, char *err, size_t errlen) {
   LOG_INFO("epoch %d/%d: test shard [%d, %d): loss %.4f accuracy %.4f (version %" PRIu64 ")",
            epoch, t->epochs, t->test_begin, t->test_end, fig[2] ? fig[0] / fig[2] : 0.0,
            fig[2] ? fig[1] / fig[2] : 0.0, a->store.version);
-  wk_ar_wait_begin(a, "the evaluation's sum");
-  rc = pst_coll_allreduce_f64(a->coll, fig, 3);
-  wk_ar_wait_end(a);
-  if (rc < 0) {
-    snprintf(err, errlen, "summing the evaluation of epoch %d: %s", epoch, pst_coll_error(a->coll));
-    return rc;
-  }
+  if ((rc = sum_figures(a, fig, 3, "the evaluation's sum", err, errlen)) < 0) return rc;
   a->test_loss = fig[2] ? fig[0] / fig[2] : 0;
   a->test_accuracy = fig[2] ? fig[1] / fig[2] : 0;
   a->epochs_evaluated = epoch;
@@ -208,14 +214,7 @@ static int evaluate_subset(wk_ar *a, uint32_t point, char *err, size_t errlen) {
              pst_pipe_error(t->net)[0] ? pst_pipe_error(t->net) : strerror(-rc));
     return rc;
   }
-  wk_ar_wait_begin(a, "the subset evaluation's sum");
-  rc = pst_coll_allreduce_f64(a->coll, fig, 3);
-  wk_ar_wait_end(a);
-  if (rc < 0) {
-    snprintf(err, errlen, "step %" PRIu64 ": summing the subset evaluation: %s", t->steps,
-             pst_coll_error(a->coll));
-    return rc;
-  }
+  if ((rc = sum_figures(a, fig, 3, "the subset evaluation's sum", err, errlen)) < 0) return rc;
   a->eval_seconds += pst_now() - t0;
   wk_ar_metrics_subset(a, point, fig[0], fig[1], fig[2], asked, asked_train > 0 ? asked_train : 0);
   return 0;
@@ -322,14 +321,7 @@ int wk_ar_run(wk_ar *a, char *err, size_t errlen) {
     int epoch_end = t->step_in_epoch == t->steps_per_epoch;
     if (t->steps % (uint64_t)t->report_every == 0 || epoch_end) {
       /* The window's training figures over every rank (one small sum). */
-      wk_ar_wait_begin(a, "the training loss's sum");
-      rc = pst_coll_allreduce_f64(a->coll, win, 3);
-      wk_ar_wait_end(a);
-      if (rc < 0) {
-        snprintf(err, errlen, "step %" PRIu64 ": summing the training loss: %s", t->steps,
-                 pst_coll_error(a->coll));
-        return rc;
-      }
+      if ((rc = sum_figures(a, win, 3, "the training loss's sum", err, errlen)) < 0) return rc;
       wk_ar_metrics_train(a, win[0], win[1], win[2]);
       win[0] = win[1] = win[2] = 0;
     }
