@@ -89,7 +89,10 @@ int pst_tl_opened(void) { return tl.opened; }
 
 void pst_tl_step(uint64_t step) {
   atomic_store_explicit(&tl.step, step, memory_order_relaxed);
-  int on = tl.opened && step >= tl.skip && step - tl.skip < tl.steps;
+  /* A step's slack on either side: an event of the last step of the window may come once
+   * the owner has moved to the next (a push's end after the next pull went out); add()
+   * keeps events by their own step. */
+  int on = tl.opened && step + 1 >= tl.skip && step <= tl.skip + tl.steps;
   atomic_store_explicit(&pst_tl_on_, on, memory_order_relaxed);
 }
 
@@ -123,6 +126,8 @@ void pst_tl_thread(const char *name) {
 static void add(const char *cat, const char *name, double t0, double t1, uint64_t id,
                 pst_tl_args a, int async) {
   if (!pst_tl_on()) return;
+  uint64_t s = a.step >= 0 ? (uint64_t)a.step : pst_tl_current_step();
+  if (s < tl.skip || s - tl.skip >= tl.steps) return;
   tl_buf *b = thread_buf();
   if (!b) return;
   unsigned n = atomic_load_explicit(&b->n, memory_order_relaxed);
@@ -218,9 +223,9 @@ static cJSON *event_json(const tl_event *e, int pid, int tid, const char *ph, do
     cJSON_AddStringToObject(o, "id", id);
   }
   cJSON *args = cJSON_AddObjectToObject(o, "args");
-  const int64_t v[4] = {e->a.step, e->a.index, e->a.offset, e->a.floats};
-  static const char *const k[4] = {"step", "index", "offset", "floats"};
-  for (int i = 0; i < 4; i++)
+  const int64_t v[5] = {e->a.step, e->a.index, e->a.offset, e->a.floats, e->a.version};
+  static const char *const k[5] = {"step", "index", "offset", "floats", "version"};
+  for (int i = 0; i < 5; i++)
     if (v[i] >= 0) cJSON_AddNumberToObject(args, k[i], (double)v[i]);
   return o;
 }

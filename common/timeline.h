@@ -42,7 +42,9 @@ int pst_tl_open(const char *path, const char *process, uint64_t skip, uint64_t s
 /* Whether pst_tl_open succeeded (the timeline was asked for). */
 int pst_tl_opened(void);
 /* The owner's step now (the worker's training step, the ps's version being built): turns
- * recording on inside the window and off outside it. */
+ * recording on inside the window (and one step either side of it) and off outside it. An
+ * event is kept when its own step (pst_tl_args.step; the owner's step now where it has
+ * none) is inside the window. */
 void pst_tl_step(uint64_t step);
 /* The step last given to pst_tl_step (events carry it). */
 uint64_t pst_tl_current_step(void);
@@ -55,9 +57,16 @@ typedef struct {
   int64_t index;   /* a layer's or a chunk's index */
   int64_t offset;  /* a chunk's first float */
   int64_t floats;  /* and its length */
+  int64_t version; /* the weights' version a chunk carries or was computed on */
 } pst_tl_args;
 
-#define PST_TL_NOARGS ((pst_tl_args){-1, -1, -1, -1})
+#define PST_TL_NOARGS ((pst_tl_args){-1, -1, -1, -1, -1})
+/* The arguments of a chunk: its step, index, first float, length and version. */
+#define PST_TL_CHUNK(step, index, offset, floats, version)                             \
+  ((pst_tl_args){(int64_t)(step), (int64_t)(index), (int64_t)(offset), (int64_t)(floats), \
+                 (int64_t)(version)})
+/* The arguments of a layer's span, or of anything else of one step. */
+#define PST_TL_STEP(step, index) ((pst_tl_args){(int64_t)(step), (int64_t)(index), -1, -1, -1})
 
 /* A span [t0, t1] on the calling thread's track (Chrome's "X"). name and cat must outlive
  * the timeline (string literals, or a model's layer names). */

@@ -21,7 +21,7 @@ static void recorder(void *arg) {
   pst_tl_thread(name);
   for (int i = 0; i < PER_THREAD; i++) {
     double t = 100.0 + i * 1e-3;
-    pst_tl_span("test", name, t, t + 5e-4, (pst_tl_args){7, i, -1, -1});
+    pst_tl_span("test", name, t, t + 5e-4, PST_TL_STEP(7, i));
   }
 }
 
@@ -55,19 +55,23 @@ int main(void) {
   if (!mkdtemp(dir)) return 1;
   snprintf(path, sizeof path, "%s/t.json", dir);
   CHECK(pst_tl_open(path, "test process", 2, 3, err, sizeof err) == 0);
-  /* The window [2, 5): steps 0, 1 and 5 keep nothing. */
+  /* The window [2, 5): on from step 1 to 5 (a step's slack), keeping steps 2-4 only. */
+  pst_tl_step(0);
+  CHECK(!pst_tl_on());
   pst_tl_step(1);
-  CHECK(!pst_tl_on());
+  CHECK(pst_tl_on());
   pst_tl_span("test", "before", 1, 2, PST_TL_NOARGS);
-  pst_tl_step(5);
+  pst_tl_span("test", "before", 1, 2, PST_TL_STEP(5, 0));
+  pst_tl_step(6);
   CHECK(!pst_tl_on());
+  pst_tl_step(5);
+  pst_tl_span("test", "inner", 10.1, 10.2, PST_TL_CHUNK(2, 3, 4096, 1024, 2)); /* its own step */
   pst_tl_step(2);
   CHECK(pst_tl_on());
   CHECK(pst_tl_current_step() == 2);
   pst_tl_thread("main");
-  pst_tl_span("test", "outer", 10.0, 10.5, (pst_tl_args){2, -1, -1, -1});
-  pst_tl_span("test", "inner", 10.1, 10.2, (pst_tl_args){2, 3, 4096, 1024});
-  pst_tl_async("wire", "chunk", 9, 10.05, 10.45, (pst_tl_args){2, 0, 0, 100});
+  pst_tl_span("test", "outer", 10.0, 10.5, PST_TL_STEP(2, -1));
+  pst_tl_async("wire", "chunk", 9, 10.05, 10.45, PST_TL_CHUNK(2, 0, 0, 100, 2));
   pst_tl_offset("ps", 0.25, 1e-3);
   pst_tl_offset("ps", 0.2501, 2e-4); /* the tighter sample wins */
   pst_tl_offset("ps", 0.3, 5e-3);
@@ -115,6 +119,7 @@ int main(void) {
       CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(e, "dur")) == 0.1e6);
       CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(args, "offset")) == 4096);
       CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(args, "index")) == 3);
+      CHECK(cJSON_GetNumberValue(cJSON_GetObjectItem(args, "version")) == 2);
     }
     if (strcmp(ph, "b") == 0) begins++, chunk_b = ts;
     if (strcmp(ph, "e") == 0) ends++, chunk_e = ts;

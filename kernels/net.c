@@ -16,7 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "kernels/net_backward.h"
 #include "kernels/net_state.h"
 
@@ -122,6 +124,12 @@ int pst_net_create(const pst_model *m, pst_backend *be, int max_batch, pst_net *
       rc = up;
       goto fail;
     }
+  }
+  for (int i = 0; i < m->n_layers; i++) {
+    char name[40]; /* as the model's summary shows it: its name= or Keras's automatic one */
+    pst_model_layer_name(m, i, 1, name, sizeof name);
+    snprintf(net->tl_name[0][i], sizeof net->tl_name[0][i], "forward %.38s", name);
+    snprintf(net->tl_name[1][i], sizeof net->tl_name[1][i], "backward %.38s", name);
   }
   *out = net;
   return 0;
@@ -297,7 +305,13 @@ static int forward(pst_net *net, int batch, int training) {
   for (int i = 1; i < m->n_layers; i++) {
     const char *op = "loading its weights";
     int rc = stream_params(net, net->params_end[i]);
+    /* On the timeline: the layer's host-side time (a GPU's launches, the null device's
+     * pacing, the CPU's compute), after its weights came. */
+    double t0 = pst_tl_on() ? pst_now() : 0;
     if (rc == 0) rc = forward_layer(net, i, batch, training, &op);
+    if (t0 > 0)
+      pst_tl_span("layer", net->tl_name[0][i], t0, pst_now(),
+                  PST_TL_STEP(pst_tl_current_step(), i));
     if (rc != 0) return pst_net_fail(net, rc, i, op, batch);
   }
   /* Streamed weights: whatever no layer asked for (none, as layers cover the vector), so

@@ -13,6 +13,8 @@
 #include <errno.h>
 #include <string.h>
 
+#include "common/clock.h"
+#include "common/timeline.h"
 #include "kernels/net_backward.h"
 #include "kernels/net_state.h"
 
@@ -95,6 +97,7 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
   for (int i = last; i >= 1 && rc == 0; i--) {
     const pst_layer *L = &m->layers[i];
     if (!net->needs_grad[i]) continue;
+    double t0 = pst_tl_on() ? pst_now() : 0; /* the layer's span on the timeline */
     int k = net->grad_of[i];
     if (k < 0) return -EINVAL; /* a layer nothing takes: the parser refuses those */
     float *d = net->dbuf[k];
@@ -226,6 +229,9 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
       }
     }
     if (rc != 0) return pst_net_fail(net, rc, i, op, batch);
+    if (t0 > 0)
+      pst_tl_span("layer", net->tl_name[1][i], t0, pst_now(),
+                  PST_TL_STEP(pst_tl_current_step(), i));
   }
   return rc;
 }

@@ -57,6 +57,9 @@ struct pst_net {
   /* Where each layer's parameters end (w, b and s ranges); 0 for a layer without any. */
   size_t params_end[PST_MODEL_MAX_LAYERS];
   char err[640];                    /* why the last call failed (pst_net_error) */
+  /* Each layer's forward and backward span names on the timeline (common/timeline.h), made
+   * once so that recording a layer allocates nothing. */
+  char tl_name[2][PST_MODEL_MAX_LAYERS][48];
 };
 
 static inline size_t out_size(const pst_layer *L) {

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "kernels/device.h"
 #include "worker/dataset.h"
 #include "worker/register.h"
@@ -108,6 +110,8 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
   h.type = PSTRAIN__MSG_TYPE__HELLO;
   h.hello = &hello;
   t->state = WK_REGISTERING;
+  sh->client.tl_shard = wk_shard_index(t, sh);
+  sh->hello_at = pst_now();
   wk_client_send(&sh->client, &h);
 }
 
@@ -242,6 +246,14 @@ static int all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms, wk_welcom
 int wk_on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w,
                   pst_grad_ready_fn grad_ready, wk_welcomed *out) {
   int again = t->welcomed, first = sh == &t->ps[0];
+  /* The ps's clock, bracketed by this HELLO out and its WELCOME in: the offset between the
+   * clocks (the ps's minus this one's) is the bracket's middle to within half its width. */
+  double now = pst_now();
+  if (w->clock_seconds > 0 && sh->hello_at > 0 && now >= sh->hello_at) {
+    char peer[32];
+    snprintf(peer, sizeof peer, "ps shard %d", wk_shard_index(t, sh));
+    pst_tl_offset(peer, w->clock_seconds - (sh->hello_at + now) / 2, (now - sh->hello_at) / 2);
+  }
   if (first && !again) {
     if (setup_from_welcome(t, w, grad_ready) < 0) return 0;
   } else if (check_same_job(t, sh, w) < 0) {

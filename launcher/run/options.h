@@ -68,6 +68,10 @@ typedef struct pl_run_options {
   const char *metrics_path;   /* NULL: <run_dir>/metrics.jsonl */
   const char *summary_path;   /* NULL: <run_dir>/summary.json */
   const char *tensorboard_dir; /* the ps's --tensorboard, or NULL */
+  /* --timeline (issue 41): the merged file (NULL: none); each process writes its own into
+   * run_dir (launcher/run/run_timeline.h), keeping timeline_steps after timeline_skip. */
+  const char *timeline;
+  int timeline_steps, timeline_skip;
   const char *metrics_listen; /* the ps's --metrics-listen (its dashboard), or NULL */
   int insecure;               /* no cluster secret: any user of this machine may join */
   /* The ps's checkpoint flags, passed on as given (NULL: not given, the ps's default). Every
