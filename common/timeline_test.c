@@ -21,7 +21,7 @@ static void recorder(void *arg) {
   pst_tl_thread(name);
   for (int i = 0; i < PER_THREAD; i++) {
     double t = 100.0 + i * 1e-3;
-    pst_tl_span("test", name, t, t + 5e-4, PST_TL_STEP(7, i));
+    pst_tl_span("test", name, t, t + 5e-4, PST_TL_STEP(3, i));
   }
 }
 

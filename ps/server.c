@@ -318,6 +318,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       ps_server_kick(s); /* an evaluation may complete an epoch, or the run */
       return 0;
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      ps_tl_clock_answer(c, h); /* a timeline's clock probe (proto/pstrain.proto) */
       return 0;
     case PSTRAIN__MSG_TYPE__BYE:
       if (h->leaving) {

@@ -86,6 +86,17 @@ static void pull(wk_trainer *t) {
    * evaluation's are float32 too: ps/net/pull.c). */
   h.delta = t->ps[0].client.pull_enc == PST_ENC_DELTA && !t->eval_due;
   wk_send_all(t, &h);
+  if (pst_tl_on()) {
+    /* Recording: each step asks every shard for its clock, so that the offset between the
+     * clocks is taken from the narrowest of many brackets, not the registration's alone (a
+     * busy host made that one a few ms wide). An older ps does not answer. */
+    Pstrain__Header p = PSTRAIN__HEADER__INIT;
+    p.type = PSTRAIN__MSG_TYPE__HEARTBEAT;
+    for (int i = 0; i < t->n_ps; i++) {
+      p.clock_probe = pst_now();
+      wk_client_send(&t->ps[i].client, &p);
+    }
+  }
 }
 
 /* After the last push: BYE (no more gradients from us), then the final weights, which the

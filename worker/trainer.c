@@ -138,6 +138,8 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       return 0;
     }
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      /* The answer to a clock probe (step.c) carries the ps's clock. */
+      if (h->clock_probe > 0) wk_clock_sample(t, sh, h->clock_probe, h->clock_seconds);
       return 0;
     case PSTRAIN__MSG_TYPE__DATA:
       /* Shard 0 hands out the data, just before the weights of the step it is for. */

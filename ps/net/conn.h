@@ -210,6 +210,9 @@ void ps_pull_job_done(ps_io_job *j);
  * recorded); it was taken (the wait from its last byte to t_offer, "queued"); reply chunks
  * [first, first + k) went from t0 to t1 on their way out, as `name` says. */
 void ps_tl_chunk_in(ps_conn *c);
+/* A worker's HEARTBEAT asking for this ps's clock (proto/pstrain.proto, clock_probe): the
+ * answer, at once. */
+void ps_tl_clock_answer(ps_conn *c, const Pstrain__Header *h);
 double ps_tl_offer(ps_conn *c);
 void ps_tl_taken(ps_conn *c, double t_offer);
 void ps_tl_sent(ps_conn *c, uint32_t first, uint32_t k, double t0, double t1, const char *name);

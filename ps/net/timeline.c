@@ -7,6 +7,15 @@
 #include "common/timeline.h"
 #include "ps/net/conn.h"
 
+void ps_tl_clock_answer(ps_conn *c, const Pstrain__Header *h) {
+  if (!(h->clock_probe > 0)) return;
+  Pstrain__Header r = PSTRAIN__HEADER__INIT;
+  r.type = PSTRAIN__MSG_TYPE__HEARTBEAT;
+  r.clock_probe = h->clock_probe;
+  r.clock_seconds = pst_now();
+  ps_send_header(c, &r);
+}
+
 void ps_tl_chunk_in(ps_conn *c) {
   if (pst_tl_opened()) c->tl_in_at = pst_now();
 }
