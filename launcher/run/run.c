@@ -343,9 +343,10 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     snprintf(j.ps_list + used, sizeof j.ps_list - used, "%s%s:%d", i ? "," : "", j.shard_host[i],
              j.ports[i]);
   }
-  /* The ps shares this machine with the workers: its shards get the cores they leave free. */
-  int free_cores = pst_proc_cores() - workers * (o->threads > 0 ? o->threads : 1);
-  j.ps_threads = free_cores / r.n_ps > 1 ? free_cores / r.n_ps : 1;
+  /* The ps shares this machine with the workers: its shards get the cores they leave free,
+   * as many as their part of the model has use for (launcher/run/options.h). */
+  j.ps_threads = pl_default_ps_threads(pst_proc_cores(), workers * (o->threads > 0 ? o->threads : 1),
+                                       r.n_ps, o->model_params / (size_t)r.n_ps);
   if (o->ps_threads > 0) j.ps_threads = o->ps_threads;
   int lock_fd = -1;
   int rc = prepare(o, &r, &j, &lock_fd);
