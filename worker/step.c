@@ -213,7 +213,8 @@ static void work_run(uv_work_t *req) {
       memset(t->grad, 0, t->model.n_params * sizeof(float));
     } else {
       double d0 = pst_now();
-      t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, t->rg_idx, t->xb, t->yb);
+      t->w_wait = wk_prefetch_take_swap(&t->prefetch, t->steps, t->rg_idx, &t->xb, &t->yb,
+                                        (size_t)t->batch * t->model.input_size);
       t->obs.gather_seconds = pst_now() - d0;
       if (pst_tl_on())
         pst_tl_span("worker", "gather batch", d0, d0 + t->obs.gather_seconds,
@@ -231,7 +232,8 @@ static void work_run(uv_work_t *req) {
   } else if (t->work_kind == WK_WORK_TRAIN) {
     const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
     double d0 = pst_now();
-    t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, idx, t->xb, t->yb);
+    t->w_wait = wk_prefetch_take_swap(&t->prefetch, t->steps, idx, &t->xb, &t->yb,
+                                      (size_t)t->batch * t->model.input_size);
     t->obs.gather_seconds = pst_now() - d0; /* taken in by wk_obs_step_done, on the loop */
     if (pst_tl_on())
       pst_tl_span("worker", "gather batch", d0, d0 + t->obs.gather_seconds,
