@@ -54,7 +54,7 @@ for p, n, a0, a1, a in events:
     if p == wpid and a.get("step") == typical and n != "step":
         rows.append((a0, a1, names[p], n, a))
     elif p != wpid and names[p].startswith("ps") and version is not None and \
-            a.get("version") in (version, version + 1) and t0 <= a0 <= t1 + 2000:
+            a.get("version") in (version, version + 1) and t0 - 500 <= a0 <= t1 + 3000:
         rows.append((a0, a1, names[p], n, a))
 for a0, a1, who, n, a in sorted(rows, key=lambda r: (r[0], -r[1])):
     print("  +%8.3f ms  %7.3f ms  %-11s %-36s %s" % ((a0 - t0) / 1e3, (a1 - a0) / 1e3, who, n,

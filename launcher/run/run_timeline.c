@@ -30,7 +30,8 @@ static cJSON *load(const char *path) {
 }
 
 /* A part's measured offset to `peer` (its clock = the part's + offset_us), or 0 without one. */
-static int offset_to(const cJSON *doc, const char *peer, double *offset_us, double *unc_us) {
+static int offset_to(const cJSON *doc, const char *peer, double *offset_us, double *unc_us,
+                     int *samples) {
   const cJSON *offs = cJSON_GetObjectItem(cJSON_GetObjectItem(doc, "metadata"), "clock_offsets");
   const cJSON *o;
   cJSON_ArrayForEach(o, offs) {
@@ -38,6 +39,7 @@ static int offset_to(const cJSON *doc, const char *peer, double *offset_us, doub
     if (p && strcmp(p, peer) == 0) {
       *offset_us = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "offset_us"));
       *unc_us = cJSON_GetNumberValue(cJSON_GetObjectItem(o, "uncertainty_us"));
+      *samples = (int)cJSON_GetNumberValue(cJSON_GetObjectItem(o, "samples"));
       return 1;
     }
   }
@@ -57,13 +59,14 @@ static void move_events(cJSON *doc, double shift_us, cJSON *into) {
 }
 
 static void note(cJSON *procs, const char *path, const char *process, double shift, double unc,
-                 const char *via) {
+                 const char *via, int samples) {
   cJSON *p = cJSON_CreateObject();
   cJSON_AddStringToObject(p, "file", path);
   if (process) cJSON_AddStringToObject(p, "process", process);
   cJSON_AddNumberToObject(p, "shift_us", shift);
   cJSON_AddNumberToObject(p, "uncertainty_us", unc);
   cJSON_AddStringToObject(p, "measured", via);
+  if (samples > 0) cJSON_AddNumberToObject(p, "brackets", samples);
   cJSON_AddItemToArray(procs, p);
 }
 
@@ -81,7 +84,8 @@ int pl_timeline_merge(const pl_run_options *o, int n_ps, int workers, char *err,
   pl_timeline_part(o, "worker", 0, path, sizeof path);
   cJSON *w0 = load(path);
   double w0_off0 = 0, w0_unc0 = 0;
-  if (!w0 || !offset_to(w0, "ps shard 0", &w0_off0, &w0_unc0)) {
+  int n0 = 0, n = 0;
+  if (!w0 || !offset_to(w0, "ps shard 0", &w0_off0, &w0_unc0, &n0)) {
     snprintf(err, errlen, "the timeline of worker 0 (%s) is %s", path,
              w0 ? "without its clock's offset to the ps" : "missing or not JSON");
     rc = -ENOENT;
@@ -91,7 +95,7 @@ int pl_timeline_merge(const pl_run_options *o, int n_ps, int workers, char *err,
     cJSON *doc = load(path);
     double off = 0, unc = 0;
     snprintf(peer, sizeof peer, "ps shard %d", s);
-    if (!doc || (s > 0 && !offset_to(w0, peer, &off, &unc))) {
+    if (!doc || (s > 0 && !offset_to(w0, peer, &off, &unc, &n))) {
       if (s == 0) {
         snprintf(err, errlen, "the timeline of the ps (%s) is missing or not JSON", path);
         rc = -ENOENT;
@@ -103,7 +107,8 @@ int pl_timeline_merge(const pl_run_options *o, int n_ps, int workers, char *err,
     /* ps_s = w0 + off, so w0 = ps_s - off and ps_0 = ps_s - off + w0_off0. */
     double shift = s == 0 ? 0 : w0_off0 - off;
     note(procs, path, process_of(doc), shift, s == 0 ? 0 : unc + w0_unc0,
-         s == 0 ? "the reference clock" : "through worker 0's offsets to shard 0 and to it");
+         s == 0 ? "the reference clock" : "through worker 0's offsets to shard 0 and to it",
+         s == 0 ? 0 : n);
     move_events(doc, shift, events);
     cJSON_Delete(doc);
   }
@@ -111,12 +116,14 @@ int pl_timeline_merge(const pl_run_options *o, int n_ps, int workers, char *err,
     pl_timeline_part(o, "worker", i, path, sizeof path);
     cJSON *doc = i == 0 ? w0 : load(path);
     double off = 0, unc = 0;
-    if (!doc || !offset_to(doc, "ps shard 0", &off, &unc)) {
+    if (!doc || !offset_to(doc, "ps shard 0", &off, &unc, &n)) {
       cJSON_AddItemToArray(missing, cJSON_CreateString(path));
       if (i > 0) cJSON_Delete(doc);
       continue;
     }
-    note(procs, path, process_of(doc), off, unc, "its HELLO and shard 0's WELCOME");
+    note(procs, path, process_of(doc), off, unc,
+         "the narrowest of its brackets of shard 0's clock (its HELLO and the WELCOME, its "
+         "clock probes and their answers)", n);
     move_events(doc, off, events);
     if (i > 0) cJSON_Delete(doc);
   }
