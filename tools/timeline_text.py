@@ -31,7 +31,7 @@ steps = {a["step"]: (t0, t1) for p, n, t0, t1, a in events if p == wpid and n ==
 lengths = sorted((t1 - t0, s) for s, (t0, t1) in steps.items())
 _, typical = lengths[len(lengths) // 2]
 t0, t1 = steps[typical]
-print("%s, step %d of %d kept: %.3f ms (median step %.3f ms; shortest %.3f, longest %.3f)" % (
+print("%s, step %d (one of %d kept): %.3f ms (median step %.3f ms; shortest %.3f, longest %.3f)" % (
     want, typical, len(steps), (t1 - t0) / 1e3, statistics.median(l for l, _ in lengths) / 1e3,
     lengths[0][0] / 1e3, lengths[-1][0] / 1e3))
 
@@ -57,8 +57,8 @@ for p, n, a0, a1, a in events:
             a.get("version") in (version, version + 1) and t0 - 500 <= a0 <= t1 + 3000:
         rows.append((a0, a1, names[p], n, a))
 for a0, a1, who, n, a in sorted(rows, key=lambda r: (r[0], -r[1])):
-    print("  +%8.3f ms  %7.3f ms  %-11s %-36s %s" % ((a0 - t0) / 1e3, (a1 - a0) / 1e3, who, n,
-                                                    describe(a)))
+    print(("  +%8.3f ms  %7.3f ms  %-11s %-36s %s" % ((a0 - t0) / 1e3, (a1 - a0) / 1e3, who, n,
+                                                     describe(a))).rstrip())
 
 print("median length of each kind over the kept steps (ms, and events per step):")
 kinds = collections.defaultdict(list)
