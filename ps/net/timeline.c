@@ -7,8 +7,14 @@
 #include "common/timeline.h"
 #include "ps/net/conn.h"
 
+/* A registered worker's probe only, and none while answers pile up unread: a peer that
+ * floods probes and reads nothing gets no more than this much of the ps's memory. */
+#define PROBE_QUEUE_MAX (64u * 1024u)
+
 void ps_tl_clock_answer(ps_conn *c, const Pstrain__Header *h) {
-  if (!(h->clock_probe > 0)) return;
+  if (!(h->clock_probe > 0) || c->state != CONN_WORKER ||
+      uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) > PROBE_QUEUE_MAX)
+    return;
   Pstrain__Header r = PSTRAIN__HEADER__INIT;
   r.type = PSTRAIN__MSG_TYPE__HEARTBEAT;
   r.clock_probe = h->clock_probe;
