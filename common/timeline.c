@@ -31,7 +31,7 @@ typedef struct tl_buf {
 #define TL_MAX_OFFSETS 16
 
 static struct {
-  int opened;
+  atomic_int opened; /* read by every recording thread; set before they record, cleared after */
   FILE *f;
   char path[4096];
   char process[64];
@@ -80,19 +80,19 @@ int pst_tl_open(const char *path, const char *process, uint64_t skip, uint64_t s
   snprintf(tl.process, sizeof tl.process, "%s", process ? process : "pstrain");
   tl.skip = skip;
   tl.steps = steps;
-  tl.opened = 1;
+  atomic_store(&tl.opened, 1);
   pst_tl_step(0);
   return 0;
 }
 
-int pst_tl_opened(void) { return tl.opened; }
+int pst_tl_opened(void) { return atomic_load_explicit(&tl.opened, memory_order_relaxed); }
 
 void pst_tl_step(uint64_t step) {
   atomic_store_explicit(&tl.step, step, memory_order_relaxed);
   /* A step's slack on either side: an event of the last step of the window may come once
    * the owner has moved to the next (a push's end after the next pull went out); add()
    * keeps events by their own step. */
-  int on = tl.opened && step + 1 >= tl.skip && step <= tl.skip + tl.steps;
+  int on = pst_tl_opened() && step + 1 >= tl.skip && step <= tl.skip + tl.steps;
   atomic_store_explicit(&pst_tl_on_, on, memory_order_relaxed);
 }
 
@@ -100,7 +100,7 @@ uint64_t pst_tl_current_step(void) { return atomic_load_explicit(&tl.step, memor
 
 /* The calling thread's buffer, made and registered on its first use (NULL: no memory). */
 static tl_buf *thread_buf(void) {
-  if (!tl.opened) return NULL;
+  if (!pst_tl_opened()) return NULL;
   if (mine) return mine;
   tl_buf *b = calloc(1, sizeof *b);
   if (b) b->ev = malloc(PST_TL_THREAD_EVENTS * sizeof *b->ev);
@@ -149,7 +149,7 @@ void pst_tl_async(const char *cat, const char *name, uint64_t id, double t0, dou
 }
 
 void pst_tl_offset(const char *peer, double offset_s, double uncertainty_s) {
-  if (!tl.opened) return;
+  if (!pst_tl_opened()) return;
   uv_mutex_lock(&tl.mu);
   int i = 0;
   while (i < tl.n_off && strcmp(tl.off[i].peer, peer) != 0) i++;
@@ -170,7 +170,7 @@ void pst_tl_offset(const char *peer, double offset_s, double uncertainty_s) {
 
 uint64_t pst_tl_count(void) {
   uint64_t n = 0;
-  if (!tl.opened) return 0;
+  if (!pst_tl_opened()) return 0;
   uv_mutex_lock(&tl.mu);
   for (tl_buf *b = tl.bufs; b; b = b->next) n += atomic_load_explicit(&b->n, memory_order_acquire);
   uv_mutex_unlock(&tl.mu);
@@ -253,7 +253,7 @@ static cJSON *metadata(uint64_t kept) {
 }
 
 int pst_tl_write(char *err, size_t errlen) {
-  if (!tl.opened) return 0;
+  if (!pst_tl_opened()) return 0;
   atomic_store(&pst_tl_on_, 0);
   FILE *f = tl.f;
   int pid = (int)getpid(), first = 1, rc = 0;
@@ -293,7 +293,7 @@ int pst_tl_write(char *err, size_t errlen) {
   mine = NULL; /* the calling thread's buffer is gone with the others */
   if (fclose(f) != 0 && rc == 0) rc = -EIO;
   tl.f = NULL;
-  tl.opened = 0;
+  atomic_store(&tl.opened, 0);
   if (rc < 0) snprintf(err, errlen, "cannot write the timeline %s: %s", tl.path, strerror(-rc));
   return rc;
 }

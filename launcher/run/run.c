@@ -508,6 +508,9 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     fprintf(stderr, "pstrain: %s\n", tl_err);
     return 1;
   }
+  if (o->timeline && !o->quiet && !r.failed && rc == 0)
+    printf("timeline: %s (every process on ps shard 0's clock; Perfetto or chrome://tracing "
+           "open it, tools/timeline_text.py prints a step)\n", o->timeline);
   if (r.failed || rc < 0) {
     fprintf(stderr, "pstrain: %s\npstrain: logs are in %s\n",
             r.first_failure[0] ? r.first_failure : "a process could not be started", o->run_dir);
