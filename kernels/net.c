@@ -18,6 +18,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "kernels/net_backward.h"
 #include "kernels/net_forward.h"
 #include "kernels/net_stage.h"
@@ -217,6 +218,12 @@ int pst_net_create_stage(const pst_model *m, pst_backend *be, int max_batch, int
       goto fail;
     }
   }
+  for (int i = 0; i < m->n_layers; i++) {
+    char name[40]; /* as the model's summary shows it: its name= or Keras's automatic one */
+    pst_model_layer_name(m, i, 1, name, sizeof name);
+    snprintf(net->tl_name[0][i], sizeof net->tl_name[0][i], "forward %.38s", name);
+    snprintf(net->tl_name[1][i], sizeof net->tl_name[1][i], "backward %.38s", name);
+  }
   *out = net;
   return 0;
 fail:
@@ -400,11 +407,17 @@ static int forward_layer(pst_net *net, int i, int batch, int training, const cha
 int pst_net_forward(pst_net *net, int batch, int training) {
   for (int i = net->lo; i < net->hi; i++) {
     const char *op = "loading its weights";
-    double t0 = net->profile ? pst_now() : 0.0;
+    double p0 = net->profile ? pst_now() : 0.0; /* --stages' balance: weights' wait included */
     int rc = stream_params(net, net->params_end[i]);
+    /* On the timeline: the layer's host-side time (a GPU's launches, the null device's
+     * pacing, the CPU's compute), after its weights came. */
+    double t0 = pst_tl_on() ? pst_now() : 0;
     if (rc == 0) rc = forward_layer(net, i, batch, training, &op);
+    if (t0 > 0)
+      pst_tl_span("layer", net->tl_name[0][i], t0, pst_now(),
+                  PST_TL_STEP(pst_tl_current_step(), i));
     if (rc != 0) return pst_net_fail(net, rc, i, op, batch);
-    if (net->profile) net->layer_seconds[i] += pst_now() - t0;
+    if (net->profile) net->layer_seconds[i] += pst_now() - p0;
   }
   /* Streamed weights: whatever no layer asked for (none, as layers cover the vector), so
    * that the whole vector is in before the pass ends. */

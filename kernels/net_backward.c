@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/timeline.h"
 #include "kernels/net_backward.h"
 #include "kernels/net_state.h"
 
@@ -165,7 +166,8 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
   for (int i = last; i >= net->lo && rc == 0; i--) {
     const pst_layer *L = &m->layers[i];
     if (!net->needs_grad[i]) continue;
-    double t0 = net->profile ? pst_now() : 0.0;
+    /* The layer's time for --stages' balance, and its span on the timeline. */
+    double t0 = net->profile || pst_tl_on() ? pst_now() : 0.0;
     int k = net->grad_of[i];
     if (k < 0) return -EINVAL; /* a layer nothing takes: the parser refuses those */
     float *d = dbuf_at(net, k);
@@ -307,6 +309,9 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
     }
     if (net->profile) net->layer_seconds[i] += pst_now() - t0;
     if (rc != 0) return pst_net_fail(net, rc, i, op, batch);
+    if (t0 > 0 && pst_tl_on())
+      pst_tl_span("layer", net->tl_name[1][i], t0, pst_now(),
+                  PST_TL_STEP(pst_tl_current_step(), i));
   }
   if (rc == 0) rc = fill_outboxes(net, batch);
   return rc;

@@ -87,6 +87,9 @@ struct pst_net {
   /* --stages' balance: seconds each layer took (forward and backward) while profile is set. */
   int profile;
   double layer_seconds[PST_MODEL_MAX_LAYERS];
+  /* Each layer's forward and backward span names on the timeline (common/timeline.h), made
+   * once so that recording a layer allocates nothing. */
+  char tl_name[2][PST_MODEL_MAX_LAYERS][48];
 };
 
 /* Indices of grad_of at or above this are ext_buf[index - PST_NET_EXT]. */

@@ -17,6 +17,7 @@
 #include "common/auth.h"
 #include "common/cluster.h"
 #include "common/config.h"
+#include "common/timeline.h"
 #include "common/fpenv.h"
 #include "common/k8s.h"
 #include "common/log.h"
@@ -45,7 +46,8 @@ static char o_on_loss[PST_CFG_STR_MAX], o_secret_file[PST_CFG_STR_MAX], o_shard[
 static char o_metrics_listen[PST_CFG_STR_MAX], o_tensorboard[PST_CFG_STR_MAX];
 static char o_data_facts[PST_CFG_STR_MAX], o_eval_on[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX];
 static char o_on_finish[PST_CFG_STR_MAX], o_workers[PST_CFG_STR_MAX], o_data_order[PST_CFG_STR_MAX];
-static char o_lr_scaling[PST_CFG_STR_MAX], o_lr_schedule[PST_CFG_STR_MAX];
+static char o_lr_scaling[PST_CFG_STR_MAX], o_lr_schedule[PST_CFG_STR_MAX], o_timeline[PST_CFG_STR_MAX];
+static int64_t o_tl_steps, o_tl_skip;
 static pst_data_flags o_dataf;
 static int o_insecure;
 static pst_tls_files o_tls;
@@ -107,6 +109,9 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("metrics-listen", PST_CFG_STRING, o_metrics_listen, "", "serve Prometheus /metrics on ADDR:PORT (a bare PORT: 127.0.0.1; empty: off)", 0, 0),
     PST_OPT("tensorboard", PST_CFG_STRING, o_tensorboard, "", "write TensorBoard event files (scalars) into this directory", 0, 0),
     PST_OPT("summary-json", PST_CFG_STRING, o_summary, "", "write the final summary (JSON) here", 0, 0),
+    PST_OPT("timeline", PST_CFG_STRING, o_timeline, "", "write this ps's timeline to FILE: Chrome trace-event JSON of each gradient chunk's queueing, sum, optimizer pass and send (empty: off)", 0, 0),
+    PST_OPT("timeline-steps", PST_CFG_INT, &o_tl_steps, "50", "versions the timeline keeps", 1, 1000000),
+    PST_OPT("timeline-skip", PST_CFG_INT, &o_tl_skip, "5", "versions the timeline skips first (the warm-up)", 0, INT64_MAX),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
     PST_K8S_OPTS(o_k8s_ps, o_k8s_replicas),
@@ -431,6 +436,15 @@ int main(int argc, char **argv) {
     pst_tls_ctx_free(opt.tls);
     return PST_EXIT_USAGE;
   }
+  char tl_name[32];
+  snprintf(tl_name, sizeof tl_name, "ps shard %d", opt.shard_index);
+  if (o_timeline[0] && pst_tl_open(o_timeline, tl_name, (uint64_t)o_tl_skip,
+                                   (uint64_t)o_tl_steps, err, sizeof err) < 0) {
+    LOG_ERR("--timeline: %s", err);
+    pst_tls_ctx_free(opt.tls);
+    return PST_EXIT_USAGE;
+  }
+  pst_tl_thread("loop"); /* this thread runs the loop */
 
   /* This shard's part of the weights (kernels/partition.h), and its own checkpoint
    * directory: shards write their checkpoints at different moments, and a shard must never
@@ -610,6 +624,10 @@ int main(int argc, char **argv) {
   pst_metrics_port_close(&obs);
   uv_run(&loop, UV_RUN_DEFAULT);
   pst_tb_close(&tb);
+  if (pst_tl_opened()) { /* the helpers are idle: nothing records any more */
+    if (pst_tl_write(err, sizeof err) < 0) LOG_ERR("%s", err);
+    else LOG_INFO("timeline written to %s", o_timeline);
+  }
   int exit_code = ps_server_exit_code(&srv);
   char rollback[sizeof srv.life.rollback_path];
   snprintf(rollback, sizeof rollback, "%s", srv.life.rollback_path);

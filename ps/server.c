@@ -37,6 +37,7 @@ static int try_take(ps_conn *c) {
   int published = 0;
   ps_worker *w = &s->roster.workers[c->worker];
   uint64_t staleness = pst_update_staleness(&s->core.upd, c->push_version);
+  double tl_offer = ps_tl_offer(c);
   int rc = c->push_version > s->core.store.version
                ? -ESTALE
                : pst_update_offer(&s->core.upd, c->worker, c->push_version, c->pending_chunk,
@@ -85,6 +86,7 @@ static int try_take(ps_conn *c) {
     conn_close(c, why);
     return rc;
   }
+  ps_tl_taken(c, tl_offer);
   c->pending = 0;
   if (c->pending_flags & PST_CHUNK_LAST) {
     w->pushes++;
@@ -302,6 +304,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         pst_enc_decode_inplace(s->opt.push_enc, c->push_dst, (size_t)h->count);
       }
       if (h->last) ps_pull_wait_begins(c); /* the push is in: the worker waits from here */
+      ps_tl_chunk_in(c);
       c->pending = 1;
       c->pending_chunk = c->push_desc ? n - 1 - pos : pos;
       c->pending_flags = pst_update_chunk_flags(&s->core.upd, pos); /* on_payload checked last */
@@ -315,6 +318,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       ps_server_kick(s); /* an evaluation may complete an epoch, or the run */
       return 0;
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      ps_tl_clock_answer(c, h); /* a timeline's clock probe (proto/pstrain.proto) */
       return 0;
     case PSTRAIN__MSG_TYPE__BYE:
       if (h->leaving) {

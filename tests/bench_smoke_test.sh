@@ -67,4 +67,24 @@ for r in runs:
     assert 0 < r["round_trip_p50_ms"] <= r["round_trip_p99_ms"], r
 PY
 pass "pstrain bench-train --device null: the ceiling and the round trip of two models"
-echo "4 passed, 0 failed"
+
+# Issue 41, point 3: with --device null:RATE each row gives the job's share of the emulated
+# rate; without --worker-counts the counts stop at the cores there are (one core here, by
+# taskset: a row of 1 worker only).
+taskset -c 0 "$LAUNCHER_BIN" bench-train --peer none --device null:20000 --model mlp \
+  --out "$OUT/bench-rate" --json "$OUT/bench-rate.json" >"$OUT/bench-rate.log" 2>&1 ||
+  { cat "$OUT/bench-rate.log"; fail "pstrain bench-train --device null:RATE failed"; }
+/usr/bin/python3 - "$OUT/bench-rate.json" <<'PY' || fail "bad bench-train --device null:RATE JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+runs = d["runs"]
+assert d["emulated_samples_per_sec_per_worker"] == 20000, d
+assert [r["workers"] for r in runs] == [1], runs  # one core: the counts stop at 1
+r = runs[0]
+share = r["samples_per_sec"] / 20000
+assert 0 < r["emulated_rate_share"] <= 1.05 and abs(r["emulated_rate_share"] - share) < 1e-9, r
+PY
+grep -q "of workers x emulated rate" "$OUT/bench-rate/summary.md" ||
+  fail "no column of the emulated rate's share in summary.md"
+pass "pstrain bench-train --device null:RATE: the emulated rate's share; the counts up to the cores"
+echo "5 passed, 0 failed"

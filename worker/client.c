@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "proto/send.h"
 
 static void try_connect(wk_client *c);
@@ -29,6 +30,8 @@ static int rd_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     if (c->wait_us == 0) c->wait_us = 1; /* measured: 0 means none */
     pst_quant_observe(&c->waits, wait);
   }
+  /* The chunk's span on the timeline begins with its header (trainer.c ends it). */
+  if (h->type == PSTRAIN__MSG_TYPE__WEIGHTS && pst_tl_on()) c->tl_chunk_at = pst_now();
   return c->cbs->on_payload(c, h, dst);
 }
 

@@ -116,6 +116,14 @@ struct wk_client {
   double pushed_at, reply_at; /* the last push's last byte out, the next reply's first in */
   uint32_t wait_us;
   pst_quant waits;
+  /* The timeline (common/timeline.h): each push write's time queued and chunks, by its
+   * first chunk ([n_chunks] each; NULL without a timeline), the step the push is of, the
+   * WEIGHTS chunk being read's first byte, and this shard's index (the events' ids). */
+  double *tl_queued;
+  uint32_t *tl_count;
+  uint64_t tl_step;
+  double tl_chunk_at;
+  int tl_shard;
   double last_rx, last_tx; /* monotonic seconds: the last bytes read, the last frame queued */
   const char *close_why;
   char close_buf[512];   /* a reason naming a host (255) and an error fits whole */

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/timeline.h"
 #include "proto/send.h"
 
 /* ---- sending ---- */
@@ -61,6 +62,15 @@ int wk_client_prepare_push(wk_client *c, const pst_model *m, size_t lo, size_t n
   free(c->whead);
   free(c->starts);
   free(c->push_kind);
+  free(c->tl_queued);
+  free(c->tl_count);
+  c->tl_queued = NULL;
+  c->tl_count = NULL;
+  if (pst_tl_opened()) {
+    c->tl_queued = calloc(count, sizeof *c->tl_queued);
+    c->tl_count = calloc(count, sizeof *c->tl_count);
+    if (!c->tl_queued || !c->tl_count) return -ENOMEM;
+  }
   c->push_kind = malloc(n);
   if (!c->push_kind) return -ENOMEM;
   tensor_kinds(m, lo, n, c->push_kind);
@@ -126,9 +136,25 @@ int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double top
              ? 0 : -ENOMEM;
 }
 
+/* The timeline: chunks [i, i + k) in the push's direction went from queued (t0) to handed
+ * to the kernel (t1), one span each on the wire. */
+static void tl_chunks(wk_client *c, uint32_t i, uint32_t k, double t0, double t1) {
+  for (uint32_t j = 0; j < k; j++) {
+    uint32_t x = c->push_desc ? i - j : i + j;
+    pst_tl_async("push", "push chunk", ((uint64_t)c->tl_shard << 32) | x, t0, t1,
+                 PST_TL_CHUNK(c->tl_step, x, c->starts[x], c->starts[x + 1] - c->starts[x],
+                              c->push_version));
+  }
+}
+
 static void on_push_write(uv_write_t *req, int status) {
   wk_client *c = req->data;
   (void)status;
+  uint32_t first = (uint32_t)(req - c->wreq);
+  if (c->tl_count && c->tl_count[first]) {
+    tl_chunks(c, first, c->tl_count[first], c->tl_queued[first], pst_now());
+    c->tl_count[first] = 0;
+  }
   if (--c->writes_left == 0 && c->push_queued == c->n_chunks && c->state == WK_CONN_OPEN) {
     if (!c->push_timed) c->push_done_at = pst_now();
     c->push_timed = 1;
@@ -189,6 +215,7 @@ static int chunk_frame(wk_client *c, uint32_t i, uv_buf_t bufs[2]) {
 static int queue_chunks(wk_client *c, uint32_t i, uint32_t k) {
   uv_buf_t bufs[2 * PUSH_BATCH];
   int last = 0;
+  double tl_at = c->tl_count && pst_tl_on() ? pst_now() : 0;
   for (uint32_t j = 0; j < k; j++) {
     last = chunk_frame(c, c->push_desc ? i - j : i + j, bufs + 2 * j);
     if (last < 0) return last;
@@ -202,10 +229,17 @@ static int queue_chunks(wk_client *c, uint32_t i, uint32_t k) {
   }
   /* The push's last bytes went into the kernel at once (plain TCP with room in the socket's
    * buffer): that is when they left, not the write callback's turn of the loop. */
-  if (last && !pst_tls_stream_is_tls(&c->io) &&
-      uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) == 0) {
+  int written = !pst_tls_stream_is_tls(&c->io) &&
+                uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) == 0;
+  if (last && written) {
     c->push_done_at = pst_now();
     c->push_timed = 1;
+  }
+  if (c->tl_count) {
+    /* On the timeline: written at once, or when the write's callback says so. */
+    c->tl_count[i] = tl_at > 0 && !written ? k : 0;
+    c->tl_queued[i] = tl_at;
+    if (tl_at > 0 && written) tl_chunks(c, i, k, tl_at, pst_now());
   }
   return rc;
 }
@@ -218,6 +252,7 @@ static int push_begin(wk_client *c, uint64_t version, const float *grad, int des
   c->push_queued = 0;
   c->writes_left = 0;
   c->push_timed = 0;
+  c->tl_step = pst_tl_current_step();
   return 0;
 }
 
@@ -252,6 +287,10 @@ void wk_client_free(wk_client *c) {
   free(c->whead);
   free(c->starts);
   free(c->push_kind);
+  free(c->tl_queued);
+  free(c->tl_count);
+  c->tl_queued = NULL;
+  c->tl_count = NULL;
   free_encodings(c);
   c->wreq = NULL;
   c->whead = NULL;

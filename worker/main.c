@@ -22,6 +22,7 @@
 #include "common/tls_config.h"
 #include "kernels/blas_setup.h"
 #include "kernels/device.h"
+#include "common/timeline.h"
 #include "worker/dataset.h"
 #include "worker/trainer.h"
 #include "worker/status.h"
@@ -30,12 +31,13 @@ static char o_ps[PST_CFG_STR_MAX], o_name[PST_CFG_STR_MAX], o_data[PST_CFG_STR_M
 static char o_device[PST_CFG_STR_MAX], o_model[PST_CFG_STR_MAX], o_log_level[PST_CFG_STR_MAX];
 static char o_tf_config[PST_CFG_STR_MAX], o_instance[PST_CFG_STR_MAX], o_k8s_ps[PST_CFG_STR_MAX];
 static char o_secret_file[PST_CFG_STR_MAX], o_tls_name[PST_CFG_STR_MAX];
-static char o_metrics_listen[PST_CFG_STR_MAX];
+static char o_metrics_listen[PST_CFG_STR_MAX], o_timeline[PST_CFG_STR_MAX];
 static pst_tls_files o_tls;
 static pst_data_flags o_dataf;
 static int64_t o_threads, o_index, o_gpu_mem, o_k8s_replicas, o_leave_after;
 static int64_t o_stages, o_micro, o_vdev, o_device_mem;
 static char o_place[PST_CFG_STR_MAX];
+static int64_t o_tl_steps, o_tl_skip;
 static double o_timeout, o_slow, o_reconnect, o_delay;
 static int o_list, o_placement, o_push_by_layer, o_pull_by_layer;
 static char o_mode[PST_CFG_STR_MAX];
@@ -69,6 +71,9 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
     PST_OPT("leave-after-step", PST_CFG_INT, &o_leave_after, "0", "leave the job after this many steps, as on SIGTERM: say goodbye, exit 0 (0: never; the ps must hand out the data, --workers MIN:MAX or --data-order ps)", 0, INT64_MAX),
     PST_OPT("delay-ms", PST_CFG_DOUBLE, &o_delay, "0", "delay each pull and push this long, as a slow link would (experiments)", 0, 0),
+    PST_OPT("timeline", PST_CFG_STRING, o_timeline, "", "write this worker's timeline to FILE: Chrome trace-event JSON (Perfetto, chrome://tracing) of each step's layers, chunks and hand-offs (empty: off)", 0, 0),
+    PST_OPT("timeline-steps", PST_CFG_INT, &o_tl_steps, "50", "steps the timeline keeps", 1, 1000000),
+    PST_OPT("timeline-skip", PST_CFG_INT, &o_tl_skip, "5", "steps the timeline skips first (the warm-up)", 0, INT64_MAX),
     PST_OPT("log-level", PST_CFG_STRING, o_log_level, "info", "error, warning, info or debug", 0, 0),
     PST_OPT("tf-config", PST_CFG_STRING, o_tf_config, "", "TF_CONFIG cluster spec, JSON or @FILE (default: env TF_CONFIG)", 0, 0),
     PST_K8S_OPTS(o_k8s_ps, o_k8s_replicas),
@@ -250,6 +255,13 @@ int main(int argc, char **argv) {
     printf("%s\n", cpu);
     return pst_device_list(stdout) < 0 ? 1 : 0;
   }
+  /* The timeline's file is made now: a place that cannot be written is a configuration
+   * error before anything starts. */
+  if (o_timeline[0] &&
+      pst_tl_open(o_timeline, name, (uint64_t)o_tl_skip, (uint64_t)o_tl_steps, err, sizeof err) < 0) {
+    LOG_ERR("--timeline: %s", err);
+    return PST_EXIT_USAGE;
+  }
   opt.name = name;
   opt.data_dir = o_data;
   opt.device = o_device;
@@ -336,6 +348,7 @@ int main(int argc, char **argv) {
   }
   /* Under systemd: watchdog pings and status from this loop (the compute runs on the
    * threadpool, so the loop keeps turning); READY=1 comes once registered. */
+  pst_tl_thread("loop"); /* this thread runs the loop */
   static pst_heartbeat hb;
   pst_heartbeat_start(&hb, &loop, wk_obs_status_line, &trainer);
   uv_run(&loop, UV_RUN_DEFAULT);
@@ -346,6 +359,11 @@ int main(int argc, char **argv) {
   pst_metrics_port_close(&obs);
   uv_run(&loop, UV_RUN_DEFAULT);
   int exit_code = trainer.exit_code;
+  /* Before the net goes (its layers' names are the events'); nothing records any more. */
+  if (pst_tl_opened()) {
+    if (pst_tl_write(err, sizeof err) < 0) LOG_ERR("%s", err);
+    else LOG_INFO("timeline written to %s", o_timeline);
+  }
   wk_trainer_free(&trainer);
   pst_tls_ctx_free(opt.tls); /* after the connection made from it is gone */
   rc = uv_loop_close(&loop);

@@ -75,6 +75,32 @@ double wk_prefetch_take(wk_prefetch *pf, uint64_t step, const int32_t *idx, floa
   return pst_now() - t0;
 }
 
+double wk_prefetch_take_swap(wk_prefetch *pf, uint64_t step, const int32_t *idx, float **x,
+                             int32_t **y, size_t x_floats) {
+  if (x_floats != (size_t)pf->batch * pf->features) return wk_prefetch_take(pf, step, idx, *x, *y);
+  double t0 = pst_now();
+  int ours = 0;
+  if (pf->started) {
+    pthread_mutex_lock(&pf->mu);
+    while (pf->state == WK_PF_ASKED || pf->state == WK_PF_WORKING)
+      pthread_cond_wait(&pf->cv, &pf->mu);
+    ours = pf->state == WK_PF_READY && pf->step == step;
+    pf->state = WK_PF_IDLE;
+    if (ours) {
+      /* Under the lock: the thread touches pf->x and pf->y only while it works. */
+      float *xs = *x;
+      int32_t *ys = *y;
+      *x = pf->x;
+      *y = pf->y;
+      pf->x = xs;
+      pf->y = ys;
+    }
+    pthread_mutex_unlock(&pf->mu);
+  }
+  if (!ours) pst_batch_fill(pf->prep, idx, pf->batch, 1, step, *x, *y);
+  return pst_now() - t0;
+}
+
 void wk_prefetch_ask(wk_prefetch *pf, uint64_t step, const int32_t *idx) {
   if (!pf->started) return;
   pthread_mutex_lock(&pf->mu);

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/clock.h"
 #include "common/log.h"
+#include "common/timeline.h"
 #include "kernels/device.h"
 #include "worker/dataset.h"
 #include "worker/register.h"
@@ -108,6 +110,8 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
   h.type = PSTRAIN__MSG_TYPE__HELLO;
   h.hello = &hello;
   t->state = WK_REGISTERING;
+  sh->client.tl_shard = wk_shard_index(t, sh);
+  sh->hello_at = pst_now();
   wk_client_send(&sh->client, &h);
 }
 
@@ -239,9 +243,21 @@ static int all_welcomed(wk_trainer *t, int again, uint32_t timeout_ms, wk_welcom
   return 1;
 }
 
+void wk_clock_sample(wk_trainer *t, wk_shard *sh, double sent_at, double ps_clock) {
+  /* The offset between the clocks (the ps's minus this one's) is the bracket's middle, to
+   * within half its width; the timeline keeps the narrowest bracket (common/timeline.h). */
+  double now = pst_now();
+  if (!(ps_clock > 0) || !(sent_at > 0) || now < sent_at) return;
+  char peer[32];
+  snprintf(peer, sizeof peer, "ps shard %d", wk_shard_index(t, sh));
+  pst_tl_offset(peer, ps_clock - (sent_at + now) / 2, (now - sent_at) / 2);
+}
+
 int wk_on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w,
                   pst_grad_ready_fn grad_ready, wk_welcomed *out) {
   int again = t->welcomed, first = sh == &t->ps[0];
+  /* The ps's clock, bracketed by this HELLO out and its WELCOME in. */
+  wk_clock_sample(t, sh, sh->hello_at, w->clock_seconds);
   if (first && !again) {
     if (setup_from_welcome(t, w, grad_ready) < 0) return 0;
   } else if (check_same_job(t, sh, w) < 0) {

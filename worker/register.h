@@ -22,6 +22,10 @@ typedef struct {
 
 /* Registration begins once every shard's connection is open: shard 0 first. */
 void wk_register_all(wk_trainer *t);
+/* A reading of shard sh's clock (ps_clock, its seconds) that this worker asked for at sent_at
+ * (its own) and got now, for the timeline's offset to it (a no-op without a timeline): from
+ * the WELCOME to its HELLO, and from a HEARTBEAT answering a clock probe (proto/pstrain.proto). */
+void wk_clock_sample(wk_trainer *t, wk_shard *sh, double sent_at, double ps_clock);
 /* A shard's WELCOME: the job set up (shard 0, first time) or checked, its part of the
  * vector taken. Once every shard has welcomed, returns 1 with *out filled: the caller
  * begins the session there (wk_enter_session, worker/step.h). 0: more WELCOMEs to wait

@@ -94,6 +94,7 @@ typedef struct {
   int pull_begun;            /* its reply's first chunk has begun (loop only) */
   size_t pull_got;
   int pull_done;
+  double hello_at;           /* its last HELLO went out (monotonic seconds; the clock offset) */
 } wk_shard;
 typedef struct wk_trainer {
   uv_loop_t *loop;
@@ -214,6 +215,12 @@ typedef struct wk_trainer {
   double e_seconds;
   double e_wait;                  /* this epoch's seconds of waiting for data */
   wk_obs obs;                     /* timings for /metrics (worker/obs.h) */
+  /* The timeline (--timeline, common/timeline.h): the last PULL went out at tl_pull_at, for an
+   * evaluation's weights (tl_pull_eval) or a step's; the training step on the threadpool is
+   * step tl_step, its weights asked for at tl_step_at, queued at tl_queued_at. */
+  double tl_pull_at, tl_step_at, tl_queued_at;
+  int tl_pull_eval;
+  uint64_t tl_step;
   int exit_code;
 } wk_trainer;
 

@@ -16,6 +16,7 @@
 #include "common/fnv.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "common/timeline.h"
 #include "worker/grad_clip.h"
 #include "worker/position.h"
 #include "worker/register.h"
@@ -66,6 +67,10 @@ static void pull_reset(wk_trainer *t) {
 /* Which version to ask for next. sync: the one after ours (answered once every worker's
  * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
 static void pull(wk_trainer *t) {
+  /* The timeline's step begins with the PULL of its weights (worker/state.h). */
+  pst_tl_step(t->steps);
+  t->tl_pull_at = pst_now();
+  t->tl_pull_eval = t->eval_due != 0;
   pull_reset(t);
   wk_obs_pull_sent(&t->obs);
   int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
@@ -81,6 +86,17 @@ static void pull(wk_trainer *t) {
    * evaluation's are float32 too: ps/net/pull.c). */
   h.delta = t->ps[0].client.pull_enc == PST_ENC_DELTA && !t->eval_due;
   wk_send_all(t, &h);
+  if (pst_tl_on()) {
+    /* Recording: each step asks every shard for its clock, so that the offset between the
+     * clocks is taken from the narrowest of many brackets, not the registration's alone (a
+     * busy host made that one a few ms wide). An older ps does not answer. */
+    Pstrain__Header p = PSTRAIN__HEADER__INIT;
+    p.type = PSTRAIN__MSG_TYPE__HEARTBEAT;
+    for (int i = 0; i < t->n_ps; i++) {
+      p.clock_probe = pst_now();
+      wk_client_send(&t->ps[i].client, &p);
+    }
+  }
 }
 
 /* After the last push: BYE (no more gradients from us), then the final weights, which the
@@ -169,13 +185,17 @@ static int params_wait(void *ctx, size_t upto) {
     uv_cond_wait(&t->pull_cond, &t->pull_mu);
   int rc = atomic_load(&t->work_abandoned) ? -ECANCELED : 0;
   /* Under the lock: with stages, each stage's thread waits for its own layers. */
-  t->w_weights_wait += pst_now() - t0;
+  double t1 = pst_now();
+  t->w_weights_wait += t1 - t0;
   uv_mutex_unlock(&t->pull_mu);
+  if (pst_tl_on() && t1 - t0 > 1e-6)
+    pst_tl_span("worker", "wait for weights", t0, t1, PST_TL_STEP(t->tl_step, -1));
   return rc;
 }
 
 static void work_run(uv_work_t *req) {
   wk_trainer *t = req->data;
+  if (pst_tl_on()) pst_tl_thread("threadpool");
   delay_step(t); /* the pulled weights arrive late */
   double t0 = pst_now();
   t->w_loss = 0;
@@ -194,8 +214,12 @@ static void work_run(uv_work_t *req) {
       memset(t->grad, 0, t->model.n_params * sizeof(float));
     } else {
       double d0 = pst_now();
-      t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, t->rg_idx, t->xb, t->yb);
+      t->w_wait = wk_prefetch_take_swap(&t->prefetch, t->steps, t->rg_idx, &t->xb, &t->yb,
+                                        (size_t)t->batch * t->model.input_size);
       t->obs.gather_seconds = pst_now() - d0;
+      if (pst_tl_on())
+        pst_tl_span("worker", "gather batch", d0, d0 + t->obs.gather_seconds,
+                    PST_TL_STEP(t->tl_step, -1));
       float scale = 1.0f / ((float)t->batch * (float)t->world);
       pst_pipe_set_seed(t->net, (t->seed * 0x9e3779b97f4a7c15ull + (uint64_t)t->index) *
                                        0xbf58476d1ce4e5b9ull +
@@ -209,8 +233,12 @@ static void work_run(uv_work_t *req) {
   } else if (t->work_kind == WK_WORK_TRAIN) {
     const int32_t *idx = t->order + (size_t)t->step_in_epoch * t->batch;
     double d0 = pst_now();
-    t->w_wait = wk_prefetch_take(&t->prefetch, t->steps, idx, t->xb, t->yb);
+    t->w_wait = wk_prefetch_take_swap(&t->prefetch, t->steps, idx, &t->xb, &t->yb,
+                                      (size_t)t->batch * t->model.input_size);
     t->obs.gather_seconds = pst_now() - d0; /* taken in by wk_obs_step_done, on the loop */
+    if (pst_tl_on())
+      pst_tl_span("worker", "gather batch", d0, d0 + t->obs.gather_seconds,
+                  PST_TL_STEP(t->tl_step, -1));
     /* The next batch of this epoch is made while this step computes (the next epoch's
      * first batch is asked for once its order is drawn, in after_train). */
     if (t->step_in_epoch + 1 < t->steps_per_epoch)
@@ -253,6 +281,9 @@ static void work_run(uv_work_t *req) {
   /* Compute time: a wait for streamed weights is the link's, as a pull's is. */
   t->w_ran_at = pst_now();
   t->w_run_at = t0;
+  if (t->work_kind == WK_WORK_TRAIN && pst_tl_on()) {
+    pst_tl_span("worker", "compute", t0, t->w_ran_at, PST_TL_STEP(t->tl_step, -1));
+  }
   t->w_seconds = t->w_ran_at - t0 - t->w_weights_wait;
   if (t->work_kind == WK_WORK_TRAIN && t->opt.slow_factor > 1.0) {
     /* A straggler for experiments: idle in proportion to the real compute time. */
@@ -479,7 +510,19 @@ static void work_done(uv_work_t *req, int status) {
     return;
   }
   if (t->work_kind == WK_WORK_TRAIN) {
+    double back = pst_now();
+    if (pst_tl_on()) {
+      /* The hand-offs between the loop and the threadpool, and the loop's part after. */
+      pst_tl_async("handoff", "to the threadpool", 1, t->tl_queued_at, t->w_run_at,
+                   PST_TL_STEP(t->tl_step, -1));
+      pst_tl_async("handoff", "back to the loop", 2, t->w_ran_at, back,
+                   PST_TL_STEP(t->tl_step, -1));
+    }
+    uint64_t step = t->tl_step;
     after_train(t);
+    if (pst_tl_on())
+      pst_tl_span("worker", "after the step: push, report, pull", back, pst_now(),
+                  PST_TL_STEP(step, -1));
   } else if (t->work_kind == WK_WORK_SUBSET) {
     after_subset(t);
     wk_next_work(t);
@@ -536,8 +579,12 @@ static void start_work(wk_trainer *t, wk_work_kind kind) {
   t->work_running = 1;
   t->work_streamed = t->pull_streaming;
   atomic_store(&t->work_abandoned, 0);
-  if (kind == WK_WORK_TRAIN)
+  if (kind == WK_WORK_TRAIN) {
     wk_obs_step_queued(&t->obs, t->ps[0].client.pushed_at, t->ps[0].client.reply_at);
+    t->tl_queued_at = pst_now();
+    t->tl_step = t->steps;
+    t->tl_step_at = t->tl_pull_at;
+  }
   /* A streamed step's push is begun once its weights are all in (wk_pull_complete): each
    * shard's part is marked with the version that shard's reply names at its end. */
   if (kind == WK_WORK_TRAIN && !t->pull_streaming) begin_layer_push(t);

@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/log.h"
 #include "common/notify.h"
+#include "common/timeline.h"
 #include "worker/dataset.h"
 #include "worker/position.h"
 #include "worker/register.h"
@@ -102,6 +103,11 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
     }
     case PSTRAIN__MSG_TYPE__WEIGHTS: {
       if (t->leaving) return 0; /* a reply that was on its way when this worker said goodbye */
+      if (pst_tl_on() && c->tl_chunk_at > 0)
+        pst_tl_async("pull", t->tl_pull_eval ? "pull chunk (evaluation)" : "pull chunk",
+                     ((uint64_t)wk_shard_index(t, sh) << 32) | (h->offset & 0xffffffffu),
+                     c->tl_chunk_at, pst_now(),
+                     PST_TL_CHUNK(t->steps, -1, h->offset, h->count, h->version));
       int streaming = t->pull_streaming;
       /* An encoded chunk landed at the start of its place (on_payload checked the range):
        * float32 from here on, before any step may compute on it. */
@@ -132,6 +138,8 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
       return 0;
     }
     case PSTRAIN__MSG_TYPE__HEARTBEAT:
+      /* The answer to a clock probe (step.c) carries the ps's clock. */
+      if (h->clock_probe > 0) wk_clock_sample(t, sh, h->clock_probe, h->clock_seconds);
       return 0;
     case PSTRAIN__MSG_TYPE__DATA:
       /* Shard 0 hands out the data, just before the weights of the step it is for. */
@@ -202,6 +210,9 @@ static void on_push_sent(wk_client *c) {
     if (t->ps[i].pushing) return;
   t->push_in_flight = 0;
   wk_obs_push_sent(&t->obs);
+  /* The timeline's step: its weights asked for, to its push's last byte out. */
+  if (pst_tl_on())
+    pst_tl_async("step", "step", t->tl_step, t->tl_step_at, pst_now(), PST_TL_STEP(t->tl_step, -1));
   /* Weights for the next step may have arrived before the push finished leaving, or
    * (--pull-by-layer) begun to. */
   if (!t->work_running && t->weights_fresh && t->state != WK_FINISHING && t->state != WK_STOPPED)

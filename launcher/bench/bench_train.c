@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 #include "common/json_file.h"
+#include "common/proc.h"
 #include "launcher/bench/peer_ddp.h"
 #include "launcher/commands.h"
 #include "launcher/common/helpers.h"
@@ -132,13 +133,26 @@ static void settle(cell *c, int repeats) {
   }
 }
 
-static void table(FILE *f, const cell *cells, int n, int repeats, const char *title) {
+/* --device null:RATE: the rate each worker is paced at (samples a second), else 0. */
+static double emulated_rate(const char *device) {
+  if (!device || strncmp(device, "null:", 5) != 0) return 0;
+  char *end;
+  double r = strtod(device + 5, &end);
+  return *end == '\0' && r > 0 ? r : 0;
+}
+
+/* rate: the emulated device's (emulated_rate), which adds the column of the job's share of
+ * it: the workers' samples/s against what they would compute alone, the figure the GPU
+ * worker is judged by (issue 41). */
+static void table(FILE *f, const cell *cells, int n, int repeats, const char *title,
+                  double rate) {
   fprintf(f, "%s\n\n", title);
   fprintf(f, "| model | mode | workers | samples/s%s | steps/s per worker | x 1 worker | "
-             "compute-only samples/s per worker | of workers x compute | round trip p50 / p99 "
+             "compute-only samples/s per worker | of workers x compute | %sround trip p50 / p99 "
              "ms | ps CPU ms per gradient | wire MB per step | wire bytes per sample | test "
-             "accuracy |\n", repeats > 1 ? " (median [min, max])" : "");
-  fprintf(f, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+             "accuracy |\n", repeats > 1 ? " (median [min, max])" : "",
+          rate > 0 ? "of workers x emulated rate | " : "");
+  fprintf(f, "|---|---|---|---|---|---|---|---|---|%s---|---|---|---|\n", rate > 0 ? "---|" : "");
   double one = 0;
   for (int i = 0; i < n; i++) {
     const cell *c = &cells[i];
@@ -148,13 +162,13 @@ static void table(FILE *f, const cell *cells, int n, int repeats, const char *ti
         strcmp(r->kind, cells[i - 1].runs[0].kind))
       one = c->n_ok ? c->median / r->workers : 0;
     if (c->skipped) {
-      fprintf(f, "| %s | %s | %d | skipped: %s | | | | | | | | | |\n", r->model, r->kind,
-              r->workers, c->skipped);
+      fprintf(f, "| %s | %s | %d | skipped: %s | | | | |%s | | | | |\n", r->model, r->kind,
+              r->workers, c->skipped, rate > 0 ? " |" : "");
       continue;
     }
     if (!c->n_ok) {
-      fprintf(f, "| %s | %s | %d | failed (status %d; logs in %s) | | | | | | | | | |\n",
-              r->model, r->kind, r->workers, r->rc, r->dir);
+      fprintf(f, "| %s | %s | %d | failed (status %d; logs in %s) | | | | |%s | | | | |\n",
+              r->model, r->kind, r->workers, r->rc, r->dir, rate > 0 ? " |" : "");
       continue;
     }
     char sps[96], x1[32] = "-", share[32] = "-", comp[32] = "-", rt[48] = "-";
@@ -175,9 +189,11 @@ static void table(FILE *f, const cell *cells, int n, int repeats, const char *ti
     if (r->ps_cpu_ms >= 0) snprintf(cpu, sizeof cpu, "%.3f", r->ps_cpu_ms);
     if (r->wire_step >= 0) snprintf(wstep, sizeof wstep, "%.3f", r->wire_step / 1e6);
     if (r->wire_sample >= 0) snprintf(wsample, sizeof wsample, "%.0f", r->wire_sample);
-    fprintf(f, "| %s | %s | %d | %s | %.1f | %s | %s | %s | %s | %s | %s | %s | %.4f |\n",
+    char emu[32] = "";
+    if (rate > 0) snprintf(emu, sizeof emu, "%.0f%% | ", 100.0 * c->median / (rate * r->workers));
+    fprintf(f, "| %s | %s | %d | %s | %.1f | %s | %s | %s | %s%s | %s | %s | %s | %.4f |\n",
             r->model, r->kind, r->workers, sps, c->median / (r->batch * r->workers), x1,
-            comp, share, rt, cpu, wstep, wsample, r->accuracy);
+            comp, share, emu, rt, cpu, wstep, wsample, r->accuracy);
   }
 }
 
@@ -186,6 +202,8 @@ static int write_json(const char *path, const cell *cells, int n, int repeats,
   cJSON *doc = cJSON_CreateObject(), *rows = cJSON_AddArrayToObject(doc, "runs");
   cJSON_AddStringToObject(doc, "mode", o->mode);
   cJSON_AddStringToObject(doc, "device", o->device ? o->device : "auto");
+  double rate = emulated_rate(o->device);
+  if (rate > 0) cJSON_AddNumberToObject(doc, "emulated_samples_per_sec_per_worker", rate);
   cJSON_AddNumberToObject(doc, "epochs", o->epochs);
   cJSON_AddNumberToObject(doc, "batch_size", o->batch_size);
   cJSON_AddNumberToObject(doc, "threads_per_worker", o->threads);
@@ -207,6 +225,8 @@ static int write_json(const char *path, const cell *cells, int n, int repeats,
       if (c->runs[k].rc == 0)
         cJSON_AddItemToArray(all, cJSON_CreateNumber(c->runs[k].samples_per_sec));
     cJSON_AddNumberToObject(r, "steps_per_sec_per_worker", m->steps_per_sec);
+    if (rate > 0)
+      cJSON_AddNumberToObject(r, "emulated_rate_share", c->n_ok ? c->median / (rate * m->workers) : 0);
     cJSON_AddNumberToObject(r, "compute_samples_per_sec_per_worker", m->compute_mean);
     cJSON_AddNumberToObject(r, "round_trip_p50_ms", m->rt_p50);
     cJSON_AddNumberToObject(r, "round_trip_p99_ms", m->rt_p99);
@@ -283,7 +303,7 @@ static int run_one(count_run *r, cell *c, pl_run_options *o, const char *abs_out
 }
 
 int pl_cmd_bench_train(int argc, char **argv) {
-  const char *counts_arg = "1,2,4,8", *out = "pstrain-bench-train", *json = NULL;
+  const char *counts_arg = NULL, *out = "pstrain-bench-train", *json = NULL;
   const char *models_arg = NULL, *modes_arg = NULL, *peer_arg = "ddp", *repeats_arg = "1";
   /* Our own flags first; everything else is a run flag shared with `local`. One epoch unless
    * --epochs says otherwise: it comes first, so a later --epochs wins. Each cell's model and
@@ -306,7 +326,8 @@ int pl_cmd_bench_train(int argc, char **argv) {
     return 2;
   }
   static const char usage[] =
-      "Also: --worker-counts LIST (default 1,2,4,8), --models LIST (default: --model's; presets:\n"
+      "Also: --worker-counts LIST (default: 1,2,4,8,12,16 up to this machine's cores), --models\n"
+      "LIST (default: --model's; presets:\n"
       "every preset, each at its own input size), --modes LIST (sync, async, ssp, allreduce;\n"
       "default: --mode's), --peer ddp|none (default ddp: PyTorch DDP on the gloo backend on the\n"
       "same job, the mlp on the CPU, under /usr/bin/python3; skipped with one line where torch\n"
@@ -363,14 +384,35 @@ int pl_cmd_bench_train(int argc, char **argv) {
     free(rest);
     return 2;
   }
+  /* Not given: the counts a scale-out table is read at, up to the cores there are (a 16-core
+   * host gets 12 and 16, this 2-core VM 1 and 2), so that the machine decides, not a list
+   * written for another one. */
+  int cores = pst_proc_cores();
+  static char default_counts[64];
+  if (!counts_arg) {
+    static const int ladder[] = {1, 2, 4, 8, 12, 16};
+    size_t used = 0;
+    for (size_t i = 0; i < sizeof ladder / sizeof *ladder; i++)
+      if (i == 0 || ladder[i] <= cores)
+        used += (size_t)snprintf(default_counts + used, sizeof default_counts - used, "%s%d",
+                                 i ? "," : "", ladder[i]);
+    counts_arg = default_counts;
+  }
   int counts[MAX_COUNTS];
   int n = pl_parse_int_list(counts_arg, counts, MAX_COUNTS, 1, PL_MAX_WORKERS);
   if (n <= 0) {
     fprintf(stderr, "pstrain bench-train: --worker-counts wants up to %d numbers in 1..%d, "
-                    "e.g. 1,2,4,8\n", MAX_COUNTS, PL_MAX_WORKERS);
+                    "e.g. 1,2,4,8,12,16\n", MAX_COUNTS, PL_MAX_WORKERS);
     free(rest);
     return 2;
   }
+  for (int i = 0; i < n; i++)
+    if (counts[i] * base.threads > cores) {
+      /* Run all the same: the figures then say what sharing the cores costs. */
+      printf("pstrain bench-train: %d workers of %d thread%s share this machine's %d cores\n",
+             counts[i], base.threads, base.threads == 1 ? "" : "s", cores);
+      break;
+    }
   if (mkdir(out, 0755) < 0 && errno != EEXIST) {
     fprintf(stderr, "pstrain bench-train: cannot create %s: %s\n", out, strerror(errno));
     free(rest);
@@ -460,12 +502,13 @@ int pl_cmd_bench_train(int argc, char **argv) {
            base.pull_compress ? base.pull_compress : "none",
            repeats > 1 ? ", medians of alternating runs" : "");
   printf("\n");
-  table(stdout, cells, n_cells, (int)repeats, title);
+  double rate = emulated_rate(base.device);
+  table(stdout, cells, n_cells, (int)repeats, title, rate);
   char md[PATH_MAX + 32];
   snprintf(md, sizeof md, "%s/summary.md", abs_out);
   FILE *f = fopen(md, "w");
   if (f) {
-    table(f, cells, n_cells, (int)repeats, title);
+    table(f, cells, n_cells, (int)repeats, title, rate);
     fclose(f);
   }
   rc = failures ? 1 : 0;

@@ -33,7 +33,8 @@ static char f_grad_norm_factor[PST_CFG_STR_MAX];
 static char f_topk_warmup[PST_CFG_STR_MAX];
 static char f_push_compress[PST_CFG_STR_MAX], f_pull_compress[PST_CFG_STR_MAX];
 static char f_link[PST_CFG_STR_MAX], f_link_worker[PST_CFG_STR_MAX], f_placement_ps[PST_CFG_STR_MAX];
-static char f_schedule[PST_CFG_STR_MAX];
+static char f_schedule[PST_CFG_STR_MAX], f_timeline[PST_CFG_STR_MAX];
+static int64_t f_tl_steps, f_tl_skip;
 static int64_t f_workers, f_epochs, f_batch, f_seed, f_port, f_threads, f_wpg, f_gpu_mem;
 static int64_t f_shards, f_ps_threads, f_eval_every, f_eval_samples, f_report_every;
 static int64_t f_staleness, f_backup, f_chunk;
@@ -116,6 +117,9 @@ static pst_cfg_opt g_local_opts[] = {
     PST_OPT("checkpoint-seconds", PST_CFG_STRING, f_ckpt_seconds, "", "seconds between checkpoints (default: the ps's)", 0, 0),
     PST_OPT("checkpoint-keep", PST_CFG_STRING, f_ckpt_keep, "", "checkpoints kept (default: the ps's)", 0, 0),
     PST_OPT("resume", PST_CFG_STRING, f_resume, "", "auto (the newest valid checkpoint), never, or a checkpoint file (default: the ps's, auto)", 0, 0),
+    PST_OPT("timeline", PST_CFG_STRING, f_timeline, "", "write the job's timeline to FILE: every process's (timeline-*.json in the run directory) merged onto the ps's clock, Chrome trace-event JSON for Perfetto or chrome://tracing (empty: off)", 0, 0),
+    PST_OPT("timeline-steps", PST_CFG_INT, &f_tl_steps, "50", "steps the timeline keeps", 1, 1000000),
+    PST_OPT("timeline-skip", PST_CFG_INT, &f_tl_skip, "5", "steps the timeline skips first (the warm-up)", 0, 1000000000),
 };
 
 int pl_split_flags(const char *cmd, int argc, char **argv, const char *const *names,
@@ -310,6 +314,9 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->metrics_path = f_metrics[0] ? f_metrics : NULL;
   o->summary_path = f_summary[0] ? f_summary : NULL;
   o->tensorboard_dir = f_tensorboard[0] ? f_tensorboard : NULL;
+  o->timeline = f_timeline[0] ? f_timeline : NULL;
+  o->timeline_steps = (int)f_tl_steps;
+  o->timeline_skip = (int)f_tl_skip;
   o->metrics_listen = f_dashboard[0] ? f_dashboard : NULL;
   o->insecure = f_insecure;
   o->eval_on = f_eval_on[0] ? f_eval_on : NULL;

@@ -22,6 +22,13 @@ void pl_run_defaults(pl_run_options *o) {
   o->push_by_layer = o->pull_by_layer = -1; /* the workers' own default */
 }
 
+int pl_default_ps_threads(int cores, int worker_threads, int n_ps, size_t shard_floats) {
+  int free_cores = (cores - worker_threads) / (n_ps > 0 ? n_ps : 1);
+  size_t by_size = 1 + shard_floats / PL_PS_FLOATS_PER_THREAD;
+  int t = free_cores < (int)(by_size < 1024 ? by_size : 1024) ? free_cores : (int)by_size;
+  return t > 1 ? t : 1;
+}
+
 int pl_job_workers(const pl_run_options *o) {
   int ids[64];
   int n = pl_parse_int_list(o->gpus ? o->gpus : "", ids, 64, 0, PL_MAX_GPU_ID);

@@ -70,6 +70,10 @@ typedef struct pl_run_options {
   const char *metrics_path;   /* NULL: <run_dir>/metrics.jsonl */
   const char *summary_path;   /* NULL: <run_dir>/summary.json */
   const char *tensorboard_dir; /* the ps's --tensorboard, or NULL */
+  /* --timeline (issue 41): the merged file (NULL: none); each process writes its own into
+   * run_dir (launcher/run/run_timeline.h), keeping timeline_steps after timeline_skip. */
+  const char *timeline;
+  int timeline_steps, timeline_skip;
   const char *metrics_listen; /* the ps's --metrics-listen (its dashboard), or NULL */
   int insecure;               /* no cluster secret: any user of this machine may join */
   /* The ps's checkpoint flags, passed on as given (NULL: not given, the ps's default). Every
@@ -118,6 +122,16 @@ typedef struct {
 } pl_run_result;
 
 void pl_run_defaults(pl_run_options *o);
+/* Floats of a ps shard's part per thread of its --threads by default: a pass over fewer gains
+ * nothing from a helper (docs/benchmarks.md, issue 41: one thread was the fastest on the 2-core
+ * VM from 0.24M to 4M floats; bench_optim on 8 threads took longer than on one for mlp's
+ * 0.24M). */
+#define PL_PS_FLOATS_PER_THREAD 1000000u
+/* Each ps shard's --threads when --ps-threads is not given (it also gives the ps its I/O
+ * threads: --threads less one): the cores that the workers' threads leave free, shared among
+ * the shards, and no more than one per PL_PS_FLOATS_PER_THREAD floats of a shard's part;
+ * at least 1. */
+int pl_default_ps_threads(int cores, int worker_threads, int n_ps, size_t shard_floats);
 /* The workers the job starts: one per id of --gpus times --workers-per-gpu where --gpus is
  * given, else --workers. -EINVAL for a --gpus that is not a list of ids. */
 int pl_job_workers(const pl_run_options *o);

@@ -9,6 +9,7 @@
 #include "launcher/common/helpers.h"
 #include "launcher/run/run_allreduce.h"
 #include "launcher/run/run_args.h"
+#include "launcher/run/run_timeline.h"
 #include "launcher/run/run_children.h"
 #include "launcher/run/run_ctx.h"
 #include "launcher/run/run_elastic.h"
@@ -186,6 +187,7 @@ static int prepare(const pl_run_options *o, run_ctx *r, pl_job *j, int *lock_fd)
       pst_check_output_file("--metrics", j->metrics, err, sizeof err) < 0 ||
       (o->tensorboard_dir &&
        pst_check_output_dir("--tensorboard", o->tensorboard_dir, 0, err, sizeof err) < 0) ||
+      (o->timeline && pst_check_output_file("--timeline", o->timeline, err, sizeof err) < 0) ||
       (o->checkpoint_dir &&
        pst_check_output_dir("--checkpoint-dir", o->checkpoint_dir, 1, err, sizeof err) < 0)) {
     fprintf(stderr, "pstrain: %s\n", err);
@@ -270,6 +272,10 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   /* --mode allreduce has no ps: the flags of one refused here, in one line. */
   int allreduce = pl_ar_mode(o);
   if (allreduce && (rc0 = pl_ar_check(o)) != 0) return rc0;
+  if (allreduce && o->timeline) {
+    fprintf(stderr, "pstrain: --timeline records a job with a ps (--mode allreduce has none)\n");
+    return 2;
+  }
   j.workers = workers;
   r.n_ps = j.n_ps = o->ps_shards > 1 ? o->ps_shards : 1;
   if (r.n_ps > PST_MAX_SHARDS) {
@@ -337,9 +343,10 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
     snprintf(j.ps_list + used, sizeof j.ps_list - used, "%s%s:%d", i ? "," : "", j.shard_host[i],
              j.ports[i]);
   }
-  /* The ps shares this machine with the workers: its shards get the cores they leave free. */
-  int free_cores = pst_proc_cores() - workers * (o->threads > 0 ? o->threads : 1);
-  j.ps_threads = free_cores / r.n_ps > 1 ? free_cores / r.n_ps : 1;
+  /* The ps shares this machine with the workers: its shards get the cores they leave free,
+   * as many as their part of the model has use for (launcher/run/options.h). */
+  j.ps_threads = pl_default_ps_threads(pst_proc_cores(), workers * (o->threads > 0 ? o->threads : 1),
+                                       r.n_ps, o->model_params / (size_t)r.n_ps);
   if (o->ps_threads > 0) j.ps_threads = o->ps_threads;
   int lock_fd = -1;
   int rc = prepare(o, &r, &j, &lock_fd);
@@ -493,6 +500,17 @@ int pl_run_local(const pl_run_options *o, pl_run_result *res) {
   if (allreduce && r.failed && !r.interrupted)
     pl_ar_failure(r.ps[0].log, workers, r.steps_seen, r.total_steps, r.first_failure,
                   sizeof r.first_failure);
+  /* The processes' timelines onto one clock, once all have written theirs. */
+  char tl_err[4300];
+  if (o->timeline && !r.failed && rc == 0 && !allreduce &&
+      pl_timeline_merge(o, r.n_ps, r.n_workers > workers ? r.n_workers : workers, tl_err,
+                        sizeof tl_err) < 0) {
+    fprintf(stderr, "pstrain: %s\n", tl_err);
+    return 1;
+  }
+  if (o->timeline && !o->quiet && !r.failed && rc == 0)
+    printf("timeline: %s (every process on ps shard 0's clock; Perfetto or chrome://tracing "
+           "open it, tools/timeline_text.py prints a step)\n", o->timeline);
   if (r.failed || rc < 0) {
     fprintf(stderr, "pstrain: %s\npstrain: logs are in %s\n",
             r.first_failure[0] ? r.first_failure : "a process could not be started", o->run_dir);

@@ -2,6 +2,7 @@
 #include "launcher/run/run_args.h"
 
 #include "launcher/common/helpers.h"
+#include "launcher/run/run_timeline.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -88,6 +89,13 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
     pl_data_flags_argv(a, o);
   }
   if (j->secret[0]) pl_argv_add(a, "--secret-file=%s", j->secret);
+  if (o->timeline) {
+    char path[PATH_MAX];
+    pl_timeline_part(o, "ps", s, path, sizeof path);
+    pl_argv_add(a, "--timeline=%s", path);
+    pl_argv_add(a, "--timeline-steps=%d", o->timeline_steps);
+    pl_argv_add(a, "--timeline-skip=%d", o->timeline_skip);
+  }
   if (o->tls) {
     pl_argv_add(a, "--tls-cert=%s", j->tls_srv);
     pl_argv_add(a, "--tls-key=%s", j->tls_srv_key);
@@ -127,6 +135,13 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
   if (o->slow_factor[i] > 1) pl_argv_add(w, "--slow-factor=%g", o->slow_factor[i]);
   if (o->delay_ms[i] > 0) pl_argv_add(w, "--delay-ms=%g", o->delay_ms[i]);
   if (j->secret[0]) pl_argv_add(w, "--secret-file=%s", j->secret);
+  if (o->timeline) {
+    char path[PATH_MAX];
+    pl_timeline_part(o, "worker", i, path, sizeof path);
+    pl_argv_add(w, "--timeline=%s", path);
+    pl_argv_add(w, "--timeline-steps=%d", o->timeline_steps);
+    pl_argv_add(w, "--timeline-skip=%d", o->timeline_skip);
+  }
   if (o->tls) {
     pl_argv_add(w, "--tls-cert=%s", j->tls_cli);
     pl_argv_add(w, "--tls-key=%s", j->tls_cli_key);

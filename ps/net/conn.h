@@ -64,6 +64,7 @@ struct ps_conn {
   uint32_t pending_chunk;
   int pending_flags;     /* its place in the push (PST_CHUNK_FIRST, PST_CHUNK_LAST) */
   double push_at, pull_at; /* monotonic seconds: the push's first chunk, the PULL (/metrics) */
+  double tl_in_at;       /* the timeline: the pending chunk's last byte in (0: no timeline) */
   /* The round trip (issue 26, ps/obs/metrics.h), ps/net/pull.c's: the ps's work counters (its
    * seconds summing, in the optimizer, sending: rt_w0) when this worker's push began to
    * arrive, and when it was in whole (rt_in, rt_w1); once the first chunk of its next reply
@@ -203,5 +204,17 @@ void ps_pull_wait_begins(ps_conn *c);
 void ps_pull_job_ended(ps_conn *c);
 /* The callback of c's write job: sends what waited behind it, then the rest of the reply. */
 void ps_pull_job_done(ps_io_job *j);
+
+/* The timeline (--timeline; ps/net/timeline.c), each a no-op without one: a push chunk's
+ * last byte is in; the pending chunk is about to be offered (returns when, 0 when nothing is
+ * recorded); it was taken (the wait from its last byte to t_offer, "queued"); reply chunks
+ * [first, first + k) went from t0 to t1 on their way out, as `name` says. */
+void ps_tl_chunk_in(ps_conn *c);
+/* A worker's HEARTBEAT asking for this ps's clock (proto/pstrain.proto, clock_probe): the
+ * answer, at once. */
+void ps_tl_clock_answer(ps_conn *c, const Pstrain__Header *h);
+double ps_tl_offer(ps_conn *c);
+void ps_tl_taken(ps_conn *c, double t_offer);
+void ps_tl_sent(ps_conn *c, uint32_t first, uint32_t k, double t0, double t1, const char *name);
 
 #endif

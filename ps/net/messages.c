@@ -115,6 +115,9 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.shard_floats = s->opt.shard_floats;
   h.type = PSTRAIN__MSG_TYPE__WELCOME;
   h.welcome = &wl;
+  /* Just before it leaves: any moment between the HELLO's arrival and the WELCOME's
+   * departure lies inside the worker's bracket (proto/pstrain.proto). */
+  wl.clock_seconds = pst_now();
   ps_send_header(c, &h);
   ps_worker_joined(s, idx, c->peer, c->session);
 }

@@ -248,6 +248,7 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   if (c->pull_sent == 0) wait_ends(c);
   double t0 = pst_now();
   if (ps_io_submit(s->net->io, j) < 0) return 0;
+  ps_tl_sent(c, c->pull_sent, k, t0, t0, "send (handed to an I/O thread)");
   s->net->bytes_out += frames;
   c->last_tx = pst_now();
   s->net->send_seconds += c->last_tx - t0;
@@ -314,7 +315,13 @@ void ps_pull_continue(ps_conn *c) {
       if (!c->pull_writing) s->ops.kick(s);
       return;
     }
-    s->net->send_seconds += pst_now() - t0;
+    double t1 = pst_now();
+    s->net->send_seconds += t1 - t0;
+    /* On the timeline: the write's call; bytes libuv could not hand to the kernel at once
+     * leave later (the socket was full), which the span's name says. */
+    ps_tl_sent(c, first, k, t0, t1,
+               uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) == 0 || pst_tls_stream_is_tls(&c->io)
+                   ? "send" : "send (socket full: partly queued)");
   }
 }
 

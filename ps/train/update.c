@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/clock.h"
+#include "common/timeline.h"
 #include "ps/train/share_check.h"
 
 const char *pst_mode_name(pst_mode m) {
@@ -238,7 +239,11 @@ static int run_chunk(pst_update *u, float *sum, const float *data, const float *
   chunk_job j = {u, sum, data, grad, scale, off, 0};
   double t0 = pst_now();
   ps_par_for(u->par, len, chunk_range, &j);
-  *(grad ? &u->opt_seconds : &u->sum_seconds) += pst_now() - t0;
+  double t1 = pst_now();
+  *(grad ? &u->opt_seconds : &u->sum_seconds) += t1 - t0;
+  if (pst_tl_on()) /* the timeline (common/timeline.h): the ps's step is the version built */
+    pst_tl_span("ps", !grad ? "sum" : sum ? "sum + optimizer" : "optimizer", t0, t1,
+                PST_TL_CHUNK(u->store->version, -1, off, len, u->store->version));
   if (!atomic_load_explicit(&j.unsafe, memory_order_relaxed)) return 0;
   pst_opt_carry(u->opt, pst_store_front(u->store), pst_store_back(u->store), off, len);
   u->unsafe_chunks++;
@@ -449,6 +454,9 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
       double t0 = pst_now();
       memcpy(sum, data, len * sizeof(float));
       u->sum_seconds += pst_now() - t0;
+      if (pst_tl_on())
+        pst_tl_span("ps", "sum (copy)", t0, pst_now(),
+                    PST_TL_CHUNK(s->version, -1, off, len, s->version));
     }
   } else if (last_share) {
     /* Chunk c is complete with this share: sum it in and apply the optimizer in one pass. */

@@ -1,0 +1,24 @@
+/* The ps's default --threads (pl_default_ps_threads): the cores the workers leave free,
+ * shared among the shards, capped by the shard's part of the model. */
+#include <stdio.h>
+
+#include "common/check.h"
+#include "launcher/run/options.h"
+
+int main(void) {
+  /* This 2-core VM: no core is left free by one worker or more: 1 thread. */
+  CHECK(pl_default_ps_threads(2, 1, 1, 235146) == 1);
+  CHECK(pl_default_ps_threads(2, 2, 1, 2270000) == 1);
+  CHECK(pl_default_ps_threads(2, 4, 1, 4000000) == 1); /* more workers than cores */
+  /* 16 cores, one worker: the mlp (0.24M floats) keeps 1; mobilenetv2's 2.27M take 3; a
+   * 100M-float model takes every free core. */
+  CHECK(pl_default_ps_threads(16, 1, 1, 235146) == 1);
+  CHECK(pl_default_ps_threads(16, 1, 1, 2270000) == 3);
+  CHECK(pl_default_ps_threads(16, 1, 1, 100000000) == 15);
+  /* Shards share the free cores, and each counts its own part. */
+  CHECK(pl_default_ps_threads(16, 4, 4, 25000000) == 3);
+  CHECK(pl_default_ps_threads(16, 8, 2, 1500000) == 2);
+  CHECK(pl_default_ps_threads(0, 0, 0, 0) == 1);
+  printf("ps_threads_test: %d passed, %d failed\n", g_pass, g_fail);
+  return g_fail != 0;
+}
