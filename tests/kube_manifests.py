@@ -350,16 +350,12 @@ def read_containerfile(path):
     return user, programs
 
 
-def image_packages(containerfile):
-    text = open(containerfile).read().replace("\\\n", " ")
-    m = re.search(r"apt-get install ([^&]*)", text)
-    return {w for w in m.group(1).split() if not w.startswith("-")} if m else set()
-
-
-def check_image_libraries(containerfile, programs):
+def check_image_libraries(packages_file, programs):
     """Each shared library the programs link must come with the image: from a package the
-    Containerfile installs (or one those depend on), or from the base image (Priority:
-    required). Uses ldd and dpkg of this Debian 12 machine, where the programs were built."""
+    image gets (packages.txt in build.sh's context, which build.sh finds the same way), or
+    one those depend on, or from the base (Priority: required). Uses ldd and dpkg of this
+    Debian 12 machine, where the programs were built. tests/image_test runs ldd in the
+    built image itself."""
     status = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Priority}\t${Depends},"
                              "${Pre-Depends}\n"], capture_output=True, text=True).stdout
     prio, deps = {}, {}
@@ -368,7 +364,7 @@ def check_image_libraries(containerfile, programs):
         prio[name] = p
         deps[name] = [alt.split("|")[0].strip().split(" ")[0].split(":")[0]
                       for alt in d.split(",") if alt.strip()]
-    have, todo = set(), list(image_packages(containerfile))
+    have, todo = set(), open(packages_file).read().split()
     while todo:  # the listed packages and everything they depend on, as installed here
         p = todo.pop()
         if p not in have:
@@ -395,7 +391,7 @@ def check_image_libraries(containerfile, programs):
         if owner is None:
             problems.append(f"{prog}: {lib} belongs to no Debian package")
         elif owner not in have and prio.get(owner) != "required":
-            problems.append(f"{prog} links {lib} from {owner}, which the image does not install")
+            problems.append(f"{prog} links {lib} from {owner}, which the image does not get")
     return problems
 
 

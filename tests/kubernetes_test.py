@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--manifests", required=True)
     ap.add_argument("--units-ps-conf", required=True)
     ap.add_argument("--containerfile", required=True)
+    ap.add_argument("--image-packages", required=True, help="packages.txt of build.sh's context")
     ap.add_argument("--programs", nargs=3, required=True, help="pstrain-ps pstrain-worker pstrain")
     ap.add_argument("--work", required=True)
     ap.add_argument("--prefix", required=True)
@@ -89,7 +90,7 @@ def main():
     # 1. The manifests.
     m = kube_manifests.Manifests(a.manifests)
     problems = kube_manifests.check(m, a.units_ps_conf, a.containerfile)
-    problems += kube_manifests.check_image_libraries(a.containerfile, a.programs)
+    problems += kube_manifests.check_image_libraries(a.image_packages, a.programs)
     kproblems, note = kube_manifests.kustomize_check(m)
     if problems + kproblems:
         fail("the manifests:\n  " + "\n  ".join(problems + kproblems))
