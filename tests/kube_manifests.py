@@ -8,6 +8,7 @@ systemd units' hardening, the image recipe against the programs' libraries) and 
 line per problem. failure_action() is the Job controller's reading of a podFailurePolicy,
 which the simulated cluster (kube_sim.py) uses too. Needs Debian's python3-yaml."""
 import configparser
+import copy
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ class Manifests:
         self.secret = self._one("secret.yaml")
         self.monitoring = [d for d in self._all("monitoring.yaml") if d]
         self.gpu = self._one(os.path.join("gpu", "kustomization.yaml"))
+        self.elastic = self._one(os.path.join("elastic", "kustomization.yaml"))
 
     def _all(self, f):
         with open(os.path.join(self.dir, f)) as fh:
@@ -72,6 +74,36 @@ class Manifests:
     def conf(self, key):
         """A config file of the ConfigMap as {key: value} (its one section)."""
         return parse_conf(self.configmap["data"][key])
+
+
+def apply_component(objs, component):
+    """The objects with a kustomize Component's JSON 6902 patches applied (add, replace;
+    paths with ~1 and a trailing /- as kustomize takes them), as `kubectl kustomize` would,
+    for when no kubectl is installed. Returns new objects."""
+    objs = copy.deepcopy(objs)
+    for p in component.get("patches", []):
+        t = p["target"]
+        for o in objs:
+            if o["kind"] != t["kind"] or o["metadata"]["name"] != t["name"]:
+                continue
+            for op in yaml.safe_load(p["patch"]):
+                keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
+                parent = o
+                for k in keys[:-1]:
+                    parent = parent[int(k)] if isinstance(parent, list) else parent[k]
+                last = keys[-1]
+                if op["op"] not in ("add", "replace"):
+                    raise ValueError(f"patch op {op['op']} is not supported here")
+                if isinstance(parent, list):
+                    if last == "-":
+                        parent.append(op["value"])
+                    elif op["op"] == "add":
+                        parent.insert(int(last), op["value"])
+                    else:
+                        parent[int(last)] = op["value"]
+                else:
+                    parent[last] = op["value"]
+    return objs
 
 
 def parse_conf(text):
@@ -309,6 +341,20 @@ def check(m, units_ps_conf, containerfile):
     for what, pod, key in (("ps", tmpl["spec"], "ps.conf"), ("worker", wpod, "worker.conf")):
         check_pod(problems, what, pod, image_user, image_programs)
         check_volumes(problems, what, m, pod, key)
+
+    # The elastic component: workers MIN:MAX for the ps (by its environment), the Job's
+    # completions = parallelism between them, on-worker-loss continue (the ps refuses wait
+    # with the data handed out).
+    e_sts, e_job = apply_component([sts, job], m.elastic)
+    env = {e["name"]: e.get("value") for e in e_sts["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+    mm = re.fullmatch(r"(\d+):(\d+)", env.get("PSTRAIN_PS_WORKERS") or "")
+    e_spec = e_job["spec"]
+    if not mm or env.get("PSTRAIN_PS_ON_WORKER_LOSS") != "continue" or \
+            e_spec.get("completions") != e_spec.get("parallelism") or \
+            not int(mm.group(1)) <= e_spec["completions"] <= int(mm.group(2)):
+        problems.append(f"elastic/: workers {env.get('PSTRAIN_PS_WORKERS')}, on-worker-loss "
+                        f"{env.get('PSTRAIN_PS_ON_WORKER_LOSS')}, the Job's completions "
+                        f"{e_spec.get('completions')} and parallelism {e_spec.get('parallelism')}")
 
     # The GPU component: one nvidia.com/gpu per worker pod.
     ops = yaml.safe_load(m.gpu["patches"][0]["patch"])

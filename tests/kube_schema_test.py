@@ -2,9 +2,9 @@
 offline (kube_schema.py, third_party/kubernetes-schemas).
 
   1. Every object of every manifest in deploy/kubernetes (the kustomization's resources, the
-     Secret template, the monitors, the elastic worker Job) has no problem.
-  2. Where a kubectl is installed: `kubectl kustomize` of it, and with the gpu component, the
-     same (what `kubectl apply -k` would send).
+     Secret template, the monitors) has no problem.
+  2. Where a kubectl is installed: `kubectl kustomize` of it, and with the gpu and elastic
+     components, the same (what `kubectl apply -k` would send).
   3. Each file in testdata/k8s-broken fails with exactly the problems its `# expect:` lines
      name (the object and the field): a misspelled field, a string where an integer goes, a
      list where an object goes, a value outside an enum, a required field missing, an
@@ -47,21 +47,23 @@ def main():
             # A copy: kustomize does not follow a kustomization.yaml that is a link (runfiles).
             shutil.copytree(mdir, tmp, dirs_exist_ok=True)
             counts = []
-            for extra in ("", "components:\n  - gpu\n"):
-                with open(os.path.join(tmp, "kustomization.yaml"), "a") as f:
-                    f.write(extra)
+            base = open(os.path.join(tmp, "kustomization.yaml")).read()
+            for extra in ("", "components:\n  - gpu\n", "components:\n  - elastic\n",
+                          "components:\n  - gpu\n  - elastic\n"):
+                with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+                    f.write(base + extra)
                 out = subprocess.run([kubectl, "kustomize", tmp], capture_output=True, text=True)
                 if out.returncode != 0:
                     fail(passed, f"kubectl kustomize: {out.stderr.strip()}")
                 objs = [o for o in yaml.safe_load_all(out.stdout) if o]
                 for o in objs:
-                    problems += kube_schema.check(o, schemas, "kustomize" + (" (gpu)" if extra else ""))
+                    problems += kube_schema.check(o, schemas, "kustomize " + extra.replace("\n", " "))
                 counts.append(len(objs))
         if problems:
             fail(passed, "kubectl kustomize's output:\n  " + "\n  ".join(problems))
         passed += 1
-        print(f"PASS: kubectl kustomize renders {counts[0]} objects ({counts[1]} with the gpu "
-              "component), all matching the schemas")
+        print(f"PASS: kubectl kustomize renders {counts[0]} objects, and {counts[1]}, {counts[2]} "
+              f"and {counts[3]} with the gpu, elastic and both components, all matching the schemas")
     else:
         print("SKIP: no kubectl: kustomize's output not checked (the files are)")
 
