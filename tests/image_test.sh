@@ -78,11 +78,20 @@ else
   [ "$a" = "$b" ] && [ "$ida" = "$idb" ] ||
     fail "two builds from one build tree differ: layers $a, image $ida; then layers $b, image $idb"
   "${B[@]}" rmi "localhost/pstrain:$tag-again" >/dev/null
-  # Earlier builds' images (other programs): only this one is kept.
-  for old in $("${B[@]}" images --format '{{.Name}}:{{.Tag}}' | grep '/pstrain:t-' | grep -v ":$tag\$" || true); do
-    "${B[@]}" rmi "$old" >/dev/null 2>&1 || true
-  done
-  pass "build.sh built $image from Debian's archive (mmdebstrap, no registry) in ${first} s, and again in ${second} s with the same layers ($a) and image ID"
+  # Earlier builds' images (other programs) and bases (other packages): only these are kept.
+  base=$(grep -o 'pstrain-base:[0-9a-f]*' "$OUT/build.log" | tail -n 1 || true)
+  if [ -n "$base" ]; then
+    for old in $("${B[@]}" images --format '{{.Name}}:{{.Tag}}' | grep -E '/pstrain(-base)?:' |
+                 grep -v -e ":$tag\$" -e "/$base\$" || true); do
+      "${B[@]}" rmi "$old" >/dev/null 2>&1 || true
+    done
+    for old in "$CACHE"/base-*.tar; do
+      [ "$old" = "$CACHE/base-${base#pstrain-base:}.tar" ] || rm -f "$old"
+    done
+  fi
+  how="on the Debian root cached in $CACHE"
+  grep -q "made the base with mmdebstrap" "$OUT/build.log" && how="from Debian's archive (mmdebstrap, no registry)"
+  pass "build.sh built $image $how in ${first} s, and again in ${second} s with the same layers ($a) and image ID"
 fi
 flock -u 9
 size=$("${B[@]}" images --format '{{.Size}}' "$image" | head -1)

@@ -167,6 +167,7 @@ key=$( { echo "suite=$SUITE base=$base mirror=$mirror epoch=$epoch"; printf '%s\
          cat "$here/Containerfile.base"; sed -n '/^# MMDEBSTRAP$/,/^# END$/p' "$0"; } |
        sha256sum | cut -c1-16)
 base_image="localhost/pstrain-base:$key"
+echo "build.sh: the base is $base_image" >&2
 if image_exists "$base_image"; then
   echo "build.sh: the base $base_image is there already" >&2
 elif [ -n "$base" ]; then
