@@ -131,7 +131,7 @@ fi
 # The context: the recipes, bin/ with the programs (copied: bazel-bin's are links, and
 # their times are the epoch's) and the package list.
 cp "$here/Containerfile" "$here/Containerfile.base" "$here/Containerfile.gpu" "$context/"
-rm -rf "$context/bin" "$context/cuda"
+rm -rf "${context:?}/bin" "${context:?}/cuda"
 mkdir -p "$context/bin" "$context/cuda"
 for p in "${PROGRAMS[@]}"; do
   cp -L "$build_dir/$p" "$context/bin/"
