@@ -32,7 +32,7 @@
 #
 # The packages are those that hold the libraries the programs link, found with ldd and
 # dpkg -S on this (Debian 12) machine. Nothing is downloaded when the image runs. Two builds
-# from one build tree give the same layer digests (deploy/README.md, "Reproducible").
+# from one build tree give the same layer digests (deploy/README.md, "Kubernetes", 1).
 #
 # Exit status: 0 built (or printed), 1 no engine or a build failed, 2 bad arguments or a
 # missing program or library.
@@ -61,7 +61,7 @@ while [ $# -gt 0 ]; do
     --context) need "$@"; context=$2; shift 2 ;;
     --dry-run) dry=1; shift ;;
     --print-packages) print_packages=1; shift ;;
-    -h|--help) sed -n '2,37p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "build.sh: unknown argument '$1' (try --help)" >&2; exit 2 ;;
   esac
 done
