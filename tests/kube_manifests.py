@@ -8,6 +8,7 @@ systemd units' hardening, the image recipe against the programs' libraries) and 
 line per problem. failure_action() is the Job controller's reading of a podFailurePolicy,
 which the simulated cluster (kube_sim.py) uses too. Needs Debian's python3-yaml."""
 import configparser
+import copy
 import os
 import re
 import shutil
@@ -36,6 +37,7 @@ class Manifests:
         self.secret = self._one("secret.yaml")
         self.monitoring = [d for d in self._all("monitoring.yaml") if d]
         self.gpu = self._one(os.path.join("gpu", "kustomization.yaml"))
+        self.elastic = self._one(os.path.join("elastic", "kustomization.yaml"))
 
     def _all(self, f):
         with open(os.path.join(self.dir, f)) as fh:
@@ -72,6 +74,36 @@ class Manifests:
     def conf(self, key):
         """A config file of the ConfigMap as {key: value} (its one section)."""
         return parse_conf(self.configmap["data"][key])
+
+
+def apply_component(objs, component):
+    """The objects with a kustomize Component's JSON 6902 patches applied (add, replace;
+    paths with ~1 and a trailing /- as kustomize takes them), as `kubectl kustomize` would,
+    for when no kubectl is installed. Returns new objects."""
+    objs = copy.deepcopy(objs)
+    for p in component.get("patches", []):
+        t = p["target"]
+        for o in objs:
+            if o["kind"] != t["kind"] or o["metadata"]["name"] != t["name"]:
+                continue
+            for op in yaml.safe_load(p["patch"]):
+                keys = [k.replace("~1", "/").replace("~0", "~") for k in op["path"].split("/")[1:]]
+                parent = o
+                for k in keys[:-1]:
+                    parent = parent[int(k)] if isinstance(parent, list) else parent[k]
+                last = keys[-1]
+                if op["op"] not in ("add", "replace"):
+                    raise ValueError(f"patch op {op['op']} is not supported here")
+                if isinstance(parent, list):
+                    if last == "-":
+                        parent.append(op["value"])
+                    elif op["op"] == "add":
+                        parent.insert(int(last), op["value"])
+                    else:
+                        parent[int(last)] = op["value"]
+                else:
+                    parent[last] = op["value"]
+    return objs
 
 
 def parse_conf(text):
@@ -310,6 +342,20 @@ def check(m, units_ps_conf, containerfile):
         check_pod(problems, what, pod, image_user, image_programs)
         check_volumes(problems, what, m, pod, key)
 
+    # The elastic component: workers MIN:MAX for the ps (by its environment), the Job's
+    # completions = parallelism between them, on-worker-loss continue (the ps refuses wait
+    # with the data handed out).
+    e_sts, e_job = apply_component([sts, job], m.elastic)
+    env = {e["name"]: e.get("value") for e in e_sts["spec"]["template"]["spec"]["containers"][0].get("env", [])}
+    mm = re.fullmatch(r"(\d+):(\d+)", env.get("PSTRAIN_PS_WORKERS") or "")
+    e_spec = e_job["spec"]
+    if not mm or env.get("PSTRAIN_PS_ON_WORKER_LOSS") != "continue" or \
+            e_spec.get("completions") != e_spec.get("parallelism") or \
+            not int(mm.group(1)) <= e_spec["completions"] <= int(mm.group(2)):
+        problems.append(f"elastic/: workers {env.get('PSTRAIN_PS_WORKERS')}, on-worker-loss "
+                        f"{env.get('PSTRAIN_PS_ON_WORKER_LOSS')}, the Job's completions "
+                        f"{e_spec.get('completions')} and parallelism {e_spec.get('parallelism')}")
+
     # The GPU component: one nvidia.com/gpu per worker pod.
     ops = yaml.safe_load(m.gpu["patches"][0]["patch"])
     gpu = [o for o in ops if o["path"].endswith("/resources/limits/nvidia.com~1gpu")]
@@ -350,16 +396,12 @@ def read_containerfile(path):
     return user, programs
 
 
-def image_packages(containerfile):
-    text = open(containerfile).read().replace("\\\n", " ")
-    m = re.search(r"apt-get install ([^&]*)", text)
-    return {w for w in m.group(1).split() if not w.startswith("-")} if m else set()
-
-
-def check_image_libraries(containerfile, programs):
+def check_image_libraries(packages_file, programs):
     """Each shared library the programs link must come with the image: from a package the
-    Containerfile installs (or one those depend on), or from the base image (Priority:
-    required). Uses ldd and dpkg of this Debian 12 machine, where the programs were built."""
+    image gets (packages.txt in build.sh's context, which build.sh finds the same way), or
+    one those depend on, or from the base (Priority: required). Uses ldd and dpkg of this
+    Debian 12 machine, where the programs were built. tests/image_test runs ldd in the
+    built image itself."""
     status = subprocess.run(["dpkg-query", "-W", "-f=${Package}\t${Priority}\t${Depends},"
                              "${Pre-Depends}\n"], capture_output=True, text=True).stdout
     prio, deps = {}, {}
@@ -368,7 +410,7 @@ def check_image_libraries(containerfile, programs):
         prio[name] = p
         deps[name] = [alt.split("|")[0].strip().split(" ")[0].split(":")[0]
                       for alt in d.split(",") if alt.strip()]
-    have, todo = set(), list(image_packages(containerfile))
+    have, todo = set(), open(packages_file).read().split()
     while todo:  # the listed packages and everything they depend on, as installed here
         p = todo.pop()
         if p not in have:
@@ -395,7 +437,7 @@ def check_image_libraries(containerfile, programs):
         if owner is None:
             problems.append(f"{prog}: {lib} belongs to no Debian package")
         elif owner not in have and prio.get(owner) != "required":
-            problems.append(f"{prog} links {lib} from {owner}, which the image does not install")
+            problems.append(f"{prog} links {lib} from {owner}, which the image does not get")
     return problems
 
 

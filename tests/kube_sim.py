@@ -180,6 +180,26 @@ class Cluster:
                     del self.pods[pod.name]
         self.event(f"job/{name} deleted")
 
+    def patch_job(self, name, parallelism, completions):
+        """kubectl patch job NAME --type merge -p '{"spec": {"parallelism": P, "completions":
+        C}}': an elastic Indexed Job (Kubernetes 1.31+) may change its completions only
+        together with parallelism, equal before and after, as the API server requires. The
+        controller then deletes the pods whose index is C or more (SIGTERM), counting none of
+        them, and makes the new indexes' pods."""
+        job = self.jobs[name]
+        spec = job.spec
+        if spec.get("completionMode") != "Indexed" or spec["completions"] != spec["parallelism"] \
+                or parallelism != completions:
+            raise RuntimeError(f"job/{name}: spec.completions may change only with parallelism, "
+                               "equal to it, in an Indexed Job")
+        spec["parallelism"], spec["completions"] = parallelism, completions
+        job.succeeded = {i for i in job.succeeded if i < completions}
+        self.event(f"job/{name} patched: parallelism and completions {completions}")
+        for pod in list(self.pods.values()):
+            if pod.owner == ("Job", name) and pod.index >= completions and pod.pid \
+                    and not pod.deleting:
+                self.delete_pod(pod.name)
+
     def delete_statefulset(self, name):
         sts = self.statefulsets.pop(name)
         for pod in list(self.pods.values()):
@@ -215,6 +235,10 @@ class Cluster:
                     job.accounted.add(pod.uid)
                     if pod.deleting:  # its finalizer lifted: the deleted pod goes now
                         del self.pods[pod.name]
+                    if pod.index >= spec["completions"]:  # scaled away: not counted
+                        self.event(f"job/{job.name}: pod {pod.name} (index {pod.index}, beyond "
+                                   f"{spec['completions']}) ended {pod.exit_code}: not counted")
+                        continue
                     if pod.phase == "Succeeded":
                         job.succeeded.add(pod.index)
                         continue
@@ -233,7 +257,7 @@ class Cluster:
                         if job.failed > spec.get("backoffLimit", 6):
                             self._fail(job, "BackoffLimitExceeded",
                                        "Job has reached the specified backoff limit")
-                elif pod.phase in ("Pending", "Running"):
+                elif pod.phase in ("Pending", "Running") and pod.index < spec["completions"]:
                     active[pod.index] = pod
             if job.condition:
                 continue

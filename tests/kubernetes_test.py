@@ -20,6 +20,11 @@
      until the StatefulSet is deleted, and then exits 0.
   4. The same job straight on one host (the ConfigMap's files, the cluster's settings
      overridden by flags): the same weights, bit for bit.
+  5. Elastic workers (the elastic/ component: workers = 2:4): the worker Job grown 2 -> 4
+     after epoch 1 and shrunk 4 -> 2 half-way through epoch 3 by patching its parallelism and
+     completions together; the scaled-away pods get SIGTERM, exit 0 and are not counted; the
+     ps's records say every sample was trained once per epoch (data_coverage.py) and 2
+     departures, no loss; the accuracy is within 0.5 points of a fixed 2-worker job.
 The test's own edits to the ConfigMap (as a user's `kubectl edit`): ps.conf trains 8 epochs
 with a checkpoint every 100 steps, so that the kills fall mid-run and a checkpoint exists;
 the Secret is secret.yaml with a random secret filled in (as README's kubectl command)."""
@@ -77,6 +82,7 @@ def main():
     ap.add_argument("--manifests", required=True)
     ap.add_argument("--units-ps-conf", required=True)
     ap.add_argument("--containerfile", required=True)
+    ap.add_argument("--image-packages", required=True, help="packages.txt of build.sh's context")
     ap.add_argument("--programs", nargs=3, required=True, help="pstrain-ps pstrain-worker pstrain")
     ap.add_argument("--work", required=True)
     ap.add_argument("--prefix", required=True)
@@ -89,7 +95,7 @@ def main():
     # 1. The manifests.
     m = kube_manifests.Manifests(a.manifests)
     problems = kube_manifests.check(m, a.units_ps_conf, a.containerfile)
-    problems += kube_manifests.check_image_libraries(a.containerfile, a.programs)
+    problems += kube_manifests.check_image_libraries(a.image_packages, a.programs)
     kproblems, note = kube_manifests.kustomize_check(m)
     if problems + kproblems:
         fail("the manifests:\n  " + "\n  ".join(problems + kproblems))
@@ -313,12 +319,95 @@ def run(a, m, cluster, secret):
     ok(f"the same job straight on one host: the same weights ({ref['weights_checksum']}) and "
        f"test accuracy {ref['test_accuracy']}")
 
+    elastic(a, m, cluster)
 
-def straight_run(a, cm, work):
+
+def elastic(a, m, cluster):
+    """5. The elastic component's job, grown and shrunk while it runs."""
+    cluster.delete_job("pstrain-worker")
+    claim = os.path.join(cluster.work, "claims", "state-pstrain-ps-0")
+    shutil.rmtree(claim)  # kubectl delete pvc: a new job
+    cm = copy.deepcopy(m.configmap)
+    ps_conf = cm["data"]["ps.conf"]
+    for key, value in (("epochs", "4"), ("batch-size", "256"), ("seed", "7")):
+        ps_conf = edit_conf(ps_conf, key, value)
+    fixed = copy.deepcopy(cm)  # the baseline: 2 fixed workers, static shards
+    fixed["data"]["ps.conf"] = ps_conf
+    ps_conf = edit_conf(ps_conf, "lr-scaling", "linear")  # as tests/elastic_test.sh
+    cm["data"]["ps.conf"] = edit_conf(ps_conf, "metrics", "/var/lib/pstrain/metrics.jsonl")
+    sts, job_obj = kube_manifests.apply_component([m.statefulset, m.job], m.elastic)
+    for obj in (cm, sts, job_obj):
+        cluster.apply(copy.deepcopy(obj))
+    job = cluster.jobs["pstrain-worker"]
+    metrics = os.path.join(claim, "metrics.jsonl")
+
+    def records():
+        try:
+            return [json.loads(l) for l in open(metrics) if l.endswith("\n")]
+        except OSError:
+            return []
+
+    def seen(pred):
+        return any(pred(r) for r in records())
+
+    t0 = time.monotonic()
+    cluster.run_until("epoch 1 trained by 2 workers",
+                      lambda: seen(lambda r: r.get("event") == "data_epoch" and r["epoch"] == 1),
+                      180)
+    cluster.patch_job("pstrain-worker", 4, 4)
+    cluster.run_until("4 workers training",
+                      lambda: seen(lambda r: r.get("event") == "workers" and r["workers"] == 4),
+                      120)
+    grown = [p for p in cluster.pods.values() if p.owner == ("Job", "pstrain-worker")
+             and p.index >= 2 and p.pid]
+    def trained():
+        return sum(r["count"] for r in records()
+                   if r.get("event") == "data" and r["what"] == "trained")
+    at_four = trained()
+    cluster.run_until("half an epoch trained by 4 workers",
+                      lambda: trained() >= at_four + 30000, 180)
+    cluster.patch_job("pstrain-worker", 2, 2)
+    cluster.run_until("the Job completes", lambda: job.condition, 240)
+    took = time.monotonic() - t0
+    summary = json.load(open(os.path.join(claim, "summary.json")))
+    if job.condition != "Complete" or job.failed:
+        fail(f"the elastic Job ended {job.condition} ({job.message}), {job.failed} failures "
+             "counted", cluster)
+    if len(grown) != 2 or any(p.exit_code != 0 for p in grown):
+        fail(f"the scaled-away pods: {[(p.name, p.exit_code) for p in grown]}, want 2 that "
+             "exited 0", cluster)
+    cover = subprocess.run(["/usr/bin/python3", os.path.join(os.path.dirname(
+        os.path.abspath(__file__)), "data_coverage.py"), metrics, "60000", "4"],
+        capture_output=True, text=True)
+    if cover.returncode != 0:
+        fail(f"the elastic job's records: not every sample once per epoch:\n{cover.stdout}",
+             cluster)
+    counts = [r["workers"] for r in records() if r.get("event") == "workers"]
+    if summary.get("workers_departed") != 2 or summary.get("workers_lost") != 0 or \
+            4 not in counts or 2 not in counts[counts.index(4):]:
+        fail(f"the elastic job: departed {summary.get('workers_departed')}, lost "
+             f"{summary.get('workers_lost')}, workers over time {counts}", cluster)
+    ref = straight_run(a, fixed, cluster.work, "straight-fixed")
+    acc, racc = summary["test_accuracy"], ref["test_accuracy"]
+    if abs(acc - racc) > 0.005:
+        fail(f"the elastic job's accuracy {acc} is more than 0.5 points from a fixed 2-worker "
+             f"job's {racc}")
+    ok(f"elastic workers (workers 2:4): the Job patched 2 -> 4 -> 2 while it ran; the 2 "
+       f"scaled-away pods ({', '.join(p.name for p in grown)}) exited 0, not counted (failed "
+       f"{job.failed}); the ps's records: every sample once in each of 4 epochs, "
+       f"{summary['workers_departed']} departures, {summary['workers_lost']} lost, workers "
+       f"{'->'.join(str(c) for c in counts if c)}; test accuracy {acc} (2 fixed workers: {racc}); "
+       f"{took:.0f} s")
+    cluster.delete_statefulset("pstrain-ps")
+    cluster.run_until("the ps pod stops", lambda: not any(
+        p.pid for p in cluster.pods.values() if p.owner == ("StatefulSet", "pstrain-ps")), 60)
+
+
+def straight_run(a, cm, work, name="straight"):
     """The job of the ConfigMap's files without Kubernetes: one ps and the workers on this
     namespace's loopback, the cluster's settings overridden by flags (no k8s-ps, no volume,
     no ports), in as bare an environment as the pods'. Its summary."""
-    d = os.path.join(work, "straight")
+    d = os.path.join(work, name)
     os.makedirs(d)
     conf = {}
     for key in ("ps.conf", "worker.conf"):
@@ -337,9 +426,19 @@ def straight_run(a, cm, work):
             [a.programs[1], "--config", conf["worker.conf"], "--ps", "127.0.0.1:7070",
              "--index", str(i)] + common, env=env,
             stdout=open(os.path.join(d, f"worker{i}.log"), "w"), stderr=subprocess.STDOUT))
-    for p in procs[1:] + procs[:1]:
-        if p.wait(300) != 0:
-            fail(f"the straight run's {p.args[0]} exited {p.returncode} (logs in {d})")
+    end = time.monotonic() + 300
+    while any(p.poll() is None for p in procs) and time.monotonic() < end:
+        if any(p.returncode for p in procs):
+            break
+        time.sleep(0.1)
+    for p in procs:
+        if p.poll() != 0:
+            for q in procs:
+                if q.poll() is None:
+                    q.kill()
+            log = os.path.join(d, "ps.log")
+            fail(f"the straight run's {p.args[0]} exited {p.returncode} (logs in {d}): "
+                 f"{open(log).read().strip().splitlines()[-1:]}")
     return json.load(open(os.path.join(d, "summary.json")))
 
 

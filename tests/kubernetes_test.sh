@@ -3,8 +3,9 @@
 # on the simulated cluster of tests/kube_sim.py): the manifests checked, a worker's
 # configuration error failing the Job at once, the job with a worker pod and the ps pod
 # killed and replaced (the same weights as the job straight), the finished ps waiting.
-# Before it, the image recipe's script (deploy/image/build.sh) makes its build context; no
-# image is built (no podman or buildah is needed, and none would reach a registry here).
+# Before it, the image recipe's script (deploy/image/build.sh) makes its build context and
+# says what it would run; no image is built here (tests/image_test builds one and runs a job
+# from it).
 #
 # The pods' addresses (10.213.29.0/24) exist only inside the namespaces made here. Needs root
 # (network, mount and UTS namespaces), iproute2, util-linux and python3-yaml; without root it
@@ -53,22 +54,27 @@ done
 ctx="$WORK/image-context"
 out=$("$IMAGE/build.sh" --dry-run --engine podman --build-dir "$RUNFILES" --context "$ctx" --tag t29) ||
   fail "build.sh --dry-run failed: $out"
-grep -q "^podman build -f $ctx/Containerfile -t pstrain:t29 $ctx *\$" <<<"$out" ||
+grep -q "^podman build --isolation chroot --timestamp [0-9]* -f $ctx/Containerfile --build-arg BASE=localhost/pstrain-base:[0-9a-f]* -t pstrain:t29 $ctx *\$" <<<"$out" ||
   fail "build.sh --dry-run does not build pstrain:t29 from its context: $out"
 for p in "$PS_BIN" "$WORKER_BIN" "$LAUNCHER_BIN"; do
   b="$ctx/bin/$(basename "$p")"
   { [ -x "$b" ] && cmp -s "$p" "$b"; } || fail "the image context lacks the built $(basename "$p")"
 done
 cmp -s "$IMAGE/Containerfile" "$ctx/Containerfile" || fail "the image context lacks the Containerfile"
+grep -qx libuv1 "$ctx/packages.txt" && grep -qx dataset-fashion-mnist "$ctx/packages.txt" ||
+  fail "the image context's packages.txt lacks libuv1 or dataset-fashion-mnist: $(xargs <"$ctx/packages.txt")"
+grep -q "^mmdebstrap .*--variant=minbase .*--include=.*libuv1" <<<"$out" ||
+  fail "build.sh --dry-run does not make the base with mmdebstrap: $out"
 if ! command -v podman >/dev/null && ! command -v buildah >/dev/null; then
   rc=0
   "$IMAGE/build.sh" --build-dir "$RUNFILES" --context "$WORK/ctx2" >"$OUT/build.log" 2>&1 || rc=$?
   [ "$rc" = 1 ] || fail "build.sh without podman or buildah exited $rc, not 1"
 fi
-pass "deploy/image/build.sh makes the image's context (the Containerfile and the three programs) and the podman command for it"
+pass "deploy/image/build.sh makes the image's context (the Containerfile, the three programs, the packages they need) and the mmdebstrap and podman commands for it"
 
 /usr/bin/python3 -B "$(dirname "$0")/kubernetes_test.py" --manifests "$K8S" \
   --units-ps-conf "$RUNFILES/deploy/ps.conf" --containerfile "$IMAGE/Containerfile" \
+  --image-packages "$ctx/packages.txt" \
   --programs "$PS_BIN" "$WORKER_BIN" "$LAUNCHER_BIN" --work "$WORK" --prefix "$PREFIX" \
   --min-accuracy 0.87 --passed-before 1 2>&1 | tee "$OUT/kubernetes_test.out"
 rc=${PIPESTATUS[0]}
