@@ -53,17 +53,23 @@ int wk_prefetch_start(wk_prefetch *pf, const pst_batch_prep *prep, int batch) {
   return 0;
 }
 
+/* With pf->mu held: waits for whatever was asked for (its buffers are either this step's
+ * batch or free to be reused once it is done), takes the thread's result back, and says
+ * whether it is step's batch. */
+static int claim_locked(wk_prefetch *pf, uint64_t step) {
+  while (pf->state == WK_PF_ASKED || pf->state == WK_PF_WORKING)
+    pthread_cond_wait(&pf->cv, &pf->mu);
+  int ours = pf->state == WK_PF_READY && pf->step == step;
+  pf->state = WK_PF_IDLE;
+  return ours;
+}
+
 double wk_prefetch_take(wk_prefetch *pf, uint64_t step, const int32_t *idx, float *x, int32_t *y) {
   double t0 = pst_now();
   int ours = 0;
   if (pf->started) {
     pthread_mutex_lock(&pf->mu);
-    /* Whatever was asked for is waited for: its buffers are either this step's batch or
-     * free to be reused once it is done. */
-    while (pf->state == WK_PF_ASKED || pf->state == WK_PF_WORKING)
-      pthread_cond_wait(&pf->cv, &pf->mu);
-    ours = pf->state == WK_PF_READY && pf->step == step;
-    pf->state = WK_PF_IDLE;
+    ours = claim_locked(pf, step);
     pthread_mutex_unlock(&pf->mu);
   }
   if (ours) {
@@ -82,10 +88,7 @@ double wk_prefetch_take_swap(wk_prefetch *pf, uint64_t step, const int32_t *idx,
   int ours = 0;
   if (pf->started) {
     pthread_mutex_lock(&pf->mu);
-    while (pf->state == WK_PF_ASKED || pf->state == WK_PF_WORKING)
-      pthread_cond_wait(&pf->cv, &pf->mu);
-    ours = pf->state == WK_PF_READY && pf->step == step;
-    pf->state = WK_PF_IDLE;
+    ours = claim_locked(pf, step);
     if (ours) {
       /* Under the lock: the thread touches pf->x and pf->y only while it works. */
       float *xs = *x;

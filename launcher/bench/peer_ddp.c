@@ -33,19 +33,6 @@ const char *pl_peer_ddp_unfit(const pl_run_options *o) {
   return NULL;
 }
 
-/* The last non-empty line of a file, for a one-line reason. */
-static void last_line(const char *path, char *out, size_t outlen) {
-  FILE *f = fopen(path, "r");
-  char line[512];
-  out[0] = '\0';
-  if (!f) return;
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\n")] = '\0';
-    if (line[0]) snprintf(out, outlen, "%s", line);
-  }
-  fclose(f);
-}
-
 int pl_peer_ddp_run(const pl_run_options *o, const char *dir, char *summary, size_t cap,
                     char *why, size_t whylen) {
   char script[PATH_MAX], log[PATH_MAX + 16], out[PATH_MAX + 16];
@@ -91,7 +78,7 @@ int pl_peer_ddp_run(const pl_run_options *o, const char *dir, char *summary, siz
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    last_line(log, why, whylen);
+    pl_last_line(log, why, whylen);
     if (!why[0]) snprintf(why, whylen, "the peer ended with status %d (log: %s)", status, log);
     if (WIFEXITED(status) && WEXITSTATUS(status) == PL_PEER_SKIPPED) return PL_PEER_SKIPPED;
     return WIFEXITED(status) ? WEXITSTATUS(status) : 1;

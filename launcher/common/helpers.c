@@ -112,3 +112,17 @@ int pl_parse_int_list(const char *s, int *out, int max, int lo, int hi) {
   }
   return *s ? -E2BIG : n;
 }
+
+void pl_last_line(const char *log, char *out, size_t outlen) {
+  FILE *f = fopen(log, "r");
+  out[0] = '\0';
+  if (!f) return;
+  char line[1024];
+  while (fgets(line, sizeof line, f)) {
+    line[strcspn(line, "\n")] = '\0';
+    if (!line[0]) continue;
+    const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
+    snprintf(out, outlen, "%.*s", (int)outlen - 1, p);
+  }
+  fclose(f);
+}

@@ -28,6 +28,8 @@ char **pl_argv_dup(char **argv, int n);
 /* Where another program is (gnuplot, ip, tc): the first executable NAME in PATH's folders,
  * then in extra's (a colon-separated list, or NULL). 0, or -ENOENT. */
 int pl_find_program(const char *name, const char *extra, char *out, size_t outlen);
+/* The last non-empty line of a log, without its level prefix ("<6>"; "" when none). */
+void pl_last_line(const char *log, char *out, size_t outlen);
 /* A number field ("key":number) of a one-line JSON object, or -1 when it is absent. */
 double pl_json_num(const char *line, const char *key);
 /* A comma-separated list of integers in [lo, hi], at most max of them, into out. Returns how

@@ -28,6 +28,17 @@ void pl_data_flags_argv(pl_argv *a, const pl_run_options *o) {
   pl_argv_add(a, "--split-seed=%lld", (long long)d->split_seed);
 }
 
+/* --timeline: process `who` number i records its part in the run directory, which `pstrain
+ * local` merges at the end (run_timeline.h). */
+static void timeline_args(pl_argv *a, const pl_run_options *o, const char *who, int i) {
+  if (!o->timeline) return;
+  char path[PATH_MAX];
+  pl_timeline_part(o, who, i, path, sizeof path);
+  pl_argv_add(a, "--timeline=%s", path);
+  pl_argv_add(a, "--timeline-steps=%d", o->timeline_steps);
+  pl_argv_add(a, "--timeline-skip=%d", o->timeline_skip);
+}
+
 void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
   a->n = 0;
   a->argv[0] = NULL;
@@ -89,13 +100,7 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
     pl_data_flags_argv(a, o);
   }
   if (j->secret[0]) pl_argv_add(a, "--secret-file=%s", j->secret);
-  if (o->timeline) {
-    char path[PATH_MAX];
-    pl_timeline_part(o, "ps", s, path, sizeof path);
-    pl_argv_add(a, "--timeline=%s", path);
-    pl_argv_add(a, "--timeline-steps=%d", o->timeline_steps);
-    pl_argv_add(a, "--timeline-skip=%d", o->timeline_skip);
-  }
+  timeline_args(a, o, "ps", s);
   if (o->tls) {
     pl_argv_add(a, "--tls-cert=%s", j->tls_srv);
     pl_argv_add(a, "--tls-key=%s", j->tls_srv_key);
@@ -135,13 +140,7 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
   if (o->slow_factor[i] > 1) pl_argv_add(w, "--slow-factor=%g", o->slow_factor[i]);
   if (o->delay_ms[i] > 0) pl_argv_add(w, "--delay-ms=%g", o->delay_ms[i]);
   if (j->secret[0]) pl_argv_add(w, "--secret-file=%s", j->secret);
-  if (o->timeline) {
-    char path[PATH_MAX];
-    pl_timeline_part(o, "worker", i, path, sizeof path);
-    pl_argv_add(w, "--timeline=%s", path);
-    pl_argv_add(w, "--timeline-steps=%d", o->timeline_steps);
-    pl_argv_add(w, "--timeline-skip=%d", o->timeline_skip);
-  }
+  timeline_args(w, o, "worker", i);
   if (o->tls) {
     pl_argv_add(w, "--tls-cert=%s", j->tls_cli);
     pl_argv_add(w, "--tls-key=%s", j->tls_cli_key);

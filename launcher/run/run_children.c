@@ -71,19 +71,6 @@ static void last_error_line(const char *log, char *out, size_t outlen) {
 }
 
 /* The last line of a child's log, without its level prefix. */
-void pl_last_line(const char *log, char *out, size_t outlen) {
-  FILE *f = fopen(log, "r");
-  out[0] = '\0';
-  if (!f) return;
-  char line[1024];
-  while (fgets(line, sizeof line, f)) {
-    line[strcspn(line, "\n")] = '\0';
-    if (!line[0]) continue;
-    const char *p = line[0] == '<' && line[2] == '>' ? line + 3 : line;
-    snprintf(out, outlen, "%.*s", (int)outlen - 1, p);
-  }
-  fclose(f);
-}
 
 int pl_spawn(run_ctx *r, child *c, char **argv);
 

@@ -15,8 +15,6 @@ void pl_stop_one(child *c, int sig);
 void pl_stop_all(run_ctx *r, int sig);
 /* Every ps shard has exited (or never started). */
 int pl_ps_all_exited(const run_ctx *r);
-/* The last line of a log, without its level prefix ("" when none). */
-void pl_last_line(const char *log, char *out, size_t outlen);
 
 
 /* Not a command for people: pl_spawn starts every child of a run as
