@@ -174,24 +174,11 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     *dst = c->recv;
     return 0;
   }
-  /* The chunk this one must be: the first of a push is chunk 0 or the last chunk (its
-   * offset says which way the push goes), the others follow in that direction. */
-  uint32_t n = s->core.upd.n_chunks, pos = c->push_pos;
-  int first = pos == 0;
-  int desc = first ? h->offset != 0 : c->push_desc;
-  uint32_t chunk = desc ? n - 1 - pos : pos;
-  if (h->offset != (uint64_t)pst_update_chunk_off(&s->core.upd, chunk) ||
-      h->count != pst_update_chunk_len(&s->core.upd, chunk) ||
-      (h->last != 0) != (pos + 1 == n) || (!first && h->version != c->push_version)) {
-    if (first && n > 1)
-      snprintf(c->push_bad, sizeof c->push_bad,
-               "gradient chunk at offset %" PRIu64 " of %" PRIu64
-               " floats, expected chunk 0 or %u of %u to begin a push",
-               h->offset, h->count, n - 1, n);
-    else
-      snprintf(c->push_bad, sizeof c->push_bad,
-               "gradient chunk at offset %" PRIu64 " of %" PRIu64 " floats, expected chunk %u of %u",
-               h->offset, h->count, chunk, n);
+  /* The chunk this one is, and whether it may come now (ps/net/push_order.h). */
+  uint32_t chunk = 0;
+  int first = c->push_pos == 0;
+  if (ps_push_order_check(&c->push_order, &s->core.upd, c->push_pos, c->push_version, h, &chunk,
+                          c->push_bad, sizeof c->push_bad) < 0) {
     /* Read and dropped (ps/train/validate.c) when it fits the receive buffer; anything bigger
      * cannot be a chunk of this model at all. */
     if (h->count > s->core.upd.chunk_floats) {
@@ -201,8 +188,8 @@ static int on_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
     *dst = c->recv;
     return 0;
   }
+  c->push_chunk = chunk;
   if (first) {
-    c->push_desc = desc;
     c->push_version = h->version;
     c->push_at = pst_now();
     ps_pull_push_begins(c, h->wait_us); /* the round trip (ps/obs/metrics.h) */
@@ -279,7 +266,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
         c->push_pos = h->last ? 0 : c->push_pos + 1;
         return 0;
       }
-      uint32_t n = s->core.upd.n_chunks, pos = c->push_pos;
+      uint32_t pos = c->push_pos;
       /* An encoded chunk landed at the start of its place (on_payload): decoded there to
        * float32 before anything looks at it, so it is validated and summed like any other. */
       if (s->opt.push_enc == PST_ENC_TOPK) {
@@ -306,7 +293,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       if (h->last) ps_pull_wait_begins(c); /* the push is in: the worker waits from here */
       ps_tl_chunk_in(c);
       c->pending = 1;
-      c->pending_chunk = c->push_desc ? n - 1 - pos : pos;
+      c->pending_chunk = c->push_chunk;
       c->pending_flags = pst_update_chunk_flags(&s->core.upd, pos); /* on_payload checked last */
       c->push_pos = h->last ? 0 : pos + 1;
       int rc = try_take(c);

@@ -210,14 +210,15 @@ static void test_push_directions(void) {
   for (size_t m = 0; m < sizeof masks / sizeof masks[0]; m++)
     for (int o = 0; o < 6; o++) sync_step(k_orders[o], masks[m], want);
 
-  /* A push that begins with chunk 1: refused, dropped to its end; then a good one. */
+  /* A push that leaves its run before the run's end (chunk 1, then 0 before 2; ps/net/
+   * push_order.h): refused, dropped to its end; then a good one. */
   start(PST_MODE_SYNC, 1);
   join(0);
   pull(0, 0, 0);
   settle();
   push_chunk_as(0, 0, 1, 0, g3[2], 0);
-  push_chunk_as(0, 0, 2, 0, g3[2], 0);
-  push_chunk_as(0, 0, 0, 1, g3[2], 0);
+  push_chunk_as(0, 0, 0, 0, g3[2], 0);
+  push_chunk_as(0, 0, 2, 1, g3[2], 0);
   settle();
   CHECK(g.srv.net->rejected == 1 && g.srv.core.store.version == 0 && g.p[0].fd >= 0 && !g.p[0].eof);
   push_all(0, 0, 1, g3[2]);

@@ -88,11 +88,21 @@ for w in workers:
                 assert lo - EPS <= t0 <= t1 <= hi + EPS, (names[w], kind, s, (t0, t1), (lo, hi))
                 checked[kind + " inside its step"] += 1
         if kind == "push chunk" and layered and n_shards == 1:
-            # Layer by layer, the last layer's chunk leaves first (chunks of one write share
-            # their times: the higher index is the earlier in the write).
+            # Layer by layer, the chunks leave from the top down in ascending runs (ps/net/
+            # push_order.h): each run begins below the runs before it and goes up to the
+            # lowest of them (chunks of one write share their times: the lower index is the
+            # earlier in the write).
             for s, lst in by_step.items():
-                order = [i for _, i in sorted(lst, key=lambda x: (x[0], -x[1]))]
-                assert order == sorted(order, reverse=True), (names[w], s, order)
+                order = [i for _, i in sorted(lst, key=lambda x: (x[0], x[1]))]
+                hi = end = nxt = max(order) + 1
+                for c in order:
+                    if nxt < end:
+                        assert c == nxt, (names[w], s, order, "run left before its end")
+                    else:
+                        assert c < hi, (names[w], s, order, "run begins too high")
+                        end, hi = hi, c
+                    nxt = c + 1
+                assert sorted(order) == list(range(len(order))), (names[w], s, order)
                 checked["pushes last chunk first"] += 1
     # Steps follow each other: step s+1's window begins after step s's began.
     ks = sorted(steps)

@@ -105,8 +105,16 @@ struct wk_client {
   /* --pull-compress delta: a WEIGHTS chunk marked delta lands here [n_floats + 4 bytes], to
    * be added to the weights (pst_int8_add). */
   uint8_t *pull_delta_in;
+  /* The push in progress: chunks queued so far; its order. A push goes ascending (chunk 0
+   * first) or, begun with wk_client_push_begin, from the top down as the backward pass
+   * makes the gradient: to a ps that says push_runs (issue 41) in ascending runs, each the
+   * chunks final at one wake-up (run_hi: the lowest chunk of the runs begun; the current
+   * run's next chunk and end), so that chunk 0 comes before the rest of the first layer; to
+   * an older ps one chunk at a time, the highest first (push_desc). */
+  int push_runs;          /* the ps takes runs and a PULL in a push's middle */
   int push_desc;
   uint32_t push_queued;
+  uint32_t run_hi, run_next, run_end;
   /* The exposed wait of each step (issue 26): from the last byte of a push handed to the
    * kernel (push_done_at, 0 while none is pending) to the first WEIGHTS frame after it, the
    * next reply's first chunk. wait_us goes to the ps on the next push's first chunk, and
@@ -158,13 +166,19 @@ int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double top
 /* Queues grad[n] as PUSH chunks computed on `version`; grad must stay untouched until
  * on_push_sent. */
 int wk_client_push(wk_client *c, uint64_t version, const float *grad);
-/* A push sent in pieces, last chunk first, by a worker that sends each layer's gradient as
+/* A push sent in pieces, from the top down, by a worker that sends each layer's gradient as
  * soon as its backward pass has made it: begin names the version and the gradient (grad[n],
- * untouched until on_push_sent); each upto(from) then queues, highest first, the chunks not
- * yet queued that lie wholly at or above float `from`; upto(0) queues the rest. on_push_sent
- * follows once every chunk has been queued and written. */
+ * untouched until on_push_sent); each upto(from) then queues the chunks not yet queued that
+ * lie wholly at or above float `from` (in an ascending run to a ps that takes runs, else
+ * highest first); upto(0) queues the rest. on_push_sent follows once every chunk has been
+ * queued and written. */
 int wk_client_push_begin(wk_client *c, uint64_t version, const float *grad);
 int wk_client_push_upto(wk_client *c, size_t from);
+/* As upto(0), but stops after chunk 0 when the push goes in runs and more than chunk 0 is
+ * left of its last run: the caller sends its PULL next, then upto(0) the rest, so that the
+ * ps answers chunk 0 while the rest still comes (proto: Welcome.push_runs). Returns 1 when it
+ * stopped there, 0 when the whole push is queued, or a negative code. */
+int wk_client_push_head(wk_client *c);
 /* Closes everything; on_closed(why) follows. */
 void wk_client_close(wk_client *c, const char *why);
 

@@ -136,11 +136,16 @@ int wk_client_set_encodings(wk_client *c, pst_enc push, pst_enc pull, double top
              ? 0 : -ENOMEM;
 }
 
-/* The timeline: chunks [i, i + k) in the push's direction went from queued (t0) to handed
- * to the kernel (t1), one span each on the wire. */
+/* Whether the push's writes go highest chunk first (to a ps without runs), or ascending. */
+static int goes_down(const wk_client *c) {
+  return c->push_desc && !c->push_runs;
+}
+
+/* The timeline: k chunks from chunk i in the push's direction went from queued (t0) to
+ * handed to the kernel (t1), one span each on the wire. */
 static void tl_chunks(wk_client *c, uint32_t i, uint32_t k, double t0, double t1) {
   for (uint32_t j = 0; j < k; j++) {
-    uint32_t x = c->push_desc ? i - j : i + j;
+    uint32_t x = goes_down(c) ? i - j : i + j;
     pst_tl_async("push", "push chunk", ((uint64_t)c->tl_shard << 32) | x, t0, t1,
                  PST_TL_CHUNK(c->tl_step, x, c->starts[x], c->starts[x + 1] - c->starts[x],
                               c->push_version));
@@ -217,7 +222,7 @@ static int queue_chunks(wk_client *c, uint32_t i, uint32_t k) {
   int last = 0;
   double tl_at = c->tl_count && pst_tl_on() ? pst_now() : 0;
   for (uint32_t j = 0; j < k; j++) {
-    last = chunk_frame(c, c->push_desc ? i - j : i + j, bufs + 2 * j);
+    last = chunk_frame(c, goes_down(c) ? i - j : i + j, bufs + 2 * j);
     if (last < 0) return last;
   }
   c->wreq[i].data = c;
@@ -250,6 +255,7 @@ static int push_begin(wk_client *c, uint64_t version, const float *grad, int des
   c->push_grad = grad;
   c->push_desc = desc;
   c->push_queued = 0;
+  c->run_hi = c->run_next = c->run_end = c->n_chunks;
   c->writes_left = 0;
   c->push_timed = 0;
   c->tl_step = pst_tl_current_step();
@@ -260,20 +266,50 @@ int wk_client_push_begin(wk_client *c, uint64_t version, const float *grad) {
   return push_begin(c, version, grad, 1);
 }
 
-int wk_client_push_upto(wk_client *c, size_t from) {
+/* Queues the chunks final now (wholly at or above float `from`), in the push's order; with
+ * `head`, in runs, no further than chunk 0 of the last run. Returns 1 when it stopped there. */
+static int push_some(wk_client *c, size_t from, int head) {
   if (c->state != WK_CONN_OPEN) return -ENOTCONN;
   while (c->push_queued < c->n_chunks) {
-    /* The chunks not yet queued that are final, in the push's order, up to a batch. */
-    uint32_t i = c->push_desc ? c->n_chunks - 1 - c->push_queued : c->push_queued, k = 0;
-    while (k < PUSH_BATCH && c->push_queued + k < c->n_chunks &&
-           (!c->push_desc || c->starts[i - k] >= from))
-      k++;
-    if (k == 0) break;
+    uint32_t i, k = 0;
+    if (goes_down(c)) {
+      /* The chunks not yet queued that are final, highest first, up to a batch. */
+      i = c->n_chunks - 1 - c->push_queued;
+      while (k < PUSH_BATCH && c->push_queued + k < c->n_chunks && c->starts[i - k] >= from) k++;
+      if (k == 0) break;
+    } else {
+      if (c->run_next == c->run_end) {
+        /* The run before is queued: the next is every chunk final now below it. An
+         * ascending push (from 0) is one run. */
+        uint32_t lo = c->run_hi;
+        while (lo > 0 && c->starts[lo - 1] >= from) lo--;
+        if (lo == c->run_hi) break;
+        c->run_end = c->run_hi;
+        c->run_next = c->run_hi = lo;
+      }
+      i = c->run_next;
+      k = c->run_end - i < PUSH_BATCH ? c->run_end - i : PUSH_BATCH;
+      if (head && c->run_hi == 0 && c->run_end > 1) {
+        if (i > 0) return 1;
+        k = 1;
+      }
+      c->run_next += k;
+    }
     c->last_tx = pst_now();
     int rc = queue_chunks(c, i, k);
     if (rc < 0) return rc;
   }
   return 0;
+}
+
+int wk_client_push_upto(wk_client *c, size_t from) {
+  int rc = push_some(c, from, 0);
+  return rc < 0 ? rc : 0;
+}
+
+int wk_client_push_head(wk_client *c) {
+  if (!c->push_runs) return wk_client_push_upto(c, 0);
+  return push_some(c, 0, 1);
 }
 
 int wk_client_push(wk_client *c, uint64_t version, const float *grad) {

@@ -153,6 +153,7 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   sh->offset = lo;
   sh->floats = n;
   sh->chunk_floats = w->chunk_floats;
+  sh->client.push_runs = w->push_runs;
   sh->start_step = w->start_step;
   sh->eval_epoch = w->eval_epoch;
   int rc = wk_client_prepare_push(&sh->client, &t->model, lo, n, w->chunk_floats,

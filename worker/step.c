@@ -292,6 +292,18 @@ static void work_run(uv_work_t *req) {
   delay_step(t); /* the push leaves late */
 }
 
+/* The rest of a split push (after_train): every shard's chunks not yet queued. */
+static int push_rest(wk_trainer *t) {
+  for (int i = 0; i < t->n_ps; i++) {
+    int rc = wk_client_push_upto(&t->ps[i].client, 0);
+    if (rc < 0) {
+      wk_fail(t, "cannot push the gradient: %s", uv_strerror(rc));
+      return rc;
+    }
+  }
+  return 0;
+}
+
 static void after_train(wk_trainer *t) {
   wk_obs_step_ran(&t->obs, t->w_run_at, t->w_ran_at);
   t->steps++;
@@ -318,12 +330,23 @@ static void after_train(wk_trainer *t) {
   t->layer_push = 0;
   if (!layered) t->push_in_flight = 1;
   else if (!t->push_in_flight) wk_obs_push_sent(&t->obs); /* all of it left during compute */
+  /* Sync, to a ps that takes it (proto: Welcome.push_runs): the push's last run stops after
+   * its chunk 0 until the PULL has gone (below), so that the ps streams the next weights'
+   * chunk 0 while the rest of the first layer still arrives. */
+  int split = t->mode == PSTRAIN__MODE__MODE_SYNC;
+  for (int i = 0; i < t->n_ps && split; i++) split = t->ps[i].client.push_runs;
   for (int i = 0; i < t->n_ps; i++) {
     wk_shard *sh = &t->ps[i];
     if (!layered) sh->pushing = 1;
     t->chunks_pushed += sh->client.n_chunks;
-    int rc = layered ? wk_client_push_upto(&sh->client, 0)
-                     : wk_client_push(&sh->client, sh->version, t->grad + sh->offset);
+    int rc;
+    if (split) {
+      rc = layered ? 0 : wk_client_push_begin(&sh->client, sh->version, t->grad + sh->offset);
+      if (rc == 0) rc = wk_client_push_head(&sh->client);
+    } else {
+      rc = layered ? wk_client_push_upto(&sh->client, 0)
+                   : wk_client_push(&sh->client, sh->version, t->grad + sh->offset);
+    }
     if (rc < 0) {
       wk_fail(t, "cannot push the gradient: %s", uv_strerror(rc));
       return;
@@ -351,20 +374,24 @@ static void after_train(wk_trainer *t) {
       wk_prefetch_ask(&t->prefetch, t->steps, t->order);
     }
   }
-  /* The PULL goes after the push. In sync mode the ps streams the next version's chunks as
-   * they become final, so a worker whose push is in while others' are still arriving gets
-   * its weights early. Sending the PULL ahead of the push (pstrain-benchclient --pull-first)
-   * overlaps this worker's own push and pull too, but measured slower on 2 cores
-   * (docs/benchmarks.md). */
+  /* The PULL goes after the push, or after its last run's chunk 0 (split, above). In sync
+   * mode the ps streams the next version's chunks as they become final, so a worker whose
+   * push is in while others' are still arriving gets its weights early. Sending the PULL
+   * ahead of the whole push (pstrain-benchclient --pull-first) measured slower on 2 cores
+   * (docs/benchmarks.md): the ps's one thread interleaves the two. */
   if (t->leave_pending || (t->opt.leave_after_step > 0 && t->steps >= t->opt.leave_after_step &&
                            t->data_ranges)) {
+    if (split && push_rest(t) < 0) return;
     wk_leave(t);
     return;
   }
-  if (t->epoch < t->epochs)
+  if (t->epoch < t->epochs) {
     pull(t);
-  else
+    if (split) push_rest(t);
+  } else {
+    if (split && push_rest(t) < 0) return;
     pull_final(t);
+  }
 }
 
 void wk_leave(wk_trainer *t) {

@@ -11,6 +11,7 @@
 #include "common/tls.h"
 #include "proto/wire.h"
 #include "ps/net/net.h"
+#include "ps/net/push_order.h"
 #include "ps/net/rules.h"
 #include "ps/ps.h"
 
@@ -47,14 +48,14 @@ struct ps_conn {
   char session[128];     /* with TLS, once the handshake finished: "TLSv1.3 ..., peer CN=..." */
   double last_rx, last_tx; /* monotonic seconds of the last bytes read and the last frame
                             * queued: silence and heartbeats (ps/train/liveness.c) */
-  /* The push in progress: its chunks arrive one at a time into recv, in ascending order or,
-   * from a worker that pushes each layer as its backward pass ends, descending (the first
-   * chunk says which: chunk 0 or the last one). */
+  /* The push in progress: its chunks arrive one at a time into recv, from the top down in
+   * ascending runs (push_order.h: ascending, descending, or a layer's chunks at a time). */
   float *recv;           /* [chunk_floats] */
   float *push_dst;       /* where the pending chunk was read: recv, or its place in the sum */
   uint64_t push_version;
   uint32_t push_pos;     /* chunks of the push in progress read so far */
-  int push_desc;         /* the push in progress comes last chunk first */
+  ps_push_order push_order; /* where it stands in its runs (push_order.h) */
+  uint32_t push_chunk;   /* the chunk being read */
   int pending;           /* recv holds chunk pending_chunk, not yet taken */
   int push_dropped;      /* the push in progress is being dropped (late, or rejected) */
   int push_skip;         /* ... after a chunk out of place: its order is unknown, so the rest

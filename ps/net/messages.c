@@ -94,6 +94,7 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.seed = s->opt.seed;
   wl.chunk_floats = s->core.upd.chunk_floats;
   wl.layer_chunks = s->opt.layer_chunks != 0;
+  wl.push_runs = 1; /* ps/net/push_order.h, and a PULL in a push's middle (ps/net/rules.c) */
   wl.data_ranges = s->opt.data_handout != 0;
   wl.staleness = (uint32_t)s->opt.staleness;
   wl.report_every = (uint32_t)s->opt.report_every;

@@ -77,8 +77,10 @@ void ps_pull_wait_begins(ps_conn *c) {
   work_now(c->srv, c->rt_w1);
 }
 
-/* The first chunk of a reply is about to be handed to the kernel (or to an I/O thread): the
- * ps's part of the worker's wait ends. Its work counts from the push's first chunk on: work
+/* The first chunk of a reply written since the worker's push was in whole is about to be
+ * handed to the kernel (or to an I/O thread): the ps's part of the worker's wait ends (a
+ * worker that sends its PULL in the middle of its push, issue 41, gets the reply's first
+ * chunks before that: they are not its wait). Its work counts from the push's first chunk on: work
  * on the push's early chunks (and anything else) held its last bytes in the socket. What
  * is left of the time since the push was in whole is queued. */
 static void wait_ends(ps_conn *c) {
@@ -245,7 +247,7 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   j->iovcnt = (int)(2 * k);
   j->done = ps_pull_job_done;
   j->data = c;
-  if (c->pull_sent == 0) wait_ends(c);
+  wait_ends(c); /* nothing once measured: rt_in is 0 */
   double t0 = pst_now();
   if (ps_io_submit(s->net->io, j) < 0) return 0;
   ps_tl_sent(c, c->pull_sent, k, t0, t0, "send (handed to an I/O thread)");
@@ -306,7 +308,7 @@ void ps_pull_continue(ps_conn *c) {
     c->wbatch[first] = k;
     c->pull_sent += k;
     s->net->bytes_out += bytes;
-    if (first == 0) wait_ends(c);
+    wait_ends(c);
     double t0 = pst_now();
     if (pst_tls_stream_write(&c->io, &c->wreq[first], bufs, 2 * k, on_pull_write) < 0) {
       /* The connection is failing: these chunks and the rest never started. */

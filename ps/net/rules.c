@@ -20,8 +20,10 @@
  *     on one connection is confused or probing).
  *   - Before HELLO only STATUS_REQ (`pstrain status`) and HEARTBEAT do anything: every
  *     other message needs a worker to count it against, so it closes.
- *   - A worker pulls after its push has left, and once at a time: a PULL in the middle of
- *     a push is a strike, a second PULL while one waits closes (as it always has).
+ *   - A worker pulls once at a time: a second PULL while one waits closes (as it always
+ *     has). Since issue 41 the PULL may come in the middle of a push: a sync worker that
+ *     pushes its first layer's chunks in ascending order sends it after the first of them,
+ *     so that the ps streams chunk 0 of the next weights while the rest still arrives.
  *   - After BYE a worker sends no gradient (a PUSH is a strike), says BYE again when it
  *     comes back for the final weights (handled, a no-op), and then pulls them and reports
  *     its evaluation.
@@ -34,7 +36,8 @@ static const unsigned char k_rules[PS_PHASE_COUNT][PS_RULE_TYPES] = {
     [PS_PHASE_AUTH] =     {C, C, C, C, C, C, C, C, C, C, C, C, C, C, C, C, C},
     [PS_PHASE_OPEN] =     {C, H, C, C, C, C, C, C, H, C, C, C, C, H, C, C, C},
     [PS_PHASE_WORKER] =   {C, C, C, H, C, H, C, C, H, C, C, H, H, H, H, C, C},
-    [PS_PHASE_PUSHING] =  {C, C, C, S, C, H, C, C, H, C, C, H, S, H, S, C, C},
+    [PS_PHASE_PUSHING] =  {C, C, C, H, C, H, C, C, H, C, C, H, S, H, S, C, C},
+    [PS_PHASE_PUSHING_PULLED] = {C, C, C, C, C, H, C, C, H, C, C, H, S, H, S, C, C},
     [PS_PHASE_PULLING] =  {C, C, C, C, C, H, C, C, H, C, C, H, H, H, S, C, C},
     [PS_PHASE_FINISHED] = {C, C, C, H, C, S, C, C, H, C, C, H, H, H, S, C, C},
     [PS_PHASE_STOPPING] = {I, I, I, I, I, I, I, I, I, I, I, I, I, I, I, I, I},
@@ -55,7 +58,8 @@ ps_phase ps_conn_phase(const ps_conn *c) {
   if (c->state == CONN_CLOSING || s->life.stopping) return PS_PHASE_STOPPING;
   if (c->state == CONN_AUTH) return PS_PHASE_AUTH;
   if (c->state != CONN_WORKER || c->worker < 0) return PS_PHASE_OPEN;
-  if (c->push_pos > 0 || c->push_dropped || c->push_skip) return PS_PHASE_PUSHING;
+  if (c->push_pos > 0 || c->push_dropped || c->push_skip)
+    return c->pull_waiting ? PS_PHASE_PUSHING_PULLED : PS_PHASE_PUSHING;
   if (c->pull_waiting) return PS_PHASE_PULLING;
   if (s->roster.workers[c->worker].done) return PS_PHASE_FINISHED;
   return PS_PHASE_WORKER;
@@ -64,7 +68,7 @@ ps_phase ps_conn_phase(const ps_conn *c) {
 const char *ps_phase_name(ps_phase ph) {
   static const char *const names[PS_PHASE_COUNT] = {
       "before authentication", "before HELLO", "from a registered worker",
-      "in the middle of a push", "while a PULL waits", "after BYE", "while shutting down"};
+      "in the middle of a push", "in the middle of a push while a PULL waits", "while a PULL waits", "after BYE", "while shutting down"};
   return (unsigned)ph < PS_PHASE_COUNT ? names[ph] : "?";
 }
 

@@ -8,11 +8,12 @@
  *   OPEN      authenticated (or no secret), not registered: HELLO or STATUS_REQ
  *   WORKER    registered, between exchanges
  *   PUSHING   registered, the chunks of a push under way
+ *   PUSHING_PULLED  the same, with a PULL sent in its middle waiting for its answer
  *   PULLING   registered, a PULL waiting for its answer (for a finished worker: the final one)
  *   FINISHED  registered, said BYE (no more gradients)
  *   STOPPING  the ps is shutting down or this connection is closing
- * When several hold, the first in this order wins: STOPPING, AUTH, OPEN, PUSHING, PULLING,
- * FINISHED, WORKER.
+ * When several hold, the first in this order wins: STOPPING, AUTH, OPEN, PUSHING_PULLED,
+ * PUSHING, PULLING, FINISHED, WORKER.
  *
  * The actions:
  *   HANDLE    the message's handler runs
@@ -32,6 +33,7 @@ typedef enum {
   PS_PHASE_OPEN,
   PS_PHASE_WORKER,
   PS_PHASE_PUSHING,
+  PS_PHASE_PUSHING_PULLED,
   PS_PHASE_PULLING,
   PS_PHASE_FINISHED,
   PS_PHASE_STOPPING,

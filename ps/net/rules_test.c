@@ -78,7 +78,7 @@ static size_t frame_of(int type, ps_phase ph, uint8_t *buf, size_t cap) {
     case PSTRAIN__MSG_TYPE__PUSH:
     case PSTRAIN__MSG_TYPE__WEIGHTS: {
       /* In the middle of a push: its next chunk (chunk 1); elsewhere a push's first. */
-      int c = ph == PS_PHASE_PUSHING ? 1 : 0;
+      int c = ph == PS_PHASE_PUSHING || ph == PS_PHASE_PUSHING_PULLED ? 1 : 0;
       int n = pst_wire_encode_chunk((Pstrain__MsgType)type, 0, (uint64_t)c * CHUNK, CHUNK, 0, buf,
                                     PST_WIRE_CHUNK_HEAD);
       if (n <= 0 || (size_t)n + sizeof(float) * CHUNK > cap) return 0;
@@ -161,7 +161,10 @@ static int reach(ps_phase ph) {
   }
   join(0);
   join(1);
-  if (ph == PS_PHASE_PUSHING) push_chunk_as(0, 0, 0, 0, grad, 0);
+  if (ph == PS_PHASE_PUSHING || ph == PS_PHASE_PUSHING_PULLED) push_chunk_as(0, 0, 0, 0, grad, 0);
+  /* In the middle of a push, a PULL (issue 41) of version 2, which waits (version 1, the
+   * one the push builds, would be streamed at once, its reply under way). */
+  if (ph == PS_PHASE_PUSHING_PULLED) pull(0, 2, 0);
   /* Version 2 while the ps stands at 0: a pull that waits (version 1 would be streamed at
    * once, chunk by chunk as the step completes). */
   if (ph == PS_PHASE_PULLING) pull(0, 2, 0);

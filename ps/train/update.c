@@ -80,16 +80,18 @@ int pst_update_set_chunks(pst_update *u, const size_t *starts, size_t n) {
     if (starts[c + 1] <= starts[c] || starts[c + 1] - starts[c] > u->chunk_floats) return -EINVAL;
   size_t *off = malloc((n + 1) * sizeof *off);
   uint32_t *next_slot = calloc(n, sizeof *next_slot), *shares = calloc(n, sizeof *shares);
-  uint8_t *done = calloc(n, 1);
+  uint8_t *done = calloc(n, 1), *got = calloc(n, 1);
   uint64_t *csamples = calloc(n, sizeof *csamples);
-  if (!off || !next_slot || !shares || !done || !csamples) {
-    free(off), free(next_slot), free(shares), free(done), free(csamples);
+  if (!off || !next_slot || !shares || !done || !got || !csamples) {
+    free(off), free(next_slot), free(shares), free(done), free(got), free(csamples);
     return -ENOMEM;
   }
   free(u->chunk_samples);
   u->chunk_samples = csamples;
   memcpy(off, starts, (n + 1) * sizeof *off);
   free(u->chunk_off), free(u->next_slot), free(u->shares), free(u->chunk_done);
+  free(u->owner_got);
+  u->owner_got = got;
   u->chunk_off = off;
   u->next_slot = next_slot;
   u->shares = shares;
@@ -174,6 +176,7 @@ void pst_update_free(pst_update *u) {
   free(u->next_slot);
   free(u->shares);
   free(u->chunk_done);
+  free(u->owner_got);
   free(u->slot_of);
   free(u->member);
   free(u->in_step);
@@ -186,6 +189,7 @@ void pst_update_free(pst_update *u) {
   u->next_slot = NULL;
   u->shares = NULL;
   u->chunk_done = NULL;
+  u->owner_got = NULL;
   u->slot_of = NULL;
   u->member = NULL;
   u->in_step = NULL;
@@ -477,13 +481,11 @@ static int offer_sync(pst_update *u, int w, uint64_t version, uint32_t c, int fl
  * unchanged, and the version it began is published. */
 static void abandon_async_push(pst_update *u, int *published) {
   pst_store *s = u->store;
-  /* The chunks not applied: the top ones of an ascending push, the bottom ones of a
-   * descending one. */
-  uint32_t lo = u->owner_desc ? 0 : u->owner_chunks;
-  uint32_t hi = u->owner_desc ? u->n_chunks - u->owner_chunks : u->n_chunks;
-  for (uint32_t c = lo; c < hi; c++)
-    pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), u->chunk_off[c],
-                  pst_update_chunk_len(u, c));
+  /* The chunks not applied, wherever they are: a push may come in any order. */
+  for (uint32_t c = 0; c < u->n_chunks; c++)
+    if (!u->owner_got[c])
+      pst_opt_carry(u->opt, pst_store_front(s), pst_store_back(s), u->chunk_off[c],
+                    pst_update_chunk_len(u, c));
   u->owner = -1;
   finish_step(u, published);
 }
@@ -531,24 +533,26 @@ static int offer_async(pst_update *u, int w, uint64_t version, uint32_t c, int f
     return PST_OFFER_REJECTED;
   }
   if (u->owner == -1) {
-    if (!(flags & PST_CHUNK_FIRST) || (c != 0 && c + 1 != u->n_chunks)) return -EPROTO;
+    if (!(flags & PST_CHUNK_FIRST)) return -EPROTO;
     if (pst_store_back_busy(s)) return PST_OFFER_LATER;
     u->owner = w;
     u->owner_chunks = 0;
-    u->owner_desc = c != 0;
+    memset(u->owner_got, 0, u->n_chunks);
     uint64_t st = pst_update_staleness(u, version);
     u->staleness_sum += st;
     if (st > u->staleness_max) u->staleness_max = st;
     pst_opt_begin_step_lr(u->opt, (u->staleness_lr ? 1.0f / (1.0f + (float)st) : 1.0f) *
                                       pst_update_lr_decay_at(u, s->version));
   }
-  if (c != (u->owner_desc ? u->n_chunks - 1 - u->owner_chunks : u->owner_chunks)) return -EPROTO;
+  /* Each chunk once per push; the connection checks the order (ps/net/push_order.h). */
+  if (u->owner_got[c]) return -EPROTO;
   size_t off = u->chunk_off[c];
   if (apply(u, data, (float)u->workers, off, pst_update_chunk_len(u, c)) < 0) {
     /* Kept as it was (run_chunk): the rest of this push goes too, as for a NaN. */
     abandon_async_push(u, published);
     return PST_OFFER_REJECTED;
   }
+  u->owner_got[c] = 1;
   if (++u->owner_chunks == u->n_chunks) {
     u->owner = -1;
     finish_step(u, published);

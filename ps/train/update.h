@@ -124,7 +124,8 @@ typedef struct {
   /* async / ssp */
   int owner;              /* worker whose push is being applied, -1 for none */
   uint32_t owner_chunks;  /* of it, chunks applied */
-  int owner_desc;         /* it comes last chunk first */
+  uint8_t *owner_got;     /* [n_chunks]: chunk c of it has been applied (a push may come in
+                           * any order: ps/net/push_order.h) */
   int staleness_lr;       /* async/ssp: a push's learning rate / (1 + its staleness) */
   /* statistics */
   uint64_t steps;
@@ -270,13 +271,12 @@ static inline uint32_t pst_update_chunk_len(const pst_update *u, uint32_t c) {
  * chunk must then be offered with data pointing there. */
 float *pst_update_direct(pst_update *u, int w, uint64_t version, uint32_t c);
 /* Where a chunk sits in its push (the flags of an offer). A push sends every chunk once, in
- * ascending order (chunk 0 first) or descending (the last chunk first: a worker that pushes
- * each layer's gradient as its backward pass produces it, last layer first); the connection
- * (ps/server.c) checks the order, and tells the first and the last chunk of each push. */
+ * an order the connection checks (ps/net/push_order.h: ascending, descending, or each
+ * layer's chunks ascending with the layers last first), and tells the first and the last
+ * chunk of each push. */
 #define PST_CHUNK_FIRST 1
 #define PST_CHUNK_LAST 2
-/* The flags of the k-th chunk sent of a push, in either direction (in an ascending push,
- * of chunk k). */
+/* The flags of the k-th chunk sent of a push, whichever chunk it is. */
 static inline int pst_update_chunk_flags(const pst_update *u, uint32_t k) {
   return (k == 0 ? PST_CHUNK_FIRST : 0) | (k + 1 == u->n_chunks ? PST_CHUNK_LAST : 0);
 }

@@ -90,13 +90,15 @@ static void test_push_directions(void) {
   setup(&s, &o, &u, PST_MODE_ASYNC);
   uint32_t n = u.n_chunks;
   pub = 0;
-  /* A push may only begin at chunk 0 or at the last chunk. */
-  CHECK(pst_update_offer(&u, 1, 0, 3, PST_CHUNK_FIRST, grads[1] + 3 * CHUNK, &pub) == -EPROTO);
+  /* The connection checks a push's order (ps/net/push_order.h); here a chunk comes once a
+   * push, and a push begins with its first frame. */
+  CHECK(pst_update_offer(&u, 1, 0, 3, 0, grads[1] + 3 * CHUNK, &pub) == -EPROTO);
   CHECK(pst_update_offer(&u, 1, 0, n - 1, pst_update_chunk_flags(&u, 0), grads[1] + (size_t)(n - 1) * CHUNK,
                          &pub) == PST_OFFER_TAKEN && !pub);
-  /* Another worker waits; a chunk out of order is an error. */
+  /* Another worker waits; a chunk twice is an error. */
   CHECK(pst_update_offer(&u, 2, 0, 0, pst_update_chunk_flags(&u, 0), grads[2], &pub) == PST_OFFER_LATER);
-  CHECK(pst_update_offer(&u, 1, 0, 0, pst_update_chunk_flags(&u, 1), grads[1], &pub) == -EPROTO);
+  CHECK(pst_update_offer(&u, 1, 0, n - 1, pst_update_chunk_flags(&u, 1), grads[1] + (size_t)(n - 1) * CHUNK,
+                         &pub) == -EPROTO);
   for (uint32_t k = 1; k < n; k++) {
     uint32_t c = n - 1 - k;
     CHECK(pst_update_offer(&u, 1, 0, c, pst_update_chunk_flags(&u, k), grads[1] + (size_t)c * CHUNK, &pub) ==
