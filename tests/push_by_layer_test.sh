@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Issue 13, point 3 (CPU workers): --push-by-layer sends each layer's gradient as soon as
 # the backward pass has made it, last layer first, so most of a push leaves while the
-# earlier layers' gradients are still being computed; the ps takes pushes in either
-# direction (ps/server.c) and sums every chunk in worker order as before.
+# earlier layers' gradients are still being computed; the ps takes a push's chunks from the
+# top down in ascending runs (ps/net/push_order.h) and sums every chunk in worker order as
+# before. With 16 KiB chunks the first layer is the last run, of 50 chunks: a sync worker
+# sends its PULL after that run's chunk 0 (issue 41), and the weights must not change.
 #  - sync, 2 workers, small chunks so that the MLP's layers span many: the same final
 #    weights with and without --push-by-layer, over 1 ps and over 2 ps shards;
 #  - the workers say how many chunks left during the backward pass: some must have;

@@ -330,10 +330,13 @@ static void after_train(wk_trainer *t) {
   t->layer_push = 0;
   if (!layered) t->push_in_flight = 1;
   else if (!t->push_in_flight) wk_obs_push_sent(&t->obs); /* all of it left during compute */
-  /* Sync, to a ps that takes it (proto: Welcome.push_runs): the push's last run stops after
-   * its chunk 0 until the PULL has gone (below), so that the ps streams the next weights'
-   * chunk 0 while the rest of the first layer still arrives. */
-  int split = t->mode == PSTRAIN__MODE__MODE_SYNC;
+  /* Sync, layer by layer, to a ps that takes it (proto: Welcome.push_runs): the push's last
+   * run stops after its chunk 0 until the PULL has gone (below), so that the ps streams the
+   * next weights' chunk 0 while the rest of the first layer still arrives. Not for a push
+   * sent whole at the end (a CPU worker's): on 2 cores the ps's one thread interleaving the
+   * reply with the rest of two workers' pushes made the demo's job 7% slower
+   * (docs/benchmarks.md). */
+  int split = t->mode == PSTRAIN__MODE__MODE_SYNC && layered;
   for (int i = 0; i < t->n_ps && split; i++) split = t->ps[i].client.push_runs;
   for (int i = 0; i < t->n_ps; i++) {
     wk_shard *sh = &t->ps[i];
@@ -341,8 +344,7 @@ static void after_train(wk_trainer *t) {
     t->chunks_pushed += sh->client.n_chunks;
     int rc;
     if (split) {
-      rc = layered ? 0 : wk_client_push_begin(&sh->client, sh->version, t->grad + sh->offset);
-      if (rc == 0) rc = wk_client_push_head(&sh->client);
+      rc = wk_client_push_head(&sh->client);
     } else {
       rc = layered ? wk_client_push_upto(&sh->client, 0)
                    : wk_client_push(&sh->client, sh->version, t->grad + sh->offset);
