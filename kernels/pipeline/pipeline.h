@@ -28,25 +28,17 @@
 
 #include "kernels/backend.h"
 #include "kernels/net.h"
+#include "kernels/pipeline/flags.h"
 #include "kernels/pipeline/plan.h"
 #include "model/model.h"
 
 typedef struct pst_pipe pst_pipe;
 
-typedef struct {
-  const char *device;          /* the worker's --device: every stage's, unless placed */
-  int threads;                 /* CPU backend threads of each device */
-  size_t gpu_memory_limit_mib; /* --gpu-memory-limit (CUDA) */
-  int stages;                  /* --stages N: 0 or 1 for one stage */
-  const char *place;           /* --place LAYERS=DEVICE,...: the stages by hand, or NULL */
-  int micro_batches;           /* --micro-batches M: 0 or 1 for none */
-  int virtual_devices;         /* --virtual-devices V: CPU devices cpu:0 .. cpu:V-1 on
-                                  disjoint cores (0: none) */
-  size_t device_mem_mib;       /* --device-mem: each device's memory cap (0: none) */
-} pst_pipe_options;
+/* pst_pipe_options: kernels/pipeline/flags.h. */
 
 /* Builds the stages of model m for batches up to max_batch: parses and checks the options
- * (a bad one: -EINVAL with one line in err), opens each stage's device, balances --stages
+ * (pst_pipe_check_flags with the model and the batch: a bad one is -EINVAL with one line
+ * in err), opens each stage's device, balances --stages
  * by the layers' measured times within each device's cap, or refuses (-ENOSPC) a model
  * whose stage needs more than its device's cap, with the figures and the --stages that
  * would fit. note gets one line on what was chosen (the device's note with one stage).
