@@ -74,4 +74,12 @@ void pst_pipe_stage_layers(const pst_pipe *p, int s, int *lo, int *hi, const cha
  * (plan.h), in bytes. */
 size_t pst_pipe_stage_peak(const pst_pipe *p, int s);
 
+/* Stage s's seconds in its forward and backward passes since the pipeline was made (the
+ * pipelined path only: one stage with one micro-batch is the plain net's step and counts
+ * nothing), by the wall clock (*busy) and by its thread's CPU clock (*cpu) over the same
+ * spans. A step's busiest stage bounds its time; cpu well below busy means the stage's
+ * thread waited for its core (other work on it), not for the other stages. Read between
+ * steps. */
+void pst_pipe_stage_seconds(const pst_pipe *p, int s, double *busy, double *cpu);
+
 #endif
