@@ -14,6 +14,7 @@
 #include "launcher/links/place.h"
 #include "launcher/run/local.h"
 #include "launcher/run/run.h"
+#include "launcher/run/run_allreduce.h"
 #include "launcher/run/run_files.h"
 #include "launcher/run/schedule.h"
 #include "worker/dataset.h"
@@ -231,6 +232,10 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
     }
     if (warn[0]) fprintf(stderr, "%s: %s\n", prog, warn);
   }
+  /* --mode allreduce's refusals (run_allreduce.c owns them) here too, before the run
+   * directory is made; pl_run_local checks again for callers that fill the options
+   * themselves. */
+  if (pl_ar_mode(o) && pl_ar_check(o) != 0) return 2;
   return 0;
 }
 
@@ -305,13 +310,6 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
                            .device_mem_mib = (size_t)o->device_mem};
     if (pst_pipe_check_flags(&po, model, o->batch_size, err, sizeof err) < 0) {
       fprintf(stderr, "%s: %s\n", prog, err);
-      return 2;
-    }
-    /* An all-reduce rank runs the whole model on one device (worker/allreduce/). */
-    if (o->mode && strcmp(o->mode, "allreduce") == 0 &&
-        (o->stages > 1 || o->place || o->micro_batches > 1 || o->virtual_devices > 0)) {
-      fprintf(stderr, "%s: --stages, --place, --micro-batches and --virtual-devices are for "
-                      "ps modes: an all-reduce rank runs the model on one device\n", prog);
       return 2;
     }
   }
