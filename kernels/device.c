@@ -16,6 +16,7 @@
 
 #include "common/log.h"
 #include "kernels/cuda/pst_cuda.h"
+#include "kernels/device_spec.h"
 
 #define CUDA_LIB_NAME "libpstrain_cuda.so"
 
@@ -158,58 +159,6 @@ static int cuda_available(int *count, char *why, size_t whylen) {
   return 0;
 }
 
-enum { SPEC_AUTO, SPEC_CPU, SPEC_CUDA, SPEC_NULL };
-
-/* Parses "auto", "cpu", "cuda", "cuda:N", "null", "null:RATE" (RATE into *rate); -EINVAL on
- * anything else. */
-static int parse_spec(const char *spec, int *kind, int *index, double *rate) {
-  *index = 0;
-  *rate = 0;
-  if (!spec || strcmp(spec, "auto") == 0) {
-    *kind = SPEC_AUTO;
-    return 0;
-  }
-  if (strcmp(spec, "cpu") == 0) {
-    *kind = SPEC_CPU;
-    return 0;
-  }
-  if (strncmp(spec, "null", 4) == 0) {
-    *kind = SPEC_NULL;
-    if (spec[4] == '\0') return 0;
-    if (spec[4] != ':' || spec[5] < '0' || spec[5] > '9') return -EINVAL;
-    char *end;
-    errno = 0;
-    *rate = strtod(spec + 5, &end);
-    return errno || *end || !(*rate > 0 && *rate <= 1e12) ? -EINVAL : 0;
-  }
-  if (strncmp(spec, "cuda", 4) != 0) return -EINVAL;
-  *kind = SPEC_CUDA;
-  if (spec[4] == '\0') return 0;
-  if (spec[4] != ':' || spec[5] < '0' || spec[5] > '9') return -EINVAL;
-  char *end;
-  errno = 0;
-  long v = strtol(spec + 5, &end, 10);
-  if (errno || *end || v > 4095) return -EINVAL;
-  *index = (int)v;
-  return 0;
-}
-
-/* The one reason a spec is refused. */
-static void bad_spec(const char *spec, char *note, size_t notelen) {
-  snprintf(note, notelen,
-           "bad device \"%.64s\": expected auto, cpu, cuda, cuda:N, null or null:RATE (RATE: "
-           "samples a second, at most 1e12)", spec);
-  one_line(note, notelen);
-}
-
-int pst_device_check_spec(const char *spec, char *err, size_t errlen) {
-  int kind, index;
-  double rate;
-  if (parse_spec(spec, &kind, &index, &rate) == 0) return 0;
-  bad_spec(spec, err, errlen);
-  return -EINVAL;
-}
-
 static int open_cpu(int cpu_threads, pst_backend **out) {
   int rc = pst_cpu_backend_create(cpu_threads > 0 ? cpu_threads : 1, out);
   if (rc == 0 && !*out) rc = -ENOMEM;
@@ -229,13 +178,12 @@ int pst_device_open(const char *spec, size_t mem_limit_mib, int cpu_threads, pst
     return -EINVAL;
   }
   *out = NULL;
-  int kind, index, rc;
+  pst_spec_kind kind;
+  int index, rc;
   double rate;
-  if (parse_spec(spec, &kind, &index, &rate) != 0) {
-    bad_spec(spec, note, notelen);
-    return -EINVAL;
-  }
-  if (kind == SPEC_NULL) {
+  if (pst_device_spec_parse(spec, &kind, &index, &rate) != 0)
+    return pst_device_check_spec(spec, note, notelen); /* the one reason a spec is refused */
+  if (kind == PST_SPEC_NULL) {
     rc = pst_null_backend_create(rate, out);
     if (rc != 0)
       snprintf(note, notelen, "cannot create the null backend: %s", strerror(-rc));
@@ -246,7 +194,7 @@ int pst_device_open(const char *spec, size_t mem_limit_mib, int cpu_threads, pst
       snprintf(note, notelen, "using the null device: no compute, a fixed gradient");
     return rc;
   }
-  if (kind == SPEC_CPU) {
+  if (kind == PST_SPEC_CPU) {
     rc = open_cpu(cpu_threads, out);
     if (rc != 0)
       snprintf(note, notelen, "cannot create the CPU backend: %s", strerror(-rc));
@@ -280,7 +228,7 @@ int pst_device_open(const char *spec, size_t mem_limit_mib, int cpu_threads, pst
     *out = NULL;
     snprintf(why, sizeof why, "%s", err[0] ? err : strerror(-rc));
   }
-  if (kind == SPEC_CUDA) {
+  if (kind == PST_SPEC_CUDA) {
     /* The backend's own errors already start with "cuda:N: ". */
     char prefix[32];
     int plen = snprintf(prefix, sizeof prefix, "cuda:%d: ", index);

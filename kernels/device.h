@@ -16,6 +16,7 @@
 #include <stdio.h>
 
 #include "kernels/backend.h"
+#include "kernels/device_spec.h" /* pst_device_check_spec */
 
 /* Opens a backend for spec:
  *   "cpu"     the CPU backend on cpu_threads threads;
@@ -32,9 +33,6 @@
 int pst_device_open(const char *spec, size_t mem_limit_mib, int cpu_threads, pst_backend **out,
                     char *note, size_t notelen);
 
-/* Whether spec is one pst_device_open takes (it opens nothing): 0, or -EINVAL with a
- * one-line reason in err, for a configuration check before any work. */
-int pst_device_check_spec(const char *spec, char *err, size_t errlen);
 
 /* Prints one line per visible CUDA device ("cuda:0: NVIDIA H100 80GB HBM3, 79.1 GiB,
  * compute capability 9.0"), or a single "no CUDA devices: <why>". Returns the number of

@@ -22,6 +22,7 @@
 #include "common/tls_config.h"
 #include "kernels/blas_setup.h"
 #include "kernels/device.h"
+#include "kernels/pipeline/flags.h"
 #include "common/timeline.h"
 #include "worker/dataset.h"
 #include "worker/trainer.h"
@@ -281,6 +282,19 @@ int main(int argc, char **argv) {
   opt.micro_batches = (int)o_micro;
   opt.virtual_devices = (int)o_vdev;
   opt.device_mem_mib = (size_t)o_device_mem;
+  {
+    /* The stages' flags, checked as far as they can be without the model (which comes from
+     * the ps) and the batch size: a bad one is one line and exit 2 before any connection.
+     * What needs the model is checked again when the pipeline is made (worker/setup.c). */
+    pst_pipe_options po = {.device = o_device, .stages = opt.stages, .place = opt.place,
+                           .micro_batches = opt.micro_batches,
+                           .virtual_devices = opt.virtual_devices,
+                           .device_mem_mib = opt.device_mem_mib};
+    if (pst_pipe_check_flags(&po, NULL, 0, err, sizeof err) < 0) {
+      LOG_ERR("%s", err);
+      return PST_EXIT_USAGE;
+    }
+  }
   opt.log_placement = o_placement;
   opt.slow_factor = o_slow;
   opt.delay_ms = o_delay;

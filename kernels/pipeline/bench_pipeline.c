@@ -2,11 +2,13 @@
  * second, for
  *   - 2 stages on 2 virtual devices (one core and one thread each), M micro-batches,
  *   - the same 2 stages (the same cut) with M = 1: one stage computes at a time,
- *   - one stage with two threads (the reference: both cores on one device).
- * All three run on the cut the balance chose for M micro-batches. They take turns, a second
+ *   - one stage with two threads (the reference: both cores on one device),
+ *   - the 2 stages with M micro-batches on plain CPU devices: the same threads, not pinned.
+ * All run on the cut the balance chose for M micro-batches. They take turns, a second
  * each after a warm-up step, for --rounds rounds, and each one's rate is the median of its
- * rounds: on a shared machine the load drifts, and turns expose all three to the same
- * drift.
+ * rounds: on a shared machine the load drifts, and turns expose all of them to the same
+ * drift. For the 2-stage settings it also prints where a step's time went: each stage's
+ * passes, and the share of them its thread had a core (pst_pipe_stage_seconds).
  * Usage: bench_pipeline [--model cnn2] [--batch 128] [--micro 4] [--rounds 7] */
 #include <errno.h>
 #include <stdio.h>
@@ -20,7 +22,7 @@
 #include "kernels/pipeline/pipeline.h"
 #include "model/model.h"
 
-#define SETTINGS 3
+#define SETTINGS 4
 #define MAX_ROUNDS 64
 
 static pst_model model;
@@ -41,8 +43,8 @@ static pst_pipe *make(pst_pipe_options o, int batch, char *note, size_t notelen)
   return p;
 }
 
-/* Samples a second of steps for about a second, or -1. */
-static double turn(pst_pipe *p, int batch) {
+/* Samples a second of steps for about a second, or -1; *steps_out the steps taken. */
+static double turn(pst_pipe *p, int batch, long *steps_out) {
   double t0 = pst_now(), t;
   long steps = 0;
   do {
@@ -52,6 +54,7 @@ static double turn(pst_pipe *p, int batch) {
     }
     steps++;
   } while ((t = pst_now() - t0) < 1.0);
+  *steps_out = steps;
   return (double)steps * batch / t;
 }
 
@@ -83,7 +86,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_pipeline: --batch and --micro from 1, --rounds 1 to %d\n", MAX_ROUNDS);
     return 2;
   }
-  char err[256], cpu[256], note[SETTINGS][512], place[256];
+  char err[256], cpu[256], note[SETTINGS][512], place[256], loose[256];
   if (pst_model_load(name, &model, err, sizeof err) != 0) {
     fprintf(stderr, "bench_pipeline: %s\n", err);
     return 2;
@@ -104,29 +107,49 @@ int main(int argc, char **argv) {
                           .micro_batches = micro};
   pst_pipe *first = make(two, batch, note[0], sizeof note[0]);
   if (first == NULL) return 1;
-  size_t used = 0;
+  size_t used = 0, used_loose = 0;
   for (int s = 0; s < 2; s++) {
     int lo, hi;
     const char *dev;
     pst_pipe_stage_layers(first, s, &lo, &hi, &dev);
     used += (size_t)snprintf(place + used, sizeof place - used, "%s%d-%d=%s", s ? "," : "", lo,
                              hi - 1, dev);
+    used_loose += (size_t)snprintf(loose + used_loose, sizeof loose - used_loose, "%s%d-%d=cpu",
+                                   s ? "," : "", lo, hi - 1);
   }
   pst_pipe_destroy(first);
   pst_pipe_options opts[SETTINGS] = {
       {.device = "cpu", .threads = 1, .place = place, .virtual_devices = 2, .micro_batches = micro},
       {.device = "cpu", .threads = 1, .place = place, .virtual_devices = 2},
       {.device = "cpu", .threads = 2},
+      /* The same cut and M on devices that are not virtual: threads the kernel places. */
+      {.device = "cpu", .threads = 1, .place = loose, .micro_batches = micro},
   };
   /* Each turn makes its pipeline anew: OpenBLAS's thread count is process-wide, and the
    * last backend made sets it (one thread for the stages, two for the reference). */
   static double rate[SETTINGS][MAX_ROUNDS];
+  /* The 2-stage settings' stages: ms a step in their passes (wall), and the share of that
+   * their threads had a core (CPU clock over wall), per round. */
+  static double busy[SETTINGS][2][MAX_ROUNDS], oncpu[SETTINGS][2][MAX_ROUNDS];
+  static double step_ms[SETTINGS][MAX_ROUNDS], cpu_ms[SETTINGS][2][MAX_ROUNDS];
   for (int r = 0; r < rounds; r++)
     for (int s = 0; s < SETTINGS; s++) {
       pst_pipe *p = make(opts[s], batch, note[s], sizeof note[s]);
       if (p == NULL) return 1;
       int ok = pst_pipe_train_step(p, x, y, batch, 1.0f / (float)batch, grad, NULL, NULL) == 0;
-      rate[s][r] = ok ? turn(p, batch) : -1;
+      double b0[2] = {0, 0}, c0[2] = {0, 0};
+      int staged = s != 2; /* the 2-stage settings */
+      for (int g = 0; g < 2 && staged; g++) pst_pipe_stage_seconds(p, g, &b0[g], &c0[g]);
+      long steps = 0;
+      rate[s][r] = ok ? turn(p, batch, &steps) : -1;
+      for (int g = 0; g < 2 && staged && steps > 0; g++) {
+        double b, c;
+        pst_pipe_stage_seconds(p, g, &b, &c);
+        busy[s][g][r] = 1e3 * (b - b0[g]) / (double)steps;
+        oncpu[s][g][r] = b > b0[g] ? (c - c0[g]) / (b - b0[g]) : 0.0;
+        cpu_ms[s][g][r] = 1e3 * (c - c0[g]) / (double)steps;
+      }
+      if (staged && rate[s][r] > 0) step_ms[s][r] = 1e3 * batch / rate[s][r];
       pst_pipe_destroy(p);
       if (rate[s][r] < 0) return 1;
     }
@@ -141,6 +164,39 @@ int main(int argc, char **argv) {
          med[1], rate[1][0], rate[1][rounds - 1], place);
   printf("1 stage, 2 threads:           %8.1f samples/s (rounds %.1f-%.1f)\n", med[2],
          rate[2][0], rate[2][rounds - 1]);
+  printf("2 stages unpinned, M=%d:       %8.1f samples/s (rounds %.1f-%.1f)  [--place %s]\n",
+         micro, med[3], rate[3][0], rate[3][rounds - 1], loose);
+  /* Where a 2-stage step's time goes: each stage's passes (the busier one bounds the step),
+   * and how much of that its thread had its core. */
+  for (int s = 0; s < SETTINGS; s++) {
+    if (s == 2) continue;
+    double m[5];
+    double *v[5] = {busy[s][0], busy[s][1], oncpu[s][0], oncpu[s][1], step_ms[s]};
+    for (int i = 0; i < 5; i++) {
+      qsort(v[i], (size_t)rounds, sizeof(double), cmp);
+      m[i] = v[i][rounds / 2];
+    }
+    printf("  %s M=%d, medians: a step %.1f ms; stage 0 computes %.1f ms of it (on a core %.0f%% "
+           "of that), stage 1 %.1f ms (%.0f%%)\n", s == 3 ? "unpinned" : "pinned", s == 1 ? 1 : micro,
+           m[4], m[0], 100 * m[2], m[1], 100 * m[3]);
+  }
+  /* What the CPU clocks say a quiet machine would give: M = 1 runs its stages one after the
+   * other (the sum of their CPU time); with M micro-batches the busier stage works the whole
+   * step and the other adds one micro-batch's share, the fill and the drain (for equal
+   * stages (M + 1) / M of one, GPipe's bubble for 2 stages). An estimate, not a
+   * measurement: it takes each stage's CPU time as its time on a core of its own. */
+  double c[2][2];
+  for (int k = 0; k < 2; k++)
+    for (int g = 0; g < 2; g++) {
+      qsort(cpu_ms[k][g], (size_t)rounds, sizeof(double), cmp);
+      c[k][g] = cpu_ms[k][g][rounds / 2];
+    }
+  double busier = c[0][0] > c[0][1] ? c[0][0] : c[0][1];
+  double other = c[0][0] > c[0][1] ? c[0][1] : c[0][0];
+  printf("  CPU clocks, medians: M=1 stages %.1f + %.1f ms a step, M=%d %.1f and %.1f ms: on "
+         "cores of their own M=%d would be %.2fx M=1 (an estimate)\n", c[1][0], c[1][1], micro,
+         c[0][0], c[0][1], micro,
+         busier > 0 ? (c[1][0] + c[1][1]) / (busier + other / micro) : 0.0);
   /* Other jobs only ever slow a turn down: the best rounds are the least disturbed. */
   printf("M=%d over M=1: %.2fx by the medians, %.2fx by the best rounds; over one stage with "
          "two threads: %.2fx, %.2fx\n", micro, med[0] / med[1],

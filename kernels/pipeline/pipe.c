@@ -6,7 +6,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
+#include "common/clock.h"
 #include "common/log.h"
 #include "kernels/net_stage.h"
 #include "kernels/pipeline/pipe_internal.h"
@@ -36,6 +38,22 @@ static uint64_t micro_seed(const pst_pipe *p, int k) {
   return p->seed + 0xd1b54a32d192ed03ull * (uint64_t)k;
 }
 
+static double thread_cpu(void) {
+  struct timespec ts;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0.0;
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* A stage's clocks around one of its passes (pst_pipe_stage_seconds). */
+typedef struct {
+  double wall, cpu;
+} span;
+static span span_start(void) { return (span){pst_now(), thread_cpu()}; }
+static void span_end(pst_stage *st, span t) {
+  st->busy += pst_now() - t.wall;
+  st->cpu += thread_cpu() - t.cpu;
+}
+
 static pst_stage_pass make_pass(const pst_pipe *p, int k, int mb) {
   pst_stage_pass pass = {
       .slot = k,
@@ -63,8 +81,10 @@ static int run_stage(pst_pipe *p, int s) {
     pst_stage_pass pass = make_pass(p, k, mb);
     if (!training) pass.rows = p->batch;
     pst_net_set_seed(st->net, micro_seed(p, k));
+    span t = span_start();
     int rc = pst_net_stage_forward(st->net, &pass, training);
     if (rc == 0 && last && training) rc = pst_net_stage_backward(st->net, &pass);
+    span_end(st, t);
     if (rc != 0) return rc;
     if (last) {
       p->loss_k[k] = pass.loss;
@@ -78,7 +98,9 @@ static int run_stage(pst_pipe *p, int s) {
     if (wait_for(p, p->bwd, s + 1, k) != 0) return -ECANCELED;
     pst_stage_pass pass = make_pass(p, k, mb);
     pst_net_set_seed(st->net, micro_seed(p, k));
+    span t = span_start();
     int rc = pst_net_stage_backward(st->net, &pass);
+    span_end(st, t);
     if (rc != 0) return rc;
     post(p, p->bwd, s, k + 1);
   }
@@ -272,6 +294,11 @@ void pst_pipe_on_grad_ready(pst_pipe *p, pst_grad_ready_fn fn, void *ctx) {
   p->grad_ready = fn;
   p->grad_ready_ctx = ctx;
   for (int s = 0; s < p->n; s++) pst_net_on_grad_ready(p->st[s].net, fn, ctx);
+}
+
+void pst_pipe_stage_seconds(const pst_pipe *p, int s, double *busy, double *cpu) {
+  *busy = p && s >= 0 && s < p->n ? p->st[s].busy : 0.0;
+  *cpu = p && s >= 0 && s < p->n ? p->st[s].cpu : 0.0;
 }
 
 const char *pst_pipe_error(const pst_pipe *p) {

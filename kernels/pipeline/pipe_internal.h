@@ -22,6 +22,9 @@ typedef struct {
   pst_plan_need need;       /* predicted, with the backend's workspace */
   pthread_t thread;
   int started;
+  /* Written by its own thread only, read between jobs: seconds in its forward and
+   * backward passes since creation, by the wall clock and by its thread's CPU clock. */
+  double busy, cpu;
 } pst_stage;
 
 struct pst_pipe {

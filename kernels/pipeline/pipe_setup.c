@@ -78,43 +78,12 @@ static void refuse(const pst_model *m, const pst_pipe_options *o, const pst_stag
            max_batch, figures, where, o->device_mem_mib, fits);
 }
 
-/* The options' own checks, before any device is opened. */
-static int check_options(const pst_model *m, const pst_pipe_options *o, int max_batch, int n,
-                         int micro, char *err, size_t errlen) {
-  int L = m->n_layers - 1;
-  if (o->stages < 0 || n > L || n > PST_PIPE_MAX_STAGES) {
-    snprintf(err, errlen, "--stages %d: the model has %d layers (1-%d), so 1 to %d stages", o->stages,
-             L, L, L < PST_PIPE_MAX_STAGES ? L : PST_PIPE_MAX_STAGES);
-    return -EINVAL;
-  }
-  if (o->micro_batches < 0 || micro > max_batch) {
-    snprintf(err, errlen, "--micro-batches %d: 1 to the batch size (%d)", o->micro_batches,
-             max_batch);
-    return -EINVAL;
-  }
-  if (o->virtual_devices < 0 || o->virtual_devices > 256) {
-    snprintf(err, errlen, "--virtual-devices %d: 0 (none) to 256", o->virtual_devices);
-    return -EINVAL;
-  }
-  if (o->virtual_devices > 0 && !o->place && n > o->virtual_devices) {
-    snprintf(err, errlen, "--stages %d on --virtual-devices %d: each stage needs a device of its own",
-             n, o->virtual_devices);
-    return -EINVAL;
-  }
-  return 0;
-}
-
 /* The stages' layers and devices, before the balance: --place's, or n stages on the
  * virtual devices in order, or each on a device of the --device kind. */
 static int first_plan(const pst_model *m, const pst_pipe_options *o, int n, pst_stage_plan *plan,
                       char *err, size_t errlen) {
   if (o->place && o->place[0]) {
-    int rc = pst_plan_parse_place(m, o->place, plan, err, errlen);
-    if (rc == 0 && o->stages > 1 && plan->n != o->stages) {
-      snprintf(err, errlen, "--place gives %d stages, --stages %d", plan->n, o->stages);
-      return -EINVAL;
-    }
-    return rc;
+    return pst_plan_parse_place(m, o->place, plan, err, errlen);
   }
   memset(plan, 0, sizeof *plan);
   plan->n = n;
@@ -135,7 +104,8 @@ int pst_pipe_create(const pst_model *m, const pst_pipe_options *o, int max_batch
   note[0] = err[0] = '\0';
   int n = o->stages > 1 ? o->stages : 1, micro = o->micro_batches > 1 ? o->micro_batches : 1;
   pst_stage_plan plan;
-  int rc = check_options(m, o, max_batch, n, micro, err, errlen);
+  /* The flags' own checks, as where they were read, now with the model and the batch. */
+  int rc = pst_pipe_check_flags(o, m, max_batch, err, errlen);
   if (rc == 0) rc = first_plan(m, o, n, &plan, err, errlen);
   if (rc != 0) return rc;
   n = plan.n;

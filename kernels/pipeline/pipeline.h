@@ -28,25 +28,17 @@
 
 #include "kernels/backend.h"
 #include "kernels/net.h"
+#include "kernels/pipeline/flags.h"
 #include "kernels/pipeline/plan.h"
 #include "model/model.h"
 
 typedef struct pst_pipe pst_pipe;
 
-typedef struct {
-  const char *device;          /* the worker's --device: every stage's, unless placed */
-  int threads;                 /* CPU backend threads of each device */
-  size_t gpu_memory_limit_mib; /* --gpu-memory-limit (CUDA) */
-  int stages;                  /* --stages N: 0 or 1 for one stage */
-  const char *place;           /* --place LAYERS=DEVICE,...: the stages by hand, or NULL */
-  int micro_batches;           /* --micro-batches M: 0 or 1 for none */
-  int virtual_devices;         /* --virtual-devices V: CPU devices cpu:0 .. cpu:V-1 on
-                                  disjoint cores (0: none) */
-  size_t device_mem_mib;       /* --device-mem: each device's memory cap (0: none) */
-} pst_pipe_options;
+/* pst_pipe_options: kernels/pipeline/flags.h. */
 
 /* Builds the stages of model m for batches up to max_batch: parses and checks the options
- * (a bad one: -EINVAL with one line in err), opens each stage's device, balances --stages
+ * (pst_pipe_check_flags with the model and the batch: a bad one is -EINVAL with one line
+ * in err), opens each stage's device, balances --stages
  * by the layers' measured times within each device's cap, or refuses (-ENOSPC) a model
  * whose stage needs more than its device's cap, with the figures and the --stages that
  * would fit. note gets one line on what was chosen (the device's note with one stage).
@@ -81,5 +73,13 @@ void pst_pipe_stage_layers(const pst_pipe *p, int s, int *lo, int *hi, const cha
 /* Stage s's device memory: what its net allocated plus its backend's workspace estimate
  * (plan.h), in bytes. */
 size_t pst_pipe_stage_peak(const pst_pipe *p, int s);
+
+/* Stage s's seconds in its forward and backward passes since the pipeline was made (the
+ * pipelined path only: one stage with one micro-batch is the plain net's step and counts
+ * nothing), by the wall clock (*busy) and by its thread's CPU clock (*cpu) over the same
+ * spans. A step's busiest stage bounds its time; cpu well below busy means the stage's
+ * thread waited for its core (other work on it), not for the other stages. Read between
+ * steps. */
+void pst_pipe_stage_seconds(const pst_pipe *p, int s, double *busy, double *cpu);
 
 #endif

@@ -1,4 +1,5 @@
-/* Stage plans (plan.h): --place parsed, --stages balanced, and the memory figures. */
+/* Stage plans (plan.h): --stages balanced, and the memory figures (--place is parsed in
+ * flags.c). */
 #include "kernels/pipeline/plan.h"
 
 #include <errno.h>
@@ -7,65 +8,6 @@
 #include <string.h>
 
 #include "kernels/net_stage.h"
-
-/* Parses a layer index at *s, advancing it; -1 when there is none. */
-static int layer_number(const char **s) {
-  char *end;
-  long v = strtol(*s, &end, 10);
-  if (end == *s || v < 0 || v > 100000) return -1;
-  *s = end;
-  return (int)v;
-}
-
-int pst_plan_parse_place(const pst_model *m, const char *text, pst_stage_plan *plan, char *err,
-                         size_t errlen) {
-  memset(plan, 0, sizeof *plan);
-  int last = m->n_layers - 1, next = 1;
-  const char *s = text;
-  while (*s) {
-    if (plan->n == PST_PIPE_MAX_STAGES) {
-      snprintf(err, errlen, "--place: more than %d stages", PST_PIPE_MAX_STAGES);
-      return -EINVAL;
-    }
-    int a = layer_number(&s), b = a;
-    if (a >= 0 && *s == '-') {
-      s++;
-      b = layer_number(&s);
-    }
-    if (a < 0 || b < 0 || *s != '=') {
-      snprintf(err, errlen, "--place: \"%s\" is not LAYERS=DEVICE,... (e.g. 1-4=cpu:0,5-%d=cpu:1)",
-               text, last);
-      return -EINVAL;
-    }
-    s++;
-    size_t len = strcspn(s, ",");
-    if (len == 0 || len >= PST_PIPE_DEVICE_LEN) {
-      snprintf(err, errlen, "--place: layers %d-%d have no device (or a name too long)", a, b);
-      return -EINVAL;
-    }
-    if (a != next || b < a || b > last) {
-      snprintf(err, errlen,
-               "--place: layers %d-%d do not follow on: the stages must be contiguous, in "
-               "order, from layer 1 to layer %d (the next stage must start at layer %d)",
-               a, b, last, next);
-      return -EINVAL;
-    }
-    plan->lo[plan->n] = a;
-    memcpy(plan->device[plan->n], s, len);
-    plan->device[plan->n][len] = '\0';
-    plan->n++;
-    next = b + 1;
-    s += len;
-    if (*s == ',') s++;
-  }
-  if (next != last + 1) {
-    snprintf(err, errlen, "--place: layers %d-%d are on no device (the model has layers 1-%d)",
-             next, last, last);
-    return -EINVAL;
-  }
-  plan->lo[plan->n] = m->n_layers;
-  return 0;
-}
 
 /* The CPU backend's scratch for a convolution (kernels/cpu_conv.c: a chunk of samples'
  * im2col columns of about 128 Ki floats, its gradient, the augmented weights; each grown

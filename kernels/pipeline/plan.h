@@ -6,24 +6,8 @@
 
 #include <stddef.h>
 
+#include "kernels/pipeline/flags.h" /* pst_stage_plan, pst_plan_parse_place */
 #include "model/model.h"
-
-#define PST_PIPE_MAX_STAGES 16
-#define PST_PIPE_DEVICE_LEN 32
-
-typedef struct {
-  int n;                                   /* stages */
-  int lo[PST_PIPE_MAX_STAGES + 1];         /* stage s runs layers [lo[s], lo[s + 1]);
-                                              lo[0] = 1, lo[n] = n_layers */
-  char device[PST_PIPE_MAX_STAGES][PST_PIPE_DEVICE_LEN]; /* its device ("" until chosen) */
-} pst_stage_plan;
-
-/* Parses --place "A-B=DEVICE,C-D=DEVICE,..." (layer indices as the placement log and the
- * summary number them, 1 .. n_layers - 1; "A" alone is one layer): contiguous, in order,
- * covering every layer. 0, or -EINVAL with one line in err. Devices are checked by the
- * caller. */
-int pst_plan_parse_place(const pst_model *m, const char *text, pst_stage_plan *plan, char *err,
-                         size_t errlen);
 
 /* A stage's need of its device, in bytes: the net's buffers (kernels/net_stage.h) and the
  * backend's workspace, an estimate of the CPU backend's scratch for the stage's largest

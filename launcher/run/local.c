@@ -9,10 +9,12 @@
 #include "common/config.h"
 #include "model/model_config.h"
 #include "kernels/partition.h"
+#include "kernels/pipeline/flags.h"
 #include "launcher/commands.h"
 #include "launcher/links/place.h"
 #include "launcher/run/local.h"
 #include "launcher/run/run.h"
+#include "launcher/run/run_allreduce.h"
 #include "launcher/run/run_files.h"
 #include "launcher/run/schedule.h"
 #include "worker/dataset.h"
@@ -230,6 +232,10 @@ int pl_parse_run_flags(const char *cmd, int argc, char **argv, pl_run_options *o
     }
     if (warn[0]) fprintf(stderr, "%s: %s\n", prog, warn);
   }
+  /* --mode allreduce's refusals (run_allreduce.c owns them) here too, before the run
+   * directory is made; pl_run_local checks again for callers that fill the options
+   * themselves. */
+  if (pl_ar_mode(o) && pl_ar_check(o) != 0) return 2;
   return 0;
 }
 
@@ -293,6 +299,20 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->micro_batches = (int)f_micro;
   o->virtual_devices = (int)f_vdev;
   o->device_mem = (int)f_device_mem;
+  {
+    /* The workers' stages flags, checked here against the model and the batch as each
+     * worker would check them, so that a bad one is one line and exit 2 before any process
+     * starts (the stages' memory need is the workers' to find). With --gpus each worker's
+     * device is a CUDA device. */
+    pst_pipe_options po = {.device = f_gpus[0] ? "cuda" : o->device, .stages = o->stages,
+                           .place = o->place, .micro_batches = o->micro_batches,
+                           .virtual_devices = o->virtual_devices,
+                           .device_mem_mib = (size_t)o->device_mem};
+    if (pst_pipe_check_flags(&po, model, o->batch_size, err, sizeof err) < 0) {
+      fprintf(stderr, "%s: %s\n", prog, err);
+      return 2;
+    }
+  }
   /* Given: passed on as given; not given: the workers' own default (their device decides). */
   o->push_by_layer = pst_cfg_find(&cfg, "push-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_push_by_layer;
   o->pull_by_layer = pst_cfg_find(&cfg, "pull-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_pull_by_layer;

@@ -33,6 +33,10 @@ int pl_ar_check(const pl_run_options *o) {
                     : o->tensorboard_dir              ? "--tensorboard"
                     : o->push_by_layer >= 0 || o->pull_by_layer >= 0
                         ? "--push-by-layer and --pull-by-layer (see --bucket-kib)"
+                    : o->stages > 1 || o->place || o->micro_batches > 1 ||
+                            o->virtual_devices > 0 || o->device_mem > 0
+                        ? "--stages, --place, --micro-batches, --virtual-devices and --device-mem "
+                          "(a rank runs the model on one device)"
                         : NULL;
   if (!bad) return 0;
   fprintf(stderr, "pstrain: --mode allreduce has no ps: %s cannot be used with it\n", bad);
