@@ -62,7 +62,7 @@ b = links["busiest_link"]
 print(f"{placement}: accuracy {s['test_accuracy']:.4f}, busiest link {b['node']}: "
       f"{b['bytes_per_step']:.0f} bytes a step (model {b['model_bytes_per_step']:.0f}, "
       f"{b['model_formula']}), {b['step_seconds'] * 1e3:.1f} ms a step (model "
-      f"{b['model_step_seconds'] * 1e3:.1f})")
+      f"{b['model_comm_seconds'] * 1e3:.1f} of communication)")
 assert s["test_accuracy"] > 0.7, s["test_accuracy"]
 assert links["placement"] == placement, links["placement"]
 assert abs(b["model_bytes_per_step"] - model) < 1, b

@@ -60,12 +60,14 @@ int pl_cmd_compare(int argc, char **argv) {
   int nrest = 0;
   rest[nrest++] = argv[0];
   const char *encodings_arg = NULL, *links_arg = NULL, *placements_arg = NULL;
+  const char *compute_link_arg = NULL;
   static const char *const names[] = {"--modes", "--out", "--target-accuracy", "--targets",
                                       "--repeats", "--workers", "--encodings", "--links",
-                                      "--placements"};
+                                      "--placements", "--compute-link"};
   const char **const values[] = {&modes_arg, &out_arg, &target_arg, &targets_arg, &repeats_arg,
-                                 &workers_arg, &encodings_arg, &links_arg, &placements_arg};
-  if (pl_split_flags("compare", nargs, args, names, values, 9, rest, &nrest) != 0) {
+                                 &workers_arg, &encodings_arg, &links_arg, &placements_arg,
+                                 &compute_link_arg};
+  if (pl_split_flags("compare", nargs, args, names, values, 10, rest, &nrest) != 0) {
     free(rest);
     free(args);
     return 2;
@@ -120,6 +122,9 @@ int pl_cmd_compare(int argc, char **argv) {
                               "';': every mode once per --link), --placements LIST (one-host, colocated,\n"
                               "separate, each with :K for K ps shards, e.g. separate:1,separate:4,colocated:\n"
                               "every ps mode once per placement behind --link; allreduce once),\n"
+                              "--compute-link LINK (one of --links, fast and without delay, e.g. 10gbit:\n"
+                              "each setting's time per step there is the compute term of the step-time\n"
+                              "model of the same setting behind the other links),\n"
                               "--out DIR (default: a new /tmp/pstrain-run-* directory).\n"
                               "Use --eval-every STEPS for accuracy curves (a test subset of --eval-samples).\n"
                               "Writes per-run metrics and logs, PNG plots (gnuplot), summary.md and a\n"
@@ -168,6 +173,13 @@ int pl_cmd_compare(int argc, char **argv) {
     char serr[400];
     n = pl_cmp_expand_settings(grid[0], n, MAX_MODES, encodings_arg, links_arg, serr, sizeof serr);
     if (n < 0) {
+      fprintf(stderr, "pstrain compare: %s\n", serr);
+      return 2;
+    }
+  }
+  if (compute_link_arg) { /* checked before anything runs; applied once every run is in */
+    char serr[400];
+    if (pl_cmp_add_compute(grid[0], n, 0, compute_link_arg, serr, sizeof serr) < 0) {
       fprintf(stderr, "pstrain compare: %s\n", serr);
       return 2;
     }
@@ -251,6 +263,11 @@ int pl_cmd_compare(int argc, char **argv) {
     }
   }
   double elapsed = pst_now() - t_start;
+  if (compute_link_arg) {
+    char serr[400];
+    for (int c = 0; c < ncounts; c++)
+      pl_cmp_add_compute(grid[c], n, (int)repeats, compute_link_arg, serr, sizeof serr);
+  }
   pl_cmp_load_line(load_end, sizeof load_end);
 
   /* Plots, where gnuplot is installed. Every figure is also in summary.md, report.html and

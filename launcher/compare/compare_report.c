@@ -301,7 +301,9 @@ static int table_header(row *h, const double *targets, int ntargets) {
   snprintf(h->cells[h->ncells++], 96, "wire MB per update");
   snprintf(h->cells[h->ncells++], 96, "wire bytes per sample");
   snprintf(h->cells[h->ncells++], 96, "busiest link MB per step (model)");
-  snprintf(h->cells[h->ncells++], 96, "ms per step (model)");
+  snprintf(h->cells[h->ncells++], 96, "compute ms per step (measured, --compute-link)");
+  snprintf(h->cells[h->ncells++], 96, "communication ms per step (model)");
+  snprintf(h->cells[h->ncells++], 96, "ms per step (model: compute + communication)");
   return h->ncells;
 }
 
@@ -368,6 +370,14 @@ static void table_row(row *w, const mode_run *m, int repeats, int ntargets) {
    * step, each with the bytes model's figure beside it (launcher/links/place.h). */
   model_cell(w->cells[w->ncells++], m, repeats, offsetof(run_rec, link_step),
              offsetof(run_rec, model_step), 1e-6, "%.3f");
+  spread cs = spread_field(m, repeats, offsetof(run_rec, compute_s));
+  spread cm = spread_field(m, repeats, offsetof(run_rec, model_comm));
+  if (cs.n > 0 && cs.lo < 0) cs.n = 0;
+  if (cm.n > 0 && cm.lo < 0) cm.n = 0;
+  cs.med *= 1e3, cs.lo *= 1e3, cs.hi *= 1e3;
+  cm.med *= 1e3, cm.lo *= 1e3, cm.hi *= 1e3;
+  fmt_spread(w->cells[w->ncells++], 96, cs, "%.1f");
+  fmt_spread(w->cells[w->ncells++], 96, cm, "%.1f");
   model_cell(w->cells[w->ncells++], m, repeats, offsetof(run_rec, step_s),
              offsetof(run_rec, model_s), 1e3, "%.1f");
 }
@@ -564,6 +574,8 @@ int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *
         add_num(o, "busiest_link_bytes_per_step", r->link_step, 1);
         add_num(o, "model_bytes_per_step", r->model_step, 1);
         add_num(o, "step_seconds", r->step_s, 1);
+        add_num(o, "compute_seconds", r->compute_s, 1);
+        add_num(o, "model_comm_seconds", r->model_comm, 1);
         add_num(o, "model_step_seconds", r->model_s, 1);
         add_num(o, "delay_line_late_mean_ms", r->late_mean, 1);
         add_num(o, "delay_line_late_max_ms", r->late_max, 1);

@@ -126,7 +126,9 @@ static void link_figures(run_rec *r) {
   r->link_step = cJSON_IsNumber(cJSON_GetObjectItemCaseSensitive(b, "bytes_per_step")) ? num(b, "bytes_per_step") : -1;
   r->model_step = (v = num(b, "model_bytes_per_step")) > 0 ? v : -1;
   r->step_s = (v = num(b, "step_seconds")) > 0 ? v : -1;
-  r->model_s = (v = num(b, "model_step_seconds")) > 0 ? v : -1;
+  r->model_comm = (v = num(b, "model_comm_seconds")) > 0 ? v : -1;
+  r->compute_s = -1; /* pl_cmp_add_compute's, once every run is in */
+  r->model_s = r->model_comm;
   const cJSON *w;
   cJSON_ArrayForEach(w, cJSON_GetObjectItemCaseSensitive(doc, "workers")) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(w, "round_trip_ms");

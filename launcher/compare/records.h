@@ -38,9 +38,12 @@ typedef struct {
   char delay_by[16];              /* how the link's delay was made: "netem", "delay line",
                                    * "none" (links.json; "" without --link) */
   /* Issue 39, behind --link (links.json's busiest_link): the busiest link's bytes per step
-   * in its busier direction, measured and the bytes model's; training seconds per step, and
-   * the model's (-1: none). */
-  double link_step, model_step, step_s, model_s;
+   * in its busier direction, measured and the bytes model's; training seconds per step; the
+   * model's communication per step (its bytes at the rate plus its hops' delays,
+   * launcher/links/place.h); the compute term, the same setting's seconds per step behind
+   * --compute-link in the same repeat; and the model's whole step, compute plus
+   * communication (-1: none; without a compute term, the communication alone). */
+  double link_step, model_step, step_s, model_comm, compute_s, model_s;
   eval_point *pts;
   int npts, cap;
   int dense;                      /* pts are dense evaluations */

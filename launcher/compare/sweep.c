@@ -187,3 +187,34 @@ int pl_cmp_parse_targets(const char *s, double *out, int max) {
   }
   return n;
 }
+
+int pl_cmp_add_compute(mode_run *runs, int n, int repeats, const char *link, char *err,
+                       size_t errlen) {
+  int found = 0, got = 0;
+  for (int i = 0; i < n; i++) found |= !strcmp(runs[i].link, link);
+  if (!found) {
+    snprintf(err, errlen, "--compute-link '%.60s' is not one of --links' entries", link);
+    return -1;
+  }
+  for (int i = 0; i < n; i++) {
+    mode_run *m = &runs[i];
+    if (!m->link[0] || !strcmp(m->link, link)) continue;
+    const mode_run *b = NULL;
+    for (int j = 0; j < n && !b; j++) {
+      const mode_run *c = &runs[j];
+      if (!strcmp(c->link, link) && !strcmp(c->mode, m->mode) && c->staleness == m->staleness &&
+          c->staleness_lr == m->staleness_lr && !strcmp(c->placement, m->placement) &&
+          c->shards == m->shards && !strcmp(c->push, m->push) && !strcmp(c->pull, m->pull))
+        b = c;
+    }
+    if (!b) continue;
+    for (int k = 0; k < repeats; k++) {
+      run_rec *r = &m->reps[k];
+      if (r->model_comm <= 0 || b->reps[k].step_s <= 0) continue;
+      r->compute_s = b->reps[k].step_s;
+      r->model_s = r->compute_s + r->model_comm;
+      got++;
+    }
+  }
+  return got;
+}

@@ -21,6 +21,15 @@ int pl_cmp_expand_settings(mode_run *runs, int n, int max, const char *encs, con
  * Returns the new count, or -1 with a one-line reason in err. */
 int pl_cmp_expand_placements(mode_run *runs, int n, int max, const char *placements,
                              char *err, size_t errlen);
+/* --compute-link LINK (issue 39): the compute term of the step-time model. Each setting of
+ * runs[0..n) behind a link other than LINK whose runs have a modelled communication time
+ * takes, repeat by repeat, the seconds per step of the setting that differs from it only by
+ * running behind LINK (same mode, placement, shards, encodings; the repeats alternate, so
+ * the two ran minutes apart on the same seed) as compute_s, and model_s becomes compute_s +
+ * model_comm. Returns how many runs got a term, or -1 with a one-line reason in err when
+ * LINK is not one of the settings' links. */
+int pl_cmp_add_compute(mode_run *runs, int n, int repeats, const char *link, char *err,
+                       size_t errlen);
 /* "0.85,0.88,0.9": each in (0, 1]. Returns the count, -EINVAL or -E2BIG. */
 int pl_cmp_parse_targets(const char *s, double *out, int max);
 

@@ -1,6 +1,7 @@
 /* launcher/compare/sweep.c in-process: --modes, --encodings, --links and --targets into the
  * settings `pstrain compare` runs. */
 #include <errno.h>
+#include <math.h>
 #include <string.h>
 
 #include "common/check.h"
@@ -40,6 +41,44 @@ int main(void) {
   n = pl_cmp_parse_modes("sync", g_runs, MAX_MODES);
   CHECK(pl_cmp_expand_settings(g_runs, n, MAX_MODES, NULL, NULL, err, sizeof err) == 1);
   CHECK(!strcmp(g_runs[0].label, "sync"));
+
+  /* --compute-link: sync and allreduce behind 1gbit,1ms take their compute term repeat by
+   * repeat from the same setting behind 10gbit; another placement's is not theirs. */
+  n = pl_cmp_parse_modes("sync,allreduce", g_runs, MAX_MODES);
+  n = pl_cmp_expand_placements(g_runs, n, MAX_MODES, "separate:1,separate:4", err, sizeof err);
+  CHECK(n == 3);
+  n = pl_cmp_expand_settings(g_runs, n, MAX_MODES, NULL, "1gbit,1ms;10gbit", err, sizeof err);
+  CHECK(n == 6);
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < 2; k++) {
+      run_rec *r = &g_runs[i].reps[k];
+      int fast = !strcmp(g_runs[i].link, "10gbit");
+      /* Each setting's own figures: i + 1 tens of ms slow, i + 1 ms fast, repeat 2 +0.5 ms. */
+      r->step_s = (fast ? 1e-3 : 10e-3) * (i + 1) + 0.5e-3 * k;
+      r->model_comm = fast ? 0.1e-3 : 20e-3;
+      r->compute_s = -1;
+      r->model_s = r->model_comm;
+    }
+  CHECK(pl_cmp_add_compute(g_runs, n, 2, "100mbit", err, sizeof err) == -1);
+  CHECK(strstr(err, "--compute-link '100mbit'") != NULL);
+  CHECK(pl_cmp_add_compute(g_runs, n, 2, "10gbit", err, sizeof err) == 6);
+  for (int i = 0; i < n; i++) {
+    if (!strcmp(g_runs[i].link, "10gbit")) {
+      CHECK(g_runs[i].reps[0].compute_s == -1); /* the term's own runs have none */
+      continue;
+    }
+    int j = -1; /* its twin behind 10gbit */
+    for (int c = 0; c < n; c++)
+      if (!strcmp(g_runs[c].link, "10gbit") && !strcmp(g_runs[c].mode, g_runs[i].mode) &&
+          g_runs[c].shards == g_runs[i].shards)
+        j = c;
+    CHECK(j >= 0);
+    for (int k = 0; k < 2; k++) {
+      double want = 1e-3 * (j + 1) + 0.5e-3 * k;
+      CHECK(fabs(g_runs[i].reps[k].compute_s - want) < 1e-12);
+      CHECK(fabs(g_runs[i].reps[k].model_s - (want + 20e-3)) < 1e-12);
+    }
+  }
 
   double t[MAX_TARGETS];
   CHECK(pl_cmp_parse_targets("0.85,0.88,0.9", t, MAX_TARGETS) == 3 && t[1] == 0.88);

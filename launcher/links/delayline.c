@@ -131,6 +131,14 @@ static void *serve(void *arg) {
   pl_delayline *d = arg;
   /* The default 50 us of timer slack would be added to most waits. */
   prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+  /* A link does not wait for a core: at a real-time priority the thread runs as soon as a
+   * held packet is due, ahead of the workers' and the ps's compute, where at an ordinary one
+   * it waited its turn on a loaded machine (issue 39: 4 separate shards, 1gbit,1ms, on 2
+   * cores; docs/benchmarks.md, "Where the ps sits"). It sleeps between packets, so it takes
+   * little; the kernel's real-time throttling caps it all the same. Without the right
+   * (not root) it stays at its ordinary priority, and links.json says which. */
+  struct sched_param sp = {.sched_priority = 10};
+  d->st.realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
   char buf[1 << 16];
   for (int i = 0; i < d->n; i++) d->pfd[i] = (struct pollfd){.fd = d->q[i].fd, .events = POLLIN};
   d->pfd[d->n] = (struct pollfd){.fd = d->wake, .events = POLLIN};

@@ -38,6 +38,7 @@ typedef struct {
 typedef struct {
   uint64_t packets, dropped;
   double late_mean_s, late_max_s;
+  int realtime; /* whether the thread ran at a real-time priority (SCHED_FIFO) */
 } pl_delayline_stats;
 
 /* Runs fn(arg) on the calling thread inside the network namespace at ns_path

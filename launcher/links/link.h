@@ -93,7 +93,11 @@ typedef struct {
   double steps;            /* sync steps or all-reduce steps (<= 0: unknown) */
   double model_bytes;      /* the model's busiest link's bytes per step (<= 0: no model) */
   const char *formula;     /* the model's, e.g. "2(n-1)/n M" */
-  double model_seconds;    /* the model's time per step (<= 0: none) */
+  double model_seconds;    /* the model's communication per step, transfer and latency, without
+                            * compute (<= 0: none): pstrain compare adds a measured compute */
+  double model_transfer_seconds, model_latency_seconds; /* of which the bytes at the rate, and
+                                                         * the hops' delays */
+  int model_hops;          /* the latency-bound one-way crossings of a step */
   double step_seconds;     /* the run's training seconds per step (<= 0: unknown) */
 } pl_links_note;
 

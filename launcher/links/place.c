@@ -64,41 +64,50 @@ void pl_place_addr(int node, char *out, size_t outlen) {
 }
 
 int pl_bytes_model_of(pl_placement p, int allreduce, int n, int shards, double model_bytes,
-                      double rate_bits_per_s, double delay_s, pl_bytes_model *out) {
+                      double rate_bits_per_s, double delay_s, double compute_s,
+                      pl_bytes_model *out) {
   memset(out, 0, sizeof *out);
-  if (n < 1 || !(rate_bits_per_s > 0) || (!allreduce && p == PL_PLACE_COLOCATED && shards != n))
+  if (n < 1 || !(rate_bits_per_s > 0) || !(compute_s >= 0) ||
+      (!allreduce && p == PL_PLACE_COLOCATED && shards != n))
     return -EINVAL;
   double M = model_bytes, phase;
   int k = shards < 1 ? 1 : shards;
   if (allreduce || p == PL_PLACE_COLOCATED) {
-    /* A ring's reduce-scatter sends and receives (n-1)/n M on every link, and so does its
-     * all-gather; colocated shards do the same: in the pushes, worker i sends the other
-     * shards their (n-1)/n of M while its shard receives (n-1) pieces of M/n, and the pulls
-     * mirror them. */
+    /* A ring's reduce-scatter sends (n-1)/n M up every link and receives as much down it,
+     * and so does its all-gather; colocated shards do the same: in the pushes, worker i
+     * sends the other shards their (n-1)/n of M while its shard receives (n-1) pieces of
+     * M/n, and the pulls mirror them. Both directions at once: (n-1)/n M a phase. */
     phase = (double)(n - 1) / n * M;
-    out->link_bytes = 2 * phase;
     out->formula = "2(n-1)/n M";
-    /* A ring waits 2(n-1) one-way hops between neighbours (two links each); a ps step one
-     * round trip between a worker and a shard on another node (four link crossings). */
-    out->latency_s = allreduce ? 2.0 * (n - 1) * 2 * delay_s : 4 * delay_s;
+    /* A ring's 2(n-1) steps each wait for the left neighbour's piece, one crossing of two
+     * links; a ps step's push and its reply, one crossing each way between two nodes. */
+    out->hops = allreduce ? 2 * (n - 1) : 2;
+    out->hop_delay_s = 2 * delay_s;
   } else if (p == PL_PLACE_SEPARATE) {
-    /* Each worker pushes M (1/k to each shard) and each shard receives n pieces of M/k; the
-     * pulls mirror them. */
+    /* Each worker pushes M up its link (M/k to each shard) while each shard receives n
+     * pieces of M/k down its own; the pulls mirror them. */
     double shard = (double)n * M / k;
     phase = shard > M ? shard : M;
-    out->link_bytes = phase;
     out->formula = k == 1 ? "nM" : shard > M ? "nM/k" : "M";
-    out->latency_s = 4 * delay_s;
+    out->hops = 2;
+    out->hop_delay_s = 2 * delay_s;
   } else {
-    /* One host: the shards' side is unbounded; each worker's link carries its push and its
-     * pull, one round trip to the hub. */
+    /* One host: the shards' side is unbounded; each worker's link carries its push up and
+     * its pull down, one crossing of its own link each way. */
     phase = M;
-    out->link_bytes = M;
     out->formula = "M";
-    out->latency_s = 2 * delay_s;
+    out->hops = 2;
+    out->hop_delay_s = delay_s;
   }
   out->phase_bytes[0] = out->phase_bytes[1] = phase;
-  out->seconds = 2 * phase * 8 / rate_bits_per_s + out->latency_s;
+  /* A link's busier direction per step: a ring's and colocated shards' links carry bytes
+   * each way in both phases; a ps's link on one side of a push or pull carries them up in
+   * one phase and down in the other, so each direction idles half the step. */
+  out->link_bytes = allreduce || p == PL_PLACE_COLOCATED ? 2 * phase : phase;
+  out->transfer_s = 2 * phase * 8 / rate_bits_per_s;
+  out->latency_s = out->hops * out->hop_delay_s;
+  out->compute_s = compute_s;
+  out->seconds = compute_s + out->transfer_s + out->latency_s;
   return 0;
 }
 

@@ -47,25 +47,47 @@ int pl_place_plan_make(pl_placement p, int workers, int shards, int allreduce, i
 /* Node k's address (k = -1: the hub's). */
 void pl_place_addr(int node, char *out, size_t outlen);
 
-/* The bytes model of one sync step (or one all-reduce step). A step has two phases that do
- * not overlap on a link: a sync ps's pushes, then its pulls once every gradient is summed;
- * a ring's reduce-scatter, then its all-gather. In each phase the busiest link carries
- * phase_bytes in its busier direction, at the link's rate; the round trips are the hops a
- * step waits for whatever the rate: a ps's push-and-reply (one round trip between a worker
- * and a shard), a ring's 2(n-1) one-way hops between neighbours. */
+/* The time model of one sync step (or one all-reduce step), on full-duplex links: each link
+ * carries rate_bits_per_s each way at once and delays each packet delay_s each way; a packet
+ * between two nodes crosses two links (2 delay_s), one between a node and the hub one.
+ *
+ * A step is compute, then two transfer phases that do not overlap in time: a sync ps's
+ * pushes, then its pulls once every gradient is summed (a chunk's new weights go out once
+ * every worker's push of it is in, and the workers' pushes end nearly together); a ring's reduce-scatter, then its all-gather. A phase lasts as long as its busiest
+ * link's busier direction takes at the rate (the two directions run at once, so they are
+ * not added). On top come the latency-bound hops a step waits for in sequence, whatever the
+ * rate: a ps's push then its reply (two one-way crossings of the path between a worker and
+ * a shard), a ring's 2(n-1) steps of one one-way crossing each, every step waiting for its
+ * neighbour's piece. Compute is measured, not modelled: the same job's time per step behind
+ * links fast enough to cost nothing (compare's --compute-link), which holds the workers'
+ * forward and backward passes, the ps's sums and the network stacks' copies.
+ *
+ *   scheme          phase bytes (busier direction)   hops   path delay
+ *   one-host ps     M                               2      d
+ *   colocated       (n-1)/n M                       2      2d
+ *   separate, k     max(M, nM/k)                    2      2d
+ *   ring            (n-1)/n M                       2(n-1) 2d
+ * seconds = compute + 2 x phase x 8 / rate + hops x path delay. */
 typedef struct {
   double link_bytes;     /* the busiest link's bytes per step, in its busier direction */
   double phase_bytes[2]; /* of which in each phase */
-  double latency_s;      /* the step's round trips at delay_s per link each way */
-  double seconds;        /* (phase_bytes[0] + phase_bytes[1]) x 8 / rate + latency_s */
+  double transfer_s;     /* the phases at the rate: (phase_bytes[0] + phase_bytes[1]) x 8 / rate */
+  int hops;              /* one-way crossings a step waits for in sequence */
+  double hop_delay_s;    /* each one's delay: delay_s, or 2 delay_s between two nodes */
+  double latency_s;      /* hops x hop_delay_s */
+  double compute_s;      /* the measured compute term (0: none given) */
+  double seconds;        /* compute_s + transfer_s + latency_s */
   const char *formula;   /* e.g. "2(n-1)/n M" */
 } pl_bytes_model;
 
 /* The model for n workers, `shards` ps shards placed by p (or a ring all-reduce), a model
  * of model_bytes (as pushed and pulled: float32, 4 bytes a parameter), links of
- * rate_bits_per_s and delay_s each way. 0, or -EINVAL (n < 1, colocated with shards != n). */
+ * rate_bits_per_s and delay_s each way, and a measured compute_s per step (0 for the
+ * communication alone). 0, or -EINVAL (n < 1, a rate <= 0, compute_s < 0, colocated with
+ * shards != n). */
 int pl_bytes_model_of(pl_placement p, int allreduce, int n, int shards, double model_bytes,
-                      double rate_bits_per_s, double delay_s, pl_bytes_model *out);
+                      double rate_bits_per_s, double delay_s, double compute_s,
+                      pl_bytes_model *out);
 /* BytePS's best time for n workers and k extra CPU machines (its section 3.2: each summation
  * service splits between the workers' machines and the extra ones as the traffic balances):
  * 2n(n-1)M / ((n^2 + kn - 2k) B), B in bytes/s. For the docs' comparison. */

@@ -47,30 +47,51 @@ int main(void) {
   CHECK(pl_place_plan_make(PL_PLACE_SEPARATE, 240, 20, 0, 1, &plan, err, sizeof err) == -EINVAL);
   CHECK(strstr(err, "at most 250") != NULL);
 
-  /* The bytes model, n = 4 workers at 1 Gbit/s, no delay. */
+  /* The bytes model, n = 4 workers at 1 Gbit/s, no delay, no compute. */
   pl_bytes_model m;
-  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 0, 4, 1, M, 1e9, 0, &m) == 0);
+  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 0, 4, 1, M, 1e9, 0, 0, &m) == 0);
   CHECK(NEAR(m.link_bytes, M) && NEAR(m.seconds, 2 * M * 8 / 1e9));
-  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 1, M, 1e9, 0, &m) == 0);
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 1, M, 1e9, 0, 0, &m) == 0);
   CHECK(NEAR(m.link_bytes, 4 * M) && !strcmp(m.formula, "nM")); /* one ps: n M each way */
-  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 2, M, 1e9, 0, &m) == 0);
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 2, M, 1e9, 0, 0, &m) == 0);
   CHECK(NEAR(m.link_bytes, 2 * M) && !strcmp(m.formula, "nM/k"));
-  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 4, M, 1e9, 0, &m) == 0);
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 4, M, 1e9, 0, 0, &m) == 0);
   CHECK(NEAR(m.link_bytes, M)); /* k = n: M per link */
-  CHECK(pl_bytes_model_of(PL_PLACE_COLOCATED, 0, 4, 4, M, 1e9, 0, &m) == 0);
+  CHECK(pl_bytes_model_of(PL_PLACE_COLOCATED, 0, 4, 4, M, 1e9, 0, 0, &m) == 0);
   CHECK(NEAR(m.link_bytes, 1.5 * M) && NEAR(m.phase_bytes[0], 0.75 * M));
-  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 1, 4, 0, M, 1e9, 0, &m) == 0);
+  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 1, 4, 0, M, 1e9, 0, 0, &m) == 0);
   CHECK(NEAR(m.link_bytes, 1.5 * M) && !strcmp(m.formula, "2(n-1)/n M")); /* the ring */
   CHECK(NEAR(m.seconds, 1.5 * M * 8 / 1e9));
-  CHECK(pl_bytes_model_of(PL_PLACE_COLOCATED, 0, 4, 2, M, 1e9, 0, &m) == -EINVAL);
-  /* Round trips at 1 ms per link each way: a ps on the hub one round trip over one link
-   * (2 ms), a shard on another node over two (4 ms), a ring 2(n-1) hops of two links. */
-  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 0, 4, 1, M, 1e9, 1e-3, &m) == 0);
-  CHECK(NEAR(m.latency_s, 2e-3));
-  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 4, M, 1e9, 1e-3, &m) == 0);
-  CHECK(NEAR(m.latency_s, 4e-3) && NEAR(m.seconds, 2 * M * 8 / 1e9 + 4e-3));
-  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 1, 4, 0, M, 1e9, 1e-3, &m) == 0);
-  CHECK(NEAR(m.latency_s, 12e-3));
+  CHECK(pl_bytes_model_of(PL_PLACE_COLOCATED, 0, 4, 2, M, 1e9, 0, 0, &m) == -EINVAL);
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 4, M, 1e9, 0, -1e-3, &m) == -EINVAL);
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 4, M, 0, 0, 0, &m) == -EINVAL);
+
+  /* The whole step at 1 Gbit/s, 1 ms a link each way and 5 ms of compute, each figure worked
+   * out by hand from M = 940584 bytes (T = M x 8 / 1e9 = 7.524672 ms a model at the rate):
+   *   one separate ps   2 phases of 4 M: 60.197376 ms, + 2 hops of 2 ms, + 5 = 69.197376 ms;
+   *   4 separate shards 2 phases of M:   15.049344 ms, + 4 ms, + 5           = 24.049344 ms;
+   *   4 colocated       2 phases of 3/4 M: 11.287008 ms, + 4 ms, + 5         = 20.287008 ms;
+   *   ring of 4         the same bytes, + 6 hops of 2 ms, + 5                = 28.287008 ms;
+   *   one-host ps       2 phases of M, + 2 hops of 1 ms, + 5                 = 22.049344 ms. */
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 1, M, 1e9, 1e-3, 5e-3, &m) == 0);
+  CHECK(NEAR(m.transfer_s, 60.197376e-3) && m.hops == 2 && NEAR(m.hop_delay_s, 2e-3));
+  CHECK(NEAR(m.latency_s, 4e-3) && NEAR(m.compute_s, 5e-3) && NEAR(m.seconds, 69.197376e-3));
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 4, M, 1e9, 1e-3, 5e-3, &m) == 0);
+  CHECK(NEAR(m.transfer_s, 15.049344e-3) && NEAR(m.seconds, 24.049344e-3));
+  CHECK(pl_bytes_model_of(PL_PLACE_COLOCATED, 0, 4, 4, M, 1e9, 1e-3, 5e-3, &m) == 0);
+  CHECK(NEAR(m.transfer_s, 11.287008e-3) && m.hops == 2 && NEAR(m.seconds, 20.287008e-3));
+  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 1, 4, 0, M, 1e9, 1e-3, 5e-3, &m) == 0);
+  CHECK(m.hops == 6 && NEAR(m.latency_s, 12e-3) && NEAR(m.seconds, 28.287008e-3));
+  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 0, 4, 1, M, 1e9, 1e-3, 5e-3, &m) == 0);
+  CHECK(m.hops == 2 && NEAR(m.hop_delay_s, 1e-3) && NEAR(m.seconds, 22.049344e-3));
+  /* At 100 Mbit/s the bytes weigh ten times as much: one separate ps 601.97376 ms of
+   * transfer, 4 separate shards 150.49344 ms, the ring 112.87008 ms. */
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 1, M, 1e8, 1e-3, 0, &m) == 0);
+  CHECK(NEAR(m.transfer_s, 601.97376e-3) && NEAR(m.seconds, 605.97376e-3));
+  CHECK(pl_bytes_model_of(PL_PLACE_SEPARATE, 0, 4, 4, M, 1e8, 1e-3, 0, &m) == 0);
+  CHECK(NEAR(m.transfer_s, 150.49344e-3));
+  CHECK(pl_bytes_model_of(PL_PLACE_ONE_HOST, 1, 4, 0, M, 1e8, 1e-3, 0, &m) == 0);
+  CHECK(NEAR(m.transfer_s, 112.87008e-3) && NEAR(m.seconds, 124.87008e-3));
 
   /* BytePS's formula: k = 0 is the ring's 2(n-1)/n M / B, k = n is M / B. */
   CHECK(NEAR(pl_byteps_seconds(4, 0, M, 1.25e8), 1.5 * M / 1.25e8));

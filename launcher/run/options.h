@@ -116,7 +116,7 @@ typedef struct {
   int most_workers, departed, lost;
   /* Behind --link (issue 39, launcher/run/run_place.h): the placement that ran, and the
    * busiest link's bytes per step in its busier direction, measured and the bytes model's
-   * (-1: none), and the model's time per step (-1: none). */
+   * (-1: none), and the model's communication time per step, without compute (-1: none). */
   char placement[16];
   double link_bytes_per_step, model_bytes_per_step, model_step_seconds;
 } pl_run_result;

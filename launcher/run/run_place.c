@@ -41,10 +41,13 @@ void pl_place_finish(const pl_run_options *o, const pl_place_plan *plan, int all
   int sync = allreduce || !strcmp(o->mode, "sync");
   if (sync && !o->push_compress && !o->pull_compress && o->model_params > 0 && l->set &&
       pl_bytes_model_of(plan->placement, allreduce, plan->workers, plan->shards,
-                        4.0 * (double)o->model_params, l->bits_per_sec, l->delay_s, &m) == 0) {
+                        4.0 * (double)o->model_params, l->bits_per_sec, l->delay_s, 0, &m) == 0) {
     note.model_bytes = m.link_bytes;
     note.formula = m.formula;
-    note.model_seconds = m.seconds;
+    note.model_seconds = m.seconds; /* no compute term: the communication's */
+    note.model_transfer_seconds = m.transfer_s;
+    note.model_latency_seconds = m.latency_s;
+    note.model_hops = m.hops;
     res->model_bytes_per_step = m.link_bytes;
     res->model_step_seconds = m.seconds;
   }
@@ -52,8 +55,8 @@ void pl_place_finish(const pl_run_options *o, const pl_place_plan *plan, int all
   if (!o->quiet && res->link_bytes_per_step > 0) {
     char model[160] = "";
     if (note.model_bytes > 0)
-      snprintf(model, sizeof model, " (the bytes model: %.3f MB, %s; %.1f ms a step, measured "
-               "%.1f ms)", note.model_bytes / 1e6, note.formula, note.model_seconds * 1e3,
+      snprintf(model, sizeof model, " (the bytes model: %.3f MB, %s; communication %.1f ms a "
+               "step, compute not counted; measured %.1f ms)", note.model_bytes / 1e6, note.formula, note.model_seconds * 1e3,
                note.step_seconds * 1e3);
     fprintf(stderr, "pstrain: placement %s: the busiest link (%s %d's) carried %.3f MB a "
             "step%s\n", res->placement, L->busiest < L->workers ? "worker" : "ps shard",
