@@ -340,6 +340,7 @@ static void cuda_destroy(pst_backend *b) {
     for (size_t i = 0; i < c->n_allocs; i++) (void)cudaFree(c->allocs[i].p);
     free(c->allocs);
     if (c->h_stats) (void)cudaFreeHost(c->h_stats);
+    if (c->stage) (void)cudaFreeHost(c->stage);
     if (c->stream) (void)cudaStreamDestroy(c->stream);
     if (c->copy_stream) (void)cudaStreamDestroy(c->copy_stream);
     if (c->copied) (void)cudaEventDestroy(c->copied);
@@ -513,6 +514,7 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->to_device = cuda_to_device;
   b->to_host = cuda_to_host;
   b->synchronize = cuda_synchronize;
+  b->copy_from = pst_cuda_copy_from;
   b->dense_forward = pst_cuda_dense_forward;
   b->dense_backward = pst_cuda_dense_backward;
   b->relu_forward = pst_cuda_relu_forward;
