@@ -82,9 +82,11 @@ static int peer_state(pst_cuda *c, int d) {
  * stream, waited for so that the buffer may serve the next copy. */
 static int staged_copy(pst_cuda *c, void *dst, int from_dev, const void *src, size_t bytes) {
   if (c->stage_bytes < bytes) {
-    if (c->stage) CUDA_CHECK(cudaFreeHost(c->stage));
+    /* The old buffer is idle: every staged copy waits for its stream before returning. */
+    void *old = c->stage;
     c->stage = NULL;
     c->stage_bytes = 0;
+    if (old) CUDA_CHECK(cudaFreeHost(old));
     CUDA_CHECK(cudaHostAlloc(&c->stage, bytes, cudaHostAllocPortable));
     c->stage_bytes = bytes;
   }

@@ -252,9 +252,9 @@ int pst_pipe_check_flags(const pst_pipe_options *o, const pst_model *m, int batc
       for (int t = s + 1; kind[s] == DEV_CUDA && t < plan.n; t++)
         if (kind[t] == DEV_CUDA && gpu[s] == gpu[t] && (inst[s] < 0 || inst[t] < 0 || inst[s] == inst[t])) {
           snprintf(err, errlen,
-                   "--place: stages %d and %d share CUDA device %s: each stage needs a device "
-                   "of its own (on one GPU, --virtual-devices V and cuda:%d.0 .. cuda:%d.V-1)",
-                   s, t, plan.device[t], gpu[s], gpu[s]);
+                   "--place: stages %d (%s) and %d (%s) share a CUDA device: each stage needs "
+                   "a device of its own (on one GPU, --virtual-devices V and cuda:%d.0 .. "
+                   "cuda:%d.V-1)", s, plan.device[s], t, plan.device[t], gpu[s], gpu[s]);
           return -EINVAL;
         }
     return split ? check_split(o, "--place", err, errlen) : 0;

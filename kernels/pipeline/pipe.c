@@ -1,5 +1,6 @@
 /* The stages at work (pipeline.h): one thread per stage, GPipe's schedule, the hand-off
- * of activations and gradients between stages, and the step's results. Creation (options,
+ * of activations and gradients between stages (in place in host memory, or copied by the
+ * receiving backend's copy_from where the stages share no memory), and the step's results. Creation (options,
  * devices, balance, memory) is in pipe_setup.c, which calls this file's pst_pipe_start. */
 #include <errno.h>
 #include <inttypes.h>
