@@ -499,6 +499,8 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   const char *cap = getenv("PSTRAIN_CUDA_MAX_TENSOR_ELEMS");
   if (cap && strtoull(cap, NULL, 10) > 0 && strtoull(cap, NULL, 10) < c->max_tensor_elems)
     c->max_tensor_elems = (size_t)strtoull(cap, NULL, 10);
+  const char *copy = getenv("PSTRAIN_CUDA_COPY");
+  c->copy_mode = copy && strcmp(copy, "peer") == 0 ? 1 : copy && strcmp(copy, "staged") == 0 ? 2 : 0;
   c->describe_last_layer = -1;
   snprintf(c->name, sizeof c->name, "cuda:%d", device);
   b->name = c->name;

@@ -182,6 +182,11 @@ typedef struct {
    * directly (peer access enabled from this device), -1 through `stage`, a pinned
    * (portable) host buffer of stage_bytes, NULL until a staged copy needs it. */
   signed char peer[PST_CUDA_MAX_PEERS];
+  /* How copies from another CUDA backend go: 0 by where the memory is (above); 1 always
+   * cudaMemcpyPeerAsync, 2 always through `stage`, whichever the devices: from
+   * $PSTRAIN_CUDA_COPY=peer|staged at creation, so that one GPU tests all three ways
+   * (kernels/pipeline/stages_parity_test). */
+  int copy_mode;
   void *stage;
   size_t stage_bytes;
 

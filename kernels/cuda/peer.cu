@@ -48,6 +48,9 @@
  *  - cudaHostAlloc(&p, size, cudaHostAllocPortable): page-locked host memory that every
  *    context treats as pinned (the staging buffer is written from the sender's device and
  *    read by the receiver's); limited by what the OS lets be locked; freed by cudaFreeHost.
+ *  - Which way is taken can be forced ($PSTRAIN_CUDA_COPY=peer or staged, read when the
+ *    backend is made), so that one GPU checks all three: stages_parity_test runs its GPU
+ *    cases once per way, which is gpu-check's case for each of the limits above.
  *  - cudaSetDevice: the current device is per host thread; every path sets it back to the
  *    receiver's device before it returns. */
 #include <stdio.h>
@@ -113,6 +116,13 @@ int pst_cuda_copy_from(pst_backend *b, void *dst, pst_backend *from, const void 
   PST_CUDA_REQUIRE(from->copy_from == pst_cuda_copy_from,
                    "%s: copy_from %s: not a CUDA backend's memory", c->name, from->name);
   int d = pst_cuda_of(from)->device;
+  /* Forced ways ($PSTRAIN_CUDA_COPY, tests): both are valid for one device as well, the
+   * peer copy needing no peer access (the driver picks the route). */
+  if (c->copy_mode == 1) {
+    CUDA_CHECK(cudaMemcpyPeerAsync(dst, c->device, src, d, bytes, c->stream));
+    return 0;
+  }
+  if (c->copy_mode == 2) return staged_copy(c, dst, d, src, bytes);
   if (d == c->device) {
     CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, c->stream));
     return 0;

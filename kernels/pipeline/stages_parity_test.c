@@ -15,7 +15,9 @@
  * "cpu" stops after the CPU cases) split into virtual GPU devices cuda:N.0 .. cuda:N.2
  * (--virtual-devices, each instance its own stream, handles and a share of
  * --gpu-memory-limit), against one stage on cuda:N: the same-GPU device-to-device copies
- * of peer.cu. Without a usable GPU those cases print "SKIP: <why>" and pass, unless
+ * of peer.cu, then again with each of its other ways forced ($PSTRAIN_CUDA_COPY=peer:
+ * cudaMemcpyPeerAsync; =staged: through pinned host memory), so that one GPU checks all
+ * three. Without a usable GPU those cases print "SKIP: <why>" and pass, unless
  * PSTRAIN_REQUIRE_GPU=1 (gpu-check). NOT RUN ON A GPU yet: the GPU cases have only been
  * compiled; `pstrain gpu-check` runs them. */
 #include <errno.h>
@@ -211,6 +213,15 @@ int main(void) {
   }
   printf("%s\n", note);
   be->destroy(be);
-  cases(spec);
+  /* Each way kernels/cuda/peer.cu copies, forced in turn (read as each backend is made):
+   * by where the memory is (device to device on one GPU), cudaMemcpyPeerAsync, and through
+   * pinned host memory. */
+  const char *ways[] = {"", "peer", "staged"};
+  for (int w = 0; w < 3; w++) {
+    setenv("PSTRAIN_CUDA_COPY", ways[w], 1);
+    printf("PSTRAIN_CUDA_COPY=%s\n", ways[w]);
+    cases(spec);
+  }
+  unsetenv("PSTRAIN_CUDA_COPY");
   return t_summary();
 }
