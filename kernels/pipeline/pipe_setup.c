@@ -52,9 +52,9 @@ static void need_text(const pst_plan_need *n, char *out, size_t len) {
 
 /* A stage over the cap: the figures, and the fewest stages that would fit. */
 static void refuse(const pst_model *m, const pst_pipe_options *o, const pst_stage_plan *plan,
-                   int s, const pst_plan_need *need, int max_batch, int micro, int host,
-                   char *err, size_t errlen) {
-  size_t cap = o->device_mem_mib << 20;
+                   int s, const char *spec, const pst_plan_need *need, int max_batch, int micro,
+                   int host, char *err, size_t errlen) {
+  size_t cap_mib = pst_pipe_device_cap_mib(o, spec), cap = cap_mib << 20;
   char figures[200], fits[300] = "";
   need_text(need, figures, sizeof figures);
   for (int k = plan->n + 1; k <= PST_PIPE_MAX_STAGES && k < m->n_layers; k++) {
@@ -75,8 +75,9 @@ static void refuse(const pst_model *m, const pst_pipe_options *o, const pst_stag
   if (plan->n > 1)
     snprintf(where, sizeof where, "stage %d (layers %d-%d)", s, plan->lo[s], plan->lo[s + 1] - 1);
   snprintf(err, errlen,
-           "the model at batch %d needs %s on %s, over the --device-mem cap of %zu MiB; %s",
-           max_batch, figures, where, o->device_mem_mib, fits);
+           "the model at batch %d needs %s on %s, over the %s cap of %zu MiB; %s", max_batch,
+           figures, where, cap_mib == o->device_mem_mib ? "--device-mem" : "virtual device's",
+           cap_mib, fits);
 }
 
 /* The stages' layers and devices, before the balance: --place's, or n stages on the
@@ -200,7 +201,7 @@ int pst_pipe_create(const pst_model *m, const pst_pipe_options *o, int max_batch
     if (rc == -ENOSPC) {
       pst_plan_need whole;
       pst_plan_stage_need(m, 1, m->n_layers, max_batch, micro, host, &whole);
-      refuse(m, o, &plan, 0, &whole, max_batch, micro, host, err, errlen);
+      refuse(m, o, &plan, 0, p->st[0].dev.spec, &whole, max_batch, micro, host, err, errlen);
       snprintf(err + strlen(err), errlen - strlen(err), " (%d stages do not)", n);
     }
   }
@@ -209,9 +210,10 @@ int pst_pipe_create(const pst_model *m, const pst_pipe_options *o, int max_batch
     st->lo = plan.lo[s];
     st->hi = plan.lo[s + 1];
     rc = pst_plan_stage_need(m, st->lo, st->hi, max_batch, micro, host, &st->need);
-    size_t scap = pst_pipe_device_cap_mib(o, plan.device[s]) << 20;
+    /* The opened device's spec: the balance leaves plan's device names empty. */
+    size_t scap = pst_pipe_device_cap_mib(o, st->dev.spec) << 20;
     if (rc == 0 && scap > 0 && st->need.total > scap) {
-      refuse(m, o, &plan, s, &st->need, max_batch, micro, host, err, errlen);
+      refuse(m, o, &plan, s, st->dev.spec, &st->need, max_batch, micro, host, err, errlen);
       rc = -ENOSPC;
     }
   }
