@@ -38,6 +38,7 @@ PROGRAMS=(
   kernels/cuda/preset_parity_test
   kernels/cuda/layered_test
   kernels/cuda/device_test
+  kernels/pipeline/stages_parity_test
 )
 
 # The programs `--link` runs (launcher/links/link.c): iproute2's ip and tc for the namespaces, the

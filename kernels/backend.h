@@ -61,6 +61,17 @@ struct pst_backend {
    * a thread of the backend's own once the bytes are on the host (done must not call the
    * backend). Downloads finish, and their done calls are made, in the order enqueued.
    * synchronize() waits for both kinds too. */
+  /* Optional (NULL: this backend takes no copies from another): the hand-off between two
+   * stages of a pipeline (kernels/pipeline/), called by the receiving stage's thread on
+   * the receiving backend b. Copies bytes from src, memory of the backend `from` (another
+   * instance, possibly another device, possibly this one), into dst, memory of b, in order
+   * with b's other operations: whatever b enqueues later sees the bytes, and b's
+   * synchronize() waits for the copy. The caller guarantees that src is complete (`from`
+   * synchronized after writing it) and left unchanged until b's next synchronize(), and
+   * that nothing of b still reads dst. The CPU backend's is memcpy from a host-memory
+   * `from`; CUDA's copies device to device (same GPU), peer to peer, or through pinned
+   * host memory (kernels/cuda/cuda_peer.cu). -ENOTSUP for a `from` it cannot read. */
+  int (*copy_from)(pst_backend *b, void *dst, pst_backend *from, const void *src, size_t bytes);
   int (*upload)(pst_backend *b, void *dst, const void *host_src, size_t bytes);
   int (*download)(pst_backend *b, void *host_dst, const void *src, size_t bytes,
                   void (*done)(void *ctx, size_t arg), void *ctx, size_t arg);

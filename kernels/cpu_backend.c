@@ -105,6 +105,19 @@ static void cpu_describe(pst_backend *b, const char *what, int layer, char *out,
            impl->threads, impl->threads == 1 ? "" : "s", how);
 }
 
+/* The pipeline's hand-off (backend.h): from another host-memory backend a plain copy (the
+ * pipeline binds CPU stages to each other without one, so this serves callers that want
+ * their own buffer); a device's memory is not readable here. */
+static int cpu_copy_from(pst_backend *b, void *dst, pst_backend *from, const void *src,
+                         size_t bytes) {
+  (void)b;
+  if (bytes == 0) return 0;
+  if (dst == NULL || src == NULL || from == NULL) return -EINVAL;
+  if (!from->host_memory) return -ENOTSUP;
+  memcpy(dst, src, bytes);
+  return 0;
+}
+
 static void cpu_destroy(pst_backend *b) {
   if (b == NULL) return;
   cpu_impl *impl = b->impl;
@@ -138,6 +151,7 @@ int pst_cpu_backend_create(int threads, pst_backend **out) {
   b->to_device = cpu_copy;
   b->to_host = cpu_copy;
   b->synchronize = cpu_synchronize;
+  b->copy_from = cpu_copy_from;
   b->dense_forward = cpu_dense_forward;
   b->dense_backward = cpu_dense_backward;
   b->relu_forward = cpu_relu_forward;

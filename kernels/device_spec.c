@@ -51,3 +51,26 @@ int pst_device_check_spec(const char *spec, char *err, size_t errlen) {
     if (err[i] == '\n' || err[i] == '\r') err[i] = ' ';
   return -EINVAL;
 }
+
+/* A decimal number at s: digits only, at most `most`; its end in *end. -1 if none. */
+static long plain_number(const char *s, long most, const char **end) {
+  if (*s < '0' || *s > '9') return -1; /* no sign, no space: strtol would take them */
+  char *e;
+  errno = 0;
+  long v = strtol(s, &e, 10);
+  if (errno || v > most) return -1;
+  *end = e;
+  return v;
+}
+
+int pst_device_spec_virtual_gpu(const char *spec, int *gpu, int *instance) {
+  if (spec == NULL || strncmp(spec, "cuda:", 5) != 0) return 0;
+  const char *end;
+  long n = plain_number(spec + 5, 4095, &end);
+  if (n < 0 || *end != '.') return 0; /* cuda:N (or a bad spec): not this form */
+  long k = plain_number(end + 1, 255, &end);
+  if (k < 0 || *end) return -EINVAL;
+  *gpu = (int)n;
+  *instance = (int)k;
+  return 1;
+}

@@ -31,6 +31,10 @@ static size_t tensor_size(const pst_net *net, int j) {
   return j == 0 ? (size_t)net->m.input_size : out_size(&net->m.layers[j]);
 }
 
+size_t pst_net_stage_tensor_floats(const pst_net *net, int j) {
+  return j >= 0 && j < net->m.n_layers ? tensor_size(net, j) : 0;
+}
+
 const float *pst_net_stage_tensor(const pst_net *net, int j, int training, const float *x) {
   for (;;) {
     if (j == 0) return net->lo == 1 ? (net->be->host_memory ? x : net->x) : net->ext_in[0];

@@ -61,12 +61,16 @@ int pst_net_stage_sends(const pst_net *net, int j);
  * for a training pass or an evaluation (flatten, and dropout when it is the identity, keep
  * their input's); for the first stage's tensor 0, the batch: x (host) on host memory. */
 const float *pst_net_stage_tensor(const pst_net *net, int j, int training, const float *x);
+/* Floats per sample of tensor j (the input's for j = 0): a cut tensor's rows are this long. */
+size_t pst_net_stage_tensor_floats(const pst_net *net, int j);
 /* This stage's outbox for the gradient of tensor j of its lower cut, [max_batch,
  * out_size(j)], or NULL when j needs none. */
 float *pst_net_stage_gin(const pst_net *net, int j);
 /* Binds tensor j: `in` is where the stage below keeps it (j in the lower cut), `grad` the
  * stage above's outbox for its gradient (j in the upper cut and it needs one). Either may
- * be NULL. On devices that share no memory, the pipeline gives buffers it copies into. */
+ * be NULL. On devices that share no memory (CUDA), the pipeline gives buffers of this
+ * stage's own, on its device, that it copies the other stage's rows into
+ * (kernels/pipeline/pipe.c, the backend's copy_from). */
 void pst_net_stage_bind(pst_net *net, int j, const float *in, float *grad);
 
 /* One micro-batch's pass through a stage. */

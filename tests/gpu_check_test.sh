@@ -10,6 +10,7 @@ export PSTRAIN_BENCHCLIENT_BIN="$RUNFILES/tools/pstrain-benchclient"
 for t in cuda_parity_test preset_parity_test layered_test device_test; do
   export "PSTRAIN_${t^^}_BIN=$RUNFILES/kernels/cuda/$t"
 done
+export PSTRAIN_STAGES_PARITY_TEST_BIN="$RUNFILES/kernels/pipeline/stages_parity_test"
 check() { /usr/bin/python3 "$RUNFILES/tests/gpu_report_check.py" "$@"; }
 
 rc=0; "$LAUNCHER_BIN" gpu-check --device gpu0 --out "$OUT/bad" >"$OUT/bad.log" 2>&1 || rc=$?

@@ -30,6 +30,9 @@ worker_bad=(
   "--place 1=cpu:0,2-3=cpu:1" "--place 1=cpu:0,2-3=cpu:2 --virtual-devices 2"
   "--place 1=gpu,2-3=cpu" "--place 1=cpu,2=cpu --stages 3" "--device cuda --stages 2"
   "--device tpu --stages 2" "--place 1=cpu,2-3=cuda:1"
+  "--device cuda:0 --virtual-devices 2 --stages 2"
+  "--place 1=cuda:0.0,2-3=cuda:0.2 --virtual-devices 2 --gpu-memory-limit 1024"
+  "--place 1=cuda:0,2-3=cuda:0.1 --virtual-devices 2 --gpu-memory-limit 1024"
 )
 n=0
 for a in "${worker_bad[@]}"; do
@@ -44,6 +47,8 @@ local_bad=(
   "--stages 3 --virtual-devices 2" "--place 1=cpu,3=cpu" "--place 1=cpu,2=cpu"
   "--place 1=cpu,2-4=cpu" "--place 1=cpu:0,2-3=cpu:1" "--place 1=gpu,2-3=cpu"
   "--stages 2 --gpus 0" "--device cuda:0 --stages 2" "--mode allreduce --stages 2"
+  "--device cuda:0 --virtual-devices 2 --stages 2"
+  "--device cuda:0 --virtual-devices 4 --gpu-memory-limit 3 --stages 2"
 )
 n=0
 for a in "${local_bad[@]}"; do

@@ -57,7 +57,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("stages", PST_CFG_INT, &o_stages, "1", "split the model's layers into N contiguous stages, each on a device of its own, balanced by measured per-layer time within --device-mem (kernels/pipeline)", 1, 16),
     PST_OPT("place", PST_CFG_STRING, o_place, "", "the stages by hand: LAYERS=DEVICE,... e.g. 1-4=cpu:0,5-9=cpu:1 (layers as --log-placement numbers them; contiguous, in order)", 0, 0),
     PST_OPT("micro-batches", PST_CFG_INT, &o_micro, "1", "cut each batch into M micro-batches pipelined through the stages (GPipe); the gradient is summed over them", 1, 65536),
-    PST_OPT("virtual-devices", PST_CFG_INT, &o_vdev, "0", "split the CPU into V devices cpu:0 .. cpu:V-1, each stage's thread on its own cores (0: none)", 0, 256),
+    PST_OPT("virtual-devices", PST_CFG_INT, &o_vdev, "0", "split the CPU into V devices cpu:0 .. cpu:V-1, each stage's thread on its own cores, or with --device cuda:N the GPU into cuda:N.0 .. cuda:N.V-1, each its own backend with a V-th of --gpu-memory-limit (0: none)", 0, 256),
     PST_OPT("device-mem", PST_CFG_INT, &o_device_mem, "0", "each device's memory cap in MiB for the model's weights, gradients, activations and workspace (0: none); a model over it is refused at start with the --stages that fit", 0, 1 << 24),
     PST_OPT("log-placement", PST_CFG_BOOL, &o_placement, "false", "log each layer's stage, device and algorithm", 0, 0),
     PST_OPT("list-devices", PST_CFG_BOOL, &o_list, "false", "list the compute devices and exit", 0, 0),
@@ -289,6 +289,7 @@ int main(int argc, char **argv) {
     pst_pipe_options po = {.device = o_device, .stages = opt.stages, .place = opt.place,
                            .micro_batches = opt.micro_batches,
                            .virtual_devices = opt.virtual_devices,
+                           .gpu_memory_limit_mib = opt.gpu_memory_limit_mib,
                            .device_mem_mib = opt.device_mem_mib};
     if (pst_pipe_check_flags(&po, NULL, 0, err, sizeof err) < 0) {
       LOG_ERR("%s", err);

@@ -340,6 +340,7 @@ static void cuda_destroy(pst_backend *b) {
     for (size_t i = 0; i < c->n_allocs; i++) (void)cudaFree(c->allocs[i].p);
     free(c->allocs);
     if (c->h_stats) (void)cudaFreeHost(c->h_stats);
+    if (c->stage) (void)cudaFreeHost(c->stage);
     if (c->stream) (void)cudaStreamDestroy(c->stream);
     if (c->copy_stream) (void)cudaStreamDestroy(c->copy_stream);
     if (c->copied) (void)cudaEventDestroy(c->copied);
@@ -498,6 +499,8 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   const char *cap = getenv("PSTRAIN_CUDA_MAX_TENSOR_ELEMS");
   if (cap && strtoull(cap, NULL, 10) > 0 && strtoull(cap, NULL, 10) < c->max_tensor_elems)
     c->max_tensor_elems = (size_t)strtoull(cap, NULL, 10);
+  const char *copy = getenv("PSTRAIN_CUDA_COPY");
+  c->copy_mode = copy && strcmp(copy, "peer") == 0 ? 1 : copy && strcmp(copy, "staged") == 0 ? 2 : 0;
   c->describe_last_layer = -1;
   snprintf(c->name, sizeof c->name, "cuda:%d", device);
   b->name = c->name;
@@ -513,6 +516,7 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->to_device = cuda_to_device;
   b->to_host = cuda_to_host;
   b->synchronize = cuda_synchronize;
+  b->copy_from = pst_cuda_copy_from;
   b->dense_forward = pst_cuda_dense_forward;
   b->dense_backward = pst_cuda_dense_backward;
   b->relu_forward = pst_cuda_relu_forward;

@@ -134,6 +134,7 @@ typedef struct {
 } pst_cuda_conv_plan;
 
 #define PST_CUDA_MAX_PLANS 48
+#define PST_CUDA_MAX_PEERS 64
 
 /* Results of softmax_xent, reduced on the device and downloaded in one copy. */
 typedef struct {
@@ -176,6 +177,18 @@ typedef struct {
                                 coefficients of the element-wise pass [3C] */
   pst_cuda_xent_stats *d_stats; /* [1] device */
   pst_cuda_xent_stats *h_stats; /* [1] pinned host */
+
+  /* The pipeline's hand-off (peer.cu): per other device, 0 not yet known, 1 read
+   * directly (peer access enabled from this device), -1 through `stage`, a pinned
+   * (portable) host buffer of stage_bytes, NULL until a staged copy needs it. */
+  signed char peer[PST_CUDA_MAX_PEERS];
+  /* How copies from another CUDA backend go: 0 by where the memory is (above); 1 always
+   * cudaMemcpyPeerAsync, 2 always through `stage`, whichever the devices: from
+   * $PSTRAIN_CUDA_COPY=peer|staged at creation, so that one GPU tests all three ways
+   * (kernels/pipeline/stages_parity_test). */
+  int copy_mode;
+  void *stage;
+  size_t stage_bytes;
 
   pst_cuda_conv_plan conv[PST_CUDA_MAX_PLANS];
   unsigned long long use_clock;
@@ -279,6 +292,10 @@ int pst_cuda_batchnorm_forward_infer(pst_backend *b, const float *x, const float
 int pst_cuda_batchnorm_backward(pst_backend *b, const float *x, const float *gamma,
                                 const float *saved, const float *dy, float *dx, float *dgamma,
                                 float *dbeta, int rows, int channels, float eps);
+
+/* peer.cu: backend.h's copy_from (the pipeline's hand-off between stages). */
+int pst_cuda_copy_from(pst_backend *b, void *dst, pst_backend *from, const void *src,
+                       size_t bytes);
 
 /* The plan cache (conv.cu): release every cached descriptor. */
 void pst_cuda_conv_plans_destroy(pst_cuda *c);

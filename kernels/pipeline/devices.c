@@ -62,6 +62,30 @@ int pst_vdev_open(const char *spec, int virtual_devices, int threads, size_t gpu
              n < virtual_devices ? " (fewer cores than devices: shared)" : "");
     return 0;
   }
+  int gpu, inst, v = pst_device_spec_virtual_gpu(spec, &gpu, &inst);
+  if (v != 0) {
+    /* A virtual GPU device: a backend instance of its own on GPU N (its own stream, cuBLAS
+     * and cuDNN handles, memory cap), as two GPUs would have. NOT RUN ON A GPU. */
+    if (v < 0 || inst >= virtual_devices) {
+      snprintf(err, errlen, "device \"%s\": --virtual-devices %d gives cuda:N.0 .. cuda:N.%d",
+               spec, virtual_devices, virtual_devices > 0 ? virtual_devices - 1 : 0);
+      return -EINVAL;
+    }
+    if (gpu_memory_limit_mib == 0) {
+      snprintf(err, errlen, "device \"%s\": a virtual GPU device needs its memory cap", spec);
+      return -EINVAL;
+    }
+    char whole[32], dnote[256];
+    snprintf(whole, sizeof whole, "cuda:%d", gpu);
+    int rc = pst_device_open(whole, gpu_memory_limit_mib, threads, &d->be, dnote, sizeof dnote);
+    if (rc < 0) {
+      snprintf(err, errlen, "device \"%s\": %s", spec, dnote);
+      return rc;
+    }
+    snprintf(note, notelen, "%s: virtual GPU device %d of %d on %s, memory cap %zu MiB", spec, inst,
+             virtual_devices, dnote, gpu_memory_limit_mib);
+    return 0;
+  }
   int rc = pst_device_check_spec(spec, err, errlen);
   if (rc < 0) return rc;
   rc = pst_device_open(spec, gpu_memory_limit_mib, threads, &d->be, note, notelen);

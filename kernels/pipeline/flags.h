@@ -24,9 +24,25 @@ typedef struct {
   const char *place;           /* --place LAYERS=DEVICE,...: the stages by hand, or NULL */
   int micro_batches;           /* --micro-batches M: 0 or 1 for none */
   int virtual_devices;         /* --virtual-devices V: CPU devices cpu:0 .. cpu:V-1 on
-                                  disjoint cores (0: none) */
+                                  disjoint cores, or with a CUDA --device cuda:N the GPU
+                                  split into cuda:N.0 .. cuda:N.V-1, each a backend
+                                  instance of its own with its own memory cap, stream and
+                                  handles (0: none) */
   size_t device_mem_mib;       /* --device-mem: each device's memory cap (0: none) */
+  int copy_cuts;               /* not a flag, for tests: stages in host memory hand their
+                                  cuts off by copying into buffers of their own, as stages
+                                  on CUDA devices do (the same code, with the CPU backend's
+                                  copy_from), instead of reading each other's */
 } pst_pipe_options;
+
+/* The memory cap of a stage's device spec, in MiB (0: none): --device-mem, and for a
+ * virtual GPU device cuda:N.K the GPU's --gpu-memory-limit split evenly among the
+ * --virtual-devices (the smaller of the two where both are given), as TensorFlow's
+ * VirtualDeviceConfiguration(memory_limit=...) gives each logical GPU its own. */
+size_t pst_pipe_device_cap_mib(const pst_pipe_options *o, const char *spec);
+/* Virtual device s of --virtual-devices: cuda:N.s with a CUDA --device (cuda, cuda:N),
+ * else cpu:s. Writes out and returns it. */
+const char *pst_pipe_virtual_device(const pst_pipe_options *o, int s, char *out, size_t len);
 
 typedef struct {
   int n;                                   /* stages */
@@ -48,10 +64,12 @@ int pst_plan_parse_place(const pst_model *m, const char *text, pst_stage_plan *p
  *   --stages 0 .. 16 (0 and 1: one stage), and with m at most the model's layers;
  *   --micro-batches 0 .. batch; --virtual-devices 0 .. 256;
  *   --place well formed, its stages as many as --stages (when that is above 1), each device
- *   a spec the loader takes or cpu:N with N below --virtual-devices;
+ *   a spec the loader takes, or cpu:N or cuda:N.K with N (K) below --virtual-devices;
  *   --stages N above the --virtual-devices there are (each stage needs its own);
- *   more than one stage on a CUDA device (named in --place or by --device): refused, their
- *   hand-off is not written (pipeline.h).
+ *   two stages on one CUDA device (the same cuda:N, or cuda:N and one of its cuda:N.K):
+ *   refused, each stage needs a device of its own (--virtual-devices splits a GPU);
+ *   stages on CPU and CUDA devices together: refused (that hand-off is not written);
+ *   virtual GPU devices without a memory cap (--gpu-memory-limit to split, or --device-mem).
  * 0, or -EINVAL with one line in err, naming the flag. */
 int pst_pipe_check_flags(const pst_pipe_options *o, const pst_model *m, int batch, char *err,
                          size_t errlen);

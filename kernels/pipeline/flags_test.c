@@ -62,9 +62,27 @@ int main(void) {
   o = base, o.place = "1=cpu,2-3=cpu", o.stages = 3;
   refused("--place of 2 stages with --stages 3", o, NULL, 0, "--stages");
   o = base, o.device = "cuda:0", o.stages = 2;
-  refused("2 stages on cuda:0", o, NULL, 0, "CUDA");
+  refused("2 stages sharing cuda:0", o, NULL, 0, "CUDA");
   o = base, o.place = "1=cpu,2-3=cuda:1";
-  refused("a stage placed on cuda:1", o, NULL, 0, "CUDA");
+  refused("stages on cpu and cuda:1", o, NULL, 0, "CUDA");
+  o = base, o.place = "1=cuda:0,2-3=cuda:0";
+  refused("two stages on cuda:0", o, NULL, 0, "CUDA");
+  o = base, o.place = "1=cuda:0,2-3=cuda:0.1", o.virtual_devices = 2, o.gpu_memory_limit_mib = 1024;
+  refused("cuda:0 and its cuda:0.1", o, NULL, 0, "CUDA");
+  o = base, o.place = "1=cuda:0.1,2-3=cuda:0.1", o.virtual_devices = 2, o.gpu_memory_limit_mib = 1024;
+  refused("two stages on cuda:0.1", o, NULL, 0, "CUDA");
+  o = base, o.place = "1=cuda:0.0,2-3=cuda:0.2", o.virtual_devices = 2, o.gpu_memory_limit_mib = 1024;
+  refused("cuda:0.2 of 2 virtual devices", o, NULL, 0, "--virtual-devices 2");
+  o = base, o.place = "1=cuda:0.0,2-3=cuda:0.1";
+  refused("cuda:0.1 without --virtual-devices", o, NULL, 0, "--virtual-devices");
+  o = base, o.place = "1=cuda:0.0,2-3=cuda:0.x", o.virtual_devices = 2, o.gpu_memory_limit_mib = 1024;
+  refused("cuda:0.x", o, NULL, 0, "cuda:N.K");
+  o = base, o.place = "1=cuda:0.0,2-3=cuda:0.1", o.virtual_devices = 2;
+  refused("virtual GPU devices without a cap", o, NULL, 0, "--gpu-memory-limit");
+  o = base, o.device = "cuda:1", o.stages = 2, o.virtual_devices = 2;
+  refused("--virtual-devices on cuda:1 without a cap", o, NULL, 0, "--gpu-memory-limit");
+  o = base, o.device = "cuda", o.stages = 2, o.virtual_devices = 4, o.gpu_memory_limit_mib = 3;
+  refused("a split under 1 MiB", o, NULL, 0, "under 1 MiB");
   o = base, o.device = "tpu", o.stages = 2;
   refused("--device tpu", o, NULL, 0, "bad device");
 
@@ -87,6 +105,24 @@ int main(void) {
   passes("--place on cpu, null", o, &mlp, 0);
   o = base, o.device = "cuda:0";
   passes("one stage on cuda:0", o, NULL, 0);
+  o = base, o.device = "cuda:0", o.stages = 2, o.virtual_devices = 2, o.gpu_memory_limit_mib = 2048;
+  passes("2 stages on cuda:0 split in 2", o, &mlp, 128);
+  o = base, o.place = "1=cuda:0.1,2-3=cuda:0.0", o.virtual_devices = 2, o.device_mem_mib = 512;
+  passes("--place on cuda:0.1, cuda:0.0", o, &mlp, 128);
+  o = base, o.place = "1=cuda:0,2-3=cuda:1";
+  passes("--place on cuda:0, cuda:1", o, &mlp, 128);
+  /* Each virtual GPU device's cap: the GPU's split, or --device-mem, the smaller. */
+  o = base, o.virtual_devices = 2, o.gpu_memory_limit_mib = 2048;
+  CHECK(pst_pipe_device_cap_mib(&o, "cuda:0.1") == 1024);
+  CHECK(pst_pipe_device_cap_mib(&o, "cuda:0") == 0);
+  o.device_mem_mib = 512;
+  CHECK(pst_pipe_device_cap_mib(&o, "cuda:0.1") == 512);
+  CHECK(pst_pipe_device_cap_mib(&o, "cpu:1") == 512);
+  char name[32];
+  o = base, o.device = "cuda:3";
+  CHECK(strcmp(pst_pipe_virtual_device(&o, 1, name, sizeof name), "cuda:3.1") == 0);
+  o.device = "cpu";
+  CHECK(strcmp(pst_pipe_virtual_device(&o, 1, name, sizeof name), "cpu:1") == 0);
   o = base, o.device = "auto", o.stages = 2; /* auto's choice is known once opened */
   passes("2 stages on auto", o, NULL, 0);
   o = base, o.place = "1=cpu";

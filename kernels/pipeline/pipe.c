@@ -1,5 +1,6 @@
 /* The stages at work (pipeline.h): one thread per stage, GPipe's schedule, the hand-off
- * of activations and gradients between stages, and the step's results. Creation (options,
+ * of activations and gradients between stages (in place in host memory, or copied by the
+ * receiving backend's copy_from where the stages share no memory), and the step's results. Creation (options,
  * devices, balance, memory) is in pipe_setup.c, which calls this file's pst_pipe_start. */
 #include <errno.h>
 #include <inttypes.h>
@@ -69,6 +70,58 @@ static pst_stage_pass make_pass(const pst_pipe *p, int k, int mb) {
   return pass;
 }
 
+/* A hand-off that failed: recorded as the job's failure (the first one wins) with what
+ * and the backend's reason, and -ECANCELED, so that the stage's thread adds nothing. */
+static int copy_failed(pst_pipe *p, int s, int rc, const char *what, int j, int from) {
+  pst_backend *be = p->st[s].dev.be;
+  const char *why = be->last_error ? be->last_error(be) : "";
+  pthread_mutex_lock(&p->mu);
+  if (!p->failed) {
+    p->failed = rc;
+    snprintf(p->err, sizeof p->err, "stage %d (%s): copying %s of tensor %d from stage %d (%s): %s%s%s%s",
+             s, p->st[s].dev.spec, what, j, from, p->st[from].dev.spec, strerror(-rc),
+             why[0] ? " (" : "", why, why[0] ? ")" : "");
+  }
+  pthread_cond_broadcast(&p->cv);
+  pthread_mutex_unlock(&p->mu);
+  return -ECANCELED;
+}
+
+/* Devices that share no memory (p->copies): stage s copies the micro-batch's rows of each
+ * tensor of its lower cut from where stage s-1 keeps them into its own buffers, on its own
+ * backend (copy_from: enqueued before the forward pass, which waits for it). Stage s-1 has
+ * synchronized after writing them, and writes only other rows until stage s is done with
+ * these (the next micro-batch's, or after the step). NOT RUN ON A GPU. */
+static int copy_inputs(pst_pipe *p, int s, const pst_stage_pass *pass, int training) {
+  pst_stage *st = &p->st[s], *below = &p->st[s - 1];
+  for (int j = 1; j < st->lo; j++) {
+    if (st->in[j] == NULL) continue;
+    size_t f = pst_net_stage_tensor_floats(st->net, j), off = (size_t)pass->row0 * f;
+    const float *src = pst_net_stage_tensor(below->net, j, training, p->x);
+    int rc = src == NULL ? -EINVAL
+                         : st->dev.be->copy_from(st->dev.be, st->in[j] + off, below->dev.be,
+                                                 src + off, (size_t)pass->rows * f * sizeof(float));
+    if (rc != 0) return copy_failed(p, s, rc, "the activations", j, s - 1);
+  }
+  return 0;
+}
+
+/* The same backward: the micro-batch's rows of the gradients of stage s's upper cut, from
+ * stage s+1's outboxes into stage s's own buffers. */
+static int copy_gradients(pst_pipe *p, int s, const pst_stage_pass *pass) {
+  pst_stage *st = &p->st[s], *above = &p->st[s + 1];
+  for (int j = 1; j < st->hi; j++) {
+    if (st->gup[j] == NULL) continue;
+    size_t f = pst_net_stage_tensor_floats(st->net, j), off = (size_t)pass->row0 * f;
+    const float *src = pst_net_stage_gin(above->net, j);
+    int rc = src == NULL ? -EINVAL
+                         : st->dev.be->copy_from(st->dev.be, st->gup[j] + off, above->dev.be,
+                                                 src + off, (size_t)pass->rows * f * sizeof(float));
+    if (rc != 0) return copy_failed(p, s, rc, "the gradient", j, s + 1);
+  }
+  return 0;
+}
+
 /* Stage s's part of the job: GPipe's fill (every micro-batch forward, as the stage below
  * hands them up) and drain (every backward, as the stage above hands their gradients
  * down); the last stage runs each backward right after its forward. */
@@ -82,7 +135,8 @@ static int run_stage(pst_pipe *p, int s) {
     if (!training) pass.rows = p->batch;
     pst_net_set_seed(st->net, micro_seed(p, k));
     span t = span_start();
-    int rc = pst_net_stage_forward(st->net, &pass, training);
+    int rc = s > 0 && p->copies ? copy_inputs(p, s, &pass, training) : 0;
+    if (rc == 0) rc = pst_net_stage_forward(st->net, &pass, training);
     if (rc == 0 && last && training) rc = pst_net_stage_backward(st->net, &pass);
     span_end(st, t);
     if (rc != 0) return rc;
@@ -99,7 +153,8 @@ static int run_stage(pst_pipe *p, int s) {
     pst_stage_pass pass = make_pass(p, k, mb);
     pst_net_set_seed(st->net, micro_seed(p, k));
     span t = span_start();
-    int rc = pst_net_stage_backward(st->net, &pass);
+    int rc = p->copies ? copy_gradients(p, s, &pass) : 0;
+    if (rc == 0) rc = pst_net_stage_backward(st->net, &pass);
     span_end(st, t);
     if (rc != 0) return rc;
     post(p, p->bwd, s, k + 1);
@@ -177,9 +232,10 @@ void pst_pipe_stop(pst_pipe *p) {
 }
 
 /* Points each stage at where the stage below keeps what it takes, for this job's batch
- * and mode (host memory: the very buffers). */
+ * and mode (host memory: the very buffers; devices that share no memory keep their own,
+ * bound once at creation). */
 static void bind_inputs(pst_pipe *p, int training) {
-  for (int s = 1; s < p->n; s++)
+  for (int s = 1; !p->copies && s < p->n; s++)
     for (int j = 0; j < p->st[s].lo; j++)
       if (pst_net_stage_takes(p->st[s].net, j))
         pst_net_stage_bind(p->st[s].net, j,

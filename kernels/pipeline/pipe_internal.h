@@ -20,6 +20,14 @@ typedef struct {
   pst_net *net;             /* layers [lo, hi) */
   int lo, hi;
   pst_plan_need need;       /* predicted, with the backend's workspace */
+  /* Stages on devices that share no memory (CUDA): this stage's own buffers for its cuts,
+   * on its device, that the hand-off copies into (pipe.c): in[j] [max_batch, floats(j)]
+   * for tensor j of its lower cut (the stage below's rows), gup[j] the same for the
+   * gradient of tensor j of its upper cut (the stage above's outbox rows); their bytes in
+   * cut_bytes. NULL where the stages share host memory and read each other's buffers. */
+  float *in[PST_MODEL_MAX_LAYERS];
+  float *gup[PST_MODEL_MAX_LAYERS];
+  size_t cut_bytes;
   pthread_t thread;
   int started;
   /* Written by its own thread only, read between jobs: seconds in its forward and
@@ -32,6 +40,7 @@ struct pst_pipe {
   int n;                    /* stages */
   int micro;                /* --micro-batches */
   int max_batch;
+  int copies;               /* the stages hand their cuts off by copying (CUDA devices) */
   pst_stage st[PST_PIPE_MAX_STAGES];
   uint64_t seed;
   pst_grad_ready_fn grad_ready;

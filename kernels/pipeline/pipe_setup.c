@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "common/log.h"
+#include "kernels/device_spec.h"
 #include "kernels/net_stage.h"
 #include "kernels/pipeline/pipe_internal.h"
 
@@ -51,9 +52,9 @@ static void need_text(const pst_plan_need *n, char *out, size_t len) {
 
 /* A stage over the cap: the figures, and the fewest stages that would fit. */
 static void refuse(const pst_model *m, const pst_pipe_options *o, const pst_stage_plan *plan,
-                   int s, const pst_plan_need *need, int max_batch, int micro, int host,
-                   char *err, size_t errlen) {
-  size_t cap = o->device_mem_mib << 20;
+                   int s, const char *spec, const pst_plan_need *need, int max_batch, int micro,
+                   int host, char *err, size_t errlen) {
+  size_t cap_mib = pst_pipe_device_cap_mib(o, spec), cap = cap_mib << 20;
   char figures[200], fits[300] = "";
   need_text(need, figures, sizeof figures);
   for (int k = plan->n + 1; k <= PST_PIPE_MAX_STAGES && k < m->n_layers; k++) {
@@ -74,8 +75,9 @@ static void refuse(const pst_model *m, const pst_pipe_options *o, const pst_stag
   if (plan->n > 1)
     snprintf(where, sizeof where, "stage %d (layers %d-%d)", s, plan->lo[s], plan->lo[s + 1] - 1);
   snprintf(err, errlen,
-           "the model at batch %d needs %s on %s, over the --device-mem cap of %zu MiB; %s",
-           max_batch, figures, where, o->device_mem_mib, fits);
+           "the model at batch %d needs %s on %s, over the %s cap of %zu MiB; %s", max_batch,
+           figures, where, cap_mib == o->device_mem_mib ? "--device-mem" : "virtual device's",
+           cap_mib, fits);
 }
 
 /* The stages' layers and devices, before the balance: --place's, or n stages on the
@@ -91,9 +93,52 @@ static int first_plan(const pst_model *m, const pst_pipe_options *o, int n, pst_
   plan->lo[n] = m->n_layers;
   for (int s = 0; s < n; s++) {
     if (o->virtual_devices > 0)
-      snprintf(plan->device[s], PST_PIPE_DEVICE_LEN, "cpu:%d", s);
+      pst_pipe_virtual_device(o, s, plan->device[s], PST_PIPE_DEVICE_LEN);
     else
       snprintf(plan->device[s], PST_PIPE_DEVICE_LEN, "%s", o->device ? o->device : "cpu");
+  }
+  return 0;
+}
+
+/* Stages on devices that share no memory (CUDA): each stage's own buffers for its cuts,
+ * allocated on its device and bound to its net, [max_batch, floats(j)] each: the tensors of
+ * its lower cut (copied up from the stage below) and the gradients of its upper cut
+ * (copied down from the stage above's outbox). Their bytes count in the stage's figures and
+ * against its device's cap. NOT RUN ON A GPU. 0, or a negative code with one line in err. */
+static int cut_buffers(pst_pipe *p, const pst_pipe_options *o, int max_batch, char *err,
+                       size_t errlen) {
+  for (int s = 0; s < p->n; s++) {
+    pst_stage *st = &p->st[s];
+    pst_backend *be = st->dev.be;
+    for (int j = 1; j < st->hi; j++) {
+      int in = s > 0 && pst_net_stage_takes(st->net, j);
+      int up = s + 1 < p->n && pst_net_stage_sends(st->net, j) &&
+               pst_net_stage_gin(p->st[s + 1].net, j) != NULL;
+      size_t bytes = (size_t)max_batch * pst_net_stage_tensor_floats(st->net, j) * sizeof(float);
+      for (int k = 0; k < 2; k++) {
+        if (!(k == 0 ? in : up)) continue;
+        float *buf = be->alloc(be, bytes);
+        if (buf == NULL) {
+          const char *why = be->last_error ? be->last_error(be) : "";
+          snprintf(err, errlen, "stage %d on %s: cannot allocate its buffer for %s of tensor %d "
+                   "(%.1f MiB)%s%s", s, st->dev.spec, k == 0 ? "the activations" : "the gradient",
+                   j, (double)bytes / MIB, why[0] ? ": " : "", why);
+          return -ENOMEM;
+        }
+        if (k == 0) st->in[j] = buf;
+        else st->gup[j] = buf;
+        st->cut_bytes += bytes;
+        pst_net_stage_bind(st->net, j, k == 0 ? buf : NULL, k == 0 ? NULL : buf);
+      }
+    }
+    size_t cap = pst_pipe_device_cap_mib(o, st->dev.spec) << 20;
+    if (cap > 0 && st->need.total + st->cut_bytes > cap) {
+      snprintf(err, errlen, "stage %d on %s: %.1f MiB with its buffers for the cuts (%.1f MiB), "
+               "over the device's cap of %.1f MiB", s, st->dev.spec,
+               (double)(st->need.total + st->cut_bytes) / MIB, (double)st->cut_bytes / MIB,
+               (double)cap / MIB);
+      return -ENOSPC;
+    }
   }
   return 0;
 }
@@ -121,19 +166,32 @@ int pst_pipe_create(const pst_model *m, const pst_pipe_options *o, int max_batch
   p->max_batch = max_batch;
   char dnote[256];
   for (int s = 0; s < n && rc == 0; s++) {
-    rc = pst_vdev_open(plan.device[s], o->virtual_devices, o->threads, o->gpu_memory_limit_mib,
-                       &p->st[s].dev, dnote, sizeof dnote, err, errlen);
+    int gpu, inst;
+    size_t mem = pst_device_spec_virtual_gpu(plan.device[s], &gpu, &inst) == 1
+                     ? pst_pipe_device_cap_mib(o, plan.device[s])
+                     : o->gpu_memory_limit_mib;
+    rc = pst_vdev_open(plan.device[s], o->virtual_devices, o->threads, mem, &p->st[s].dev, dnote,
+                       sizeof dnote, err, errlen);
     if (rc == 0 && s == 0) snprintf(note, notelen, "%s", dnote);
-    if (rc == 0 && n > 1 && !p->st[s].dev.be->host_memory) {
+    /* Stages hand off in host memory without copies, or between devices with memory of
+     * their own by the receiver's copy_from; host memory and a GPU's together, no (what
+     * auto chose is known only now). */
+    pst_backend *be = rc == 0 ? p->st[s].dev.be : NULL;
+    if (be && n > 1 && be->host_memory != p->st[0].dev.be->host_memory) {
       snprintf(err, errlen,
-               "stage %d on %s: stages on devices with memory of their own are not supported "
-               "yet (their hand-off, peer copies or pinned host memory, is not written); "
-               "place the stages on CPU devices", s, plan.device[s]);
+               "stage %d on %s, stage 0 on %s: stages on CPU and CUDA devices together are not "
+               "supported (the hand-off between host memory and a GPU is not written)", s,
+               plan.device[s], plan.device[0]);
+      rc = -ENOTSUP;
+    } else if (be && n > 1 && (!be->host_memory || o->copy_cuts) && be->copy_from == NULL) {
+      snprintf(err, errlen, "stage %d on %s: its backend copies nothing from another", s,
+               plan.device[s]);
       rc = -ENOTSUP;
     }
   }
   int host = rc == 0 ? p->st[0].dev.be->host_memory : 1;
-  size_t cap = o->device_mem_mib << 20;
+  p->copies = n > 1 && (!host || o->copy_cuts);
+  size_t cap = pst_pipe_device_cap_mib(o, plan.device[0]) << 20;
   if (rc == 0 && n > 1 && !(o->place && o->place[0])) {
     double *cost = calloc(PST_MODEL_MAX_LAYERS, sizeof *cost);
     if (cost == NULL) rc = -ENOMEM;
@@ -143,7 +201,7 @@ int pst_pipe_create(const pst_model *m, const pst_pipe_options *o, int max_batch
     if (rc == -ENOSPC) {
       pst_plan_need whole;
       pst_plan_stage_need(m, 1, m->n_layers, max_batch, micro, host, &whole);
-      refuse(m, o, &plan, 0, &whole, max_batch, micro, host, err, errlen);
+      refuse(m, o, &plan, 0, p->st[0].dev.spec, &whole, max_batch, micro, host, err, errlen);
       snprintf(err + strlen(err), errlen - strlen(err), " (%d stages do not)", n);
     }
   }
@@ -152,8 +210,10 @@ int pst_pipe_create(const pst_model *m, const pst_pipe_options *o, int max_batch
     st->lo = plan.lo[s];
     st->hi = plan.lo[s + 1];
     rc = pst_plan_stage_need(m, st->lo, st->hi, max_batch, micro, host, &st->need);
-    if (rc == 0 && cap > 0 && st->need.total > cap) {
-      refuse(m, o, &plan, s, &st->need, max_batch, micro, host, err, errlen);
+    /* The opened device's spec: the balance leaves plan's device names empty. */
+    size_t scap = pst_pipe_device_cap_mib(o, st->dev.spec) << 20;
+    if (rc == 0 && scap > 0 && st->need.total > scap) {
+      refuse(m, o, &plan, s, st->dev.spec, &st->need, max_batch, micro, host, err, errlen);
       rc = -ENOSPC;
     }
   }
@@ -168,8 +228,10 @@ int pst_pipe_create(const pst_model *m, const pst_pipe_options *o, int max_batch
     }
   }
   /* Each stage writes the gradients of its lower cut into its outbox, which the stage
-   * below reads as the gradients of its upper cut. */
-  for (int s = 0; rc == 0 && s + 1 < n; s++)
+   * below reads as the gradients of its upper cut: in place in host memory, or copied into
+   * buffers of its own (cut_buffers). */
+  if (rc == 0 && p->copies) rc = cut_buffers(p, o, max_batch, err, errlen);
+  for (int s = 0; rc == 0 && !p->copies && s + 1 < n; s++)
     for (int j = 0; j < p->st[s].hi; j++)
       if (pst_net_stage_sends(p->st[s].net, j))
         pst_net_stage_bind(p->st[s].net, j, NULL, pst_net_stage_gin(p->st[s + 1].net, j));
@@ -201,8 +263,13 @@ void pst_pipe_destroy(pst_pipe *p) {
   if (p == NULL) return;
   pst_pipe_stop(p);
   for (int s = 0; s < p->n; s++) {
-    pst_net_destroy(p->st[s].net);
-    pst_vdev_close(&p->st[s].dev);
+    pst_stage *st = &p->st[s];
+    for (int j = 0; j < PST_MODEL_MAX_LAYERS && st->dev.be; j++) {
+      if (st->in[j]) st->dev.be->free(st->dev.be, st->in[j]);
+      if (st->gup[j]) st->dev.be->free(st->dev.be, st->gup[j]);
+    }
+    pst_net_destroy(st->net);
+    pst_vdev_close(&st->dev);
   }
   free(p->row);
   free(p->loss_k);
@@ -223,7 +290,7 @@ void pst_pipe_stage_layers(const pst_pipe *p, int s, int *lo, int *hi, const cha
 
 size_t pst_pipe_stage_peak(const pst_pipe *p, int s) {
   if (p == NULL || s < 0 || s >= p->n) return 0;
-  return pst_net_stage_bytes(p->st[s].net) + p->st[s].need.workspace;
+  return pst_net_stage_bytes(p->st[s].net) + p->st[s].cut_bytes + p->st[s].need.workspace;
 }
 
 void pst_pipe_log_placement(pst_pipe *p) {
@@ -239,6 +306,7 @@ void pst_pipe_log_placement(pst_pipe *p) {
     pst_vdev_cores_text(&st->dev, cores, sizeof cores);
     pst_net_stage_params(st->net, &plo, &phi);
     pst_plan_need measured = st->need;
+    measured.activations += st->cut_bytes; /* its buffers for the cuts, on CUDA */
     measured.total = pst_pipe_stage_peak(p, s);
     need_text(&measured, figures, sizeof figures);
     LOG_INFO("stage %d on %s (cores %s): layers %d-%d, parameters [%zu, %zu), device memory %s",

@@ -18,8 +18,10 @@
  * Devices: CPU stages read the activations of the stage below where it keeps them (host
  * memory: no copy) and write their input gradients into an outbox the stage below reads.
  * Virtual devices (devices.h) pin each CPU device's thread to disjoint cores. Stages on
- * devices with memory of their own (CUDA) are refused at creation for now: their hand-off
- * (peer copies or pinned host memory) is not written. */
+ * devices with memory of their own (CUDA, and virtual GPU devices cuda:N.K) keep buffers
+ * of their own for their cuts, which each micro-batch's rows are copied into by the
+ * receiving backend's copy_from (kernels/backend.h); NOT RUN ON A GPU. Stages on CPU and
+ * CUDA devices together are refused. */
 #ifndef PSTRAIN_KERNELS_PIPELINE_PIPELINE_H
 #define PSTRAIN_KERNELS_PIPELINE_PIPELINE_H
 

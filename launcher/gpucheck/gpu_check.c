@@ -75,8 +75,15 @@ static const struct {
     {"mobilenetv2", "mobilenetv2:momentum=0.9", "32x32"},
 };
 
-static const char *const g_parity_tests[] = {
-    "cuda_parity_test", "preset_parity_test", "layered_test", "device_test",
+/* Each test and its folder in the build tree (and the bundle). stages_parity_test (issue
+ * 40): the pipeline's hand-off by copies, 2 and 3 stages on virtual devices of one GPU
+ * against one stage; it links no CUDA, so it is given the library's path. */
+static const struct {
+  const char *name, *dir;
+} g_parity_tests[] = {
+    {"cuda_parity_test", "kernels/cuda"}, {"preset_parity_test", "kernels/cuda"},
+    {"layered_test", "kernels/cuda"},     {"device_test", "kernels/cuda"},
+    {"stages_parity_test", "kernels/pipeline"},
 };
 
 static const char *const g_bench_models[] = {"mlp", "cnn2"};
@@ -132,18 +139,25 @@ static int check_devices(pl_gc_ctx *g) {
 
 /* ---- 2. the parity tests ---- */
 
-static void check_parity(pl_gc_ctx *g, const char *test) {
+static void check_parity(pl_gc_ctx *g, const char *test, const char *dir) {
   pl_gc_check *c = pl_gc_begin(g, "parity %s", test);
   char bin[PATH_MAX];
-  if (pl_find_binary(test, "kernels/cuda", bin, sizeof bin) < 0) {
-    pl_gc_end(c, PL_GC_FAIL, "%s not found in ../kernels/cuda/ beside this program (build "
-                       "//kernels/cuda:all, or use a bundle)", test);
+  if (pl_find_binary(test, dir, bin, sizeof bin) < 0) {
+    pl_gc_end(c, PL_GC_FAIL, "%s not found in ../%s/ beside this program (build //%s:all, or "
+              "use a bundle)", test, dir, dir);
     return;
   }
   snprintf(c->log, sizeof c->log, "%s/parity-%s.log", g->run.out, test);
-  char device[64];
+  char device[64], lib[PATH_MAX + 64] = "";
   snprintf(device, sizeof device, "PSTRAIN_PARITY_DEVICE=%s", g->run.device);
-  const char *gpu_env[] = {"PSTRAIN_REQUIRE_GPU=1", device, NULL};
+  /* A test outside kernels/cuda finds the CUDA library beside it in ../cuda/ (the build
+   * tree's and the bundle's layout), unless the caller named one. */
+  if (strcmp(dir, "kernels/cuda") != 0 && !getenv("PSTRAIN_CUDA_LIB")) {
+    const char *slash = strrchr(bin, '/');
+    snprintf(lib, sizeof lib, "PSTRAIN_CUDA_LIB=%.*s/../cuda/libpstrain_cuda.so",
+             slash ? (int)(slash - bin) : 1, slash ? bin : ".");
+  }
+  const char *gpu_env[] = {"PSTRAIN_REQUIRE_GPU=1", device, lib[0] ? lib : NULL, NULL};
   const char *dry_env[] = {"PSTRAIN_PARITY_DEVICE=cpu", "PSTRAIN_PARITY_SMALL=1", NULL};
   char *argv[] = {bin, NULL};
   int timed_out;
@@ -255,6 +269,47 @@ static void check_training(pl_gc_ctx *g, const char *name, const char *model, co
   if (rc != 0 || timed_out) {
     /* The launcher's own failure line names the process, and for a worker its layer,
      * operation, shape and library status (kernels/net.h). */
+    char why[700];
+    pl_gc_why_failed(rc, timed_out, g->sz.train_s, c->log, "pstrain: ", why, sizeof why);
+    pl_gc_end(c, PL_GC_FAIL, "%s", why);
+    return;
+  }
+  judge_training(g, c, dir);
+}
+
+/* `pstrain local` on a model split into 2 stages on 2 virtual devices of one GPU (issue 40:
+ * cuda:N.0 and cuda:N.1, each a backend instance with half of --gpu-memory-limit, the
+ * cuts handed off by device-to-device copies), 4 micro-batches; in the dry run on cpu:0 and
+ * cpu:1. Judged as the presets are. */
+static void check_stages(pl_gc_ctx *g, const char *name, const char *model, const char *image) {
+  pl_gc_check *c = pl_gc_begin(g, "train %s on 2 stages, 2 virtual devices", name);
+  char dir[PATH_MAX + 128];
+  pl_gc_check_dir(g, c->name, dir, sizeof dir);
+  snprintf(c->log, sizeof c->log, "%s/launcher.log", dir);
+  pl_argv a = {0};
+  pl_argv_add(&a, "%s", g->self);
+  pl_argv_add(&a, "local");
+  pl_argv_add(&a, "--model=%s", model);
+  pl_argv_add(&a, "--epochs=1");
+  pl_argv_add(&a, "--batch-size=%d", g->sz.batch);
+  pl_argv_add(&a, "--report-every=%d", g->sz.report_every);
+  pl_argv_add(&a, "--data-dir=%s", g->data);
+  pl_argv_add(&a, "--run-dir=%s", dir);
+  if (image) pl_argv_add(&a, "--image-size=%s", image);
+  pl_argv_add(&a, "--workers=1");
+  pl_argv_add(&a, "--stages=2");
+  pl_argv_add(&a, "--micro-batches=4");
+  pl_argv_add(&a, "--virtual-devices=2");
+  pl_argv_add(&a, "--log-placement=true");
+  if (g->run.dry_run) {
+    pl_argv_add(&a, "--device=cpu");
+  } else {
+    pl_argv_add(&a, "--device=%s", g->run.device);
+    pl_argv_add(&a, "--gpu-memory-limit=16384"); /* 8 GiB each: mobilenetv2 at 128 needs less */
+  }
+  int timed_out;
+  int rc = pl_gc_run_child(a.argv, NULL, c->log, g->sz.train_s, &timed_out);
+  if (rc != 0 || timed_out) {
     char why[700];
     pl_gc_why_failed(rc, timed_out, g->sz.train_s, c->log, "pstrain: ", why, sizeof why);
     pl_gc_end(c, PL_GC_FAIL, "%s", why);
@@ -464,10 +519,11 @@ int pl_cmd_gpu_check(int argc, char **argv) {
     return 1;
   }
   for (size_t i = 0; i < sizeof g_parity_tests / sizeof g_parity_tests[0]; i++)
-    check_parity(&g, g_parity_tests[i]);
+    check_parity(&g, g_parity_tests[i].name, g_parity_tests[i].dir);
   for (size_t i = 0; i < sizeof g_presets / sizeof g_presets[0]; i++)
     check_training(&g, g_presets[i].name, g_presets[i].model, g_presets[i].image_size, 0);
   check_training(&g, "cnn2", "cnn2", NULL, 1);
+  check_stages(&g, "mobilenetv2", "mobilenetv2:momentum=0.9", "32x32");
   for (size_t m = 0; m < sizeof g_bench_models / sizeof g_bench_models[0]; m++)
     for (int b = 0; b < 2; b++)
       for (int layered = 0; layered < 2; layered++)

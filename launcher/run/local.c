@@ -81,7 +81,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("stages", PST_CFG_INT, &f_stages, "1", "each worker's --stages: the model's layers on N devices, pipelined", 1, 16),
     PST_OPT("place", PST_CFG_STRING, f_place, "", "each worker's --place LAYERS=DEVICE,... (the stages by hand)", 0, 0),
     PST_OPT("micro-batches", PST_CFG_INT, &f_micro, "1", "each worker's --micro-batches", 1, 65536),
-    PST_OPT("virtual-devices", PST_CFG_INT, &f_vdev, "0", "each worker's --virtual-devices (CPU devices on disjoint cores)", 0, 256),
+    PST_OPT("virtual-devices", PST_CFG_INT, &f_vdev, "0", "each worker's --virtual-devices (CPU devices on disjoint cores, or with a CUDA --device its GPU split into cuda:N.K)", 0, 256),
     PST_OPT("device-mem", PST_CFG_INT, &f_device_mem, "0", "each worker's --device-mem: a device's memory cap in MiB (0: none)", 0, 1 << 24),
     PST_OPT("push-by-layer", PST_CFG_BOOL, &f_push_by_layer, "", "workers send each layer's gradient as their backward pass makes it (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "", "workers start each step while its weights arrive, layer by layer (default: the workers', on for GPU and null devices)", 0, 0),
@@ -307,6 +307,7 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
     pst_pipe_options po = {.device = f_gpus[0] ? "cuda" : o->device, .stages = o->stages,
                            .place = o->place, .micro_batches = o->micro_batches,
                            .virtual_devices = o->virtual_devices,
+                           .gpu_memory_limit_mib = (size_t)o->gpu_memory_limit,
                            .device_mem_mib = (size_t)o->device_mem};
     if (pst_pipe_check_flags(&po, model, o->batch_size, err, sizeof err) < 0) {
       fprintf(stderr, "%s: %s\n", prog, err);
