@@ -16,16 +16,9 @@
 #include "kernels/net.h"
 #include "kernels/net_stage.h"
 #include "kernels/pipeline/pipeline.h"
+#include "kernels/pipeline/test_jobs.h"
 #include "kernels/testing.h"
 #include "model/model.h"
-
-typedef struct {
-  float *grad;
-  double loss;
-  int correct;
-  double eval_loss;
-  int eval_correct;
-} outcome;
 
 typedef struct {
   size_t last;
@@ -42,46 +35,19 @@ static void on_ready(void *ctx, size_t from) {
   if (from == 0) r->ended = 1;
 }
 
-static double rel_diff(const float *a, const float *b, size_t n) {
-  double d = 0, s = 0;
-  for (size_t i = 0; i < n; i++) {
-    d += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-    s += (double)b[i] * b[i];
-  }
-  return s > 0 ? sqrt(d / s) : sqrt(d);
+static void log_ready(pst_pipe *p, void *ctx) {
+  if (ctx) pst_pipe_on_grad_ready(p, on_ready, ctx);
 }
 
-typedef struct {
-  const pst_model *m;
-  float *params, *x;
-  int32_t *y;
-  int batch;
-} job;
-
-/* One step and one evaluation through a pipeline of these options. */
-static int run_pipe(const job *j, pst_pipe_options o, outcome *out, ready_log *rl) {
-  pst_pipe *p;
-  char note[512], err[512];
-  o.device = "cpu";
-  o.threads = 1;
-  int rc = pst_pipe_create(j->m, &o, j->batch, &p, note, sizeof note, err, sizeof err);
-  if (rc != 0) {
-    fprintf(stderr, "pst_pipe_create: %s\n", err);
-    return rc;
-  }
-  if (rl) pst_pipe_on_grad_ready(p, on_ready, rl);
-  out->grad = calloc(j->m->n_params, sizeof(float));
-  rc = pst_pipe_load_params(p, j->params);
-  pst_pipe_set_seed(p, 7);
-  if (rc == 0)
-    rc = pst_pipe_train_step(p, j->x, j->y, j->batch, 1.0f / (float)j->batch, out->grad,
-                             &out->loss, &out->correct);
-  if (rc == 0)
-    rc = pst_pipe_evaluate(p, j->x, j->y, j->batch, &out->eval_loss, &out->eval_correct);
-  if (rc != 0) fprintf(stderr, "pipeline step: %s\n", pst_pipe_error(p));
+static void check_peaks(pst_pipe *p, void *ctx) {
+  (void)ctx;
   for (int s = 0; s < pst_pipe_stages(p); s++) CHECK(pst_pipe_stage_peak(p, s) > 0);
-  pst_pipe_destroy(p);
-  return rc;
+}
+
+/* One step and one evaluation through a pipeline of these options on CPU devices. */
+static int run_pipe(const job *j, pst_pipe_options o, outcome *out, ready_log *rl) {
+  o.device = "cpu";
+  return run_pipe_with(j, o, out, log_ready, check_peaks, rl);
 }
 
 /* The plain net's step and evaluation, the reference without micro-batches. */
@@ -112,28 +78,6 @@ static void compare(const char *what, const job *j, const outcome *a, const outc
   CHECK(a->correct == ref->correct);
   CHECK(fabs(a->eval_loss - ref->eval_loss) <= 1e-5 * fabs(ref->eval_loss));
   CHECK(a->eval_correct == ref->eval_correct);
-}
-
-static job make_job(const pst_model *m, int batch, uint64_t seed) {
-  job j = {.m = m, .batch = batch};
-  j.params = malloc(m->n_params * sizeof(float));
-  j.x = malloc((size_t)batch * m->input_size * sizeof(float));
-  j.y = malloc((size_t)batch * sizeof(int32_t));
-  pst_model_init_params(m, seed, j.params);
-  t_fill(j.x, (size_t)batch * m->input_size, seed + 1, 0.0, 1.0);
-  for (int i = 0; i < batch; i++) j.y[i] = (int32_t)((i * 7 + 3) % m->classes);
-  /* Moving statistics away from their start, so that evaluation depends on them. */
-  size_t off[PST_MODEL_MAX_LAYERS], cnt[PST_MODEL_MAX_LAYERS];
-  int ns = pst_model_state_ranges(m, off, cnt);
-  for (int r = 0; r < ns; r++)
-    for (size_t i = 0; i < cnt[r]; i++) j.params[off[r] + i] += i < cnt[r] / 2 ? 0.1f : 0.2f;
-  return j;
-}
-
-static void free_job(job *j) {
-  free(j->params);
-  free(j->x);
-  free(j->y);
 }
 
 static void parity(const char *name, int batch, int micro_reference) {

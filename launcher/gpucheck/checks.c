@@ -67,3 +67,15 @@ void pl_gc_why_failed(int rc, int timed_out, double timeout, const char *log,
     snprintf(out, len, "exit status %d: %s", rc, last[0] ? last : "(see its log)");
 }
 
+
+int pl_gc_run_train(pl_gc_check *c, char *const argv[], double timeout_s) {
+  int timed_out;
+  int rc = pl_gc_run_child(argv, NULL, c->log, timeout_s, &timed_out);
+  if (rc == 0 && !timed_out) return 0;
+  /* The launcher's own failure line names the process, and for a worker its layer,
+   * operation, shape and library status (kernels/net.h). */
+  char why[700];
+  pl_gc_why_failed(rc, timed_out, timeout_s, c->log, "pstrain: ", why, sizeof why);
+  pl_gc_end(c, PL_GC_FAIL, "%s", why);
+  return -1;
+}

@@ -72,5 +72,8 @@ void pl_gc_figure(pl_gc_check *c, const char *key, double v);
 void pl_gc_check_dir(const pl_gc_ctx *g, const char *name, char *out, size_t len);
 void pl_gc_why_failed(int rc, int timed_out, double timeout, const char *log,
                       const char *prefix, char *out, size_t len);
+/* Runs a `pstrain` training job for check c (its output to c->log) within timeout_s: 0 when
+ * it ended well, else -1 with c ended as failed and why (the launcher's own last line). */
+int pl_gc_run_train(pl_gc_check *c, char *const argv[], double timeout_s);
 
 #endif

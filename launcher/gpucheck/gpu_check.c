@@ -264,16 +264,7 @@ static void check_training(pl_gc_ctx *g, const char *name, const char *model, co
     pl_argv_add(&a, "--device=%s", g->run.device);
     pl_argv_add(&a, "--workers=1");
   }
-  int timed_out;
-  int rc = pl_gc_run_child(a.argv, NULL, c->log, g->sz.train_s, &timed_out);
-  if (rc != 0 || timed_out) {
-    /* The launcher's own failure line names the process, and for a worker its layer,
-     * operation, shape and library status (kernels/net.h). */
-    char why[700];
-    pl_gc_why_failed(rc, timed_out, g->sz.train_s, c->log, "pstrain: ", why, sizeof why);
-    pl_gc_end(c, PL_GC_FAIL, "%s", why);
-    return;
-  }
+  if (pl_gc_run_train(c, a.argv, g->sz.train_s) < 0) return;
   judge_training(g, c, dir);
 }
 
@@ -307,14 +298,7 @@ static void check_stages(pl_gc_ctx *g, const char *name, const char *model, cons
     pl_argv_add(&a, "--device=%s", g->run.device);
     pl_argv_add(&a, "--gpu-memory-limit=16384"); /* 8 GiB each: mobilenetv2 at 128 needs less */
   }
-  int timed_out;
-  int rc = pl_gc_run_child(a.argv, NULL, c->log, g->sz.train_s, &timed_out);
-  if (rc != 0 || timed_out) {
-    char why[700];
-    pl_gc_why_failed(rc, timed_out, g->sz.train_s, c->log, "pstrain: ", why, sizeof why);
-    pl_gc_end(c, PL_GC_FAIL, "%s", why);
-    return;
-  }
+  if (pl_gc_run_train(c, a.argv, g->sz.train_s) < 0) return;
   judge_training(g, c, dir);
 }
 

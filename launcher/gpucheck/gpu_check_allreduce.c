@@ -84,14 +84,7 @@ static void check_job(pl_gc_ctx *g, int gpus) {
     pl_argv_add(&a, "--workers-per-gpu=2");
     pl_argv_add(&a, "--collective=mpi");
   }
-  int timed_out;
-  int rc = pl_gc_run_child(a.argv, NULL, c->log, g->sz.train_s, &timed_out);
-  if (rc != 0 || timed_out) {
-    char why[700];
-    pl_gc_why_failed(rc, timed_out, g->sz.train_s, c->log, "pstrain: ", why, sizeof why);
-    pl_gc_end(c, PL_GC_FAIL, "%s", why);
-    return;
-  }
+  if (pl_gc_run_train(c, a.argv, g->sz.train_s) < 0) return;
   char path[PATH_MAX + 192];
   snprintf(path, sizeof path, "%s/summary.json", dir);
   cJSON *sum = pst_json_read_file(path);
