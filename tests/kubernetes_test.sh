@@ -72,11 +72,14 @@ if ! command -v podman >/dev/null && ! command -v buildah >/dev/null; then
 fi
 pass "deploy/image/build.sh makes the image's context (the Containerfile, the three programs, the packages they need) and the mmdebstrap and podman commands for it"
 
+# --min-accuracy: the job (mlp, sync, 2 workers, seed 42, 4 epochs) ends with 0.8738 here
+# (0.8853 after the 8 epochs it trained before); its weights are the straight run's, bit for
+# bit, so this floor only says that it learned, 0.014 below that on this machine's kernels.
 /usr/bin/python3 -B "$(dirname "$0")/kubernetes_test.py" --manifests "$K8S" \
   --units-ps-conf "$RUNFILES/deploy/ps.conf" --containerfile "$IMAGE/Containerfile" \
   --image-packages "$ctx/packages.txt" \
   --programs "$PS_BIN" "$WORKER_BIN" "$LAUNCHER_BIN" --work "$WORK" --prefix "$PREFIX" \
-  --min-accuracy 0.87 --passed-before 1 2>&1 | tee "$OUT/kubernetes_test.out"
+  --min-accuracy 0.86 --passed-before 1 2>&1 | tee "$OUT/kubernetes_test.out"
 rc=${PIPESTATUS[0]}
 cp -r "$WORK/logs" "$OUT/pod-logs" 2>/dev/null || true
 exit "$rc"
