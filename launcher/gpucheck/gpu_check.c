@@ -237,23 +237,33 @@ static void judge_training(pl_gc_ctx *g, pl_gc_check *c, const char *dir) {
     pl_gc_end(c, PL_GC_PASS, "%s", numbers);
 }
 
-/* `pstrain local` on one model: one worker on the device, or (pair) two sharing it. */
-static void check_training(pl_gc_ctx *g, const char *name, const char *model, const char *image,
-                           int pair) {
-  pl_gc_check *c = pl_gc_begin(g, pair ? "two workers on one GPU: %s" : "train %s", name);
-  char dir[PATH_MAX + 128];
-  pl_gc_check_dir(g, c->name, dir, sizeof dir);
+/* The start of a `pstrain local` job of check c: one epoch of model (at image's size, when
+ * given) at this batch, on gpu-check's data, in the check's own folder (dir), its log
+ * there; the caller adds where it runs. */
+static pl_argv local_job(pl_gc_ctx *g, pl_gc_check *c, const char *model, const char *image,
+                         int batch, char *dir, size_t dir_len) {
+  pl_gc_check_dir(g, c->name, dir, dir_len);
   snprintf(c->log, sizeof c->log, "%s/launcher.log", dir);
   pl_argv a = {0};
   pl_argv_add(&a, "%s", g->self);
   pl_argv_add(&a, "local");
   pl_argv_add(&a, "--model=%s", model);
   pl_argv_add(&a, "--epochs=1");
-  pl_argv_add(&a, "--batch-size=%d", pair ? g->sz.pair_batch : g->sz.batch);
+  pl_argv_add(&a, "--batch-size=%d", batch);
   pl_argv_add(&a, "--report-every=%d", g->sz.report_every);
   pl_argv_add(&a, "--data-dir=%s", g->data);
   pl_argv_add(&a, "--run-dir=%s", dir);
   if (image) pl_argv_add(&a, "--image-size=%s", image);
+  return a;
+}
+
+/* `pstrain local` on one model: one worker on the device, or (pair) two sharing it. */
+static void check_training(pl_gc_ctx *g, const char *name, const char *model, const char *image,
+                           int pair) {
+  pl_gc_check *c = pl_gc_begin(g, pair ? "two workers on one GPU: %s" : "train %s", name);
+  char dir[PATH_MAX + 128];
+  pl_argv a = local_job(g, c, model, image, pair ? g->sz.pair_batch : g->sz.batch, dir,
+                        sizeof dir);
   if (g->run.dry_run) {
     pl_argv_add(&a, "--device=cpu");
     pl_argv_add(&a, "--workers=%d", pair ? 2 : 1);
@@ -275,18 +285,7 @@ static void check_training(pl_gc_ctx *g, const char *name, const char *model, co
 static void check_stages(pl_gc_ctx *g, const char *name, const char *model, const char *image) {
   pl_gc_check *c = pl_gc_begin(g, "train %s on 2 stages, 2 virtual devices", name);
   char dir[PATH_MAX + 128];
-  pl_gc_check_dir(g, c->name, dir, sizeof dir);
-  snprintf(c->log, sizeof c->log, "%s/launcher.log", dir);
-  pl_argv a = {0};
-  pl_argv_add(&a, "%s", g->self);
-  pl_argv_add(&a, "local");
-  pl_argv_add(&a, "--model=%s", model);
-  pl_argv_add(&a, "--epochs=1");
-  pl_argv_add(&a, "--batch-size=%d", g->sz.batch);
-  pl_argv_add(&a, "--report-every=%d", g->sz.report_every);
-  pl_argv_add(&a, "--data-dir=%s", g->data);
-  pl_argv_add(&a, "--run-dir=%s", dir);
-  if (image) pl_argv_add(&a, "--image-size=%s", image);
+  pl_argv a = local_job(g, c, model, image, g->sz.batch, dir, sizeof dir);
   pl_argv_add(&a, "--workers=1");
   pl_argv_add(&a, "--stages=2");
   pl_argv_add(&a, "--micro-batches=4");
