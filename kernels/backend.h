@@ -84,6 +84,28 @@ struct pst_backend {
   int (*dense_backward)(pst_backend *b, const float *x, const float *w, const float *dy,
                         float *dx, float *dw, float *db, int batch, int in, int out);
 
+  /* Optional (NULL: the net runs each dense layer whole): a dense layer in pieces of rows
+   * of w [in, out], rows [r0, r1) of it (0 <= r0 < r1 <= in; the pointers are the whole
+   * tensors'), so that a worker sends the first part of a large layer's gradient while the
+   * rest is computed, and starts its forward pass on the first part of its weights while
+   * the rest arrives (kernels/net.h, pst_net_set_row_cuts).
+   * dense_forward_rows: y[B,out] = x[:, r0:r1] . w[r0:r1, :] when r0 == 0, else
+   *   y += x[:, r0:r1] . w[r0:r1, :]; then, when bias is not NULL, y += bias[out]. The net
+   *   calls the pieces in ascending order and gives the bias to the last one, so the sum is
+   *   (((piece 0 + piece 1) + ...) + bias): the same on every backend, run after run, but
+   *   not bit for bit the whole layer's.
+   * dense_backward_rows: dw[r0:r1, :] = x[:, r0:r1]^T . dy (the other rows of dw are left
+   *   alone); db[out] = sum over rows of dy when db is not NULL; dx[:, r0:r1] = dy .
+   *   w[r0:r1, :]^T when dx is not NULL (its other columns left alone). Each element is the
+   *   whole layer's dot product, but a GEMM over fewer rows may sum it in another order
+   *   (OpenBLAS does for some shapes; cuBLAS promises nothing): within rounding of the whole
+   *   layer, and the same run after run for the same cuts. */
+  int (*dense_forward_rows)(pst_backend *b, const float *x, const float *w, const float *bias,
+                            float *y, int batch, int in, int out, int r0, int r1);
+  int (*dense_backward_rows)(pst_backend *b, const float *x, const float *w, const float *dy,
+                             float *dx, float *dw, float *db, int batch, int in, int out,
+                             int r0, int r1);
+
   /* y = max(x, 0) over n elements; in place (x == y) is allowed. */
   int (*relu_forward)(pst_backend *b, const float *x, float *y, size_t n);
   /* dx = dy where y > 0, else 0; dx == dy is allowed. */

@@ -154,6 +154,8 @@ int pst_cpu_backend_create(int threads, pst_backend **out) {
   b->copy_from = cpu_copy_from;
   b->dense_forward = cpu_dense_forward;
   b->dense_backward = cpu_dense_backward;
+  b->dense_forward_rows = cpu_dense_forward_rows;
+  b->dense_backward_rows = cpu_dense_backward_rows;
   b->relu_forward = cpu_relu_forward;
   b->relu_backward = cpu_relu_backward;
   b->relu6_forward = cpu_relu6_forward;

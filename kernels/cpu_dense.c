@@ -43,3 +43,44 @@ int cpu_dense_backward(pst_backend *b, const float *x, const float *w, const flo
                 0.0f, dx, in);
   return 0;
 }
+
+/* Rows [r0, r1) of w (backend.h): the same GEMMs on sub-matrices, x's columns r0.. taken with
+ * its own leading dimension `in`, so nothing is copied. */
+static int rows_ok(int batch, int in, int out, int r0, int r1) {
+  return batch > 0 && in > 0 && out > 0 && r0 >= 0 && r0 < r1 && r1 <= in;
+}
+
+int cpu_dense_forward_rows(pst_backend *b, const float *x, const float *w, const float *bias,
+                           float *y, int batch, int in, int out, int r0, int r1) {
+  (void)b;
+  if (!rows_ok(batch, in, out, r0, r1) || x == NULL || w == NULL || y == NULL) return -EINVAL;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, batch, out, r1 - r0, 1.0f, x + r0, in,
+              w + (size_t)r0 * out, out, r0 == 0 ? 0.0f : 1.0f, y, out);
+  if (bias != NULL)
+    for (int r = 0; r < batch; r++) {
+      float *yr = y + (size_t)r * out;
+      for (int j = 0; j < out; j++) yr[j] += bias[j];
+    }
+  return 0;
+}
+
+int cpu_dense_backward_rows(pst_backend *b, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, int batch, int in, int out, int r0,
+                            int r1) {
+  (void)b;
+  if (!rows_ok(batch, in, out, r0, r1) || x == NULL || w == NULL || dy == NULL) return -EINVAL;
+  if (dw != NULL)
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, out, batch, 1.0f, x + r0, in,
+                dy, out, 0.0f, dw + (size_t)r0 * out, out);
+  if (db != NULL) {
+    memcpy(db, dy, (size_t)out * sizeof(float));
+    for (int r = 1; r < batch; r++) {
+      const float *d = dy + (size_t)r * out;
+      for (int j = 0; j < out; j++) db[j] += d[j];
+    }
+  }
+  if (dx != NULL)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, r1 - r0, out, 1.0f, dy, out,
+                w + (size_t)r0 * out, out, 0.0f, dx + r0, in);
+  return 0;
+}

@@ -34,6 +34,12 @@ int cpu_dense_forward(pst_backend *b, const float *x, const float *w, const floa
                       int batch, int in, int out);
 int cpu_dense_backward(pst_backend *b, const float *x, const float *w, const float *dy, float *dx,
                        float *dw, float *db, int batch, int in, int out);
+/* Rows [r0, r1) of w (backend.h, dense_forward_rows and dense_backward_rows). */
+int cpu_dense_forward_rows(pst_backend *b, const float *x, const float *w, const float *bias,
+                           float *y, int batch, int in, int out, int r0, int r1);
+int cpu_dense_backward_rows(pst_backend *b, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, int batch, int in, int out, int r0,
+                            int r1);
 
 int cpu_relu_forward(pst_backend *b, const float *x, float *y, size_t n);
 int cpu_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);

@@ -42,6 +42,7 @@ void pst_net_destroy(pst_net *net) {
   for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++)
     if (net->gin[i]) be->free(be, net->gin[i]);
   if (net->grad_acc) be->free(be, net->grad_acc);
+  for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++) free(net->pieces[i]);
   free(net);
 }
 
@@ -284,6 +285,49 @@ static int upload(pst_net *net, const float *x, const int32_t *labels, int batch
   return rc;
 }
 
+int pst_net_set_row_cuts(pst_net *net, const size_t *cuts, size_t n) {
+  if (net == NULL || (n > 0 && cuts == NULL)) return -EINVAL;
+  for (size_t k = 1; k < n; k++)
+    if (cuts[k] <= cuts[k - 1]) return -EINVAL;
+  for (int i = 0; i < PST_MODEL_MAX_LAYERS; i++) {
+    free(net->pieces[i]);
+    net->pieces[i] = NULL;
+    net->n_pieces[i] = 0;
+  }
+  const pst_backend *be = net->be;
+  /* A stage's micro-batches add each layer's gradient on after its whole backward
+   * (accumulate_layer), and a stage's first layer need not start the vector: pieces are for
+   * a whole model run in one pass. */
+  if (n == 0 || !be->dense_forward_rows || !be->dense_backward_rows || net->slots > 1 ||
+      net->lo != 1 || net->hi != net->m.n_layers)
+    return 0;
+  for (int i = net->lo; i < net->hi; i++) {
+    const pst_layer *L = &net->m.layers[i];
+    if (L->kind != PST_LAYER_DENSE || L->w_count == 0) continue;
+    int rows[PST_NET_MAX_PIECES + 1], k = 0;
+    rows[0] = 0;
+    for (size_t c = 0; c < n && k < PST_NET_MAX_PIECES - 1; c++) {
+      if (cuts[c] <= L->w_offset || cuts[c] >= L->w_offset + L->w_count) continue;
+      /* The row boundary at or below the cut: the chunk that starts at the cut is then whole
+       * once the piece above the boundary is made, and the piece below it needs no float of
+       * that chunk. */
+      int r = (int)((cuts[c] - L->w_offset) / (size_t)L->units);
+      if (r > rows[k] && r < L->in_c) rows[++k] = r;
+    }
+    if (k == 0) continue;
+    rows[++k] = L->in_c;
+    net->pieces[i] = malloc((size_t)(k + 1) * sizeof(int));
+    if (net->pieces[i] == NULL) return -ENOMEM;
+    memcpy(net->pieces[i], rows, (size_t)(k + 1) * sizeof(int));
+    net->n_pieces[i] = k;
+  }
+  return 0;
+}
+
+int pst_net_layer_pieces(const pst_net *net, int i) {
+  return net && i >= 0 && i < PST_MODEL_MAX_LAYERS && net->n_pieces[i] ? net->n_pieces[i] : 1;
+}
+
 void pst_net_set_seed(pst_net *net, uint64_t seed) {
   if (net != NULL) net->seed = seed;
 }
@@ -310,6 +354,23 @@ static int forward_layer(pst_net *net, int i, int batch, int training, const cha
   *op = training ? "forward" : "evaluation forward";
   switch (L->kind) {
     case PST_LAYER_DENSE:
+      if (net->n_pieces[i]) {
+        /* In pieces of rows (pst_net_set_row_cuts), each once its weights are in; the bias,
+         * at the end of the layer's range, with the last. */
+        const int *r = net->pieces[i];
+        int last = net->n_pieces[i] - 1;
+        *op = "loading its weights";
+        for (int k = 0; k <= last && rc == 0; k++) {
+          rc = stream_params(net, k == last ? net->params_end[i]
+                                            : L->w_offset + (size_t)r[k + 1] * L->units);
+          if (rc == 0) {
+            *op = training ? "forward" : "evaluation forward";
+            rc = be->dense_forward_rows(be, in, w, k == last ? bias : NULL, y, batch, L->in_c,
+                                        L->units, r[k], r[k + 1]);
+          }
+        }
+        break;
+      }
       rc = be->dense_forward(be, in, w, bias, y, batch, L->in_c, L->units);
       break;
     case PST_LAYER_CONV2D: {
@@ -408,7 +469,11 @@ int pst_net_forward(pst_net *net, int batch, int training) {
   for (int i = net->lo; i < net->hi; i++) {
     const char *op = "loading its weights";
     double p0 = net->profile ? pst_now() : 0.0; /* --stages' balance: weights' wait included */
-    int rc = stream_params(net, net->params_end[i]);
+    /* A layer in pieces waits for each piece's weights itself (forward_layer). */
+    const pst_layer *L = &net->m.layers[i];
+    int rc = stream_params(net, net->n_pieces[i]
+                                    ? L->w_offset + (size_t)net->pieces[i][1] * L->units
+                                    : net->params_end[i]);
     /* On the timeline: the layer's host-side time (a GPU's launches, the null device's
      * pacing, the CPU's compute), after its weights came. */
     double t0 = pst_tl_on() ? pst_now() : 0;

@@ -29,6 +29,24 @@ typedef int (*pst_params_wait_fn)(void *ctx, size_t upto);
  * upload (CUDA: the layers before it compute meanwhile), else with to_device. */
 int pst_net_load_params_streamed(pst_net *net, const float *params, pst_params_wait_fn wait,
                                  void *ctx);
+/* Cuts the dense layers into pieces of rows of their weights [in, out] at the row
+ * boundaries just below the offsets `cuts` (ascending offsets of the flat parameter
+ * vector: the chunks the weights travel in, model.h's pst_model_chunks): a layer with a cut
+ * inside its weights runs its forward pass piece by piece, each once its rows of the
+ * streamed weights are in (pst_net_load_params_streamed waits for each piece's end), and
+ * its backward pass piece by piece from the last rows down, each piece's gradient announced
+ * to grad_ready as soon as it is made. So a worker pushes the first layer's gradient (the
+ * last one made) while the rest of it is computed, and starts its next forward pass on the
+ * first weights back. The sums' order changes (backend.h, dense_forward_rows): results are
+ * within rounding of the whole layers', the same run after run for the same cuts. At most
+ * PST_NET_MAX_PIECES pieces a layer (later cuts are dropped). Nothing is cut when the
+ * backend lacks the row operations, or for a stage of a pipeline or a net running
+ * micro-batches (kernels/net_stage.h); n = 0 runs every layer whole again. Between steps
+ * only. 0, or -EINVAL for cuts not ascending, -ENOMEM. */
+#define PST_NET_MAX_PIECES 64
+int pst_net_set_row_cuts(pst_net *net, const size_t *cuts, size_t n);
+/* How many pieces layer i runs in (1 for a layer run whole). */
+int pst_net_layer_pieces(const pst_net *net, int i);
 /* Seeds the dropout masks of the following training steps (evaluation never drops).
  * Each dropout layer draws from seed mixed with its layer index; the worker passes a seed
  * derived from the job seed, its index and the step (worker/trainer.c), so a sync run is

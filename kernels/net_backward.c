@@ -127,6 +127,42 @@ static int accumulate_layer(pst_net *net, const pst_layer *L, float *grad) {
   return rc;
 }
 
+/* Every float of the gradient at or above `from` is final (net.h, grad_ready): says so once
+ * for each new `from`, on a host-memory backend at once, on one with download once the
+ * bytes are on the host (the copy is asked for here). The step's last pass only. */
+static int announce(pst_net *net, size_t from, float *grad) {
+  pst_backend *be = net->be;
+  if (!net->grad_ready || !net->final_pass || net->dry || from >= net->grad_sent) return 0;
+  int rc = 0;
+  if (be->host_memory)
+    net->grad_ready(net->grad_ready_ctx, from);
+  else if (be->download)
+    rc = be->download(be, net->host_grad + from, grad + (from - net->p_lo),
+                      (net->grad_sent - from) * sizeof(float), net->grad_ready,
+                      net->grad_ready_ctx, from);
+  else
+    return 0; /* neither: only the step's end says it (pst_net_train_step) */
+  net->grad_sent = from;
+  return rc;
+}
+
+/* A dense layer's backward in pieces of rows (pst_net_set_row_cuts), from the last rows
+ * down, each piece's gradient announced as soon as it is made (the bias's, above the
+ * weights, with the first piece); the layer's end announces the last piece. */
+static int dense_in_pieces(pst_net *net, int i, const float *in, const float *w, const float *d,
+                           float *dx, float *gw, float *gb, int batch, float *grad) {
+  pst_backend *be = net->be;
+  const pst_layer *L = &net->m.layers[i];
+  const int *r = net->pieces[i];
+  int top = net->n_pieces[i] - 1, rc = 0;
+  for (int k = top; k >= 0 && rc == 0; k--) {
+    rc = be->dense_backward_rows(be, in, w, d, dx, gw, k == top ? gb : NULL, batch, L->in_c,
+                                 L->units, r[k], r[k + 1]);
+    if (rc == 0 && k > 0) rc = announce(net, L->w_offset + (size_t)r[k] * L->units, grad);
+  }
+  return rc;
+}
+
 /* The stage's tensors from below that need a gradient and got it elsewhere than in their
  * outbox (a tensor that only passes through this stage, or one whose gradient came from
  * above as well): copied there. */
@@ -202,6 +238,10 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
     }
     switch (L->kind) {
       case PST_LAYER_DENSE:
+        if (net->n_pieces[i] && !net->dry) {
+          rc = dense_in_pieces(net, i, in, w, d, dx, gw, gb, batch, grad);
+          break;
+        }
         rc = RUN(be->dense_backward(be, in, w, d, dx, gw, gb,
                                     batch, L->in_c, L->units));
         break;
@@ -294,18 +334,9 @@ int pst_net_backward(pst_net *net, int batch, float *grad) {
      * host memory that is all; a backend with download copies them to the host beside the
      * layers below and says so when they are there. A stage's gradient is final after the
      * step's last micro-batch only. */
-    if (rc == 0 && net->grad_ready && net->final_pass && !net->dry &&
-        L->w_count + L->b_count > 0) {
-      size_t from = L->w_count ? L->w_offset : L->b_offset;
-      if (be->host_memory) {
-        net->grad_ready(net->grad_ready_ctx, from);
-      } else if (be->download && from < net->grad_sent) {
-        op = "downloading its gradient";
-        rc = be->download(be, net->host_grad + from, grad + (from - net->p_lo),
-                          (net->grad_sent - from) * sizeof(float), net->grad_ready,
-                          net->grad_ready_ctx, from);
-        net->grad_sent = from;
-      }
+    if (rc == 0 && L->w_count + L->b_count > 0) {
+      op = "downloading its gradient";
+      rc = announce(net, L->w_count ? L->w_offset : L->b_offset, grad);
     }
     if (net->profile) net->layer_seconds[i] += pst_now() - t0;
     if (rc != 0) return pst_net_fail(net, rc, i, op, batch);

@@ -232,12 +232,84 @@ static void test_streamed_params(pst_backend *cpu) {
   fixture_free(&f);
 }
 
+/* pst_net_set_row_cuts: the first dense layer (27 inputs x 5) cut at a row boundary and
+ * inside a row, on the three backends, with the weights streamed (NaN until asked for) and
+ * the gradient announced: within rounding of the whole layers' step, the same bit for bit
+ * run after run, each piece waited for and announced on its own (two more waits and two more
+ * calls than whole layers, the froms going down), every announced float final; no cuts
+ * again: the whole layers' step bit for bit. Cuts out of order are refused, and a backend
+ * without the row operations runs every layer whole. */
+static void test_row_pieces(pst_backend *cpu) {
+  static const int32_t labels[B] = {0, 2, 1};
+  fixture f;
+  fixture_init(&f, cpu, 13, 29, labels);
+  size_t n = f.m.n_params;
+  int d1 = 0;
+  for (int l = 1; l < f.m.n_layers && !d1; l++)
+    if (f.m.layers[l].kind == PST_LAYER_DENSE) d1 = l;
+  const pst_layer *L = &f.m.layers[d1];
+  CHECK(d1 > 0 && L->in_c == 27 && L->units == 5);
+  /* Row 7 (a cut 2 floats into it) and row 20; one below the layer is not inside it. */
+  size_t cuts[] = {L->w_offset, L->w_offset + 7 * 5 + 2, L->w_offset + 20 * 5};
+  float *grad = f.a, *seen = f.b, *arriving = malloc(n * 4), *again = malloc(n * 4);
+  for (int dev = 0; dev < 3; dev++) {
+    double loss, want_loss, loss2;
+    int correct, want_correct;
+    pst_net *net = reference_net(&f, backend(cpu, dev), 7, &want_loss, &want_correct);
+    if (!net) continue;
+    CHECK(pst_net_set_row_cuts(net, cuts, 3) == 0);
+    CHECK(pst_net_layer_pieces(net, d1) == 3);
+    for (int l = 1; l < f.m.n_layers; l++) CHECK(l == d1 || pst_net_layer_pieces(net, l) == 1);
+    for (int run = 0; run < 2; run++) {
+      memset(arriving, 0xff, n * 4);
+      CHECK(pst_net_load_params(net, arriving) == 0);
+      stream_log s = {f.params, arriving, 0, n, 0, 0, 0};
+      CHECK(pst_net_load_params_streamed(net, arriving, on_wait, &s) == 0);
+      ready_log r = {grad, n, seen, n, 0, 0};
+      memset(grad, 0xff, n * 4);
+      pst_net_on_grad_ready(net, on_ready, &r);
+      downloads = 0;
+      CHECK(pst_net_train_step(net, f.x, f.labels, B, 0.5f, grad, &loss, &correct) == 0);
+      pst_net_on_grad_ready(net, NULL, NULL);
+      CHECK(s.got == n && s.shrinking == 0 && s.calls == f.with_params + 2);
+      CHECK(r.low == 0 && r.rising == 0);
+      CHECK(r.calls == (dev == 1 ? 1 : f.with_params + 3));
+      CHECK(memcmp(seen, grad, n * 4) == 0);
+      int far = 0;
+      for (size_t i = 0; i < n; i++) far += !t_close(grad[i], f.want[i], 1e-5, 1e-5);
+      CHECK(far == 0 && t_close(loss, want_loss, 1e-5, 1e-5) && correct == want_correct);
+      if (run == 0) memcpy(again, grad, n * 4), loss2 = loss;
+      else CHECK(memcmp(again, grad, n * 4) == 0 && loss == loss2);
+    }
+    /* No cuts: the whole layers' step again. */
+    CHECK(pst_net_set_row_cuts(net, NULL, 0) == 0 && pst_net_layer_pieces(net, d1) == 1);
+    CHECK(pst_net_load_params(net, f.params) == 0);
+    CHECK(pst_net_train_step(net, f.x, f.labels, B, 0.5f, grad, &loss, &correct) == 0);
+    CHECK(memcmp(grad, f.want, n * 4) == 0 && loss == want_loss);
+    size_t backwards[] = {cuts[2], cuts[1]};
+    CHECK(pst_net_set_row_cuts(net, backwards, 2) == -EINVAL);
+    pst_net_destroy(net);
+  }
+  pst_backend whole = *cpu;
+  whole.dense_forward_rows = NULL;
+  whole.dense_backward_rows = NULL;
+  pst_net *net = NULL;
+  CHECK(pst_net_create(&f.m, &whole, B, &net) == 0);
+  if (net) {
+    CHECK(pst_net_set_row_cuts(net, cuts, 3) == 0 && pst_net_layer_pieces(net, d1) == 1);
+    pst_net_destroy(net);
+  }
+  free(arriving), free(again);
+  fixture_free(&f);
+}
+
 int main(void) {
   pst_log_init("net_layers_test", PST_LOG_INFO);
   pst_backend *cpu = NULL;
   CHECK(pst_cpu_backend_create(1, &cpu) == 0);
   test_grad_ready(cpu);
   test_streamed_params(cpu);
+  test_row_pieces(cpu);
   cpu->destroy(cpu);
   return t_summary();
 }

@@ -54,6 +54,10 @@ struct pst_net {
    * grad_sent) a download has been asked for, on a backend with download (net.h). */
   float *host_grad;
   size_t grad_sent;
+  /* pst_net_set_row_cuts: a dense layer's pieces of rows of its weights, pieces[i][0] = 0 <
+   * ... < pieces[i][n_pieces[i]] = its input size; NULL and 0 for a layer run whole. */
+  int *pieces[PST_MODEL_MAX_LAYERS];
+  int n_pieces[PST_MODEL_MAX_LAYERS];
   /* Where each layer's parameters end (w, b and s ranges); 0 for a layer without any. */
   size_t params_end[PST_MODEL_MAX_LAYERS];
   char err[640];                    /* why the last call failed (pst_net_error) */

@@ -66,19 +66,28 @@ static void wait_device(null_impl *n) {
   n->late = late > 0 ? late : 0;
 }
 
-/* The device does `flops` of work: it starts once it has finished what came before and the
- * caller has asked, and its clock moves on by the work's time; the caller waits once the
- * clock is far enough ahead. The caller's clock runs behind by how late its last wait ended:
- * a real device's caller would not have slept past it. */
-static void spend(pst_backend *b, double flops) {
+/* Where the device's clock would start an operation asked for now: the caller's clock runs
+ * behind by how late its last wait ended (a real device's caller would not have slept past
+ * it). */
+static double asked_now(const null_impl *n) { return pst_now() - n->late; }
+
+/* The device does `flops` of work asked for at `asked` (asked_now): it starts once it has
+ * finished what came before and the caller has asked, and its clock moves on by the work's
+ * time; the caller waits once the clock is far enough ahead. The backward passes take their
+ * time of asking before they write the gradient into host memory, so that the writing (which
+ * stands for the device's own stores, and on a GPU the copy engine's download beside the
+ * compute) falls inside the operation's time instead of after it: 0.1 ms a step of mlp at
+ * batch 256 that no GPU spends. */
+static void spend_from(pst_backend *b, double flops, double asked) {
   null_impl *n = b->impl;
   n->counted += flops;
   if (n->rate <= 0 || n->flops_per_sample <= 0) return;
-  double asked = pst_now() - n->late;
   if (n->due < asked) n->due = asked;
   n->due += flops / (n->flops_per_sample * n->rate);
   if (n->due - asked >= MIN_SLEEP) wait_device(n);
 }
+
+static void spend(pst_backend *b, double flops) { spend_from(b, flops, asked_now(b->impl)); }
 
 static void fill(float *p, size_t n, float v) {
   if (!p) return;
@@ -124,9 +133,34 @@ static int dense_backward(pst_backend *b, const float *x, const float *w, const 
                           float *dx, float *dw, float *db, int batch, int in, int out) {
   null_impl *n = b->impl;
   (void)x, (void)w, (void)dy;
-  spend(b, (dx ? 4.0 : 2.0) * batch * in * out);
+  double at = asked_now(n);
   fill(dw, (size_t)in * out, n->grad_scale * GRAD_VALUE);
   fill(db, (size_t)out, n->grad_scale * GRAD_VALUE);
+  spend_from(b, (dx ? 4.0 : 2.0) * batch * in * out, at);
+  return 0;
+}
+
+/* A dense layer in pieces of rows (backend.h): each piece its share of the layer's work, so
+ * the pieces of a layer take its whole time; a piece's rows of the gradient are written as
+ * the whole layer's are. */
+static int dense_forward_rows(pst_backend *b, const float *x, const float *w, const float *bias,
+                              float *y, int batch, int in, int out, int r0, int r1) {
+  (void)x, (void)w, (void)bias, (void)y;
+  if (batch <= 0 || out <= 0 || r0 < 0 || r0 >= r1 || r1 > in) return -EINVAL;
+  spend(b, 2.0 * batch * (r1 - r0) * out);
+  return 0;
+}
+
+static int dense_backward_rows(pst_backend *b, const float *x, const float *w, const float *dy,
+                               float *dx, float *dw, float *db, int batch, int in, int out,
+                               int r0, int r1) {
+  null_impl *n = b->impl;
+  (void)x, (void)w, (void)dy;
+  if (batch <= 0 || out <= 0 || r0 < 0 || r0 >= r1 || r1 > in) return -EINVAL;
+  double at = asked_now(n);
+  if (dw) fill(dw + (size_t)r0 * out, (size_t)(r1 - r0) * out, n->grad_scale * GRAD_VALUE);
+  fill(db, (size_t)out, n->grad_scale * GRAD_VALUE);
+  spend_from(b, (dx ? 4.0 : 2.0) * batch * (r1 - r0) * out, at);
   return 0;
 }
 
@@ -188,9 +222,10 @@ static int conv2d_backward(pst_backend *b, const pst_window_shape *s, const floa
                            const float *w, const float *dy, float *dx, float *dw, float *db) {
   null_impl *n = b->impl;
   (void)x, (void)w, (void)dy;
-  spend(b, (dx ? 2.0 : 1.0) * window_flops(s, s->in_c));
+  double at = asked_now(n);
   fill(dw, (size_t)s->out_c * s->k_h * s->k_w * s->in_c, n->grad_scale * GRAD_VALUE);
   fill(db, (size_t)s->out_c, n->grad_scale * GRAD_VALUE);
+  spend_from(b, (dx ? 2.0 : 1.0) * window_flops(s, s->in_c), at);
   return 0;
 }
 
@@ -206,9 +241,10 @@ static int depthwise_backward(pst_backend *b, const pst_window_shape *s, const f
                               float *db) {
   null_impl *n = b->impl;
   (void)x, (void)w, (void)dy;
-  spend(b, (dx ? 2.0 : 1.0) * window_flops(s, 1));
+  double at = asked_now(n);
   fill(dw, (size_t)s->out_c * s->k_h * s->k_w, n->grad_scale * GRAD_VALUE);
   fill(db, (size_t)s->out_c, n->grad_scale * GRAD_VALUE);
+  spend_from(b, (dx ? 2.0 : 1.0) * window_flops(s, 1), at);
   return 0;
 }
 
@@ -256,8 +292,9 @@ static int bn_forward_train(pst_backend *b, const float *x, const float *gamma,
                             const float *beta, float *y, int rows, int channels, float eps,
                             const float *moving, float k, float *saved, float *dmoving) {
   (void)x, (void)gamma, (void)beta, (void)y, (void)eps, (void)moving, (void)k, (void)saved;
-  spend(b, 5.0 * rows * channels);
+  double at = asked_now(b->impl);
   fill(dmoving, 2 * (size_t)channels, 0.0f); /* the moving statistics stay as they are */
+  spend_from(b, 5.0 * rows * channels, at);
   return 0;
 }
 
@@ -274,9 +311,10 @@ static int bn_backward(pst_backend *b, const float *x, const float *gamma, const
                        int channels, float eps) {
   null_impl *n = b->impl;
   (void)x, (void)gamma, (void)saved, (void)dy, (void)dx, (void)eps;
-  spend(b, 8.0 * rows * channels);
+  double at = asked_now(n);
   fill(dgamma, (size_t)channels, n->grad_scale * GRAD_VALUE);
   fill(dbeta, (size_t)channels, n->grad_scale * GRAD_VALUE);
+  spend_from(b, 8.0 * rows * channels, at);
   return 0;
 }
 
@@ -310,6 +348,8 @@ int pst_null_backend_create(double samples_per_sec, pst_backend **out) {
   b->synchronize = null_synchronize;
   b->dense_forward = dense_forward;
   b->dense_backward = dense_backward;
+  b->dense_forward_rows = dense_forward_rows;
+  b->dense_backward_rows = dense_backward_rows;
   b->relu_forward = unary;
   b->relu_backward = unary_backward;
   b->relu6_forward = unary;

@@ -60,8 +60,9 @@ static int setup_from_welcome(wk_trainer *t, const Pstrain__Welcome *w,
     wk_fail(t, "%s", why);
     return rc;
   }
-  LOG_INFO("layer by layer on %s: push %s, pull %s", t->backend->name,
-           t->opt.push_by_layer ? "on" : "off", t->opt.pull_by_layer ? "on" : "off");
+  LOG_INFO("layer by layer on %s: push %s, pull %s, large dense layers in pieces %s",
+           t->backend->name, t->opt.push_by_layer ? "on" : "off",
+           t->opt.pull_by_layer ? "on" : "off", t->opt.layer_pieces ? "on" : "off");
   if (t->data_ranges)
     LOG_INFO("worker %d (of at most %d) on %s: %s mode, the ps hands out ranges of each epoch's "
              "order of %d samples, batch %d, %d epochs%s%s", t->index, t->world,
@@ -158,6 +159,7 @@ static int take_shard(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w) {
   sh->eval_epoch = w->eval_epoch;
   int rc = wk_client_prepare_push(&sh->client, &t->model, lo, n, w->chunk_floats,
                                   w->layer_chunks);
+  t->cuts_stale = 1;
   if (rc == 0) {
     rc = wk_client_set_encodings(&sh->client, (pst_enc)w->push_encoding,
                                  (pst_enc)w->pull_encoding, w->topk_fraction, w->topk_warmup,

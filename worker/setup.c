@@ -81,6 +81,10 @@ int wk_setup_compute(wk_trainer *t, pst_grad_ready_fn grad_ready, char *err, siz
   int gpu_like = strncmp(t->backend->name, "cpu", 3) != 0;
   if (t->opt.push_by_layer == WK_LAYERED_AUTO) t->opt.push_by_layer = gpu_like;
   if (t->opt.pull_by_layer == WK_LAYERED_AUTO) t->opt.pull_by_layer = gpu_like;
+  /* Pieces change the sums' order (kernels/backend.h): on by default only where the layers'
+   * transfers overlap a device's compute, never for a CPU worker's whole-layer results. */
+  if (t->opt.layer_pieces == WK_LAYERED_AUTO)
+    t->opt.layer_pieces = gpu_like && (t->opt.push_by_layer || t->opt.pull_by_layer);
   if (grad_ready && t->opt.push_by_layer) pst_pipe_on_grad_ready(t->net, grad_ready, t);
   size_t n = t->model.n_params;
   t->params = host_buffer(t, n * sizeof(float));

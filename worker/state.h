@@ -58,6 +58,10 @@ typedef struct {
   int pull_by_layer;         /* start each training step while its weights are arriving,
                               * each layer's forward pass once that layer's are in */
                              /* (either WK_LAYERED_AUTO until the device is open) */
+  int layer_pieces;          /* run large dense layers in pieces of rows that follow the
+                              * wire's chunks (kernels/net.h, pst_net_set_row_cuts), so that
+                              * their transfers overlap their compute; WK_LAYERED_AUTO: on
+                              * for a GPU or null device with push_by_layer or pull_by_layer */
   const pst_secret *secret;  /* the cluster secret, or NULL/unset */
   pst_tls_ctx *tls;          /* mutual TLS with the ps, or NULL */
   const char *tls_name;      /* with TLS: the name the ps's certificate must carry, or NULL */
@@ -142,6 +146,9 @@ typedef struct wk_trainer {
   uv_mutex_t pull_mu;
   uv_cond_t pull_cond;
   int pull_streaming, work_streamed;
+  int cuts_stale;            /* a WELCOME set the chunks: the net's pieces follow them at
+                              * the next step (loop only; the net is the threadpool's while a
+                              * step runs) */
   uint64_t steps_early;      /* training steps started before their weights were all in */
   uint64_t clipped;          /* gradients scaled down to the clip norm */
   double weights_wait;       /* seconds those steps waited in all for their weights */

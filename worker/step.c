@@ -602,7 +602,28 @@ void wk_on_grad_ready(uv_async_t *a) {
   }
 }
 
+/* --layer-pieces: the net's dense layers cut where the shards' chunks start (the vector's
+ * offsets, shard by shard in order), so that each chunk of a large layer's gradient is
+ * pushed once its piece is made and each piece's forward pass runs once its chunk is in. Set
+ * on the loop before a step is queued: the net is the threadpool's while one runs. A failure
+ * (out of memory) leaves the layers whole, which trains the same. */
+static void set_row_cuts(wk_trainer *t) {
+  t->cuts_stale = 0;
+  if (!t->opt.layer_pieces) return;
+  size_t n = 0;
+  for (int i = 0; i < t->n_ps; i++) n += t->ps[i].client.n_chunks;
+  size_t *cuts = malloc((n ? n : 1) * sizeof *cuts);
+  if (cuts == NULL) return;
+  size_t k = 0;
+  for (int i = 0; i < t->n_ps; i++)
+    for (uint32_t c = 0; c < t->ps[i].client.n_chunks; c++)
+      cuts[k++] = t->ps[i].offset + t->ps[i].client.starts[c];
+  if (pst_pipe_set_row_cuts(t->net, cuts, k) < 0) pst_pipe_set_row_cuts(t->net, NULL, 0);
+  free(cuts);
+}
+
 static void start_work(wk_trainer *t, wk_work_kind kind) {
+  if (t->cuts_stale) set_row_cuts(t);
   t->state = WK_COMPUTING;
   t->work_kind = kind;
   t->work_running = 1;

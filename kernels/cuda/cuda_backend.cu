@@ -519,6 +519,8 @@ PST_CUDA_EXPORT int pst_cuda_backend_create(int device, size_t mem_limit_bytes, 
   b->copy_from = pst_cuda_copy_from;
   b->dense_forward = pst_cuda_dense_forward;
   b->dense_backward = pst_cuda_dense_backward;
+  b->dense_forward_rows = pst_cuda_dense_forward_rows;
+  b->dense_backward_rows = pst_cuda_dense_backward_rows;
   b->relu_forward = pst_cuda_relu_forward;
   b->relu_backward = pst_cuda_relu_backward;
   b->relu6_forward = pst_cuda_relu6_forward;

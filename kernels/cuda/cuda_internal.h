@@ -248,6 +248,11 @@ int pst_cuda_dense_forward(pst_backend *b, const float *x, const float *w, const
                            float *y, int batch, int in, int out);
 int pst_cuda_dense_backward(pst_backend *b, const float *x, const float *w, const float *dy,
                             float *dx, float *dw, float *db, int batch, int in, int out);
+int pst_cuda_dense_forward_rows(pst_backend *b, const float *x, const float *w, const float *bias,
+                                float *y, int batch, int in, int out, int r0, int r1);
+int pst_cuda_dense_backward_rows(pst_backend *b, const float *x, const float *w, const float *dy,
+                                 float *dx, float *dw, float *db, int batch, int in, int out,
+                                 int r0, int r1);
 int pst_cuda_relu_forward(pst_backend *b, const float *x, float *y, size_t n);
 int pst_cuda_relu_backward(pst_backend *b, const float *y, const float *dy, float *dx, size_t n);
 int pst_cuda_relu6_forward(pst_backend *b, const float *x, float *y, size_t n);

@@ -58,7 +58,27 @@ static inline float *rand_floats(size_t n, double lo, double hi) {
 
 typedef struct {
   float *y, *dx, *dw, *db, *dw_nodx;
+  /* The same layer in pieces of rows (backend.h, dense_*_rows), when the backend has them:
+   * forward pieces in ascending order with the bias on the last, backward pieces in
+   * descending order with db on the first, as kernels/net runs them. */
+  float *y_rows, *dx_rows, *dw_rows, *db_rows;
 } dense_out;
+
+/* The rows where the pieces of an `in`-row layer start: 3 pieces (or fewer rows), uneven. */
+static inline int dense_row_cuts(int in, int *cut) {
+  int n = 0;
+  cut[n++] = 0;
+  if (in >= 3) cut[n++] = in / 3;
+  if (in >= 2 && in - in / 4 > cut[n - 1]) {
+    cut[n] = in - in / 4;
+    n++;
+  }
+  if (cut[n - 1] != in) {
+    cut[n] = in;
+    n++;
+  }
+  return n - 1; /* pieces */
+}
 
 static inline int run_dense(pst_backend *b, int B, int in, int out, const float *x,
                             const float *w, const float *bias, const float *dy, dense_out *o) {
@@ -75,6 +95,19 @@ static inline int run_dense(pst_backend *b, int B, int in, int out, const float 
   /* The first layer's variant: no input gradient. */
   if (!rc) rc = b->dense_backward(b, dx_, dw_, ddy, NULL, dgw, NULL, B, in, out);
   if (!rc) rc = down(b, o->dw_nodx, dgw, nw * 4);
+  if (!rc && b->dense_forward_rows && b->dense_backward_rows) {
+    int cut[4], pieces = dense_row_cuts(in, cut);
+    for (int k = 0; k < pieces && !rc; k++)
+      rc = b->dense_forward_rows(b, dx_, dw_, k == pieces - 1 ? dbias : NULL, dyo, B, in, out,
+                                 cut[k], cut[k + 1]);
+    if (!rc) rc = down(b, o->y_rows, dyo, ny * 4);
+    for (int k = pieces - 1; k >= 0 && !rc; k--)
+      rc = b->dense_backward_rows(b, dx_, dw_, ddy, dgx, dgw, k == pieces - 1 ? dgb : NULL, B, in,
+                                  out, cut[k], cut[k + 1]);
+    if (!rc) rc = down(b, o->dx_rows, dgx, nx * 4);
+    if (!rc) rc = down(b, o->dw_rows, dgw, nw * 4);
+    if (!rc) rc = down(b, o->db_rows, dgb, (size_t)out * 4);
+  }
   float *all[] = {dx_, dw_, dbias, ddy, dyo, dgx, dgw, dgb};
   for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) b->free(b, all[i]);
   return rc;
@@ -88,7 +121,9 @@ static inline void test_dense(int B, int in, int out) {
   float *bias = rand_floats((size_t)out, -0.5, 0.5), *dy = rand_floats(ny, -1, 1);
   dense_out o[2];
   for (int k = 0; k < 2; k++) {
-    o[k] = (dense_out){pst_parity_zeros(ny), pst_parity_zeros(nx), pst_parity_zeros(nw), pst_parity_zeros((size_t)out), pst_parity_zeros(nw)};
+    o[k] = (dense_out){pst_parity_zeros(ny), pst_parity_zeros(nx), pst_parity_zeros(nw),
+                       pst_parity_zeros((size_t)out), pst_parity_zeros(nw), pst_parity_zeros(ny),
+                       pst_parity_zeros(nx), pst_parity_zeros(nw), pst_parity_zeros((size_t)out)};
     int rc = run_dense(k ? g_dut : g_ref, B, in, out, x, w, bias, dy, &o[k]);
     CHECK(rc == 0);
     pst_backend *b = k ? g_dut : g_ref;
@@ -99,8 +134,17 @@ static inline void test_dense(int B, int in, int out) {
   pst_parity_compare(what, "dw", o[1].dw, o[0].dw, nw);
   pst_parity_compare(what, "db", o[1].db, o[0].db, (size_t)out);
   pst_parity_compare(what, "dw (dx NULL)", o[1].dw_nodx, o[0].dw_nodx, nw);
+  /* The pieces, against the reference's whole layer (both backends have them: the CPU's
+   * own pieces are checked against its whole layer in kernels/cpu_dense_test). */
+  if (g_dut->dense_forward_rows && g_dut->dense_backward_rows) {
+    pst_parity_compare(what, "y (rows)", o[1].y_rows, o[0].y, ny);
+    pst_parity_compare(what, "dx (rows)", o[1].dx_rows, o[0].dx, nx);
+    pst_parity_compare(what, "dw (rows)", o[1].dw_rows, o[0].dw, nw);
+    pst_parity_compare(what, "db (rows)", o[1].db_rows, o[0].db, (size_t)out);
+  }
   for (int k = 0; k < 2; k++) {
     free(o[k].y), free(o[k].dx), free(o[k].dw), free(o[k].db), free(o[k].dw_nodx);
+    free(o[k].y_rows), free(o[k].dx_rows), free(o[k].dw_rows), free(o[k].db_rows);
   }
   free(x), free(w), free(bias), free(dy);
 }

@@ -62,6 +62,9 @@ void pst_pipe_set_seed(pst_pipe *p, uint64_t seed);
 int pst_pipe_train_step(pst_pipe *p, const float *x, const int32_t *labels, int batch,
                         float loss_scale, float *grad, double *loss_sum, int *correct);
 void pst_pipe_on_grad_ready(pst_pipe *p, pst_grad_ready_fn fn, void *ctx);
+/* pst_net_set_row_cuts for a model on one device without micro-batches; nothing to do on
+ * stages (net.h says why). */
+int pst_pipe_set_row_cuts(pst_pipe *p, const size_t *cuts, size_t n);
 int pst_pipe_evaluate(pst_pipe *p, const float *x, const int32_t *labels, int batch,
                       double *loss_sum, int *correct);
 const char *pst_pipe_error(const pst_pipe *p);

@@ -19,7 +19,7 @@ void pl_run_defaults(pl_run_options *o) {
   o->threads = 1;
   o->workers_per_gpu = 1;
   o->chunk_kib = 4096;
-  o->push_by_layer = o->pull_by_layer = -1; /* the workers' own default */
+  o->push_by_layer = o->pull_by_layer = o->layer_pieces = -1; /* the workers' own default */
 }
 
 int pl_default_ps_threads(int cores, int worker_threads, int n_ps, size_t shard_floats) {

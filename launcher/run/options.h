@@ -13,6 +13,10 @@
 
 /* One point of `--schedule` (launcher/run/schedule.c): once `epoch` epochs' worth of samples are
  * trained, `delta` workers are started (> 0) or asked to leave (< 0). */
+/* The chunk on the wire for a job of GPU or null workers when --chunk-kib is not given
+ * (launcher/run/local.c says why). */
+#define PL_GPU_CHUNK_KIB 256
+
 typedef struct {
   double epoch;
   int delta;
@@ -53,7 +57,9 @@ typedef struct pl_run_options {
   const char *place;          /* workers' --place, or NULL */
   int push_by_layer;          /* workers' --push-by-layer (-1: not given, their default) */
   int pull_by_layer;          /* workers' --pull-by-layer (-1: not given, their default) */
-  int chunk_kib;
+  int layer_pieces;           /* workers' --layer-pieces (-1: not given, their default) */
+  int chunk_kib;              /* the ps's --chunk-kib (PL_GPU_CHUNK_KIB for GPU and null
+                               * workers when not given) */
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */
   int ps_shards;              /* ps processes the weights are split over (0 or 1: one) */
   /* --ps-placement behind --link (launcher/links/place.h): one-host, colocated or separate
