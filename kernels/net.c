@@ -490,6 +490,11 @@ int pst_net_forward(pst_net *net, int batch, int training) {
   return rc != 0 ? pst_net_fail_step(net, rc, "loading the last weights") : 0;
 }
 
+void pst_net_on_grad_part(pst_net *net, pst_grad_part_fn fn, void *ctx) {
+  net->grad_part = fn;
+  net->grad_part_ctx = ctx;
+}
+
 void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx) {
   net->grad_ready = fn;
   net->grad_ready_ctx = ctx;

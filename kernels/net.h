@@ -80,6 +80,17 @@ int pst_net_train_step(pst_net *net, const float *x, const int32_t *labels, int 
  * only the last call. NULL: no calls. */
 typedef void (*pst_grad_ready_fn)(void *ctx, size_t from);
 void pst_net_on_grad_ready(pst_net *net, pst_grad_ready_fn fn, void *ctx);
+/* With grad_ready set, a layer cut into pieces (pst_net_set_row_cuts) is made from its
+ * first rows up instead of from its last rows down, and each piece but the last is
+ * announced here: floats [lo, hi) of the host's grad vector are final, lo the layer's first
+ * float and hi the end of the rows made so far (growing; the bias, above the weights, comes
+ * with the last piece, which grad_ready announces with from = lo as for a whole layer). The
+ * calls come on the computing thread (host memory) or the backend's download thread, in
+ * order with the grad_ready calls. So a worker sends a layer's first chunk first, which is
+ * the chunk the next forward pass needs first. NULL: cut layers go from the top down,
+ * announced by grad_ready alone. Between steps only. */
+typedef void (*pst_grad_part_fn)(void *ctx, size_t lo, size_t hi);
+void pst_net_on_grad_part(pst_net *net, pst_grad_part_fn fn, void *ctx);
 /* Forward only, in evaluation mode (no dropout; batchnorm normalises with the moving
  * statistics of the loaded parameters): sum of losses and number correct. */
 int pst_net_evaluate(pst_net *net, const float *x, const int32_t *labels, int batch,

@@ -146,15 +146,69 @@ static int announce(pst_net *net, size_t from, float *grad) {
   return rc;
 }
 
-/* A dense layer's backward in pieces of rows (pst_net_set_row_cuts), from the last rows
- * down, each piece's gradient announced as soon as it is made (the bias's, above the
- * weights, with the first piece); the layer's end announces the last piece. */
+/* Piece k of cut layer i as a range of the vector (its rows of the weights). */
+static void piece_range(const pst_net *net, int i, int k, size_t *lo, size_t *hi) {
+  const pst_layer *L = &net->m.layers[i];
+  *lo = L->w_offset + (size_t)net->pieces[i][k] * L->units;
+  *hi = L->w_offset + (size_t)net->pieces[i][k + 1] * L->units;
+}
+
+/* A rising piece's download is on the host (the backend's thread): arg is the layer times
+ * PST_NET_MAX_PIECES plus the piece, whose range the cuts (unchanged during a step) give. */
+static void part_downloaded(void *ctx, size_t arg) {
+  pst_net *net = ctx;
+  size_t lo, hi;
+  int i = (int)(arg / PST_NET_MAX_PIECES);
+  piece_range(net, i, (int)(arg % PST_NET_MAX_PIECES), &lo, &hi);
+  net->grad_part(net->grad_part_ctx, net->m.layers[i].w_offset, hi);
+}
+
+/* Rows [lo, hi) of a rising layer are final (net.h, pst_net_on_grad_part). */
+static int announce_part(pst_net *net, int i, int k, float *grad) {
+  pst_backend *be = net->be;
+  size_t lo, hi;
+  piece_range(net, i, k, &lo, &hi);
+  if (be->host_memory) {
+    net->grad_part(net->grad_part_ctx, net->m.layers[i].w_offset, hi);
+    return 0;
+  }
+  if (!be->download) return 0;
+  return be->download(be, net->host_grad + lo, grad + (lo - net->p_lo), (hi - lo) * sizeof(float),
+                      part_downloaded, net, (size_t)i * PST_NET_MAX_PIECES + (size_t)k);
+}
+
+/* A dense layer's backward in pieces of rows (pst_net_set_row_cuts). With grad_part, from
+ * the first rows up, each piece but the last announced by grad_part as soon as it is made,
+ * the bias (above the weights) with the last, which the layer's end announces (a backend
+ * with download then copies only what the pieces did not: grad_sent moves down to the last
+ * piece's first float here). Else from the last rows down, each piece announced by
+ * grad_ready as soon as it is made, the bias with the first. */
 static int dense_in_pieces(pst_net *net, int i, const float *in, const float *w, const float *d,
                            float *dx, float *gw, float *gb, int batch, float *grad) {
   pst_backend *be = net->be;
   const pst_layer *L = &net->m.layers[i];
   const int *r = net->pieces[i];
   int top = net->n_pieces[i] - 1, rc = 0;
+  if (net->grad_part && net->grad_ready && net->final_pass) {
+    for (int k = 0; k <= top && rc == 0; k++) {
+      rc = be->dense_backward_rows(be, in, w, d, dx, gw, k == top ? gb : NULL, batch, L->in_c,
+                                   L->units, r[k], r[k + 1]);
+      if (rc == 0 && k < top) rc = announce_part(net, i, k, grad);
+    }
+    if (rc == 0 && !be->host_memory && be->download) {
+      /* The last piece and the bias: downloaded by the layer's end, which says grad_ready
+       * for the whole layer once they are in (downloads finish in order). */
+      size_t lo, hi;
+      piece_range(net, i, top, &lo, &hi);
+      if (lo < net->grad_sent) {
+        rc = be->download(be, net->host_grad + lo, grad + (lo - net->p_lo),
+                          (net->grad_sent - lo) * sizeof(float), net->grad_ready,
+                          net->grad_ready_ctx, L->w_offset);
+        net->grad_sent = L->w_offset;
+      }
+    }
+    return rc;
+  }
   for (int k = top; k >= 0 && rc == 0; k--) {
     rc = be->dense_backward_rows(be, in, w, d, dx, gw, k == top ? gb : NULL, batch, L->in_c,
                                  L->units, r[k], r[k + 1]);

@@ -232,6 +232,23 @@ static void test_streamed_params(pst_backend *cpu) {
   fixture_free(&f);
 }
 
+/* pst_net_on_grad_part: each call's [lo, hi) is checked final (against the step's end) as
+ * it is said, lo the layer's first float and hi growing. */
+typedef struct {
+  const float *grad;
+  float *seen;
+  size_t lo, hi;
+  int calls, bad;
+} part_log;
+
+static void on_part(void *ctx, size_t lo, size_t hi) {
+  part_log *p = ctx;
+  if (lo != p->lo || hi <= p->hi) p->bad++;
+  for (size_t i = lo; i < hi; i++) p->seen[i] = p->grad[i];
+  p->hi = hi;
+  p->calls++;
+}
+
 /* pst_net_set_row_cuts: the first dense layer (27 inputs x 5) cut at a row boundary and
  * inside a row, on the three backends, with the weights streamed (NaN until asked for) and
  * the gradient announced: within rounding of the whole layers' step, the same bit for bit
@@ -281,6 +298,24 @@ static void test_row_pieces(pst_backend *cpu) {
       if (run == 0) memcpy(again, grad, n * 4), loss2 = loss;
       else CHECK(memcmp(again, grad, n * 4) == 0 && loss == loss2);
     }
+    /* With grad_part the cut layer is made from its first rows up: each piece but the last
+     * says [w_offset, end of its rows) is final, growing; grad_ready then says the whole
+     * layer as for an uncut one (no extra calls). The same weights bit for bit: each piece
+     * writes only its own rows, whatever the order. */
+    part_log pl = {grad, seen, L->w_offset, 0, 0, 0};
+    ready_log r = {grad, n, seen, n, 0, 0};
+    memset(grad, 0xff, n * 4);
+    memset(seen, 0xff, n * 4);
+    CHECK(pst_net_load_params(net, f.params) == 0);
+    pst_net_on_grad_ready(net, on_ready, &r);
+    pst_net_on_grad_part(net, on_part, &pl);
+    CHECK(pst_net_train_step(net, f.x, f.labels, B, 0.5f, grad, &loss, &correct) == 0);
+    pst_net_on_grad_ready(net, NULL, NULL);
+    pst_net_on_grad_part(net, NULL, NULL);
+    CHECK(pl.calls == (dev == 1 ? 0 : 2) && pl.bad == 0);
+    CHECK(pl.hi == (dev == 1 ? 0 : L->w_offset + 20 * 5));
+    CHECK(r.calls == (dev == 1 ? 1 : f.with_params + 1) && r.rising == 0 && r.low == 0);
+    CHECK(memcmp(grad, again, n * 4) == 0 && memcmp(seen, grad, n * 4) == 0);
     /* No cuts: the whole layers' step again. */
     CHECK(pst_net_set_row_cuts(net, NULL, 0) == 0 && pst_net_layer_pieces(net, d1) == 1);
     CHECK(pst_net_load_params(net, f.params) == 0);

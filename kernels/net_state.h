@@ -44,6 +44,8 @@ struct pst_net {
   float state_scale;                /* training: loss_scale * batch (net.h) */
   pst_grad_ready_fn grad_ready;     /* pst_net_on_grad_ready, or NULL */
   void *grad_ready_ctx;
+  pst_grad_part_fn grad_part;       /* pst_net_on_grad_part, or NULL */
+  void *grad_part_ctx;
   /* pst_net_load_params_streamed: the host vector still arriving, its wait, and how many
    * of its floats are on the device; stream_src is NULL once all are. */
   const float *stream_src;

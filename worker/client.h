@@ -110,11 +110,13 @@ struct wk_client {
    * makes the gradient: to a ps that says push_runs (issue 41) in ascending runs, each the
    * chunks final at one wake-up (run_hi: the lowest chunk of the runs begun; the current
    * run's next chunk and end), so that chunk 0 comes before the rest of the first layer; to
-   * an older ps one chunk at a time, the highest first (push_desc). */
+   * an older ps one chunk at a time, the highest first (push_desc). A layer made in rising
+   * pieces (wk_client_push_rising) is one run that grows as its pieces are made: run_limit
+   * is the end of its chunks final so far (run_end for a run made whole). */
   int push_runs;          /* the ps takes runs and a PULL in a push's middle */
   int push_desc;
   uint32_t push_queued;
-  uint32_t run_hi, run_next, run_end;
+  uint32_t run_hi, run_next, run_end, run_limit;
   /* The exposed wait of each step (issue 26): from the last byte of a push handed to the
    * kernel (push_done_at, 0 while none is pending) to the first WEIGHTS frame after it, the
    * next reply's first chunk. wait_us goes to the ps on the next push's first chunk, and
@@ -174,6 +176,15 @@ int wk_client_push(wk_client *c, uint64_t version, const float *grad);
  * queued and written. */
 int wk_client_push_begin(wk_client *c, uint64_t version, const float *grad);
 int wk_client_push_upto(wk_client *c, size_t from);
+/* A layer whose gradient is made in rising pieces (kernels/net.h, pst_net_on_grad_part):
+ * floats [lo, hi) of this client's part are final, lo the layer's first float. To a ps that
+ * takes runs, the layer's chunks go as one run, ascending, each once it is wholly final
+ * (its first chunk right away: with the early PULL after it, the ps streams the next
+ * weights' chunk 0 while the layer's other pieces are still being computed); the rest of
+ * the run when wk_client_push_upto says the layer is final. Nothing to a ps without runs
+ * (the layer then goes from the top down when final), or when lo does not begin a chunk of
+ * its own. 0 or a negative error. */
+int wk_client_push_rising(wk_client *c, size_t lo, size_t hi);
 /* As upto(0), but stops after chunk 0 when the push goes in runs and more than chunk 0 is
  * left of its last run: the caller sends its PULL next, then upto(0) the rest, so that the
  * ps answers chunk 0 while the rest still comes (proto: Welcome.push_runs). Returns 1 when it

@@ -5,6 +5,7 @@
 #include "worker/client.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,7 +256,7 @@ static int push_begin(wk_client *c, uint64_t version, const float *grad, int des
   c->push_grad = grad;
   c->push_desc = desc;
   c->push_queued = 0;
-  c->run_hi = c->run_next = c->run_end = c->n_chunks;
+  c->run_hi = c->run_next = c->run_end = c->run_limit = c->n_chunks;
   c->writes_left = 0;
   c->push_timed = 0;
   c->tl_step = pst_tl_current_step();
@@ -284,11 +285,14 @@ static int push_some(wk_client *c, size_t from, int head) {
         uint32_t lo = c->run_hi;
         while (lo > 0 && c->starts[lo - 1] >= from) lo--;
         if (lo == c->run_hi) break;
-        c->run_end = c->run_hi;
+        c->run_end = c->run_limit = c->run_hi;
         c->run_next = c->run_hi = lo;
+      } else if (from <= c->starts[c->run_hi]) {
+        c->run_limit = c->run_end; /* a rising run (push_rising) is final whole now */
       }
       i = c->run_next;
-      k = c->run_end - i < PUSH_BATCH ? c->run_end - i : PUSH_BATCH;
+      if (i >= c->run_limit) break; /* a rising run's next chunk is not made yet */
+      k = c->run_limit - i < PUSH_BATCH ? c->run_limit - i : PUSH_BATCH;
       if (head && c->run_hi == 0 && c->run_end > 1) {
         if (i > 0) return 1;
         k = 1;
@@ -304,6 +308,29 @@ static int push_some(wk_client *c, size_t from, int head) {
 
 int wk_client_push_upto(wk_client *c, size_t from) {
   int rc = push_some(c, from, 0);
+  return rc < 0 ? rc : 0;
+}
+
+int wk_client_push_rising(wk_client *c, size_t lo, size_t hi) {
+  if (c->state != WK_CONN_OPEN) return -ENOTCONN;
+  if (goes_down(c) || !c->push_desc || hi <= lo) return 0;
+  if (c->run_next == c->run_end) {
+    /* The runs above are queued: this layer's run begins, at its first chunk, which must be
+     * its own (a chunk that also holds floats below lo is not final before they are: the
+     * layer then goes as a whole run once it is, as without pieces). */
+    uint32_t first = c->run_hi;
+    while (first > 0 && c->starts[first - 1] >= lo) first--;
+    if (first == c->run_hi || c->starts[first] != lo) return 0;
+    c->run_end = c->run_hi;
+    c->run_next = c->run_hi = c->run_limit = first;
+  } else if (c->starts[c->run_hi] != lo) {
+    return 0; /* the run under way is another's (a whole one still being queued) */
+  }
+  /* Chunks wholly below hi are final. */
+  uint32_t lim = c->run_limit;
+  while (lim < c->run_end && c->starts[lim + 1] <= hi) lim++;
+  c->run_limit = lim;
+  int rc = push_some(c, SIZE_MAX, 0); /* no new run: only this one's final chunks */
   return rc < 0 ? rc : 0;
 }
 

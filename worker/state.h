@@ -136,6 +136,9 @@ typedef struct wk_trainer {
    * (on_grad_ready). layer_push: this step's push was begun that way and is still open. */
   uv_async_t grad_async;
   atomic_size_t grad_from;
+  /* --layer-pieces: a layer made in rising pieces has [part_lo, part_hi) final
+   * (kernels/net.h, pst_net_on_grad_part), under pull_mu; part_hi = 0: none this step. */
+  size_t part_lo, part_hi;
   int layer_push;
   /* --pull-by-layer: a training step may start once shard 0's reply has begun (every EVAL
    * ask comes before it) and the last push has left; its forward pass then waits in

@@ -571,6 +571,9 @@ static void begin_layer_push(wk_trainer *t) {
       t->clip_norm > 0)
     return;
   atomic_store(&t->grad_from, t->model.n_params);
+  uv_mutex_lock(&t->pull_mu);
+  t->part_lo = t->part_hi = 0;
+  uv_mutex_unlock(&t->pull_mu);
   for (int i = 0; i < t->n_ps; i++)
     if (wk_client_push_begin(&t->ps[i].client, t->ps[i].version, t->grad + t->ps[i].offset) < 0)
       return; /* after_train pushes the usual way, and meets the same error */
@@ -587,16 +590,40 @@ void wk_grad_ready(void *ctx, size_t from) {
   uv_async_send(&t->grad_async);
 }
 
-/* On the loop: queues each shard's chunks that are final now, highest first. */
+/* On the threadpool (or the backend's download thread), from the backward pass: a layer made
+ * in rising pieces has [lo, hi) final (kernels/net.h). */
+void wk_grad_part(void *ctx, size_t lo, size_t hi) {
+  wk_trainer *t = ctx;
+  if (t->work_kind != WK_WORK_TRAIN) return;
+  uv_mutex_lock(&t->pull_mu);
+  t->part_lo = lo;
+  t->part_hi = hi;
+  uv_mutex_unlock(&t->pull_mu);
+  uv_async_send(&t->grad_async);
+}
+
+/* On the loop: queues each shard's chunks that are final now: the runs above, highest first,
+ * then the rising layer's first chunks. */
 void wk_on_grad_ready(uv_async_t *a) {
   wk_trainer *t = a->data;
   if (!t->layer_push || t->state != WK_COMPUTING || !wk_all_open(t)) return;
   size_t from = atomic_load(&t->grad_from);
+  uv_mutex_lock(&t->pull_mu);
+  size_t lo = t->part_lo, hi = t->part_hi;
+  uv_mutex_unlock(&t->pull_mu);
   for (int i = 0; i < t->n_ps; i++) {
     wk_shard *sh = &t->ps[i];
-    if (from >= sh->offset + sh->floats) continue; /* none of its part is final yet */
     uint32_t before = sh->client.push_queued;
-    int rc = wk_client_push_upto(&sh->client, from > sh->offset ? from - sh->offset : 0);
+    int rc = 0;
+    if (from < sh->offset + sh->floats) /* some of its part is final */
+      rc = wk_client_push_upto(&sh->client, from > sh->offset ? from - sh->offset : 0);
+    /* A rising layer below what is final whole (a part announced before its layer's end
+     * was: the layer is pushed whole by the line above). */
+    if (rc == 0 && lo < hi && lo < from && hi > sh->offset && lo < sh->offset + sh->floats) {
+      size_t a0 = lo > sh->offset ? lo - sh->offset : 0;
+      size_t a1 = hi < sh->offset + sh->floats ? hi - sh->offset : sh->floats;
+      rc = wk_client_push_rising(&sh->client, a0, a1);
+    }
     if (from > 0) t->chunks_early += sh->client.push_queued - before; /* 0: compute is over */
     if (rc < 0) return; /* the connection is failing: its close callback says why */
   }
@@ -620,6 +647,10 @@ static void set_row_cuts(wk_trainer *t) {
       cuts[k++] = t->ps[i].offset + t->ps[i].client.starts[c];
   if (pst_pipe_set_row_cuts(t->net, cuts, k) < 0) pst_pipe_set_row_cuts(t->net, NULL, 0);
   free(cuts);
+  /* Pushed layer by layer, a cut layer is made from its first rows up, so that its first
+   * chunk leaves first and the PULL after it lets the ps stream the next weights' first
+   * chunks while the layer's last pieces are made (wk_client_push_rising). */
+  if (t->opt.push_by_layer) pst_pipe_on_grad_part(t->net, wk_grad_part, t);
 }
 
 static void start_work(wk_trainer *t, wk_work_kind kind) {

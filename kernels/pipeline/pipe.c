@@ -357,6 +357,10 @@ int pst_pipe_set_row_cuts(pst_pipe *p, const size_t *cuts, size_t n) {
   return p->n == 1 && p->micro == 1 ? pst_net_set_row_cuts(p->st[0].net, cuts, n) : 0;
 }
 
+void pst_pipe_on_grad_part(pst_pipe *p, pst_grad_part_fn fn, void *ctx) {
+  if (p != NULL && p->n == 1 && p->micro == 1) pst_net_on_grad_part(p->st[0].net, fn, ctx);
+}
+
 void pst_pipe_stage_seconds(const pst_pipe *p, int s, double *busy, double *cpu) {
   *busy = p && s >= 0 && s < p->n ? p->st[s].busy : 0.0;
   *cpu = p && s >= 0 && s < p->n ? p->st[s].cpu : 0.0;

@@ -65,6 +65,9 @@ void pst_pipe_on_grad_ready(pst_pipe *p, pst_grad_ready_fn fn, void *ctx);
 /* pst_net_set_row_cuts for a model on one device without micro-batches; nothing to do on
  * stages (net.h says why). */
 int pst_pipe_set_row_cuts(pst_pipe *p, const size_t *cuts, size_t n);
+/* pst_net_on_grad_part for a model on one device without micro-batches (stages run their
+ * layers whole). */
+void pst_pipe_on_grad_part(pst_pipe *p, pst_grad_part_fn fn, void *ctx);
 int pst_pipe_evaluate(pst_pipe *p, const float *x, const int32_t *labels, int batch,
                       double *loss_sum, int *correct);
 const char *pst_pipe_error(const pst_pipe *p);
