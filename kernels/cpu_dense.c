@@ -6,6 +6,16 @@
 
 #include "kernels/cpu_internal.h"
 
+/* db[out] = the sum over the batch's rows of dy, row after row (the same order for whole
+ * layers and pieces). */
+static void bias_grad(const float *dy, float *db, int batch, int out) {
+  memcpy(db, dy, (size_t)out * sizeof(float));
+  for (int r = 1; r < batch; r++) {
+    const float *d = dy + (size_t)r * out;
+    for (int j = 0; j < out; j++) db[j] += d[j];
+  }
+}
+
 int cpu_dense_forward(pst_backend *b, const float *x, const float *w, const float *bias, float *y,
                       int batch, int in, int out) {
   (void)b;
@@ -31,13 +41,7 @@ int cpu_dense_backward(pst_backend *b, const float *x, const float *w, const flo
   if (dw != NULL)
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, batch, 1.0f, x, in, dy, out,
                 0.0f, dw, out);
-  if (db != NULL) {
-    memcpy(db, dy, (size_t)out * sizeof(float));
-    for (int r = 1; r < batch; r++) {
-      const float *d = dy + (size_t)r * out;
-      for (int j = 0; j < out; j++) db[j] += d[j];
-    }
-  }
+  if (db != NULL) bias_grad(dy, db, batch, out);
   if (dx != NULL)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, in, out, 1.0f, dy, out, w, out,
                 0.0f, dx, in);
@@ -72,13 +76,7 @@ int cpu_dense_backward_rows(pst_backend *b, const float *x, const float *w, cons
   if (dw != NULL)
     cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1 - r0, out, batch, 1.0f, x + r0, in,
                 dy, out, 0.0f, dw + (size_t)r0 * out, out);
-  if (db != NULL) {
-    memcpy(db, dy, (size_t)out * sizeof(float));
-    for (int r = 1; r < batch; r++) {
-      const float *d = dy + (size_t)r * out;
-      for (int j = 0; j < out; j++) db[j] += d[j];
-    }
-  }
+  if (db != NULL) bias_grad(dy, db, batch, out);
   if (dx != NULL)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, r1 - r0, out, 1.0f, dy, out,
                 w + (size_t)r0 * out, out, 0.0f, dx + r0, in);
