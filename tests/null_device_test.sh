@@ -6,6 +6,7 @@
 #    makes it;
 #  - the summary gives each worker step's round trip: every step after a worker's first
 #    measured, and each part's p50 between 0 and the exposed wait's p99;
+#  - layers in pieces through a ps killed with -9 and resumed (below);
 #  - null:RATE paces the steps: a job at 20,000 samples/s runs no faster than that;
 #  - a bad device is one line and exit 2 before anything starts.
 source "$(dirname "$0")/lib.sh"
@@ -54,4 +55,46 @@ rc=$?
 set -e
 [ $rc -eq 2 ] && [ "$(grep -c . "$OUT/bad.out")" -eq 1 ] || fail "--device null:fast: status $rc"
 pass "--device null:fast refused: status $rc"
-echo "4 passed, 0 failed"
+# Layers in pieces (issue 41) through a ps killed mid-run: null workers paced at 20,000
+# samples/s (3.2 ms a step, so the kill lands mid-job), 256 KiB chunks (mlp's first layer in
+# 3 pieces and a small one, pushed as growing runs), the ps killed with -9 after step 300 and
+# started again: it resumes from its checkpoint, the workers reconnect with pushes that may
+# have stopped halfway through a run, and the job ends on the uninterrupted job's weights.
+pieces_ps() { # pieces_ps NAME PORT [ps args...]
+  local name=$1 port=$2; shift 2
+  start_ps "$name" --listen "127.0.0.1:$port" --workers 2 --model mlp --epochs 1 \
+    --batch-size 64 --seed 5 --chunk-kib 256 "$@"
+}
+pieces_workers() { # pieces_workers TAG PORT
+  W=()
+  for i in 0 1; do
+    start_worker "w$i-$1" --ps "127.0.0.1:$2" --index "$i" --device null:20000
+    W+=("$LAST_PID")
+  done
+}
+port=$(free_port)
+pieces_ps pclean "$port" --summary-json "$OUT/pclean.json"
+pclean=$LAST_PID
+pieces_workers clean "$port"
+for p in "${W[@]}"; do wait_pid "$p" 120 || fail "pieces: a worker of the clean job failed"; done
+wait_pid "$pclean" 30 || fail "pieces: the clean job's ps failed"
+grep -q "large dense layers in pieces on" "$OUT/w0-clean.log" || fail "pieces: the null worker did not cut its layers"
+port=$(free_port)
+kargs=(--summary-json "$OUT/pkill.json" --metrics "$OUT/pk.jsonl" --checkpoint-dir "$OUT/pck"
+       --checkpoint-every 100 --worker-timeout 5)
+pieces_ps pk1 "$port" "${kargs[@]}"
+pk1=$LAST_PID
+pieces_workers k "$port"
+wait_step "$OUT/pk.jsonl" 300 60
+kill -9 "$pk1"
+wait "$pk1" 2>/dev/null || true
+pieces_ps pk2 "$port" "${kargs[@]}"
+pk2=$LAST_PID
+wait_for "$OUT/pk2.log" "resumed from .*ckpt-0*[1-9][0-9]*.safetensors: version [1-9]" 20
+for p in "${W[@]}"; do wait_pid "$p" 120 || fail "pieces: a worker failed after the ps was killed"; done
+wait_pid "$pk2" 30 || fail "pieces: the resumed ps failed"
+c0=$(json_field "$OUT/pclean.json" weights_checksum)
+c1=$(json_field "$OUT/pkill.json" weights_checksum)
+[ "$c0" = "$c1" ] || fail "pieces: checksum $c1 after the ps's kill -9, $c0 uninterrupted"
+pass "null workers with layers in pieces: the ps killed mid-run and resumed, checksum $c1 = uninterrupted"
+echo "5 passed, 0 failed"
