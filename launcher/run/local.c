@@ -323,10 +323,10 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
    * dense layers in pieces of one chunk (--layer-pieces), which overlap their transfers only
    * when a layer spans several chunks; 256 KiB made the emulated H100 worker 62% of its rate
    * on mlp at batch 256 where 4 MiB made it 50% (docs/benchmarks.md, "Layers in pieces").
-   * CPU workers push whole gradients, for which fewer frames are cheaper. */
-  int gpu_workers = f_gpus[0] || (o->device && strncmp(o->device, "cpu", 3) != 0);
-  o->chunk_kib = pst_cfg_find(&cfg, "chunk-kib")->source == PST_SRC_DEFAULT && gpu_workers
-                     ? PL_GPU_CHUNK_KIB
+   * CPU workers push whole gradients, for which fewer frames are cheaper; `--device auto`
+   * is left at 4 MiB (the launcher does not know what each worker will find). */
+  o->chunk_kib = pst_cfg_find(&cfg, "chunk-kib")->source == PST_SRC_DEFAULT
+                     ? pl_default_chunk_kib(o->device, f_gpus[0] != 0)
                      : (int)f_chunk;
   o->tls = f_tls;
   o->ps_shards = (int)f_shards;

@@ -22,6 +22,12 @@ void pl_run_defaults(pl_run_options *o) {
   o->push_by_layer = o->pull_by_layer = o->layer_pieces = -1; /* the workers' own default */
 }
 
+int pl_default_chunk_kib(const char *device, int gpus_given) {
+  int gpu = gpus_given || (device && (strncmp(device, "cuda", 4) == 0 ||
+                                      strncmp(device, "null", 4) == 0));
+  return gpu ? PL_GPU_CHUNK_KIB : 4096;
+}
+
 int pl_default_ps_threads(int cores, int worker_threads, int n_ps, size_t shard_floats) {
   int free_cores = (cores - worker_threads) / (n_ps > 0 ? n_ps : 1);
   size_t by_size = 1 + shard_floats / PL_PS_FLOATS_PER_THREAD;

@@ -138,6 +138,11 @@ void pl_run_defaults(pl_run_options *o);
  * the shards, and no more than one per PL_PS_FLOATS_PER_THREAD floats of a shard's part;
  * at least 1. */
 int pl_default_ps_threads(int cores, int worker_threads, int n_ps, size_t shard_floats);
+/* The ps's --chunk-kib when not given: PL_GPU_CHUNK_KIB for workers on GPUs (--gpus given, or
+ * a cuda device) or null devices, whose large dense layers run in pieces of one chunk
+ * (worker --layer-pieces), else 4096 (CPU workers push whole gradients; `auto` is not known
+ * here). */
+int pl_default_chunk_kib(const char *device, int gpus_given);
 /* The workers the job starts: one per id of --gpus times --workers-per-gpu where --gpus is
  * given, else --workers. -EINVAL for a --gpus that is not a list of ids. */
 int pl_job_workers(const pl_run_options *o);

@@ -1,5 +1,6 @@
 /* The ps's default --threads (pl_default_ps_threads): the cores the workers leave free,
- * shared among the shards, capped by the shard's part of the model. */
+ * shared among the shards, capped by the shard's part of the model; and its default chunk
+ * (pl_default_chunk_kib). */
 #include <stdio.h>
 
 #include "common/check.h"
@@ -19,6 +20,12 @@ int main(void) {
   CHECK(pl_default_ps_threads(16, 4, 4, 25000000) == 3);
   CHECK(pl_default_ps_threads(16, 8, 2, 1500000) == 2);
   CHECK(pl_default_ps_threads(0, 0, 0, 0) == 1);
+  /* The chunk when --chunk-kib is not given: 256 KiB for GPU and null workers (their large
+   * dense layers in pieces of one chunk), 4 MiB for the CPU and for a device not known. */
+  CHECK(pl_default_chunk_kib("null:193500", 0) == 256 && pl_default_chunk_kib("null", 0) == 256);
+  CHECK(pl_default_chunk_kib("cuda:1", 0) == 256 && pl_default_chunk_kib(NULL, 1) == 256);
+  CHECK(pl_default_chunk_kib(NULL, 0) == 4096 && pl_default_chunk_kib("cpu", 0) == 4096);
+  CHECK(pl_default_chunk_kib("auto", 0) == 4096);
   printf("ps_threads_test: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail != 0;
 }
