@@ -22,11 +22,6 @@ void wk_begin_session(wk_trainer *t);
 void wk_enter_session(wk_trainer *t, const wk_welcomed *w);
 /* Fresh weights are in: an evaluation owed, a training step, or the end. */
 void wk_next_work(wk_trainer *t);
-/* --push-by-layer: the backward pass's callback (kernels/net.h, on the threadpool), and
- * the loop's side of it (grad_async). */
-void wk_grad_ready(void *ctx, size_t from);
-void wk_grad_part(void *ctx, size_t lo, size_t hi);
-void wk_on_grad_ready(uv_async_t *a);
 /* --pull-by-layer (the loop's side): start the next step early if it may; a chunk of a
  * shard's reply is in; every shard's reply is. */
 void wk_try_early_step(wk_trainer *t);

@@ -20,6 +20,7 @@
 #include "worker/register.h"
 #include "worker/setup.h"
 #include "worker/shards.h"
+#include "worker/layer_push.h"
 #include "worker/step.h"
 
 /* The shard whose connection c is. */
