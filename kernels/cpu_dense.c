@@ -34,20 +34,6 @@ int cpu_dense_forward(pst_backend *b, const float *x, const float *w, const floa
   return 0;
 }
 
-int cpu_dense_backward(pst_backend *b, const float *x, const float *w, const float *dy, float *dx,
-                       float *dw, float *db, int batch, int in, int out) {
-  (void)b;
-  if (batch <= 0 || in <= 0 || out <= 0 || x == NULL || w == NULL || dy == NULL) return -EINVAL;
-  if (dw != NULL)
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, in, out, batch, 1.0f, x, in, dy, out,
-                0.0f, dw, out);
-  if (db != NULL) bias_grad(dy, db, batch, out);
-  if (dx != NULL)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, in, out, 1.0f, dy, out, w, out,
-                0.0f, dx, in);
-  return 0;
-}
-
 /* Rows [r0, r1) of w (backend.h): the same GEMMs on sub-matrices, x's columns r0.. taken with
  * its own leading dimension `in`, so nothing is copied. */
 static int rows_ok(int batch, int in, int out, int r0, int r1) {
@@ -81,4 +67,11 @@ int cpu_dense_backward_rows(pst_backend *b, const float *x, const float *w, cons
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, batch, r1 - r0, out, 1.0f, dy, out,
                 w + (size_t)r0 * out, out, 0.0f, dx + r0, in);
   return 0;
+}
+
+/* The whole layer is its one piece: the same GEMMs with the same arguments (x + 0, the
+ * leading dimensions in and out, r1 - r0 = in), so the same bits. */
+int cpu_dense_backward(pst_backend *b, const float *x, const float *w, const float *dy, float *dx,
+                       float *dw, float *db, int batch, int in, int out) {
+  return cpu_dense_backward_rows(b, x, w, dy, dx, dw, db, batch, in, out, 0, in);
 }

@@ -129,14 +129,21 @@ static int dense_forward(pst_backend *b, const float *x, const float *w, const f
   return 0;
 }
 
+/* Rows [r0, r1) of a dense layer's backward (the whole layer: 0 .. in): dw's rows and db
+ * written, the rows' share of the work spent. */
+static void backward_rows(pst_backend *b, int with_dx, float *dw, float *db, int batch, int out,
+                          int r0, int r1) {
+  null_impl *n = b->impl;
+  double at = asked_now(n);
+  if (dw) fill(dw + (size_t)r0 * out, (size_t)(r1 - r0) * out, n->grad_scale * GRAD_VALUE);
+  fill(db, (size_t)out, n->grad_scale * GRAD_VALUE);
+  spend_from(b, (with_dx ? 4.0 : 2.0) * batch * (r1 - r0) * out, at);
+}
+
 static int dense_backward(pst_backend *b, const float *x, const float *w, const float *dy,
                           float *dx, float *dw, float *db, int batch, int in, int out) {
-  null_impl *n = b->impl;
   (void)x, (void)w, (void)dy;
-  double at = asked_now(n);
-  fill(dw, (size_t)in * out, n->grad_scale * GRAD_VALUE);
-  fill(db, (size_t)out, n->grad_scale * GRAD_VALUE);
-  spend_from(b, (dx ? 4.0 : 2.0) * batch * in * out, at);
+  backward_rows(b, dx != NULL, dw, db, batch, out, 0, in);
   return 0;
 }
 
@@ -154,13 +161,9 @@ static int dense_forward_rows(pst_backend *b, const float *x, const float *w, co
 static int dense_backward_rows(pst_backend *b, const float *x, const float *w, const float *dy,
                                float *dx, float *dw, float *db, int batch, int in, int out,
                                int r0, int r1) {
-  null_impl *n = b->impl;
   (void)x, (void)w, (void)dy;
   if (batch <= 0 || out <= 0 || r0 < 0 || r0 >= r1 || r1 > in) return -EINVAL;
-  double at = asked_now(n);
-  if (dw) fill(dw + (size_t)r0 * out, (size_t)(r1 - r0) * out, n->grad_scale * GRAD_VALUE);
-  fill(db, (size_t)out, n->grad_scale * GRAD_VALUE);
-  spend_from(b, (dx ? 4.0 : 2.0) * batch * (r1 - r0) * out, at);
+  backward_rows(b, dx != NULL, dw, db, batch, out, r0, r1);
   return 0;
 }
 

@@ -80,7 +80,7 @@ void wk_on_grad_ready(uv_async_t *a) {
  * offsets, shard by shard in order), so that each chunk of a large layer's gradient is
  * pushed once its piece is made and each piece's forward pass runs once its chunk is in. Set
  * on the loop before a step is queued: the net is the threadpool's while one runs. A failure
- * (out of memory) leaves the layers whole, which trains the same. */
+ * (out of memory) leaves the layers whole, as without --layer-pieces. */
 void wk_set_row_cuts(wk_trainer *t) {
   t->cuts_stale = 0;
   if (!t->opt.layer_pieces) return;

@@ -39,30 +39,8 @@ int pst_cuda_dense_forward(pst_backend *b, const float *x, const float *w, const
   return 0;
 }
 
-int pst_cuda_dense_backward(pst_backend *b, const float *x, const float *w, const float *dy,
-                            float *dx, float *dw, float *db, int batch, int in, int out) {
-  pst_cuda *c = pst_cuda_of(b);
-  int rc = check_dense(c, "dense_backward", batch, in, out);
-  if (rc != 0) return rc;
-  PST_CUDA_REQUIRE(x && w && dy && dw, "%s: dense_backward: NULL tensor", c->name);
-  PST_CUDA_ENTER(c);
-  const float one = 1.0f, zero = 0.0f;
-  /* gemm(N, T, m = out, n = in, k = batch): lda = out >= m, ldb = in >= n, ldc = out >= m. */
-  CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_N, CUBLAS_OP_T, out, in, batch, &one, dy, out, x,
-                           in, &zero, dw, out));
-  if (db) {
-    rc = pst_cuda_bias_grad(c, dy, db, (size_t)batch, out);
-    if (rc != 0) return rc;
-  }
-  /* gemm(T, N, m = in, n = batch, k = out): lda = out >= k, ldb = out >= k, ldc = in >= m. */
-  if (dx)
-    CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, in, batch, out, &one, w, out,
-                             dy, out, &zero, dx, in));
-  return 0;
-}
-
 /* A dense layer in pieces of rows [r0, r1) of w (backend.h). NOT RUN ON A GPU: written to
- * the limits above and checked on the CPU only (the CPU backend's pieces, kernels/net_test);
+ * the limits above and checked on the CPU only (the CPU backend's pieces: cpu_dense_test, net_layers_test);
  * gpu-check's parity test (cuda_parity_test) compares these with the CPU's on a GPU.
  * Row r0 of w starts at w + r0 * out, and column r0 of the row-major x [B, in] at x + r0 with
  * the same leading dimension in; so the pieces are the whole layer's products on
@@ -94,13 +72,16 @@ int pst_cuda_dense_forward_rows(pst_backend *b, const float *x, const float *w, 
   return 0;
 }
 
-int pst_cuda_dense_backward_rows(pst_backend *b, const float *x, const float *w, const float *dy,
-                                 float *dx, float *dw, float *db, int batch, int in, int out,
-                                 int r0, int r1) {
+/* The backward pass over rows [r0, r1); the whole layer is rows 0 .. in, whose calls carry
+ * the same arguments as the whole-layer code that ran on an H100 and an H200 before pieces
+ * existed (this shared form has not run on a GPU); op names the entry in the refusals. */
+static int backward_rows(pst_backend *b, const char *op, const float *x, const float *w,
+                         const float *dy, float *dx, float *dw, float *db, int batch, int in,
+                         int out, int r0, int r1) {
   pst_cuda *c = pst_cuda_of(b);
-  int rc = check_rows(c, "dense_backward_rows", batch, in, out, r0, r1);
+  int rc = check_rows(c, op, batch, in, out, r0, r1);
   if (rc != 0) return rc;
-  PST_CUDA_REQUIRE(x && w && dy && dw, "%s: dense_backward_rows: NULL tensor", c->name);
+  PST_CUDA_REQUIRE(x && w && dy && dw, "%s: %s: NULL tensor", c->name, op);
   PST_CUDA_ENTER(c);
   const float one = 1.0f, zero = 0.0f;
   /* dw[r0:r1]^T (out x (r1 - r0)) = dy^T . x[:, r0:r1]: gemm(N, T, m = out, n = r1 - r0,
@@ -119,4 +100,15 @@ int pst_cuda_dense_backward_rows(pst_backend *b, const float *x, const float *w,
     CUBLAS_CHECK(cublasSgemm(c->cublas, CUBLAS_OP_T, CUBLAS_OP_N, r1 - r0, batch, out, &one,
                              w + (size_t)r0 * out, out, dy, out, &zero, dx + r0, in));
   return 0;
+}
+
+int pst_cuda_dense_backward(pst_backend *b, const float *x, const float *w, const float *dy,
+                            float *dx, float *dw, float *db, int batch, int in, int out) {
+  return backward_rows(b, "dense_backward", x, w, dy, dx, dw, db, batch, in, out, 0, in);
+}
+
+int pst_cuda_dense_backward_rows(pst_backend *b, const float *x, const float *w, const float *dy,
+                                 float *dx, float *dw, float *db, int batch, int in, int out,
+                                 int r0, int r1) {
+  return backward_rows(b, "dense_backward_rows", x, w, dy, dx, dw, db, batch, in, out, r0, r1);
 }
