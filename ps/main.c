@@ -21,6 +21,7 @@
 #include "common/fpenv.h"
 #include "common/k8s.h"
 #include "common/log.h"
+#include "common/keep_awake.h"
 #include "common/notify.h"
 #include "common/proc.h"
 #include "common/tls_config.h"
@@ -60,7 +61,7 @@ static int64_t o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_stalene
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
 static double o_grad_limit, o_clip_norm, o_grad_norm_factor, o_eval_timeout, o_topk_warmup;
 static int o_topk_correction;
-static int o_layer_chunks, o_staleness_lr;
+static int o_layer_chunks, o_staleness_lr, o_keep_awake;
 static char o_push_compress[PST_CFG_STR_MAX], o_pull_compress[PST_CFG_STR_MAX];
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
@@ -99,6 +100,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB): the largest, with --layer-chunks", 4, 262144),
     PST_OPT("layer-chunks", PST_CFG_BOOL, &o_layer_chunks, "true", "cut the tensors into chunks along the model's layers, small layers grouped, so that layer-by-layer pushes and pulls overlap at any chunk size (false: chunks of --chunk-kib, as before)", 0, 0),
+    PST_OPT("keep-awake", PST_CFG_BOOL, &o_keep_awake, "false", "keep the CPUs out of their sleep states while serving, so that a chunk's arrival does not wait for a CPU to wake (for a ps of GPU workers on a host of its own; common/keep_awake.h): a PM QoS request on /dev/cpu_dma_latency where it may write it, else a spinning thread per CPU at the lowest priority (never under a cgroup CPU quota). The CPUs draw more power", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "threads for sums and optimizer passes (0: the cores this process may use); above 1, as many I/O threads less one", 0, 1024),
     PST_OPT("io-offload-kib", PST_CFG_INT, &o_io_kib, "256", "with --threads above 1: gradient payloads and runs of weight chunks from this size (KiB) are moved by the I/O threads (0: never)", 0, 1048576),
     PST_OPT("report-every", PST_CFG_INT, &o_report_every, "50", "steps between workers' loss reports", 1, 1000000),
@@ -616,7 +618,13 @@ int main(int argc, char **argv) {
   pst_notify_ready();
 
   /* 5. Serve until training is over or a signal stops us. */
+  static pst_keep_awake awake;
+  if (o_keep_awake) {
+    pst_keep_awake_start(&awake, NULL, err, sizeof err);
+    LOG_INFO("%s", err);
+  }
   uv_run(&loop, UV_RUN_DEFAULT);
+  pst_keep_awake_stop(&awake);
 
   /* 6. Shut down: the server's handles are closed by now; the heartbeat's timers (which
    * never keep the loop alive) close next, and then the loop must close cleanly. */

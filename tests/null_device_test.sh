@@ -18,9 +18,10 @@ null_job() { # null_job NAME ARGS...: cnn2 (a model of several layers) on null w
 plain=$(null_job plain --push-by-layer false --pull-by-layer false)
 layered=$(null_job layered)
 sharded=$(null_job sharded --ps-shards 2)
-[ "$plain" = "$layered" ] && [ "$plain" = "$sharded" ] ||
-  fail "null workers: checksum $plain plain, $layered layer by layer, $sharded over 2 shards"
-pass "null workers: checksum $plain plain, layer by layer and over 2 shards"
+asleep=$(null_job asleep --keep-awake false) # on by default for null workers
+[ "$plain" = "$layered" ] && [ "$plain" = "$sharded" ] && [ "$plain" = "$asleep" ] ||
+  fail "null workers: checksum $plain plain, $layered layer by layer, $sharded over 2 shards, $asleep with the CPUs let sleep"
+pass "null workers: checksum $plain plain, layer by layer, over 2 shards and with the CPUs let sleep"
 
 /usr/bin/python3 - "$OUT/plain.json" "$OUT/layered.json" <<'PY' || fail "round trip figures"
 import json, sys
@@ -42,9 +43,27 @@ pass "the summary gives every step's round trip and its parts"
 
 # null:20000 with batch 2048 is 0.1 s a step, 29 steps to the epoch; the first step counts
 # the model's work and takes no time, so the bound is 29/28 of the pace, and 1% over.
+# While it trains, its worker keeps the CPUs awake (--keep-awake, on by default for null
+# devices; common/keep_awake.h): /dev/cpu_dma_latency held open, or threads at SCHED_IDLE
+# (policy 5 in /proc's stat) where it may not write that file.
 "$LAUNCHER_BIN" local --workers 1 --model mlp --epochs 1 --batch-size 2048 --device null:20000 \
-  --run-dir "$OUT/paced" --summary-json "$OUT/paced.json" >"$OUT/paced.out" 2>&1 ||
-  fail "null:20000: pstrain local failed"
+  --run-dir "$OUT/paced" --summary-json "$OUT/paced.json" >"$OUT/paced.out" 2>&1 &
+lp=$!
+held=""
+for _ in $(seq 1 300); do
+  for p in $(pgrep -f "pstrain-worker.*$OUT/paced/" || true); do
+    if ls -l "/proc/$p/fd" 2>/dev/null | grep -q cpu_dma_latency; then held="PM QoS"; fi
+    for st in /proc/"$p"/task/*/stat; do
+      [ "$(sed 's/.*) //' "$st" 2>/dev/null | cut -d' ' -f39)" = 5 ] && held="SCHED_IDLE threads"
+    done
+  done
+  [ -n "$held" ] && break
+  kill -0 $lp 2>/dev/null || break
+  sleep 0.02
+done
+wait $lp || fail "null:20000: pstrain local failed"
+[ -n "$held" ] || fail "--keep-awake: the null worker held neither /dev/cpu_dma_latency nor idle threads"
+pass "a null worker keeps the CPUs awake while it trains: $held"
 sps=$(json_field "$OUT/paced.json" samples_per_sec)
 at_least 21000 "$sps" || fail "null:20000 trained $sps samples/s, faster than its pace"
 pass "null:20000 paces the job: $sps samples/s"

@@ -85,6 +85,15 @@ int wk_setup_compute(wk_trainer *t, pst_grad_ready_fn grad_ready, char *err, siz
    * transfers overlap a device's compute, never for a CPU worker's whole-layer results. */
   if (t->opt.layer_pieces == WK_LAYERED_AUTO)
     t->opt.layer_pieces = gpu_like && (t->opt.push_by_layer || t->opt.pull_by_layer);
+  /* A step of a GPU-like device is a dozen hand-offs and waits for chunks: each wake-up of
+   * a sleeping CPU would be on its critical path. A CPU device's threads keep their own
+   * CPUs busy. Held until wk_setup_free; set up once (a reconnection keeps it). */
+  if (t->opt.keep_awake == WK_LAYERED_AUTO) t->opt.keep_awake = gpu_like;
+  if (t->opt.keep_awake && t->awake.how == PST_AWAKE_OFF) {
+    char note[512];
+    pst_keep_awake_start(&t->awake, NULL, note, sizeof note);
+    LOG_INFO("%s", note);
+  }
   if (grad_ready && t->opt.push_by_layer) pst_pipe_on_grad_ready(t->net, grad_ready, t);
   size_t n = t->model.n_params;
   t->params = host_buffer(t, n * sizeof(float));
@@ -103,6 +112,7 @@ int wk_setup_compute(wk_trainer *t, pst_grad_ready_fn grad_ready, char *err, siz
 }
 
 void wk_setup_free(wk_trainer *t) {
+  pst_keep_awake_stop(&t->awake);
   wk_prefetch_stop(&t->prefetch);
   wk_host_buffer_free(t, t->params);
   wk_host_buffer_free(t, t->grad);

@@ -8,6 +8,8 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "common/keep_awake.h"
+
 #include "kernels/backend.h"
 #include "kernels/partition.h"
 #include "model/model.h"
@@ -62,6 +64,9 @@ typedef struct {
                               * wire's chunks (kernels/net.h, pst_net_set_row_cuts), so that
                               * their transfers overlap their compute; WK_LAYERED_AUTO: on
                               * for a GPU or null device with push_by_layer or pull_by_layer */
+  int keep_awake;            /* keep the CPUs out of sleep states while training
+                              * (common/keep_awake.h); WK_LAYERED_AUTO: on for a GPU or
+                              * null device, off for the CPU */
   const pst_secret *secret;  /* the cluster secret, or NULL/unset */
   pst_tls_ctx *tls;          /* mutual TLS with the ps, or NULL */
   const char *tls_name;      /* with TLS: the name the ps's certificate must carry, or NULL */
@@ -181,6 +186,7 @@ typedef struct wk_trainer {
   pst_batch_prep prep;            /* how training batches are made for this model */
   pst_batch_prep test_prep;       /* the same for the test set (never augmented) */
   wk_prefetch prefetch;           /* the next training batch, prepared while a step runs */
+  pst_keep_awake awake;           /* the CPUs kept out of sleep states (--keep-awake) */
   int32_t *order;                 /* [shard size]: this epoch's shuffled indices (the data
                                    * handout: [training samples], epoch order_epoch's order) */
   /* The data handout (issue 28; WELCOME data_ranges): the ps's range for the next step (its

@@ -58,6 +58,7 @@ typedef struct pl_run_options {
   int push_by_layer;          /* workers' --push-by-layer (-1: not given, their default) */
   int pull_by_layer;          /* workers' --pull-by-layer (-1: not given, their default) */
   int layer_pieces;           /* workers' --layer-pieces (-1: not given, their default) */
+  int keep_awake;             /* workers' --keep-awake (-1: not given, their default) */
   int chunk_kib;              /* the ps's --chunk-kib (PL_GPU_CHUNK_KIB for GPU and null
                                * workers when not given) */
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */

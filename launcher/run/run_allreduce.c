@@ -33,6 +33,7 @@ int pl_ar_check(const pl_run_options *o) {
                     : o->tensorboard_dir              ? "--tensorboard"
                     : o->push_by_layer >= 0 || o->pull_by_layer >= 0 || o->layer_pieces >= 0
                         ? "--push-by-layer, --pull-by-layer and --layer-pieces (see --bucket-kib)"
+                    : o->keep_awake >= 0 ? "--keep-awake (a ps worker's)"
                     : o->stages > 1 || o->place || o->micro_batches > 1 ||
                             o->virtual_devices > 0 || o->device_mem > 0
                         ? "--stages, --place, --micro-batches, --virtual-devices and --device-mem "

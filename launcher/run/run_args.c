@@ -139,6 +139,7 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
     pl_argv_add(w, "--pull-by-layer=%s", o->pull_by_layer ? "true" : "false");
   if (o->layer_pieces >= 0)
     pl_argv_add(w, "--layer-pieces=%s", o->layer_pieces ? "true" : "false");
+  if (o->keep_awake >= 0) pl_argv_add(w, "--keep-awake=%s", o->keep_awake ? "true" : "false");
   if (o->slow_factor[i] > 1) pl_argv_add(w, "--slow-factor=%g", o->slow_factor[i]);
   if (o->delay_ms[i] > 0) pl_argv_add(w, "--delay-ms=%g", o->delay_ms[i]);
   if (j->secret[0]) pl_argv_add(w, "--secret-file=%s", j->secret);
