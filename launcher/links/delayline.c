@@ -136,8 +136,12 @@ static void *serve(void *arg) {
    * it waited its turn on a loaded machine (issue 39: 4 separate shards, 1gbit,1ms, on 2
    * cores; docs/benchmarks.md, "Where the ps sits"). It sleeps between packets, so it takes
    * little; the kernel's real-time throttling caps it all the same. Without the right
-   * (not root) it stays at its ordinary priority, and links.json says which. */
-  struct sched_param sp = {.sched_priority = 10};
+   * (not root) it stays at its ordinary priority, and links.json says which. Priority 40:
+   * above the jobs people run at a low real-time priority themselves (`chrt -f 10` for a
+   * steady measurement; at 10 too, this thread waited behind them and gpu-check's slow-links
+   * check failed beside such runs), below the kernel's interrupt threads (50), which bring
+   * the packets in. */
+  struct sched_param sp = {.sched_priority = 40};
   d->st.realtime = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
   char buf[1 << 16];
   for (int i = 0; i < d->n; i++) d->pfd[i] = (struct pollfd){.fd = d->q[i].fd, .events = POLLIN};
