@@ -26,9 +26,11 @@ static inline void cpu_relax(void) {
 static void *spin(void *arg) {
   pst_keep_awake *k = arg;
   /* Only ever at the lowest priority: a spinning thread at any other would take CPU time
-   * from the threads it is there to serve. */
+   * from the threads it is there to serve. (pthread attributes cannot name SCHED_IDLE.) */
   struct sched_param sp = {0};
-  if (sched_setscheduler(0, SCHED_IDLE, &sp) != 0) return NULL;
+  int ok = sched_setscheduler(0, SCHED_IDLE, &sp) == 0;
+  atomic_fetch_add(ok ? &k->idle : &k->refused, 1);
+  if (!ok) return NULL;
   while (!atomic_load_explicit(&k->stop, memory_order_relaxed))
     for (int i = 0; i < 64; i++) cpu_relax();
   return NULL;
@@ -86,6 +88,8 @@ int pst_keep_awake_start(pst_keep_awake *k, const pst_awake_paths *paths, char *
   memset(k, 0, sizeof *k);
   k->qos_fd = -1;
   atomic_init(&k->stop, 0);
+  atomic_init(&k->idle, 0);
+  atomic_init(&k->refused, 0);
   const char *qos = paths && paths->qos_path ? paths->qos_path : QOS_PATH;
   const char *root = paths && paths->cgroup_root ? paths->cgroup_root : CGROUP_ROOT;
   int fd = open(qos, O_WRONLY | O_CLOEXEC);
@@ -115,13 +119,21 @@ int pst_keep_awake_start(pst_keep_awake *k, const pst_awake_paths *paths, char *
     if (pthread_create(&k->threads[i], NULL, spin, k) != 0) break;
     k->n_threads++;
   }
-  if (k->n_threads == 0) {
-    snprintf(note, notelen, "not keeping the CPUs awake: no thread could be started");
+  /* Each thread says whether it could lower itself (a seccomp filter may refuse the call):
+   * wait for all of them, so that the note says what runs. */
+  while (atomic_load(&k->idle) + atomic_load(&k->refused) < k->n_threads) sched_yield();
+  if (atomic_load(&k->idle) == 0) {
+    int started = k->n_threads;
+    pst_keep_awake_stop(k);
+    snprintf(note, notelen, "not keeping the CPUs awake: %s (%s), and %s", qos,
+             strerror(qos_errno), started ? "the threads may not lower themselves to SCHED_IDLE"
+                                          : "no thread could be started");
     return 0;
   }
   k->how = PST_AWAKE_SPINNING;
   snprintf(note, notelen, "keeping the CPUs awake: %d spinning thread%s at "
-                          "SCHED_IDLE (%s: %s)", k->n_threads, k->n_threads == 1 ? "" : "s",
+                          "SCHED_IDLE (%s: %s)", atomic_load(&k->idle),
+           atomic_load(&k->idle) == 1 ? "" : "s",
            qos, strerror(qos_errno));
   return 0;
 }

@@ -38,6 +38,7 @@ typedef struct {
   int n_threads;                               /* spinning threads started */
   pthread_t threads[PST_AWAKE_MAX_THREADS];
   atomic_int stop;
+  atomic_int idle, refused;                    /* threads at SCHED_IDLE, threads refused it */
 } pst_keep_awake;
 
 /* Options for tests: where the PM QoS file is (NULL: /dev/cpu_dma_latency) and the
