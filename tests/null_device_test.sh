@@ -23,6 +23,14 @@ asleep=$(null_job asleep --keep-awake false) # on by default for null workers
   fail "null workers: checksum $plain plain, $layered layer by layer, $sharded over 2 shards, $asleep with the CPUs let sleep"
 pass "null workers: checksum $plain plain, layer by layer, over 2 shards and with the CPUs let sleep"
 
+# mlp's first layer in pieces (16 KiB chunks): each next step's PULL goes out during the
+# backward pass (worker/step.c, wk_pull_ahead) and its reply lands while the step computes.
+# The same weights as without it (--pull-by-layer false sends every PULL after the push).
+ahead=$(local_checksum ahead --device null --model mlp)
+after=$(local_checksum after --device null --model mlp --pull-by-layer false)
+[ "$ahead" = "$after" ] || fail "null mlp workers: checksum $ahead with pulls ahead, $after without"
+pass "null mlp workers: checksum $ahead with pulls sent during the step before and without"
+
 /usr/bin/python3 - "$OUT/plain.json" "$OUT/layered.json" <<'PY' || fail "round trip figures"
 import json, sys
 for path in sys.argv[1:]:

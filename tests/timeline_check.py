@@ -4,12 +4,19 @@ inside their step's window), order (forward layers first to last, then backward 
 first; pushes last chunk first when layer by layer), and the ps's events of each chunk after
 the worker sent it, given each process's measured clock offset and its uncertainty.
 
-usage: timeline_check.py MERGED.json WORKERS SHARDS LAYERED(0/1) -> prints a summary line."""
+With AHEAD 1 (one sync null worker, one shard, mlp in pieces: worker/step.c's wk_pull_ahead),
+also that the next step's PULL goes out while the step before still computes: in most steps,
+step s+1's window (which begins with its PULL) begins before step s's compute span ends, and
+its weights' first chunk is sent by the ps before step s's push is all in.
+
+usage: timeline_check.py MERGED.json WORKERS SHARDS LAYERED(0/1) [AHEAD(0/1)] -> prints a
+summary line."""
 import collections
 import json
 import sys
 
 path, n_workers, n_shards, layered = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+ahead = len(sys.argv) > 5 and sys.argv[5] == "1"
 doc = json.load(open(path))
 meta = doc["metadata"]
 assert meta["pstrain_timeline_merged"] == 1, meta
@@ -108,6 +115,12 @@ for w in workers:
     ks = sorted(steps)
     for a_, b_ in zip(ks, ks[1:]):
         assert steps[a_][0] < steps[b_][0], (a_, b_)
+    if ahead:
+        pairs = [s for s in compute if s + 1 in steps]
+        early = [s for s in pairs if steps[s + 1][0] < compute[s][1]]
+        assert len(pairs) >= 5 and 2 * len(early) >= len(pairs), (
+            "the next PULL did not go out during the step before", len(early), len(pairs))
+        checked["next pull during the step before"] += len(early)
 
 # The ps: each chunk's shares queued after some worker queued it on its side, each share
 # after a distinct push (matched in time order), the optimizer after the last share came, and
@@ -139,6 +152,18 @@ for p in shards:
         if key in opt and len(q) == n_workers:
             assert opt[key][0] + EPS >= max(t1 for _, t1 in q), ("optimizer before the last share", key)
             checked["optimizer after the last share"] += 1
+    if ahead:
+        last_in = collections.defaultdict(float)  # version -> the last share queued
+        for (v, _), q in queued.items():
+            last_in[v] = max([last_in[v]] + [t1 for _, t1 in q])
+        first_out = {}
+        for t0, t1, a, _ in spans[(p, "send")]:
+            first_out[a["version"]] = min(t0, first_out.get(a["version"], t0))
+        vs = [v for v in last_in if v + 1 in first_out]
+        overlap = [v for v in vs if first_out[v + 1] < last_in[v]]
+        assert len(vs) >= 5 and 2 * len(overlap) >= len(vs), (
+            "the reply did not begin while the push still came", len(overlap), len(vs))
+        checked["reply begun before the push was in"] += len(overlap)
     for t0, t1, a, _ in spans[(p, "send")]:
         prev = (a["version"] - 1, a["offset"])
         if prev in opt:

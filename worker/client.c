@@ -19,6 +19,12 @@ static void try_connect(wk_client *c);
 
 static int rd_payload(pst_reader *r, const Pstrain__Header *h, float **dst) {
   wk_client *c = r->data;
+  /* A reply that begins while the push before it is still leaving (its PULL went out in
+   * the push's middle, worker/step.c's wk_pull_ahead) hid all of its wait: on_push_write
+   * counts it as 0 when the push is out. */
+  if (h->type == PSTRAIN__MSG_TYPE__WEIGHTS && c->push_queued > 0 && !c->push_timed &&
+      c->push_done_at == 0)
+    c->reply_early = 1;
   if (h->type == PSTRAIN__MSG_TYPE__WEIGHTS && c->push_done_at > 0) {
     /* The first weights after a push: the reply to the pull that followed it. */
     c->reply_at = pst_now();

@@ -123,6 +123,8 @@ struct wk_client {
    * waits gathers them for this worker's own figures. */
   double push_done_at;
   int push_timed;         /* push_done_at was set for the push in progress */
+  int reply_early;        /* the next reply began before the push in progress had left
+                           * (a PULL sent in its middle): its exposed wait is none */
   double pushed_at, reply_at; /* the last push's last byte out, the next reply's first in */
   uint32_t wait_us;
   pst_quant waits;
@@ -190,6 +192,9 @@ int wk_client_push_rising(wk_client *c, size_t lo, size_t hi);
  * ps answers chunk 0 while the rest still comes (proto: Welcome.push_runs). Returns 1 when it
  * stopped there, 0 when the whole push is queued, or a negative code. */
 int wk_client_push_head(wk_client *c);
+/* Whether the push in progress goes in runs and has queued its chunk 0 (a rising first
+ * layer's first piece): a PULL may follow at once (worker/step.c, wk_pull_ahead). */
+int wk_client_head_out(const wk_client *c);
 /* Closes everything; on_closed(why) follows. */
 void wk_client_close(wk_client *c, const char *why);
 

@@ -162,6 +162,15 @@ static void on_push_write(uv_write_t *req, int status) {
     c->tl_count[first] = 0;
   }
   if (--c->writes_left == 0 && c->push_queued == c->n_chunks && c->state == WK_CONN_OPEN) {
+    if (c->reply_early) {
+      /* Its reply came first: an exposed wait of none, measured (wk_client.h). */
+      c->reply_early = 0;
+      c->push_timed = 1;
+      c->push_done_at = 0;
+      c->reply_at = c->pushed_at = pst_now();
+      c->wait_us = 1; /* measured: 0 means none */
+      pst_quant_observe(&c->waits, 0);
+    }
     if (!c->push_timed) c->push_done_at = pst_now();
     c->push_timed = 1;
     c->cbs->on_push_sent(c);
@@ -259,6 +268,7 @@ static int push_begin(wk_client *c, uint64_t version, const float *grad, int des
   c->run_hi = c->run_next = c->run_end = c->run_limit = c->n_chunks;
   c->writes_left = 0;
   c->push_timed = 0;
+  c->reply_early = 0;
   c->tl_step = pst_tl_current_step();
   return 0;
 }
@@ -332,6 +342,11 @@ int wk_client_push_rising(wk_client *c, size_t lo, size_t hi) {
   c->run_limit = lim;
   int rc = push_some(c, SIZE_MAX, 0); /* no new run: only this one's final chunks */
   return rc < 0 ? rc : 0;
+}
+
+int wk_client_head_out(const wk_client *c) {
+  return c->state == WK_CONN_OPEN && c->push_runs && !c->push_timed && c->push_queued > 0 &&
+         c->run_hi == 0 && c->run_next > 0;
 }
 
 int wk_client_push_head(wk_client *c) {

@@ -154,6 +154,13 @@ typedef struct wk_trainer {
   uv_mutex_t pull_mu;
   uv_cond_t pull_cond;
   int pull_streaming, work_streamed;
+  /* The next step's PULL sent during this step's backward pass, once the first layer's
+   * chunk 0 is pushed (wk_pull_ahead; sync, one shard): its reply lands while this step
+   * computes (pull_ahead), and may be in whole before it ends (pull_ahead_done); the end of
+   * the step takes it as its pull (loop only). pull_step: the step a pull's chunks are for. */
+  int pull_ahead, pull_ahead_done;
+  uint64_t pull_step;
+  uint64_t pulls_ahead;      /* pulls sent so, in all */
   int cuts_stale;            /* a WELCOME set the chunks: the net's pieces follow them at
                               * the next step (loop only; the net is the threadpool's while a
                               * step runs) */

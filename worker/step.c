@@ -53,9 +53,7 @@ static void send_report(wk_trainer *t, int is_eval, double loss, uint64_t correc
 }
 
 /* A new reply is coming from every shard: nothing of it is in yet. */
-static void pull_reset(wk_trainer *t) {
-  t->state = WK_PULLING;
-  t->pull_streaming = 0;
+static void reset_shards(wk_trainer *t) {
   uv_mutex_lock(&t->pull_mu);
   for (int i = 0; i < t->n_ps; i++) {
     wk_shard *sh = &t->ps[i];
@@ -65,6 +63,16 @@ static void pull_reset(wk_trainer *t) {
   uv_mutex_unlock(&t->pull_mu);
 }
 
+static void pull_reset(wk_trainer *t) {
+  t->state = WK_PULLING;
+  t->pull_streaming = 0;
+  t->pull_ahead = t->pull_ahead_done = 0; /* a reconnection's pull replaces one sent ahead */
+  t->pull_step = t->steps;
+  reset_shards(t);
+}
+
+static void send_pull(wk_trainer *t);
+
 /* Which version to ask for next. sync: the one after ours (answered once every worker's
  * gradient for ours is in). async and ssp: whatever is newest (ssp's bound is the ps's). */
 static void pull(wk_trainer *t) {
@@ -73,6 +81,11 @@ static void pull(wk_trainer *t) {
   t->tl_pull_at = pst_now();
   t->tl_pull_eval = t->eval_due != 0;
   pull_reset(t);
+  send_pull(t);
+}
+
+/* The PULL of the weights after t->version (sync) or the newest, to every shard. */
+static void send_pull(wk_trainer *t) {
   wk_obs_pull_sent(&t->obs);
   int sync = t->mode == PSTRAIN__MODE__MODE_SYNC;
   /* sync, just (re)registered: the version of the step the slot stands at, which the ps may
@@ -97,6 +110,49 @@ static void pull(wk_trainer *t) {
       p.clock_probe = pst_now();
       wk_client_send(&t->ps[i].client, &p);
     }
+  }
+}
+
+void wk_pull_ahead(wk_trainer *t) {
+  /* Only where nothing else may come between this step's end and the next one's pull: one
+   * shard, sync, no evaluation, leave or epoch end after this step, no delta pull (its chunks
+   * add to the weights). Not on the CPU: its backward pass reads the host weights, which
+   * the reply overwrites; a GPU's (and the null device's) read the device's own copy, and
+   * this step's forward pass is over. */
+  if (t->pull_ahead || t->state != WK_COMPUTING || t->work_kind != WK_WORK_TRAIN ||
+      !t->work_running || !t->layer_push || t->pull_streaming || t->n_ps != 1 ||
+      t->mode != PSTRAIN__MODE__MODE_SYNC || !t->opt.pull_by_layer ||
+      strncmp(t->backend->name, "cpu", 3) == 0 || t->data_ranges || t->eval_every > 0 ||
+      t->eval_due || t->subset_due || t->subset_asked || t->stop_requested ||
+      t->leave_pending || t->opt.leave_after_step > 0 || !t->have_weights ||
+      t->ps[0].client.pull_enc == PST_ENC_DELTA || t->epoch >= t->epochs ||
+      t->step_in_epoch + 1 >= t->steps_per_epoch || !wk_client_head_out(&t->ps[0].client))
+    return;
+  t->tl_pull_at = pst_now();
+  t->tl_pull_eval = 0;
+  t->pull_step = t->steps + 1;
+  reset_shards(t);
+  send_pull(t);
+  t->pull_ahead = 1;
+  t->pulls_ahead++;
+}
+
+void wk_on_grad_async(uv_async_t *a) {
+  wk_on_grad_ready(a);
+  wk_pull_ahead(a->data); /* the first layer's chunk 0 may have gone just now */
+}
+
+/* The end of a step whose successor's PULL went ahead: that pull is this step's now. */
+static void take_pull_ahead(wk_trainer *t) {
+  int done = t->pull_ahead_done;
+  t->pull_ahead = t->pull_ahead_done = 0;
+  t->state = WK_PULLING;
+  pst_tl_step(t->steps);
+  if (done) {
+    t->weights_fresh = 1;
+    if (!t->push_in_flight) wk_next_work(t); /* else on_push_sent's */
+  } else {
+    wk_try_early_step(t);
   }
 }
 
@@ -337,7 +393,7 @@ static void after_train(wk_trainer *t) {
    * sent whole at the end (a CPU worker's): on 2 cores the ps's one thread interleaving the
    * reply with the rest of two workers' pushes made the demo's job 7% slower
    * (docs/benchmarks.md). */
-  int split = t->mode == PSTRAIN__MODE__MODE_SYNC && layered;
+  int split = t->mode == PSTRAIN__MODE__MODE_SYNC && layered && !t->pull_ahead;
   for (int i = 0; i < t->n_ps && split; i++) split = t->ps[i].client.push_runs;
   for (int i = 0; i < t->n_ps; i++) {
     wk_shard *sh = &t->ps[i];
@@ -388,7 +444,9 @@ static void after_train(wk_trainer *t) {
     wk_leave(t);
     return;
   }
-  if (t->epoch < t->epochs) {
+  if (t->pull_ahead) {
+    take_pull_ahead(t);
+  } else if (t->epoch < t->epochs) {
     pull(t);
     if (split) push_rest(t);
   } else {
@@ -425,8 +483,9 @@ static void finish(wk_trainer *t, uint64_t checksum) {
              t->clipped, t->steps);
   if (t->opt.pull_by_layer)
     LOG_INFO("--pull-by-layer: %" PRIu64 " of %" PRIu64 " steps started before their "
-             "weights were all in; they waited %.3f s in all for the rest", t->steps_early,
-             t->steps, t->weights_wait);
+             "weights were all in; they waited %.3f s in all for the rest; %" PRIu64
+             " pulls went out during the step before", t->steps_early, t->steps,
+             t->weights_wait, t->pulls_ahead);
   if (t->obs.parted_steps > 0) {
     char parts[400];
     wk_obs_step_parts(&t->obs, parts, sizeof parts);

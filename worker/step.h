@@ -25,6 +25,13 @@ void wk_next_work(wk_trainer *t);
 /* --pull-by-layer (the loop's side): start the next step early if it may; a chunk of a
  * shard's reply is in; every shard's reply is. */
 void wk_try_early_step(wk_trainer *t);
+/* From the loop while a training step computes, after its pushed chunks were queued: sends
+ * the next step's PULL now if the first layer's chunk 0 has gone and nothing at this step's
+ * end needs another exchange first (worker/state.h, pull_ahead). */
+void wk_pull_ahead(wk_trainer *t);
+/* The backward pass's wake-up on the loop (trainer.c's grad_async): the chunks final now
+ * queued (layer_push.h's wk_on_grad_ready), then wk_pull_ahead. */
+void wk_on_grad_async(uv_async_t *a);
 void wk_pull_progress(wk_trainer *t, wk_shard *sh, const Pstrain__Header *h);
 void wk_pull_complete(wk_trainer *t);
 /* Ends the running step's waits for weights and its deliberate idling: the step is dropped

@@ -49,8 +49,9 @@ static int on_payload(wk_client *c, const Pstrain__Header *h, float **dst) {
   wk_trainer *t = c->data;
   wk_shard *sh = shard_of(c);
   /* Weights come for the pull out: while the worker waits for them or, with
-   * --pull-by-layer, while a step already computes on the first of them. */
-  int pulling = t->state == WK_PULLING || (t->pull_streaming && !sh->pulled);
+   * --pull-by-layer, while a step already computes on the first of them, or while the step
+   * before computes (a PULL sent ahead, wk_pull_ahead). */
+  int pulling = t->state == WK_PULLING || ((t->pull_streaming || t->pull_ahead) && !sh->pulled);
   if (h->type != PSTRAIN__MSG_TYPE__WEIGHTS || !pulling || !sh->welcomed ||
       h->offset > sh->floats || h->count > sh->floats - h->offset) {
     snprintf(c->rd.err, sizeof c->rd.err, "unexpected tensor chunk (offset %" PRIu64 ")", h->offset);
@@ -83,6 +84,10 @@ static void on_weights_done(wk_trainer *t, wk_shard *sh, uint64_t version) {
   t->subset_asked = 0;
   wk_obs_weights_in(&t->obs);
   t->have_weights = 1;
+  if (t->pull_ahead) {
+    t->pull_ahead_done = 1; /* the step computing now takes them at its end */
+    return;
+  }
   if (t->pull_streaming) {
     wk_pull_complete(t); /* a step computes on them already */
     return;
@@ -108,7 +113,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
         pst_tl_async("pull", t->tl_pull_eval ? "pull chunk (evaluation)" : "pull chunk",
                      ((uint64_t)wk_shard_index(t, sh) << 32) | (h->offset & 0xffffffffu),
                      c->tl_chunk_at, pst_now(),
-                     PST_TL_CHUNK(t->steps, -1, h->offset, h->count, h->version));
+                     PST_TL_CHUNK(t->pull_step, -1, h->offset, h->count, h->version));
       int streaming = t->pull_streaming;
       /* An encoded chunk landed at the start of its place (on_payload checked the range):
        * float32 from here on, before any step may compute on it. */
@@ -132,7 +137,7 @@ static int on_frame(wk_client *c, const Pstrain__Header *h) {
         pst_enc_decode_inplace(c->pull_enc, w, (size_t)h->count);
       }
       if (h->last) {
-        if ((t->state != WK_PULLING && !streaming) || sh->pulled) return -EPROTO;
+        if ((t->state != WK_PULLING && !streaming && !t->pull_ahead) || sh->pulled) return -EPROTO;
         on_weights_done(t, sh, h->version);
       }
       if (t->opt.pull_by_layer) wk_pull_progress(t, sh, h);
@@ -301,6 +306,7 @@ static void on_closed(wk_client *c, const char *why) {
   /* A step waiting for weights from this connection waits no more, whatever the state. */
   if (!shard_of(c)->shut) {
     t->pull_streaming = 0;
+    t->pull_ahead = t->pull_ahead_done = 0; /* its reply will not come: the next session pulls */
     wk_abandon_work(t);
   }
   if (!shard_of(c)->shut && t->state != WK_STOPPED && !t->losing) {
@@ -447,7 +453,7 @@ int wk_trainer_start(wk_trainer *t, uv_loop_t *loop, const wk_options *opt, char
   /* Fine enough for the shortest timeouts the ps allows (0.2 s). */
   uv_timer_init(loop, &t->hb_timer);
   t->hb_timer.data = t;
-  uv_async_init(loop, &t->grad_async, wk_on_grad_ready);
+  uv_async_init(loop, &t->grad_async, wk_on_grad_async);
   t->grad_async.data = t;
   uv_timer_start(&t->hb_timer, on_hb_timer, 25, 25);
   t->hb_last_tick = pst_now();
