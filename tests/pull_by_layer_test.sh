@@ -11,6 +11,8 @@
 #    computing on them waits for the rest. The worker's silence check must give the ps up, the waiting step must be
 #    dropped (not hang the worker), the worker must connect again and, the ps waiting for it
 #    (--on-worker-loss wait), the run must end with the clean run's weights;
+#  - the same with null workers paced as a GPU, whose next PULL goes out during the
+#    backward pass (wk_pull_ahead): the stalled reply began while the step before computed;
 #  - and a SIGTERM while such a step waits: the worker stops at once (status 3).
 source "$(dirname "$0")/lib.sh"
 
@@ -58,6 +60,38 @@ got=$(json_field "$OUT/s.json" weights_checksum)
 [ "$got" = "$clean" ] || fail "checksum $got after the stopped reply, $clean in a clean run"
 pass "a reply stopped after 2 of 58 chunks: worker 0 gave the ps up, dropped the waiting step, came back; checksum $got = clean"
 
+# The same with null workers paced as a GPU (1 ms a step's compute, mlp's first layer in
+# pieces of 256 KiB chunks): their next PULL goes out during the backward pass
+# (worker/step.c, wk_pull_ahead), so the reply that stops halfway began while the step
+# before it still computed. Worker 0 must give the ps up, drop a step, come back, and the
+# run end with the clean null run's weights.
+nargs=(--model mlp --epochs 1 --batch-size 256 --seed 7 --chunk-kib 256)
+WORKER_EXTRA=("--device null:250000" "--device null:250000")
+train sync 2 "$OUT/clean_null.json" "${nargs[@]}"
+clean_null=$(json_field "$OUT/clean_null.json" weights_checksum)
+n_ahead=$(grep -ho '[0-9]* pulls went out' "$OUT"/worker0-sync.log | awk '{n = $1} END {print n + 0}')
+[ "$n_ahead" -gt 0 ] || fail "null workers: no PULL went out during the step before"
+port=$(free_port)
+proxy_port=$(free_port)
+start_bg proxy3 /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled3" stall 20
+start_ps ps3 --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s3.json" \
+  --worker-timeout 1.5 --on-worker-loss wait "${nargs[@]}"
+ps_pid=$LAST_PID
+start_worker w0c --ps "127.0.0.1:$proxy_port" --index 0 --device null:250000
+w0=$LAST_PID
+start_worker w1c --ps "127.0.0.1:$port" --index 1 --device null:250000
+w1=$LAST_PID
+wait_pid "$w0" 120 || fail "null worker 0 exited non-zero after the reply stopped halfway"
+wait_pid "$w1" 120 || fail "null worker 1 exited non-zero"
+wait_pid "$ps_pid" 30 || fail "the ps of null workers exited non-zero"
+[ -f "$OUT/stalled3" ] || fail "the third proxy never held a reply back"
+grep -q "lost the ps (no message from the ps for" "$OUT/w0c.log" || fail "null worker 0 did not give up the silent ps"
+grep -q "worker 0 .* rejoined" "$OUT/ps3.log" || fail "the ps did not see null worker 0 rejoin"
+got=$(json_field "$OUT/s3.json" weights_checksum)
+[ "$got" = "$clean_null" ] || fail "null workers: checksum $got after the stopped reply, $clean_null in a clean run"
+pass "null workers, $n_ahead pulls sent during the step before: a reply stopped halfway, worker 0 gave the ps up and came back; checksum $got = clean"
+WORKER_EXTRA=()
+
 # SIGTERM while a step waits for the rest of its weights (the ps's silence is not yet past
 # its timeout): the wait ends at once and the worker stops with status 3.
 port=$(free_port)
@@ -77,4 +111,4 @@ kill -TERM "$w0"
 rc=0; wait_pid "$w0" 5 || rc=$?
 [ $rc -eq 3 ] || fail "worker 0, stopped while its step waited for weights, exited $rc, not 3"
 pass "SIGTERM while a step waited for the rest of its weights: the worker stopped at once (status 3)"
-echo "5 passed, 0 failed"
+echo "6 passed, 0 failed"
