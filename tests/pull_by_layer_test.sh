@@ -32,65 +32,59 @@ for v in "pulled --pull-by-layer" "both --pull-by-layer --push-by-layer" \
   pass "$flags: checksum $sum as without; $e of $t steps started before their weights were in"
 done
 
-# The reply that stops halfway.
+# stalled_reply TAG CLEAN PS_ARGS... -- WORKER_ARGS...: a ps given PS_ARGS (it waits for a
+# lost worker: sync steps do not go on without it), worker 1 straight to it and worker 0
+# through a proxy (tests/ps_proxy.py) that forwards the first two chunks of the 21st reply
+# and then nothing. Worker 0 must give the silent ps up, drop the step that waited, come
+# back, and the run end with exactly the clean run's weights, CLEAN; GOT is the checksum.
+stalled_reply() {
+  local tag=$1 clean=$2 ps_args=()
+  shift 2
+  while [ "$1" != "--" ]; do ps_args+=("$1"); shift; done
+  shift
+  local port proxy_port ps_pid w0 w1
+  port=$(free_port)
+  proxy_port=$(free_port)
+  start_bg "proxy$tag" /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled$tag" stall 20
+  start_ps "ps$tag" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s$tag.json" \
+    --worker-timeout 1.5 --on-worker-loss wait "${ps_args[@]}"
+  ps_pid=$LAST_PID
+  start_worker "w0$tag" --ps "127.0.0.1:$proxy_port" --index 0 "$@"
+  w0=$LAST_PID
+  start_worker "w1$tag" --ps "127.0.0.1:$port" --index 1 "$@"
+  w1=$LAST_PID
+  wait_pid "$w0" 120 || fail "worker 0$tag exited non-zero after the reply stopped halfway"
+  wait_pid "$w1" 120 || fail "worker 1$tag exited non-zero"
+  wait_pid "$ps_pid" 30 || fail "the ps$tag exited non-zero"
+  [ -f "$OUT/stalled$tag" ] || fail "the proxy$tag never held a reply back"
+  grep -q "lost the ps (no message from the ps for" "$OUT/w0$tag.log" || fail "worker 0$tag did not give up the silent ps"
+  grep -q "dropped the gradient computed on version" "$OUT/w0$tag.log" ||
+    fail "worker 0$tag did not drop the step that waited for the rest of its weights"
+  grep -q "worker 0 .* rejoined" "$OUT/ps$tag.log" || fail "the ps$tag did not see worker 0 rejoin"
+  GOT=$(json_field "$OUT/s$tag.json" weights_checksum)
+  [ "$GOT" = "$clean" ] || fail "$tag: checksum $GOT after the stopped reply, $clean in a clean run"
+}
+
+# The reply that stops halfway, on CPU workers.
 args=(--model mlp --epochs 1 --batch-size 256 --seed 7 --chunk-kib 16)
 train sync 2 "$OUT/clean.json" "${args[@]}"
 clean=$(json_field "$OUT/clean.json" weights_checksum)
-port=$(free_port)
-proxy_port=$(free_port)
-start_bg proxy /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled" stall 20
-# The ps waits for the lost worker (sync steps do not go on without it), so the run must end
-# with exactly the clean run's weights.
-start_ps ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" \
-  --worker-timeout 1.5 --on-worker-loss wait "${args[@]}"
-ps_pid=$LAST_PID
-start_worker w0 --ps "127.0.0.1:$proxy_port" --index 0 --pull-by-layer
-w0=$LAST_PID
-start_worker w1 --ps "127.0.0.1:$port" --index 1 --pull-by-layer
-w1=$LAST_PID
-wait_pid "$w0" 120 || fail "worker 0 exited non-zero after the reply stopped halfway"
-wait_pid "$w1" 120 || fail "worker 1 exited non-zero"
-wait_pid "$ps_pid" 30 || fail "the ps exited non-zero"
-[ -f "$OUT/stalled" ] || fail "the proxy never held a reply back"
-grep -q "lost the ps (no message from the ps for" "$OUT/w0.log" || fail "worker 0 did not give up the silent ps"
-grep -q "dropped the gradient computed on version" "$OUT/w0.log" ||
-  fail "worker 0 did not drop the step that waited for the rest of its weights"
-grep -q "worker 0 .* rejoined" "$OUT/ps.log" || fail "the ps did not see worker 0 rejoin"
-got=$(json_field "$OUT/s.json" weights_checksum)
-[ "$got" = "$clean" ] || fail "checksum $got after the stopped reply, $clean in a clean run"
-pass "a reply stopped after 2 of 58 chunks: worker 0 gave the ps up, dropped the waiting step, came back; checksum $got = clean"
+stalled_reply "" "$clean" "${args[@]}" -- --pull-by-layer
+pass "a reply stopped after 2 of 58 chunks: worker 0 gave the ps up, dropped the waiting step, came back; checksum $GOT = clean"
 
 # The same with null workers paced as a GPU (1 ms a step's compute, mlp's first layer in
 # pieces of 256 KiB chunks): their next PULL goes out during the backward pass
 # (worker/step.c, wk_pull_ahead), so the reply that stops halfway began while the step
-# before it still computed. Worker 0 must give the ps up, drop a step, come back, and the
-# run end with the clean null run's weights.
+# before it still computed.
 nargs=(--model mlp --epochs 1 --batch-size 256 --seed 7 --chunk-kib 256)
 WORKER_EXTRA=("--device null:250000" "--device null:250000")
 train sync 2 "$OUT/clean_null.json" "${nargs[@]}"
+WORKER_EXTRA=()
 clean_null=$(json_field "$OUT/clean_null.json" weights_checksum)
 n_ahead=$(grep -ho '[0-9]* pulls went out' "$OUT"/worker0-sync.log | awk '{n = $1} END {print n + 0}')
 [ "$n_ahead" -gt 0 ] || fail "null workers: no PULL went out during the step before"
-port=$(free_port)
-proxy_port=$(free_port)
-start_bg proxy3 /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled3" stall 20
-start_ps ps3 --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s3.json" \
-  --worker-timeout 1.5 --on-worker-loss wait "${nargs[@]}"
-ps_pid=$LAST_PID
-start_worker w0c --ps "127.0.0.1:$proxy_port" --index 0 --device null:250000
-w0=$LAST_PID
-start_worker w1c --ps "127.0.0.1:$port" --index 1 --device null:250000
-w1=$LAST_PID
-wait_pid "$w0" 120 || fail "null worker 0 exited non-zero after the reply stopped halfway"
-wait_pid "$w1" 120 || fail "null worker 1 exited non-zero"
-wait_pid "$ps_pid" 30 || fail "the ps of null workers exited non-zero"
-[ -f "$OUT/stalled3" ] || fail "the third proxy never held a reply back"
-grep -q "lost the ps (no message from the ps for" "$OUT/w0c.log" || fail "null worker 0 did not give up the silent ps"
-grep -q "worker 0 .* rejoined" "$OUT/ps3.log" || fail "the ps did not see null worker 0 rejoin"
-got=$(json_field "$OUT/s3.json" weights_checksum)
-[ "$got" = "$clean_null" ] || fail "null workers: checksum $got after the stopped reply, $clean_null in a clean run"
-pass "null workers, $n_ahead pulls sent during the step before: a reply stopped halfway, worker 0 gave the ps up and came back; checksum $got = clean"
-WORKER_EXTRA=()
+stalled_reply _null "$clean_null" "${nargs[@]}" -- --device null:250000
+pass "null workers, $n_ahead pulls sent during the step before: a reply stopped halfway, worker 0 gave the ps up, dropped the waiting step, came back; checksum $GOT = clean"
 
 # SIGTERM while a step waits for the rest of its weights (the ps's silence is not yet past
 # its timeout): the wait ends at once and the worker stops with status 3.
