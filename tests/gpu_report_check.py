@@ -3,8 +3,9 @@
 
     gpu_report_check.py REPORT pass   every check ran and passed: the devices, the data, the
                                       five parity tests, six presets and mobilenetv2 on 2
-                                      stages, two workers on one device, eight bench-train runs, the slow links (issue
-                                      27); their figures are sane
+                                      stages, two workers on one device, eight bench-train runs,
+                                      issue 41's step, transport and CPU workers checks, the
+                                      slow links (issue 27); their figures are sane
     gpu_report_check.py REPORT nogpu  the run stopped at the devices check, which failed
 
 Numbers are compared as numbers; exits non-zero with one line on the first problem."""
@@ -33,7 +34,7 @@ def main():
     if doc["verdict"] != "pass":
         fail(f"verdict {doc['verdict']}: {[(c['name'], c['detail']) for c in checks if c['verdict'] != 'pass']}")
     kinds = {"devices": 0, "data": 0, "parity": 0, "train": 0, "two": 0, "bench-train": 0,
-             "slow": 0}
+             "step:": 0, "transport:": 0, "cpu": 0, "slow": 0}
     for c in checks:
         if c["verdict"] != "pass" or not c["detail"] or "\n" in c["detail"]:
             fail(f"{c['name']}: {c['verdict']}: {c['detail']!r}")
@@ -56,6 +57,23 @@ def main():
             computes = [v for k, v in fig.items() if k.endswith("per_worker")]
             if not rates or not computes or min(rates) <= 0 or min(computes) <= 0:
                 fail(f"{c['name']}: {fig}")
+        if kind == "step:":
+            # The device's job against its compute-only rate, and the emulated worker's at it.
+            if not (fig["samples_per_sec"] > 0 and fig["compute_samples_per_sec"] > 0 and
+                    fig["emulated_samples_per_sec"] > 0 and
+                    math.isclose(fig["compute_share"],
+                                 fig["samples_per_sec"] / fig["compute_samples_per_sec"]) and
+                    math.isclose(fig["emulated_share"],
+                                 fig["emulated_samples_per_sec"] / fig["compute_samples_per_sec"]) and
+                    math.isclose(fig["points_from_emulated"],
+                                 100 * abs(fig["compute_share"] - fig["emulated_share"]),
+                                 abs_tol=1e-9)):
+                fail(f"{c['name']}: {fig}")
+        if kind == "transport:" and not fig.get("ratio_1_mib", 0) > 0:
+            fail(f"{c['name']}: {fig}")
+        if kind == "cpu" and not (fig["cores"] >= 1 and fig["sync_1_samples_per_sec"] > 0 and
+                                  fig["async_1_samples_per_sec"] > 0):
+            fail(f"{c['name']}: {fig}")
         if kind == "slow":
             # Round trips measured over the links, and every encoding's time against float32's.
             if not (0 < fig["round_trip_ms_min"] <= fig["round_trip_ms_max"] < 1000 and
@@ -69,7 +87,7 @@ def main():
                         math.isfinite(fig[f"{enc}_points_below"])):
                     fail(f"{c['name']}: {enc}: {fig}")
     expected = {"devices": 1, "data": 1, "parity": 5, "train": 7, "two": 1, "bench-train": 8,
-                "slow": 1}
+                "step:": 1, "transport:": 1, "cpu": 1, "slow": 1}
     if kinds != expected:
         fail(f"checks by kind {kinds}, expected {expected}")
 

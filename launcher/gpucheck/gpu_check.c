@@ -8,11 +8,14 @@
  *   4. two workers sharing the GPU;
  *   5. bench-train for mlp and cnn2 at batch 64 and 256, with and without --push-by-layer
  *      --pull-by-layer, beside each worker's compute-only rate;
- *   6. issue 27's slow links (gpu_check_links.c): 4 sync cnn2 workers over emulated links
+ *   6. issue 41's figures (gpu_check_step.c): 1 worker's share of its compute-only rate at
+ *      batch 256 beside the emulated worker's (`--device null:RATE`) at that rate, `pstrain
+ *      bench` against raw TCP, and sync and async CPU workers up to 12 on a 16-core host;
+ *   7. issue 27's slow links (gpu_check_links.c): 4 sync cnn2 workers over emulated links
  *      (250 Mbit/s, 4 ms each way: 1 Gbit/s and 1 ms scaled to a quarter of a GPU each) with
  *      float32, fp16 and top-k, the measured round trips, and the times to 0.88 against the
  *      issue's targets;
- *   7. the whole run within its time budget (7 minutes on one H100).
+ *   8. the whole run within its time budget (7 minutes on one H100).
  * `--device cpu` is a dry run: the same checks on the CPU at small sizes, which exercises the
  * plumbing (finding the binaries, running them, reading their results, the report) without a
  * GPU; it judges that every run finishes with finite numbers, not how well it learns.
@@ -41,6 +44,7 @@
 #include "launcher/gpucheck/checks.h"
 #include "launcher/gpucheck/gpu_check_links.h"
 #include "launcher/gpucheck/gpu_check_report.h"
+#include "launcher/gpucheck/gpu_check_step.h"
 #include "launcher/gpucheck/gpu_check_tools.h"
 #include "worker/dataset.h"
 
@@ -511,6 +515,9 @@ int pl_cmd_gpu_check(int argc, char **argv) {
     for (int b = 0; b < 2; b++)
       for (int layered = 0; layered < 2; layered++)
         check_bench(&g, g_bench_models[m], g.sz.bench_batch[b], layered);
+  pl_gc_check_step(&g);
+  pl_gc_check_transport(&g);
+  pl_gc_check_cpu_workers(&g);
   pl_gc_check_links(&g);
   pl_gc_check_allreduce(&g);
   return finish(&g, 1);
