@@ -15,7 +15,8 @@
  *      (250 Mbit/s, 4 ms each way: 1 Gbit/s and 1 ms scaled to a quarter of a GPU each) with
  *      float32, fp16 and top-k, the measured round trips, and the times to 0.88 against the
  *      issue's targets;
- *   8. the whole run within its time budget (7 minutes on one H100).
+ *   8. the whole run within its time budget (10 minutes on one H100: it took 202 s on an H200
+ *      before issue 41's checks, which add about 140 s by estimate).
  * `--device cpu` is a dry run: the same checks on the CPU at small sizes, which exercises the
  * plumbing (finding the binaries, running them, reading their results, the report) without a
  * GPU; it judges that every run finishes with finite numbers, not how well it learns.
@@ -377,7 +378,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("data-dir", PST_CFG_STRING, f_data, PST_DATA_DEFAULT_DIR, "Fashion-MNIST's IDX files; the runs train on a copy of its first samples", 0, 0),
     PST_OPT("train-samples", PST_CFG_INT, &f_train, "0", "training samples the runs use (0: " GC_STR(GC_GPU_TRAIN) " on a GPU, " GC_STR(GC_DRY_TRAIN) " in the dry run)", 0, 60000),
     PST_OPT("test-samples", PST_CFG_INT, &f_test, "0", "test samples they evaluate on (0: " GC_STR(GC_GPU_TEST) " on a GPU, " GC_STR(GC_DRY_TEST) " in the dry run)", 0, 10000),
-    PST_OPT("budget", PST_CFG_DOUBLE, &f_budget, "420", "seconds the whole check should take on one GPU", 0, 0),
+    PST_OPT("budget", PST_CFG_DOUBLE, &f_budget, "600", "seconds the whole check should take on one GPU", 0, 0),
 };
 
 /* Parses the flags into g. 0, 1 for --help, 2 on a bad flag (said). */

@@ -43,7 +43,7 @@
 #define GC_CPU_RATE 200000.0
 #define GC_CPU_REPEATS 3
 /* Its 10 cells x 3 runs of an epoch, about 3 s each on the host, with room. */
-#define GC_CPU_DEADLINE_S 420
+#define GC_CPU_DEADLINE_S 300
 
 static const char *judged(const pl_gc_ctx *g, int met) {
   return g->run.dry_run ? "not judged in the dry run" : met ? "met" : "NOT met";
