@@ -68,6 +68,33 @@ wait_pid() {
   return $rc
 }
 
+# proxied_pair NAME MODE N PS_FLAGS... -- WORKER_FLAGS...: a ps of 2 workers on a free port
+# that waits for a lost worker (--on-worker-loss wait), worker 1 straight to it and worker 0
+# through tests/ps_proxy.py in MODE from its Nth message (what the proxy did goes to
+# $OUT/proxy-NAME), each worker given --index and WORKER_FLAGS. Logs ps-NAME, w0-NAME,
+# w1-NAME; the ps's summary $OUT/s-NAME.json. Returns once all three ended well, and fails,
+# naming which, if one did not.
+proxied_pair() {
+  local name=$1 mode=$2 n=$3 ps_flags=() port proxy_port ps_pid w0 w1
+  shift 3
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do ps_flags+=("$1"); shift; done
+  [ $# -eq 0 ] || shift
+  port=$(free_port)
+  proxy_port=$(free_port)
+  start_bg "proxy-$name" /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
+    "$OUT/proxy-$name" "$mode" "$n"
+  start_ps "ps-$name" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-$name.json" \
+    --on-worker-loss wait "${ps_flags[@]}"
+  ps_pid=$LAST_PID
+  start_worker "w0-$name" --ps "127.0.0.1:$proxy_port" --index 0 "$@"
+  w0=$LAST_PID
+  start_worker "w1-$name" --ps "127.0.0.1:$port" --index 1 "$@"
+  w1=$LAST_PID
+  wait_pid "$w0" 120 || fail "$name: worker 0, behind the proxy ($mode), exited non-zero"
+  wait_pid "$w1" 120 || fail "$name: worker 1 exited non-zero"
+  wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
+}
+
 # json_field FILE KEY: a number or string field of a one-line JSON object.
 json_field() {
   /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"

@@ -19,27 +19,13 @@ args=(--model mlp --epochs 1 --batch-size 256 --seed 5 --chunk-kib 16)
 train sync 2 "$OUT/clean.json" "${args[@]}"
 clean=$(json_field "$OUT/clean.json" weights_checksum)
 
-# lied_to NAME WORKER_FLAGS...: the run with the lying proxy before worker 0.
+# lied_to NAME WORKER_FLAGS...: the run with the lying proxy before worker 0 (lib.sh,
+# proxied_pair).
 lied_to() {
   local name=$1; shift
-  local port proxy_port ps_pid w0 w1
-  port=$(free_port)
-  proxy_port=$(free_port)
-  start_bg "proxy-$name" /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
-    "$OUT/lies-$name" lie 3
-  start_ps "ps-$name" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-$name.json" \
-    --worker-timeout 3 --on-worker-loss wait "${args[@]}"
-  ps_pid=$LAST_PID
-  start_worker "w0-$name" --ps "127.0.0.1:$proxy_port" --index 0 "$@"
-  w0=$LAST_PID
-  start_worker "w1-$name" --ps "127.0.0.1:$port" --index 1 "$@"
-  w1=$LAST_PID
-  wait_pid "$w0" 120 || fail "$name: worker 0 exited non-zero after the lies"
-  wait_pid "$w1" 120 || fail "$name: worker 1 exited non-zero"
-  wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
-
+  proxied_pair "$name" lie 3 --worker-timeout 3 "${args[@]}" -- "$@"
   local told bad got log="$OUT/w0-$name.log"
-  told=$(tr '\n' ' ' <"$OUT/lies-$name" 2>/dev/null || true)
+  told=$(tr '\n' ' ' <"$OUT/proxy-$name" 2>/dev/null || true)
   [ "$told" = "offset count magic huge type twice reorder " ] || fail "$name: the proxy told: '$told'"
   # One reconnection per lie but the swap, each at once (a bad frame, not silence) with its
   # reason in one line. (A reconnection may also be refused a few times while the ps has not
@@ -67,22 +53,8 @@ lied_to whole
 # sets $got to the ps's checksum.
 delta_lie() {
   local name=$1 mode=$2 reason=$3; shift 3
-  local port proxy_port ps_pid w0 w1
-  port=$(free_port)
-  proxy_port=$(free_port)
-  start_bg "proxy-$name" /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" \
-    "$OUT/lies-$name" "$mode" 3
-  start_ps "ps-$name" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-$name.json" \
-    --worker-timeout 3 --on-worker-loss wait --pull-compress delta "$@" "${args[@]}"
-  ps_pid=$LAST_PID
-  start_worker "w0-$name" --ps "127.0.0.1:$proxy_port" --index 0
-  w0=$LAST_PID
-  start_worker "w1-$name" --ps "127.0.0.1:$port" --index 1
-  w1=$LAST_PID
-  wait_pid "$w0" 120 || fail "$name: worker 0 exited non-zero after the lie ($mode)"
-  wait_pid "$w1" 120 || fail "$name: worker 1 exited non-zero"
-  wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
-  [ "$(cat "$OUT/lies-$name" 2>/dev/null)" = "$mode" ] || fail "$name: the proxy told no lie ($mode)"
+  proxied_pair "$name" "$mode" 3 --worker-timeout 3 --pull-compress delta "$@" "${args[@]}" --
+  [ "$(cat "$OUT/proxy-$name" 2>/dev/null)" = "$mode" ] || fail "$name: the proxy told no lie ($mode)"
   grep -q "lost the ps (bad frame from the ps: $reason" "$OUT/w0-$name.log" ||
     fail "$name: worker 0 did not refuse the lie ($mode) with its reason"
   got=$(json_field "$OUT/s-$name.json" weights_checksum)

@@ -23,24 +23,12 @@ got=$(json_field "$OUT/io.json" weights_checksum)
 grep -q "2 I/O threads" "$OUT/ps-sync.log" || fail "the ps did not say it runs I/O threads"
 pass "sync, 2 workers: checksum $got with every payload and reply on I/O threads, as without"
 
-# The push that stops halfway.
-port=$(free_port)
-proxy_port=$(free_port)
-start_bg proxy /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled" stall_push 300
-start_ps ps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s.json" \
-  --worker-timeout 1.5 --on-worker-loss wait "${args[@]}" "${io[@]}"
-ps_pid=$LAST_PID
-start_worker w0 --ps "127.0.0.1:$proxy_port" --index 0
-w0=$LAST_PID
-start_worker w1 --ps "127.0.0.1:$port" --index 1
-w1=$LAST_PID
-wait_pid "$w0" 120 || fail "worker 0 exited non-zero after its push stopped halfway"
-wait_pid "$w1" 120 || fail "worker 1 exited non-zero"
-wait_pid "$ps_pid" 30 || fail "the ps exited non-zero"
-[ -f "$OUT/stalled" ] || fail "the proxy never held a push back"
-grep -q "worker 0 .*no message for" "$OUT/ps.log" || fail "the ps did not find worker 0 silent mid-payload"
-grep -q "worker 0 .* rejoined" "$OUT/ps.log" || fail "the ps did not see worker 0 rejoin"
-got=$(json_field "$OUT/s.json" weights_checksum)
+# The push that stops halfway (lib.sh, proxied_pair).
+proxied_pair stall stall_push 300 --worker-timeout 1.5 "${args[@]}" "${io[@]}" --
+[ -f "$OUT/proxy-stall" ] || fail "the proxy never held a push back"
+grep -q "worker 0 .*no message for" "$OUT/ps-stall.log" || fail "the ps did not find worker 0 silent mid-payload"
+grep -q "worker 0 .* rejoined" "$OUT/ps-stall.log" || fail "the ps did not see worker 0 rejoin"
+got=$(json_field "$OUT/s-stall.json" weights_checksum)
 [ "$got" = "$plain" ] || fail "checksum $got after the push stopped halfway, $plain in a clean run"
 pass "a push stopped halfway on an I/O thread: the ps found worker 0 silent, it came back; checksum $got = clean"
 

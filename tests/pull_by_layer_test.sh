@@ -32,44 +32,31 @@ for v in "pulled --pull-by-layer" "both --pull-by-layer --push-by-layer" \
   pass "$flags: checksum $sum as without; $e of $t steps started before their weights were in"
 done
 
-# stalled_reply TAG CLEAN PS_ARGS... -- WORKER_ARGS...: a ps given PS_ARGS (it waits for a
+# stalled_reply NAME CLEAN PS_ARGS... -- WORKER_ARGS...: a ps given PS_ARGS (it waits for a
 # lost worker: sync steps do not go on without it), worker 1 straight to it and worker 0
 # through a proxy (tests/ps_proxy.py) that forwards the first two chunks of the 21st reply
-# and then nothing. Worker 0 must give the silent ps up, drop the step that waited, come
-# back, and the run end with exactly the clean run's weights, CLEAN; GOT is the checksum.
+# and then nothing (lib.sh, proxied_pair). Worker 0 must give the silent ps up, drop the
+# step that waited, come back, and the run end with exactly the clean run's weights, CLEAN;
+# GOT is the checksum.
 stalled_reply() {
-  local tag=$1 clean=$2 ps_args=()
+  local name=$1 clean=$2
   shift 2
-  while [ "$1" != "--" ]; do ps_args+=("$1"); shift; done
-  shift
-  local port proxy_port ps_pid w0 w1
-  port=$(free_port)
-  proxy_port=$(free_port)
-  start_bg "proxy$tag" /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled$tag" stall 20
-  start_ps "ps$tag" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s$tag.json" \
-    --worker-timeout 1.5 --on-worker-loss wait "${ps_args[@]}"
-  ps_pid=$LAST_PID
-  start_worker "w0$tag" --ps "127.0.0.1:$proxy_port" --index 0 "$@"
-  w0=$LAST_PID
-  start_worker "w1$tag" --ps "127.0.0.1:$port" --index 1 "$@"
-  w1=$LAST_PID
-  wait_pid "$w0" 120 || fail "worker 0$tag exited non-zero after the reply stopped halfway"
-  wait_pid "$w1" 120 || fail "worker 1$tag exited non-zero"
-  wait_pid "$ps_pid" 30 || fail "the ps$tag exited non-zero"
-  [ -f "$OUT/stalled$tag" ] || fail "the proxy$tag never held a reply back"
-  grep -q "lost the ps (no message from the ps for" "$OUT/w0$tag.log" || fail "worker 0$tag did not give up the silent ps"
-  grep -q "dropped the gradient computed on version" "$OUT/w0$tag.log" ||
-    fail "worker 0$tag did not drop the step that waited for the rest of its weights"
-  grep -q "worker 0 .* rejoined" "$OUT/ps$tag.log" || fail "the ps$tag did not see worker 0 rejoin"
-  GOT=$(json_field "$OUT/s$tag.json" weights_checksum)
-  [ "$GOT" = "$clean" ] || fail "$tag: checksum $GOT after the stopped reply, $clean in a clean run"
+  proxied_pair "$name" stall 20 --worker-timeout 1.5 "$@"
+  [ -f "$OUT/proxy-$name" ] || fail "$name: the proxy never held a reply back"
+  grep -q "lost the ps (no message from the ps for" "$OUT/w0-$name.log" ||
+    fail "$name: worker 0 did not give up the silent ps"
+  grep -q "dropped the gradient computed on version" "$OUT/w0-$name.log" ||
+    fail "$name: worker 0 did not drop the step that waited for the rest of its weights"
+  grep -q "worker 0 .* rejoined" "$OUT/ps-$name.log" || fail "$name: the ps did not see worker 0 rejoin"
+  GOT=$(json_field "$OUT/s-$name.json" weights_checksum)
+  [ "$GOT" = "$clean" ] || fail "$name: checksum $GOT after the stopped reply, $clean in a clean run"
 }
 
 # The reply that stops halfway, on CPU workers.
 args=(--model mlp --epochs 1 --batch-size 256 --seed 7 --chunk-kib 16)
 train sync 2 "$OUT/clean.json" "${args[@]}"
 clean=$(json_field "$OUT/clean.json" weights_checksum)
-stalled_reply "" "$clean" "${args[@]}" -- --pull-by-layer
+stalled_reply cpu "$clean" "${args[@]}" -- --pull-by-layer
 pass "a reply stopped after 2 of 58 chunks: worker 0 gave the ps up, dropped the waiting step, came back; checksum $GOT = clean"
 
 # The same with null workers paced as a GPU (1 ms a step's compute, mlp's first layer in
@@ -83,7 +70,7 @@ WORKER_EXTRA=()
 clean_null=$(json_field "$OUT/clean_null.json" weights_checksum)
 n_ahead=$(grep -ho '[0-9]* pulls went out' "$OUT"/worker0-sync.log | awk '{n = $1} END {print n + 0}')
 [ "$n_ahead" -gt 0 ] || fail "null workers: no PULL went out during the step before"
-stalled_reply _null "$clean_null" "${nargs[@]}" -- --device null:250000
+stalled_reply null "$clean_null" "${nargs[@]}" -- --device null:250000
 pass "null workers, $n_ahead pulls sent during the step before: a reply stopped halfway, worker 0 gave the ps up, dropped the waiting step, came back; checksum $GOT = clean"
 
 # SIGTERM while a step waits for the rest of its weights (the ps's silence is not yet past
