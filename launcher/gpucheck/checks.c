@@ -9,6 +9,8 @@
 #include <sys/stat.h>
 
 #include "common/clock.h"
+#include "common/json_file.h"
+#include "launcher/common/helpers.h"
 #include "launcher/gpucheck/gpu_check_tools.h"
 
 pl_gc_check *pl_gc_begin(pl_gc_ctx *g, const char *fmt, ...) {
@@ -78,4 +80,42 @@ int pl_gc_run_train(pl_gc_check *c, char *const argv[], double timeout_s) {
   pl_gc_why_failed(rc, timed_out, timeout_s, c->log, "pstrain: ", why, sizeof why);
   pl_gc_end(c, PL_GC_FAIL, "%s", why);
   return -1;
+}
+
+int pl_gc_bench_train(pl_gc_ctx *g, pl_gc_check *c, const char *dir, const pl_gc_bench_run *r,
+                      cJSON **doc, char *why, size_t whylen) {
+  char json[PATH_MAX + 200];
+  snprintf(c->log, sizeof c->log, "%s/%s.log", dir, r->name);
+  snprintf(json, sizeof json, "%s/%s.json", dir, r->name);
+  pl_argv a = {0};
+  pl_argv_add(&a, "%s", g->self);
+  pl_argv_add(&a, "bench-train");
+  pl_argv_add(&a, "--device=%s", r->device);
+  pl_argv_add(&a, "--model=%s", r->model);
+  pl_argv_add(&a, "--batch-size=%d", r->batch);
+  pl_argv_add(&a, "--data-dir=%s", r->data);
+  if (r->layered) {
+    pl_argv_add(&a, "--push-by-layer=%s", r->layered);
+    pl_argv_add(&a, "--pull-by-layer=%s", r->layered);
+  }
+  /* bench-train's own flags take their value as the next word. */
+  pl_argv_add(&a, "--worker-counts");
+  pl_argv_add(&a, "%s", r->counts);
+  pl_argv_add(&a, "--modes");
+  pl_argv_add(&a, "%s", r->modes ? r->modes : "sync");
+  pl_argv_add(&a, "--repeats");
+  pl_argv_add(&a, "%d", r->repeats);
+  /* pstrain alone: the PyTorch peer's rows are no GPU check. */
+  pl_argv_add(&a, "--peer");
+  pl_argv_add(&a, "none");
+  pl_argv_add(&a, "--out");
+  pl_argv_add(&a, "%s/%s", dir, r->name);
+  pl_argv_add(&a, "--json");
+  pl_argv_add(&a, "%s", json);
+  int timed_out;
+  int rc = pl_gc_run_child(a.argv, NULL, c->log, r->timeout_s, &timed_out);
+  *doc = pst_json_read_file(json);
+  /* Said even of a run that ended well, for a caller that finds its figures wanting. */
+  pl_gc_why_failed(rc, timed_out, r->timeout_s, c->log, "pstrain: ", why, whylen);
+  return rc == 0 && !timed_out ? 0 : -1;
 }

@@ -76,4 +76,23 @@ void pl_gc_why_failed(int rc, int timed_out, double timeout, const char *log,
  * it ended well, else -1 with c ended as failed and why (the launcher's own last line). */
 int pl_gc_run_train(pl_gc_check *c, char *const argv[], double timeout_s);
 
+/* One `pstrain bench-train` run of a check: 1 epoch on `data`, the PyTorch peer left out. */
+typedef struct {
+  const char *name;    /* its files under the check's folder: NAME.log, NAME.json, NAME/ */
+  const char *device, *model, *data;
+  int batch;
+  const char *counts;  /* --worker-counts */
+  const char *modes;   /* --modes; NULL: sync */
+  int repeats;
+  const char *layered; /* "true" or "false": --push-by-layer and --pull-by-layer; NULL: the
+                        * device's default (on for GPU and null devices) */
+  double timeout_s;
+} pl_gc_bench_run;
+/* Runs it for check c (c->log is its log) in dir. *doc is its JSON wherever it was written,
+ * even by a run that failed (NULL otherwise; the caller deletes it). 0 when the run ended
+ * well, else -1; why says how it ended either way (its deadline, or its status and the
+ * launcher's last line). */
+int pl_gc_bench_train(pl_gc_ctx *g, pl_gc_check *c, const char *dir, const pl_gc_bench_run *r,
+                      cJSON **doc, char *why, size_t whylen);
+
 #endif

@@ -311,37 +311,19 @@ static void check_stages(pl_gc_ctx *g, const char *name, const char *model, cons
 static void check_bench(pl_gc_ctx *g, const char *model, int batch, int layered) {
   pl_gc_check *c = pl_gc_begin(g, "bench-train %s batch %d%s", model, batch,
                          layered ? " by layer" : "");
-  char dir[PATH_MAX + 128], json[PATH_MAX + 160];
+  char dir[PATH_MAX + 128], why[600];
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
-  snprintf(c->log, sizeof c->log, "%s/bench-train.log", dir);
-  snprintf(json, sizeof json, "%s/bench.json", dir);
-  pl_argv a = {0};
-  pl_argv_add(&a, "%s", g->self);
-  pl_argv_add(&a, "bench-train");
-  pl_argv_add(&a, "--model=%s", model);
-  pl_argv_add(&a, "--batch-size=%d", batch);
-  pl_argv_add(&a, "--device=%s", g->run.device);
-  pl_argv_add(&a, "--data-dir=%s", g->data);
-  /* bench-train's own flags take their value as the next word. */
-  pl_argv_add(&a, "--worker-counts");
-  pl_argv_add(&a, "%s", g->sz.bench_counts);
-  pl_argv_add(&a, "--out");
-  pl_argv_add(&a, "%s", dir);
-  pl_argv_add(&a, "--json");
-  pl_argv_add(&a, "%s", json);
-  /* pstrain alone: the PyTorch peer's rows are no GPU check. */
-  pl_argv_add(&a, "--peer");
-  pl_argv_add(&a, "none");
   /* Both ways explicitly: without the flags a GPU worker pushes and pulls layer by layer. */
-  pl_argv_add(&a, "--push-by-layer=%s", layered ? "true" : "false");
-  pl_argv_add(&a, "--pull-by-layer=%s", layered ? "true" : "false");
-  int timed_out;
-  int rc = pl_gc_run_child(a.argv, NULL, c->log, g->sz.bench_s, &timed_out);
-  cJSON *doc = pst_json_read_file(json);
+  pl_gc_bench_run run = {.name = "bench-train", .device = g->run.device, .model = model,
+                         .data = g->data, .batch = batch, .counts = g->sz.bench_counts,
+                         .repeats = 1, .layered = layered ? "true" : "false",
+                         .timeout_s = g->sz.bench_s};
+  cJSON *doc;
+  int ran = pl_gc_bench_train(g, c, dir, &run, &doc, why, sizeof why);
   const cJSON *runs = cJSON_GetObjectItemCaseSensitive(doc, "runs"), *r;
   char detail[600] = "";
   size_t used = 0;
-  int ok = rc == 0 && !timed_out && cJSON_GetArraySize(runs) > 0;
+  int ok = ran == 0 && cJSON_GetArraySize(runs) > 0;
   cJSON_ArrayForEach(r, runs) {
     int workers = (int)pl_gc_num(r, "workers");
     double rate = pl_gc_num(r, "samples_per_sec");
@@ -360,8 +342,6 @@ static void check_bench(pl_gc_ctx *g, const char *model, int batch, int layered)
   if (ok) {
     pl_gc_end(c, PL_GC_PASS, "%s", detail);
   } else {
-    char why[600];
-    pl_gc_why_failed(rc, timed_out, g->sz.bench_s, c->log, "pstrain: ", why, sizeof why);
     pl_gc_end(c, PL_GC_FAIL, "%s%s%s", detail, detail[0] ? "; " : "", why);
   }
 }

@@ -61,45 +61,6 @@ static void say(char *detail, size_t len, size_t *used, const char *fmt, ...) {
   if (n > 0) *used += (size_t)n;
 }
 
-/* Runs `pstrain bench-train` for check c: the device, the model, the batch, the counts and
- * the repeats given, the data in data_dir, the rest at bench-train's defaults (a GPU or null
- * worker pushes and pulls layer by layer), the modes given (NULL: sync). Its output goes to
- * dir/NAME.log and its figures to dir/NAME.json, which is returned (NULL when the run failed
- * or passed timeout_s; why is then in why). */
-static cJSON *bench_train(pl_gc_ctx *g, pl_gc_check *c, const char *dir, const char *name,
-                          const char *device, const char *model, int batch, const char *counts,
-                          const char *modes, int repeats, const char *data_dir,
-                          double timeout_s, char *why, size_t whylen) {
-  char json[PATH_MAX + 200];
-  snprintf(c->log, sizeof c->log, "%s/%s.log", dir, name);
-  snprintf(json, sizeof json, "%s/%s.json", dir, name);
-  pl_argv a = {0};
-  pl_argv_add(&a, "%s", g->self);
-  pl_argv_add(&a, "bench-train");
-  pl_argv_add(&a, "--device=%s", device);
-  pl_argv_add(&a, "--model=%s", model);
-  pl_argv_add(&a, "--batch-size=%d", batch);
-  pl_argv_add(&a, "--data-dir=%s", data_dir);
-  /* bench-train's own flags take their value as the next word. */
-  pl_argv_add(&a, "--worker-counts");
-  pl_argv_add(&a, "%s", counts);
-  pl_argv_add(&a, "--modes");
-  pl_argv_add(&a, "%s", modes ? modes : "sync");
-  pl_argv_add(&a, "--repeats");
-  pl_argv_add(&a, "%d", repeats);
-  pl_argv_add(&a, "--peer");
-  pl_argv_add(&a, "none");
-  pl_argv_add(&a, "--out");
-  pl_argv_add(&a, "%s/%s", dir, name);
-  pl_argv_add(&a, "--json");
-  pl_argv_add(&a, "%s", json);
-  int timed_out;
-  int rc = pl_gc_run_child(a.argv, NULL, c->log, timeout_s, &timed_out);
-  cJSON *doc = rc == 0 && !timed_out ? pst_json_read_file(json) : NULL;
-  if (!doc) pl_gc_why_failed(rc, timed_out, timeout_s, c->log, "pstrain: ", why, whylen);
-  return doc;
-}
-
 /* The row of a bench-train document for mode and workers, or NULL. */
 static const cJSON *row(const cJSON *doc, const char *mode, int workers) {
   const cJSON *r;
@@ -120,14 +81,17 @@ static void step_model(pl_gc_ctx *g, const char *model) {
   pl_gc_check *c = pl_gc_begin(g, "step: %s batch %d, 1 worker against null:RATE", model, batch);
   char dir[PATH_MAX + 128], why[600];
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
-  cJSON *dev = bench_train(g, c, dir, "device", g->run.device, model, batch, "1", NULL, repeats,
-                           g->data, g->sz.bench_s, why, sizeof why);
-  const cJSON *r = row(dev, "sync", 1);
+  pl_gc_bench_run run = {.name = "device", .device = g->run.device, .model = model,
+                         .data = g->data, .batch = batch, .counts = "1", .repeats = repeats,
+                         .timeout_s = g->sz.bench_s};
+  cJSON *dev;
+  int ran = pl_gc_bench_train(g, c, dir, &run, &dev, why, sizeof why);
+  const cJSON *r = ran == 0 ? row(dev, "sync", 1) : NULL;
   double rate = pl_gc_num(r, "samples_per_sec");
   double compute = pl_gc_num(r, "compute_samples_per_sec_per_worker");
   if (!r || !(rate > 0) || !(compute >= 1)) {
     pl_gc_end(c, PL_GC_FAIL, "%s: %s", g->run.device,
-              dev && r ? "no samples/s or no compute-only rate in its figures" : why);
+              ran == 0 && r ? "no samples/s or no compute-only rate in its figures" : why);
     cJSON_Delete(dev);
     return;
   }
@@ -135,9 +99,11 @@ static void step_model(pl_gc_ctx *g, const char *model) {
   /* The emulated worker paced at the rate the device itself measured while computing. */
   char emu_device[64];
   snprintf(emu_device, sizeof emu_device, "null:%.0f", compute);
-  cJSON *emu = bench_train(g, c, dir, "emulated", emu_device, model, batch, "1", NULL, repeats,
-                           g->data, g->sz.bench_s, why, sizeof why);
-  const cJSON *e = row(emu, "sync", 1);
+  run.name = "emulated";
+  run.device = emu_device;
+  cJSON *emu;
+  ran = pl_gc_bench_train(g, c, dir, &run, &emu, why, sizeof why);
+  const cJSON *e = ran == 0 ? row(emu, "sync", 1) : NULL;
   double emu_rate = pl_gc_num(e, "samples_per_sec");
   double share = rate / compute, emu_share = emu_rate / compute;
   double points = fabs(share - emu_share) * 100;
@@ -157,12 +123,13 @@ static void step_model(pl_gc_ctx *g, const char *model) {
         "%.0f: %s)", emu_device, emu_rate, emu_share * 100, points, GC_STEP_POINTS,
         judged(g, points <= GC_STEP_POINTS));
   }
-  if (repeats > 1) say(detail, sizeof detail, &used, "; medians of %d alternating runs", repeats);
+  /* bench-train's medians: each job's runs are its own, the two jobs one after the other. */
+  if (repeats > 1) say(detail, sizeof detail, &used, "; each the median of %d runs", repeats);
   if (e && emu_rate > 0)
     pl_gc_end(c, PL_GC_PASS, "%s", detail);
   else
     pl_gc_end(c, PL_GC_FAIL, "%s; %s: %s", detail, emu_device,
-              emu && !e ? "no samples/s in its figures" : why);
+              ran == 0 ? "no samples/s in its figures" : why);
   cJSON_Delete(emu);
 }
 
@@ -237,14 +204,16 @@ void pl_gc_check_cpu_workers(pl_gc_ctx *g) {
   char dir[PATH_MAX + 128], why[600];
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
   /* The whole data set on a GPU host: its samples/s are the issue's. */
-  cJSON *doc = bench_train(g, c, dir, "bench", "cpu", "mlp", g->sz.pair_batch, counts,
-                           "sync,async", g->run.dry_run ? 1 : GC_CPU_REPEATS,
-                           g->run.dry_run ? g->data : g->full_data,
-                           g->run.dry_run ? g->sz.bench_s : GC_CPU_DEADLINE_S, why, sizeof why);
+  pl_gc_bench_run run = {.name = "bench", .device = "cpu", .model = "mlp",
+                         .data = g->run.dry_run ? g->data : g->full_data,
+                         .batch = g->sz.pair_batch, .counts = counts, .modes = "sync,async",
+                         .repeats = g->run.dry_run ? 1 : GC_CPU_REPEATS,
+                         .timeout_s = g->run.dry_run ? g->sz.bench_s : GC_CPU_DEADLINE_S};
+  cJSON *doc;
+  int ok = pl_gc_bench_train(g, c, dir, &run, &doc, why, sizeof why) == 0, slower = 0, list[8];
+  int n = pl_parse_int_list(counts, list, 8, 1, 64);
   char detail[700];
   size_t used = 0;
-  int ok = doc != NULL, slower = 0, n = 0, list[8];
-  n = pl_parse_int_list(counts, list, 8, 1, 64);
   double top = NAN;
   for (int i = 0; i < n && ok; i++) {
     const cJSON *s = row(doc, "sync", list[i]), *a = row(doc, "async", list[i]);
