@@ -578,6 +578,7 @@ int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *
         add_num(o, "model_comm_seconds", r->model_comm, 1);
         add_num(o, "model_step_seconds", r->model_s, 1);
         add_num(o, "delay_line_late_mean_ms", r->late_mean, 1);
+        add_num(o, "delay_line_late_p90_ms", r->late_p90, 1);
         add_num(o, "delay_line_late_max_ms", r->late_max, 1);
         cJSON_AddStringToObject(o, "dir", r->dir);
       }

@@ -118,7 +118,9 @@ static void link_figures(run_rec *r) {
   const cJSON *line = cJSON_GetObjectItemCaseSensitive(doc, "delay_line");
   const cJSON *mean = cJSON_GetObjectItemCaseSensitive(line, "late_mean_ms");
   const cJSON *max = cJSON_GetObjectItemCaseSensitive(line, "late_max_ms");
+  const cJSON *p90 = cJSON_GetObjectItemCaseSensitive(line, "late_p90_ms");
   r->late_mean = cJSON_IsNumber(mean) ? cJSON_GetNumberValue(mean) : -1;
+  r->late_p90 = cJSON_IsNumber(p90) ? cJSON_GetNumberValue(p90) : -1;
   r->late_max = cJSON_IsNumber(max) ? cJSON_GetNumberValue(max) : -1;
   /* The busiest link's bytes per step beside the model's (issue 39; -1 where absent). */
   const cJSON *b = cJSON_GetObjectItemCaseSensitive(doc, "busiest_link");

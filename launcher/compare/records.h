@@ -34,7 +34,7 @@ typedef struct {
   double wire_step, wire_sample;  /* bytes on the ps's port per update, per sample (issue 27) */
   double rtt_lo, rtt_hi;          /* the link's round trips the launcher measured, ms, over
                                    * the workers (links.json; -1 without --link) */
-  double late_mean, late_max;     /* how late the delay line's verdicts came, ms (-1: none) */
+  double late_mean, late_p90, late_max; /* how late the delay line's verdicts came, ms (-1: none) */
   char delay_by[16];              /* how the link's delay was made: "netem", "delay line",
                                    * "none" (links.json; "" without --link) */
   /* Issue 39, behind --link (links.json's busiest_link): the busiest link's bytes per step

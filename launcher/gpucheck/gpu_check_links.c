@@ -105,7 +105,7 @@ void pl_gc_check_links(pl_gc_ctx *g) {
   const cJSON *base = link_run(doc, "none");
   /* Every run finished, and its links' measured round trips hold the two delays. */
   int ok = rc == 0 && !timed_out && doc != NULL && base != NULL, settings = 0;
-  double rtt_lo = INFINITY, rtt_hi = 0, late = 0;
+  double rtt_lo = INFINITY, rtt_hi = 0, late = 0, late_p90 = 0;
   const char *delay_by = "";
   const cJSON *s;
   cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(doc, "settings")) {
@@ -117,22 +117,33 @@ void pl_gc_check_links(pl_gc_ctx *g) {
     if (lo < rtt_lo) rtt_lo = lo;
     if (hi > rtt_hi) rtt_hi = hi;
     if (by) delay_by = by;
-    double l = pl_gc_num(r, "delay_line_late_mean_ms");
+    double l = pl_gc_num(r, "delay_line_late_mean_ms"), l90 = pl_gc_num(r, "delay_line_late_p90_ms");
     if (l > late) late = l;
+    if (l90 > late_p90) late_p90 = l90;
+    /* Without netem the delay line makes the delay, and says how late it was. */
+    ok &= !(by && !strcmp(by, "delay line")) || isfinite(l90);
     settings++;
   }
   ok &= settings == 3;
   int delayed = rtt_lo >= 2 * delay_ms;
   /* A delay line that cannot keep up with the rate holds packets longer than asked: the
    * links would be slower than 1 Gbit/s and 1 ms scaled, and the shares below would flatter
-   * the encodings that send less. */
-  int on_time = late <= 0.1 * delay_ms;
+   * the encodings that send less. Such a line is late with most verdicts, which the 90th
+   * percentile says; the mean also moves when the host takes the machine's core away for a
+   * few milliseconds (a VM's vCPU stalls: a job's mean went from 0.05 to 1.06 ms so on the
+   * 2-core CI VM while its 90th percentile is what this judges). */
+  int on_time = late_p90 <= 0.1 * delay_ms;
   pl_gc_figure(c, "round_trip_ms_min", rtt_lo);
   pl_gc_figure(c, "round_trip_ms_max", rtt_hi);
   pl_gc_figure(c, "delay_line_late_mean_ms", late);
+  pl_gc_figure(c, "delay_line_late_p90_ms", late_p90);
   char detail[700];
   size_t used = (size_t)snprintf(detail, sizeof detail, "round trips %.2f-%.2f ms (delay by %s)",
                                  rtt_lo, rtt_hi, delay_by[0] ? delay_by : "?");
+  if (!strcmp(delay_by, "delay line"))
+    used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,
+                             "; its verdicts %.2f ms late at the 90th percentile, %.2f on average",
+                             late_p90, late);
   double t0 = link_to_target(base, "time_to_target_s"), acc0 = pl_gc_num(base, "test_accuracy");
   pl_gc_figure(c, "none_time_to_target_s", t0);
   pl_gc_figure(c, "none_test_accuracy", acc0);
@@ -178,8 +189,9 @@ void pl_gc_check_links(pl_gc_ctx *g) {
   if (ok && delayed && on_time) {
     pl_gc_end(c, PL_GC_PASS, "%s", detail);
   } else if (ok && delayed) {
-    pl_gc_end(c, PL_GC_FAIL, "the delay line fell behind the links' rate (its verdicts %.2f ms late on "
-        "average in a job, over a tenth of the %d ms delay): %s", late, delay_ms, detail);
+    pl_gc_end(c, PL_GC_FAIL, "the delay line fell behind the links' rate (a tenth of its verdicts "
+        "%.2f ms late or more in a job, over a tenth of the %d ms delay; %.2f ms on average): %s",
+        late_p90, delay_ms, late, detail);
   } else if (ok) {
     pl_gc_end(c, PL_GC_FAIL, "the links' round trips are under the %d ms their delays make: %s",
         2 * delay_ms, detail);

@@ -19,6 +19,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "common/prom.h"
+
 /* Packets a queue holds at most: the kernel's queue is as long, so the ring cannot
  * overflow (the kernel drops a packet past it). 4096 full-size frames are 6 MB, 20 ms of a
  * 2.5 Gbit/s link; segmentation-offloaded packets carry up to 64 KiB each. */
@@ -54,6 +56,12 @@ struct pl_delayline {
   pl_delayline_stats st;
   uint64_t released; /* let through on time (not at the stop) */
   double late_sum_s;
+  /* How late each of those came: the quantiles tell a line that falls behind its links'
+   * rate (most verdicts late) from one whose core was taken away for a while (a few late by
+   * the same milliseconds). A VM's vCPU stalls so: a real-time thread on the 2-core CI VM
+   * woke up to 11 ms late a few times a minute with nothing else running, which moved a
+   * job's mean by up to a millisecond (docs/benchmarks.md, "The delay line's lateness"). */
+  pst_quant late;
 };
 
 static int64_t now_ns(void) {
@@ -117,6 +125,7 @@ static int64_t release(pl_delayline *d, int all) {
       if (!all) {
         d->released++;
         d->late_sum_s += late > 0 ? late : 0;
+        pst_quant_observe(&d->late, late > 0 ? late : 0);
         if (late > d->st.late_max_s) d->st.late_max_s = late;
       }
       verdict(q, p->id, NF_ACCEPT);
@@ -313,6 +322,9 @@ void pl_delayline_stop(pl_delayline *d, pl_delayline_stats *st) {
   }
   release(d, 1);
   d->st.late_mean_s = d->released ? d->late_sum_s / (double)d->released : 0;
+  /* pst_quant counts anything under 1 us as 1 us. */
+  d->st.late_p50_s = pst_quant_value(&d->late, 0.5);
+  d->st.late_p90_s = pst_quant_value(&d->late, 0.9);
   if (st) *st = d->st;
   close_line(d);
 }

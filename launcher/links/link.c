@@ -608,6 +608,8 @@ static void write_report(const pl_links *L, const char *run_dir, const pl_delayl
     cJSON_AddNumberToObject(d, "packets", (double)st->packets);
     cJSON_AddNumberToObject(d, "dropped", (double)st->dropped);
     cJSON_AddNumberToObject(d, "late_mean_ms", st->late_mean_s * 1e3);
+    cJSON_AddNumberToObject(d, "late_p50_ms", st->late_p50_s * 1e3);
+    cJSON_AddNumberToObject(d, "late_p90_ms", st->late_p90_s * 1e3);
     cJSON_AddNumberToObject(d, "late_max_ms", st->late_max_s * 1e3);
     cJSON_AddBoolToObject(d, "realtime", st->realtime);
   }
