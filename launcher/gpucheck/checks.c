@@ -55,6 +55,15 @@ void pl_gc_check_dir(const pl_gc_ctx *g, const char *name, char *out, size_t len
   mkdir(out, 0755);
 }
 
+void pl_gc_tool_argv(const pl_gc_ctx *g, pl_gc_check *c, const char *dir, const char *log,
+                     const char *tool, pl_argv *a) {
+  snprintf(c->log, sizeof c->log, "%s/%s", dir, log);
+  a->n = 0;
+  a->argv[0] = NULL;
+  pl_argv_add(a, "%s", g->self);
+  pl_argv_add(a, "%s", tool);
+}
+
 /* Why a program's run failed, in words: its deadline, or its status and its last line that
  * starts with prefix. */
 void pl_gc_why_failed(int rc, int timed_out, double timeout, const char *log,
@@ -85,11 +94,11 @@ int pl_gc_run_train(pl_gc_check *c, char *const argv[], double timeout_s) {
 int pl_gc_bench_train(pl_gc_ctx *g, pl_gc_check *c, const char *dir, const pl_gc_bench_run *r,
                       cJSON **doc, char *why, size_t whylen) {
   char json[PATH_MAX + 200];
-  snprintf(c->log, sizeof c->log, "%s/%s.log", dir, r->name);
+  char log[128];
+  snprintf(log, sizeof log, "%s.log", r->name);
   snprintf(json, sizeof json, "%s/%s.json", dir, r->name);
-  pl_argv a = {0};
-  pl_argv_add(&a, "%s", g->self);
-  pl_argv_add(&a, "bench-train");
+  pl_argv a;
+  pl_gc_tool_argv(g, c, dir, log, "bench-train", &a);
   pl_argv_add(&a, "--device=%s", r->device);
   pl_argv_add(&a, "--model=%s", r->model);
   pl_argv_add(&a, "--batch-size=%d", r->batch);

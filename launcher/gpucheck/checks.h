@@ -9,6 +9,8 @@
 
 #include <cjson/cJSON.h>
 
+#include "launcher/common/helpers.h"
+
 #define PL_GC_MAX_CHECKS 48
 
 /* SKIP: a check this host cannot run (too few GPUs, no Open MPI), with the reason; it fails
@@ -70,6 +72,10 @@ void pl_gc_end(pl_gc_check *c, pl_gc_verdict v, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 void pl_gc_figure(pl_gc_check *c, const char *key, double v);
 void pl_gc_check_dir(const pl_gc_ctx *g, const char *name, char *out, size_t len);
+/* Check c's run of `pstrain TOOL`: its output to dir/LOG (c->log), and a's arguments this
+ * program and TOOL, anything a held before dropped. */
+void pl_gc_tool_argv(const pl_gc_ctx *g, pl_gc_check *c, const char *dir, const char *log,
+                     const char *tool, pl_argv *a);
 void pl_gc_why_failed(int rc, int timed_out, double timeout, const char *log,
                       const char *prefix, char *out, size_t len);
 /* Runs a `pstrain` training job for check c (its output to c->log) within timeout_s: 0 when

@@ -248,10 +248,8 @@ static void judge_training(pl_gc_ctx *g, pl_gc_check *c, const char *dir) {
 static pl_argv local_job(pl_gc_ctx *g, pl_gc_check *c, const char *model, const char *image,
                          int batch, char *dir, size_t dir_len) {
   pl_gc_check_dir(g, c->name, dir, dir_len);
-  snprintf(c->log, sizeof c->log, "%s/launcher.log", dir);
-  pl_argv a = {0};
-  pl_argv_add(&a, "%s", g->self);
-  pl_argv_add(&a, "local");
+  pl_argv a;
+  pl_gc_tool_argv(g, c, dir, "launcher.log", "local", &a);
   pl_argv_add(&a, "--model=%s", model);
   pl_argv_add(&a, "--epochs=1");
   pl_argv_add(&a, "--batch-size=%d", batch);

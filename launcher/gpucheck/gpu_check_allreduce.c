@@ -63,12 +63,8 @@ static void check_job(pl_gc_ctx *g, int gpus) {
                                gpus >= 2 ? "NCCL on 2 GPUs" : "Open MPI, one GPU shared");
   char dir[PATH_MAX + 128];
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
-  snprintf(c->log, sizeof c->log, "%s/launcher.log", dir);
   static pl_argv a;
-  a.n = 0;
-  a.argv[0] = NULL;
-  pl_argv_add(&a, "%s", g->self);
-  pl_argv_add(&a, "local");
+  pl_gc_tool_argv(g, c, dir, "launcher.log", "local", &a);
   pl_argv_add(&a, "--mode=allreduce");
   pl_argv_add(&a, "--model=mlp");
   pl_argv_add(&a, "--epochs=1");

@@ -62,11 +62,9 @@ void pl_gc_check_links(pl_gc_ctx *g) {
   }
   char dir[PATH_MAX + 128], json[PATH_MAX + 160];
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
-  snprintf(c->log, sizeof c->log, "%s/compare.log", dir);
   snprintf(json, sizeof json, "%s/compare.json", dir);
-  pl_argv a = {0};
-  pl_argv_add(&a, "%s", g->self);
-  pl_argv_add(&a, "compare");
+  pl_argv a;
+  pl_gc_tool_argv(g, c, dir, "compare.log", "compare", &a);
   /* compare's own flags take their value as the next word. */
   pl_argv_add(&a, "--modes");
   pl_argv_add(&a, "sync");

@@ -146,11 +146,9 @@ void pl_gc_check_transport(pl_gc_ctx *g) {
   pl_gc_check *c = pl_gc_begin(g, "transport: pstrain bench, 1 client, %s", sizes);
   char dir[PATH_MAX + 128], json[PATH_MAX + 160];
   pl_gc_check_dir(g, c->name, dir, sizeof dir);
-  snprintf(c->log, sizeof c->log, "%s/bench.log", dir);
   snprintf(json, sizeof json, "%s/bench.json", dir);
-  pl_argv a = {0};
-  pl_argv_add(&a, "%s", g->self);
-  pl_argv_add(&a, "bench");
+  pl_argv a;
+  pl_gc_tool_argv(g, c, dir, "bench.log", "bench", &a);
   pl_argv_add(&a, "--clients=1");
   pl_argv_add(&a, "--sizes=%s", sizes);
   pl_argv_add(&a, "--run-dir=%s", dir);
