@@ -13,13 +13,18 @@
 #     summary naming it and the steps it skipped).
 #  3. A worker that registers and then cannot start (its data does not fit the model) frees
 #     its slot with its reason in the ps's log; the job goes on and a good worker takes it.
+#  4. 1 and 2 with null workers that send each next PULL during their step (issue 41's pull
+#     ahead, mlp's first layer in 256 KiB pieces): the loss lands while worker 0's PULL waits
+#     on a step that worker 1's half-sent push will never finish; both ends as in 1 and 2.
 source "$(dirname "$0")/lib.sh"
 args=(--model mlp --epochs 2 --batch-size 64 --seed 5 --report-every 10)
 train sync 3 "$OUT/clean.json" "${args[@]}"
 clean=$(json_field "$OUT/clean.json" test_accuracy)
 
-# run PREFIX [REPLACE]: a 3-worker run in which worker 1 is killed at step 150; with a
-# replacement, the steps wait for it.
+# run PREFIX [REPLACE]: a 3-worker run in which worker 1 is killed at step KILL_AT (150);
+# with a replacement, the steps wait for it. The workers take WARGS besides their own.
+KILL_AT=150
+WARGS=()
 run_with_loss() {
   local name=$1 replace=${2:-}
   local port; port=$(free_port)
@@ -30,14 +35,14 @@ run_with_loss() {
   local ps_pid=$LAST_PID
   local w=()
   for i in 0 1 2; do
-    start_worker "$name-w$i" --ps "127.0.0.1:$port" --index "$i"
+    start_worker "$name-w$i" --ps "127.0.0.1:$port" --index "$i" "${WARGS[@]}"
     w+=("$LAST_PID")
   done
-  wait_step "$OUT/$name.jsonl" 150 60
+  wait_step "$OUT/$name.jsonl" "$KILL_AT" 60
   kill -9 "${w[1]}"
   wait_for "$OUT/$name-ps.log" "worker 1 .* lost" 10
   if [ -n "$replace" ]; then
-    start_worker "$name-w1b" --ps "127.0.0.1:$port" --index 1
+    start_worker "$name-w1b" --ps "127.0.0.1:$port" --index 1 "${WARGS[@]}"
     w[1]=$LAST_PID
   else
     wait "${w[1]}" 2>/dev/null || true
@@ -106,4 +111,22 @@ wait_pid "$w0" 120 || fail "worker 0 exited non-zero"
 wait_pid "$w1" 120 || fail "the good worker 1 exited non-zero"
 wait_pid "$ps_pid" 30 || fail "the ps exited non-zero"
 pass "a worker that could not start freed its slot: $(grep -o 'the worker failed: [^)]*' "$OUT/bad-ps.log" | head -1)"
-echo "3 passed, 0 failed"
+
+# 4. Pulls sent ahead (worker/step.c, wk_pull_ahead: sync, one ps, a GPU or null worker, the
+# first layer in pieces): null workers paced at 20,000 samples/s (3.2 ms a step), killed at
+# step 300 of 624.
+args+=(--chunk-kib 256)
+WARGS=(--device null:20000)
+KILL_AT=300
+ahead() { grep -ho '[0-9]* pulls went out' "$OUT/$1-w0.log" | awk '{n = $1} END {print n + 0}'; }
+run_with_loss ahead-replaced yes
+grep -q "worker 1 .* rejoined" "$OUT/ahead-replaced-ps.log" || fail "ahead: the replacement did not take slot 1"
+[ "$(json_field "$OUT/ahead-replaced.json" workers_lost)" -eq 1 ] || fail "ahead: the summary does not count the loss"
+n1=$(ahead ahead-replaced)
+[ "$n1" -gt 0 ] || fail "ahead: worker 0 sent no PULL during a step"
+run_with_loss ahead-continued
+[ "$(json_field "$OUT/ahead-continued.json" workers_abandoned)" -eq 1 ] || fail "ahead: slot 1 was not given up"
+n2=$(ahead ahead-continued)
+[ "$n2" -gt 0 ] || fail "ahead, no replacement: worker 0 sent no PULL during a step"
+pass "pulls sent ahead ($n1 and $n2 of worker 0's): kill -9 with a replacement ended whole, without one exit 5 naming slot 1"
+echo "4 passed, 0 failed"
