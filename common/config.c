@@ -165,11 +165,34 @@ typedef struct {
   size_t errlen;
 } file_ctx;
 
+/* inih reads a line at most num - 1 bytes long (Debian's libinih: 199), and takes a line that
+ * begins with a space after a key as more of that key's value. Both turned a file someone
+ * wrote with care into other settings without a word: the rest of a longer line, when it
+ * began with a space, replaced the key's value (a 203-byte `checkpoint-dir = ...` line set
+ * it to the last word), and in an indented file the second key's line became the first
+ * key's value (`  checkpoint-dir = /tmp/ck` then `  workers = 4`: checkpoint-dir
+ * "workers = 4", workers left at 1). So this reader hands inih whole lines only, refusing a
+ * longer one with its number, and each without its indentation: an indented line is a key
+ * of its own, and no line continues another. */
 static char *counting_reader(char *str, int num, void *stream) {
   file_ctx *fc = stream;
-  char *r = fgets(str, num, fc->f);
-  if (r) fc->line++;
-  return r;
+  if (fc->failed || !fgets(str, num, fc->f)) return NULL;
+  fc->line++;
+  size_t n = strlen(str);
+  if (n == (size_t)num - 1 && str[n - 1] != '\n') {
+    /* Whole when its newline or the file's end comes next. */
+    int next = getc(fc->f);
+    if (next != EOF && next != '\n') {
+      snprintf(fc->err, fc->errlen, "%s:%d: a line longer than %d characters (the most this "
+               "reader takes; give a longer value as a flag or in the environment)",
+               fc->c->file_used, fc->line, num - 1);
+      fc->failed = 1;
+      return NULL;
+    }
+  }
+  size_t lead = strspn(str, " \t");
+  if (lead) memmove(str, str + lead, n - lead + 1);
+  return str;
 }
 
 static int file_handler(void *user, const char *section, const char *name, const char *value) {
@@ -205,11 +228,12 @@ static int load_file(pst_cfg *c, const char *path, int must_exist, char *err, si
   file_ctx fc = {c, f, 0, 0, err, errlen};
   int rc = ini_parse_stream(counting_reader, &fc, file_handler, &fc);
   fclose(f);
-  if (rc != 0 && !fc.failed) {
+  if (fc.failed) return -EINVAL;
+  if (rc != 0) {
     snprintf(err, errlen, "%s:%d: not a valid 'key = value' line", path, rc > 0 ? rc : 0);
     return -EINVAL;
   }
-  return rc == 0 ? 0 : -EINVAL;
+  return 0;
 }
 
 static void env_name(const pst_cfg *c, const char *name, char *out, size_t outlen) {
