@@ -87,7 +87,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "", "workers start each step while its weights arrive, layer by layer (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("keep-awake", PST_CFG_BOOL, &f_keep_awake, "", "workers keep the CPUs out of their sleep states while training, so that no step waits for a CPU to wake (default: the workers', on for GPU and null devices; worker --keep-awake)", 0, 0),
     PST_OPT("layer-pieces", PST_CFG_BOOL, &f_layer_pieces, "", "workers run each dense layer larger than a chunk in pieces of rows, one per chunk, so that its transfers overlap its compute (default: the workers', on for GPU and null devices)", 0, 0),
-    PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB; default 4096, and 256 for GPU and null workers: docs/benchmarks.md)", 4, 262144),
+    PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB; default 4096, and 256 for GPU and null workers, --device auto included where the workers find a GPU: docs/benchmarks.md)", 4, 262144),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "mutual TLS between the ps and the workers, with a throwaway CA made in the run directory", 0, 0),
     PST_OPT("insecure", PST_CFG_BOOL, &f_insecure, "false", "no cluster secret: any user of this machine may join the job and change its weights (by default each run makes a throwaway one in its run directory)", 0, 0),
     PST_OPT("slow-worker", PST_CFG_STRING, f_slow, "", "I:FACTOR[,I:FACTOR]: slow workers down", 0, 0),
@@ -325,11 +325,21 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
    * dense layers in pieces of one chunk (--layer-pieces), which overlap their transfers only
    * when a layer spans several chunks; 256 KiB made the emulated H100 worker 62% of its rate
    * on mlp at batch 256 where 4 MiB made it 50% (docs/benchmarks.md, "Layers in pieces").
-   * CPU workers push whole gradients, for which fewer frames are cheaper; `--device auto`
-   * is left at 4 MiB (the launcher does not know what each worker will find). */
-  o->chunk_kib = pst_cfg_find(&cfg, "chunk-kib")->source == PST_SRC_DEFAULT
-                     ? pl_default_chunk_kib(o->device, f_gpus[0] != 0)
-                     : (int)f_chunk;
+   * CPU workers push whole gradients, for which fewer frames are cheaper. `--device auto`
+   * (the workers' default) is what the workers' own probe finds on this host: a GPU worker
+   * left at 4 MiB would push mlp's first layer as one chunk, none of it in pieces nor its
+   * next pull ahead (docs/benchmarks.md, issue 41). */
+  if (pst_cfg_find(&cfg, "chunk-kib")->source == PST_SRC_DEFAULT) {
+    const char *dev = o->device;
+    char worker[PATH_MAX];
+    if ((!dev || !strcmp(dev, "auto")) && !f_gpus[0] &&
+        pl_find_binary("pstrain-worker", "worker", worker, sizeof worker) == 0 &&
+        pl_auto_finds_gpu(worker, 30))
+      dev = "cuda";
+    o->chunk_kib = pl_default_chunk_kib(dev, f_gpus[0] != 0);
+  } else {
+    o->chunk_kib = (int)f_chunk;
+  }
   o->tls = f_tls;
   o->ps_shards = (int)f_shards;
   {

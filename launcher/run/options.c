@@ -2,7 +2,14 @@
 #include "launcher/run/options.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/clock.h"
 
 void pl_run_defaults(pl_run_options *o) {
   memset(o, 0, sizeof *o);
@@ -27,6 +34,44 @@ int pl_default_chunk_kib(const char *device, int gpus_given) {
   int gpu = gpus_given || (device && (strncmp(device, "cuda", 4) == 0 ||
                                       strncmp(device, "null", 4) == 0));
   return gpu ? PL_GPU_CHUNK_KIB : 4096;
+}
+
+int pl_auto_finds_gpu(const char *worker_bin, double timeout_s) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) < 0) return 0;
+  pid_t pid = fork();
+  if (pid < 0) {
+    close(fds[0]);
+    close(fds[1]);
+    return 0;
+  }
+  if (pid == 0) {
+    setpgid(0, 0); /* its own group, so that whatever it started goes with it */
+    int null = open("/dev/null", O_RDWR);
+    if (dup2(fds[1], 1) < 0 || (null >= 0 && dup2(null, 2) < 0)) _exit(127);
+    execl(worker_bin, worker_bin, "--list-devices", (char *)NULL);
+    _exit(127);
+  }
+  close(fds[1]);
+  /* The first line is enough: a CUDA device's, or why there is none. */
+  char out[256];
+  size_t got = 0;
+  double deadline = pst_now() + timeout_s;
+  while (got + 1 < sizeof out && !memchr(out, '\n', got)) {
+    int left_ms = (int)((deadline - pst_now()) * 1e3);
+    struct pollfd p = {.fd = fds[0], .events = POLLIN};
+    if (left_ms <= 0 || poll(&p, 1, left_ms) <= 0) break;
+    ssize_t r = read(fds[0], out + got, sizeof out - 1 - got);
+    if (r <= 0) break;
+    got += (size_t)r;
+  }
+  close(fds[0]);
+  /* Its answer is in (or it is late): it need not go on. */
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+  while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {
+  }
+  return got >= 5 && strncmp(out, "cuda:", 5) == 0;
 }
 
 int pl_default_ps_threads(int cores, int worker_threads, int n_ps, size_t shard_floats) {

@@ -141,9 +141,14 @@ void pl_run_defaults(pl_run_options *o);
 int pl_default_ps_threads(int cores, int worker_threads, int n_ps, size_t shard_floats);
 /* The ps's --chunk-kib when not given: PL_GPU_CHUNK_KIB for workers on GPUs (--gpus given, or
  * a cuda device) or null devices, whose large dense layers run in pieces of one chunk
- * (worker --layer-pieces), else 4096 (CPU workers push whole gradients; `auto` is not known
- * here). */
+ * (worker --layer-pieces), else 4096 (CPU workers push whole gradients; `auto` is 4096 here:
+ * the caller asks pl_auto_finds_gpu what it will be). */
 int pl_default_chunk_kib(const char *device, int gpus_given);
+/* What `--device auto` will find on this host, asked of the workers' own probe
+ * (`worker_bin --list-devices`, kernels/device.c, which prints a line "cuda:N: ..." for each
+ * CUDA device): 1 when it lists one, 0 when it lists none, cannot run, or has not answered
+ * within timeout_s (it is then killed). */
+int pl_auto_finds_gpu(const char *worker_bin, double timeout_s);
 /* The workers the job starts: one per id of --gpus times --workers-per-gpu where --gpus is
  * given, else --workers. -EINVAL for a --gpus that is not a list of ids. */
 int pl_job_workers(const pl_run_options *o);

@@ -2,9 +2,22 @@
  * shared among the shards, capped by the shard's part of the model; and its default chunk
  * (pl_default_chunk_kib). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/check.h"
+#include "common/clock.h"
 #include "launcher/run/options.h"
+
+/* A stand-in for `pstrain-worker --list-devices`: a script that runs body. */
+static void fake_worker(const char *path, const char *body) {
+  FILE *f = fopen(path, "w");
+  if (!f) return;
+  fprintf(f, "#!/bin/sh\n%s\n", body);
+  fclose(f);
+  chmod(path, 0755);
+}
 
 int main(void) {
   /* This 2-core VM: no core is left free by one worker or more: 1 thread. */
@@ -26,6 +39,23 @@ int main(void) {
   CHECK(pl_default_chunk_kib("cuda:1", 0) == 256 && pl_default_chunk_kib(NULL, 1) == 256);
   CHECK(pl_default_chunk_kib(NULL, 0) == 4096 && pl_default_chunk_kib("cpu", 0) == 4096);
   CHECK(pl_default_chunk_kib("auto", 0) == 4096);
+  /* What `--device auto` finds, by the workers' own probe: a GPU when it lists one. */
+  char dir[] = "/tmp/pstrain-auto-test-XXXXXX", path[64];
+  if (mkdtemp(dir)) {
+    snprintf(path, sizeof path, "%s/worker", dir);
+    fake_worker(path, "[ \"$1\" = --list-devices ] || exit 2\n"
+                      "echo 'cuda:0: NVIDIA H200 (sm_90, 139 GiB, driver 12.4)'");
+    CHECK(pl_auto_finds_gpu(path, 10) == 1);
+    fake_worker(path, "echo 'no CUDA devices: no CUDA driver (libcuda.so.1 not found)'");
+    CHECK(pl_auto_finds_gpu(path, 10) == 0);
+    /* A probe that hangs is given up at its deadline, and one that cannot run finds none. */
+    fake_worker(path, "echo -n cu; sleep 30; echo 'da:0: late'");
+    double t0 = pst_now();
+    CHECK(pl_auto_finds_gpu(path, 0.3) == 0 && pst_now() - t0 < 5);
+    unlink(path);
+    CHECK(pl_auto_finds_gpu(path, 10) == 0);
+    rmdir(dir);
+  }
   printf("ps_threads_test: %d passed, %d failed\n", g_pass, g_fail);
   return g_fail != 0;
 }
