@@ -47,7 +47,7 @@ int pl_auto_finds_gpu(const char *worker_bin, double timeout_s) {
   }
   if (pid == 0) {
     setpgid(0, 0); /* its own group, so that whatever it started goes with it */
-    int null = open("/dev/null", O_RDWR);
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
     if (dup2(fds[1], 1) < 0 || (null >= 0 && dup2(null, 2) < 0)) _exit(127);
     execl(worker_bin, worker_bin, "--list-devices", (char *)NULL);
     _exit(127);
