@@ -35,7 +35,7 @@
 #include "ps/net/linger.h"
 #include "ps/server.h"
 #include "kernels/blas_setup.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 
 #define PS_DEFAULT_LISTEN "127.0.0.1:7070"
 

@@ -24,7 +24,7 @@
 #include "kernels/device.h"
 #include "kernels/pipeline/flags.h"
 #include "common/timeline.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 #include "worker/trainer.h"
 #include "worker/status.h"
 

@@ -14,7 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "worker/imageops.h"
+#include "data/imageops.h"
 
 typedef enum { WK_PF_IDLE = 0, WK_PF_ASKED, WK_PF_WORKING, WK_PF_READY } wk_pf_state;
 

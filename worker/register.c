@@ -12,7 +12,7 @@
 #include "common/log.h"
 #include "common/timeline.h"
 #include "kernels/device.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 #include "worker/register.h"
 #include "worker/setup.h"
 #include "worker/shards.h"

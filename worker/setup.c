@@ -10,7 +10,7 @@
 #include "common/log.h"
 #include "common/shard.h"
 #include "kernels/pipeline/pipeline.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 
 /* The weights and the gradient live where the backend moves them fastest (pinned memory
  * for CUDA): pulls land there straight from the socket and pushes leave from there. */
@@ -39,7 +39,7 @@ int wk_setup_data(wk_trainer *t, char *desc, size_t desclen, char *err, size_t e
 
 int wk_setup_compute(wk_trainer *t, pst_grad_ready_fn grad_ready, char *err, size_t errlen) {
   /* Data (loaded at start): this worker's disjoint shard of the training and test sets,
-   * made into batches of the model's input shape (worker/imageops.h). */
+   * made into batches of the model's input shape (data/imageops.h). */
   const pst_layer *in = &t->model.layers[0];
   if (pst_batch_prep_init(&t->prep, &t->train, t->opt.data_dir, in->in_h, in->in_w, in->in_c,
                           t->model.input_size, &t->opt.image, t->data_mean, t->data_std,

@@ -16,8 +16,8 @@
 #include "kernels/net.h"
 #include "kernels/pipeline/pipeline.h"
 #include "worker/client.h"
-#include "worker/data.h"
-#include "worker/imageops.h"
+#include "data/data.h"
+#include "data/imageops.h"
 #include "worker/prefetch.h"
 #include "worker/obs.h"
 

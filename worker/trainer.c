@@ -15,7 +15,7 @@
 #include "common/log.h"
 #include "common/notify.h"
 #include "common/timeline.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 #include "worker/position.h"
 #include "worker/register.h"
 #include "worker/setup.h"

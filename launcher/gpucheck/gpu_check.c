@@ -47,7 +47,7 @@
 #include "launcher/gpucheck/gpu_check_report.h"
 #include "launcher/gpucheck/gpu_check_step.h"
 #include "launcher/gpucheck/gpu_check_tools.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 
 
 /* The samples of each mode, here once: the sizes below and the flags' help use them. */

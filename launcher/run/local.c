@@ -17,7 +17,7 @@
 #include "launcher/run/run_allreduce.h"
 #include "launcher/run/run_files.h"
 #include "launcher/run/schedule.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 
 static int parse_run_flags(const char *cmd, const char *prog, int argc, char **argv,
                            pl_run_options *o, pst_model *model, const char *extra_usage);

@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 #include "launcher/common/helpers.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 
 #define PL_MAX_SCHEDULE 64 /* points of a --schedule */
 

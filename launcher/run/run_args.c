@@ -16,7 +16,7 @@
 extern char **environ;
 
 
-/* The data flags (worker/dataset.h), for the workers, an all-reduce job's ranks and a ps that
+/* The data flags (data/dataset.h), for the workers, an all-reduce job's ranks and a ps that
  * evaluates. */
 void pl_data_flags_argv(pl_argv *a, const pl_run_options *o) {
   if (!o->data_flags) return;

@@ -8,7 +8,7 @@
 #include "common/clock.h"
 #include "kernels/device.h"
 #include "kernels/net.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 
 struct ps_evaluator {
   pst_dataset train, test;

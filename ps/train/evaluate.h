@@ -1,6 +1,6 @@
 /* The ps's own evaluation (--eval-on ps, issue 23): each epoch's weights are evaluated on the
  * test set by the ps itself, on its CPU, so that the job's test accuracy never rests on
- * figures a worker reports. The ps loads the data as a worker does (worker/dataset.h, the
+ * figures a worker reports. The ps loads the data as a worker does (data/dataset.h, the
  * same flags), and runs the model's forward passes with the CPU backend on libuv's thread
  * pool, from a copy of the weights taken on the loop, so that neither the loop nor the next
  * steps wait for it. One evaluation runs at a time. */
@@ -12,7 +12,7 @@
 
 #include "model/model.h"
 #include "ps/train/eval_hook.h"
-#include "worker/imageops.h"
+#include "data/imageops.h"
 
 typedef struct ps_evaluator ps_evaluator;
 

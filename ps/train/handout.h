@@ -1,7 +1,7 @@
 /* The data handout (issue 28): the ps gives each worker the next range of an epoch's sample
  * order when it asks, so that every sample is trained exactly once per epoch however workers
  * come and go. The order itself is a pure function of the job seed and the epoch
- * (worker/data.h, pst_epoch_order): the ps hands out positions in it, [start, start + count),
+ * (data/data.h, pst_epoch_order): the ps hands out positions in it, [start, start + count),
  * and never needs the permutation.
  *
  * Ranges are of `range` samples (the batch), the epoch's last one shorter when the batch

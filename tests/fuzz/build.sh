@@ -3,7 +3,7 @@
 #
 # A plain script rather than Bazel: Debian's Bazel 4.2.3 uses gcc as its C toolchain, and
 # libFuzzer needs clang's -fsanitize=fuzzer. The project's library sources (common/, proto/,
-# model/ but model_config.c, ps/ but its main, worker/data.c) are compiled here with
+# model/ but model_config.c, ps/ but its main, data/data.c) are compiled here with
 # coverage, ASan and UBSan into one static archive, so each harness links only the objects it
 # uses, and against the same Debian libraries the daemons link. protoc-c's output is generated into
 # OUTDIR/gen, as proto/BUILD's genrule does.
@@ -76,7 +76,7 @@ lib_sources() {
     echo "$root/model/$m.c"
   done
   echo "$root/kernels/partition.c"
-  echo "$root/worker/data.c"
+  echo "$root/data/data.c"
   local f
   for f in "$root"/common/*.c "$root"/ps/*.c "$root"/ps/*/*.c; do
     case "$(basename "$f")" in

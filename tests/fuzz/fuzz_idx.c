@@ -1,4 +1,4 @@
-/* Fuzzes the IDX reader (worker/data.h: pst_data_load and pst_data_load_split) on files
+/* Fuzzes the IDX reader (data/data.h: pst_data_load and pst_data_load_split) on files
  * written from the input.
  *
  * Input: one flags byte, two bytes (little-endian) of image file length L, L bytes of
@@ -23,7 +23,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "worker/data.h"
+#include "data/data.h"
 
 #define CHECK(cond, ...)                                       \
   do {                                                         \

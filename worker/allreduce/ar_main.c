@@ -17,7 +17,7 @@
 #include "kernels/device.h"
 #include "model/model_config.h"
 #include "worker/allreduce/allreduce.h"
-#include "worker/dataset.h"
+#include "data/dataset.h"
 #include "worker/setup.h"
 
 static char o_mode[PST_CFG_STR_MAX], o_data[PST_CFG_STR_MAX], o_device[PST_CFG_STR_MAX];

@@ -1,7 +1,8 @@
 /* Tests for the image data modules: CIFAR files, image folders (PNG and JPEG written here
  * with libpng and libjpeg), format detection, bilinear resizing, channels and
- * normalisation, augmentation's reproducibility, and the prefetch thread. Every file is
- * generated in a temporary directory; nothing is downloaded. */
+ * normalisation and augmentation's reproducibility (the worker's thread that prepares
+ * batches ahead: worker/prefetch_test.c). Every file is generated in a temporary directory;
+ * nothing is downloaded. */
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -14,11 +15,10 @@
 #include <unistd.h>
 
 #include "kernels/testing.h"
-#include "worker/cifar.h"
-#include "worker/dataset.h"
-#include "worker/imagefolder.h"
-#include "worker/imageops.h"
-#include "worker/prefetch.h"
+#include "data/cifar.h"
+#include "data/dataset.h"
+#include "data/imagefolder.h"
+#include "data/imageops.h"
 
 static char g_dir[PATH_MAX];
 
@@ -528,25 +528,6 @@ static void test_prep(void) {
   }
   CHECK(ok);
 
-  /* The prefetch thread: a batch asked for ahead is the one made in place. */
-  wk_prefetch pf;
-  CHECK(wk_prefetch_start(&pf, &p, 5) == 0);
-  const int32_t order[10] = {4, 3, 2, 1, 0, 0, 2, 4, 1, 3};
-  float direct[5 * 36];
-  int32_t yl[5], yd[5];
-  wk_prefetch_take(&pf, 0, order, a, yl); /* nothing asked: made in place */
-  pst_batch_fill(&p, order, 5, 1, 0, direct, yd);
-  CHECK(memcmp(a, direct, sizeof a) == 0 && memcmp(yl, yd, sizeof yl) == 0);
-  wk_prefetch_ask(&pf, 1, order + 5);
-  CHECK(wk_prefetch_take(&pf, 1, order + 5, a, yl) >= 0);
-  pst_batch_fill(&p, order + 5, 5, 1, 1, direct, yd);
-  CHECK(memcmp(a, direct, sizeof a) == 0 && memcmp(yl, yd, sizeof yl) == 0);
-  wk_prefetch_ask(&pf, 7, order + 5); /* a step that does not come next is not used */
-  wk_prefetch_take(&pf, 2, order, a, yl);
-  pst_batch_fill(&p, order, 5, 1, 2, direct, yd);
-  CHECK(memcmp(a, direct, sizeof a) == 0);
-  wk_prefetch_ask(&pf, 3, order); /* stopped with a batch asked for */
-  wk_prefetch_stop(&pf);
   pst_data_free(&d);
 }
 

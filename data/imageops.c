@@ -1,5 +1,5 @@
 /* Bilinear resizing, per-channel statistics, augmentation and batch preparation. */
-#include "worker/imageops.h"
+#include "data/imageops.h"
 
 #include <errno.h>
 #include <math.h>

@@ -8,13 +8,13 @@
  * end in .png, .jpg or .jpeg (any case) are images, anything else is skipped. Every image
  * is resized (bilinear) to one size: --image-size, else the first training image's. The
  * set is stored as RGB, or as 1 channel when every image is grayscale. */
-#ifndef PSTRAIN_WORKER_IMAGEFOLDER_H
-#define PSTRAIN_WORKER_IMAGEFOLDER_H
+#ifndef PSTRAIN_DATA_IMAGEFOLDER_H
+#define PSTRAIN_DATA_IMAGEFOLDER_H
 
 #include <stddef.h>
 
-#include "worker/data.h"
-#include "worker/imageops.h"
+#include "data/data.h"
+#include "data/imageops.h"
 
 #define PST_IMAGE_MAX_FILE_BYTES ((size_t)64 << 20) /* one encoded image */
 #define PST_IMAGE_MAX_PIXELS (64 << 20)             /* one decoded image */

@@ -2,17 +2,17 @@
  *
  * --data-dir is read as, in this order: IDX files (train-images-idx3-ubyte[.gz] and the
  * rest, Fashion-MNIST's format, the default), CIFAR-10 (data_batch_1.bin), CIFAR-100
- * (train.bin), an image folder (sub-folders, worker/imagefolder.h). A directory with none
+ * (train.bin), an image folder (sub-folders, data/imagefolder.h). A directory with none
  * of them is read as IDX, so the error names the IDX file that is missing. */
-#ifndef PSTRAIN_WORKER_DATASET_H
-#define PSTRAIN_WORKER_DATASET_H
+#ifndef PSTRAIN_DATA_DATASET_H
+#define PSTRAIN_DATA_DATASET_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "common/config.h"
-#include "worker/data.h"
-#include "worker/imageops.h"
+#include "data/data.h"
+#include "data/imageops.h"
 
 /* The data flags as the option table holds them (strings where a format is parsed). */
 typedef struct {

@@ -1,5 +1,5 @@
-/* Tests for worker/data.c: IDX loading (good, real and broken files), shards and shuffles. */
-#include "worker/data.h"
+/* Tests for data/data.c: IDX loading (good, real and broken files), shards and shuffles. */
+#include "data/data.h"
 
 #include <errno.h>
 #include <limits.h>

@@ -1,6 +1,6 @@
 /* CIFAR binary files. Every file's size is checked (a whole number of records, within the
  * caps) before anything is allocated, and the set is allocated once for all its files. */
-#include "worker/cifar.h"
+#include "data/cifar.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "worker/imageops.h"
+#include "data/imageops.h"
 
 #define MAX_BATCH_FILES 64
 #define MAX_RECORDS 10000000ll          /* per set, as for IDX */

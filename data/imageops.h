@@ -7,13 +7,13 @@
  * augmenting happen per batch (pst_batch_fill), on the prefetch thread, so a grayscale
  * set is never stored three times over and the model's wishes (known only after WELCOME)
  * need no reload. */
-#ifndef PSTRAIN_WORKER_IMAGEOPS_H
-#define PSTRAIN_WORKER_IMAGEOPS_H
+#ifndef PSTRAIN_DATA_IMAGEOPS_H
+#define PSTRAIN_DATA_IMAGEOPS_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "worker/data.h"
+#include "data/data.h"
 
 #define PST_IMAGE_MAX_SIDE 4096   /* --image-size and decoded images, per side */
 #define PST_AUGMENT_MAX_PAD 64    /* crop:P */

@@ -4,7 +4,7 @@
  * then decoded one at a time straight into the set's buffer, which is allocated once
  * when the count and the size are known. Each file's size is checked before it is read
  * and each image's dimensions before its pixels are allocated. */
-#include "worker/imagefolder.h"
+#include "data/imagefolder.h"
 
 #include <dirent.h>
 #include <errno.h>

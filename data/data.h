@@ -1,6 +1,6 @@
 /* Training data: IDX files (the MNIST format), gzip or plain, read through zlib. */
-#ifndef PSTRAIN_WORKER_DATA_H
-#define PSTRAIN_WORKER_DATA_H
+#ifndef PSTRAIN_DATA_DATA_H
+#define PSTRAIN_DATA_DATA_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -5,7 +5,7 @@
  * are checked before anything is allocated, and a payload is allocated only when the file
  * is big enough to hold it, so a short file that claims a huge size fails as "truncated"
  * without ever reserving the size it claims. */
-#include "worker/data.h"
+#include "data/data.h"
 
 #include <errno.h>
 #include <limits.h>

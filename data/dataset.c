@@ -1,5 +1,5 @@
 /* Format detection and the common steps after loading (resizing, statistics). */
-#include "worker/dataset.h"
+#include "data/dataset.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "worker/cifar.h"
-#include "worker/imagefolder.h"
+#include "data/cifar.h"
+#include "data/imagefolder.h"
 
 int pst_data_flags_parse(const pst_data_flags *f, pst_image_opts *o, char *err, size_t errlen) {
   memset(o, 0, sizeof *o);

@@ -4,12 +4,12 @@
  * 1 label byte (0..9) and 3072 pixel bytes. CIFAR-100: train.bin and test.bin, records of
  * 2 label bytes (coarse 0..19, fine 0..99; the fine label is used) and 3072 pixel bytes.
  * The pixels are three 32x32 planes, R then G then B, each row-major. */
-#ifndef PSTRAIN_WORKER_CIFAR_H
-#define PSTRAIN_WORKER_CIFAR_H
+#ifndef PSTRAIN_DATA_CIFAR_H
+#define PSTRAIN_DATA_CIFAR_H
 
 #include <stddef.h>
 
-#include "worker/data.h"
+#include "data/data.h"
 
 #define PST_CIFAR_SIDE 32
 #define PST_CIFAR_PIXELS (3 * PST_CIFAR_SIDE * PST_CIFAR_SIDE) /* bytes per record's image */
