@@ -78,8 +78,8 @@ def main():
             # Round trips measured over the links, and every encoding's time against float32's.
             if not (0 < fig["round_trip_ms_min"] <= fig["round_trip_ms_max"] < 1000 and
                     fig["none_samples_per_sec"] > 0 and 0 <= fig["none_test_accuracy"] <= 1 and
-                    0 <= fig["delay_line_late_mean_ms"] and
-                    0 <= fig["delay_line_late_p90_ms"] < 1):
+                    0 <= fig["delay_line_late_mean_ms"] and 0 <= fig["delay_line_late_p90_ms"] and
+                    0 <= fig["delay_line_cpu_share"] <= 1 and 0 <= fig["host_steal_share"] <= 1):
                 fail(f"{c['name']}: {fig}")
             for enc in ("fp16", "top-k"):
                 if not (fig[f"{enc}_samples_per_sec"] > 0 and fig[f"{enc}_time_share"] > 0 and

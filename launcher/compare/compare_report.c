@@ -580,6 +580,8 @@ int pl_cmp_write_json(const char *path, mode_run (*grid)[MAX_MODES], const int *
         add_num(o, "delay_line_late_mean_ms", r->late_mean, 1);
         add_num(o, "delay_line_late_p90_ms", r->late_p90, 1);
         add_num(o, "delay_line_late_max_ms", r->late_max, 1);
+        add_num(o, "delay_line_cpu_share", r->line_cpu, 1);
+        add_num(o, "host_steal_share", r->host_steal, 1);
         cJSON_AddStringToObject(o, "dir", r->dir);
       }
     }

@@ -122,6 +122,10 @@ static void link_figures(run_rec *r) {
   r->late_mean = cJSON_IsNumber(mean) ? cJSON_GetNumberValue(mean) : -1;
   r->late_p90 = cJSON_IsNumber(p90) ? cJSON_GetNumberValue(p90) : -1;
   r->late_max = cJSON_IsNumber(max) ? cJSON_GetNumberValue(max) : -1;
+  const cJSON *cpu = cJSON_GetObjectItemCaseSensitive(line, "cpu_share");
+  const cJSON *steal = cJSON_GetObjectItemCaseSensitive(line, "host_steal_share");
+  r->line_cpu = cJSON_IsNumber(cpu) ? cJSON_GetNumberValue(cpu) : -1;
+  r->host_steal = cJSON_IsNumber(steal) ? cJSON_GetNumberValue(steal) : -1;
   /* The busiest link's bytes per step beside the model's (issue 39; -1 where absent). */
   const cJSON *b = cJSON_GetObjectItemCaseSensitive(doc, "busiest_link");
   double v;

@@ -35,6 +35,7 @@ typedef struct {
   double rtt_lo, rtt_hi;          /* the link's round trips the launcher measured, ms, over
                                    * the workers (links.json; -1 without --link) */
   double late_mean, late_p90, late_max; /* how late the delay line's verdicts came, ms (-1: none) */
+  double line_cpu, host_steal;          /* the line's share of a core, the host's steal (-1: none) */
   char delay_by[16];              /* how the link's delay was made: "netem", "delay line",
                                    * "none" (links.json; "" without --link) */
   /* Issue 39, behind --link (links.json's busiest_link): the busiest link's bytes per step

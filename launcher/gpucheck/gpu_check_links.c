@@ -103,7 +103,7 @@ void pl_gc_check_links(pl_gc_ctx *g) {
   const cJSON *base = link_run(doc, "none");
   /* Every run finished, and its links' measured round trips hold the two delays. */
   int ok = rc == 0 && !timed_out && doc != NULL && base != NULL, settings = 0;
-  double rtt_lo = INFINITY, rtt_hi = 0, late = 0, late_p90 = 0;
+  double rtt_lo = INFINITY, rtt_hi = 0, late = 0, late_p90 = 0, line_cpu = 0, steal = 0;
   const char *delay_by = "";
   const cJSON *s;
   cJSON_ArrayForEach(s, cJSON_GetObjectItemCaseSensitive(doc, "settings")) {
@@ -118,6 +118,9 @@ void pl_gc_check_links(pl_gc_ctx *g) {
     double l = pl_gc_num(r, "delay_line_late_mean_ms"), l90 = pl_gc_num(r, "delay_line_late_p90_ms");
     if (l > late) late = l;
     if (l90 > late_p90) late_p90 = l90;
+    double lc = pl_gc_num(r, "delay_line_cpu_share"), hs = pl_gc_num(r, "host_steal_share");
+    if (lc > line_cpu) line_cpu = lc;
+    if (hs > steal) steal = hs;
     /* Without netem the delay line makes the delay, and says how late it was. */
     ok &= !(by && !strcmp(by, "delay line")) || isfinite(l90);
     settings++;
@@ -129,19 +132,30 @@ void pl_gc_check_links(pl_gc_ctx *g) {
    * the encodings that send less. Such a line is late with most verdicts, which the 90th
    * percentile says; the mean also moves when the host takes the machine's core away for a
    * few milliseconds (a VM's vCPU stalls: a job's mean went from 0.05 to 1.06 ms so on the
-   * 2-core CI VM while its 90th percentile is what this judges). */
+   * 2-core CI VM while its 90th percentile is what this judges). The dry run judges no
+   * figure, so there the lateness is said, not failed: on the CI VM, under a suite's load,
+   * the host's stalls made one job's line late at its 90th percentile too (2.73 ms, 43 ms at
+   * worst, at its real-time priority, in a test that ran alone), which says nothing of the
+   * plumbing the dry run checks. Beside it, the line's own share of a core (a line that
+   * falls behind is busy) and the host's steal tell the two causes apart. */
   int on_time = late_p90 <= 0.1 * delay_ms;
   pl_gc_figure(c, "round_trip_ms_min", rtt_lo);
   pl_gc_figure(c, "round_trip_ms_max", rtt_hi);
   pl_gc_figure(c, "delay_line_late_mean_ms", late);
   pl_gc_figure(c, "delay_line_late_p90_ms", late_p90);
+  pl_gc_figure(c, "delay_line_cpu_share", line_cpu);
+  pl_gc_figure(c, "host_steal_share", steal);
   char detail[700];
   size_t used = (size_t)snprintf(detail, sizeof detail, "round trips %.2f-%.2f ms (delay by %s)",
                                  rtt_lo, rtt_hi, delay_by[0] ? delay_by : "?");
   if (!strcmp(delay_by, "delay line"))
     used += (size_t)snprintf(detail + used, used < sizeof detail ? sizeof detail - used : 0,
-                             "; its verdicts %.2f ms late at the 90th percentile, %.2f on average",
-                             late_p90, late);
+                             "; its verdicts %.2f ms late at the 90th percentile, %.2f on average "
+                             "(the line used %.1f%% of a core, the host took %.1f%% of the CPU "
+                             "time%s)",
+                             late_p90, late, 100 * line_cpu, 100 * steal,
+                             on_time ? "" : g->run.dry_run ? "; late: not judged in the dry run"
+                                                           : "");
   double t0 = link_to_target(base, "time_to_target_s"), acc0 = pl_gc_num(base, "test_accuracy");
   pl_gc_figure(c, "none_time_to_target_s", t0);
   pl_gc_figure(c, "none_test_accuracy", acc0);
@@ -184,7 +198,7 @@ void pl_gc_check_links(pl_gc_ctx *g) {
                                "target: %s)", g_link_targets[i].name, -points, verdict);
   }
   cJSON_Delete(doc);
-  if (ok && delayed && on_time) {
+  if (ok && delayed && (on_time || g->run.dry_run)) {
     pl_gc_end(c, PL_GC_PASS, "%s", detail);
   } else if (ok && delayed) {
     pl_gc_end(c, PL_GC_FAIL, "the delay line fell behind the links' rate (a tenth of its verdicts "

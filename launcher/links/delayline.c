@@ -62,7 +62,28 @@ struct pl_delayline {
    * woke up to 11 ms late a few times a minute with nothing else running, which moved a
    * job's mean by up to a millisecond (docs/benchmarks.md, "The delay line's lateness"). */
   pst_quant late;
+  /* Why verdicts came late, for whoever judges them: the line's thread's own CPU time over
+   * its life (a line that falls behind is busy), and the machine's steal time over the same
+   * while (a host that takes the vCPUs away; /proc/stat). */
+  int64_t started_ns;
+  double thread_cpu_s;
+  uint64_t steal0, total0;
 };
+
+/* The machine's steal and total CPU time so far, in the kernel's ticks (/proc/stat's first
+ * line); 0 and 0 where it cannot be read. */
+static void stat_ticks(uint64_t *steal, uint64_t *total) {
+  *steal = *total = 0;
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return;
+  unsigned long long v[8] = {0};
+  if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3],
+             &v[4], &v[5], &v[6], &v[7]) == 8) {
+    for (int i = 0; i < 8; i++) *total += v[i];
+    *steal = v[7];
+  }
+  fclose(f);
+}
 
 static int64_t now_ns(void) {
   struct timespec t;
@@ -178,6 +199,9 @@ static void *serve(void *arg) {
       }
     }
   }
+  struct timespec cpu;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu) == 0)
+    d->thread_cpu_s = (double)cpu.tv_sec + (double)cpu.tv_nsec * 1e-9;
   return NULL;
 }
 
@@ -302,6 +326,8 @@ int pl_delayline_start(pl_delayline **out, int n, const pl_delay_spec *spec, cha
       rc = open_queue_in(&d->q[i], &spec[i], err, errlen);
     }
   }
+  d->started_ns = now_ns();
+  stat_ticks(&d->steal0, &d->total0);
   if (rc == 0 && (rc = -pthread_create(&d->thread, NULL, serve, d)) < 0)
     snprintf(err, errlen, "cannot start the delay line's thread: %s", strerror(-rc));
   if (rc < 0) {
@@ -325,6 +351,13 @@ void pl_delayline_stop(pl_delayline *d, pl_delayline_stats *st) {
   /* pst_quant counts anything under 1 us as 1 us. */
   d->st.late_p50_s = pst_quant_value(&d->late, 0.5);
   d->st.late_p90_s = pst_quant_value(&d->late, 0.9);
+  double life = (double)(now_ns() - d->started_ns) * 1e-9;
+  d->st.cpu_share = life > 0 ? d->thread_cpu_s / life : 0;
+  uint64_t steal, total;
+  stat_ticks(&steal, &total);
+  d->st.steal_share = total > d->total0 && steal >= d->steal0
+                          ? (double)(steal - d->steal0) / (double)(total - d->total0)
+                          : 0;
   if (st) *st = d->st;
   close_line(d);
 }

@@ -40,6 +40,10 @@ typedef struct {
   uint64_t packets, dropped;
   double late_mean_s, late_p50_s, late_p90_s, late_max_s;
   int realtime; /* whether the thread ran at a real-time priority (SCHED_FIFO) */
+  /* Why they were late: the share of one core the line's thread used over its life (near 1:
+   * it could not keep up), and the share of the machine's CPU time the host took meanwhile
+   * (steal: the vCPUs taken away, the line with them). */
+  double cpu_share, steal_share;
 } pl_delayline_stats;
 
 /* Runs fn(arg) on the calling thread inside the network namespace at ns_path

@@ -244,10 +244,14 @@ int main(void) {
          st.late_p90_s <= st.late_max_s * 1.02 + 1e-6,
          "lateness quantiles p50 %.3f, p90 %.3f, max %.3f ms", st.late_p50_s * 1e3,
          st.late_p90_s * 1e3, st.late_max_s * 1e3);
+  /* The line's share of a core while it held a few datagrams a time, and the host's steal. */
+  CHECKF(st.cpu_share > 0 && st.cpu_share < 0.5 && st.steal_share >= 0 && st.steal_share <= 1,
+         "the line's share of a core %.3f, the host's steal %.3f", st.cpu_share, st.steal_share);
   printf("4. stop with 10 datagrams held: all through in %.2f ms; verdicts %.3f ms late on "
-         "average, %.3f at the median, %.3f at the 90th percentile, %.3f at most\n",
+         "average, %.3f at the median, %.3f at the 90th percentile, %.3f at most; the line "
+         "used %.1f%% of a core, the host took %.2f%% of the CPU time\n",
          stop_took * 1e3, st.late_mean_s * 1e3, st.late_p50_s * 1e3, st.late_p90_s * 1e3,
-         st.late_max_s * 1e3);
+         st.late_max_s * 1e3, 100 * st.cpu_share, 100 * st.steal_share);
   close(rx2);
   close(tx2);
   close(a);

@@ -612,6 +612,8 @@ static void write_report(const pl_links *L, const char *run_dir, const pl_delayl
     cJSON_AddNumberToObject(d, "late_p90_ms", st->late_p90_s * 1e3);
     cJSON_AddNumberToObject(d, "late_max_ms", st->late_max_s * 1e3);
     cJSON_AddBoolToObject(d, "realtime", st->realtime);
+    cJSON_AddNumberToObject(d, "cpu_share", st->cpu_share);
+    cJSON_AddNumberToObject(d, "host_steal_share", st->steal_share);
   }
   char path[4200];
   snprintf(path, sizeof path, "%s/links.json", run_dir);
