@@ -134,10 +134,11 @@ void pl_gc_check_links(pl_gc_ctx *g) {
    * few milliseconds (a VM's vCPU stalls: a job's mean went from 0.05 to 1.06 ms so on the
    * 2-core CI VM while its 90th percentile is what this judges). The dry run judges no
    * figure, so there the lateness is said, not failed: on the CI VM, under a suite's load,
-   * the host's stalls made one job's line late at its 90th percentile too (2.73 ms, 43 ms at
-   * worst, at its real-time priority, in a test that ran alone), which says nothing of the
-   * plumbing the dry run checks. Beside it, the line's own share of a core (a line that
-   * falls behind is busy) and the host's steal tell the two causes apart. */
+   * one job's line was late at its 90th percentile too (2.73 ms, 43 ms at worst, its median
+   * 0.07, at its real-time priority, in a test that ran alone; the two jobs right after it
+   * were not), which says nothing of the plumbing the dry run checks. Beside it, the line's
+   * own share of a core (a line that falls behind is busy) and the host's steal tell the two
+   * causes apart the next time. */
   int on_time = late_p90 <= 0.1 * delay_ms;
   pl_gc_figure(c, "round_trip_ms_min", rtt_lo);
   pl_gc_figure(c, "round_trip_ms_max", rtt_hi);
