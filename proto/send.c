@@ -37,6 +37,16 @@ int pst_send_header(pst_tls_stream *s, const Pstrain__Header *h) {
   return rc < 0 ? rc : n;
 }
 
+size_t pst_send_ring_chunk(pst_ring *ring, uv_buf_t frame[2]) {
+  int n = pst_wire_ring_frame(ring, (uint8_t *)frame[0].base, (int)frame[0].len,
+                              PST_WIRE_CHUNK_HEAD, frame[1].base, frame[1].len);
+  if (n <= 0) return 0;
+  size_t moved = frame[1].len;
+  frame[0].len = (unsigned)n;
+  frame[1].len = 0;
+  return moved;
+}
+
 int pst_send_copy(pst_tls_stream *s, const void *bytes, size_t n) {
   send_block *m = malloc(sizeof *m + n);
   if (!m) return -ENOMEM;

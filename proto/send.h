@@ -15,5 +15,10 @@
 int pst_send_header(pst_tls_stream *s, const Pstrain__Header *h);
 /* Queues a copy of bytes[n]. 0 or a negative code. */
 int pst_send_copy(pst_tls_stream *s, const void *bytes, size_t n);
+/* A tensor chunk's frame about to be written as frame[0] (its head, in a buffer of
+ * PST_WIRE_CHUNK_HEAD bytes) and frame[1] (its payload): moved into the ring when it may go
+ * there (pst_wire_ring_frame), frame[0] then the marked head and frame[1] empty. Returns the
+ * payload bytes moved (0: the frame goes as it was). */
+size_t pst_send_ring_chunk(pst_ring *ring, uv_buf_t frame[2]);
 
 #endif

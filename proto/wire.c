@@ -52,7 +52,7 @@ int pst_wire_prefix_decode(const uint8_t in[PST_WIRE_PREFIX_LEN], uint32_t max_p
              PST_WIRE_VERSION);
     return -EPROTO;
   }
-  if (p->flags != 0) {
+  if ((p->flags & ~PST_WIRE_FLAG_RING) != 0) {
     snprintf(err, errlen, "unknown frame flags 0x%04x", p->flags);
     return -EPROTO;
   }
@@ -76,6 +76,33 @@ int pst_wire_encode(const Pstrain__Header *h, uint32_t payload_len, uint8_t *buf
   protobuf_c_message_pack(&h->base, buf + PST_WIRE_PREFIX_LEN);
   pst_wire_prefix_encode(buf, (uint32_t)n, payload_len);
   return (int)(n + PST_WIRE_PREFIX_LEN);
+}
+
+/* Header.ring_pos's tag (field 24, varint): two bytes. */
+#define RING_POS_TAG0 0xC0u
+#define RING_POS_TAG1 0x01u
+
+int pst_wire_ring_frame(pst_ring *ring, uint8_t *head, int head_len, size_t head_cap,
+                        const void *payload, size_t len) {
+  /* Room for the field: its tag and a position of up to 10 bytes. A protobuf message may
+   * be followed by more of its fields (they merge), so the field is appended as it is. */
+  if (!ring || !pst_ring_ready(ring) || len < PST_WIRE_RING_MIN || head_len < PST_WIRE_PREFIX_LEN ||
+      (size_t)head_len + 12 > head_cap || get_u16(head + 6) != 0)
+    return 0;
+  uint64_t pos;
+  if (pst_ring_put(ring, payload, len, &pos) < 0) return 0;
+  uint8_t *p = head + head_len;
+  *p++ = RING_POS_TAG0;
+  *p++ = RING_POS_TAG1;
+  do {
+    uint8_t b = (uint8_t)(pos & 0x7f);
+    pos >>= 7;
+    *p++ = pos ? (uint8_t)(b | 0x80) : b;
+  } while (pos);
+  uint32_t n = (uint32_t)(p - head);
+  put_u16(head + 6, PST_WIRE_FLAG_RING);
+  put_u32(head + 8, get_u32(head + 8) + (n - (uint32_t)head_len));
+  return (int)n;
 }
 
 int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offset,
@@ -298,6 +325,8 @@ void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes) {
 
 void pst_reader_take_delta(pst_reader *r, int on) { r->takes_delta = on != 0; }
 
+void pst_reader_set_ring(pst_reader *r, pst_ring *ring) { r->ring = ring; }
+
 void pst_reader_free(pst_reader *r) {
   free(r->header_buf);
   free(r->stage);
@@ -344,7 +373,9 @@ static int fail(pst_reader *r, const uint8_t *bytes, size_t n) {
 
 /* The frame is complete: hand it over, then get ready for the next prefix. */
 static int finish_frame(pst_reader *r) {
-  if (r->prefix.payload_len > 0) r->big = r->prefix.payload_len >= DIRECT_MIN;
+  /* A payload that came through the ring leaves only small frames on the stream. */
+  if (r->prefix.payload_len > 0)
+    r->big = !(r->prefix.flags & PST_WIRE_FLAG_RING) && r->prefix.payload_len >= DIRECT_MIN;
   int rc = r->cbs->on_frame(r, r->hdr);
   r->frames++;
   r->state = PST_RD_PREFIX;
@@ -390,6 +421,12 @@ static int header_done(pst_reader *r) {
     if (r->err[0] == '\0') snprintf(r->err, sizeof r->err, "unexpected tensor chunk");
     return rc < 0 ? rc : -EPROTO;
   }
+  if (r->prefix.flags & PST_WIRE_FLAG_RING) {
+    /* Copied out of the peer's region, then the frame is whole. */
+    if (pst_ring_get(r->ring, h->ring_pos, dst, r->prefix.payload_len, r->err, sizeof r->err) < 0)
+      return fail(r, r->header_buf, r->prefix.header_len);
+    return finish_frame(r);
+  }
   r->payload = (uint8_t *)dst;
   r->state = PST_RD_PAYLOAD;
   return 0;
@@ -412,6 +449,12 @@ static int drain_stage(pst_reader *r) {
           if (pst_wire_prefix_decode(r->prefix_buf, r->max_payload, &r->prefix, r->err,
                                      sizeof r->err) < 0)
             return fail(r, r->prefix_buf, PST_WIRE_PREFIX_LEN);
+          if ((r->prefix.flags & PST_WIRE_FLAG_RING) && (!r->ring || r->prefix.payload_len == 0)) {
+            snprintf(r->err, sizeof r->err, "%s",
+                     r->ring ? "a frame in shared memory without a payload"
+                             : "a frame in shared memory where no region is mapped");
+            return fail(r, r->prefix_buf, PST_WIRE_PREFIX_LEN);
+          }
           if (r->prefix.header_len > r->max_header) {
             snprintf(r->err, sizeof r->err,
                      "header of %" PRIu32 " bytes before registration (at most %" PRIu32 ")",

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "proto/pstrain.pb-c.h"
+#include "proto/ring.h"
 
 #define PST_WIRE_MAGIC 0x52545350u /* "PSTR" read as a little-endian u32 */
 #define PST_WIRE_VERSION 1
@@ -27,6 +28,11 @@
 #define PST_WIRE_SMALL_HEADER 1024u
 #define PST_WIRE_SMALL_ARENA (8u * 1024u)
 #define PST_WIRE_SMALL_STAGE 1024u
+
+/* The prefix's flags. RING: the frame's payload_len bytes are not on the stream but in the
+ * sender's shared region, at the position Header.ring_pos (proto/ring.h); only on a
+ * connection whose ends mapped each other's region. */
+#define PST_WIRE_FLAG_RING 0x0001u
 
 /* Bytes that must fit in a caller's buffer for prefix + any header we encode. */
 #define PST_WIRE_MAX_FRAME_HEAD (PST_WIRE_PREFIX_LEN + PST_WIRE_MAX_HEADER)
@@ -64,6 +70,15 @@ int pst_wire_encode_chunk_enc(Pstrain__MsgType type, uint64_t version, uint64_t 
  * the values that changed (Header.sparse, 8 bytes each). */
 int pst_wire_encode_delta_chunk(uint64_t version, uint64_t offset, uint32_t count, int last,
                                 int pairs, uint8_t *buf, size_t buflen);
+
+/* Moves a frame's payload into the ring when the ring is ready, the payload is large enough
+ * to be worth it (PST_WIRE_RING_MIN bytes) and there is room: the frame in head (prefix and
+ * header, head_len bytes, in a buffer of head_cap) is marked (the ring flag, Header.ring_pos)
+ * and its new length returned; the payload then no longer follows on the stream. 0: the
+ * frame goes as it is, payload and all. */
+#define PST_WIRE_RING_MIN 4096u
+int pst_wire_ring_frame(pst_ring *ring, uint8_t *head, int head_len, size_t head_cap,
+                        const void *payload, size_t len);
 
 /* Checks a decoded header against its prefix: a known type, the payload length matching
  * 4 * count for tensor chunks and 0 otherwise, sane counts. Returns 0 or -EPROTO. */
@@ -106,6 +121,7 @@ struct pst_reader {
   uint32_t max_payload;
   unsigned value_bytes;       /* bytes per value of tensor payloads: 4 (0 reads as 4), or 2 */
   int takes_delta;            /* WEIGHTS chunks with Header.delta (int8) may come */
+  pst_ring *ring;             /* frames may carry their payload in the peer's region */
   int paused;
   pst_prefix prefix;
   uint8_t prefix_buf[PST_WIRE_PREFIX_LEN];
@@ -145,6 +161,9 @@ void pst_reader_set_value_bytes(pst_reader *r, unsigned value_bytes);
  * besides the value size above (--pull-compress delta). A tensor chunk marked delta on a
  * reader that does not take them, or a PUSH marked delta, is malformed. */
 void pst_reader_take_delta(pst_reader *r, int on);
+/* Frames flagged PST_WIRE_FLAG_RING may come from now on, their payloads read from ring's
+ * peer region (NULL: no more; such a frame is malformed). The ring is the owner's. */
+void pst_reader_set_ring(pst_reader *r, pst_ring *ring);
 /* Where the next read should land: use as libuv's alloc_cb result. */
 void pst_reader_buffer(pst_reader *r, char **base, size_t *len);
 /* The rest of the current payload as one buffer, for an owner that reads it some other way

@@ -61,7 +61,7 @@ static int64_t o_epochs, o_batch, o_seed, o_chunk_kib, o_report_every, o_stalene
 static int64_t o_backup, o_threads, o_io_kib, o_eval_every, o_eval_samples, o_k8s_replicas;
 static double o_grad_limit, o_clip_norm, o_grad_norm_factor, o_eval_timeout, o_topk_warmup;
 static int o_topk_correction;
-static int o_layer_chunks, o_staleness_lr, o_keep_awake;
+static int o_layer_chunks, o_staleness_lr, o_keep_awake, o_shm;
 static char o_push_compress[PST_CFG_STR_MAX], o_pull_compress[PST_CFG_STR_MAX];
 static double o_lr, o_momentum, o_beta1, o_beta2, o_eps, o_wd, o_status_interval;
 
@@ -100,6 +100,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("seed", PST_CFG_INT, &o_seed, "42", "seed of weights init and data shuffles", 0, INT64_MAX),
     PST_OPT("chunk-kib", PST_CFG_INT, &o_chunk_kib, "4096", "tensor chunk size on the wire (KiB): the largest, with --layer-chunks", 4, 262144),
     PST_OPT("layer-chunks", PST_CFG_BOOL, &o_layer_chunks, "true", "cut the tensors into chunks along the model's layers, small layers grouped, so that layer-by-layer pushes and pulls overlap at any chunk size (false: chunks of --chunk-kib, as before)", 0, 0),
+    PST_OPT("shm", PST_CFG_BOOL, &o_shm, "true", "with a worker on this host under the same user: the payloads through shared memory instead of TCP, a sealed memfd each way that each end maps (proto/ring.h); workers elsewhere, and with TLS, keep to TCP by themselves", 0, 0),
     PST_OPT("keep-awake", PST_CFG_BOOL, &o_keep_awake, "false", "keep the CPUs out of their sleep states while serving, so that a chunk's arrival does not wait for a CPU to wake (for a ps of GPU workers on a host of its own; common/keep_awake.h): a PM QoS request on /dev/cpu_dma_latency where it may write it, else a spinning thread per CPU at the lowest priority (never under a cgroup CPU quota). The CPUs draw more power", 0, 0),
     PST_OPT("threads", PST_CFG_INT, &o_threads, "1", "threads for sums and optimizer passes (0: the cores this process may use); above 1, as many I/O threads less one", 0, 1024),
     PST_OPT("io-offload-kib", PST_CFG_INT, &o_io_kib, "256", "with --threads above 1: gradient payloads and runs of weight chunks from this size (KiB) are moved by the I/O threads (0: never)", 0, 1048576),
@@ -349,6 +350,7 @@ static int build_options(ps_options *o, char *err, size_t errlen) {
    * mlp runs 10-25% of their speed (docs/benchmarks.md); a dedicated ps host asks for 0. */
   o->threads = o_threads > 0 ? (int)o_threads : pst_proc_cores();
   o->io_min = (uint32_t)(o_io_kib * 1024);
+  o->shm = o_shm != 0;
   o->report_every = (int)o_report_every;
   o->eval_every = (int)o_eval_every;
   o->eval_samples = (int)o_eval_samples;

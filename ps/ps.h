@@ -48,6 +48,8 @@ typedef struct {
   size_t shard_offset, shard_floats;
   int threads;            /* threads for sums and optimizer passes in all (<= 1: the loop's);
                            * above 1, as many - 1 I/O threads too (ps/net/io.h) */
+  int shm;                /* a worker on this host may send and take payloads through shared
+                           * memory (proto/ring.h, ps/net/messages.c) */
   uint32_t io_min;        /* bytes: payloads and reply runs from this size are moved by the
                            * I/O threads (0: none are) */
   int report_every;       /* steps between the workers' loss reports */

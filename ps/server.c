@@ -238,6 +238,7 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
   ps_phase ph = ps_conn_phase(c);
   ps_action act = h->type == PSTRAIN__MSG_TYPE__PUSH ? c->frame_act : ps_rule(ph, (int)h->type);
   count_frame(s, (int)h->type, act);
+  if (r->prefix.flags & PST_WIRE_FLAG_RING) s->net->shm_in += r->prefix.payload_len;
   if (act != PS_ACT_HANDLE) return refuse_frame(c, h, ph, act);
   switch (h->type) {
     case PSTRAIN__MSG_TYPE__HELLO:
@@ -250,6 +251,12 @@ static int on_frame(pst_reader *r, const Pstrain__Header *h) {
       c->pull_want = h->version;
       c->pull_final = h->last;
       c->pull_delta = h->delta;
+      if (h->ring_mapped && pst_ring_ready(&c->ring) && !c->ring_replies) {
+        /* The worker mapped this connection's region: the replies' payloads go there, and
+         * its descriptor is no longer needed. */
+        c->ring_replies = 1;
+        pst_ring_mapped_by_peer(&c->ring);
+      }
       if (ps_pull_ready(s, c)) ps_pull_answer(c);
       return 0;
     case PSTRAIN__MSG_TYPE__PUSH: {

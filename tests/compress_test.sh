@@ -11,7 +11,7 @@
 #     ps's I/O threads, over TLS, layer by layer), train as
 #     well as float32 (test accuracy within 0.02), and move what the encodings say per step:
 #     2 workers x parameters x (push bytes + pull bytes), within 3% (the summary's
-#     wire_bytes_per_step); bf16 pushes with float32 pulls too; and two ps shards as well;
+#     wire_bytes_per_step, with shm_bytes_per_step: the workers are on the ps's host); bf16 pushes with float32 pulls too; and two ps shards as well;
 #  4. delta pulls (int8 changes from what each worker holds): the same, the workers ending
 #     with the ps's weights, over 2 shards with dense evaluations, and after a kill -9.
 source "$(dirname "$0")/lib.sh"
@@ -170,11 +170,12 @@ bytes_per_step() {
 import json, sys
 s = json.load(open(sys.argv[1]))
 want = 2 * int(sys.argv[4]) * (int(sys.argv[2]) + int(sys.argv[3]))
-got = s["wire_bytes_per_step"]
-print(f"{sys.argv[1]}: {got:.0f} bytes per step, {s['wire_bytes_per_sample']:.1f} per sample "
+# On the ps's port, and through shared memory (the workers are on the ps's host).
+got = s["wire_bytes_per_step"] + s["shm_bytes_per_step"]
+print(f"{sys.argv[1]}: {got:.0f} bytes per step ({s['shm_bytes_per_step']:.0f} through shared memory), {s['wire_bytes_per_sample']:.1f} per sample "
       f"(encodings {s['push_encoding']}/{s['pull_encoding']}; expected {want})")
 assert 1.0 <= got / want <= 1.03, (got, want)
-assert s["wire_bytes_per_sample"] * s["samples"] > 0.99 * got * s["updates"]
+assert s["wire_bytes_per_sample"] * s["samples"] > 0.99 * s["wire_bytes_per_step"] * s["updates"]
 PY
 }
 accuracy() { json_field "$OUT/$1.json" test_accuracy; }
@@ -218,8 +219,9 @@ b=$(local_checksum topk-b --push-compress topk:0.05 --pull-compress fp16)
 import json, sys
 s = json.load(open(sys.argv[1]))
 n = int(sys.argv[2])
-push = s["wire_bytes_per_step"] - 2 * n * 2  # less the fp16 pulls
-print(f"top-k 0.05: {s['wire_bytes_per_step']:.0f} bytes per step, pushes {push:.0f}; "
+step = s["wire_bytes_per_step"] + s["shm_bytes_per_step"]  # the port's and shared memory's
+push = step - 2 * n * 2  # less the fp16 pulls
+print(f"top-k 0.05: {step:.0f} bytes per step, pushes {push:.0f}; "
       f"accuracy {s['test_accuracy']}")
 assert s["push_encoding"] == "topk:0.05", s["push_encoding"]
 assert 0.05 * n * 8 * 2 * 0.98 <= push <= 0.05 * n * 8 * 2 * 1.1, push
@@ -237,8 +239,9 @@ b=$(local_checksum int8-b --push-compress int8 --pull-compress fp16)
 import json, sys
 s, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 n = int(sys.argv[3])
-push = s["wire_bytes_per_step"] - 2 * n * 2  # less the fp16 pulls
-print(f"int8: {s['wire_bytes_per_step']:.0f} bytes per step, pushes {push:.0f}; accuracy "
+step = s["wire_bytes_per_step"] + s["shm_bytes_per_step"]  # the port's and shared memory's
+push = step - 2 * n * 2  # less the fp16 pulls
+print(f"int8: {step:.0f} bytes per step, pushes {push:.0f}; accuracy "
       f"{s['test_accuracy']} (float32 {f['test_accuracy']})")
 assert s["push_encoding"] == "int8", s["push_encoding"]
 assert 2 * n <= push <= 2 * n * 1.06, push  # a byte a value, the scales and frame headers
@@ -259,7 +262,8 @@ s = json.load(open(sys.argv[1]))
 n = int(sys.argv[2])
 steps = 60000 // 512
 mean = sum(0.25 * (0.05 / 0.25) ** (v / steps) for v in range(steps)) / steps
-push = s["wire_bytes_per_step"] - 2 * n * 2  # less the fp16 pulls
+step = s["wire_bytes_per_step"] + s["shm_bytes_per_step"]  # the port's and shared memory's
+push = step - 2 * n * 2  # less the fp16 pulls
 print(f"top-k 0.05 with a warm-up of 1 epoch: pushes {push:.0f} bytes per step, the schedule's "
       f"mean share {mean:.4f} ({mean * n * 16:.0f} bytes); accuracy {s['test_accuracy']}")
 assert s["topk_warmup_epochs"] == 1, s["topk_warmup_epochs"]
@@ -301,8 +305,9 @@ b=$(local_checksum delta-b --pull-compress delta)
 import json, sys
 s, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 n = int(sys.argv[3])
-pull = s["wire_bytes_per_step"] - 2 * n * 4  # less the float32 pushes
-print(f"delta: {s['wire_bytes_per_step']:.0f} bytes per step, pulls {pull:.0f}; accuracy "
+step = s["wire_bytes_per_step"] + s["shm_bytes_per_step"]  # the port's and shared memory's
+pull = step - 2 * n * 4  # less the float32 pushes
+print(f"delta: {step:.0f} bytes per step, pulls {pull:.0f}; accuracy "
       f"{s['test_accuracy']} (float32 {f['test_accuracy']})")
 assert s["pull_encoding"] == "delta", s["pull_encoding"]
 # A byte a value; three float32 replies per worker over 117 steps add about 0.2 n.
@@ -339,8 +344,9 @@ c=$(local_checksum sparse-layers --push-compress topk:0.01 --optimizer momentum 
 import json, sys
 s, f = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 n = int(sys.argv[3])
-push = f["wire_bytes_per_step"] - 2 * n * 4  # as the float32-pull job's, less its pulls
-pull = s["wire_bytes_per_step"] - push
+# The port's and shared memory's bytes.
+push = f["wire_bytes_per_step"] + f["shm_bytes_per_step"] - 2 * n * 4  # as the float32-pull job's, less its pulls
+pull = s["wire_bytes_per_step"] + s["shm_bytes_per_step"] - push
 print(f"sparse delta: pulls {pull:.0f} bytes per step (int8 would take {2 * n}); accuracy "
       f"{s['test_accuracy']}")
 # At most 2 workers x 1% of the values change a step, 8 bytes each (0.16 n), and the three

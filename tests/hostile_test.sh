@@ -360,7 +360,7 @@ start_bg refuse-proxy /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_por
   "$OUT/refused" refuse 3
 start_ps refuse-ps --listen "127.0.0.1:$port" --workers 1 --batch-size 256 "${args[@]}"
 ps_pid=$LAST_PID
-start_worker refuse-w0 --ps "127.0.0.1:$proxy_port"
+start_worker refuse-w0 --ps "127.0.0.1:$proxy_port" --shm false
 wait_pid "$LAST_PID" 120 || fail "refuse: the worker exited non-zero"
 wait_pid "$ps_pid" 30 || fail "refuse: the ps exited non-zero"
 [ "$(grep -c refused "$OUT/refused")" -eq 3 ] || fail "refuse: the proxy refused $(grep -c refused "$OUT/refused") connections, not 3"

@@ -86,7 +86,8 @@ proxied_pair() {
   start_ps "ps-$name" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/s-$name.json" \
     --on-worker-loss wait "${ps_flags[@]}"
   ps_pid=$LAST_PID
-  start_worker "w0-$name" --ps "127.0.0.1:$proxy_port" --index 0 "$@"
+  # A proxy passes bytes, not memory: worker 0 keeps to TCP (--shm false).
+  start_worker "w0-$name" --ps "127.0.0.1:$proxy_port" --index 0 --shm false "$@"
   w0=$LAST_PID
   start_worker "w1-$name" --ps "127.0.0.1:$port" --index 1 "$@"
   w1=$LAST_PID

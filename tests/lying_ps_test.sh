@@ -84,7 +84,7 @@ start_bg proxy-data /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port"
 start_ps ps-data --listen "127.0.0.1:$port" --workers 2 --data-order ps --metrics "$OUT/data.jsonl" \
   --summary-json "$OUT/s-data.json" "${args[@]}"
 ps_pid=$LAST_PID
-start_worker w0-data --ps "127.0.0.1:$proxy_port"
+start_worker w0-data --ps "127.0.0.1:$proxy_port" --shm false
 w0=$LAST_PID
 start_worker w1-data --ps "127.0.0.1:$port"
 w1=$LAST_PID
@@ -107,7 +107,7 @@ start_bg proxy-mom /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" 
 start_ps ps-mom --listen "127.0.0.1:$port" --workers 1 --push-compress topk:0.1 \
   --optimizer momentum --lr 0.05 "${args[@]}"
 ps_pid=$LAST_PID
-start_worker w0-mom --ps "127.0.0.1:$proxy_port"
+start_worker w0-mom --ps "127.0.0.1:$proxy_port" --shm false
 w0=$LAST_PID
 rc=0
 wait_pid "$w0" 60 || rc=$?

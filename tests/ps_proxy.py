@@ -176,6 +176,7 @@ def up(w, p, stall_after, marker):
             p.sendall(c)
         while stall_after >= 0:
             prefix = exact(w, 16)
+            on_stream(prefix)
             hlen, plen = struct.unpack("<II", prefix[8:16])
             head = exact(w, hlen)
             payload = exact(w, plen)
@@ -191,6 +192,14 @@ def up(w, p, stall_after, marker):
     except (OSError, EOFError):
         pass
     close_both(w, p)
+
+
+def on_stream(prefix):
+    """A frame whose payload is in shared memory (the ring flag, proto/wire.h) leaves the
+    proxy nothing to forward or change: the worker behind it must run with --shm false."""
+    if struct.unpack("<H", prefix[6:8])[0] != 0:
+        sys.stderr.write("ps_proxy: a frame in shared memory: run the proxied worker with --shm false\n")
+        raise EOFError
 
 
 told = 0  # lies told so far, over every connection
@@ -216,6 +225,7 @@ def down(p, w, mode, n, k, marker):
     try:
         while True:
             prefix = exact(p, 16)
+            on_stream(prefix)
             hlen, plen = struct.unpack("<II", prefix[8:16])
             head = exact(p, hlen)
             payload = exact(p, plen)

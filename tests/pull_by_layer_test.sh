@@ -79,7 +79,7 @@ port=$(free_port)
 proxy_port=$(free_port)
 start_bg proxy2 /usr/bin/python3 "$RUNFILES/tests/ps_proxy.py" "$proxy_port" "$port" "$OUT/stalled2" stall 5
 start_ps ps2 --listen "127.0.0.1:$port" --workers 2 --worker-timeout 30 "${args[@]}"
-start_worker w0b --ps "127.0.0.1:$proxy_port" --index 0 --pull-by-layer
+start_worker w0b --ps "127.0.0.1:$proxy_port" --index 0 --pull-by-layer --shm false
 w0=$LAST_PID
 start_worker w1b --ps "127.0.0.1:$port" --index 1 --pull-by-layer
 deadline=$((SECONDS + 60))

@@ -61,6 +61,9 @@ static void finish_close(wk_client *c) {
   if (c->tcp_open || c->resolving || c->timer_open) return;
   if (c->state == WK_CONN_CLOSED) return;
   c->state = WK_CONN_CLOSED;
+  /* The regions were this connection's: the next one offers a new one. */
+  pst_ring_free(&c->ring);
+  c->ring_on = 0;
   c->cbs->on_closed(c, c->close_why);
 }
 

@@ -136,6 +136,14 @@ struct wk_client {
   uint64_t tl_step;
   double tl_chunk_at;
   int tl_shard;
+  /* Shared memory with a ps on this host (proto/ring.h, worker/client_ring.c): this
+   * connection's regions, the HELLO's offer of ours, whether one may be offered (the owner's
+   * --shm; never with TLS), and whether payloads go through them (the ps took ours and we
+   * mapped its: pushes go there, PULLs say so, and its replies may come from there). */
+  pst_ring ring;
+  Pstrain__RingOffer ring_offer;
+  int ring_wanted;
+  int ring_on;
   double last_rx, last_tx; /* monotonic seconds: the last bytes read, the last frame queued */
   const char *close_why;
   char close_buf[512];   /* a reason naming a host (255) and an error fits whole */
@@ -195,6 +203,13 @@ int wk_client_push_head(wk_client *c);
 /* Whether the push in progress goes in runs and has queued its chunk 0 (a rising first
  * layer's first piece): a PULL may follow at once (worker/step.c, wk_pull_ahead). */
 int wk_client_head_out(const wk_client *c);
+/* Shared memory with a ps on this host (worker/client_ring.c). The offer for this
+ * connection's HELLO: its region, created on the first call, or NULL when the client keeps to
+ * TCP (ring_wanted unset, TLS, no memfd here). */
+const Pstrain__RingOffer *wk_client_ring_offer(wk_client *c);
+/* The WELCOME's answer to the offer: with the ps's region mapped too, payloads go through
+ * shared memory both ways from now on. Returns 1 then, 0 when the connection keeps to TCP. */
+int wk_client_ring_welcome(wk_client *c, const Pstrain__Welcome *w);
 /* Closes everything; on_closed(why) follows. */
 void wk_client_close(wk_client *c, const char *why);
 

@@ -18,6 +18,13 @@
 int wk_client_send(wk_client *c, const Pstrain__Header *h) {
   if (c->state != WK_CONN_OPEN) return -ENOTCONN;
   c->last_tx = pst_now();
+  Pstrain__Header pull;
+  if (h->type == PSTRAIN__MSG_TYPE__PULL && c->ring_on) {
+    /* The reply's payloads may come through the ps's region: this end has it mapped. */
+    pull = *h;
+    pull.ring_mapped = 1;
+    h = &pull;
+  }
   int n = pst_send_header(&c->io, h);
   return n < 0 ? n : 0;
 }
@@ -234,6 +241,9 @@ static int queue_chunks(wk_client *c, uint32_t i, uint32_t k) {
   for (uint32_t j = 0; j < k; j++) {
     last = chunk_frame(c, goes_down(c) ? i - j : i + j, bufs + 2 * j);
     if (last < 0) return last;
+    /* A ps on this host reads the payload from this end's region (proto/ring.h): only the
+     * frame's head goes on the stream. */
+    if (c->ring_on) pst_send_ring_chunk(&c->ring, bufs + 2 * j);
   }
   c->wreq[i].data = c;
   c->writes_left++;
@@ -361,6 +371,8 @@ int wk_client_push(wk_client *c, uint64_t version, const float *grad) {
 
 void wk_client_free(wk_client *c) {
   pst_reader_free(&c->rd);
+  pst_ring_free(&c->ring);
+  c->ring_on = 0;
   free(c->wreq);
   free(c->whead);
   free(c->starts);

@@ -40,7 +40,7 @@ static int64_t o_stages, o_micro, o_vdev, o_device_mem;
 static char o_place[PST_CFG_STR_MAX];
 static int64_t o_tl_steps, o_tl_skip;
 static double o_timeout, o_slow, o_reconnect, o_delay;
-static int o_list, o_placement, o_push_by_layer, o_pull_by_layer, o_layer_pieces, o_keep_awake;
+static int o_list, o_placement, o_push_by_layer, o_pull_by_layer, o_layer_pieces, o_keep_awake, o_shm;
 static char o_mode[PST_CFG_STR_MAX];
 
 static pst_cfg_opt g_opts[] = {
@@ -71,6 +71,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("pull-by-layer", PST_CFG_BOOL, &o_pull_by_layer, "", "start each training step while its weights arrive, each layer's forward pass once its weights are in (default: on for GPU and null devices, off for the CPU)", 0, 0),
     PST_OPT("layer-pieces", PST_CFG_BOOL, &o_layer_pieces, "", "run each dense layer larger than the ps's chunk in pieces of rows, one per chunk, so that its gradient leaves piece by piece and its forward pass starts on its first weights back (default: on for GPU and null devices that push or pull layer by layer, off for the CPU)", 0, 0),
     PST_OPT("keep-awake", PST_CFG_BOOL, &o_keep_awake, "", "keep the CPUs out of their sleep states while training, so that the step's hand-offs between threads and the chunks' arrivals do not wait for a CPU to wake: a PM QoS request on /dev/cpu_dma_latency where it may write it, else a spinning thread per CPU at the lowest priority (SCHED_IDLE; never under a cgroup CPU quota). The CPUs draw more power (default: on for GPU and null devices, off for the CPU)", 0, 0),
+    PST_OPT("shm", PST_CFG_BOOL, &o_shm, "true", "with a ps on this host under the same user: the payloads through shared memory instead of TCP, a sealed memfd each way that each end maps (proto/ring.h); a ps elsewhere, and TLS, keep to TCP by themselves", 0, 0),
     PST_OPT("slow-factor", PST_CFG_DOUBLE, &o_slow, "1", "run this many times slower (experiments)", 0, 0),
     PST_OPT("leave-after-step", PST_CFG_INT, &o_leave_after, "0", "leave the job after this many steps, as on SIGTERM: say goodbye, exit 0 (0: never; the ps must hand out the data, --workers MIN:MAX or --data-order ps)", 0, INT64_MAX),
     PST_OPT("delay-ms", PST_CFG_DOUBLE, &o_delay, "0", "delay each pull and push this long, as a slow link would (experiments)", 0, 0),
@@ -282,6 +283,7 @@ int main(int argc, char **argv) {
                          ? WK_LAYERED_AUTO : o_layer_pieces;
   opt.keep_awake = pst_cfg_find(&cfg, "keep-awake")->source == PST_SRC_DEFAULT ? WK_LAYERED_AUTO
                                                                               : o_keep_awake;
+  opt.shm = o_shm != 0;
   opt.gpu_memory_limit_mib = (size_t)o_gpu_mem;
   opt.stages = (int)o_stages;
   opt.place = o_place[0] ? o_place : NULL;

@@ -108,6 +108,10 @@ static void send_hello(wk_trainer *t, wk_shard *sh) {
     t->model_fp = mine.fingerprint;
   }
   hello.model_fingerprint = t->model_fp;
+  /* Shared memory, should the ps be on this host (worker/client_ring.c). */
+  sh->client.tl_shard = wk_shard_index(t, sh);
+  sh->client.ring_wanted = t->opt.shm;
+  hello.ring = (Pstrain__RingOffer *)wk_client_ring_offer(&sh->client);
   h.type = PSTRAIN__MSG_TYPE__HELLO;
   h.hello = &hello;
   t->state = WK_REGISTERING;
@@ -267,6 +271,7 @@ int wk_on_welcome(wk_trainer *t, wk_shard *sh, const Pstrain__Welcome *w,
     return 0;
   }
   if (take_shard(t, sh, w) < 0) return 0;
+  wk_client_ring_welcome(&sh->client, w);
   sh->welcomed = 1;
   if (first)
     for (int i = 1; i < t->n_ps; i++) send_hello(t, &t->ps[i]);

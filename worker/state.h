@@ -64,6 +64,8 @@ typedef struct {
                               * wire's chunks (kernels/net.h, pst_net_set_row_cuts), so that
                               * their transfers overlap their compute; WK_LAYERED_AUTO: on
                               * for a GPU or null device with push_by_layer or pull_by_layer */
+  int shm;                   /* payloads through shared memory with a ps on this host
+                              * (proto/ring.h, worker/client_ring.c) */
   int keep_awake;            /* keep the CPUs out of sleep states while training
                               * (common/keep_awake.h); WK_LAYERED_AUTO: on for a GPU or
                               * null device, off for the CPU */

@@ -44,7 +44,9 @@ typedef struct {
   double samples_per_sec, steps_per_sec, accuracy, ps_cpu_ms;
   double rt_p50, rt_p99; /* ms: each step's exposed wait (the ps's summary; -1: absent) */
   double compute_mean;   /* mean over the workers of their last "samples/s computing" */
-  double wire_step, wire_sample; /* bytes on the ps's port per update and per sample */
+  /* Bytes moved between the workers and the ps per update and per sample: on the ps's port
+   * and, with workers on its host, through shared memory (issue 41). */
+  double wire_step, wire_sample;
   int compute_seen;      /* workers whose log had that figure */
 } count_run;
 
@@ -88,6 +90,9 @@ static void digest(count_run *r, int batch) {
   r->rt_p99 = r->rt_p50 >= 0 ? round_trip_ms(s, "exposed", "p99") : -1;
   r->wire_step = pl_json_num(s, "wire_bytes_per_step");
   r->wire_sample = pl_json_num(s, "wire_bytes_per_sample");
+  if (pl_json_num(s, "shm_bytes_per_step") > 0) r->wire_step += pl_json_num(s, "shm_bytes_per_step");
+  if (pl_json_num(s, "shm_bytes_per_sample") > 0)
+    r->wire_sample += pl_json_num(s, "shm_bytes_per_sample");
   double sum = 0;
   r->compute_seen = 0;
   for (int i = 0; i < r->workers; i++) {

@@ -200,8 +200,13 @@ void pl_cmp_digest(mode_run *m, run_rec *r, const pl_run_options *o, const doubl
       r->max_stale = num(j, "max_staleness");
       r->dropped = num(j, "dropped_gradients");
       r->max_lead = num(j, "max_lead");
+      /* What each mode and encoding moves between the workers and the ps: the port's bytes
+       * and, with workers on the ps's host, those through shared memory (issue 41), which a
+       * link between them would carry. */
       r->wire_step = num(j, "wire_bytes_per_step");
       r->wire_sample = num(j, "wire_bytes_per_sample");
+      if (num(j, "shm_bytes_per_step") > 0) r->wire_step += num(j, "shm_bytes_per_step");
+      if (num(j, "shm_bytes_per_sample") > 0) r->wire_sample += num(j, "shm_bytes_per_sample");
       r->ups = r->train_s > 0 ? r->updates / r->train_s : 0;
       double samples = num(j, "samples"), ep = num(j, "epochs");
       if (samples > 0 && ep > 0) spe = samples / ep / per_step;

@@ -44,7 +44,7 @@ static int64_t f_stages, f_micro, f_vdev, f_device_mem;
 static char f_place[PST_CFG_STR_MAX];
 static double f_lr;
 static pst_data_flags f_dataf; /* the workers' data flags, passed on to each */
-static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer, f_layer_pieces, f_keep_awake, f_insecure, f_staleness_lr;
+static int f_placement, f_tls, f_push_by_layer, f_pull_by_layer, f_layer_pieces, f_keep_awake, f_insecure, f_staleness_lr, f_shm;
 static char f_ckpt_dir[PST_CFG_STR_MAX], f_ckpt_every[PST_CFG_STR_MAX];
 static char f_ckpt_seconds[PST_CFG_STR_MAX], f_ckpt_keep[PST_CFG_STR_MAX], f_resume[PST_CFG_STR_MAX];
 
@@ -86,6 +86,7 @@ static pst_cfg_opt g_opts[] = {
     PST_OPT("push-by-layer", PST_CFG_BOOL, &f_push_by_layer, "", "workers send each layer's gradient as their backward pass makes it (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("pull-by-layer", PST_CFG_BOOL, &f_pull_by_layer, "", "workers start each step while its weights arrive, layer by layer (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("keep-awake", PST_CFG_BOOL, &f_keep_awake, "", "workers keep the CPUs out of their sleep states while training, so that no step waits for a CPU to wake (default: the workers', on for GPU and null devices; worker --keep-awake)", 0, 0),
+    PST_OPT("shm", PST_CFG_BOOL, &f_shm, "", "the ps and its workers, all on this host, send payloads through shared memory instead of loopback TCP (default: the daemons', on; off behind --link)", 0, 0),
     PST_OPT("layer-pieces", PST_CFG_BOOL, &f_layer_pieces, "", "workers run each dense layer larger than a chunk in pieces of rows, one per chunk, so that its transfers overlap its compute (default: the workers', on for GPU and null devices)", 0, 0),
     PST_OPT("chunk-kib", PST_CFG_INT, &f_chunk, "4096", "tensor chunk on the wire (KiB; default 4096, and 256 for GPU and null workers, --device auto included where the workers find a GPU: docs/benchmarks.md)", 4, 262144),
     PST_OPT("tls", PST_CFG_BOOL, &f_tls, "false", "mutual TLS between the ps and the workers, with a throwaway CA made in the run directory", 0, 0),
@@ -321,6 +322,7 @@ static int parse_run_flags(const char *cmd, const char *prog, int argc, char **a
   o->pull_by_layer = pst_cfg_find(&cfg, "pull-by-layer")->source == PST_SRC_DEFAULT ? -1 : f_pull_by_layer;
   o->layer_pieces = pst_cfg_find(&cfg, "layer-pieces")->source == PST_SRC_DEFAULT ? -1 : f_layer_pieces;
   o->keep_awake = pst_cfg_find(&cfg, "keep-awake")->source == PST_SRC_DEFAULT ? -1 : f_keep_awake;
+  o->shm = pst_cfg_find(&cfg, "shm")->source == PST_SRC_DEFAULT ? -1 : f_shm;
   /* Chunks not given: GPU and null workers push and pull layer by layer and run their large
    * dense layers in pieces of one chunk (--layer-pieces), which overlap their transfers only
    * when a layer spans several chunks; 256 KiB made the emulated H100 worker 62% of its rate

@@ -28,6 +28,7 @@ void pl_run_defaults(pl_run_options *o) {
   o->chunk_kib = 4096;
   o->push_by_layer = o->pull_by_layer = o->layer_pieces = -1; /* the workers' own default */
   o->keep_awake = -1;
+  o->shm = -1;
 }
 
 int pl_default_chunk_kib(const char *device, int gpus_given) {

@@ -59,6 +59,8 @@ typedef struct pl_run_options {
   int pull_by_layer;          /* workers' --pull-by-layer (-1: not given, their default) */
   int layer_pieces;           /* workers' --layer-pieces (-1: not given, their default) */
   int keep_awake;             /* workers' --keep-awake (-1: not given, their default) */
+  int shm;                    /* the ps's and workers' --shm (-1: not given, their default: on;
+                               * off behind --link, whose bytes must cross the link) */
   int chunk_kib;              /* the ps's --chunk-kib (PL_GPU_CHUNK_KIB for GPU and null
                                * workers when not given) */
   int tls;                    /* mutual TLS, with a throwaway CA made in run_dir */

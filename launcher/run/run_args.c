@@ -100,12 +100,20 @@ void pl_ps_argv(const pl_run_options *o, const pl_job *j, int s, pl_argv *a) {
     pl_data_flags_argv(a, o);
   }
   if (j->secret[0]) pl_argv_add(a, "--secret-file=%s", j->secret);
+  if (!pl_shm_on(o)) pl_argv_add(a, "--shm=false");
   timeline_args(a, o, "ps", s);
   if (o->tls) {
     pl_argv_add(a, "--tls-cert=%s", j->tls_srv);
     pl_argv_add(a, "--tls-key=%s", j->tls_srv_key);
     pl_argv_add(a, "--tls-ca=%s", j->tls_ca);
   }
+}
+
+/* Shared memory between the ps and its workers (proto/ring.h): as given, else on; never behind
+ * --link, whose emulated network the bytes must cross (a worker in its own network namespace
+ * still shares the host's memory). */
+int pl_shm_on(const pl_run_options *o) {
+  return o->shm != 0 && !o->link && !o->link_worker;
 }
 
 void pl_worker_argv(const pl_run_options *o, const pl_job *j, int i, pl_argv *w) {
@@ -140,6 +148,7 @@ void pl_worker_argv_slot(const pl_run_options *o, const pl_job *j, int index, in
   if (o->layer_pieces >= 0)
     pl_argv_add(w, "--layer-pieces=%s", o->layer_pieces ? "true" : "false");
   if (o->keep_awake >= 0) pl_argv_add(w, "--keep-awake=%s", o->keep_awake ? "true" : "false");
+  if (!pl_shm_on(o)) pl_argv_add(w, "--shm=false");
   if (o->slow_factor[i] > 1) pl_argv_add(w, "--slow-factor=%g", o->slow_factor[i]);
   if (o->delay_ms[i] > 0) pl_argv_add(w, "--delay-ms=%g", o->delay_ms[i]);
   if (j->secret[0]) pl_argv_add(w, "--secret-file=%s", j->secret);

@@ -32,6 +32,8 @@ typedef struct pl_job_s {
 
 /* The command line of ps shard `shard`, and of worker `index`. */
 void pl_ps_argv(const pl_run_options *o, const pl_job *j, int shard, pl_argv *a);
+/* Whether the job's ps and workers use shared memory (--shm, never behind --link). */
+int pl_shm_on(const pl_run_options *o);
 void pl_worker_argv(const pl_run_options *o, const pl_job *j, int index, pl_argv *a);
 /* A worker of slot `slot` (its log, name and per-worker flags) asking the ps for `index`
  * (-1: any free one, as workers a --schedule starts do). */

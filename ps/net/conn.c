@@ -36,6 +36,7 @@ static void on_conn_closed(uv_handle_t *h) {
   if (c->next) c->next->prev = c->prev;
   s->net->n_conns--;
   pst_reader_free(&c->rd);
+  pst_ring_free(&c->ring);
   for (ps_deferred *d = c->deferred, *next; d; d = next) {
     next = d->next;
     free(d);

@@ -100,6 +100,12 @@ struct ps_conn {
   int32_t *delta_sent;
   uint32_t delta_framed; /* this reply's chunks framed so far (in order) */
   int delta_have, pull_delta, pull_full;
+  /* Shared memory with a worker on this host (issue 41, proto/ring.h): the worker's region
+   * (its pushes' payloads) and this connection's own (the replies'), both mapped at HELLO
+   * when the worker offered one (ps/net/messages.c); ring_replies once the worker's PULL says
+   * it mapped ours: the replies' payloads then go there (ps/net/pull.c). */
+  pst_ring ring;
+  int ring_replies;
   uv_shutdown_t shutdown_req;
   /* The I/O threads' jobs (ps/net/io.h): a gradient payload being read into push_dst, and a run
    * of this reply's chunks being written. While rjob is out libuv does not read this socket,

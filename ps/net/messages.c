@@ -5,6 +5,7 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -24,6 +25,38 @@ static uint64_t topk_warmup_versions(const ps_server *s) {
   double spe = pst_steps_per_epoch((int)s->facts.train_n, s->opt.workers, s->opt.batch_size);
   if (s->opt.mode != PST_MODE_SYNC) spe *= s->opt.workers;
   return (uint64_t)(s->opt.topk_warmup * spe + 0.5);
+}
+
+/* A worker on this host offered its region (Hello.ring, proto/ring.h): mapped, with one of
+ * this connection's own for the replies (*offer, for the WELCOME), its payloads come through
+ * them. Returns 1 then, else 0 (TLS, --shm false, or a worker elsewhere: TCP). A reply's
+ * largest payload is the shard's floats, and two of them leave room for the next; at most
+ * PS_RING_BYTES, as the pages written stay the connection's: a larger reply sends what finds
+ * no room over TCP (proto/ring.h). */
+#define PS_RING_BYTES (64ull * 1024 * 1024)
+static int take_ring(ps_conn *c, const Pstrain__RingOffer *o, Pstrain__RingOffer *offer) {
+  ps_server *s = c->srv;
+  if (!o || !s->opt.shm || pst_tls_stream_is_tls(&c->io)) return 0;
+  uint64_t ring_bytes = 2 * (uint64_t)s->core.store.n * sizeof(float);
+  if (ring_bytes > PS_RING_BYTES) ring_bytes = PS_RING_BYTES;
+  char err[200];
+  if (pst_ring_attach(&c->ring, o->pid, o->fd, o->token.data, o->token.len, o->size, err,
+                      sizeof err) < 0 ||
+      pst_ring_create(&c->ring, ring_bytes, err, sizeof err) < 0) {
+    /* A worker on another host is the common case, not worth a line at info. */
+    LOG_DEBUG("worker from %s: payloads over TCP (shared memory: %s)", c->peer, err);
+    pst_ring_free(&c->ring);
+    return 0;
+  }
+  pst_reader_set_ring(&c->rd, &c->ring);
+  Pstrain__RingOffer mine = PSTRAIN__RING_OFFER__INIT;
+  mine.pid = (int32_t)getpid();
+  mine.fd = c->ring.fd;
+  mine.token.data = c->ring.token;
+  mine.token.len = sizeof c->ring.token;
+  mine.size = c->ring.mine_size;
+  *offer = mine;
+  return 1;
 }
 
 void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
@@ -114,6 +147,11 @@ void ps_handle_hello(ps_conn *c, const Pstrain__Hello *hello) {
   wl.shard_count = (uint32_t)s->opt.shard_count;
   wl.shard_offset = s->opt.shard_offset;
   wl.shard_floats = s->opt.shard_floats;
+  Pstrain__RingOffer ring = PSTRAIN__RING_OFFER__INIT;
+  if (take_ring(c, hello->ring, &ring)) {
+    wl.ring_taken = 1;
+    wl.ring = &ring;
+  }
   h.type = PSTRAIN__MSG_TYPE__WELCOME;
   h.welcome = &wl;
   /* Just before it leaves: any moment between the HELLO's arrival and the WELCOME's

@@ -39,6 +39,9 @@ struct ps_net {
   /* Bytes read on the training port (after TLS) and queued on it (before TLS), all
    * connections; seconds of the loop's and the I/O threads' writing reply chunks. */
   uint64_t bytes_in, bytes_out;
+  /* Payload bytes that went through shared memory instead (proto/ring.h): read from the
+   * workers' regions, put into the connections' own. */
+  uint64_t shm_in, shm_out;
   double send_seconds;
   /* Frames by message type and the action ps/net/rules.h gave them (/metrics). */
   uint64_t frames[PS_RULE_TYPES][PS_ACT_IGNORE + 1];

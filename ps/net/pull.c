@@ -226,7 +226,7 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
   ps_server *s = c->srv;
   ps_io_job *j = &c->wjob;
   uv_os_fd_t fd;
-  if (!s->net->io || c->deferred || pst_tls_stream_is_tls(&c->io) ||
+  if (!s->net->io || c->deferred || c->ring_replies || pst_tls_stream_is_tls(&c->io) ||
       uv_stream_get_write_queue_size((uv_stream_t *)&c->io.tcp) > 0 ||
       uv_fileno((uv_handle_t *)&c->io.tcp, &fd) < 0)
     return 0;
@@ -301,8 +301,11 @@ void ps_pull_continue(ps_conn *c) {
     uv_buf_t bufs[2 * WRITE_BATCH];
     size_t bytes = 0;
     for (; k < WRITE_BATCH && first + k < ready; k++) {
-      int hn = chunk_frame(c, first + k, bufs + 2 * k);
-      bytes += (size_t)hn + bufs[2 * k + 1].len;
+      chunk_frame(c, first + k, bufs + 2 * k);
+      /* A worker on this host reads the payload from this connection's region (proto/ring.h):
+       * only the frame's head goes on the stream. */
+      if (c->ring_replies) s->net->shm_out += pst_send_ring_chunk(&c->ring, bufs + 2 * k);
+      bytes += (size_t)bufs[2 * k].len + bufs[2 * k + 1].len;
     }
     c->wreq[first].data = c;
     c->wbatch[first] = k;

@@ -357,6 +357,13 @@ static char *summary_json(const pst_metrics *m, const pst_run_summary *r, double
   cJSON_AddNumberToObject(o, "wire_bytes_out", (double)m->bytes_out);
   cJSON_AddNumberToObject(o, "wire_bytes_per_step", updates ? wire / (double)updates : 0);
   cJSON_AddNumberToObject(o, "wire_bytes_per_sample", own ? wire / (double)own : 0);
+  /* Payloads that went through shared memory with workers on this host (proto/ring.h)
+   * instead: with the wire's, every byte the workers and the ps exchanged. */
+  double shm = (double)m->shm_in + (double)m->shm_out;
+  cJSON_AddNumberToObject(o, "shm_bytes_in", (double)m->shm_in);
+  cJSON_AddNumberToObject(o, "shm_bytes_out", (double)m->shm_out);
+  cJSON_AddNumberToObject(o, "shm_bytes_per_step", updates ? shm / (double)updates : 0);
+  cJSON_AddNumberToObject(o, "shm_bytes_per_sample", own ? shm / (double)own : 0);
   /* The model's checksum, and this ps's part of the weights with its own checksum (the same
    * as the model's without shards): a shard's summary does not pass its part off as the
    * model (issue 25). */

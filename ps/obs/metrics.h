@@ -169,6 +169,9 @@ typedef struct {
   /* On the ps's training port, all connections, for the summary (the connections count them:
    * ps/net/net.h). */
   uint64_t bytes_in, bytes_out;
+  /* Payload bytes through shared memory with workers on this host (proto/ring.h), which the
+   * figures above do not count. */
+  uint64_t shm_in, shm_out;
   /* The round trip's parts over the workers' steps (seconds). */
   pst_quant round_trip[PST_RT_PARTS];
   /* TensorBoard scalars (--tensorboard): the caller's event file, or NULL; the learning

@@ -172,6 +172,12 @@ void ps_obs_render(const void *arg, pst_text *t) {
                    "Bytes read on the training port (after TLS).", (double)s->net->bytes_in);
   pst_prom_counter(t, "pstrain_sent_bytes_total",
                    "Bytes queued on the training port (before TLS).", (double)s->net->bytes_out);
+  pst_prom_counter(t, "pstrain_shm_received_bytes_total",
+                   "Payload bytes read from workers' shared memory (workers on this host).",
+                   (double)s->net->shm_in);
+  pst_prom_counter(t, "pstrain_shm_sent_bytes_total",
+                   "Payload bytes put into shared memory for workers on this host.",
+                   (double)s->net->shm_out);
   pst_prom_hist(t, "pstrain_gradient_staleness", "Versions a gradient was behind when applied.",
                 &m->staleness);
   pst_prom_hist(t, "pstrain_step_seconds", "Seconds between consecutive versions.",
@@ -487,6 +493,8 @@ static void write_report(ps_server *s) {
   /* The connections count the bytes on the wire; the summary gives them. */
   s->obs.metrics.bytes_in = s->net->bytes_in;
   s->obs.metrics.bytes_out = s->net->bytes_out;
+  s->obs.metrics.shm_in = s->net->shm_in;
+  s->obs.metrics.shm_out = s->net->shm_out;
   int rc = pst_metrics_summary(&s->obs.metrics, s->opt.summary_path, &sum);
   free(untrained);
   free(per_slot);

@@ -68,6 +68,7 @@ obj() {
 lib_sources() {
   echo "$out/gen/proto/pstrain.pb-c.c"
   echo "$out/gen/proto/tensorboard.pb-c.c"
+  echo "$root/proto/ring.c"
   echo "$root/proto/wire.c"
   echo "$root/proto/send.c"
   echo "$root/proto/status_json.c"
@@ -118,7 +119,7 @@ for t in "${targets[@]}"; do
     make_seeds)
       # A plain program (no fuzzer, no sanitizers): writes the seed corpora.
       echo "build.sh: make_seeds" >&2
-      "$CC" "${CFLAGS[@]}" "$here/make_seeds.c" "$root/proto/wire.c" "$out/gen/proto/pstrain.pb-c.c" \
+      "$CC" "${CFLAGS[@]}" "$here/make_seeds.c" "$root/proto/wire.c" "$root/proto/ring.c" "$out/gen/proto/pstrain.pb-c.c" \
         "$root/common/log.c" "$root/common/codec.c" -lprotobuf-c -lz -lm -o "$out/make_seeds" ;;
     *) echo "build.sh: unknown target '$t'" >&2; exit 2 ;;
   esac

@@ -4,7 +4,9 @@
  *   data[0]  how the stream is cut into reads (bits 0-1: whole buffers, single bytes, random
  *            sizes, or mostly tiny with some whole), when on_frame pauses the reader (bit 2:
  *            after every frame, bit 3: after odd frames), a small payload cap (bit 4), and
- *            which frames the callbacks refuse (bits 5-6, see below)
+ *            which frames the callbacks refuse (bits 5-6, see below), and whether the reader
+ *            has a ring (bit 7: frames flagged PST_WIRE_FLAG_RING take their payload from a
+ *            peer's region, made once, holding a fixed pattern; proto/ring.h)
  *   data[1]  seed of the read sizes
  * The stream is fed through pst_reader_buffer/pst_reader_feed exactly as libuv's alloc and
  * read callbacks do in ps/server.c (a paused reader is resumed before the next read), with
@@ -22,7 +24,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "proto/ring.h"
 #include "proto/wire.h"
 
 #define MAX_FRAMES 4096
@@ -77,6 +81,29 @@ static int frame_refused(uint8_t policy, const Pstrain__Header *h) {
   return (policy & 0x40) && h->type == PSTRAIN__MSG_TYPE__ERROR;
 }
 static uint32_t max_payload(uint8_t policy) { return (policy & 0x10) ? 4096 : 0; }
+
+/* Bit 7: this end of a ring pair, the peer's region (PST_RING_MIN_SIZE bytes of data)
+ * holding byte i = i * 31 + 7, made once per process; each input starts it with nothing read. */
+#define RING_SIZE PST_RING_MIN_SIZE
+static pst_ring *fuzz_ring(uint8_t policy, const uint8_t **data) {
+  static pst_ring mine, peer;
+  static int made;
+  if (!(policy & 0x80)) return NULL;
+  if (!made) {
+    char err[200];
+    pst_ring_init(&mine);
+    pst_ring_init(&peer);
+    CHECK(pst_ring_create(&mine, RING_SIZE, err, sizeof err) == 0, "%s", err);
+    CHECK(pst_ring_create(&peer, RING_SIZE, err, sizeof err) == 0, "%s", err);
+    CHECK(pst_ring_attach(&mine, getpid(), peer.fd, peer.token, sizeof peer.token, RING_SIZE, err,
+                          sizeof err) == 0, "%s", err);
+    for (size_t i = 0; i < RING_SIZE; i++) peer.mine[PST_RING_HEAD + i] = (uint8_t)(i * 31 + 7);
+    made = 1;
+  }
+  mine.tail = 0;
+  *data = peer.mine + PST_RING_HEAD;
+  return &mine;
+}
 
 /* ---- the incremental reader under test ---- */
 
@@ -164,26 +191,40 @@ static void ref_free(void *data, void *p) { (void)data, (void)p; }
 
 /* Fills want[] with the frames a correct reader delivers; returns 1 when it must fail
  * (at the frame after the last one in want), 0 when the stream just ends. */
-static int reference(const uint8_t *s, size_t n, uint8_t policy, frame_rec *want, int *n_want) {
+static int reference(const uint8_t *s, size_t n, uint8_t policy, frame_rec *want, int *n_want,
+                     const uint8_t *region) {
   static uint8_t mem[PST_WIRE_ARENA];
   ref_arena arena = {mem, 0};
   ProtobufCAllocator alloc = {ref_alloc, ref_free, &arena};
   uint32_t cap = max_payload(policy) ? max_payload(policy) : PST_WIRE_MAX_PAYLOAD;
   size_t pos = 0;
+  uint64_t tail = 0; /* what has been read of the peer's region */
   char err[160];
   *n_want = 0;
   for (;;) {
     pst_prefix p;
     if (n - pos < PST_WIRE_PREFIX_LEN) return 0;
     if (pst_wire_prefix_decode(s + pos, cap, &p, err, sizeof err) < 0) return 1;
+    int ring = (p.flags & PST_WIRE_FLAG_RING) != 0;
+    if (ring && (!region || p.payload_len == 0)) return 1;
     pos += PST_WIRE_PREFIX_LEN;
     if (n - pos < p.header_len) return 0;
     arena.used = 0;
     Pstrain__Header *h = pstrain__header__unpack(&alloc, p.header_len, s + pos);
-    if (h == NULL || pst_wire_validate(h, p.payload_len, err, sizeof err) < 0) return 1;
+    if (h == NULL) return 1;
+    /* This reader takes no delta chunks (pst_reader_take_delta): a tensor chunk marked delta
+     * fails, as does any frame marked sparse without it (found with the ring's frames,
+     * 2026-11-29: the reference had left both out). */
+    int tensor = h->type == PSTRAIN__MSG_TYPE__WEIGHTS || h->type == PSTRAIN__MSG_TYPE__PUSH;
+    if ((tensor && h->delta) || h->sparse) return 1;
+    if (pst_wire_validate(h, p.payload_len, err, sizeof err) < 0) return 1;
     pos += p.header_len;
     if (p.payload_len > 0 && (payload_refused(policy, h) || payload_nulled(policy, h))) return 1;
-    if (n - pos < p.payload_len) return 0;
+    /* A payload in the region: after what was read, whole inside it (proto/ring.h). */
+    uint64_t rp = h->ring_pos;
+    if (ring && (rp < tail || p.payload_len > RING_SIZE || rp % RING_SIZE + p.payload_len > RING_SIZE))
+      return 1;
+    if (!ring && n - pos < p.payload_len) return 0;
     CHECK(*n_want < MAX_FRAMES, "too many frames");
     frame_rec *f = &want[(*n_want)++];
     f->type = (int)h->type;
@@ -192,8 +233,13 @@ static int reference(const uint8_t *s, size_t n, uint8_t policy, frame_rec *want
     f->count = h->count;
     f->last = h->last;
     f->payload_len = p.payload_len;
-    f->payload_hash = p.payload_len ? fnv(s + pos, p.payload_len) : 0;
-    pos += p.payload_len;
+    if (ring) {
+      f->payload_hash = fnv(region + rp % RING_SIZE, p.payload_len);
+      tail = rp + p.payload_len;
+    } else {
+      f->payload_hash = p.payload_len ? fnv(s + pos, p.payload_len) : 0;
+      pos += p.payload_len;
+    }
     if (frame_refused(policy, h)) return 1;
   }
 }
@@ -229,6 +275,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   c.policy = policy;
   pst_reader r;
   CHECK(pst_reader_init(&r, &cbs, &c, max_payload(policy)) == 0, "pst_reader_init");
+  const uint8_t *region = NULL;
+  pst_reader_set_ring(&r, fuzz_ring(policy, &region));
 
   size_t pos = 0;
   int rc = 0, failed = 0;
@@ -254,7 +302,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   }
 
   int n_want = 0;
-  int must_fail = reference(s, n, policy, want, &n_want);
+  int must_fail = reference(s, n, policy, want, &n_want, region);
   CHECK(failed == must_fail, "reader %s, reference %s (%d frames read)",
         failed ? "failed" : "did not fail", must_fail ? "fails" : "does not", c.n_got);
   CHECK(c.n_got == n_want, "reader delivered %d frames, reference %d", c.n_got, n_want);

@@ -107,6 +107,20 @@ static void chunk_fp16(buf *o, uint64_t version, uint64_t offset, uint32_t count
     put(o, &v, 2);
   }
 }
+/* A chunk whose payload is in the peer's shared region at pos (the ring flag, issue 41): no
+ * payload on the stream. */
+static void ring_chunk(buf *o, uint64_t offset, uint32_t count, uint64_t pos) {
+  Pstrain__Header h = PSTRAIN__HEADER__INIT;
+  static uint8_t b[PST_WIRE_MAX_FRAME_HEAD];
+  h.type = PSTRAIN__MSG_TYPE__PUSH;
+  h.offset = offset;
+  h.count = count;
+  h.ring_pos = pos;
+  int n = pst_wire_encode(&h, count * 4, b, sizeof b);
+  if (n < 0) exit(1);
+  b[6] = (uint8_t)PST_WIRE_FLAG_RING;
+  put(o, b, (size_t)n);
+}
 static void simple(buf *o, Pstrain__MsgType t, uint64_t version, int last) {
   Pstrain__Header h = PSTRAIN__HEADER__INIT;
   h.type = t;
@@ -173,6 +187,15 @@ static void wire_seeds(void) {
   o.n = 0; put8(&o, 0x00); put8(&o, 0); chunk(&o, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 0, 4100, 0);
   chunk(&o, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 4100, 16, 1);
   save_buf(t, "large_payload_direct", &o);
+  /* Bit 7: the reader has a ring; chunks from the peer's region, a plain one between, then one
+   * behind what was read; and one that would run past the region's end. */
+  o.n = 0; put8(&o, 0x80); put8(&o, 0); ring_chunk(&o, 0, 100, 0); ring_chunk(&o, 100, 50, 400);
+  chunk(&o, PSTRAIN__MSG_TYPE__PUSH, 0, 150, 4, 0); ring_chunk(&o, 154, 10, 64);
+  save_buf(t, "ring_chunks_then_behind", &o);
+  o.n = 0; put8(&o, 0x82); put8(&o, 5); ring_chunk(&o, 0, 100, 65000);
+  save_buf(t, "ring_chunk_past_region", &o);
+  o.n = 0; put8(&o, 0x00); put8(&o, 0); ring_chunk(&o, 0, 100, 0);
+  save_buf(t, "ring_chunk_without_ring", &o);
   o.n = 0; put8(&o, 0x04); put8(&o, 9); chunk(&o, PSTRAIN__MSG_TYPE__WEIGHTS, 3, 0, 4100, 1);
   status(&o, 1);
   save_buf(t, "large_payload_pause", &o);
