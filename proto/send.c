@@ -47,6 +47,13 @@ size_t pst_send_ring_chunk(pst_ring *ring, uv_buf_t frame[2]) {
   return moved;
 }
 
+unsigned pst_send_compact(uv_buf_t *bufs, unsigned n) {
+  unsigned k = 0;
+  for (unsigned i = 0; i < n; i++)
+    if (bufs[i].len > 0) bufs[k++] = bufs[i];
+  return k;
+}
+
 int pst_send_copy(pst_tls_stream *s, const void *bytes, size_t n) {
   send_block *m = malloc(sizeof *m + n);
   if (!m) return -ENOMEM;

@@ -20,5 +20,11 @@ int pst_send_copy(pst_tls_stream *s, const void *bytes, size_t n);
  * there (pst_wire_ring_frame), frame[0] then the marked head and frame[1] empty. Returns the
  * payload bytes moved (0: the frame goes as it was). */
 size_t pst_send_ring_chunk(pst_ring *ring, uv_buf_t frame[2]);
+/* Drops the empty buffers of bufs[n] (a frame whose payload went into the ring, a sparse
+ * delta chunk of no pairs), keeping the others' order; returns how many are left. libuv takes
+ * a write whose last buffer is empty for unfinished once the rest is written (its
+ * uv__write_req_update stops at it), and finishes it only after waiting for the socket to be
+ * writable: a turn of the loop later, with the writes queued behind it waiting too. */
+unsigned pst_send_compact(uv_buf_t *bufs, unsigned n);
 
 #endif

@@ -247,7 +247,8 @@ static int queue_chunks(wk_client *c, uint32_t i, uint32_t k) {
   }
   c->wreq[i].data = c;
   c->writes_left++;
-  int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, 2 * k, on_push_write);
+  int rc = pst_tls_stream_write(&c->io, &c->wreq[i], bufs, pst_send_compact(bufs, 2 * k),
+                                on_push_write);
   if (rc < 0) {
     c->writes_left--;
     return rc;

@@ -236,15 +236,19 @@ static int offload_chunks(ps_conn *c, uint32_t ready) {
     bytes += (size_t)pst_update_chunk_len(&s->core.upd, c->pull_sent + k) * reply_value_bytes(c);
   if (bytes < s->opt.io_min) return 0;
   size_t frames = 0;
+  int iovcnt = 0;
   for (uint32_t i = 0; i < k; i++) {
     uv_buf_t bufs[2];
     frames += (size_t)chunk_frame(c, c->pull_sent + i, bufs) + bufs[1].len;
+    /* An empty payload (a sparse delta chunk of no pairs) is left out: the thread's sendmsg
+     * of nothing but it would return 0, which it takes for a failed socket (ps/net/io.c). */
     for (int b = 0; b < 2; b++)
-      j->iov[2 * i + b] = (struct iovec){.iov_base = bufs[b].base, .iov_len = bufs[b].len};
+      if (bufs[b].len > 0)
+        j->iov[iovcnt++] = (struct iovec){.iov_base = bufs[b].base, .iov_len = bufs[b].len};
   }
   j->fd = fd;
   j->dir = PS_IO_WRITE;
-  j->iovcnt = (int)(2 * k);
+  j->iovcnt = iovcnt;
   j->done = ps_pull_job_done;
   j->data = c;
   wait_ends(c); /* nothing once measured: rt_in is 0 */
@@ -313,7 +317,8 @@ void ps_pull_continue(ps_conn *c) {
     s->net->bytes_out += bytes;
     wait_ends(c);
     double t0 = pst_now();
-    if (pst_tls_stream_write(&c->io, &c->wreq[first], bufs, 2 * k, on_pull_write) < 0) {
+    if (pst_tls_stream_write(&c->io, &c->wreq[first], bufs, pst_send_compact(bufs, 2 * k),
+                             on_pull_write) < 0) {
       /* The connection is failing: these chunks and the rest never started. */
       c->pull_sent = first;
       ps_pull_abandon(c);
