@@ -70,6 +70,9 @@ static void wake(io_helper *h) {
  * is over (all moved, the peer closed, an error), 0 when the socket would block. */
 static int step(ps_io_job *j) {
   for (;;) {
+    /* Empty buffers move nothing: a sendmsg of nothing else would return 0, which reads as a
+     * closed peer below. */
+    while (j->iov_first < j->iovcnt && j->iov[j->iov_first].iov_len == 0) j->iov_first++;
     if (j->iov_first == j->iovcnt) return 1;
     struct msghdr msg = {.msg_iov = j->iov + j->iov_first,
                          .msg_iovlen = (size_t)(j->iovcnt - j->iov_first)};
