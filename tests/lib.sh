@@ -96,6 +96,30 @@ proxied_pair() {
   wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero"
 }
 
+# kill_one_worker NAME PS_ARGS...: a job of 2 workers, the ps given PS_ARGS and waiting for a
+# lost worker, whose worker 1 is killed with kill -9 at step 40 and replaced; all three must
+# exit 0. The summary is $OUT/NAME.json, the ps's log $OUT/NAMEps.log.
+kill_one_worker() {
+  local name=$1 port ps_pid w0 w1
+  shift
+  port=$(free_port)
+  start_ps "${name}ps" --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/$name.json" \
+    --metrics "$OUT/$name.jsonl" --report-every 5 --worker-timeout 5 --on-worker-loss wait "$@"
+  ps_pid=$LAST_PID
+  start_worker "${name}w0" --ps "127.0.0.1:$port" --index 0
+  w0=$LAST_PID
+  start_worker "${name}w1" --ps "127.0.0.1:$port" --index 1
+  w1=$LAST_PID
+  wait_step "$OUT/$name.jsonl" 40 60
+  kill -9 "$w1"
+  wait_for "$OUT/${name}ps.log" "worker 1 .* lost" 10
+  start_worker "${name}w1b" --ps "127.0.0.1:$port" --index 1
+  w1=$LAST_PID
+  wait_pid "$w0" 120 || fail "$name: worker 0 exited non-zero"
+  wait_pid "$w1" 120 || fail "$name: the replacement exited non-zero"
+  wait_pid "$ps_pid" 30 || fail "$name: the ps exited non-zero after a worker was killed"
+}
+
 # json_field FILE KEY: a number or string field of a one-line JSON object.
 json_field() {
   /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"

@@ -34,23 +34,7 @@ got=$(json_field "$OUT/s-stall.json" weights_checksum)
 pass "a push stopped halfway on an I/O thread: the ps found worker 0 silent, it came back; checksum $got = clean"
 
 # kill -9 of a worker mid-run, and a replacement.
-port=$(free_port)
-start_ps kps --listen "127.0.0.1:$port" --workers 2 --summary-json "$OUT/k.json" \
-  --metrics "$OUT/k.jsonl" --report-every 5 --worker-timeout 5 --on-worker-loss wait \
-  "${args[@]}" "${io[@]}"
-ps_pid=$LAST_PID
-start_worker kw0 --ps "127.0.0.1:$port" --index 0
-w0=$LAST_PID
-start_worker kw1 --ps "127.0.0.1:$port" --index 1
-w1=$LAST_PID
-wait_step "$OUT/k.jsonl" 40 60
-kill -9 "$w1"
-wait_for "$OUT/kps.log" "worker 1 .* lost" 10
-start_worker kw1b --ps "127.0.0.1:$port" --index 1
-w1=$LAST_PID
-wait_pid "$w0" 120 || fail "worker 0 exited non-zero"
-wait_pid "$w1" 120 || fail "the replacement exited non-zero"
-wait_pid "$ps_pid" 30 || fail "the ps exited non-zero after a worker was killed"
+kill_one_worker k "${args[@]}" "${io[@]}"
 acc=$(json_field "$OUT/k.json" test_accuracy)
 at_least "$acc" 0.7 || fail "accuracy $acc after a worker was killed"
 pass "kill -9 of a worker mid-run with I/O threads: replaced, the run ended at accuracy $acc"
