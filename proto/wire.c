@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/log.h"
 
@@ -103,6 +104,25 @@ int pst_wire_ring_frame(pst_ring *ring, uint8_t *head, int head_len, size_t head
   put_u16(head + 6, PST_WIRE_FLAG_RING);
   put_u32(head + 8, get_u32(head + 8) + (n - (uint32_t)head_len));
   return (int)n;
+}
+
+void pst_wire_ring_offer(const pst_ring *ring, Pstrain__RingOffer *out) {
+  Pstrain__RingOffer o = PSTRAIN__RING_OFFER__INIT;
+  o.pid = (int32_t)getpid();
+  o.fd = ring->fd;
+  o.token.data = (uint8_t *)ring->token;
+  o.token.len = sizeof ring->token;
+  o.size = ring->mine_size;
+  *out = o;
+}
+
+int pst_wire_ring_attach(pst_ring *ring, const Pstrain__RingOffer *offer, char *err, size_t errlen) {
+  if (!offer) {
+    snprintf(err, errlen, "no region offered");
+    return -EINVAL;
+  }
+  return pst_ring_attach(ring, offer->pid, offer->fd, offer->token.data, offer->token.len,
+                         offer->size, err, errlen);
 }
 
 int pst_wire_encode_chunk(Pstrain__MsgType type, uint64_t version, uint64_t offset,

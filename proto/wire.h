@@ -77,6 +77,11 @@ int pst_wire_encode_delta_chunk(uint64_t version, uint64_t offset, uint32_t coun
  * and its new length returned; the payload then no longer follows on the stream. 0: the
  * frame goes as it is, payload and all. */
 #define PST_WIRE_RING_MIN 4096u
+/* The offer of this end's region for a HELLO or WELCOME (its pid, descriptor, token and size;
+ * the token's bytes stay the ring's), and the mapping of the peer's from its offer
+ * (pst_ring_attach's returns; NULL: "no region offered", -EINVAL). */
+void pst_wire_ring_offer(const pst_ring *ring, Pstrain__RingOffer *out);
+int pst_wire_ring_attach(pst_ring *ring, const Pstrain__RingOffer *offer, char *err, size_t errlen);
 int pst_wire_ring_frame(pst_ring *ring, uint8_t *head, int head_len, size_t head_cap,
                         const void *payload, size_t len);
 

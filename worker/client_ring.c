@@ -3,8 +3,6 @@
  * reader takes the ps's from its region (proto/wire.c); closing frees both (client.c). */
 #include "worker/client.h"
 
-#include <unistd.h>
-
 #include "common/log.h"
 
 /* Data bytes of this end's region. Pages are allocated as they are first written, and a new
@@ -22,13 +20,7 @@ const Pstrain__RingOffer *wk_client_ring_offer(wk_client *c) {
       return NULL;
     }
   }
-  Pstrain__RingOffer o = PSTRAIN__RING_OFFER__INIT;
-  o.pid = (int32_t)getpid();
-  o.fd = c->ring.fd;
-  o.token.data = c->ring.token;
-  o.token.len = sizeof c->ring.token;
-  o.size = c->ring.mine_size;
-  c->ring_offer = o;
+  pst_wire_ring_offer(&c->ring, &c->ring_offer);
   return &c->ring_offer;
 }
 
@@ -41,10 +33,8 @@ int wk_client_ring_welcome(wk_client *c, const Pstrain__Welcome *w) {
     return 0;
   }
   pst_ring_mapped_by_peer(&c->ring);
-  char err[200] = "the ps offered no region of its own";
-  const Pstrain__RingOffer *o = w->ring;
-  if (!o || pst_ring_attach(&c->ring, o->pid, o->fd, o->token.data, o->token.len, o->size, err,
-                            sizeof err) < 0) {
+  char err[200];
+  if (pst_wire_ring_attach(&c->ring, w->ring, err, sizeof err) < 0) {
     LOG_INFO("ps shard %d: payloads over TCP (its shared memory: %s)", c->tl_shard, err);
     pst_ring_free(&c->ring);
     return 0;

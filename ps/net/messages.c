@@ -5,7 +5,6 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "common/clock.h"
 #include "common/log.h"
@@ -40,8 +39,7 @@ static int take_ring(ps_conn *c, const Pstrain__RingOffer *o, Pstrain__RingOffer
   uint64_t ring_bytes = 2 * (uint64_t)s->core.store.n * sizeof(float);
   if (ring_bytes > PS_RING_BYTES) ring_bytes = PS_RING_BYTES;
   char err[200];
-  if (pst_ring_attach(&c->ring, o->pid, o->fd, o->token.data, o->token.len, o->size, err,
-                      sizeof err) < 0 ||
+  if (pst_wire_ring_attach(&c->ring, o, err, sizeof err) < 0 ||
       pst_ring_create(&c->ring, ring_bytes, err, sizeof err) < 0) {
     /* A worker on another host is the common case, not worth a line at info. */
     LOG_DEBUG("worker from %s: payloads over TCP (shared memory: %s)", c->peer, err);
@@ -49,13 +47,7 @@ static int take_ring(ps_conn *c, const Pstrain__RingOffer *o, Pstrain__RingOffer
     return 0;
   }
   pst_reader_set_ring(&c->rd, &c->ring);
-  Pstrain__RingOffer mine = PSTRAIN__RING_OFFER__INIT;
-  mine.pid = (int32_t)getpid();
-  mine.fd = c->ring.fd;
-  mine.token.data = c->ring.token;
-  mine.token.len = sizeof c->ring.token;
-  mine.size = c->ring.mine_size;
-  *offer = mine;
+  pst_wire_ring_offer(&c->ring, offer);
   return 1;
 }
 

@@ -9,6 +9,7 @@
 
 #include "common/clock.h"
 #include "common/codec.h"
+#include "proto/send.h"
 #include "proto/wire.h"
 #include "ps/net/conn.h"
 
