@@ -14,7 +14,6 @@ const Pstrain__RingOffer *wk_client_ring_offer(wk_client *c) {
   if (!c->ring_wanted || c->tls || c->state != WK_CONN_OPEN) return NULL;
   if (!c->ring.mine) {
     char err[200];
-    pst_ring_free(&c->ring);
     if (pst_ring_create(&c->ring, WK_RING_BYTES, err, sizeof err) < 0) {
       LOG_DEBUG("no shared memory with the ps: %s", err);
       return NULL;
